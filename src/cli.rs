@@ -1,0 +1,64 @@
+//! The command line: argument definitions and the dispatch to one entry point per subcommand.
+//!
+//! Owns nothing but parsing and routing; each subcommand's work lives in its domain module.
+//! Exit statuses common to every subcommand: 0 success, 1 a runtime error (printed as
+//! `foster: error: ...` on standard error), 2 a usage error (from clap).
+
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::identity::Identity;
+
+/// foster: a process-tree manager for Linux.
+#[derive(Debug, Parser)]
+#[command(name = "foster", version, propagate_version = true)]
+#[command(about = "A process-tree manager for Linux: subreaper, race-free parent-death gate, \
+                   adoption checks, container init and a live dashboard")]
+pub struct Cli {
+    /// More log lines on standard error (-v info, -vv debug, -vvv trace). RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Fewer log lines (-q errors only, -qq none).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub quiet: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the identity (PID:STARTTIME) of a process, e.g. `foster identity $$`.
+    Identity(IdentityArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct IdentityArgs {
+    /// The process whose identity to print.
+    pub pid: i32,
+}
+
+/// The error type of a subcommand: printed as `foster: error: ...`, exit status 1.
+pub type CliError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Parses the command line, sets up logging and runs the subcommand.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    crate::logging::init(cli.verbose as i8 - cli.quiet as i8);
+    match dispatch(cli.command) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("foster: error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn dispatch(command: Command) -> Result<ExitCode, CliError> {
+    match command {
+        Command::Identity(a) => {
+            println!("{}", Identity::of(a.pid)?);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! foster: a process-tree manager for Linux.
+//!
+//! The layers, each using only those listed above it here (see `docs/architecture.md`):
+//!
+//! - [`procstat`]: the `/proc/<pid>/stat` parser, allocation-free.
+//! - [`identity`]: `(pid, starttime)`, its `PID:STARTTIME` text form.
+//! - [`sanitize`]: escaping process names before they reach a terminal.
+//! - [`logging`]: the tracing subscriber behind `-v` / `-q` / `RUST_LOG`.
+//! - [`cli`]: the command line and its dispatch.
+
+pub mod cli;
+pub mod identity;
+pub mod logging;
+pub mod procstat;
+pub mod sanitize;

@@ -1,0 +1,338 @@
+//! The `/proc/<pid>/stat` parser.
+//!
+//! Owns one thing: turning the bytes of a `stat` file into fields, correctly for every name the
+//! kernel allows. `comm` (field 2) sits between parentheses and may itself hold `)`, `(`, spaces,
+//! newlines and bytes that are not UTF-8, so the name ends at the **last** `)` of the line.
+//!
+//! [`StatFields::parse`] borrows the name from the input and allocates nothing, so the startup
+//! gate can call it between fork and exec on a stack buffer. [`Stat`] is the owned form the tree
+//! scanner keeps. Field numbers in this file are those of `proc_pid_stat(5)`, counting from 1.
+
+use std::fmt;
+
+/// Flag bit of field 9 (`flags`) marking a kernel thread (`PF_KTHREAD` in `include/linux/sched.h`).
+pub const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// Why a `stat` line could not be parsed. Each variant names what was wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatError {
+    /// No `(` opening the command name (field 2).
+    NoOpenParen,
+    /// No `)` closing the command name (field 2).
+    NoCloseParen,
+    /// The pid before the name (field 1) is not a number.
+    BadPid,
+    /// The line ends before field `.0`.
+    MissingField(u8),
+    /// Field `.0` is not the number it must be.
+    BadField(u8),
+}
+
+impl fmt::Display for StatError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StatError::NoOpenParen => write!(f, "no '(' opening the command name (field 2)"),
+            StatError::NoCloseParen => write!(f, "no ')' closing the command name (field 2)"),
+            StatError::BadPid => write!(f, "field 1 (pid) is not a number"),
+            StatError::MissingField(n) => write!(f, "the line ends before field {n}"),
+            StatError::BadField(n) => write!(f, "field {n} is not a number"),
+        }
+    }
+}
+
+impl std::error::Error for StatError {}
+
+/// The fields of one `stat` line, borrowing the name from the input. Allocation-free.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatFields<'a> {
+    /// Field 1.
+    pub pid: i32,
+    /// Field 2, raw bytes without the parentheses (at most 15 bytes from the kernel).
+    pub comm: &'a [u8],
+    /// Field 3: `R`, `S`, `D`, `Z`, `T`, `t`, `X`, `I`, ...
+    pub state: u8,
+    /// Field 4.
+    pub ppid: i32,
+    /// Field 5.
+    pub pgrp: i32,
+    /// Field 6.
+    pub session: i32,
+    /// Field 7.
+    pub tty_nr: i32,
+    /// Field 8.
+    pub tpgid: i32,
+    /// Field 9 (`PF_*` bits).
+    pub flags: u64,
+    /// Field 14, clock ticks in user mode.
+    pub utime: u64,
+    /// Field 15, clock ticks in kernel mode.
+    pub stime: u64,
+    /// Field 20.
+    pub num_threads: i64,
+    /// Field 22, clock ticks after boot at which the process started.
+    pub start_time: u64,
+    /// Field 23, bytes.
+    pub vsize: u64,
+    /// Field 24, pages.
+    pub rss: i64,
+}
+
+/// Splits `rest` at the next space, skipping any run of spaces first.
+fn next_token<'a>(rest: &mut &'a [u8]) -> Option<&'a [u8]> {
+    let s = *rest;
+    let start = s.iter().position(|&b| b != b' ' && b != b'\n')?;
+    let s = &s[start..];
+    let end = s.iter().position(|&b| b == b' ' || b == b'\n').unwrap_or(s.len());
+    *rest = &s[end..];
+    Some(&s[..end])
+}
+
+fn parse_u64(tok: &[u8]) -> Option<u64> {
+    if tok.is_empty() || tok.len() > 20 {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &b in tok {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+    }
+    Some(v)
+}
+
+fn parse_i64(tok: &[u8]) -> Option<i64> {
+    match tok.split_first() {
+        Some((b'-', digits)) => parse_u64(digits).and_then(|v| i64::try_from(v).ok()).map(|v| -v),
+        _ => parse_u64(tok).and_then(|v| i64::try_from(v).ok()),
+    }
+}
+
+fn parse_i32(tok: &[u8]) -> Option<i32> {
+    parse_i64(tok).and_then(|v| i32::try_from(v).ok())
+}
+
+impl<'a> StatFields<'a> {
+    /// Parses one `stat` line. The name ends at the last `)` of `line`.
+    pub fn parse(line: &'a [u8]) -> Result<Self, StatError> {
+        let open = line.iter().position(|&b| b == b'(').ok_or(StatError::NoOpenParen)?;
+        let close = line.iter().rposition(|&b| b == b')').ok_or(StatError::NoCloseParen)?;
+        if close < open {
+            return Err(StatError::NoCloseParen);
+        }
+        let pid_tok = line[..open].strip_suffix(b" ").unwrap_or(&line[..open]);
+        let pid = parse_i32(pid_tok).filter(|p| *p > 0).ok_or(StatError::BadPid)?;
+        let comm = &line[open + 1..close];
+        let mut rest = &line[close + 1..];
+
+        // Fields 3 to 24, in order; the ones foster keeps are picked out as they pass.
+        let mut f = StatFields {
+            pid,
+            comm,
+            state: 0,
+            ppid: 0,
+            pgrp: 0,
+            session: 0,
+            tty_nr: 0,
+            tpgid: 0,
+            flags: 0,
+            utime: 0,
+            stime: 0,
+            num_threads: 0,
+            start_time: 0,
+            vsize: 0,
+            rss: 0,
+        };
+        for field in 3u8..=24 {
+            let tok = next_token(&mut rest).ok_or(StatError::MissingField(field))?;
+            let bad = StatError::BadField(field);
+            match field {
+                3 => {
+                    if tok.len() != 1 {
+                        return Err(bad);
+                    }
+                    f.state = tok[0];
+                }
+                4 => f.ppid = parse_i32(tok).ok_or(bad)?,
+                5 => f.pgrp = parse_i32(tok).ok_or(bad)?,
+                6 => f.session = parse_i32(tok).ok_or(bad)?,
+                7 => f.tty_nr = parse_i32(tok).ok_or(bad)?,
+                8 => f.tpgid = parse_i32(tok).ok_or(bad)?,
+                9 => f.flags = parse_u64(tok).ok_or(bad)?,
+                14 => f.utime = parse_u64(tok).ok_or(bad)?,
+                15 => f.stime = parse_u64(tok).ok_or(bad)?,
+                20 => f.num_threads = parse_i64(tok).ok_or(bad)?,
+                22 => f.start_time = parse_u64(tok).ok_or(bad)?,
+                23 => f.vsize = parse_u64(tok).ok_or(bad)?,
+                24 => f.rss = parse_i64(tok).ok_or(bad)?,
+                _ => {}
+            }
+        }
+        Ok(f)
+    }
+
+    /// True for kernel threads (`PF_KTHREAD`), which have no command line and no memory of
+    /// their own.
+    pub fn is_kernel_thread(&self) -> bool {
+        self.flags & PF_KTHREAD != 0
+    }
+
+    /// The owned copy of these fields.
+    pub fn to_owned(&self) -> Stat {
+        Stat {
+            pid: self.pid,
+            comm: self.comm.to_vec(),
+            state: self.state,
+            ppid: self.ppid,
+            pgrp: self.pgrp,
+            session: self.session,
+            tty_nr: self.tty_nr,
+            tpgid: self.tpgid,
+            flags: self.flags,
+            utime: self.utime,
+            stime: self.stime,
+            num_threads: self.num_threads,
+            start_time: self.start_time,
+            vsize: self.vsize,
+            rss: self.rss,
+        }
+    }
+}
+
+/// The owned fields of one `stat` line (see [`StatFields`] for each field's meaning).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stat {
+    pub pid: i32,
+    pub comm: Vec<u8>,
+    pub state: u8,
+    pub ppid: i32,
+    pub pgrp: i32,
+    pub session: i32,
+    pub tty_nr: i32,
+    pub tpgid: i32,
+    pub flags: u64,
+    pub utime: u64,
+    pub stime: u64,
+    pub num_threads: i64,
+    pub start_time: u64,
+    pub vsize: u64,
+    pub rss: i64,
+}
+
+impl Stat {
+    /// Parses one `stat` line into its owned form.
+    pub fn parse(line: &[u8]) -> Result<Self, StatError> {
+        StatFields::parse(line).map(|f| f.to_owned())
+    }
+
+    /// True for kernel threads.
+    pub fn is_kernel_thread(&self) -> bool {
+        self.flags & PF_KTHREAD != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A real line from `/proc/1/stat`, with its name replaced by `NAME`.
+    fn line(name: &[u8]) -> Vec<u8> {
+        let mut v = b"4242 (".to_vec();
+        v.extend_from_slice(name);
+        v.extend_from_slice(
+            b") S 1 4242 4242 34816 4250 4194560 1227 0 3 0 17 9 0 0 20 0 3 0 123456 \
+              11534336 812 18446744073709551615 1 1 0 0 0 0 0 0 65536 0 0 0 17 1 0 0 0 0 0 \
+              0 0 0 0 0 0 0 0\n",
+        );
+        v
+    }
+
+    fn check(name: &[u8]) {
+        let l = line(name);
+        let f = StatFields::parse(&l).unwrap_or_else(|e| panic!("{name:?}: {e}"));
+        assert_eq!(f.comm, name);
+        assert_eq!(f.pid, 4242);
+        assert_eq!(f.state, b'S');
+        assert_eq!(f.ppid, 1);
+        assert_eq!(f.pgrp, 4242);
+        assert_eq!(f.session, 4242);
+        assert_eq!(f.tty_nr, 34816);
+        assert_eq!(f.tpgid, 4250);
+        assert_eq!(f.flags, 4194560);
+        assert_eq!(f.utime, 17);
+        assert_eq!(f.stime, 9);
+        assert_eq!(f.num_threads, 3);
+        assert_eq!(f.start_time, 123456);
+        assert_eq!(f.vsize, 11534336);
+        assert_eq!(f.rss, 812);
+        assert!(!f.is_kernel_thread());
+    }
+
+    #[test]
+    fn plain_name() {
+        check(b"sleep");
+    }
+
+    #[test]
+    fn name_with_close_paren_and_fake_fields() {
+        check(b"a) R 99 99 99");
+        check(b")");
+        check(b"))");
+    }
+
+    #[test]
+    fn name_with_open_paren_spaces_and_newlines() {
+        check(b"(");
+        check(b"((x");
+        check(b"a b  c");
+        check(b" ");
+        check(b"line\nbreak");
+        check(b"\n");
+    }
+
+    #[test]
+    fn name_with_non_utf8_and_escapes() {
+        check(b"\xff\xfe\x80");
+        check(b"\x1b]0;owned\x07");
+        check(b"\0");
+    }
+
+    #[test]
+    fn fifteen_byte_name_and_empty_name() {
+        check(b"abcdefghijklmno");
+        check(b"");
+    }
+
+    #[test]
+    fn kernel_thread_flag() {
+        let l = b"2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 3 0 0 20 0 1 0 1 0 0 18446744073709551615 0 0";
+        let f = StatFields::parse(l).unwrap();
+        assert!(f.is_kernel_thread());
+        assert_eq!(f.tpgid, -1);
+        assert_eq!(f.ppid, 0);
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        assert_eq!(StatFields::parse(b"12 sleep S 1").unwrap_err(), StatError::NoOpenParen);
+        assert_eq!(StatFields::parse(b"12 (sleep S 1").unwrap_err(), StatError::NoCloseParen);
+        assert_eq!(StatFields::parse(b"x (sleep) S 1").unwrap_err(), StatError::BadPid);
+        assert_eq!(StatFields::parse(b"12 (sleep) S 1").unwrap_err(), StatError::MissingField(5));
+        assert_eq!(StatFields::parse(b"12 (sleep) S x").unwrap_err(), StatError::BadField(4));
+        assert_eq!(StatFields::parse(b"12 (sleep) SS 1").unwrap_err(), StatError::BadField(3));
+        assert_eq!(StatFields::parse(b"").unwrap_err(), StatError::NoOpenParen);
+        assert_eq!(
+            StatError::MissingField(22).to_string(),
+            "the line ends before field 22"
+        );
+    }
+
+    #[test]
+    fn own_stat_parses() {
+        let bytes = std::fs::read("/proc/self/stat").unwrap();
+        let s = Stat::parse(&bytes).unwrap();
+        assert_eq!(s.pid, std::process::id() as i32);
+        assert!(s.start_time > 0);
+        assert!(s.num_threads >= 1);
+    }
+}
