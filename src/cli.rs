@@ -13,8 +13,10 @@ use crate::identity::Identity;
 /// foster: a process-tree manager for Linux.
 #[derive(Debug, Parser)]
 #[command(name = "foster", version, propagate_version = true)]
-#[command(about = "A process-tree manager for Linux: subreaper, race-free parent-death gate, \
-                   adoption checks, container init and a live dashboard")]
+#[command(
+    about = "A process-tree manager for Linux: subreaper, race-free parent-death gate, \
+                   adoption checks, container init and a live dashboard"
+)]
 pub struct Cli {
     /// More log lines on standard error (-v info, -vv debug, -vvv trace). RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
@@ -30,6 +32,24 @@ pub struct Cli {
 pub enum Command {
     /// Print the identity (PID:STARTTIME) of a process, e.g. `foster identity $$`.
     Identity(IdentityArgs),
+    /// Supervise the helpers a TOML file declares, as their subreaper (see docs/run.md).
+    Run(RunArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The configuration file.
+    pub config: std::path::PathBuf,
+    /// Validate the configuration and exit: 0 when valid, 2 with the error when not.
+    #[arg(long)]
+    pub check: bool,
+    /// Run the tree in a new PID namespace with foster as its init, so that even a SIGKILL of
+    /// foster ends every descendant.
+    #[arg(long)]
+    pub contain: bool,
+    /// Append every event (launch, exit, reparented, restart, signal) as a JSON line to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub events_log: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -60,5 +80,26 @@ fn dispatch(command: Command) -> Result<ExitCode, CliError> {
             println!("{}", Identity::of(a.pid)?);
             Ok(ExitCode::SUCCESS)
         }
+        Command::Run(a) => run(a),
     }
+}
+
+fn run(a: RunArgs) -> Result<ExitCode, CliError> {
+    let config = match crate::config::Config::load(&a.config) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("foster: error: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    if a.check {
+        println!(
+            "{}: valid, {} helper{}",
+            a.config.display(),
+            config.helpers.len(),
+            if config.helpers.len() == 1 { "" } else { "s" }
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    Err("foster run: supervision is not available yet; use --check to validate".into())
 }

@@ -63,7 +63,10 @@ impl Identity {
             Err(e) => return Err(IdentityError::Unreadable(pid, e)),
         };
         let f = StatFields::parse(&bytes).map_err(|e| IdentityError::BadStat(pid, e))?;
-        Ok(Identity { pid, start_time: f.start_time })
+        Ok(Identity {
+            pid,
+            start_time: f.start_time,
+        })
     }
 
     /// The identity of the calling process.
@@ -99,7 +102,9 @@ impl FromStr for Identity {
     /// Parses `PID:STARTTIME`, both decimal, the pid positive.
     fn from_str(s: &str) -> Result<Identity, IdentityError> {
         let bad = |why: &str| IdentityError::BadText(format!("identity {s:?}: {why}"));
-        let (pid, start) = s.split_once(':').ok_or_else(|| bad("expected PID:STARTTIME"))?;
+        let (pid, start) = s
+            .split_once(':')
+            .ok_or_else(|| bad("expected PID:STARTTIME"))?;
         let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
         if !digits(pid) {
             return Err(bad("the pid is not a decimal number"));
@@ -111,7 +116,9 @@ impl FromStr for Identity {
         if pid == 0 {
             return Err(bad("the pid must be positive"));
         }
-        let start_time: u64 = start.parse().map_err(|_| bad("the start time is out of range"))?;
+        let start_time: u64 = start
+            .parse()
+            .map_err(|_| bad("the start time is out of range"))?;
         Ok(Identity { pid, start_time })
     }
 }
@@ -164,9 +171,7 @@ impl StatPath {
         let mut len = 0usize;
         loop {
             // SAFETY: writes at most the remaining space of `buf`.
-            let n = unsafe {
-                libc::read(fd, buf[len..].as_mut_ptr().cast(), buf.len() - len)
-            };
+            let n = unsafe { libc::read(fd, buf[len..].as_mut_ptr().cast(), buf.len() - len) };
             if n < 0 {
                 let err = io::Error::last_os_error().raw_os_error().unwrap_or(0);
                 if err == libc::EINTR {
@@ -174,7 +179,11 @@ impl StatPath {
                 }
                 // SAFETY: fd is ours.
                 unsafe { libc::close(fd) };
-                return if err == libc::ESRCH { StatRead::Gone } else { StatRead::Failed(err) };
+                return if err == libc::ESRCH {
+                    StatRead::Gone
+                } else {
+                    StatRead::Failed(err)
+                };
             }
             if n == 0 || len + n as usize == buf.len() {
                 len += n as usize;
@@ -192,7 +201,8 @@ impl StatPath {
 
     /// Whether the process this path reads is still `expected`.
     pub fn matches(&self, expected: &Identity) -> bool {
-        expected.pid == self.pid && self.read_start_time() == StatRead::StartTime(expected.start_time)
+        expected.pid == self.pid
+            && self.read_start_time() == StatRead::StartTime(expected.start_time)
     }
 }
 
@@ -202,7 +212,10 @@ mod tests {
 
     #[test]
     fn text_round_trip() {
-        let id = Identity { pid: 4242, start_time: 123456 };
+        let id = Identity {
+            pid: 4242,
+            start_time: 123456,
+        };
         assert_eq!(id.to_string(), "4242:123456");
         assert_eq!("4242:123456".parse::<Identity>().unwrap(), id);
     }
@@ -227,10 +240,31 @@ mod tests {
 
     #[test]
     fn equal_only_when_both_match() {
-        let a = Identity { pid: 10, start_time: 5 };
-        assert_ne!(a, Identity { pid: 10, start_time: 6 });
-        assert_ne!(a, Identity { pid: 11, start_time: 5 });
-        assert_eq!(a, Identity { pid: 10, start_time: 5 });
+        let a = Identity {
+            pid: 10,
+            start_time: 5,
+        };
+        assert_ne!(
+            a,
+            Identity {
+                pid: 10,
+                start_time: 6
+            }
+        );
+        assert_ne!(
+            a,
+            Identity {
+                pid: 11,
+                start_time: 5
+            }
+        );
+        assert_eq!(
+            a,
+            Identity {
+                pid: 10,
+                start_time: 5
+            }
+        );
     }
 
     #[test]
@@ -238,9 +272,17 @@ mod tests {
         let me = Identity::current().unwrap();
         assert_eq!(me.pid, std::process::id() as i32);
         assert!(me.is_alive());
-        let parent = Identity::parent().unwrap().expect("test runner has a visible parent");
+        let parent = Identity::parent()
+            .unwrap()
+            .expect("test runner has a visible parent");
         assert!(parent.is_alive());
-        assert!(!Identity { pid: me.pid, start_time: me.start_time + 1 }.is_alive());
+        assert!(
+            !Identity {
+                pid: me.pid,
+                start_time: me.start_time + 1
+            }
+            .is_alive()
+        );
     }
 
     #[test]
@@ -249,7 +291,10 @@ mod tests {
         let e = Identity::of(i32::MAX).unwrap_err();
         assert!(matches!(e, IdentityError::NoSuchProcess(p) if p == i32::MAX));
         assert_eq!(e.to_string(), format!("no process with pid {}", i32::MAX));
-        assert!(matches!(Identity::of(0), Err(IdentityError::NoSuchProcess(0))));
+        assert!(matches!(
+            Identity::of(0),
+            Err(IdentityError::NoSuchProcess(0))
+        ));
     }
 
     #[test]

@@ -6,10 +6,14 @@
 //! - [`identity`]: `(pid, starttime)`, its `PID:STARTTIME` text form.
 //! - [`sanitize`]: escaping process names before they reach a terminal.
 //! - [`logging`]: the tracing subscriber behind `-v` / `-q` / `RUST_LOG`.
+//! - [`reaper`]: the one owner of all waiting: SIGCHLD through signalfd, routed statuses.
+//! - [`config`]: the TOML configuration of `foster run`.
 //! - [`cli`]: the command line and its dispatch.
 
 pub mod cli;
+pub mod config;
 pub mod identity;
 pub mod logging;
 pub mod procstat;
+pub mod reaper;
 pub mod sanitize;

@@ -82,7 +82,10 @@ fn next_token<'a>(rest: &mut &'a [u8]) -> Option<&'a [u8]> {
     let s = *rest;
     let start = s.iter().position(|&b| b != b' ' && b != b'\n')?;
     let s = &s[start..];
-    let end = s.iter().position(|&b| b == b' ' || b == b'\n').unwrap_or(s.len());
+    let end = s
+        .iter()
+        .position(|&b| b == b' ' || b == b'\n')
+        .unwrap_or(s.len());
     *rest = &s[end..];
     Some(&s[..end])
 }
@@ -103,7 +106,9 @@ fn parse_u64(tok: &[u8]) -> Option<u64> {
 
 fn parse_i64(tok: &[u8]) -> Option<i64> {
     match tok.split_first() {
-        Some((b'-', digits)) => parse_u64(digits).and_then(|v| i64::try_from(v).ok()).map(|v| -v),
+        Some((b'-', digits)) => parse_u64(digits)
+            .and_then(|v| i64::try_from(v).ok())
+            .map(|v| -v),
         _ => parse_u64(tok).and_then(|v| i64::try_from(v).ok()),
     }
 }
@@ -115,13 +120,21 @@ fn parse_i32(tok: &[u8]) -> Option<i32> {
 impl<'a> StatFields<'a> {
     /// Parses one `stat` line. The name ends at the last `)` of `line`.
     pub fn parse(line: &'a [u8]) -> Result<Self, StatError> {
-        let open = line.iter().position(|&b| b == b'(').ok_or(StatError::NoOpenParen)?;
-        let close = line.iter().rposition(|&b| b == b')').ok_or(StatError::NoCloseParen)?;
+        let open = line
+            .iter()
+            .position(|&b| b == b'(')
+            .ok_or(StatError::NoOpenParen)?;
+        let close = line
+            .iter()
+            .rposition(|&b| b == b')')
+            .ok_or(StatError::NoCloseParen)?;
         if close < open {
             return Err(StatError::NoCloseParen);
         }
         let pid_tok = line[..open].strip_suffix(b" ").unwrap_or(&line[..open]);
-        let pid = parse_i32(pid_tok).filter(|p| *p > 0).ok_or(StatError::BadPid)?;
+        let pid = parse_i32(pid_tok)
+            .filter(|p| *p > 0)
+            .ok_or(StatError::BadPid)?;
         let comm = &line[open + 1..close];
         let mut rest = &line[close + 1..];
 
@@ -314,12 +327,30 @@ mod tests {
 
     #[test]
     fn errors_name_the_problem() {
-        assert_eq!(StatFields::parse(b"12 sleep S 1").unwrap_err(), StatError::NoOpenParen);
-        assert_eq!(StatFields::parse(b"12 (sleep S 1").unwrap_err(), StatError::NoCloseParen);
-        assert_eq!(StatFields::parse(b"x (sleep) S 1").unwrap_err(), StatError::BadPid);
-        assert_eq!(StatFields::parse(b"12 (sleep) S 1").unwrap_err(), StatError::MissingField(5));
-        assert_eq!(StatFields::parse(b"12 (sleep) S x").unwrap_err(), StatError::BadField(4));
-        assert_eq!(StatFields::parse(b"12 (sleep) SS 1").unwrap_err(), StatError::BadField(3));
+        assert_eq!(
+            StatFields::parse(b"12 sleep S 1").unwrap_err(),
+            StatError::NoOpenParen
+        );
+        assert_eq!(
+            StatFields::parse(b"12 (sleep S 1").unwrap_err(),
+            StatError::NoCloseParen
+        );
+        assert_eq!(
+            StatFields::parse(b"x (sleep) S 1").unwrap_err(),
+            StatError::BadPid
+        );
+        assert_eq!(
+            StatFields::parse(b"12 (sleep) S 1").unwrap_err(),
+            StatError::MissingField(5)
+        );
+        assert_eq!(
+            StatFields::parse(b"12 (sleep) S x").unwrap_err(),
+            StatError::BadField(4)
+        );
+        assert_eq!(
+            StatFields::parse(b"12 (sleep) SS 1").unwrap_err(),
+            StatError::BadField(3)
+        );
         assert_eq!(StatFields::parse(b"").unwrap_err(), StatError::NoOpenParen);
         assert_eq!(
             StatError::MissingField(22).to_string(),
