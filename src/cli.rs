@@ -32,6 +32,8 @@ pub struct Cli {
 pub enum Command {
     /// Print the identity (PID:STARTTIME) of a process, e.g. `foster identity $$`.
     Identity(IdentityArgs),
+    /// Print the process tree like pstree: one process a line with pid, state and name.
+    Tree(TreeArgs),
     /// Supervise the helpers a TOML file declares, as their subreaper (see docs/run.md).
     Run(RunArgs),
 }
@@ -58,6 +60,23 @@ pub struct IdentityArgs {
     pub pid: i32,
 }
 
+#[derive(Debug, Args)]
+pub struct TreeArgs {
+    /// Show each process's full command line (escaped) instead of its name.
+    #[arg(short = 'a', long = "arguments")]
+    pub arguments: bool,
+    /// Show only this process and its descendants.
+    #[arg(long, value_name = "PID")]
+    pub root: Option<i32>,
+    /// Print JSON: a list of root nodes, each with pid, ppid, start_time, state, comm, cmdline
+    /// and children (see docs/tree.md).
+    #[arg(long, conflicts_with = "dot")]
+    pub json: bool,
+    /// Print a Graphviz digraph (render with `dot -Tsvg`).
+    #[arg(long)]
+    pub dot: bool,
+}
+
 /// The error type of a subcommand: printed as `foster: error: ...`, exit status 1.
 pub type CliError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -81,6 +100,20 @@ fn dispatch(command: Command) -> Result<ExitCode, CliError> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Run(a) => run(a),
+        Command::Tree(a) => {
+            let format = match (a.json, a.dot) {
+                (true, _) => crate::tree::Format::Json,
+                (_, true) => crate::tree::Format::Dot,
+                _ => crate::tree::Format::Text,
+            };
+            let req = crate::tree::TreeRequest {
+                arguments: a.arguments,
+                root: a.root,
+                format,
+            };
+            crate::tree::run(&req, &mut std::io::stdout().lock())?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

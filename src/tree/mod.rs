@@ -1,0 +1,87 @@
+//! The process tree: `/proc` read into a graph, the changes between two readings, and the ways
+//! the tree is shown.
+//!
+//! - [`scan`]: the [`Scanner`] that reads `/proc` into a [`Snapshot`], caching what is costly per
+//!   identity.
+//! - [`graph`]: the [`Snapshot`], a petgraph graph of [`ProcessNode`]s keyed by identity.
+//! - [`diff`]: the [`Change`] events between two snapshots.
+//! - [`render`]: pstree-like text, JSON and Graphviz output.
+//!
+//! [`run`] is the `foster tree` command on top of them.
+
+pub mod diff;
+pub mod graph;
+pub mod render;
+pub mod scan;
+
+use std::fmt;
+use std::io::{self, Write};
+
+pub use diff::{Change, diff};
+pub use graph::{ProcessNode, Snapshot, TreeError};
+pub use render::Format;
+pub use scan::{ScanOptions, ScanStats, Scanner};
+
+/// What `foster tree` was asked for.
+#[derive(Debug, Clone)]
+pub struct TreeRequest {
+    /// Show full command lines (`-a`).
+    pub arguments: bool,
+    /// Show only the subtree of this pid (`--root`).
+    pub root: Option<i32>,
+    /// The output form.
+    pub format: Format,
+}
+
+/// Why `foster tree` failed.
+#[derive(Debug)]
+pub enum RunError {
+    /// The scan failed.
+    Tree(TreeError),
+    /// The `--root` pid is not a process.
+    NoSuchRoot(i32),
+    /// Standard output could not be written.
+    Output(io::Error),
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunError::Tree(e) => write!(f, "{e}"),
+            RunError::NoSuchRoot(pid) => write!(f, "no process with pid {pid} (given as --root)"),
+            RunError::Output(e) => write!(f, "cannot write the tree to standard output: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
+impl From<TreeError> for RunError {
+    fn from(e: TreeError) -> Self {
+        RunError::Tree(e)
+    }
+}
+
+/// Runs `foster tree`: one scan, the subtree if asked, rendered to `out`. Command lines are read
+/// only when they are shown (`-a`, `--json`). A reader that closes the pipe early (`| head`) is
+/// not an error.
+pub fn run(req: &TreeRequest, out: &mut dyn Write) -> Result<(), RunError> {
+    let opts = ScanOptions {
+        cmdline: req.arguments || req.format == Format::Json,
+        ..ScanOptions::default()
+    };
+    let mut scanner = Scanner::new(opts)?;
+    let snapshot = scanner.scan()?;
+    let view = match req.root {
+        Some(pid) => snapshot
+            .subtree(pid)
+            .map_err(|_| RunError::NoSuchRoot(pid))?,
+        None => snapshot,
+    };
+    let text = render::render(&view, req.format, req.arguments);
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(RunError::Output(e)),
+    }
+}

@@ -1,0 +1,317 @@
+//! Showing a snapshot: pstree-like text, JSON and Graphviz.
+//!
+//! Owns the three output forms of `foster tree`. Text and Graphviz labels go through
+//! [`crate::sanitize::escape`]: no raw control byte or escape sequence from a process name
+//! reaches a terminal or a dot file. JSON strings are exact when the bytes are UTF-8; when they
+//! are not, the string holds U+FFFD in place of the bad bytes and a sibling field
+//! (`comm_escaped`, `cmdline_escaped`) holds the lossless escaped form. See `docs/tree.md`.
+
+use std::borrow::Cow;
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use crate::identity::Identity;
+use crate::sanitize::{escape, escape_args};
+use crate::tree::graph::{ProcessNode, Snapshot};
+
+/// An output form of `foster tree`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Format {
+    /// One process a line, drawn as a tree.
+    #[default]
+    Text,
+    /// A list of root nodes, each with its `children`.
+    Json,
+    /// A Graphviz `digraph`.
+    Dot,
+}
+
+/// Renders `snap` in `format`; `arguments` shows full command lines in text and dot.
+pub fn render(snap: &Snapshot, format: Format, arguments: bool) -> String {
+    match format {
+        Format::Text => text(snap, arguments),
+        Format::Json => json(snap),
+        Format::Dot => dot(snap, arguments),
+    }
+}
+
+/// What a line shows for a process: its escaped name, or with `arguments` its escaped command
+/// line (a process without one, such as a kernel thread or a zombie, shows `[name]`).
+fn label(n: &ProcessNode, arguments: bool) -> String {
+    if arguments && !n.cmdline.is_empty() {
+        escape_args(&n.cmdline)
+    } else if arguments {
+        format!("[{}]", escape(&n.comm))
+    } else {
+        escape(&n.comm)
+    }
+}
+
+/// pstree-like text: `PID STATE NAME`, children below their parent by pid, drawn with
+/// box-drawing characters.
+pub fn text(snap: &Snapshot, arguments: bool) -> String {
+    let mut out = String::with_capacity(snap.len() * 48);
+    // Depth-first without recursion: each frame is a list of siblings and the next to print.
+    let mut prefix = String::new();
+    let mut stack: Vec<(Vec<&ProcessNode>, usize, usize)> = Vec::new();
+    for root in snap.roots() {
+        let _ = writeln!(
+            out,
+            "{} {} {}",
+            root.pid,
+            root.state as char,
+            label(root, arguments)
+        );
+        stack.push((snap.children(&root.identity), 0, 0));
+        while let Some((siblings, next, prefix_len)) = stack.last_mut() {
+            if *next == siblings.len() {
+                stack.pop();
+                continue;
+            }
+            let n = siblings[*next];
+            *next += 1;
+            let last = *next == siblings.len();
+            prefix.truncate(*prefix_len);
+            let _ = writeln!(
+                out,
+                "{prefix}{}{} {} {}",
+                if last { "└─" } else { "├─" },
+                n.pid,
+                n.state as char,
+                label(n, arguments)
+            );
+            prefix.push_str(if last { "  " } else { "│ " });
+            let len = prefix.len();
+            let kids = snap.children(&n.identity);
+            if !kids.is_empty() {
+                stack.push((kids, 0, len));
+            }
+        }
+        prefix.clear();
+    }
+    out
+}
+
+/// Whether a byte string is shown exactly in JSON.
+fn is_utf8(b: &[u8]) -> bool {
+    std::str::from_utf8(b).is_ok()
+}
+
+/// One node of the JSON document (see `docs/tree.md`).
+#[derive(Serialize)]
+struct JsonNode<'a> {
+    pid: i32,
+    ppid: i32,
+    identity: String,
+    start_time: u64,
+    state: String,
+    uid: u32,
+    pgrp: i32,
+    session: i32,
+    comm: Cow<'a, str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    comm_escaped: Option<String>,
+    cmdline: Vec<Cow<'a, str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cmdline_escaped: Option<Vec<String>>,
+    num_threads: i64,
+    rss_bytes: u64,
+    cpu_ticks: u64,
+    kernel_thread: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parent: Option<String>,
+    children: Vec<JsonNode<'a>>,
+}
+
+fn json_node<'a>(snap: &'a Snapshot, n: &'a ProcessNode) -> JsonNode<'a> {
+    let args_exact = n.cmdline.iter().all(|a| is_utf8(a));
+    JsonNode {
+        pid: n.pid,
+        ppid: n.ppid,
+        identity: n.identity.to_string(),
+        start_time: n.start_time,
+        state: (n.state as char).to_string(),
+        uid: n.uid,
+        pgrp: n.pgrp,
+        session: n.session,
+        comm: String::from_utf8_lossy(&n.comm),
+        comm_escaped: (!is_utf8(&n.comm)).then(|| escape(&n.comm)),
+        cmdline: n
+            .cmdline
+            .iter()
+            .map(|a| String::from_utf8_lossy(a))
+            .collect(),
+        cmdline_escaped: (!args_exact).then(|| n.cmdline.iter().map(|a| escape(a)).collect()),
+        num_threads: n.num_threads,
+        rss_bytes: n.rss_bytes,
+        cpu_ticks: n.cpu_ticks,
+        kernel_thread: n.kernel_thread,
+        parent: n.parent.map(|p: Identity| p.to_string()),
+        children: snap
+            .children(&n.identity)
+            .into_iter()
+            .map(|c| json_node(snap, c))
+            .collect(),
+    }
+}
+
+/// The JSON document: a list of root nodes, each with its `children`, followed by a newline.
+pub fn json(snap: &Snapshot) -> String {
+    let roots: Vec<JsonNode> = snap.roots().map(|r| json_node(snap, r)).collect();
+    let mut s = serde_json::to_string(&roots).expect("a tree of plain values serializes");
+    s.push('\n');
+    s
+}
+
+/// Escapes text for a double-quoted dot string: names are first escaped for terminals (no
+/// control characters remain), then `\` and `"` are escaped for dot.
+fn dot_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A Graphviz `digraph`: one box per process labelled `PID STATE NAME`, edges parent → child.
+pub fn dot(snap: &Snapshot, arguments: bool) -> String {
+    let mut out = String::from(
+        "digraph processes {\n  rankdir=LR;\n  node [shape=box, fontname=\"monospace\"];\n",
+    );
+    let mut nodes: Vec<&ProcessNode> = snap.nodes().collect();
+    nodes.sort_unstable_by_key(|n| n.pid);
+    for n in &nodes {
+        let text = format!("{} {} {}", n.pid, n.state as char, label(n, arguments));
+        let _ = writeln!(out, "  p{} [label=\"{}\"];", n.pid, dot_string(&text));
+    }
+    for n in &nodes {
+        for c in snap.children(&n.identity) {
+            let _ = writeln!(out, "  p{} -> p{};", n.pid, c.pid);
+        }
+    }
+    out.push_str("}\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture() -> Snapshot {
+        Snapshot::from_nodes(vec![
+            ProcessNode::new(1, 0, 1, b"init").with_cmdline(&["/sbin/init"]),
+            ProcessNode::new(2, 0, 1, b"kthreadd"),
+            ProcessNode::new(5, 2, 2, b"kworker/0:1"),
+            ProcessNode::new(10, 1, 3, b"\x1b]0;owned\x07")
+                .with_cmdline(&[&b"evil\x1b[2J"[..], b"a\"b\\c"]),
+            ProcessNode::new(11, 10, 4, b"a) b (c").with_state(b'Z'),
+            ProcessNode::new(12, 10, 5, b"\xff\xfe-x").with_cmdline(&[&b"\xffarg"[..], b"ok"]),
+            ProcessNode::new(13, 12, 6, b"new\nline"),
+            ProcessNode::new(20, 1, 7, b"last"),
+        ])
+    }
+
+    fn no_control(s: &str) {
+        for (i, c) in s.chars().enumerate() {
+            assert!(
+                c == '\n' || !c.is_control(),
+                "control char {c:?} at {i} in {s:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn text_draws_the_tree_escaped() {
+        let t = text(&fixture(), false);
+        assert_eq!(
+            t,
+            "1 S init\n\
+             ├─10 S \\e]0;owned\\x07\n\
+             │ ├─11 Z a) b (c\n\
+             │ └─12 S \\xff\\xfe-x\n\
+             │   └─13 S new\\nline\n\
+             └─20 S last\n\
+             2 S kthreadd\n\
+             └─5 S kworker/0:1\n"
+        );
+        no_control(&t);
+    }
+
+    #[test]
+    fn text_with_arguments() {
+        let t = text(&fixture(), true);
+        assert!(
+            t.starts_with("1 S /sbin/init\n├─10 S evil\\e[2J a\"b\\\\c\n"),
+            "{t}"
+        );
+        assert!(t.contains("│ ├─11 Z [a) b (c]\n"), "{t}");
+        assert!(t.contains("└─12 S \\xffarg ok\n"), "{t}");
+        assert!(t.contains("\n2 S [kthreadd]\n"), "{t}");
+        no_control(&t);
+    }
+
+    #[test]
+    fn json_is_a_list_of_roots_with_children() {
+        let v: serde_json::Value = serde_json::from_str(&json(&fixture())).unwrap();
+        let roots = v.as_array().unwrap();
+        assert_eq!(roots.len(), 2);
+        let init = &roots[0];
+        assert_eq!(init["pid"], 1);
+        assert_eq!(init["ppid"], 0);
+        assert_eq!(init["start_time"], 1);
+        assert_eq!(init["state"], "S");
+        assert_eq!(init["comm"], "init");
+        assert_eq!(init["cmdline"][0], "/sbin/init");
+        assert!(init.get("comm_escaped").is_none());
+        let kids = init["children"].as_array().unwrap();
+        assert_eq!(kids.len(), 2);
+        let evil = &kids[0];
+        // Valid UTF-8 control characters are exact in JSON (escaped by JSON itself).
+        assert_eq!(evil["comm"], "\u{1b}]0;owned\u{7}");
+        assert!(evil.get("comm_escaped").is_none());
+        assert_eq!(evil["parent"], "1:1");
+        let bad = &evil["children"][1];
+        assert_eq!(bad["pid"], 12);
+        assert_eq!(bad["comm"], "\u{fffd}\u{fffd}-x");
+        assert_eq!(bad["comm_escaped"], "\\xff\\xfe-x");
+        assert_eq!(bad["cmdline_escaped"][0], "\\xffarg");
+        assert_eq!(bad["cmdline_escaped"][1], "ok");
+        assert_eq!(bad["children"][0]["comm"], "new\nline");
+        assert_eq!(roots[1]["children"][0]["comm"], "kworker/0:1");
+    }
+
+    #[test]
+    fn dot_labels_are_escaped_twice() {
+        let d = dot(&fixture(), true);
+        assert!(d.starts_with("digraph processes {\n"));
+        assert!(d.ends_with("}\n"));
+        assert!(
+            d.contains("  p10 [label=\"10 S evil\\\\e[2J a\\\"b\\\\\\\\c\"];\n"),
+            "{d}"
+        );
+        assert!(d.contains("  p1 -> p10;\n  p1 -> p20;\n"), "{d}");
+        assert!(d.contains("  p12 -> p13;\n"));
+        no_control(&d);
+        // Every label is one balanced quoted string.
+        for line in d.lines().filter(|l| l.contains("[label=")) {
+            let inner = line
+                .split_once("[label=\"")
+                .unwrap()
+                .1
+                .strip_suffix("\"];")
+                .unwrap();
+            let mut chars = inner.chars();
+            while let Some(c) = chars.next() {
+                assert_ne!(c, '"', "unescaped quote in {line}");
+                if c == '\\' {
+                    chars.next();
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,543 @@
+//! Reading `/proc` into a snapshot.
+//!
+//! Owns [`Scanner`]: it lists `/proc` once per scan (raw `getdents64` into a reused buffer),
+//! reads every pid's `stat` every scan, and reads `cmdline` only once per new identity, keeping
+//! it in a cache keyed by [`Identity`] that forgets identities no longer present. The uid is the
+//! owner of the opened `stat` file (`fstat` on the descriptor already open): the kernel gives
+//! every inode under `/proc/<pid>` the same owner as the directory, and `status` would triple
+//! the cost. Kernel threads are marked and not read further. A pid that vanishes mid-scan, a file
+//! that cannot be read (`EACCES`, `hidepid`) or does not parse is counted in [`ScanStats`] and
+//! skipped; none aborts the scan.
+//!
+//! A cached command line is read again when the name changes or when the address of the argument
+//! area (field 48 of `stat`, `arg_start`) moves: both change on `execve`, so an exec under the
+//! same identity is seen even when it keeps its name.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::identity::Identity;
+use crate::procstat::StatFields;
+use crate::tree::graph::{ProcessNode, Snapshot, TreeError};
+
+/// What a scan reads.
+#[derive(Debug, Clone)]
+pub struct ScanOptions {
+    /// Read `/proc/<pid>/cmdline` (once per identity). Off, every node's `cmdline` is empty.
+    pub cmdline: bool,
+    /// Where procfs is mounted (`/proc`); a test may point it at a directory of its own.
+    pub proc_root: PathBuf,
+}
+
+impl Default for ScanOptions {
+    fn default() -> Self {
+        ScanOptions {
+            cmdline: true,
+            proc_root: PathBuf::from("/proc"),
+        }
+    }
+}
+
+/// What one scan listed and what it skipped, and why.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ScanStats {
+    /// Pid entries listed in `/proc`.
+    pub listed: usize,
+    /// Processes in the snapshot.
+    pub read: usize,
+    /// Listed but gone before their `stat` could be read (`ENOENT`, `ESRCH`, empty read).
+    pub vanished: usize,
+    /// `stat` not readable (`EACCES`, `EPERM`: another user's process under `hidepid`).
+    pub denied: usize,
+    /// `stat` read but not parseable, or another read error.
+    pub failed: usize,
+    /// In the snapshot, but its `cmdline` could not be read (shown empty).
+    pub cmdline_unreadable: usize,
+    /// Command lines read by this scan (the others came from the cache).
+    pub cmdline_reads: usize,
+}
+
+/// A cached command line, valid while the process keeps its name and argument area.
+#[derive(Debug)]
+struct CacheEntry {
+    comm: Vec<u8>,
+    arg_start: u64,
+    cmdline: Arc<[Vec<u8>]>,
+    seen: u64,
+}
+
+/// Reads `/proc` into [`Snapshot`]s, reusing one buffer and a per-identity cache across scans.
+#[derive(Debug)]
+pub struct Scanner {
+    opts: ScanOptions,
+    proc_fd: OwnedFd,
+    buf: Vec<u8>,
+    dents: Vec<u8>,
+    pids: Vec<i32>,
+    cache: HashMap<Identity, CacheEntry>,
+    generation: u64,
+    page_size: u64,
+    empty: Arc<[Vec<u8>]>,
+}
+
+/// How reading one file went.
+enum ReadError {
+    /// The process is gone.
+    Gone,
+    /// Not allowed.
+    Denied,
+    /// Anything else (errno).
+    Other,
+}
+
+fn classify(errno: i32) -> ReadError {
+    match errno {
+        libc::ENOENT | libc::ESRCH => ReadError::Gone,
+        libc::EACCES | libc::EPERM => ReadError::Denied,
+        _ => ReadError::Other,
+    }
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// Writes `<pid>/<file>\0` into `out` without allocating; returns the used length.
+fn pid_path(out: &mut [u8; 40], pid: i32, file: &[u8]) -> usize {
+    let mut digits = [0u8; 12];
+    let mut n = pid.unsigned_abs();
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let d = &digits[i..];
+    out[..d.len()].copy_from_slice(d);
+    let mut len = d.len();
+    out[len] = b'/';
+    len += 1;
+    out[len..len + file.len()].copy_from_slice(file);
+    len += file.len();
+    out[len] = 0;
+    len + 1
+}
+
+/// Reads the file at `path` (NUL-terminated, relative to `dir`) into `buf`. With `want_uid`,
+/// also returns the owner of the open file. A short read is the end of the file: `stat` and
+/// `cmdline` hand out all they have in one read when the buffer is large enough.
+fn read_at(dir: i32, path: &[u8], buf: &mut Vec<u8>, want_uid: bool) -> Result<u32, ReadError> {
+    buf.clear();
+    // SAFETY: `path` is NUL-terminated; the descriptor is closed on every path below.
+    let fd = unsafe {
+        libc::openat(
+            dir,
+            path.as_ptr().cast(),
+            libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY,
+        )
+    };
+    if fd < 0 {
+        return Err(classify(errno()));
+    }
+    // SAFETY: `fd` was just opened and is owned here alone.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut uid = 0;
+    if want_uid {
+        // SAFETY: a zeroed `stat` is a valid output buffer.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: valid descriptor and buffer.
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+            return Err(classify(errno()));
+        }
+        uid = st.st_uid;
+    }
+    loop {
+        if buf.capacity() - buf.len() < 1024 {
+            buf.reserve(buf.capacity().max(4096));
+        }
+        let spare = buf.capacity() - buf.len();
+        // SAFETY: reads at most `spare` bytes into the reserved tail of `buf`.
+        let n = unsafe {
+            libc::read(
+                fd.as_raw_fd(),
+                buf.as_mut_ptr().add(buf.len()).cast(),
+                spare,
+            )
+        };
+        if n < 0 {
+            let e = errno();
+            if e == libc::EINTR {
+                continue;
+            }
+            return Err(classify(e));
+        }
+        let n = n as usize;
+        // SAFETY: the kernel initialised `n` more bytes.
+        unsafe { buf.set_len(buf.len() + n) };
+        if n < spare {
+            return Ok(uid);
+        }
+    }
+}
+
+/// Field `n` (1-based, `n >= 3`) of a `stat` line as a number, counting from after the name.
+fn stat_field(line: &[u8], n: usize) -> Option<u64> {
+    let close = line.iter().rposition(|&b| b == b')')?;
+    let tok = line[close + 1..]
+        .split(|&b| b == b' ' || b == b'\n')
+        .filter(|t| !t.is_empty())
+        .nth(n - 3)?;
+    std::str::from_utf8(tok).ok()?.parse().ok()
+}
+
+/// Splits a `cmdline` buffer at NUL into arguments (the final NUL ends the last one).
+fn split_cmdline(buf: &[u8]) -> Vec<Vec<u8>> {
+    if buf.is_empty() {
+        return Vec::new();
+    }
+    let body = buf.strip_suffix(b"\0").unwrap_or(buf);
+    body.split(|&b| b == 0).map(<[u8]>::to_vec).collect()
+}
+
+impl Scanner {
+    /// A scanner over `opts.proc_root`; fails only when that directory cannot be opened.
+    pub fn new(opts: ScanOptions) -> Result<Scanner, TreeError> {
+        let proc_err = |source| TreeError::Proc {
+            path: opts.proc_root.clone(),
+            source,
+        };
+        let c = CString::new(opts.proc_root.as_os_str().as_bytes())
+            .map_err(|_| proc_err(std::io::Error::from(std::io::ErrorKind::InvalidInput)))?;
+        // SAFETY: valid NUL-terminated path.
+        let fd = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(proc_err(std::io::Error::last_os_error()));
+        }
+        Ok(Scanner {
+            // SAFETY: just opened, owned here alone.
+            proc_fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            opts,
+            buf: Vec::with_capacity(4096),
+            dents: vec![0; 32 * 1024],
+            pids: Vec::new(),
+            cache: HashMap::new(),
+            generation: 0,
+            page_size: procfs::page_size(),
+            empty: Arc::from(Vec::new()),
+        })
+    }
+
+    /// The options this scanner reads with.
+    pub fn options(&self) -> &ScanOptions {
+        &self.opts
+    }
+
+    /// How many command lines the cache holds.
+    pub fn cached(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Lists the pids in the proc root (numeric entries), once, in pid order.
+    fn list(&mut self) -> Result<(), TreeError> {
+        self.pids.clear();
+        // SAFETY: opens "." relative to our directory descriptor: a fresh listing each scan.
+        let fd = unsafe {
+            libc::openat(
+                self.proc_fd.as_raw_fd(),
+                c".".as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(TreeError::Proc {
+                path: self.opts.proc_root.clone(),
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        // SAFETY: just opened, owned here alone.
+        let dir = unsafe { OwnedFd::from_raw_fd(fd) };
+        loop {
+            // SAFETY: the kernel writes at most `dents.len()` bytes of records.
+            let n = unsafe {
+                libc::syscall(
+                    libc::SYS_getdents64,
+                    dir.as_raw_fd(),
+                    self.dents.as_mut_ptr(),
+                    self.dents.len(),
+                )
+            };
+            if n < 0 {
+                return Err(TreeError::Proc {
+                    path: self.opts.proc_root.clone(),
+                    source: std::io::Error::last_os_error(),
+                });
+            }
+            if n == 0 {
+                break;
+            }
+            let mut off = 0usize;
+            while off < n as usize {
+                // linux_dirent64: d_ino u64, d_off i64, d_reclen u16, d_type u8, d_name[].
+                let rec = &self.dents[off..];
+                let reclen = u16::from_ne_bytes([rec[16], rec[17]]) as usize;
+                let name = &rec[19..reclen];
+                let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+                if let Some(pid) = parse_pid(name) {
+                    self.pids.push(pid);
+                }
+                off += reclen;
+            }
+        }
+        self.pids.sort_unstable();
+        Ok(())
+    }
+
+    /// Scans every pid listed in the proc root.
+    pub fn scan(&mut self) -> Result<Snapshot, TreeError> {
+        self.list()?;
+        let pids = std::mem::take(&mut self.pids);
+        let snap = self.scan_pids(&pids);
+        self.pids = pids;
+        Ok(snap)
+    }
+
+    /// Scans exactly these pids, as if the listing had given them: a pid that does not exist is
+    /// counted as vanished.
+    pub fn scan_pids(&mut self, pids: &[i32]) -> Snapshot {
+        self.generation += 1;
+        let generation = self.generation;
+        let mut stats = ScanStats {
+            listed: pids.len(),
+            ..ScanStats::default()
+        };
+        let mut nodes = Vec::with_capacity(pids.len());
+        let dir = self.proc_fd.as_raw_fd();
+        let mut path = [0u8; 40];
+        for &pid in pids {
+            let len = pid_path(&mut path, pid, b"stat");
+            let uid = match read_at(dir, &path[..len], &mut self.buf, true) {
+                Ok(uid) => uid,
+                Err(ReadError::Gone) => {
+                    stats.vanished += 1;
+                    continue;
+                }
+                Err(ReadError::Denied) => {
+                    stats.denied += 1;
+                    continue;
+                }
+                Err(ReadError::Other) => {
+                    stats.failed += 1;
+                    continue;
+                }
+            };
+            if self.buf.is_empty() {
+                stats.vanished += 1;
+                continue;
+            }
+            let Ok(f) = StatFields::parse(&self.buf) else {
+                stats.failed += 1;
+                continue;
+            };
+            let identity = Identity {
+                pid: f.pid,
+                start_time: f.start_time,
+            };
+            let kernel_thread = f.is_kernel_thread();
+            let zombie = matches!(f.state, b'Z' | b'X');
+            let mut node = ProcessNode {
+                identity,
+                pid: f.pid,
+                ppid: f.ppid,
+                parent: None,
+                pgrp: f.pgrp,
+                session: f.session,
+                state: f.state,
+                uid,
+                comm: f.comm.to_vec(),
+                cmdline: self.empty.clone(),
+                start_time: f.start_time,
+                num_threads: f.num_threads,
+                rss_bytes: f.rss.max(0) as u64 * self.page_size,
+                cpu_ticks: f.utime + f.stime,
+                kernel_thread,
+            };
+            if self.opts.cmdline && !kernel_thread {
+                let arg_start = stat_field(&self.buf, 48).unwrap_or(0);
+                node.cmdline = self.cmdline_of(&node, arg_start, zombie, generation, &mut stats);
+            }
+            nodes.push(node);
+        }
+        stats.read = nodes.len();
+        if self.opts.cmdline {
+            self.cache.retain(|_, e| e.seen == generation);
+        }
+        let mut snap = Snapshot::from_nodes(nodes);
+        snap.stats = stats;
+        snap
+    }
+
+    /// The command line of `node`: from the cache while the identity, name and argument area
+    /// are unchanged (a zombie's are not compared: its memory is gone), else read now.
+    fn cmdline_of(
+        &mut self,
+        node: &ProcessNode,
+        arg_start: u64,
+        zombie: bool,
+        generation: u64,
+        stats: &mut ScanStats,
+    ) -> Arc<[Vec<u8>]> {
+        if let Some(e) = self.cache.get_mut(&node.identity) {
+            let same_area = arg_start == 0 || e.arg_start == 0 || arg_start == e.arg_start;
+            if zombie || (e.comm == node.comm && same_area) {
+                e.seen = generation;
+                return e.cmdline.clone();
+            }
+        }
+        let mut path = [0u8; 40];
+        let len = pid_path(&mut path, node.pid, b"cmdline");
+        stats.cmdline_reads += 1;
+        let cmdline: Arc<[Vec<u8>]> =
+            match read_at(self.proc_fd.as_raw_fd(), &path[..len], &mut self.buf, false) {
+                Ok(_) => split_cmdline(&self.buf).into(),
+                Err(ReadError::Gone) => {
+                    stats.cmdline_unreadable += 1;
+                    return self.empty.clone();
+                }
+                Err(_) => {
+                    stats.cmdline_unreadable += 1;
+                    self.empty.clone()
+                }
+            };
+        self.cache.insert(
+            node.identity,
+            CacheEntry {
+                comm: node.comm.clone(),
+                arg_start,
+                cmdline: cmdline.clone(),
+                seen: generation,
+            },
+        );
+        cmdline
+    }
+}
+
+/// A `/proc` entry name that is a pid: decimal digits only, positive.
+fn parse_pid(name: &[u8]) -> Option<i32> {
+    if name.is_empty() || name.len() > 10 || !name.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(name)
+        .ok()?
+        .parse()
+        .ok()
+        .filter(|&p: &i32| p > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_built_without_allocating() {
+        let mut p = [0u8; 40];
+        let n = pid_path(&mut p, 4194304, b"stat");
+        assert_eq!(&p[..n], b"4194304/stat\0");
+        let n = pid_path(&mut p, 1, b"cmdline");
+        assert_eq!(&p[..n], b"1/cmdline\0");
+    }
+
+    #[test]
+    fn cmdline_splits_at_nul() {
+        assert_eq!(split_cmdline(b""), Vec::<Vec<u8>>::new());
+        assert_eq!(
+            split_cmdline(b"sleep\x0010\x00"),
+            vec![b"sleep".to_vec(), b"10".to_vec()]
+        );
+        assert_eq!(
+            split_cmdline(b"a\x00\x00b\x00"),
+            vec![b"a".to_vec(), b"".to_vec(), b"b".to_vec()]
+        );
+        // A process that rewrote its arguments without NULs.
+        assert_eq!(
+            split_cmdline(b"nginx: worker"),
+            vec![b"nginx: worker".to_vec()]
+        );
+    }
+
+    #[test]
+    fn pid_names_only() {
+        assert_eq!(parse_pid(b"123"), Some(123));
+        assert_eq!(parse_pid(b"self"), None);
+        assert_eq!(parse_pid(b"0"), None);
+        assert_eq!(parse_pid(b""), None);
+        assert_eq!(parse_pid(b"99999999999"), None);
+    }
+
+    #[test]
+    fn stat_field_after_hostile_name() {
+        let line = b"5 (a) 1 2 3) S 1 5 5 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 77 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 4242 4300 4400 4500 0\n";
+        assert_eq!(stat_field(line, 22), Some(77));
+        assert_eq!(stat_field(line, 48), Some(4242));
+        assert_eq!(stat_field(line, 99), None);
+    }
+
+    #[test]
+    fn own_process_is_scanned_with_cmdline_and_uid() {
+        let mut s = Scanner::new(ScanOptions::default()).unwrap();
+        let snap = s.scan().unwrap();
+        let me = snap
+            .by_pid(std::process::id() as i32)
+            .expect("own pid in the scan");
+        assert_eq!(me.uid, unsafe { libc::geteuid() });
+        let argv0 = std::env::args_os().next().unwrap();
+        assert_eq!(me.cmdline[0], argv0.as_bytes());
+        assert!(me.rss_bytes > 0);
+        assert!(snap.stats.read > 0 && snap.stats.read <= snap.stats.listed);
+        let first = snap.stats.cmdline_reads;
+        assert!(first > 0);
+        // A second scan takes command lines from the cache.
+        let again = s.scan().unwrap();
+        assert!(
+            again.stats.cmdline_reads < first,
+            "{} then {}",
+            first,
+            again.stats.cmdline_reads
+        );
+        assert_eq!(again.by_pid(me.pid).unwrap().cmdline, me.cmdline);
+        // Kernel threads, where visible, have no command line.
+        for n in again.nodes().filter(|n| n.kernel_thread) {
+            assert!(
+                n.cmdline.is_empty(),
+                "kernel thread {} has a cmdline",
+                n.pid
+            );
+        }
+    }
+
+    #[test]
+    fn without_cmdline_nothing_is_cached() {
+        let mut s = Scanner::new(ScanOptions {
+            cmdline: false,
+            ..ScanOptions::default()
+        })
+        .unwrap();
+        let snap = s.scan().unwrap();
+        assert!(snap.nodes().all(|n| n.cmdline.is_empty()));
+        assert_eq!(snap.stats.cmdline_reads, 0);
+        assert_eq!(s.cached(), 0);
+    }
+}
