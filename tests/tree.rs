@@ -1,0 +1,784 @@
+//! `foster tree` and the tree layer against real processes.
+//!
+//! Covers: a tree of processes with hostile names (set with `prctl(PR_SET_NAME)` and by exec
+//! through a symlink with such a name) read back by the real binary as JSON with the parent links
+//! the test created; text and dot output free of raw control bytes; a missing `--root` as a clear
+//! error; the diff of two scans across a spawn, an exit, a zombie, an exec and a reparent to a
+//! subreaper; pids vanishing between listing and reading; a procfs-like directory with unreadable,
+//! empty and unparsable entries. Forked children do only async-signal-safe work (raw syscalls on
+//! precomputed data), wait on pipe barriers, and every test tears down what it started by pid and
+//! checks that nothing is left.
+
+use std::ffi::{CString, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use foster::identity::Identity;
+use foster::sanitize::escape;
+use foster::tree::{Change, ScanOptions, Scanner, Snapshot, diff};
+use serde_json::Value;
+
+/// Tests that fork without exec run one at a time, so that no other test's child holds a copy of
+/// their pipes.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn foster() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_foster"))
+}
+
+/// A close-on-exec pipe: (read end, write end).
+fn pipe() -> (i32, i32) {
+    let mut fds = [0; 2];
+    // SAFETY: valid array of two ints.
+    assert_eq!(
+        unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) },
+        0,
+        "pipe2"
+    );
+    (fds[0], fds[1])
+}
+
+fn close(fd: i32) {
+    // SAFETY: closing a descriptor this process owns.
+    unsafe { libc::close(fd) };
+}
+
+// ---- async-signal-safe helpers for forked children: raw syscalls only, no allocation ----
+
+fn child_set_name(name: &CString) {
+    // SAFETY: a NUL-terminated name prepared before fork.
+    unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr() as libc::c_ulong, 0, 0, 0) };
+}
+
+/// Blocks until `fd` reaches end of file or yields a byte.
+fn child_wait(fd: i32) {
+    let mut b = 0u8;
+    loop {
+        // SAFETY: reads one byte into a stack variable.
+        let n = unsafe { libc::read(fd, (&raw mut b).cast(), 1) };
+        // SAFETY: reading errno of this thread.
+        if n < 0 && unsafe { *libc::__errno_location() } == libc::EINTR {
+            continue;
+        }
+        return;
+    }
+}
+
+fn child_write(fd: i32) {
+    let b = 1u8;
+    // SAFETY: writes one byte from a stack variable.
+    unsafe { libc::write(fd, (&raw const b).cast(), 1) };
+}
+
+fn child_reap(pid: i32) {
+    // SAFETY: waits for an own child.
+    while unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) } < 0
+        && unsafe { *libc::__errno_location() } == libc::EINTR
+    {}
+}
+
+fn child_exit(code: i32) -> ! {
+    // SAFETY: ends the forked child without running the parent's atexit handlers.
+    unsafe { libc::_exit(code) }
+}
+
+fn fork() -> i32 {
+    // SAFETY: the children below only make raw syscalls on precomputed data.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork");
+    pid
+}
+
+// ---- test-side helpers ----
+
+/// Reads one byte from `fd`, or end of file; fails the test after `secs` seconds.
+fn read_deadline(fd: i32, secs: u64) -> Option<u8> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(!left.is_zero(), "barrier not reached within {secs} s");
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let r = unsafe { libc::poll(&mut p, 1, left.as_millis() as i32) };
+        if r <= 0 {
+            continue;
+        }
+        let mut b = 0u8;
+        // SAFETY: one byte into a stack variable.
+        let n = unsafe { libc::read(fd, (&raw mut b).cast(), 1) };
+        match n {
+            1 => return Some(b),
+            0 => return None,
+            _ => continue,
+        }
+    }
+}
+
+/// Kills the process group of a forked leader and reaps the leader if the test did not finish
+/// normally: the safety net for a failing assertion.
+struct Group {
+    leader: i32,
+    reaped: bool,
+}
+
+impl Group {
+    /// Waits for the leader (bounded), returns its wait status.
+    fn reap(&mut self, secs: u64) -> i32 {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        let mut status = 0;
+        loop {
+            // SAFETY: waits for an own child without blocking.
+            let r = unsafe { libc::waitpid(self.leader, &mut status, libc::WNOHANG) };
+            if r == self.leader {
+                self.reaped = true;
+                return status;
+            }
+            assert!(r == 0, "waitpid({}) failed", self.leader);
+            assert!(
+                Instant::now() < deadline,
+                "process {} did not end within {secs} s",
+                self.leader
+            );
+            // A bounded wait for an exit this test already caused, not a synchronisation.
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if !self.reaped {
+            // SAFETY: signals our own forked process group, then reaps its leader.
+            unsafe {
+                libc::kill(-self.leader, libc::SIGKILL);
+                libc::waitpid(self.leader, std::ptr::null_mut(), 0);
+            }
+        }
+    }
+}
+
+/// Asserts that none of these processes exists any more.
+fn assert_all_gone(ids: &[Identity]) {
+    for id in ids {
+        assert!(!id.is_alive(), "process {id} was left behind");
+    }
+}
+
+fn no_raw_control(what: &str, out: &[u8]) {
+    for (i, &b) in out.iter().enumerate() {
+        assert!(
+            b == b'\n' || !(b < 0x20 || b == 0x7f),
+            "{what}: raw control byte {b:#04x} at offset {i}"
+        );
+    }
+    let text = String::from_utf8(out.to_vec()).unwrap_or_else(|_| panic!("{what}: not UTF-8"));
+    assert!(
+        !text.chars().any(|c| c != '\n' && c.is_control()),
+        "{what}: control character"
+    );
+}
+
+fn sleep_path() -> CString {
+    for p in ["/usr/bin/sleep", "/bin/sleep"] {
+        if std::path::Path::new(p).exists() {
+            return CString::new(p).unwrap();
+        }
+    }
+    panic!("no sleep binary");
+}
+
+const NAME_A: &[u8] = b") (x) y";
+const NAME_B: &[u8] = b"\x1b]0;owned\x07";
+const NAME_D: &[u8] = b"new\nline\xff\xfe";
+const NAME_E: &[u8] = b"exactly15bytes!";
+const LINK: &[u8] = b"sym) (\xff\x1b[1mlink-long";
+const ARGV0: &[u8] = b"argv0 \x1b]0;owned\x07 \xff(";
+
+fn by_comm<'a>(nodes: &'a [Value], comm: &[u8]) -> &'a Value {
+    let want = String::from_utf8_lossy(comm);
+    nodes
+        .iter()
+        .find(|n| n["comm"] == *want)
+        .unwrap_or_else(|| panic!("no child named {want:?} among {nodes:?}"))
+}
+
+#[test]
+fn json_of_a_hostile_tree_matches_what_was_built() {
+    let _serial = serial();
+    assert_eq!(NAME_E.len(), 15);
+    let dir = std::env::temp_dir().join(format!("foster-tree-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let link = dir.join(OsStr::from_bytes(LINK));
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(OsStr::from_bytes(sleep_path().as_bytes()), &link).unwrap();
+
+    // Everything the children need, computed before fork.
+    let name_a = CString::new(NAME_A).unwrap();
+    let name_b = CString::new(NAME_B).unwrap();
+    let name_d = CString::new(NAME_D).unwrap();
+    let name_e = CString::new(NAME_E).unwrap();
+    let link_c = CString::new(link.as_os_str().as_bytes()).unwrap();
+    let argv0 = CString::new(ARGV0).unwrap();
+    let arg1 = CString::new("1000").unwrap();
+    let argv = [argv0.as_ptr(), arg1.as_ptr(), std::ptr::null()];
+    let (ready_r, ready_w) = pipe();
+    let (release_r, release_w) = pipe();
+
+    let a = fork();
+    if a == 0 {
+        // A: leads its own group, names itself, starts B (with D below it), C and E.
+        // SAFETY: raw syscalls only.
+        unsafe { libc::setpgid(0, 0) };
+        close(release_w);
+        close(ready_r);
+        child_set_name(&name_a);
+        let b = fork();
+        if b == 0 {
+            child_set_name(&name_b);
+            let d = fork();
+            if d == 0 {
+                child_set_name(&name_d);
+                close(ready_w);
+                child_wait(release_r);
+                child_exit(0);
+            }
+            close(ready_w);
+            child_wait(release_r);
+            child_reap(d);
+            child_exit(0);
+        }
+        let c = fork();
+        if c == 0 {
+            // The exec closes C's copy of `ready_w` (close-on-exec): the barrier covers the exec.
+            // SAFETY: precomputed path and argv.
+            unsafe { libc::execv(link_c.as_ptr(), argv.as_ptr()) };
+            child_exit(127);
+        }
+        let e = fork();
+        if e == 0 {
+            child_set_name(&name_e);
+            close(ready_w);
+            child_wait(release_r);
+            child_exit(0);
+        }
+        close(ready_w);
+        child_wait(release_r);
+        // SAFETY: signals an own child.
+        unsafe { libc::kill(c, libc::SIGKILL) };
+        child_reap(b);
+        child_reap(c);
+        child_reap(e);
+        child_exit(0);
+    }
+    let mut group = Group {
+        leader: a,
+        reaped: false,
+    };
+    close(ready_w);
+    close(release_r);
+    // End of file on `ready` once all five have named themselves (or exec'd).
+    assert_eq!(read_deadline(ready_r, 20), None);
+    close(ready_r);
+
+    let out = foster()
+        .args(["tree", "--json", "--root", &a.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let roots = doc.as_array().unwrap();
+    assert_eq!(roots.len(), 1);
+    let ra = &roots[0];
+    let me = std::process::id() as i32;
+    assert_eq!(ra["pid"], a);
+    assert_eq!(ra["ppid"], me);
+    assert_eq!(ra["parent"], Identity::current().unwrap().to_string());
+    assert_eq!(ra["comm"], ") (x) y");
+    assert_eq!(ra["state"], "S");
+    assert_eq!(ra["identity"], Identity::of(a).unwrap().to_string());
+    assert!(ra["start_time"].as_u64().unwrap() > 0);
+
+    let kids = ra["children"].as_array().unwrap();
+    assert_eq!(kids.len(), 3, "{kids:?}");
+    let pids: Vec<i64> = kids.iter().map(|k| k["pid"].as_i64().unwrap()).collect();
+    assert!(
+        pids.windows(2).all(|w| w[0] < w[1]),
+        "children by pid: {pids:?}"
+    );
+    for k in kids {
+        assert_eq!(k["ppid"], a);
+        assert_eq!(k["parent"], ra["identity"]);
+    }
+    let rb = by_comm(kids, NAME_B);
+    assert_eq!(rb["comm"], "\u{1b}]0;owned\u{7}");
+    assert!(rb.get("comm_escaped").is_none());
+    let rd = &rb["children"].as_array().unwrap()[0];
+    assert_eq!(rb["children"].as_array().unwrap().len(), 1);
+    assert_eq!(rd["ppid"], rb["pid"]);
+    assert_eq!(rd["comm"], String::from_utf8_lossy(NAME_D).as_ref());
+    assert_eq!(rd["comm_escaped"], escape(NAME_D));
+    let re = by_comm(kids, NAME_E);
+    assert_eq!(re["comm"], "exactly15bytes!");
+    // The exec'd one is named after the link's first 15 bytes, with the arguments it was given.
+    let comm_c = &LINK[..15];
+    let rc = by_comm(kids, comm_c);
+    assert_eq!(rc["comm_escaped"], escape(comm_c));
+    assert_eq!(rc["cmdline"][0], String::from_utf8_lossy(ARGV0).as_ref());
+    assert_eq!(rc["cmdline"][1], "1000");
+    assert_eq!(rc["cmdline_escaped"][0], escape(ARGV0));
+    for n in [ra, rb, rd, re, rc] {
+        assert!(n["children"].is_array());
+        let pid = n["pid"].as_i64().unwrap() as i32;
+        assert_eq!(n["identity"], Identity::of(pid).unwrap().to_string());
+    }
+    let ids: Vec<Identity> = [ra, rb, rd, re, rc]
+        .iter()
+        .map(|n| n["identity"].as_str().unwrap().parse().unwrap())
+        .collect();
+
+    // Text and dot: escaped, never raw.
+    for args in [
+        vec!["tree".to_string(), "--root".into(), a.to_string()],
+        vec!["tree".into(), "-a".into(), "--root".into(), a.to_string()],
+        vec![
+            "tree".into(),
+            "--dot".into(),
+            "-a".into(),
+            "--root".into(),
+            a.to_string(),
+        ],
+        vec!["tree".into()],
+        vec!["tree".into(), "-a".into()],
+    ] {
+        let out = foster().args(&args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        no_raw_control(&format!("{args:?}"), &out.stdout);
+        let text = String::from_utf8(out.stdout).unwrap();
+        if args.len() > 1 {
+            assert!(
+                text.contains(&escape(NAME_B)) || text.contains("\\\\e]0;owned"),
+                "{text}"
+            );
+            assert!(text.contains(&a.to_string()));
+        }
+    }
+    let text = String::from_utf8(
+        foster()
+            .args(["tree", "--root", &a.to_string()])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let first = text.lines().next().unwrap();
+    assert_eq!(first, format!("{a} S ) (x) y"));
+    assert!(
+        text.contains(&format!("{} S new\\nline\\xff\\xfe", rd["pid"])),
+        "{text}"
+    );
+
+    // Tear down: release the barrier; A kills C and reaps B (which reaps D), C and E.
+    close(release_w);
+    let status = group.reap(20);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "A ended with {status:#x}"
+    );
+    assert_all_gone(&ids);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn missing_root_is_a_clear_error() {
+    let pid = i32::MAX.to_string();
+    let out = foster().args(["tree", "--root", &pid]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        err,
+        format!("foster: error: no process with pid {pid} (given as --root)\n")
+    );
+    let out = foster().args(["tree", "--json", "--dot"]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "--json and --dot together are a usage error"
+    );
+    let out = foster().args(["tree", "--help"]).output().unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    for opt in ["--root", "--json", "--dot", "--arguments", "--version"] {
+        assert!(help.contains(opt), "help lacks {opt}: {help}");
+    }
+}
+
+#[test]
+fn whole_system_json_is_consistent() {
+    let out = foster().args(["tree", "--json"]).output().unwrap();
+    assert!(out.status.success());
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let me = std::process::id() as i64;
+    let mut seen = 0;
+    let mut found_me = false;
+    let mut stack: Vec<(&Value, Option<i64>)> =
+        doc.as_array().unwrap().iter().map(|r| (r, None)).collect();
+    while let Some((n, parent)) = stack.pop() {
+        seen += 1;
+        if let Some(p) = parent {
+            assert_eq!(n["ppid"], p, "{n}");
+        }
+        found_me |= n["pid"] == me;
+        for k in [
+            "pid",
+            "ppid",
+            "start_time",
+            "state",
+            "comm",
+            "cmdline",
+            "children",
+        ] {
+            assert!(n.get(k).is_some(), "node lacks {k}: {n}");
+        }
+        let pid = n["pid"].as_i64().unwrap();
+        stack.extend(
+            n["children"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| (c, Some(pid))),
+        );
+    }
+    assert!(found_me, "the test process is in the tree");
+    assert!(seen > 3);
+}
+
+#[test]
+fn diff_of_real_processes_sees_every_change() {
+    let _serial = serial();
+    let names: Vec<CString> = [
+        "fx-sup",
+        "fx-mid",
+        "fx-leaf",
+        "fx-zombie",
+        "fx-exec",
+        "fx-new",
+    ]
+    .iter()
+    .map(|n| CString::new(*n).unwrap())
+    .collect();
+    let sleep = sleep_path();
+    let sleep_arg0 = CString::new("sleep").unwrap();
+    let sleep_arg1 = CString::new("1000").unwrap();
+    let sleep_argv = [sleep_arg0.as_ptr(), sleep_arg1.as_ptr(), std::ptr::null()];
+    let (ready_r, ready_w) = pipe();
+    let (go_r, go_w) = pipe();
+    let (done_r, done_w) = pipe();
+    let (hold_r, hold_w) = pipe();
+    let (xgo_r, xgo_w) = pipe();
+    let (xdone_r, xdone_w) = pipe();
+    // What every process below S closes first (X keeps `xdone_w` until its exec closes it).
+    let below = [go_r, go_w, done_r, done_w, hold_w, xgo_w, ready_r, xdone_r];
+
+    let s = fork();
+    if s == 0 {
+        // S: a subreaper leading its own group; runs the scenario step by step.
+        // SAFETY: raw syscalls only, on precomputed data.
+        unsafe {
+            libc::setpgid(0, 0);
+            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+        }
+        child_set_name(&names[0]);
+        close(go_w);
+        close(done_r);
+        let idle = |name: &CString, keep_xdone: bool| {
+            below.iter().for_each(|&fd| close(fd));
+            if !keep_xdone {
+                close(xdone_w);
+                close(xgo_r);
+            }
+            child_set_name(name);
+        };
+        let m = fork();
+        if m == 0 {
+            idle(&names[1], false);
+            let l = fork();
+            if l == 0 {
+                child_set_name(&names[2]);
+                child_write(ready_w);
+                close(ready_w);
+                child_wait(hold_r);
+                child_exit(0);
+            }
+            child_write(ready_w);
+            close(ready_w);
+            child_wait(hold_r);
+            child_exit(0);
+        }
+        let z = fork();
+        if z == 0 {
+            idle(&names[3], false);
+            child_write(ready_w);
+            close(ready_w);
+            child_wait(hold_r);
+            child_exit(0);
+        }
+        let x = fork();
+        if x == 0 {
+            idle(&names[4], true);
+            child_write(ready_w);
+            close(ready_w);
+            child_wait(xgo_r);
+            // SAFETY: precomputed path and argv.
+            unsafe { libc::execv(sleep.as_ptr(), sleep_argv.as_ptr()) };
+            child_exit(127);
+        }
+        close(xdone_w);
+        close(xgo_r);
+        for _ in 0..4 {
+            child_wait(ready_r);
+        }
+        child_write(done_w);
+        child_wait(go_r);
+        // M exits and is reaped: L is adopted by S.
+        // SAFETY: raw syscalls on own children.
+        unsafe { libc::kill(m, libc::SIGKILL) };
+        child_reap(m);
+        // Z exits and is left unreaped.
+        unsafe { libc::kill(z, libc::SIGKILL) };
+        // SAFETY: a zeroed siginfo is a valid output buffer.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        unsafe {
+            libc::waitid(
+                libc::P_PID,
+                z as u32,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        // X exec's; end of file on `xdone` once it has.
+        close(xgo_w);
+        child_wait(xdone_r);
+        // N is born.
+        let n = fork();
+        if n == 0 {
+            idle(&names[5], false);
+            child_write(ready_w);
+            close(ready_w);
+            child_wait(hold_r);
+            child_exit(0);
+        }
+        child_wait(ready_r);
+        child_write(done_w);
+        // Teardown when the test closes `go`.
+        child_wait(go_r);
+        close(hold_w);
+        unsafe { libc::kill(x, libc::SIGKILL) };
+        // SAFETY: reaps every child, adopted ones included, until there is none.
+        while unsafe { libc::waitpid(-1, std::ptr::null_mut(), 0) } > 0
+            || unsafe { *libc::__errno_location() } == libc::EINTR
+        {}
+        child_exit(0);
+    }
+    let mut group = Group {
+        leader: s,
+        reaped: false,
+    };
+    for fd in [
+        ready_r, ready_w, go_r, done_w, hold_r, hold_w, xgo_r, xgo_w, xdone_r, xdone_w,
+    ] {
+        close(fd);
+    }
+    assert_eq!(read_deadline(done_r, 20), Some(1), "phase one ready");
+
+    let mut scanner = Scanner::new(ScanOptions::default()).unwrap();
+    let before: Snapshot = scanner.scan().unwrap().subtree(s).unwrap();
+    let find = |snap: &Snapshot, name: &str| {
+        snap.nodes()
+            .find(|n| n.comm == name.as_bytes())
+            .unwrap_or_else(|| panic!("no {name} in the tree"))
+            .identity
+    };
+    let sup = find(&before, "fx-sup");
+    let mid = find(&before, "fx-mid");
+    let leaf = find(&before, "fx-leaf");
+    let zombie = find(&before, "fx-zombie");
+    let exec = find(&before, "fx-exec");
+    assert_eq!(before.len(), 5);
+    assert_eq!(before.get(&leaf).unwrap().parent, Some(mid));
+
+    child_write(go_w);
+    assert_eq!(read_deadline(done_r, 20), Some(1), "phase two done");
+    let after = scanner.scan().unwrap().subtree(s).unwrap();
+    let newborn = find(&after, "fx-new");
+    let changes = diff(&before, &after);
+
+    let expected = [
+        Change::Exited {
+            identity: mid,
+            comm: b"fx-mid".to_vec(),
+        },
+        Change::Spawned {
+            identity: newborn,
+            parent: Some(sup),
+            comm: b"fx-new".to_vec(),
+        },
+        Change::BecameZombie {
+            identity: zombie,
+            parent: Some(sup),
+            comm: b"fx-zombie".to_vec(),
+        },
+        Change::Reparented {
+            identity: leaf,
+            from: Some(mid),
+            to: Some(sup),
+        },
+    ];
+    for e in &expected {
+        assert!(changes.contains(e), "missing {e:?} in {changes:#?}");
+    }
+    let execd: Vec<&Change> = changes
+        .iter()
+        .filter(|c| matches!(c, Change::Execd { .. }))
+        .collect();
+    assert_eq!(execd.len(), 1, "{changes:#?}");
+    match execd[0] {
+        Change::Execd {
+            identity,
+            old_comm,
+            new_comm,
+            new_cmdline,
+            ..
+        } => {
+            assert_eq!(*identity, exec);
+            assert_eq!(old_comm, b"fx-exec");
+            assert_eq!(new_comm, b"sleep");
+            assert_eq!(new_cmdline, &vec![b"sleep".to_vec(), b"1000".to_vec()]);
+        }
+        _ => unreachable!(),
+    }
+    assert_eq!(changes.len(), 5, "{changes:#?}");
+    assert_eq!(after.get(&leaf).unwrap().parent, Some(sup));
+    // The events serialize for the supervisor and the dashboard.
+    let line = serde_json::to_string(&changes).unwrap();
+    assert!(line.contains("\"change\":\"reparented\""), "{line}");
+
+    close(go_w);
+    let status = group.reap(20);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "S ended with {status:#x}"
+    );
+    close(done_r);
+    assert_all_gone(&[sup, mid, leaf, zombie, exec, newborn]);
+}
+
+#[test]
+fn pids_vanishing_mid_scan_are_counted_not_fatal() {
+    let _serial = serial();
+    // A pid that existed and is gone: forked, exited, reaped.
+    let dead = fork();
+    if dead == 0 {
+        child_exit(0);
+    }
+    let mut g = Group {
+        leader: dead,
+        reaped: false,
+    };
+    g.reap(10);
+    let me = std::process::id() as i32;
+    let mut scanner = Scanner::new(ScanOptions::default()).unwrap();
+    let snap = scanner.scan_pids(&[1, me, dead]);
+    assert_eq!(snap.stats.listed, 3);
+    assert_eq!(snap.stats.vanished, 1);
+    assert_eq!(snap.stats.read, 2);
+    assert!(snap.by_pid(me).is_some());
+    assert!(snap.by_pid(dead).is_none());
+    // A full scan after it is whole.
+    assert!(scanner.scan().unwrap().by_pid(me).is_some());
+}
+
+#[test]
+fn unreadable_empty_and_garbage_entries_are_skipped() {
+    let root = std::env::temp_dir().join(format!("foster-fakeproc-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let stat = |pid: i32, name: &str, ppid: i32, flags: u64| {
+        format!(
+            "{pid} ({name}) S {ppid} {pid} {pid} 0 -1 {flags} 0 0 0 0 3 4 0 0 20 0 1 0 {} 1000 2 \
+             0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+            100 + pid
+        )
+    };
+    let put = |rel: &str, content: &[u8]| {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    };
+    put("1/stat", stat(1, "init", 0, 0).as_bytes());
+    put("1/cmdline", b"/sbin/init\0splash\0");
+    put("2/stat", stat(2, "kthreadd", 0, 0x0020_0000).as_bytes());
+    put("2/cmdline", b"must-not-be-read\0");
+    put("10/stat", stat(10, "a) b", 1, 0).as_bytes());
+    std::fs::create_dir_all(root.join("11")).unwrap(); // vanished: no stat
+    put("12/stat", b""); // vanished between open and read
+    put("13/stat", b"13 garbage"); // unparsable
+    put("14/stat", stat(14, "locked", 1, 0).as_bytes());
+    put("self/stat", stat(99, "self", 1, 0).as_bytes()); // not a pid: not listed
+    let root_user = unsafe { libc::geteuid() } == 0;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(root.join("14/stat"), std::fs::Permissions::from_mode(0o000)).unwrap();
+
+    let mut scanner = Scanner::new(ScanOptions {
+        cmdline: true,
+        proc_root: root.clone(),
+    })
+    .unwrap();
+    let snap = scanner.scan().unwrap();
+    let s = snap.stats;
+    assert_eq!(s.listed, 7, "{s:?}");
+    assert_eq!(s.vanished, 2, "{s:?}");
+    assert_eq!(s.failed, 1, "{s:?}");
+    if root_user {
+        // Root reads a file of mode 000: only the denial count differs.
+        assert_eq!((s.read, s.denied), (4, 0), "{s:?}");
+    } else {
+        assert_eq!((s.read, s.denied), (3, 1), "{s:?}");
+    }
+    let init = snap.by_pid(1).unwrap();
+    assert_eq!(
+        &init.cmdline[..],
+        &[b"/sbin/init".to_vec(), b"splash".to_vec()]
+    );
+    assert_eq!(init.cpu_ticks, 7);
+    assert_eq!(init.rss_bytes, 2 * procfs::page_size());
+    let kt = snap.by_pid(2).unwrap();
+    assert!(kt.kernel_thread);
+    assert!(
+        kt.cmdline.is_empty(),
+        "a kernel thread's cmdline is not read"
+    );
+    let a = snap.by_pid(10).unwrap();
+    assert_eq!(a.comm, b"a) b");
+    assert_eq!(snap.parent(&a.identity).unwrap().pid, 1);
+    // 10 has no cmdline file: shown empty, counted.
+    assert!(a.cmdline.is_empty());
+    assert!(s.cmdline_unreadable >= 1, "{s:?}");
+    std::fs::remove_dir_all(&root).unwrap();
+}
