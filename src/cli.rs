@@ -36,6 +36,59 @@ pub enum Command {
     Tree(TreeArgs),
     /// Supervise the helpers a TOML file declares, as their subreaper (see docs/run.md).
     Run(RunArgs),
+    /// Run PROGRAM behind the parent-death gate: arm, check the parent, then exec it.
+    ///
+    /// The expected parent comes from --parent or FOSTER_PARENT (e.g.
+    /// `FOSTER_PARENT=$(foster identity $$) foster exec -- worker &`), the policy from the
+    /// options or FOSTER_POLICY (default TERM:exit:5s). Exit statuses when PROGRAM does not
+    /// start: 120 parent gone, 121 prctl failed, 122 cannot tell, 123 set-id target refused,
+    /// 124 lifeline lost, 125 gate error, 126 not executable, 127 not found.
+    Exec(ExecArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// The expected parent, PID:STARTTIME (default: FOSTER_PARENT).
+    #[arg(long, value_name = "PID:STARTTIME")]
+    pub parent: Option<Identity>,
+    /// The whole policy chain, GEN[;GEN]... with GEN = SIGNAL[:REACTION[:GRACE]]
+    /// (default: FOSTER_POLICY, else TERM:exit:5s).
+    #[arg(long, value_name = "CHAIN")]
+    pub policy: Option<crate::policy::Policy>,
+    /// This generation's parent-death signal (name or number).
+    #[arg(long, value_parser = crate::policy::parse_signal)]
+    pub signal: Option<i32>,
+    /// This generation's reaction: exit, notify or kill.
+    #[arg(long)]
+    pub reaction: Option<crate::policy::Reaction>,
+    /// This generation's grace period (500ms, 5s, 2m).
+    #[arg(long, value_parser = crate::policy::parse_grace)]
+    pub grace: Option<std::time::Duration>,
+    /// The policy chain PROGRAM's children get (exported as FOSTER_POLICY).
+    #[arg(long, value_name = "CHAIN")]
+    pub next: Option<crate::policy::Policy>,
+    /// Run a set-user-ID, set-group-ID or file-capability PROGRAM anyway (its exec clears the
+    /// parent-death signal: it runs unsupervised).
+    #[arg(long)]
+    pub allow_setid: bool,
+    /// Change to this uid after the gate (then re-read PR_GET_PDEATHSIG and re-arm).
+    #[arg(long)]
+    pub uid: Option<u32>,
+    /// Change to this gid after the gate.
+    #[arg(long)]
+    pub gid: Option<u32>,
+    /// Stay as a small parent: hold the lifeline, forward signals, deliver the policy's signal
+    /// to PROGRAM on a parent loss, SIGKILL it after the grace.
+    #[arg(long)]
+    pub watch: bool,
+    /// The program to run, and its arguments.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROGRAM"
+    )]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 #[derive(Debug, Args)]
@@ -100,6 +153,7 @@ fn dispatch(command: Command) -> Result<ExitCode, CliError> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Run(a) => run(a),
+        Command::Exec(a) => Ok(exec(a)),
         Command::Tree(a) => {
             let format = match (a.json, a.dot) {
                 (true, _) => crate::tree::Format::Json,
@@ -135,4 +189,30 @@ fn run(a: RunArgs) -> Result<ExitCode, CliError> {
         return Ok(ExitCode::SUCCESS);
     }
     Err("foster run: supervision is not available yet; use --check to validate".into())
+}
+
+fn exec(a: ExecArgs) -> ExitCode {
+    let mut command = a.command.into_iter();
+    let program = command.next().expect("clap requires PROGRAM").into();
+    let o = crate::chainload::ExecOptions {
+        parent: a.parent,
+        policy: a.policy,
+        signal: a.signal,
+        reaction: a.reaction,
+        grace: a.grace,
+        next: a.next,
+        allow_setid: a.allow_setid,
+        gid: a.gid,
+        uid: a.uid,
+        watch: a.watch,
+        program,
+        args: command.collect(),
+    };
+    match crate::chainload::run(&o) {
+        Ok(status) => ExitCode::from(status.clamp(0, 255) as u8),
+        Err(e) => {
+            eprintln!("foster: exec: {e}");
+            ExitCode::from(e.status.clamp(0, 255) as u8)
+        }
+    }
 }

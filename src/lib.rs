@@ -6,16 +6,41 @@
 //! - [`identity`]: `(pid, starttime)`, its `PID:STARTTIME` text form.
 //! - [`sanitize`]: escaping process names before they reach a terminal.
 //! - [`tree`]: `/proc` scanned into a graph keyed by identity, snapshot diffs, renderings.
+//! - [`policy`]: parent-death policies per generation and their environment encoding.
+//! - [`lifeline`]: a pidfd of the verified expected parent, the second liveness channel.
+//! - [`admission`]: guards for operations, the idempotent shutdown latch with one owner.
+//! - [`gate`]: the arm-then-check startup gate, in three forms.
+//! - [`spawner`]: the one long-lived thread on which every fork happens.
+//! - [`chainload`]: `foster exec`, the gate as a chain-loading command.
 //! - [`logging`]: the tracing subscriber behind `-v` / `-q` / `RUST_LOG`.
 //! - [`reaper`]: the one owner of all waiting: SIGCHLD through signalfd, routed statuses.
 //! - [`config`]: the TOML configuration of `foster run`.
 //! - [`cli`]: the command line and its dispatch.
+//!
+//! # The creating-thread contract
+//!
+//! The kernel's "parent" for `PR_SET_PDEATHSIG` is the **thread** that created a process: when
+//! that thread exits, the child gets its parent-death signal even though the rest of the
+//! supervisor lives. foster therefore forks only on one dedicated, long-lived thread, owned by
+//! a [`spawner::Spawner`]; other threads (tokio workers, blocking-pool threads that retire after
+//! idling) send it launch requests over a channel. That thread lives until the last `Spawner`
+//! handle is dropped ([`spawner::Spawner::global`] never is). A helper that nevertheless
+//! receives its signal while its parent process still lives (another launcher's thread exited)
+//! checks the expected identity before taking the parent-gone path
+//! ([`gate::enter`] counts it as a false alarm), and the [`lifeline`] follows the process,
+//! not a thread.
 
+pub mod admission;
+pub mod chainload;
 pub mod cli;
 pub mod config;
+pub mod gate;
 pub mod identity;
+pub mod lifeline;
 pub mod logging;
+pub mod policy;
 pub mod procstat;
 pub mod reaper;
 pub mod sanitize;
+pub mod spawner;
 pub mod tree;

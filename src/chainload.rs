@@ -1,0 +1,458 @@
+//! `foster exec`: the gate as a chain-loading command, for programs in any language.
+//!
+//! Owns the command's procedure: work out the expectation (`--parent` or `FOSTER_PARENT`, the
+//! policy from the options or `FOSTER_POLICY`), refuse a set-user-ID / set-group-ID /
+//! file-capability target unless `--allow-setid`, run the gate ([`crate::gate::GatePlan`]) in
+//! its own process, apply a requested credential change and then re-read `PR_GET_PDEATHSIG`
+//! (re-arming and re-checking when the change cleared it), pass the next generation its
+//! environment, and `execve` the program: the program keeps the armed signal, unblocked and not
+//! ignored.
+//!
+//! With `--watch` it does not exec but stays as a small parent: it consumes the policy's signal
+//! itself (signalfd), holds the lifeline (a pidfd of the expected parent), launches the program
+//! through a [`crate::spawner::Spawner`], forwards TERM, INT, HUP, QUIT, USR1 and USR2 to it, and
+//! on a parent loss delivers the policy's signal to the program, waits up to the grace, then
+//! SIGKILLs it. Without `--watch` nothing of foster remains after exec, so no lifeline can be
+//! held for a program that does not hold one itself (a Rust program can, with
+//! [`crate::gate::enter`]).
+
+use std::ffi::{CString, OsString};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crate::gate::{
+    self, EXIT_GATE_ERROR, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, Expectation, GatePlan, SignalSetup,
+};
+use crate::identity::Identity;
+use crate::lifeline::{Lifeline, pidfd_open};
+use crate::policy::{self, Policy, Reaction};
+use crate::spawner::{LaunchSpec, SpawnError, Spawner};
+
+/// The options of `foster exec`, already parsed.
+#[derive(Debug, Clone, Default)]
+pub struct ExecOptions {
+    /// The expected parent; `FOSTER_PARENT` when `None`.
+    pub parent: Option<Identity>,
+    /// The whole policy chain; `FOSTER_POLICY` (else `TERM:exit:5s`) when `None`.
+    pub policy: Option<Policy>,
+    /// Overrides of this generation's signal, reaction, grace.
+    pub signal: Option<i32>,
+    pub reaction: Option<Reaction>,
+    pub grace: Option<Duration>,
+    /// The next generation's chain (replaces the one the policy carries).
+    pub next: Option<Policy>,
+    /// Let a set-id / file-capability target through, with a warning.
+    pub allow_setid: bool,
+    /// Change to this gid / uid after the gate, then re-read and re-arm.
+    pub gid: Option<u32>,
+    pub uid: Option<u32>,
+    /// Stay as a small parent holding the lifeline.
+    pub watch: bool,
+    /// The program and its arguments.
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+}
+
+/// An error that ends `foster exec` with a documented status.
+#[derive(Debug)]
+pub struct ExecError {
+    pub status: i32,
+    pub message: String,
+}
+
+impl std::fmt::Display for ExecError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ExecError {}
+
+fn err(status: i32, message: impl Into<String>) -> ExecError {
+    ExecError {
+        status,
+        message: message.into(),
+    }
+}
+
+/// Works out what to expect and which policy to arm, from the options and the environment.
+pub fn expectation(o: &ExecOptions) -> Result<Expectation, ExecError> {
+    let default = Policy::term();
+    let mut exp = match o.parent {
+        Some(parent) => {
+            let policy = match (&o.policy, std::env::var(policy::ENV_POLICY)) {
+                (Some(p), _) => p.clone(),
+                (None, Ok(t)) => t
+                    .parse()
+                    .map_err(|e| err(EXIT_GATE_ERROR, format!("{}: {e}", policy::ENV_POLICY)))?,
+                (None, Err(_)) => default,
+            };
+            Expectation { parent, policy }
+        }
+        None => Expectation::from_env(Some(o.policy.as_ref().unwrap_or(&default)))
+            .map_err(|e| err(EXIT_GATE_ERROR, e.to_string()))?,
+    };
+    if let Some(p) = &o.policy {
+        exp.policy = p.clone();
+    }
+    let p = &mut exp.policy;
+    if let Some(r) = o.reaction {
+        p.reaction = r;
+        if r == Reaction::Kill && o.signal.is_none() {
+            p.signal = libc::SIGKILL;
+        }
+    }
+    if let Some(s) = o.signal {
+        p.signal = s;
+        if s == libc::SIGKILL && o.reaction.is_none() {
+            p.reaction = Reaction::Kill;
+        } else if s != libc::SIGKILL && o.reaction.is_none() && p.reaction == Reaction::Kill {
+            p.reaction = Reaction::Exit;
+        }
+    }
+    if let Some(g) = o.grace {
+        p.grace = g;
+    }
+    if let Some(n) = &o.next {
+        p.next = Some(Box::new(n.clone()));
+    }
+    p.validate()
+        .map_err(|e| err(EXIT_GATE_ERROR, e.to_string()))?;
+    Ok(exp)
+}
+
+fn pdeathsig_now() -> i32 {
+    let mut got: libc::c_int = 0;
+    // SAFETY: a pointer to a stack int.
+    unsafe {
+        libc::prctl(
+            libc::PR_GET_PDEATHSIG,
+            &mut got as *mut libc::c_int,
+            0,
+            0,
+            0,
+        )
+    };
+    got
+}
+
+fn change_credentials(gid: Option<u32>, uid: Option<u32>) -> Result<(), ExecError> {
+    let fail = |what: &str| {
+        err(
+            EXIT_GATE_ERROR,
+            format!("{what}: {}", io::Error::last_os_error()),
+        )
+    };
+    // SAFETY: plain credential syscalls; foster exec is single-threaded here.
+    unsafe {
+        if uid.is_some() && libc::getuid() == 0 && libc::setgroups(0, std::ptr::null()) != 0 {
+            return Err(fail("setgroups"));
+        }
+        if let Some(g) = gid
+            && libc::setresgid(g, g, g) != 0
+        {
+            return Err(fail(&format!("setresgid({g})")));
+        }
+        if let Some(u) = uid
+            && libc::setresuid(u, u, u) != 0
+        {
+            return Err(fail(&format!("setresuid({u})")));
+        }
+    }
+    Ok(())
+}
+
+/// Runs `foster exec`. Returns only on failure (without `--watch`), or with the status to exit
+/// with (with `--watch`).
+pub fn run(o: &ExecOptions) -> Result<i32, ExecError> {
+    let exp = expectation(o)?;
+    let resolved =
+        gate::resolve_program(&o.program).map_err(|e| err(e.exit_status(), e.to_string()))?;
+    match gate::check_target(&resolved) {
+        Ok(()) => {}
+        Err(e) if e.is_privileged() && o.allow_setid => {
+            eprintln!("foster: warning: {e} (allowed by --allow-setid)");
+        }
+        Err(e) => return Err(err(e.exit_status(), e.to_string())),
+    }
+    if o.watch {
+        return watch(o, &exp, resolved);
+    }
+    // A pidfd of the expected parent, when it can be had: a second opinion in the check, and
+    // the only one when getppid() cannot tell.
+    let lifeline = pidfd_open(exp.parent.pid).ok();
+    let mut plan = GatePlan::new(exp.parent, &exp.policy, SignalSetup::ExecDefault);
+    if let Some(fd) = &lifeline {
+        plan = plan.with_lifeline_fd(fd.as_raw_fd());
+    }
+    plan.run().map_err(|s| {
+        err(
+            s.exit_status(),
+            format!("gate: {s} (expected parent {})", exp.parent),
+        )
+    })?;
+    tracing::info!(
+        "armed SIG{} and checked parent {}",
+        policy::signal_name(exp.policy.signal),
+        exp.parent
+    );
+    if o.gid.is_some() || o.uid.is_some() {
+        change_credentials(o.gid, o.uid)?;
+        let now = pdeathsig_now();
+        if now != exp.policy.signal {
+            // An effective uid/gid change clears the setting: arm and check again.
+            tracing::info!("PR_GET_PDEATHSIG is {now} after the credential change: re-arming");
+            plan.run().map_err(|s| {
+                err(
+                    s.exit_status(),
+                    format!("gate after the credential change: {s}"),
+                )
+            })?;
+        }
+    }
+    let me = Identity::current().map_err(|e| err(EXIT_GATE_ERROR, e.to_string()))?;
+    // SAFETY: single-threaded; set_var/remove_var before exec.
+    unsafe {
+        for (k, v) in gate::env_for_children(me, exp.parent, &exp.policy) {
+            match v {
+                Some(v) => std::env::set_var(k, v),
+                None => std::env::remove_var(k),
+            }
+        }
+        // Rust starts with SIGPIPE ignored, and exec keeps "ignore": give the program default.
+        if exp.policy.signal != libc::SIGPIPE {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
+    let path = CString::new(resolved.as_os_str().as_bytes())
+        .map_err(|_| err(EXIT_NOT_FOUND, "program path contains a NUL byte"))?;
+    let mut argv = vec![CString::new(o.program.as_os_str().as_bytes()).unwrap_or_default()];
+    for a in &o.args {
+        argv.push(
+            CString::new(a.as_bytes())
+                .map_err(|_| err(EXIT_GATE_ERROR, "an argument contains a NUL byte"))?,
+        );
+    }
+    let mut ptrs: Vec<_> = argv.iter().map(|a| a.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    // SAFETY: NUL-terminated argv; environ is the process's.
+    unsafe { libc::execv(path.as_ptr(), ptrs.as_ptr()) };
+    let e = io::Error::last_os_error();
+    let status = if e.raw_os_error() == Some(libc::ENOENT) {
+        EXIT_NOT_FOUND
+    } else {
+        EXIT_NOT_EXECUTABLE
+    };
+    Err(err(
+        status,
+        format!("{}: exec failed: {e}", resolved.display()),
+    ))
+}
+
+const FORWARDED: [i32; 6] = [
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+];
+
+fn status_of(info: &libc::siginfo_t) -> i32 {
+    // SAFETY: filled by waitid for a child that exited.
+    let st = unsafe { info.si_status() };
+    if info.si_code == libc::CLD_EXITED {
+        st
+    } else {
+        128 + st
+    }
+}
+
+fn watch(o: &ExecOptions, exp: &Expectation, resolved: PathBuf) -> Result<i32, ExecError> {
+    let sig = exp.policy.signal;
+    // The signal path first: block the policy signal and the forwarded ones, consume them here.
+    let sfd = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in FORWARDED {
+            libc::sigaddset(&mut set, s);
+        }
+        if sig != libc::SIGKILL {
+            libc::sigaddset(&mut set, sig);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC);
+        if fd < 0 {
+            return Err(err(
+                EXIT_GATE_ERROR,
+                format!("signalfd: {}", io::Error::last_os_error()),
+            ));
+        }
+        OwnedFd::from_raw_fd(fd)
+    };
+    let setup = if sig == libc::SIGKILL {
+        SignalSetup::ExecDefault
+    } else {
+        SignalSetup::Consumed
+    };
+    let plan = GatePlan::new(exp.parent, &exp.policy, setup);
+    plan.run().map_err(|s| {
+        err(
+            s.exit_status(),
+            format!("gate: {s} (expected parent {})", exp.parent),
+        )
+    })?;
+    let lifeline = Lifeline::open(exp.parent)
+        .map_err(|e| err(gate::EXIT_PARENT_GONE, format!("lifeline: {e}")))?;
+    if o.gid.is_some() || o.uid.is_some() {
+        change_credentials(o.gid, o.uid)?;
+        if pdeathsig_now() != sig {
+            plan.run().map_err(|s| {
+                err(
+                    s.exit_status(),
+                    format!("gate after the credential change: {s}"),
+                )
+            })?;
+        }
+    }
+    let spawner = Spawner::start().map_err(|e| err(EXIT_GATE_ERROR, format!("spawner: {e}")))?;
+    let mut spec = LaunchSpec::new(resolved, o.args.clone(), exp.policy.clone());
+    spec.arg0 = Some(o.program.clone().into_os_string());
+    spec.allow_setid = o.allow_setid;
+    // The program's parent is this watcher; the program's children still get the next chain.
+    let child = match spawner.launch(spec) {
+        Ok(c) => c,
+        Err(e @ SpawnError::Target(_)) => return Err(err(EXIT_NOT_FOUND, e.to_string())),
+        Err(e) => {
+            let status = match &e {
+                SpawnError::Exec { errno, .. } if *errno == libc::ENOENT => EXIT_NOT_FOUND,
+                SpawnError::Exec { .. } => EXIT_NOT_EXECUTABLE,
+                SpawnError::Gate { stop, .. } => stop.exit_status(),
+                _ => EXIT_GATE_ERROR,
+            };
+            if let Some(pid) = e.pid() {
+                reap(pid);
+            }
+            return Err(err(status, e.to_string()));
+        }
+    };
+    let mut lost_at: Option<Instant> = None;
+    loop {
+        let mut fds = [
+            libc::pollfd {
+                fd: child.pidfd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: sfd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: if lost_at.is_none() {
+                    lifeline.as_raw_fd()
+                } else {
+                    -1
+                },
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let timeout = match lost_at {
+            Some(t) => exp.policy.grace.saturating_sub(t.elapsed()).as_millis() as i32,
+            None => -1,
+        };
+        // SAFETY: three pollfds on the stack.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 3, timeout) };
+        if n < 0 {
+            continue;
+        }
+        if fds[0].revents != 0 {
+            return Ok(reap(child.pid));
+        }
+        if n == 0 && lost_at.is_some() {
+            tracing::warn!("program {} outlived the grace: SIGKILL", child.pid);
+            // SAFETY: the pidfd pins our own child.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    child.pidfd.as_raw_fd(),
+                    libc::SIGKILL,
+                    0,
+                    0,
+                )
+            };
+            continue;
+        }
+        let mut loss = None;
+        if fds[1].revents != 0 {
+            let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+            // SAFETY: one siginfo into a stack struct.
+            unsafe {
+                libc::read(
+                    sfd.as_raw_fd(),
+                    (&mut info as *mut libc::signalfd_siginfo).cast(),
+                    size_of::<libc::signalfd_siginfo>(),
+                )
+            };
+            let s = info.ssi_signo as i32;
+            let parent_ok =
+                nix::unistd::getppid().as_raw() == exp.parent.pid && exp.parent.is_alive();
+            if s == sig && !parent_ok && lost_at.is_none() {
+                loss = Some("signal");
+            } else {
+                // SAFETY: the pidfd pins our own child.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_pidfd_send_signal,
+                        child.pidfd.as_raw_fd(),
+                        s,
+                        0,
+                        0,
+                    )
+                };
+            }
+        }
+        if fds[2].revents != 0 && lost_at.is_none() {
+            loss = Some("lifeline");
+        }
+        if let Some(path) = loss {
+            eprintln!(
+                "foster: parent {} lost ({path}): sending SIG{} to {}",
+                exp.parent,
+                policy::signal_name(sig),
+                child.pid
+            );
+            // SAFETY: the pidfd pins our own child.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    child.pidfd.as_raw_fd(),
+                    sig,
+                    0,
+                    0,
+                )
+            };
+            lost_at = Some(Instant::now());
+        }
+    }
+}
+
+/// Reaps this watcher's own child and returns its status as a shell would (code or 128+signal).
+fn reap(pid: i32) -> i32 {
+    loop {
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waits for our own child only.
+        let r = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED) };
+        if r == 0 {
+            return status_of(&info);
+        }
+        if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return EXIT_GATE_ERROR;
+        }
+    }
+}

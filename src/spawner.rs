@@ -1,0 +1,584 @@
+//! The spawner: the one long-lived thread on which every fork happens.
+//!
+//! Owns [`Spawner`]. The kernel sends the parent-death signal when the **thread** that created
+//! a process exits, not when its process does. A supervisor with many threads (tokio's blocking
+//! pool retires idle threads after 10 s, `block_in_place` retires workers) would otherwise see
+//! its helpers killed for no reason. So every launch is a request over a channel to one
+//! dedicated thread that lives as long as the spawner: this is foster's **creating-thread
+//! contract**. A helper is signalled when that thread ends, which happens only when the process
+//! ends or the last [`Spawner`] handle is dropped ([`Spawner::global`] is never dropped).
+//!
+//! The spawner thread records the expected parent identity before fork, builds the launch
+//! (argv, envp, the gate's [`GatePlan`]) entirely in advance, then forks with
+//! `clone3(CLONE_PIDFD)`: the pidfd is obtained atomically with the child, so it is never a pid
+//! some other process reused, even if the reaper reaps the child at once. The child resets
+//! caught signal handlers to default, applies stdio, credentials (group list, gid, uid, in that
+//! order) and the working directory, then runs the gate (**after** the credential change, since
+//! that change would clear the parent-death setting), then `execve`. Only raw syscalls run in the
+//! child: nothing allocates, nothing locks.
+//!
+//! Why not `std::process::Command` with `pre_exec`: when exec or a `pre_exec` hook fails, std
+//! waits for the failed child itself and panics if that wait finds no child. With a reaper that
+//! owns `waitpid(-1)` (foster's rule: one owner of all waiting) that wait races the reaper. The
+//! spawner never waits: it returns the pid and pidfd, and a failed launch's zombie is the
+//! reaper's like any other. Failures reach the launcher through a close-on-exec report pipe,
+//! and the child ends with the gate's documented exit status.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::fmt;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::sync::mpsc;
+
+use crate::gate::{
+    self, ENV_GATED, EXIT_GATE_ERROR, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, GatePlan, GateStop,
+    IdentitySlot, SignalSetup, TargetError, Trace,
+};
+use crate::identity::Identity;
+use crate::lifeline::pidfd_open;
+use crate::policy::{ENV_PARENT, Policy};
+
+/// What to launch and under which policy.
+#[derive(Debug)]
+pub struct LaunchSpec {
+    /// The program: a path, or a name searched in `PATH` (resolved before fork).
+    pub program: PathBuf,
+    /// Arguments after `argv[0]`.
+    pub args: Vec<OsString>,
+    /// `argv[0]`; the program as given when `None`.
+    pub arg0: Option<OsString>,
+    /// Environment changes over the spawner's process environment (`None` removes).
+    pub env: Vec<(OsString, Option<OsString>)>,
+    /// The helper's policy chain: its signal is armed, the rest travels in `FOSTER_POLICY`.
+    pub policy: Policy,
+    /// Switch to this gid (and an empty group list) before arming.
+    pub gid: Option<u32>,
+    /// Switch to this uid before arming.
+    pub uid: Option<u32>,
+    /// Working directory.
+    pub cwd: Option<PathBuf>,
+    /// Standard input, output, error (inherited when `None`).
+    pub stdin: Option<OwnedFd>,
+    pub stdout: Option<OwnedFd>,
+    pub stderr: Option<OwnedFd>,
+    /// Let a set-user-ID, set-group-ID or file-capability target through (with a warning).
+    pub allow_setid: bool,
+    /// Qualification hooks for the gate.
+    pub trace: Option<Trace>,
+}
+
+impl LaunchSpec {
+    /// A spec for `program args...` under `policy`, everything else inherited.
+    pub fn new<I, S>(program: impl Into<PathBuf>, args: I, policy: Policy) -> LaunchSpec
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        LaunchSpec {
+            program: program.into(),
+            args: args.into_iter().map(|a| a.as_ref().to_owned()).collect(),
+            arg0: None,
+            env: Vec::new(),
+            policy,
+            gid: None,
+            uid: None,
+            cwd: None,
+            stdin: None,
+            stdout: None,
+            stderr: None,
+            allow_setid: false,
+            trace: None,
+        }
+    }
+}
+
+/// A launched helper: its pid, a pidfd obtained with it, and what it was gated against.
+#[derive(Debug)]
+pub struct Launched {
+    pub pid: i32,
+    pub pidfd: OwnedFd,
+    /// The spawner's identity: the helper's expected parent.
+    pub expected_parent: Identity,
+}
+
+/// Why a launch failed. When a child was created (`pid` set), it has exited with the gate's
+/// documented status and is a zombie for the reaper to reap; the spawner never waits.
+#[derive(Debug)]
+pub enum SpawnError {
+    /// The target was refused before fork (not found, set-id, file capabilities...).
+    Target(TargetError),
+    /// The gate stopped the child.
+    Gate {
+        pid: i32,
+        pidfd: OwnedFd,
+        stop: GateStop,
+    },
+    /// `execve` failed with this errno (status 126, or 127 for ENOENT).
+    Exec {
+        pid: i32,
+        pidfd: OwnedFd,
+        errno: i32,
+    },
+    /// A step before the gate (stdio, credentials, directory) failed with this errno.
+    Setup {
+        pid: i32,
+        pidfd: OwnedFd,
+        what: &'static str,
+        errno: i32,
+    },
+    /// Preparing or forking failed in the launcher.
+    Io(String, io::Error),
+    /// The spawner thread is gone.
+    SpawnerGone,
+}
+
+impl SpawnError {
+    /// The pid of the child that was created and exited, if any.
+    pub fn pid(&self) -> Option<i32> {
+        match self {
+            SpawnError::Gate { pid, .. }
+            | SpawnError::Exec { pid, .. }
+            | SpawnError::Setup { pid, .. } => Some(*pid),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SpawnError::Target(e) => write!(f, "{e}"),
+            SpawnError::Gate { pid, stop, .. } => {
+                write!(f, "helper {pid} stopped by the gate: {stop}")
+            }
+            SpawnError::Exec { pid, errno, .. } => write!(
+                f,
+                "helper {pid}: exec failed: {}",
+                io::Error::from_raw_os_error(*errno)
+            ),
+            SpawnError::Setup {
+                pid, what, errno, ..
+            } => write!(
+                f,
+                "helper {pid}: {what} failed: {}",
+                io::Error::from_raw_os_error(*errno)
+            ),
+            SpawnError::Io(what, e) => write!(f, "{what}: {e}"),
+            SpawnError::SpawnerGone => write!(f, "the spawner thread is gone"),
+        }
+    }
+}
+
+impl std::error::Error for SpawnError {}
+
+type Reply = mpsc::Sender<Result<Launched, SpawnError>>;
+
+/// A handle to the spawner thread. Cloning shares the same thread.
+#[derive(Clone, Debug)]
+pub struct Spawner {
+    tx: mpsc::Sender<(LaunchSpec, Reply)>,
+    identity: Identity,
+    thread_tid: i32,
+}
+
+impl Spawner {
+    /// Starts a dedicated spawner thread. It ends when the last handle is dropped, and every
+    /// helper it launched then gets its parent-death signal: keep a handle for as long as the
+    /// helpers must live, or use [`Spawner::global`].
+    pub fn start() -> io::Result<Spawner> {
+        let identity = Identity::current().map_err(io::Error::other)?;
+        let (tx, rx) = mpsc::channel::<(LaunchSpec, Reply)>();
+        let (tid_tx, tid_rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("foster-spawner".into())
+            .spawn(move || {
+                // SAFETY: gettid has no preconditions.
+                let _ = tid_tx.send(unsafe { libc::gettid() });
+                // A pidfd of this process, inherited by each child until its exec (close-on-exec):
+                // the gate's lifeline when getppid() cannot tell.
+                let own_pidfd = pidfd_open(identity.pid).ok();
+                for (spec, reply) in rx {
+                    let r = launch_here(spec, identity, own_pidfd.as_ref().map(|f| f.as_raw_fd()));
+                    let _ = reply.send(r);
+                }
+            })?;
+        let thread_tid = tid_rx
+            .recv()
+            .map_err(|_| io::Error::other("spawner thread died"))?;
+        Ok(Spawner {
+            tx,
+            identity,
+            thread_tid,
+        })
+    }
+
+    /// The process-wide spawner, started on first use and never dropped.
+    pub fn global() -> &'static Spawner {
+        static GLOBAL: OnceLock<Spawner> = OnceLock::new();
+        GLOBAL.get_or_init(|| Spawner::start().expect("cannot start the foster spawner thread"))
+    }
+
+    /// The identity every helper of this spawner expects as its parent.
+    pub fn identity(&self) -> Identity {
+        self.identity
+    }
+
+    /// The thread id of the spawner thread (the kernel's "parent" of every helper).
+    pub fn thread_id(&self) -> i32 {
+        self.thread_tid
+    }
+
+    /// Launches a helper on the spawner thread; returns once it has exec'd or failed.
+    pub fn launch(&self, spec: LaunchSpec) -> Result<Launched, SpawnError> {
+        let (rtx, rrx) = mpsc::channel();
+        self.tx
+            .send((spec, rtx))
+            .map_err(|_| SpawnError::SpawnerGone)?;
+        rrx.recv().map_err(|_| SpawnError::SpawnerGone)?
+    }
+}
+
+fn cstring(what: &str, b: &[u8]) -> Result<CString, SpawnError> {
+    CString::new(b).map_err(|_| {
+        SpawnError::Io(
+            what.into(),
+            io::Error::new(io::ErrorKind::InvalidInput, "contains a NUL byte"),
+        )
+    })
+}
+
+// Report records from the child: (kind, a, b), 12 bytes.
+const R_GATE: u32 = 1;
+const R_EXEC: u32 = 2;
+const R_SETUP: u32 = 3;
+const SETUP_WHAT: [&str; 6] = [
+    "dup2 of stdio",
+    "setgroups",
+    "setgid",
+    "setuid",
+    "chdir",
+    "own identity",
+];
+
+#[repr(C)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+fn report(fd: RawFd, kind: u32, a: u32, b: i32) {
+    let mut buf = [0u8; 12];
+    buf[0..4].copy_from_slice(&kind.to_ne_bytes());
+    buf[4..8].copy_from_slice(&a.to_ne_bytes());
+    buf[8..12].copy_from_slice(&b.to_ne_bytes());
+    // SAFETY: a stack buffer to a descriptor we own.
+    unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+}
+
+fn last_errno() -> i32 {
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+/// Everything the child touches, prepared before fork.
+struct Prepared {
+    path: CString,
+    argv: Vec<CString>,
+    argv_ptrs: Vec<*const libc::c_char>,
+    env: Vec<CString>,
+    envp: Vec<*const libc::c_char>,
+    slot: IdentitySlot,
+    slot_index: usize,
+    plan: GatePlan,
+    stdio: [RawFd; 3],
+    gid: Option<u32>,
+    uid: Option<u32>,
+    cwd: Option<CString>,
+}
+
+fn prepare(
+    spec: &LaunchSpec,
+    me: Identity,
+    own_pidfd: Option<RawFd>,
+) -> Result<Prepared, SpawnError> {
+    let resolved = gate::resolve_program(&spec.program).map_err(SpawnError::Target)?;
+    match gate::check_target(&resolved) {
+        Ok(()) => {}
+        Err(e) if e.is_privileged() && spec.allow_setid => {
+            tracing::warn!("{e} (allowed: the helper runs unsupervised after exec)");
+        }
+        Err(e) => return Err(SpawnError::Target(e)),
+    }
+    let path = cstring("program path", resolved.as_os_str().as_bytes())?;
+    let arg0 = spec
+        .arg0
+        .clone()
+        .unwrap_or_else(|| spec.program.clone().into_os_string());
+    let mut argv = vec![cstring("argv[0]", arg0.as_bytes())?];
+    for a in &spec.args {
+        argv.push(cstring("an argument", a.as_bytes())?);
+    }
+    let argv_ptrs: Vec<_> = argv
+        .iter()
+        .map(|c| c.as_ptr())
+        .chain([std::ptr::null()])
+        .collect();
+
+    // The environment: the process's, the spec's changes, then foster's three variables.
+    let mut vars: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    let mut set = |k: &OsStr, v: Option<&OsStr>| {
+        vars.retain(|(n, _)| n != k);
+        if let Some(v) = v {
+            vars.push((k.to_owned(), v.to_owned()));
+        }
+    };
+    for (k, v) in &spec.env {
+        set(k, v.as_deref());
+    }
+    for (k, v) in gate::env_for_children(me, me, &spec.policy) {
+        if k == ENV_PARENT {
+            continue; // filled by the child with its own identity
+        }
+        let v = if k == ENV_GATED {
+            Some(format!("{me};{}", spec.policy))
+        } else {
+            v
+        };
+        set(OsStr::new(&k), v.as_deref().map(OsStr::new));
+    }
+    vars.retain(|(k, _)| k != ENV_PARENT);
+    let mut env = Vec::with_capacity(vars.len());
+    for (k, v) in vars {
+        let mut kv = k.into_vec();
+        kv.push(b'=');
+        kv.extend_from_slice(v.as_bytes());
+        env.push(cstring("an environment variable", &kv)?);
+    }
+    let slot = IdentitySlot::new(ENV_PARENT);
+    let mut envp: Vec<_> = env.iter().map(|c| c.as_ptr()).collect();
+    let slot_index = envp.len();
+    envp.push(slot.as_ptr());
+    envp.push(std::ptr::null());
+
+    let mut plan = GatePlan::new(me, &spec.policy, SignalSetup::ExecDefault);
+    if let Some(fd) = own_pidfd {
+        plan = plan.with_lifeline_fd(fd);
+    }
+    if let Some(t) = spec.trace {
+        plan = plan.with_trace(t);
+    }
+    let fd = |o: &Option<OwnedFd>| o.as_ref().map_or(-1, |f| f.as_raw_fd());
+    let cwd = match &spec.cwd {
+        Some(c) => Some(cstring("working directory", c.as_os_str().as_bytes())?),
+        None => None,
+    };
+    Ok(Prepared {
+        path,
+        argv,
+        argv_ptrs,
+        env,
+        envp,
+        slot,
+        slot_index,
+        plan,
+        stdio: [fd(&spec.stdin), fd(&spec.stdout), fd(&spec.stderr)],
+        gid: spec.gid,
+        uid: spec.uid,
+        cwd,
+    })
+}
+
+/// The child between clone and exec. Only raw syscalls and the allocation-free gate.
+unsafe fn child(p: &mut Prepared, report_fd: RawFd) -> ! {
+    unsafe {
+        let fail = |kind: u32, a: u32, b: i32, status: i32| -> ! {
+            report(report_fd, kind, a, b);
+            libc::_exit(status)
+        };
+        // Caught handlers inherited from the launcher must not run here: back to default.
+        for sig in 1..=crate::policy::max_signal() {
+            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                continue;
+            }
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) == 0
+                && old.sa_sigaction != libc::SIG_DFL
+                && old.sa_sigaction != libc::SIG_IGN
+            {
+                let mut act: libc::sigaction = std::mem::zeroed();
+                act.sa_sigaction = libc::SIG_DFL;
+                libc::sigaction(sig, &act, std::ptr::null_mut());
+            }
+        }
+        for (i, &fd) in p.stdio.iter().enumerate() {
+            if fd >= 0 && libc::dup2(fd, i as i32) < 0 {
+                fail(R_SETUP, 0, last_errno(), EXIT_GATE_ERROR);
+            }
+        }
+        // Credentials first (raw syscalls: this thread is the child's only one), so that the
+        // gate arms afterwards: an effective uid/gid change clears the parent-death setting.
+        if p.gid.is_some() || p.uid.is_some() {
+            let keep_groups = p.uid.is_none() || libc::getuid() != 0;
+            if !keep_groups
+                && libc::syscall(libc::SYS_setgroups, 0, std::ptr::null::<libc::gid_t>()) != 0
+            {
+                fail(R_SETUP, 1, last_errno(), EXIT_GATE_ERROR);
+            }
+            if let Some(g) = p.gid
+                && libc::syscall(libc::SYS_setresgid, g, g, g) != 0
+            {
+                fail(R_SETUP, 2, last_errno(), EXIT_GATE_ERROR);
+            }
+            if let Some(u) = p.uid
+                && libc::syscall(libc::SYS_setresuid, u, u, u) != 0
+            {
+                fail(R_SETUP, 3, last_errno(), EXIT_GATE_ERROR);
+            }
+        }
+        if let Some(c) = &p.cwd
+            && libc::chdir(c.as_ptr()) != 0
+        {
+            fail(R_SETUP, 4, last_errno(), EXIT_GATE_ERROR);
+        }
+        if !p.slot.fill_with_self() {
+            fail(R_SETUP, 5, last_errno(), EXIT_GATE_ERROR);
+        }
+        p.envp[p.slot_index] = p.slot.as_ptr();
+        if let Err(stop) = p.plan.run() {
+            let (k, v) = stop.encode();
+            fail(R_GATE, k, v, stop.exit_status());
+        }
+        libc::execve(p.path.as_ptr(), p.argv_ptrs.as_ptr(), p.envp.as_ptr());
+        let e = last_errno();
+        let status = if e == libc::ENOENT {
+            EXIT_NOT_FOUND
+        } else {
+            EXIT_NOT_EXECUTABLE
+        };
+        fail(R_EXEC, 0, e, status)
+    }
+}
+
+fn launch_here(
+    spec: LaunchSpec,
+    me: Identity,
+    own_pidfd: Option<RawFd>,
+) -> Result<Launched, SpawnError> {
+    let mut p = prepare(&spec, me, own_pidfd)?;
+    let _keep = (&p.argv, &p.env);
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: pipe2 into a stack array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(SpawnError::Io(
+            "report pipe".into(),
+            io::Error::last_os_error(),
+        ));
+    }
+    // SAFETY: fresh descriptors we own.
+    let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+
+    // Block every signal across the clone, so no handler of this process runs in the child
+    // before it has reset them; the child's gate sets its own mask.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    let mut pidfd: libc::c_int = -1;
+    // SAFETY: clone3 without CLONE_VM behaves like fork; the child runs only `child`.
+    let ret = unsafe {
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let args = CloneArgs {
+            flags: libc::CLONE_PIDFD as u64,
+            pidfd: &mut pidfd as *mut libc::c_int as u64,
+            child_tid: 0,
+            parent_tid: 0,
+            exit_signal: libc::SIGCHLD as u64,
+            stack: 0,
+            stack_size: 0,
+            tls: 0,
+            set_tid: 0,
+            set_tid_size: 0,
+            cgroup: 0,
+        };
+        let r = libc::syscall(
+            libc::SYS_clone3,
+            &args as *const CloneArgs,
+            size_of::<CloneArgs>(),
+        );
+        if r == 0 {
+            child(&mut p, wr.as_raw_fd());
+        }
+        let e = io::Error::last_os_error();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        if r < 0 {
+            return Err(SpawnError::Io("clone3".into(), e));
+        }
+        r as i32
+    };
+    drop(wr);
+    drop(spec); // the parent's copies of the stdio descriptors
+    // SAFETY: clone3 filled a descriptor we own.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+    let mut buf = [0u8; 12];
+    let mut got = 0;
+    while got < buf.len() {
+        // SAFETY: reads into the rest of a stack buffer.
+        let n = unsafe {
+            libc::read(
+                rd.as_raw_fd(),
+                buf[got..].as_mut_ptr().cast(),
+                buf.len() - got,
+            )
+        };
+        if n < 0 && last_errno() == libc::EINTR {
+            continue;
+        }
+        if n <= 0 {
+            break;
+        }
+        got += n as usize;
+    }
+    if got == 0 {
+        return Ok(Launched {
+            pid: ret,
+            pidfd,
+            expected_parent: me,
+        });
+    }
+    let word = |i: usize| [buf[i], buf[i + 1], buf[i + 2], buf[i + 3]];
+    let (kind, a, b) = (
+        u32::from_ne_bytes(word(0)),
+        u32::from_ne_bytes(word(4)),
+        i32::from_ne_bytes(word(8)),
+    );
+    Err(match kind {
+        R_GATE => SpawnError::Gate {
+            pid: ret,
+            pidfd,
+            stop: GateStop::decode(a, b).unwrap_or(GateStop::CheckUnreadable { errno: 0 }),
+        },
+        R_EXEC => SpawnError::Exec {
+            pid: ret,
+            pidfd,
+            errno: b,
+        },
+        _ => SpawnError::Setup {
+            pid: ret,
+            pidfd,
+            what: SETUP_WHAT.get(a as usize).copied().unwrap_or("setup"),
+            errno: b,
+        },
+    })
+}
