@@ -44,6 +44,8 @@ pub enum Command {
     /// start: 120 parent gone, 121 prctl failed, 122 cannot tell, 123 set-id target refused,
     /// 124 lifeline lost, 125 gate error, 126 not executable, 127 not found.
     Exec(ExecArgs),
+    /// The live dashboard of a process tree: the whole system, a subtree, or a supervisor.
+    Top(TopArgs),
 }
 
 #[derive(Debug, Args)]
@@ -130,6 +132,27 @@ pub struct TreeArgs {
     pub dot: bool,
 }
 
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Keys: arrows or j/k move, Space collapses, / filters, s signals, \
+                        ? shows them all, q quits. See docs/top.md."
+)]
+pub struct TopArgs {
+    /// Show only this process and its descendants.
+    #[arg(long, value_name = "PID", conflicts_with = "attach")]
+    pub root: Option<i32>,
+    /// Attach to a running supervisor's control socket (roles, generations, policies, events).
+    #[arg(long, value_name = "SOCKET")]
+    pub attach: Option<std::path::PathBuf>,
+    /// Time between readings: 1s, 500ms, 2.5s, 1m (at least 100ms).
+    #[arg(long, value_name = "DURATION", default_value = "1s",
+          value_parser = crate::top::parse_interval)]
+    pub interval: std::time::Duration,
+    /// Start with processes at depth N and below collapsed (0 collapses the roots).
+    #[arg(long, value_name = "N")]
+    pub collapse_depth: Option<usize>,
+}
+
 /// The error type of a subcommand: printed as `foster: error: ...`, exit status 1.
 pub type CliError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -168,6 +191,12 @@ fn dispatch(command: Command) -> Result<ExitCode, CliError> {
             crate::tree::run(&req, &mut std::io::stdout().lock())?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Top(a) => crate::top::run(crate::top::TopOptions {
+            root: a.root,
+            attach: a.attach,
+            interval: a.interval,
+            collapse_depth: a.collapse_depth,
+        }),
     }
 }
 

@@ -15,6 +15,7 @@
 //! - [`logging`]: the tracing subscriber behind `-v` / `-q` / `RUST_LOG`.
 //! - [`reaper`]: the one owner of all waiting: SIGCHLD through signalfd, routed statuses.
 //! - [`config`]: the TOML configuration of `foster run`.
+//! - [`top`]: the live dashboard, `foster top`.
 //! - [`cli`]: the command line and its dispatch.
 //!
 //! # The creating-thread contract
@@ -43,4 +44,5 @@ pub mod procstat;
 pub mod reaper;
 pub mod sanitize;
 pub mod spawner;
+pub mod top;
 pub mod tree;

@@ -1,0 +1,812 @@
+//! The dashboard's state and key handling, independent of any terminal.
+//!
+//! Owns [`App`]: the current [`Model`], what is collapsed, the filter, the cursor (an
+//! [`Identity`], so it stays on the same process while the tree churns), pause and follow, the
+//! open dialog (help, signal picker, confirmation), and the visible [`Row`]s derived from all of
+//! that. Keys go in through [`App::on_key`]; what the outside world must do comes back as
+//! [`Effect`]s (send a signal, refresh now, quit), so every interaction is testable without a
+//! terminal or a live system.
+
+use std::collections::HashSet;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use nix::sys::signal::Signal;
+
+use crate::identity::Identity;
+use crate::sanitize::{escape, escape_args};
+use crate::top::model::{Anomaly, Model, Node, fmt_age, fmt_bytes, fmt_cpu};
+
+/// One visible line of the tree, with everything the renderer shows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    pub id: Identity,
+    pub depth: usize,
+    /// Tree drawing before the command (`│  ├─ `).
+    pub prefix: String,
+    pub has_children: bool,
+    pub collapsed: bool,
+    /// Descendants hidden under this row because it is collapsed.
+    pub hidden: usize,
+    /// Anomalies among the hidden descendants.
+    pub hidden_anomalies: usize,
+    pub role: String,
+    pub generation: String,
+    pub state: String,
+    pub policy: String,
+    pub age: String,
+    /// For a collapsed row, the sum over its subtree.
+    pub cpu: String,
+    /// For a collapsed row, the sum over its subtree.
+    pub rss: String,
+    /// Escaped command line (or name).
+    pub command: String,
+    /// Each anomaly in a few words.
+    pub anomalies: Vec<String>,
+    /// Each anomaly as a sentence (status line).
+    pub anomaly_details: Vec<String>,
+    pub exited: bool,
+    /// Matches the filter (as opposed to being shown as its ancestor or descendant).
+    pub matched: bool,
+}
+
+/// What the caller must do after a key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    Quit,
+    /// Take a reading now instead of at the next tick.
+    Refresh,
+    /// Send `signal` to each of `targets` (a process, or a subtree parents first).
+    Signal {
+        targets: Vec<(Identity, Vec<u8>)>,
+        signal: Signal,
+    },
+}
+
+/// The dialog on top of the tree, if any.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Dialog {
+    None,
+    Help {
+        scroll: u16,
+    },
+    /// Choosing a signal for the process at `target` (and its subtree when `subtree`).
+    Signals {
+        target: Identity,
+        subtree: bool,
+        selected: usize,
+    },
+    /// Asking to confirm.
+    Confirm {
+        target: Identity,
+        subtree: bool,
+        signal: Signal,
+        count: usize,
+    },
+}
+
+/// Signals offered by the picker, in signal-number order.
+pub const SIGNALS: &[Signal] = &[
+    Signal::SIGHUP,
+    Signal::SIGINT,
+    Signal::SIGQUIT,
+    Signal::SIGABRT,
+    Signal::SIGKILL,
+    Signal::SIGUSR1,
+    Signal::SIGSEGV,
+    Signal::SIGUSR2,
+    Signal::SIGPIPE,
+    Signal::SIGALRM,
+    Signal::SIGTERM,
+    Signal::SIGCHLD,
+    Signal::SIGCONT,
+    Signal::SIGSTOP,
+    Signal::SIGTSTP,
+    Signal::SIGTTIN,
+    Signal::SIGTTOU,
+    Signal::SIGURG,
+    Signal::SIGXCPU,
+    Signal::SIGXFSZ,
+    Signal::SIGVTALRM,
+    Signal::SIGPROF,
+    Signal::SIGWINCH,
+    Signal::SIGIO,
+    Signal::SIGPWR,
+    Signal::SIGSYS,
+];
+
+/// Where the picker's cursor starts.
+pub const DEFAULT_SIGNAL: Signal = Signal::SIGTERM;
+
+/// Every key, for the help screen: (keys, what they do).
+pub const KEYS: &[(&str, &str)] = &[
+    ("↑ ↓  k j", "move the cursor"),
+    (
+        "PgUp PgDn  Home End  g G",
+        "move by a page, to the top, to the bottom",
+    ),
+    ("←  h", "collapse the process (again: go to its parent)"),
+    ("→  l", "expand the process"),
+    ("Space  Enter", "collapse or expand the process"),
+    ("-  C", "collapse all"),
+    ("+  E", "expand all"),
+    (
+        "/",
+        "filter, showing matches with their ancestors and descendants",
+    ),
+    ("  Enter  Esc", "keep the filter, clear it"),
+    ("s  F9", "signal the process: pick, Enter, confirm with y"),
+    ("S", "signal the process and all its descendants"),
+    (
+        "p  Z",
+        "pause: exited processes stay on screen until resumed",
+    ),
+    (
+        "f  F",
+        "follow the process: keep it in view wherever it moves",
+    ),
+    ("r", "refresh now"),
+    ("?  F1", "this help (Esc closes)"),
+    ("q  F10  Ctrl-C", "quit"),
+];
+
+/// The dashboard's whole state.
+#[derive(Debug)]
+pub struct App {
+    pub model: Model,
+    pub rows: Vec<Row>,
+    /// The process under the cursor.
+    pub cursor: Option<Identity>,
+    /// The first row shown (scrolling).
+    pub offset: usize,
+    /// Table rows that fit on screen, set by the renderer.
+    pub page: usize,
+    pub collapsed: HashSet<Identity>,
+    /// Processes collapse-depth has already been applied to (so a user's expansion holds).
+    seen: HashSet<Identity>,
+    /// Processes at this depth and below start collapsed.
+    pub collapse_depth: Option<usize>,
+    pub filter: String,
+    pub filter_editing: bool,
+    pub paused: bool,
+    pub following: Option<Identity>,
+    pub dialog: Dialog,
+    /// The last result or notice, shown in the status line.
+    pub message: Option<String>,
+    /// The refresh interval, for the title.
+    pub interval_text: String,
+    /// The last reading failed: why.
+    pub source_error: Option<String>,
+}
+
+impl App {
+    pub fn new(collapse_depth: Option<usize>, interval_text: String) -> App {
+        App {
+            model: Model::default(),
+            rows: Vec::new(),
+            cursor: None,
+            offset: 0,
+            page: 20,
+            collapsed: HashSet::new(),
+            seen: HashSet::new(),
+            collapse_depth,
+            filter: String::new(),
+            filter_editing: false,
+            paused: false,
+            following: None,
+            dialog: Dialog::None,
+            message: None,
+            interval_text,
+            source_error: None,
+        }
+    }
+
+    /// Takes a new model. While paused, processes that vanished stay, marked exited.
+    pub fn set_model(&mut self, mut model: Model) {
+        if self.paused {
+            model.carry_exited(&self.model);
+        }
+        self.source_error = None;
+        // Start collapsed below the collapse depth, once per identity.
+        if let Some(limit) = self.collapse_depth {
+            let mut stack: Vec<(Identity, usize)> = model.roots.iter().map(|r| (*r, 0)).collect();
+            while let Some((id, depth)) = stack.pop() {
+                if self.seen.insert(id) && depth >= limit {
+                    self.collapsed.insert(id);
+                }
+                stack.extend(model.nodes[&id].children.iter().map(|c| (*c, depth + 1)));
+            }
+            self.seen.retain(|i| model.nodes.contains_key(i));
+        }
+        self.collapsed.retain(|i| model.nodes.contains_key(i));
+        if let Some(f) = self.following
+            && !model.nodes.contains_key(&f)
+        {
+            self.message = Some(format!("followed process {} exited", f.pid));
+            self.following = None;
+        }
+        let old_index = self.cursor_index();
+        self.model = model;
+        self.rebuild(old_index);
+    }
+
+    /// A reading failed; the view keeps the last model.
+    pub fn set_source_error(&mut self, why: String) {
+        self.source_error = Some(why);
+    }
+
+    /// Index of the cursor's row.
+    pub fn cursor_index(&self) -> Option<usize> {
+        let c = self.cursor?;
+        self.rows.iter().position(|r| r.id == c)
+    }
+
+    /// The row under the cursor.
+    pub fn cursor_row(&self) -> Option<&Row> {
+        self.cursor_index().map(|i| &self.rows[i])
+    }
+
+    /// Recomputes the rows and keeps the cursor on its identity: if that process is hidden
+    /// under a collapsed ancestor, on the ancestor; if it is gone, on the row at `old_index`.
+    fn rebuild(&mut self, old_index: Option<usize>) {
+        self.rows = self.compute_rows();
+        if self.rows.is_empty() {
+            self.cursor = None;
+            self.offset = 0;
+            return;
+        }
+        let want = self.following.or(self.cursor);
+        let found = want.and_then(|c| {
+            if let Some(i) = self.rows.iter().position(|r| r.id == c) {
+                return Some(i);
+            }
+            if self.model.nodes.contains_key(&c) {
+                let anc = self.model.ancestors(c);
+                return anc
+                    .iter()
+                    .find_map(|a| self.rows.iter().position(|r| r.id == *a));
+            }
+            None
+        });
+        let i = found.unwrap_or_else(|| old_index.unwrap_or(0).min(self.rows.len() - 1));
+        self.cursor = Some(self.rows[i].id);
+        self.scroll_to(i);
+    }
+
+    fn scroll_to(&mut self, i: usize) {
+        let page = self.page.max(1);
+        if i < self.offset {
+            self.offset = i;
+        } else if i >= self.offset + page {
+            self.offset = i + 1 - page;
+        }
+        let max_offset = self.rows.len().saturating_sub(page);
+        self.offset = self.offset.min(max_offset);
+    }
+
+    /// Sets the page height (from the renderer) and keeps the cursor visible.
+    pub fn set_page(&mut self, page: usize) {
+        self.page = page.max(1);
+        if let Some(i) = self.cursor_index() {
+            self.scroll_to(i);
+        }
+    }
+
+    fn matches(&self, n: &Node, needle: &str) -> bool {
+        if n.info.id.pid.to_string() == needle {
+            return true;
+        }
+        let hay = command_text(n).to_lowercase();
+        if hay.contains(needle) {
+            return true;
+        }
+        n.info
+            .supervision
+            .as_ref()
+            .is_some_and(|s| s.role.to_lowercase().contains(needle))
+    }
+
+    /// The visible rows, in tree order.
+    pub fn compute_rows(&self) -> Vec<Row> {
+        let m = &self.model;
+        let needle = self.filter.trim().to_lowercase();
+        let filtering = !needle.is_empty();
+        let mut matched: HashSet<Identity> = HashSet::new();
+        let mut include: HashSet<Identity> = HashSet::new();
+        let mut forced_open: HashSet<Identity> = HashSet::new();
+        if filtering {
+            for (id, n) in &m.nodes {
+                if self.matches(n, &needle) {
+                    matched.insert(*id);
+                }
+            }
+            for id in &matched {
+                include.extend(m.subtree(*id));
+                let anc = m.ancestors(*id);
+                forced_open.extend(anc.iter().copied());
+                include.extend(anc);
+            }
+        }
+        if let Some(f) = self.following
+            && m.nodes.contains_key(&f)
+        {
+            let anc = m.ancestors(f);
+            forced_open.extend(anc.iter().copied());
+            if filtering {
+                include.insert(f);
+                include.extend(anc);
+            }
+        }
+        let visible = |id: &Identity| !filtering || include.contains(id);
+
+        let mut rows = Vec::new();
+        // (node, depth, "is last" flags of its ancestors and itself)
+        let roots: Vec<Identity> = m.roots.iter().copied().filter(visible).collect();
+        let mut stack: Vec<(Identity, usize, Vec<bool>)> = Vec::new();
+        for (i, r) in roots.iter().enumerate().rev() {
+            stack.push((*r, 0, vec![i + 1 == roots.len()]));
+        }
+        while let Some((id, depth, lasts)) = stack.pop() {
+            let n = &m.nodes[&id];
+            let kids: Vec<Identity> = n.children.iter().copied().filter(visible).collect();
+            let collapsed =
+                !kids.is_empty() && self.collapsed.contains(&id) && !forced_open.contains(&id);
+            let mut prefix = String::new();
+            for (level, last) in lasts.iter().enumerate().skip(1) {
+                if level + 1 == lasts.len() {
+                    prefix.push_str(if *last { "└─" } else { "├─" });
+                } else {
+                    prefix.push_str(if *last { "  " } else { "│ " });
+                }
+            }
+            if collapsed {
+                prefix.push('+');
+            } else if depth > 0 {
+                prefix.push(' ');
+            }
+            let (cpu, rss, hidden, hidden_anomalies) = if collapsed {
+                let sub = m.subtree(id);
+                let cpu: Option<f64> = sub
+                    .iter()
+                    .filter_map(|i| m.nodes[i].cpu_pct)
+                    .fold(None, |acc, c| Some(acc.unwrap_or(0.0) + c));
+                let rss: u64 = sub.iter().map(|i| m.nodes[i].info.rss_bytes).sum();
+                let ha = sub[1..].iter().map(|i| m.nodes[i].anomalies.len()).sum();
+                (cpu, rss, sub.len() - 1, ha)
+            } else {
+                (n.cpu_pct, n.info.rss_bytes, 0, 0)
+            };
+            let sup = n.info.supervision.as_ref();
+            rows.push(Row {
+                id,
+                depth,
+                prefix,
+                has_children: !kids.is_empty(),
+                collapsed,
+                hidden,
+                hidden_anomalies,
+                role: sup.map(|s| escape(s.role.as_bytes())).unwrap_or_default(),
+                generation: sup.map(|s| s.generation.to_string()).unwrap_or_default(),
+                state: if n.exited {
+                    "exit".to_string()
+                } else {
+                    escape(&[n.info.state])
+                },
+                policy: sup.map(|s| escape(s.policy.as_bytes())).unwrap_or_default(),
+                age: fmt_age(n.age_secs),
+                cpu: if n.exited {
+                    String::new()
+                } else {
+                    fmt_cpu(cpu)
+                },
+                rss: if n.exited && !collapsed {
+                    String::new()
+                } else {
+                    fmt_bytes(rss)
+                },
+                command: command_text(n),
+                anomalies: n.anomalies.iter().map(Anomaly::short).collect(),
+                anomaly_details: n.anomalies.iter().map(Anomaly::describe).collect(),
+                exited: n.exited,
+                matched: matched.contains(&id),
+            });
+            if !collapsed {
+                for (i, k) in kids.iter().enumerate().rev() {
+                    let mut l = lasts.clone();
+                    l.push(i + 1 == kids.len());
+                    stack.push((*k, depth + 1, l));
+                }
+            }
+        }
+        rows
+    }
+
+    fn move_cursor(&mut self, delta: isize) {
+        if self.rows.is_empty() {
+            return;
+        }
+        let cur = self.cursor_index().unwrap_or(0) as isize;
+        let i = (cur + delta).clamp(0, self.rows.len() as isize - 1) as usize;
+        self.cursor = Some(self.rows[i].id);
+        if self.following.is_some_and(|f| f != self.rows[i].id) {
+            self.following = None;
+            self.message = Some("follow off".into());
+        }
+        self.scroll_to(i);
+    }
+
+    fn relayout(&mut self) {
+        let idx = self.cursor_index();
+        self.rebuild(idx);
+    }
+
+    /// Collapses or expands the cursor's process.
+    fn set_collapsed(&mut self, collapse: bool) {
+        let Some(row) = self.cursor_row().cloned() else {
+            return;
+        };
+        if collapse {
+            if row.has_children && !row.collapsed {
+                self.collapsed.insert(row.id);
+            } else if let Some(p) = self.model.nodes.get(&row.id).and_then(|n| n.info.parent)
+                && self.rows.iter().any(|r| r.id == p)
+            {
+                // Already collapsed or a leaf: go to the parent, as in a file tree.
+                self.cursor = Some(p);
+            }
+        } else {
+            self.collapsed.remove(&row.id);
+        }
+        self.relayout();
+    }
+
+    /// Handles one key; returns what the caller must do.
+    pub fn on_key(&mut self, key: KeyEvent) -> Vec<Effect> {
+        if key.kind == KeyEventKind::Release {
+            return Vec::new();
+        }
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        if ctrl && key.code == KeyCode::Char('c') {
+            return vec![Effect::Quit];
+        }
+        match self.dialog.clone() {
+            Dialog::Help { scroll } => {
+                match key.code {
+                    KeyCode::Down | KeyCode::Char('j') => {
+                        self.dialog = Dialog::Help {
+                            scroll: scroll.saturating_add(1),
+                        }
+                    }
+                    KeyCode::Up | KeyCode::Char('k') => {
+                        self.dialog = Dialog::Help {
+                            scroll: scroll.saturating_sub(1),
+                        }
+                    }
+                    KeyCode::Char('q') | KeyCode::F(10) => return vec![Effect::Quit],
+                    _ => self.dialog = Dialog::None,
+                }
+                return Vec::new();
+            }
+            Dialog::Signals {
+                target,
+                subtree,
+                selected,
+            } => {
+                match key.code {
+                    KeyCode::Down | KeyCode::Char('j') => {
+                        self.dialog = Dialog::Signals {
+                            target,
+                            subtree,
+                            selected: (selected + 1).min(SIGNALS.len() - 1),
+                        }
+                    }
+                    KeyCode::Up | KeyCode::Char('k') => {
+                        self.dialog = Dialog::Signals {
+                            target,
+                            subtree,
+                            selected: selected.saturating_sub(1),
+                        }
+                    }
+                    KeyCode::Enter => {
+                        let count = if subtree {
+                            self.model.subtree(target).len()
+                        } else {
+                            1
+                        };
+                        self.dialog = Dialog::Confirm {
+                            target,
+                            subtree,
+                            signal: SIGNALS[selected],
+                            count,
+                        };
+                    }
+                    _ => self.dialog = Dialog::None,
+                }
+                return Vec::new();
+            }
+            Dialog::Confirm {
+                target,
+                subtree,
+                signal,
+                ..
+            } => {
+                self.dialog = Dialog::None;
+                if matches!(key.code, KeyCode::Char('y') | KeyCode::Char('Y')) {
+                    let ids = if subtree {
+                        self.model.subtree(target)
+                    } else {
+                        vec![target]
+                    };
+                    let targets: Vec<(Identity, Vec<u8>)> = ids
+                        .into_iter()
+                        .filter(|i| self.model.nodes.get(i).is_some_and(|n| !n.exited))
+                        .map(|i| (i, self.model.nodes[&i].info.comm.clone()))
+                        .collect();
+                    if targets.is_empty() {
+                        self.message = Some(format!("process {} has exited", target.pid));
+                        return Vec::new();
+                    }
+                    return vec![Effect::Signal { targets, signal }];
+                }
+                self.message = Some("cancelled".into());
+                return Vec::new();
+            }
+            Dialog::None => {}
+        }
+        if self.filter_editing {
+            match key.code {
+                KeyCode::Enter => self.filter_editing = false,
+                KeyCode::Esc => {
+                    self.filter_editing = false;
+                    self.filter.clear();
+                }
+                KeyCode::Backspace => {
+                    self.filter.pop();
+                }
+                KeyCode::Char(c) if !ctrl => self.filter.push(c),
+                KeyCode::Up | KeyCode::Down => {
+                    self.filter_editing = false;
+                    return self.on_key(key);
+                }
+                _ => {}
+            }
+            self.relayout();
+            // Land on the first match unless the cursor already is on one.
+            if !self.cursor_row().is_some_and(|r| r.matched)
+                && let Some(i) = self.rows.iter().position(|r| r.matched)
+            {
+                self.cursor = Some(self.rows[i].id);
+                self.scroll_to(i);
+            }
+            return Vec::new();
+        }
+        match key.code {
+            KeyCode::Char('q') | KeyCode::F(10) => return vec![Effect::Quit],
+            KeyCode::Up | KeyCode::Char('k') => self.move_cursor(-1),
+            KeyCode::Down | KeyCode::Char('j') => self.move_cursor(1),
+            KeyCode::PageUp => self.move_cursor(-(self.page as isize)),
+            KeyCode::PageDown => self.move_cursor(self.page as isize),
+            KeyCode::Home | KeyCode::Char('g') => self.move_cursor(isize::MIN / 2),
+            KeyCode::End | KeyCode::Char('G') => self.move_cursor(isize::MAX / 2),
+            KeyCode::Left | KeyCode::Char('h') => self.set_collapsed(true),
+            KeyCode::Right | KeyCode::Char('l') => self.set_collapsed(false),
+            KeyCode::Char(' ') | KeyCode::Enter => {
+                if let Some(r) = self.cursor_row() {
+                    let collapse = !r.collapsed;
+                    if r.has_children {
+                        self.set_collapsed(collapse);
+                    }
+                }
+            }
+            KeyCode::Char('-') | KeyCode::Char('C') => {
+                self.collapsed = self
+                    .model
+                    .nodes
+                    .iter()
+                    .filter(|(_, n)| !n.children.is_empty())
+                    .map(|(i, _)| *i)
+                    .collect();
+                self.relayout();
+            }
+            KeyCode::Char('+') | KeyCode::Char('=') | KeyCode::Char('E') => {
+                self.collapsed.clear();
+                self.relayout();
+            }
+            KeyCode::Char('/') => {
+                self.filter_editing = true;
+                self.filter.clear();
+                self.relayout();
+            }
+            KeyCode::Esc => {
+                if !self.filter.is_empty() {
+                    self.filter.clear();
+                    self.relayout();
+                }
+                self.message = None;
+            }
+            KeyCode::Char('s') | KeyCode::Char('S') | KeyCode::F(9) => {
+                let subtree = key.code == KeyCode::Char('S');
+                if let Some(r) = self.cursor_row() {
+                    if r.exited {
+                        self.message = Some(format!("process {} has exited", r.id.pid));
+                    } else {
+                        let selected = SIGNALS
+                            .iter()
+                            .position(|s| *s == DEFAULT_SIGNAL)
+                            .unwrap_or(0);
+                        self.dialog = Dialog::Signals {
+                            target: r.id,
+                            subtree,
+                            selected,
+                        };
+                    }
+                }
+            }
+            KeyCode::Char('p') | KeyCode::Char('Z') => {
+                self.paused = !self.paused;
+                self.message = Some(if self.paused { "paused" } else { "resumed" }.to_string());
+                if !self.paused {
+                    // Drop the exited rows now rather than at the next reading.
+                    let live: Vec<Identity> = self
+                        .model
+                        .nodes
+                        .iter()
+                        .filter(|(_, n)| n.exited)
+                        .map(|(i, _)| *i)
+                        .collect();
+                    if !live.is_empty() {
+                        let gone: HashSet<Identity> = live.into_iter().collect();
+                        self.model.nodes.retain(|i, _| !gone.contains(i));
+                        self.model.roots.retain(|i| !gone.contains(i));
+                        for n in self.model.nodes.values_mut() {
+                            n.children.retain(|i| !gone.contains(i));
+                        }
+                        self.relayout();
+                    }
+                    return vec![Effect::Refresh];
+                }
+            }
+            KeyCode::Char('f') | KeyCode::Char('F') => {
+                if self.following.is_some() {
+                    self.following = None;
+                    self.message = Some("follow off".into());
+                } else if let Some(c) = self.cursor {
+                    self.following = Some(c);
+                    self.message = Some(format!("following {}", c.pid));
+                }
+                self.relayout();
+            }
+            KeyCode::Char('r') => return vec![Effect::Refresh],
+            KeyCode::Char('?') | KeyCode::F(1) => self.dialog = Dialog::Help { scroll: 0 },
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    /// Records what sending a signal did: `results` holds one entry per target.
+    pub fn signal_done(
+        &mut self,
+        signal: Signal,
+        results: &[(Identity, Vec<u8>, Result<(), nix::errno::Errno>)],
+    ) {
+        let failed: Vec<&(Identity, Vec<u8>, Result<(), nix::errno::Errno>)> =
+            results.iter().filter(|r| r.2.is_err()).collect();
+        self.message = Some(match (results, failed.as_slice()) {
+            ([(id, name, Ok(()))], _) => {
+                format!("sent {} to {} ({})", signal.as_str(), id.pid, escape(name))
+            }
+            ([(id, name, Err(e))], _) => format!(
+                "{} to {} ({}) failed: {}",
+                signal.as_str(),
+                id.pid,
+                escape(name),
+                errno_text(*e)
+            ),
+            (_, []) => format!("sent {} to {} processes", signal.as_str(), results.len()),
+            (_, [(id, name, Err(e)), ..]) => format!(
+                "sent {} to {} of {} processes; {} ({}) failed: {}{}",
+                signal.as_str(),
+                results.len() - failed.len(),
+                results.len(),
+                id.pid,
+                escape(name),
+                errno_text(*e),
+                if failed.len() > 1 {
+                    format!(" (and {} more)", failed.len() - 1)
+                } else {
+                    String::new()
+                }
+            ),
+            _ => unreachable!("failed holds only errors"),
+        });
+    }
+
+    /// The rows on screen now.
+    pub fn window(&self) -> &[Row] {
+        let end = (self.offset + self.page).min(self.rows.len());
+        &self.rows[self.offset.min(end)..end]
+    }
+
+    /// The events pane's lines, newest last: (how long ago, escaped text).
+    pub fn event_lines(&self) -> Vec<(String, String)> {
+        let hz = self.model.hz.max(1);
+        self.model
+            .events
+            .iter()
+            .map(|e| {
+                (
+                    fmt_age(self.model.now_ticks.saturating_sub(e.at_ticks) / hz),
+                    escape(&e.text),
+                )
+            })
+            .collect()
+    }
+
+    /// Everything the screen shows, to compare with what it showed last: equal means there is
+    /// nothing to redraw.
+    pub fn screen(&self) -> Screen {
+        Screen {
+            rows: self.window().to_vec(),
+            cursor: self.cursor,
+            offset: self.offset,
+            totals: self.totals(),
+            origin: self.model.origin.clone(),
+            paused: self.paused,
+            following: self.following,
+            filter: self.filter.clone(),
+            filter_editing: self.filter_editing,
+            dialog: self.dialog.clone(),
+            message: self.message.clone(),
+            source_error: self.source_error.clone(),
+            events: if self.model.supervised {
+                self.event_lines()
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    /// Counts for the title: processes, and anomalies anywhere in the model.
+    pub fn totals(&self) -> (usize, usize) {
+        let anomalies = self.model.nodes.values().map(|n| n.anomalies.len()).sum();
+        (self.model.len(), anomalies)
+    }
+}
+
+/// What one drawing of the screen depends on; see [`App::screen`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Screen {
+    rows: Vec<Row>,
+    cursor: Option<Identity>,
+    offset: usize,
+    totals: (usize, usize),
+    origin: String,
+    paused: bool,
+    following: Option<Identity>,
+    filter: String,
+    filter_editing: bool,
+    dialog: Dialog,
+    message: Option<String>,
+    source_error: Option<String>,
+    events: Vec<(String, String)>,
+}
+
+/// The escaped command line of a node, or its name in brackets when it has none (zombies,
+/// kernel threads, unreadable).
+pub fn command_text(n: &Node) -> String {
+    if n.info.cmdline.is_empty() {
+        format!("[{}]", escape(&n.info.comm))
+    } else {
+        escape_args(&n.info.cmdline)
+    }
+}
+
+/// An errno as users read it: `EPERM: operation not permitted`.
+pub fn errno_text(e: nix::errno::Errno) -> String {
+    let desc = e.desc();
+    let mut chars = desc.chars();
+    let desc = match chars.next() {
+        Some(c) => c.to_lowercase().collect::<String>() + chars.as_str(),
+        None => String::new(),
+    };
+    format!("{e:?}: {desc}")
+}

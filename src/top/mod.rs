@@ -1,0 +1,238 @@
+//! `foster top`: the live dashboard of a process tree.
+//!
+//! Owns the command's entry point [`run`]: it picks the source (standalone `/proc`, or attached
+//! to a supervisor's control socket), puts the terminal in raw mode on the alternate screen,
+//! runs the loop that takes [`event::Msg`]s from one channel, and restores the terminal on every
+//! way out: normal quit, error, termination signal and panic (a panic hook restores it before the
+//! message is printed). The loop redraws only on input, resize, or a reading that changes what
+//! the screen shows. Signals chosen in the dashboard are sent through a pidfd opened and checked
+//! against the process's identity first, so a reused pid is never signalled.
+//!
+//! - [`model`], samples, the `Source` trait, the tree model with rates and anomalies.
+//! - [`app`], state and keys.
+//! - [`event`], the input, data and signal threads.
+//! - [`ui`], rendering.
+//! - [`standalone`], the `/proc` source.
+//! - [`attached`], the control-socket source.
+
+pub mod app;
+pub mod attached;
+pub mod event;
+pub mod model;
+pub mod standalone;
+pub mod ui;
+
+use std::io::{self, IsTerminal, Stdout};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::signal::Signal;
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+use ratatui::layout::Rect;
+
+use crate::identity::{Identity, StatPath, StatRead};
+use crate::top::app::{App, Effect};
+use crate::top::event::{Msg, Request};
+use crate::top::model::{Source, Tracker};
+
+/// What `foster top` was asked to show.
+#[derive(Debug, Clone)]
+pub struct TopOptions {
+    /// Only this process and its descendants.
+    pub root: Option<i32>,
+    /// Attach to a supervisor's control socket instead of reading `/proc`.
+    pub attach: Option<PathBuf>,
+    pub interval: Duration,
+    /// Processes at this depth and below start collapsed.
+    pub collapse_depth: Option<usize>,
+}
+
+/// The error of `foster top`.
+pub type TopError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Parses a refresh interval: `1s`, `500ms`, `2.5s`, `1m`, or plain seconds (`2`). At least
+/// 100 ms.
+pub fn parse_interval(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let (num, unit) = match t.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
+        Some(i) => (&t[..i], t[i..].trim()),
+        None => (t, "s"),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (examples: 1s, 500ms, 2.5s)"))?;
+    let secs = match unit {
+        "ms" => v / 1000.0,
+        "s" | "sec" => v,
+        "m" | "min" => v * 60.0,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s or m)")),
+    };
+    if !secs.is_finite() || secs < 0.1 {
+        return Err(format!("{s:?}: the interval must be at least 100ms"));
+    }
+    if secs > 3600.0 {
+        return Err(format!("{s:?}: the interval must be at most 1 hour"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// The interval as the title shows it.
+fn interval_text(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else if d < Duration::from_secs(1) {
+        format!("{}ms", d.as_millis())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+/// True while the terminal is in the dashboard's mode (raw, alternate screen).
+static TERMINAL_ACTIVE: AtomicBool = AtomicBool::new(false);
+
+/// Leaves raw mode and the alternate screen and shows the cursor; does nothing when the
+/// terminal is not in the dashboard's mode, so it can run from both a panic hook and a drop.
+fn restore_terminal() {
+    if TERMINAL_ACTIVE.swap(false, Ordering::SeqCst) {
+        let _ = crossterm::terminal::disable_raw_mode();
+        let _ = crossterm::execute!(
+            io::stdout(),
+            crossterm::terminal::LeaveAlternateScreen,
+            crossterm::cursor::Show
+        );
+    }
+}
+
+/// Restores the terminal when dropped: on return, on error and while unwinding.
+struct TerminalGuard;
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        restore_terminal();
+    }
+}
+
+fn enter_terminal() -> io::Result<(Terminal<CrosstermBackend<Stdout>>, TerminalGuard)> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        restore_terminal();
+        hook(info);
+    }));
+    crossterm::terminal::enable_raw_mode()?;
+    TERMINAL_ACTIVE.store(true, Ordering::SeqCst);
+    let guard = TerminalGuard;
+    crossterm::execute!(
+        io::stdout(),
+        crossterm::terminal::EnterAlternateScreen,
+        crossterm::cursor::Hide
+    )?;
+    let terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
+    Ok((terminal, guard))
+}
+
+/// Sends `signal` to the process `id` through a pidfd: the pidfd is opened first, then the
+/// process's start time is checked, so the signal cannot reach a process that took the pid over.
+/// A pid that is gone, or now names another process, gives `ESRCH`.
+pub fn send_signal(id: Identity, signal: Signal) -> Result<(), Errno> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, id.pid, 0) };
+    if fd < 0 {
+        return Err(Errno::last());
+    }
+    let fd = fd as i32;
+    let result = if StatPath::new(id.pid).read_start_time() != StatRead::StartTime(id.start_time) {
+        Err(Errno::ESRCH)
+    } else {
+        // SAFETY: fd is the pidfd opened above; no siginfo, no flags.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                fd,
+                signal as i32,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            )
+        };
+        if r < 0 { Err(Errno::last()) } else { Ok(()) }
+    };
+    // SAFETY: fd is ours and closed once.
+    unsafe { libc::close(fd) };
+    result
+}
+
+/// Runs the dashboard until the user quits; the exit status is 0, or 128+N after signal N.
+pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
+    let source: Box<dyn Source> = match (&opts.attach, opts.root) {
+        (Some(socket), _) => Box::new(attached::AttachedSource::connect(socket)?),
+        (None, root) => Box::new(standalone::ProcSource::new(root)?),
+    };
+    if !io::stdout().is_terminal() || !io::stdin().is_terminal() {
+        return Err(
+            "foster top needs a terminal: standard input and output must both be one \
+                    (for a one-shot listing use `foster tree`)"
+                .into(),
+        );
+    }
+    event::block_termination_signals()
+        .map_err(|e| format!("cannot block termination signals: {e}"))?;
+    let (tx, rx) = mpsc::channel();
+    event::spawn_signals(tx.clone());
+    let (mut terminal, _guard) = enter_terminal()?;
+    event::spawn_input(tx.clone());
+    let requests = event::spawn_data(source, opts.interval, tx);
+
+    let mut app = App::new(opts.collapse_depth, interval_text(opts.interval));
+    let mut tracker = Tracker::new();
+    let mut last_screen = None;
+    loop {
+        let msg = rx.recv().map_err(|_| "the dashboard's threads stopped")?;
+        let mut force = false;
+        match msg {
+            Msg::Key(k) => {
+                force = true;
+                for effect in app.on_key(k) {
+                    match effect {
+                        Effect::Quit => return Ok(ExitCode::SUCCESS),
+                        Effect::Refresh => {
+                            let _ = requests.send(Request::Refresh);
+                        }
+                        Effect::Signal { targets, signal } => {
+                            let results: Vec<_> = targets
+                                .into_iter()
+                                .map(|(id, name)| {
+                                    let r = send_signal(id, signal);
+                                    (id, name, r)
+                                })
+                                .collect();
+                            app.signal_done(signal, &results);
+                            let _ = requests.send(Request::Refresh);
+                        }
+                    }
+                }
+            }
+            Msg::Resize => {
+                force = true;
+                terminal.autoresize()?;
+            }
+            Msg::Data(Ok(sample)) => app.set_model(tracker.update(sample)),
+            Msg::Data(Err(e)) => app.set_source_error(e.to_string()),
+            Msg::InputFailed(e) => return Err(format!("reading the terminal failed: {e}").into()),
+            Msg::Terminate(sig) => return Ok(ExitCode::from(128 + sig as u8)),
+        }
+        let size = terminal.size()?;
+        app.set_page(ui::page_height(
+            Rect::new(0, 0, size.width, size.height),
+            &app,
+        ));
+        let screen = app.screen();
+        if force || last_screen.as_ref() != Some(&screen) {
+            terminal.draw(|f| ui::draw(f, &mut app))?;
+            last_screen = Some(app.screen());
+        }
+    }
+}

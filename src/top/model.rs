@@ -1,0 +1,474 @@
+//! The dashboard's view model: what one reading of a source says, and the tree built from it.
+//!
+//! Owns [`Sample`] (one reading, from whichever source: `/proc` standalone or a supervisor's
+//! control socket), the [`Source`] trait both sources implement ("two sources, one view"), and
+//! [`Model`]: the processes of a sample arranged as a tree keyed by [`Identity`], with CPU%
+//! computed from clock-tick deltas between two readings and the anomalies foster flags (a parent
+//! other than the expected one, an unexpected adoption, a zombie its live parent does not reap, a
+//! helper restarting in a loop). Nothing here reads `/proc` or touches a terminal.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::identity::Identity;
+
+/// A zombie counts as "not reaped" once it has been seen for this long under a live parent.
+/// Shorter would flag every process between its exit and its parent's `wait`; PID 1 of some
+/// distributions reaps adopted orphans only every second or so.
+pub const ZOMBIE_GRACE_SECS: u64 = 3;
+
+/// A helper restarted at least this many times in the supervisor's window is in a loop.
+pub const RESTART_LOOP: u32 = 3;
+
+/// One reading of a source: every process it shows, at one instant.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Sample {
+    /// What this view shows, for the title: `whole system`, `subtree of 1234`, a socket path.
+    pub origin: String,
+    /// Clock ticks since boot when the reading was taken (the clock of `start_time`).
+    pub now_ticks: u64,
+    /// Clock ticks per second (`sysconf(_SC_CLK_TCK)`).
+    pub hz: u64,
+    /// True when the source knows roles, generations and policies (attached to a supervisor).
+    pub supervised: bool,
+    /// The processes, in any order.
+    pub procs: Vec<ProcInfo>,
+    /// What happened lately, oldest first (attached mode; empty standalone).
+    pub events: Vec<EventLine>,
+}
+
+/// One process as a source sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProcInfo {
+    pub id: Identity,
+    /// The identity of its parent, when the parent is part of the reading.
+    pub parent: Option<Identity>,
+    /// Its parent's pid as the kernel reports it (`0` when outside the PID namespace).
+    pub ppid: i32,
+    /// The state letter of `/proc/<pid>/stat` (`R`, `S`, `D`, `Z`, `T`...).
+    pub state: u8,
+    /// User plus system CPU time, in clock ticks.
+    pub cpu_ticks: u64,
+    /// Resident memory, in bytes.
+    pub rss_bytes: u64,
+    /// The kernel's name for it (`comm`), raw bytes.
+    pub comm: Vec<u8>,
+    /// Its arguments, raw bytes; empty for zombies and when unreadable.
+    pub cmdline: Arc<[Vec<u8>]>,
+    /// What the supervisor knows of it (attached mode only).
+    pub supervision: Option<Supervision>,
+}
+
+/// What a supervisor knows of one of its processes.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Supervision {
+    /// The helper's role, from the configuration (`db`, `worker`...).
+    pub role: String,
+    /// Generation: 0 for a helper the supervisor launched, 1 for its children, and so on.
+    pub generation: u32,
+    /// The policy in force, short: the parent-death signal and the reaction (`TERM→exit`).
+    pub policy: String,
+    /// The parent this process should have, when the supervisor expects one.
+    pub expected_parent: Option<Identity>,
+    /// How its last reparenting was classified, if it was reparented.
+    pub adoption: Adoption,
+    /// Restarts of this helper within the supervisor's restart window.
+    pub recent_restarts: u32,
+}
+
+/// The classification of a reparenting, as the supervisor made it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Adoption {
+    /// Never reparented.
+    #[default]
+    None,
+    /// Reparented to the subreaper it was expected to reach.
+    Expected { by: Identity },
+    /// Reparented to something else than the expected subreaper.
+    Unexpected {
+        by: Identity,
+        expected: Option<Identity>,
+    },
+}
+
+/// One line of the events pane.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct EventLine {
+    /// Clock ticks since boot when it happened.
+    pub at_ticks: u64,
+    /// What happened, raw (it may quote process names); escaped when shown.
+    pub text: Vec<u8>,
+}
+
+/// Why a source could not produce a reading.
+#[derive(Debug)]
+pub struct SourceError(pub String);
+
+impl fmt::Display for SourceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for SourceError {}
+
+/// Where readings come from: `/proc` (standalone) or a supervisor's control socket (attached).
+/// Called on the data thread; `sample` may block for as long as one reading takes.
+pub trait Source: Send {
+    /// Takes one reading.
+    fn sample(&mut self) -> Result<Sample, SourceError>;
+}
+
+/// Something unusual about one process, shown prominently.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Anomaly {
+    /// Its parent is not the one the supervisor expected (and no adoption explains it).
+    WrongParent {
+        expected: Identity,
+        actual: Option<Identity>,
+    },
+    /// It was adopted by something other than the expected subreaper.
+    UnexpectedAdoption {
+        by: Identity,
+        expected: Option<Identity>,
+    },
+    /// A zombie whose parent is alive and has not reaped it for `for_secs` seconds.
+    UnreapedZombie {
+        parent: Identity,
+        parent_name: Vec<u8>,
+        for_secs: u64,
+    },
+    /// A helper restarted `restarts` times within the supervisor's window.
+    RestartLoop { restarts: u32 },
+}
+
+impl Anomaly {
+    /// A few words for a row, escaped.
+    pub fn short(&self) -> String {
+        use crate::sanitize::escape;
+        match self {
+            Anomaly::WrongParent { expected, actual } => match actual {
+                Some(a) => format!("parent {}, expected {}", a.pid, expected.pid),
+                None => format!("parent gone, expected {}", expected.pid),
+            },
+            Anomaly::UnexpectedAdoption { by, expected } => match expected {
+                Some(e) => format!("adopted by {}, expected {}", by.pid, e.pid),
+                None => format!("adopted by {}", by.pid),
+            },
+            Anomaly::UnreapedZombie {
+                parent,
+                parent_name,
+                for_secs,
+            } => {
+                format!(
+                    "not reaped by {} ({}) for {for_secs}s",
+                    parent.pid,
+                    escape(parent_name)
+                )
+            }
+            Anomaly::RestartLoop { restarts } => format!("restart loop ({restarts})"),
+        }
+    }
+
+    /// A full sentence for the status line, escaped, with identities.
+    pub fn describe(&self) -> String {
+        use crate::sanitize::escape;
+        match self {
+            Anomaly::WrongParent { expected, actual } => match actual {
+                Some(a) => format!("parent is {a}, expected {expected}"),
+                None => format!("parent gone, expected {expected}"),
+            },
+            Anomaly::UnexpectedAdoption { by, expected } => match expected {
+                Some(e) => format!("unexpected adoption by {by}, expected {e}"),
+                None => format!("unexpected adoption by {by}"),
+            },
+            Anomaly::UnreapedZombie {
+                parent,
+                parent_name,
+                for_secs,
+            } => format!(
+                "zombie for {for_secs}s: parent {} ({}) does not reap it",
+                parent.pid,
+                escape(parent_name)
+            ),
+            Anomaly::RestartLoop { restarts } => {
+                format!("restart loop: {restarts} restarts")
+            }
+        }
+    }
+}
+
+/// One process in the model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    pub info: ProcInfo,
+    /// Children present in the model, oldest first.
+    pub children: Vec<Identity>,
+    /// CPU use since the previous reading, in percent of one core; `None` on its first reading.
+    pub cpu_pct: Option<f64>,
+    /// Seconds since it started.
+    pub age_secs: u64,
+    pub anomalies: Vec<Anomaly>,
+    /// No longer in the source's reading, kept on screen because the view is paused.
+    pub exited: bool,
+}
+
+/// A reading arranged as a tree, with rates and anomalies computed.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Model {
+    pub origin: String,
+    pub supervised: bool,
+    pub hz: u64,
+    pub now_ticks: u64,
+    pub nodes: HashMap<Identity, Node>,
+    /// Processes without a parent in the model (PID 1, the `--root` process...), oldest first.
+    pub roots: Vec<Identity>,
+    pub events: Vec<EventLine>,
+}
+
+impl Model {
+    /// The identities of `id`'s ancestors in the model, nearest first.
+    pub fn ancestors(&self, id: Identity) -> Vec<Identity> {
+        let mut out = Vec::new();
+        let mut cur = self.nodes.get(&id).and_then(|n| n.info.parent);
+        while let Some(p) = cur {
+            if !self.nodes.contains_key(&p) || out.contains(&p) {
+                break;
+            }
+            out.push(p);
+            cur = self.nodes[&p].info.parent;
+        }
+        out
+    }
+
+    /// `id` and all its descendants, parents before children.
+    pub fn subtree(&self, id: Identity) -> Vec<Identity> {
+        let mut out = Vec::new();
+        let mut stack = vec![id];
+        while let Some(i) = stack.pop() {
+            if let Some(n) = self.nodes.get(&i) {
+                out.push(i);
+                stack.extend(n.children.iter().rev().copied());
+            }
+        }
+        out
+    }
+
+    /// The number of processes in the model.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// True when the model holds no process.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Keeps the processes of `old` that are missing here, marked exited, under their parent when
+    /// it is still here (pause mode).
+    pub fn carry_exited(&mut self, old: &Model) {
+        let mut carried: Vec<Identity> = Vec::new();
+        for (id, node) in &old.nodes {
+            if !self.nodes.contains_key(id) {
+                let mut n = node.clone();
+                n.exited = true;
+                n.cpu_pct = None;
+                n.children.clear();
+                self.nodes.insert(*id, n);
+                carried.push(*id);
+            }
+        }
+        if carried.is_empty() {
+            return;
+        }
+        carried.sort_by_key(|i| (i.start_time, i.pid));
+        for id in carried {
+            let parent = self.nodes[&id]
+                .info
+                .parent
+                .filter(|p| self.nodes.contains_key(p));
+            match parent {
+                Some(p) => self.nodes.get_mut(&p).unwrap().children.push(id),
+                None => self.roots.push(id),
+            }
+        }
+        let ids: Vec<Identity> = self.nodes.keys().copied().collect();
+        for id in ids {
+            self.nodes
+                .get_mut(&id)
+                .unwrap()
+                .children
+                .sort_by_key(|i| (i.start_time, i.pid));
+        }
+        self.roots.sort_by_key(|i| (i.start_time, i.pid));
+    }
+}
+
+/// Turns successive samples into models, remembering what rates and anomalies need from the
+/// previous reading: CPU ticks per identity, and since when each zombie has been seen.
+#[derive(Debug, Default)]
+pub struct Tracker {
+    prev_now: u64,
+    prev_ticks: HashMap<Identity, u64>,
+    zombie_since: HashMap<Identity, u64>,
+}
+
+impl Tracker {
+    pub fn new() -> Tracker {
+        Tracker::default()
+    }
+
+    /// Builds the model of `sample`.
+    pub fn update(&mut self, sample: Sample) -> Model {
+        let hz = sample.hz.max(1);
+        let now = sample.now_ticks;
+        let elapsed = now.saturating_sub(self.prev_now);
+        let have_prev = !self.prev_ticks.is_empty() && elapsed > 0;
+
+        let mut nodes: HashMap<Identity, Node> = HashMap::with_capacity(sample.procs.len());
+        let mut ticks = HashMap::with_capacity(sample.procs.len());
+        for info in sample.procs {
+            let cpu_pct = if have_prev {
+                self.prev_ticks.get(&info.id).map(|&before| {
+                    info.cpu_ticks.saturating_sub(before) as f64 * 100.0 / elapsed as f64
+                })
+            } else {
+                None
+            };
+            ticks.insert(info.id, info.cpu_ticks);
+            let age_secs = now.saturating_sub(info.id.start_time) / hz;
+            nodes.insert(
+                info.id,
+                Node {
+                    info,
+                    children: Vec::new(),
+                    cpu_pct,
+                    age_secs,
+                    anomalies: Vec::new(),
+                    exited: false,
+                },
+            );
+        }
+        self.prev_ticks = ticks;
+        self.prev_now = now;
+
+        // Link children to parents; a parent missing from the reading makes a root.
+        let mut roots = Vec::new();
+        let mut links: Vec<(Identity, Identity)> = Vec::new();
+        for (id, n) in &nodes {
+            match n.info.parent.filter(|p| nodes.contains_key(p) && p != id) {
+                Some(p) => links.push((p, *id)),
+                None => roots.push(*id),
+            }
+        }
+        for (p, c) in links {
+            nodes.get_mut(&p).unwrap().children.push(c);
+        }
+        for n in nodes.values_mut() {
+            n.children.sort_by_key(|i| (i.start_time, i.pid));
+        }
+        roots.sort_by_key(|i| (i.start_time, i.pid));
+
+        // Anomalies.
+        let mut zombie_since = HashMap::new();
+        let mut found: Vec<(Identity, Anomaly)> = Vec::new();
+        for (id, n) in &nodes {
+            if n.info.state == b'Z' {
+                let since = *self.zombie_since.get(id).unwrap_or(&now);
+                zombie_since.insert(*id, since);
+                let for_secs = (now - since) / hz;
+                let parent = n.info.parent.and_then(|p| nodes.get(&p));
+                if let Some(p) = parent
+                    && p.info.state != b'Z'
+                    && for_secs >= ZOMBIE_GRACE_SECS
+                {
+                    found.push((
+                        *id,
+                        Anomaly::UnreapedZombie {
+                            parent: p.info.id,
+                            parent_name: p.info.comm.clone(),
+                            for_secs,
+                        },
+                    ));
+                }
+            }
+            if let Some(s) = &n.info.supervision {
+                match s.adoption {
+                    Adoption::Unexpected { by, expected } => {
+                        found.push((*id, Anomaly::UnexpectedAdoption { by, expected }))
+                    }
+                    Adoption::Expected { .. } => {}
+                    Adoption::None => {
+                        if let Some(expected) = s.expected_parent
+                            && n.info.parent != Some(expected)
+                        {
+                            found.push((
+                                *id,
+                                Anomaly::WrongParent {
+                                    expected,
+                                    actual: n.info.parent,
+                                },
+                            ));
+                        }
+                    }
+                }
+                if s.recent_restarts >= RESTART_LOOP {
+                    found.push((
+                        *id,
+                        Anomaly::RestartLoop {
+                            restarts: s.recent_restarts,
+                        },
+                    ));
+                }
+            }
+        }
+        self.zombie_since = zombie_since;
+        for (id, a) in found {
+            nodes.get_mut(&id).unwrap().anomalies.push(a);
+        }
+
+        Model {
+            origin: sample.origin,
+            supervised: sample.supervised,
+            hz,
+            now_ticks: now,
+            nodes,
+            roots,
+            events: sample.events,
+        }
+    }
+}
+
+/// Age, coarse enough that a quiet view does not change every second: `42s`, `12m`, `3h07m`,
+/// `12d04h`.
+pub fn fmt_age(secs: u64) -> String {
+    match secs {
+        0..100 => format!("{secs}s"),
+        100..3600 => format!("{}m", secs / 60),
+        3600..86400 => format!("{}h{:02}m", secs / 3600, secs % 3600 / 60),
+        _ => format!("{}d{:02}h", secs / 86400, secs % 86400 / 3600),
+    }
+}
+
+/// Resident memory: `812K`, `12.3M`, `1.2G`.
+pub fn fmt_bytes(b: u64) -> String {
+    const K: u64 = 1024;
+    match b {
+        0..K => format!("{b}B"),
+        K..1048576 => format!("{}K", b / K),
+        1048576..10485760 => format!("{:.1}M", b as f64 / 1048576.0),
+        10485760..1073741824 => format!("{}M", b / 1048576),
+        _ => format!("{:.1}G", b as f64 / 1073741824.0),
+    }
+}
+
+/// CPU percent with one decimal below 100, none above (a busy multi-threaded process passes
+/// 100); blank when unknown.
+pub fn fmt_cpu(pct: Option<f64>) -> String {
+    match pct {
+        Some(p) if p < 99.95 => format!("{p:.1}"),
+        Some(p) => format!("{p:.0}"),
+        None => String::new(),
+    }
+}

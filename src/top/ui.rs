@@ -1,0 +1,522 @@
+//! Rendering the dashboard: title, tree table, events pane, status line and dialogs.
+//!
+//! Owns the layout and the look, nothing else: it reads an [`App`] and draws it on a ratatui
+//! frame. Width-aware: columns are dropped in a fixed order when the terminal is narrow, and no
+//! row ever wraps. Every process name has already passed through `sanitize::escape` in the
+//! app's rows; event texts are escaped here.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style, Stylize};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{
+    Block, Borders, Cell, Clear, List, ListItem, ListState, Paragraph, Row as TRow, Table,
+};
+
+use crate::sanitize::escape;
+use crate::top::app::{App, Dialog, KEYS, Row, SIGNALS};
+
+/// A column of the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Column {
+    Flag,
+    Pid,
+    Role,
+    Generation,
+    State,
+    Policy,
+    Age,
+    Cpu,
+    Rss,
+    Command,
+}
+
+impl Column {
+    fn title(self) -> &'static str {
+        match self {
+            Column::Flag => "!",
+            Column::Pid => "PID",
+            Column::Role => "ROLE",
+            Column::Generation => "GEN",
+            Column::State => "S",
+            Column::Policy => "POLICY",
+            Column::Age => "AGE",
+            Column::Cpu => "CPU%",
+            Column::Rss => "RSS",
+            Column::Command => "COMMAND",
+        }
+    }
+
+    fn width(self) -> u16 {
+        match self {
+            Column::Flag => 1,
+            Column::Pid => 7,
+            Column::Role => 10,
+            Column::Generation => 3,
+            Column::State => 4,
+            Column::Policy => 11,
+            Column::Age => 6,
+            Column::Cpu => 5,
+            Column::Rss => 6,
+            Column::Command => 0,
+        }
+    }
+
+    fn right_aligned(self) -> bool {
+        matches!(
+            self,
+            Column::Pid | Column::Generation | Column::Age | Column::Cpu | Column::Rss
+        )
+    }
+}
+
+/// The narrowest the command column may become before other columns are dropped.
+const MIN_COMMAND: u16 = 24;
+
+/// The columns that fit in `width`: supervision columns only when the source knows them, then
+/// dropped in the order policy, generation, role, age, state, RSS, CPU%.
+pub fn columns_for(width: u16, supervised: bool) -> Vec<Column> {
+    let mut cols = vec![Column::Flag, Column::Pid];
+    if supervised {
+        cols.extend([Column::Role, Column::Generation]);
+    }
+    cols.push(Column::State);
+    if supervised {
+        cols.push(Column::Policy);
+    }
+    cols.extend([Column::Age, Column::Cpu, Column::Rss, Column::Command]);
+    let drop_order = [
+        Column::Policy,
+        Column::Generation,
+        Column::Role,
+        Column::Age,
+        Column::State,
+        Column::Rss,
+        Column::Cpu,
+    ];
+    let used = |cols: &[Column]| -> u16 { cols.iter().map(|c| c.width() + 1).sum::<u16>() };
+    for d in drop_order {
+        if used(&cols) + MIN_COMMAND <= width {
+            break;
+        }
+        cols.retain(|c| *c != d);
+    }
+    cols
+}
+
+/// The screen's areas.
+struct Areas {
+    title: Rect,
+    table: Rect,
+    events: Option<Rect>,
+    status: Rect,
+}
+
+fn areas(area: Rect, app: &App) -> Areas {
+    let events_h = if app.model.supervised && area.height >= 14 {
+        (area.height / 4).clamp(4, 8)
+    } else {
+        0
+    };
+    let [title, table, events, status] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(1),
+        Constraint::Length(events_h),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    Areas {
+        title,
+        table,
+        events: (events_h > 0).then_some(events),
+        status,
+    }
+}
+
+/// How many process rows fit in a terminal of this size (the table minus its header).
+pub fn page_height(area: Rect, app: &App) -> usize {
+    areas(area, app).table.height.saturating_sub(1) as usize
+}
+
+/// Draws the whole screen.
+pub fn draw(frame: &mut Frame, app: &mut App) {
+    let area = frame.area();
+    let a = areas(area, app);
+    app.set_page(a.table.height.saturating_sub(1) as usize);
+    draw_title(frame, a.title, app);
+    draw_table(frame, a.table, app);
+    if let Some(e) = a.events {
+        draw_events(frame, e, app);
+    }
+    draw_status(frame, a.status, app);
+    match app.dialog.clone() {
+        Dialog::None => {}
+        Dialog::Help { scroll } => draw_help(frame, area, scroll),
+        Dialog::Signals {
+            target,
+            subtree,
+            selected,
+        } => {
+            let name = app
+                .model
+                .nodes
+                .get(&target)
+                .map(|n| escape(&n.info.comm))
+                .unwrap_or_default();
+            let title = if subtree {
+                format!(" signal {} ({name}) and descendants ", target.pid)
+            } else {
+                format!(" signal {} ({name}) ", target.pid)
+            };
+            draw_signals(frame, area, &title, selected)
+        }
+        Dialog::Confirm {
+            target,
+            subtree,
+            signal,
+            count,
+        } => {
+            let name = app
+                .model
+                .nodes
+                .get(&target)
+                .map(|n| escape(&n.info.comm))
+                .unwrap_or_default();
+            let what = if subtree && count > 1 {
+                format!("{} ({name}) and {} descendants", target.pid, count - 1)
+            } else {
+                format!("{} ({name})", target.pid)
+            };
+            let text = format!("Send {} to {what}?", signal.as_str());
+            draw_confirm(frame, area, &text);
+        }
+    }
+}
+
+fn draw_title(frame: &mut Frame, area: Rect, app: &App) {
+    let (procs, anomalies) = app.totals();
+    let mut spans = vec![
+        Span::styled(" foster top ", Style::new().bold().reversed()),
+        Span::raw(format!(" {procs} processes")),
+    ];
+    if anomalies > 0 {
+        spans.push(Span::raw(" · "));
+        spans.push(Span::styled(
+            format!(
+                "{anomalies} anomal{}",
+                if anomalies == 1 { "y" } else { "ies" }
+            ),
+            Style::new().fg(Color::Red).bold(),
+        ));
+    }
+    if app.paused {
+        spans.push(Span::raw(" "));
+        spans.push(Span::styled(
+            " PAUSED ",
+            Style::new().black().on_yellow().bold(),
+        ));
+    }
+    if let Some(f) = app.following {
+        spans.push(Span::raw(format!(" · following {}", f.pid)));
+    }
+    if !app.filter.is_empty() && !app.filter_editing {
+        spans.push(Span::raw(format!(
+            " · filter: {}",
+            escape(app.filter.as_bytes())
+        )));
+    }
+    spans.push(Span::raw(format!(
+        " · {} · every {}",
+        escape(app.model.origin.as_bytes()),
+        app.interval_text
+    )));
+    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+/// Cuts `s` to at most `width` columns, ending in `…` when cut.
+fn fit(s: &str, width: usize) -> String {
+    if Line::raw(s).width() <= width {
+        return s.to_string();
+    }
+    let mut out = String::new();
+    let mut w = 0;
+    for c in s.chars() {
+        let cw = Line::raw(c.to_string()).width();
+        if w + cw + 1 > width {
+            break;
+        }
+        w += cw;
+        out.push(c);
+    }
+    out.push('…');
+    out
+}
+
+fn command_line(row: &Row, width: usize) -> Line<'static> {
+    let mut spans = vec![Span::styled(
+        row.prefix.clone(),
+        Style::new().fg(Color::DarkGray),
+    )];
+    let mut note = String::new();
+    if row.hidden > 0 {
+        note.push_str(&format!(" (+{})", row.hidden));
+    }
+    let mut alert = String::new();
+    if !row.anomalies.is_empty() {
+        alert = format!(" ⚠ {}", row.anomalies.join("; "));
+    } else if row.hidden_anomalies > 0 {
+        alert = format!(" ⚠ {} inside", row.hidden_anomalies);
+    }
+    let fixed = Line::raw(row.prefix.as_str()).width() + Line::raw(note.as_str()).width();
+    let alert_w = Line::raw(alert.as_str()).width();
+    // The command gets what is left once the anomaly is placed, but never less than 12 columns.
+    let room = width
+        .saturating_sub(fixed + alert_w)
+        .max(12.min(width.saturating_sub(fixed)));
+    let cmd = fit(&row.command, room);
+    let cmd_style = if row.matched {
+        Style::new().fg(Color::Yellow).bold()
+    } else {
+        Style::new()
+    };
+    spans.push(Span::styled(cmd, cmd_style));
+    if !note.is_empty() {
+        spans.push(Span::styled(note, Style::new().fg(Color::Cyan)));
+    }
+    if !alert.is_empty() {
+        spans.push(Span::styled(alert, Style::new().fg(Color::Red).bold()));
+    }
+    Line::from(spans)
+}
+
+fn draw_table(frame: &mut Frame, area: Rect, app: &App) {
+    let cols = columns_for(area.width, app.model.supervised);
+    let fixed: u16 = cols.iter().map(|c| c.width() + 1).sum();
+    let cmd_w = area.width.saturating_sub(fixed) as usize;
+    let widths: Vec<Constraint> = cols
+        .iter()
+        .map(|c| match c {
+            Column::Command => Constraint::Min(0),
+            c => Constraint::Length(c.width()),
+        })
+        .collect();
+    let header = TRow::new(cols.iter().map(|c| {
+        let t = c.title();
+        if c.right_aligned() {
+            Cell::from(Line::from(t).right_aligned())
+        } else {
+            Cell::from(t)
+        }
+    }))
+    .style(Style::new().black().on_green().bold());
+    let cursor = app.cursor;
+    let rows = app.window().iter().map(|r| {
+        let anomalous = !r.anomalies.is_empty();
+        let cells = cols.iter().map(|c| {
+            let text: String = match c {
+                Column::Flag => {
+                    if anomalous || r.hidden_anomalies > 0 {
+                        "!".into()
+                    } else {
+                        " ".into()
+                    }
+                }
+                Column::Pid => r.id.pid.to_string(),
+                Column::Role => r.role.clone(),
+                Column::Generation => r.generation.clone(),
+                Column::State => r.state.clone(),
+                Column::Policy => r.policy.clone(),
+                Column::Age => r.age.clone(),
+                Column::Cpu => r.cpu.clone(),
+                Column::Rss => r.rss.clone(),
+                Column::Command => return Cell::from(command_line(r, cmd_w)),
+            };
+            let mut line = Line::from(text);
+            if c.right_aligned() {
+                line = line.right_aligned();
+            }
+            let mut cell = Cell::from(line);
+            if (anomalous || r.hidden_anomalies > 0) && matches!(c, Column::Flag | Column::Pid) {
+                cell = cell.style(Style::new().fg(Color::Red).bold());
+            }
+            if *c == Column::State && r.state == "Z" {
+                cell = cell.style(Style::new().fg(Color::Magenta));
+            }
+            cell
+        });
+        let mut style = Style::new();
+        if r.exited {
+            style = style
+                .fg(Color::DarkGray)
+                .add_modifier(Modifier::CROSSED_OUT);
+        }
+        if Some(r.id) == cursor {
+            style = style.add_modifier(Modifier::REVERSED);
+        }
+        TRow::new(cells).style(style)
+    });
+    let table = Table::new(rows, widths).header(header).column_spacing(1);
+    frame.render_widget(table, area);
+    if app.rows.is_empty() {
+        let msg = if !app.filter.is_empty() {
+            "no process matches the filter"
+        } else if app.source_error.is_some() {
+            "no reading"
+        } else {
+            "waiting for the first reading…"
+        };
+        let y = area.y + 1.min(area.height.saturating_sub(1));
+        frame.render_widget(
+            Paragraph::new(msg).style(Style::new().fg(Color::DarkGray)),
+            Rect {
+                y,
+                height: 1,
+                ..area
+            },
+        );
+    }
+}
+
+fn draw_events(frame: &mut Frame, area: Rect, app: &App) {
+    let inner_h = area.height.saturating_sub(1) as usize;
+    let all = app.event_lines();
+    let skip = all.len().saturating_sub(inner_h);
+    let lines: Vec<Line> = all[skip..]
+        .iter()
+        .map(|(ago, text)| {
+            Line::from(vec![
+                Span::styled(format!("{ago:>6} ago  "), Style::new().fg(Color::DarkGray)),
+                Span::raw(text.clone()),
+            ])
+        })
+        .collect();
+    let block = Block::new().borders(Borders::TOP).title(" events ");
+    frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
+    let line = if app.filter_editing {
+        Line::from(vec![
+            Span::styled("filter: ", Style::new().bold()),
+            Span::raw(escape(app.filter.as_bytes())),
+            Span::styled("▏", Style::new().fg(Color::Yellow)),
+            Span::styled("  Enter keep · Esc clear", Style::new().fg(Color::DarkGray)),
+        ])
+    } else if let Some(e) = &app.source_error {
+        Line::from(Span::styled(
+            format!("reading failed: {e}"),
+            Style::new().fg(Color::Red).bold(),
+        ))
+    } else if let Some(m) = &app.message {
+        Line::from(Span::styled(m.clone(), Style::new().bold()))
+    } else if let Some(r) = app.cursor_row().filter(|r| !r.anomalies.is_empty()) {
+        Line::from(Span::styled(
+            format!("{}: {}", r.id.pid, r.anomaly_details.join("; ")),
+            Style::new().fg(Color::Red).bold(),
+        ))
+    } else {
+        Line::from(Span::styled(
+            "q quit · ? help · / filter · Space collapse · s signal · S subtree · p pause · f follow",
+            Style::new().fg(Color::DarkGray),
+        ))
+    };
+    frame.render_widget(Paragraph::new(line), area);
+}
+
+/// A rectangle of at most `w` x `h` centred in `area`.
+fn centered(area: Rect, w: u16, h: u16) -> Rect {
+    let w = w.min(area.width);
+    let h = h.min(area.height);
+    Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
+    }
+}
+
+fn draw_help(frame: &mut Frame, area: Rect, scroll: u16) {
+    let key_w = KEYS
+        .iter()
+        .map(|(k, _)| Line::raw(*k).width())
+        .max()
+        .unwrap_or(0);
+    let text_w = KEYS
+        .iter()
+        .map(|(_, w)| Line::raw(*w).width())
+        .max()
+        .unwrap_or(0);
+    let key_style = Style::new().fg(Color::Yellow).bold();
+    // Side by side when it fits, else each key above its meaning.
+    let side_by_side = key_w + 2 + text_w + 2 <= area.width as usize;
+    let inner_w = area.width.saturating_sub(2) as usize;
+    let lines: Vec<Line> = if side_by_side {
+        KEYS.iter()
+            .map(|(k, what)| {
+                Line::from(vec![
+                    Span::styled(format!("{k:<key_w$}  "), key_style),
+                    Span::raw(*what),
+                ])
+            })
+            .collect()
+    } else {
+        KEYS.iter()
+            .flat_map(|(k, what)| {
+                [
+                    Line::from(Span::styled(k.to_string(), key_style)),
+                    Line::from(format!("  {}", fit(what, inner_w.saturating_sub(2)))),
+                ]
+            })
+            .collect()
+    };
+    let w = if side_by_side {
+        key_w + 2 + text_w + 2
+    } else {
+        area.width as usize
+    };
+    let r = centered(area, w as u16, lines.len() as u16 + 2);
+    let max_scroll = (lines.len() as u16 + 2).saturating_sub(r.height);
+    frame.render_widget(Clear, r);
+    frame.render_widget(
+        Paragraph::new(lines)
+            .scroll((scroll.min(max_scroll), 0))
+            .block(Block::bordered().title(" keys · j/k scroll · Esc close ")),
+        r,
+    );
+}
+
+fn draw_signals(frame: &mut Frame, area: Rect, title: &str, selected: usize) {
+    let items: Vec<ListItem> = SIGNALS
+        .iter()
+        .map(|s| ListItem::new(format!("{:>2} {}", *s as i32, s.as_str())))
+        .collect();
+    let w = (Line::raw(title).width() as u16 + 2).max(34);
+    let r = centered(area, w, SIGNALS.len() as u16 + 2);
+    let mut state = ListState::default().with_selected(Some(selected));
+    frame.render_widget(Clear, r);
+    frame.render_stateful_widget(
+        List::new(items)
+            .block(
+                Block::bordered()
+                    .title(title.to_string())
+                    .title_bottom(" Enter pick · Esc cancel "),
+            )
+            .highlight_style(Style::new().reversed().bold()),
+        r,
+        &mut state,
+    );
+}
+
+fn draw_confirm(frame: &mut Frame, area: Rect, text: &str) {
+    let w = (Line::raw(text).width() as u16 + 4).max(24);
+    let r = centered(area, w, 4);
+    frame.render_widget(Clear, r);
+    frame.render_widget(
+        Paragraph::new(vec![
+            Line::from(text.to_string()).bold(),
+            Line::from("y send · any other key cancels").fg(Color::DarkGray),
+        ])
+        .block(Block::bordered().title(" confirm ")),
+        r,
+    );
+}

@@ -1,0 +1,373 @@
+//! `foster top` end to end: the real binary in a real terminal (tmux), standalone over a subtree
+//! of processes this test starts. It sees them, collapses, filters, signals one with
+//! confirmation and sees it die, quits, and checks that the terminal was restored and that
+//! nothing is left running; then the same for a SIGTERM sent to the dashboard.
+
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use foster::identity::Identity;
+
+const DEADLINE: Duration = Duration::from_secs(15);
+
+/// A tmux server of this test's own (its own socket), removed on drop.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn start(cmd: &str) -> Tmux {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let socket = format!("foster-top-test-{}-{n}", std::process::id());
+        let t = Tmux { socket };
+        let out = t.run(&["new-session", "-d", "-s", "t", "-x", "120", "-y", "40", cmd]);
+        assert!(
+            out.status.success(),
+            "tmux new-session: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        t
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("run tmux")
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "t"];
+        args.extend_from_slice(keys);
+        assert!(self.run(&args).status.success());
+    }
+
+    fn text(&self, text: &str) {
+        assert!(
+            self.run(&["send-keys", "-t", "t", "-l", text])
+                .status
+                .success()
+        );
+    }
+
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "t"]).stdout).into_owned()
+    }
+
+    fn display(&self, format: &str) -> String {
+        let out = self.run(&["display-message", "-p", "-t", "t", format]);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Waits until the screen satisfies `ok`, or fails with the last screen.
+    fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.screen();
+            if ok(&s) {
+                return s;
+            }
+            if start.elapsed() > DEADLINE {
+                panic!("timed out waiting for {what}; screen:\n{s}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+/// True when a row of the table shows exactly `command` (the shells' command lines contain the
+/// sleeps' arguments too).
+fn has_row(screen: &str, command: &str) -> bool {
+    screen.lines().any(|l| {
+        let l = l.trim_end();
+        l.ends_with(&format!("─ {command}")) || l.ends_with(&format!("─+{command}"))
+    })
+}
+
+fn tmux_available() -> bool {
+    Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// The children of `pid` (from every process's stat: no `children` file needed).
+fn children_of(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        if let Ok(b) = std::fs::read(format!("/proc/{p}/stat"))
+            && let Ok(f) = foster::procstat::StatFields::parse(&b)
+            && f.ppid == pid
+        {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn wait_gone(id: Identity) -> bool {
+    let start = Instant::now();
+    while id.is_alive() {
+        if start.elapsed() > DEADLINE {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+/// A subtree: sh (root) → sh (inner) → sleep 1001, sleep 1002; and root → sleep 1003.
+struct Subtree {
+    root: std::process::Child,
+    all: Vec<Identity>,
+}
+
+impl Subtree {
+    fn start() -> Subtree {
+        let (r, w) = nix::unistd::pipe().unwrap();
+        // The durations come from the environment so that only the sleeps' command lines hold
+        // them (a filter for one must not match the shells).
+        let script = r#"sh -c 'sleep $A & sleep $B & echo >&3; wait' & sleep $C & wait"#;
+        let root = Command::new("sh")
+            .args(["-c", script])
+            .stdin(std::process::Stdio::null())
+            .envs([("A", "1001"), ("B", "1002"), ("C", "1003")])
+            .spawn_with_fd3(w);
+        // Barrier: the inner shell has started both sleeps.
+        let mut b = [0u8; 1];
+        nix::unistd::read(&r, &mut b).unwrap();
+        let root_pid = root.id() as i32;
+        let mut all = vec![Identity::of(root_pid).unwrap()];
+        let start = Instant::now();
+        // The outer sleep may still be forking: wait until all five are there.
+        loop {
+            let mut pids = vec![root_pid];
+            let mut i = 0;
+            while i < pids.len() {
+                pids.extend(children_of(pids[i]));
+                i += 1;
+            }
+            if pids.len() == 5 {
+                all = pids.iter().map(|p| Identity::of(*p).unwrap()).collect();
+                break;
+            }
+            assert!(
+                start.elapsed() < DEADLINE,
+                "subtree never had five processes: {pids:?}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Subtree { root, all }
+    }
+
+    fn pid_of(&self, arg: &str) -> Identity {
+        *self
+            .all
+            .iter()
+            .find(|id| {
+                std::fs::read(format!("/proc/{}/cmdline", id.pid))
+                    .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == arg.as_bytes()))
+            })
+            .unwrap_or_else(|| panic!("no process with argument {arg}"))
+    }
+}
+
+impl Drop for Subtree {
+    fn drop(&mut self) {
+        for id in self.all.iter().rev() {
+            let _ = foster::top::send_signal(*id, nix::sys::signal::Signal::SIGKILL);
+        }
+        let _ = self.root.wait();
+        for id in &self.all {
+            assert!(
+                wait_gone(*id),
+                "process {id} of the test's subtree outlived the test"
+            );
+        }
+    }
+}
+
+/// `Command::spawn` with `fd` as the child's descriptor 3.
+trait SpawnWithFd3 {
+    fn spawn_with_fd3(&mut self, fd: std::os::fd::OwnedFd) -> std::process::Child;
+}
+
+impl SpawnWithFd3 for Command {
+    fn spawn_with_fd3(&mut self, fd: std::os::fd::OwnedFd) -> std::process::Child {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        let raw = fd.as_raw_fd();
+        // SAFETY: dup2 is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            self.pre_exec(move || {
+                if libc::dup2(raw, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = self.spawn().unwrap();
+        drop(fd);
+        child
+    }
+}
+
+/// The pid of the dashboard: the shell's child in the pane.
+fn dashboard_pid(t: &Tmux) -> Identity {
+    let shell: i32 = t.display("#{pane_pid}").parse().unwrap();
+    let start = Instant::now();
+    loop {
+        if let Some(p) = children_of(shell).first() {
+            return Identity::of(*p).unwrap();
+        }
+        assert!(start.elapsed() < DEADLINE, "the dashboard did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn see_collapse_filter_signal_quit() {
+    if !tmux_available() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    let tree = Subtree::start();
+    let root = tree.all[0];
+    let victim = tree.pid_of("1002");
+    let t = Tmux::start("sh");
+    // The terminal's modes before, to compare with after.
+    t.text("S=$(stty -g)\n");
+    t.text(&format!(
+        "{} top --root {} --interval 200ms\n",
+        env!("CARGO_BIN_EXE_foster"),
+        root.pid
+    ));
+    let s = t.wait_for("every process of the subtree", |s| {
+        ["sleep 1001", "sleep 1002", "sleep 1003"]
+            .iter()
+            .all(|n| has_row(s, n))
+    });
+    assert!(s.contains(&format!("subtree of {}", root.pid)), "{s}");
+    assert!(s.contains("5 processes"), "{s}");
+    let top = dashboard_pid(&t);
+    assert_eq!(
+        t.display("#{alternate_on}"),
+        "1",
+        "the dashboard uses the alternate screen"
+    );
+
+    // Collapse the inner shell (the root's first child): its two sleeps disappear, summed.
+    t.keys(&["j", "Left"]);
+    let s = t.wait_for("the inner shell collapsed", |s| {
+        s.contains("(+2)") && !has_row(s, "sleep 1001")
+    });
+    assert!(
+        has_row(&s, "sleep 1003") && !has_row(&s, "sleep 1002"),
+        "{s}"
+    );
+    t.keys(&["Right"]);
+    t.wait_for("expanded again", |s| has_row(s, "sleep 1001"));
+
+    // Filter: the match, its ancestors, not its siblings.
+    t.keys(&["/"]);
+    t.text("1002");
+    t.keys(&["Enter"]);
+    let s = t.wait_for("the filtered view", |s| {
+        !has_row(s, "sleep 1001") && !has_row(s, "sleep 1003")
+    });
+    assert!(
+        has_row(&s, "sleep 1002") && s.contains("filter: 1002"),
+        "{s}"
+    );
+    assert!(s.contains(&root.pid.to_string()), "the ancestors stay: {s}");
+
+    // Signal it: the picker starts on SIGTERM; confirm; see the result and the process die.
+    t.keys(&["s"]);
+    t.wait_for("the signal picker", |s| {
+        s.contains("15 SIGTERM") && s.contains("(sleep)")
+    });
+    t.keys(&["Enter"]);
+    t.wait_for("the confirmation", |s| {
+        s.contains(&format!("Send SIGTERM to {} (sleep)?", victim.pid))
+    });
+    t.keys(&["y"]);
+    t.wait_for("the result", |s| {
+        s.contains(&format!("sent SIGTERM to {} (sleep)", victim.pid))
+    });
+    assert!(wait_gone(victim), "the signalled process did not die");
+    t.wait_for("the row gone", |s| {
+        s.contains("no process matches the filter")
+    });
+    for id in &tree.all {
+        if *id != victim {
+            assert!(id.is_alive(), "{id} was not the target but died");
+        }
+    }
+
+    // Quit: the terminal is back to the shell, out of the alternate screen, the cursor shown.
+    t.keys(&["q"]);
+    assert!(wait_gone(top), "the dashboard did not exit");
+    let start = Instant::now();
+    while t.display("#{alternate_on}") != "0" {
+        assert!(start.elapsed() < DEADLINE, "still on the alternate screen");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        t.display("#{cursor_flag}"),
+        "1",
+        "the cursor is visible again"
+    );
+    let s = t.screen();
+    assert!(
+        !s.contains("COMMAND"),
+        "the dashboard is still on screen:\n{s}"
+    );
+    t.text("[ \"$(stty -g)\" = \"$S\" ] && echo modes-same || echo modes-differ\n");
+    let s = t.wait_for("the terminal modes compared", |s| {
+        s.lines()
+            .any(|l| l.trim() == "modes-same" || l.trim() == "modes-differ")
+    });
+    assert!(
+        s.lines().any(|l| l.trim() == "modes-same"),
+        "raw mode was not undone:\n{s}"
+    );
+}
+
+#[test]
+fn sigterm_restores_the_terminal() {
+    if !tmux_available() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    let tree = Subtree::start();
+    let t = Tmux::start("sh");
+    t.text(&format!(
+        "{} top --root {}; echo status=$?\n",
+        env!("CARGO_BIN_EXE_foster"),
+        tree.all[0].pid
+    ));
+    t.wait_for("the dashboard", |s| has_row(s, "sleep 1003"));
+    let top = dashboard_pid(&t);
+    assert_eq!(t.display("#{alternate_on}"), "1");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(top.pid),
+        nix::sys::signal::SIGTERM,
+    )
+    .unwrap();
+    t.wait_for("the exit status", |s| s.contains("status=143"));
+    assert!(wait_gone(top));
+    assert_eq!(t.display("#{alternate_on}"), "0");
+    assert_eq!(t.display("#{cursor_flag}"), "1");
+}

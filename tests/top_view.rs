@@ -1,0 +1,619 @@
+//! The dashboard without a terminal: rendering on ratatui's `TestBackend` at two sizes from
+//! fixed samples (hostile names, every anomaly, a supervised tree with events), and key handling
+//! through the app state (collapse, filter, stable cursor, pause, follow, the signal picker).
+//! Signals go to a real process the test starts.
+
+use std::sync::Arc;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use foster::identity::Identity;
+use foster::top::app::{App, Dialog, Effect, SIGNALS, errno_text};
+use foster::top::model::{
+    Adoption, EventLine, ProcInfo, RESTART_LOOP, Sample, Supervision, Tracker, ZOMBIE_GRACE_SECS,
+};
+use foster::top::ui;
+use nix::errno::Errno;
+use nix::sys::signal::Signal;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+
+const HZ: u64 = 100;
+
+fn id(pid: i32) -> Identity {
+    Identity {
+        pid,
+        start_time: pid as u64 * 10,
+    }
+}
+
+fn proc(pid: i32, ppid: i32, comm: &[u8], args: &[&[u8]]) -> ProcInfo {
+    ProcInfo {
+        id: id(pid),
+        parent: (ppid > 0).then(|| id(ppid)),
+        ppid,
+        state: b'S',
+        cpu_ticks: 0,
+        rss_bytes: 4096 * pid as u64,
+        comm: comm.to_vec(),
+        cmdline: Arc::from(args.iter().map(|a| a.to_vec()).collect::<Vec<_>>()),
+        supervision: None,
+    }
+}
+
+fn sup(role: &str, generation: u32, policy: &str) -> Supervision {
+    Supervision {
+        role: role.into(),
+        generation,
+        policy: policy.into(),
+        expected_parent: None,
+        adoption: Adoption::None,
+        recent_restarts: 0,
+    }
+}
+
+/// init 1 → foster 100 → db 200 (→ writer 201, zombie 202), worker 300 (restart loop), hostile
+/// 400; and under init: 500 (expected parent 100: wrong parent), 600 (adopted by 1, expected
+/// 100). `tick` moves the clock and the CPU counters.
+fn supervised(tick: u64) -> Sample {
+    let mut procs = vec![
+        proc(1, 0, b"init", &[b"/sbin/init"]),
+        proc(100, 1, b"foster", &[b"foster", b"run", b"app.toml"]),
+        proc(200, 100, b"postgres", &[b"postgres", b"-D", b"/var/lib/db"]),
+        proc(201, 200, b"postgres", &[b"postgres: writer"]),
+        proc(202, 200, b"sh", &[]),
+        proc(300, 100, b"worker", &[b"worker", b"--queue", b"jobs"]),
+        proc(
+            400,
+            100,
+            b"\x1b]0;owned\x07",
+            &[b"evil\nline", b"\xff\xfe", b"\x1b[2J\x1b[H"],
+        ),
+        proc(500, 1, b"stray", &[b"stray"]),
+        proc(600, 1, b"orphan", &[b"orphan"]),
+    ];
+    procs[4].state = b'Z';
+    procs[2].cpu_ticks = 1000 + tick / 4; // 25% of a core
+    procs[3].cpu_ticks = 500 + tick / 10; // 10%
+    let mut s = sup("db", 0, "TERM→exit");
+    procs[2].supervision = Some(s.clone());
+    s.generation = 1;
+    s.expected_parent = Some(id(200));
+    procs[3].supervision = Some(s.clone());
+    procs[4].supervision = Some(Supervision {
+        expected_parent: Some(id(200)),
+        ..s.clone()
+    });
+    procs[5].supervision = Some(Supervision {
+        recent_restarts: RESTART_LOOP + 2,
+        ..sup("worker", 0, "KILL→exit")
+    });
+    procs[6].supervision = Some(sup("\x1b[31mred", 0, "TERM→exit"));
+    procs[7].supervision = Some(Supervision {
+        expected_parent: Some(id(100)),
+        ..sup("stray", 1, "TERM→exit")
+    });
+    procs[8].supervision = Some(Supervision {
+        adoption: Adoption::Unexpected {
+            by: id(1),
+            expected: Some(id(100)),
+        },
+        ..sup("orphan", 1, "HUP→notify")
+    });
+    Sample {
+        origin: "attached to /run/app.sock".into(),
+        now_ticks: 100_000 + tick,
+        hz: HZ,
+        supervised: true,
+        procs,
+        events: vec![
+            EventLine {
+                at_ticks: 99_000,
+                text: b"spawned db 200".to_vec(),
+            },
+            EventLine {
+                at_ticks: 99_500,
+                text: b"exited \x1b]0;x\x07 400 status 1\nforged line".to_vec(),
+            },
+            EventLine {
+                at_ticks: 99_900,
+                text: b"restarted worker 300 (5 in 60s)".to_vec(),
+            },
+        ],
+    }
+}
+
+/// The same tree as `/proc` would show it: no supervision, no events.
+fn standalone(tick: u64) -> Sample {
+    let mut s = supervised(tick);
+    s.supervised = false;
+    s.origin = "whole system".into();
+    s.events.clear();
+    for p in &mut s.procs {
+        p.supervision = None;
+    }
+    s
+}
+
+/// An app fed two readings `ZOMBIE_GRACE_SECS` apart, so rates and the zombie are known.
+fn app_with(make: fn(u64) -> Sample) -> App {
+    let mut app = App::new(None, "1s".into());
+    let mut t = Tracker::new();
+    app.set_model(t.update(make(0)));
+    app.set_model(t.update(make(ZOMBIE_GRACE_SECS * HZ)));
+    app
+}
+
+fn render(app: &mut App, w: u16, h: u16) -> Vec<String> {
+    let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
+    term.draw(|f| ui::draw(f, app)).unwrap();
+    let buf = term.backend().buffer().clone();
+    let lines: Vec<String> = (0..h)
+        .map(|y| {
+            (0..w)
+                .map(|x| buf[(x, y)].symbol().to_string())
+                .collect::<String>()
+        })
+        .collect();
+    for l in &lines {
+        assert!(
+            !l.chars().any(|c| c.is_control()),
+            "a control character reached the screen: {l:?}"
+        );
+    }
+    eprintln!("--- {w}x{h}\n{}", lines.join("\n"));
+    lines
+}
+
+fn screen(lines: &[String]) -> String {
+    lines.join("\n")
+}
+
+fn row_of(lines: &[String], pid: i32) -> &str {
+    let pat = format!(" {pid} ");
+    lines
+        .iter()
+        .find(|l| l.get(..10).is_some_and(|head| head.contains(&pat)))
+        .unwrap_or_else(|| panic!("no row for pid {pid} in\n{}", screen(lines)))
+}
+
+fn key(c: KeyCode) -> KeyEvent {
+    KeyEvent::new(c, KeyModifiers::NONE)
+}
+
+fn press(app: &mut App, keys: &str) -> Vec<Effect> {
+    let mut out = Vec::new();
+    for ch in keys.chars() {
+        out.extend(app.on_key(key(KeyCode::Char(ch))));
+    }
+    out
+}
+
+fn go_to(app: &mut App, pid: i32) {
+    press(app, "g");
+    for _ in 0..app.rows.len() {
+        if app.cursor.map(|c| c.pid) == Some(pid) {
+            return;
+        }
+        press(app, "j");
+    }
+    panic!("pid {pid} is not visible");
+}
+
+fn pids(app: &App) -> Vec<i32> {
+    app.rows.iter().map(|r| r.id.pid).collect()
+}
+
+#[test]
+fn wide_supervised_screen_shows_every_column_anomaly_and_event() {
+    let mut app = app_with(supervised);
+    let lines = render(&mut app, 120, 30);
+    let all = screen(&lines);
+    for title in [
+        "PID", "ROLE", "GEN", "POLICY", "AGE", "CPU%", "RSS", "COMMAND",
+    ] {
+        assert!(
+            lines[1].contains(title),
+            "header lacks {title}: {}",
+            lines[1]
+        );
+    }
+    // Every anomaly, with the zombie's parent named.
+    assert!(row_of(&lines, 202).contains("not reaped by 200 (postgres) for 3s"));
+    assert!(row_of(&lines, 300).contains("restart loop (5)"));
+    assert!(row_of(&lines, 500).contains("parent 1, expected 100"));
+    assert!(row_of(&lines, 600).contains("adopted by 1, expected 100"));
+    for pid in [202, 300, 500, 600] {
+        assert!(row_of(&lines, pid).starts_with('!'), "{pid} not flagged");
+    }
+    assert!(
+        row_of(&lines, 201).starts_with(' '),
+        "a normal row is flagged"
+    );
+    assert!(lines[0].contains("4 anomalies"), "title: {}", lines[0]);
+    // Roles, generations, policies and rates.
+    let db = row_of(&lines, 200);
+    assert!(
+        db.contains("db") && db.contains("TERM→exit") && db.contains("25.0"),
+        "{db}"
+    );
+    assert!(row_of(&lines, 201).contains("10.0"));
+    // Hostile names: escaped, never raw.
+    let evil = row_of(&lines, 400);
+    assert!(evil.contains(r"evil\nline \xff\xfe \e[2J\e[H"), "{evil}");
+    assert!(evil.contains(r"\e[31mred"), "role not escaped: {evil}");
+    // Events pane, escaped, newest last.
+    assert!(all.contains("events"));
+    assert!(
+        all.contains(r"exited \e]0;x\x07 400 status 1\nforged line"),
+        "{all}"
+    );
+    assert!(!all.contains("forged line\n"));
+    // Tree drawing.
+    assert!(
+        row_of(&lines, 201).contains("│ ├─ postgres: writer"),
+        "{}",
+        row_of(&lines, 201)
+    );
+}
+
+#[test]
+fn narrow_screen_drops_columns_and_never_wraps() {
+    let mut app = app_with(supervised);
+    let lines = render(&mut app, 60, 15);
+    assert!(
+        !lines[1].contains("POLICY") && !lines[1].contains("ROLE"),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[1].contains("PID") && lines[1].contains("COMMAND"),
+        "{}",
+        lines[1]
+    );
+    // One line per process: each visible row starts with its flag and pid.
+    let table: Vec<&String> = lines[2..]
+        .iter()
+        .take_while(|l| {
+            l.trim_start()
+                .starts_with(|c: char| c == '!' || c.is_ascii_digit())
+        })
+        .collect();
+    assert!(table.len() >= 5, "{}", screen(&lines));
+    // The anomaly of the cursor's row is spelled out in the status line even when the row is cut.
+    go_to(&mut app, 202);
+    let lines = render(&mut app, 60, 15);
+    assert!(row_of(&lines, 202).starts_with('!'));
+    let status = lines.last().unwrap();
+    assert!(
+        status.contains("202: zombie for 3s: parent 200 (postgres) does not reap it"),
+        "{status}"
+    );
+}
+
+#[test]
+fn standalone_screens_at_both_sizes() {
+    for (w, h) in [(120, 30), (60, 15)] {
+        let mut app = app_with(standalone);
+        let lines = render(&mut app, w, h);
+        assert!(
+            !lines[1].contains("ROLE") && !lines[1].contains("POLICY"),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            !screen(&lines).contains(" events "),
+            "no events pane standalone"
+        );
+        assert!(lines[0].contains("whole system") && lines[0].contains("9 processes"));
+        // Standalone knows zombies only: one anomaly.
+        assert!(lines[0].contains("1 anomaly"), "{}", lines[0]);
+        assert!(row_of(&lines, 202).starts_with('!'));
+        assert!(row_of(&lines, 400).contains(r"evil\nline"));
+    }
+}
+
+#[test]
+fn dialogs_render_at_both_sizes() {
+    for (w, h) in [(120, 30), (60, 15)] {
+        let mut app = app_with(supervised);
+        press(&mut app, "?");
+        let all = screen(&render(&mut app, w, h));
+        assert!(all.contains("keys") && all.contains("collapse"), "{all}");
+        app.on_key(key(KeyCode::Esc));
+        go_to(&mut app, 400);
+        press(&mut app, "s");
+        let all = screen(&render(&mut app, w, h));
+        assert!(all.contains(r"signal 400 (\e]0;owned\x07)"), "{all}");
+        assert!(all.contains("SIGTERM"), "{all}");
+        app.on_key(key(KeyCode::Enter));
+        let all = screen(&render(&mut app, w, h));
+        assert!(
+            all.contains(r"Send SIGTERM to 400 (\e]0;owned\x07)?"),
+            "{all}"
+        );
+    }
+}
+
+#[test]
+fn collapse_sums_the_subtree_and_expands_again() {
+    let mut app = app_with(supervised);
+    go_to(&mut app, 200);
+    app.on_key(key(KeyCode::Left));
+    assert!(!pids(&app).contains(&201) && !pids(&app).contains(&202));
+    let row = app.cursor_row().unwrap().clone();
+    assert!(row.collapsed && row.hidden == 2);
+    assert_eq!(row.cpu, "35.0", "25% + 10% summed");
+    assert_eq!(row.hidden_anomalies, 1, "the hidden zombie still counts");
+    let lines = render(&mut app, 120, 30);
+    assert!(row_of(&lines, 200).contains("(+2)") && row_of(&lines, 200).contains("1 inside"));
+    // Left again goes to the parent; Right expands; Space toggles.
+    app.on_key(key(KeyCode::Left));
+    assert_eq!(app.cursor.unwrap().pid, 100);
+    go_to(&mut app, 200);
+    app.on_key(key(KeyCode::Right));
+    assert!(pids(&app).contains(&201));
+    press(&mut app, " ");
+    assert!(!pids(&app).contains(&201));
+    press(&mut app, " ");
+    assert!(pids(&app).contains(&201));
+    // Collapse all, expand all.
+    press(&mut app, "-");
+    assert_eq!(pids(&app), vec![1], "only the root remains");
+    press(&mut app, "+");
+    assert_eq!(app.rows.len(), 9);
+}
+
+#[test]
+fn collapse_depth_starts_collapsed_and_keeps_user_choices() {
+    let mut app = App::new(Some(2), "1s".into());
+    let mut t = Tracker::new();
+    app.set_model(t.update(supervised(0)));
+    assert_eq!(pids(&app), vec![1, 100, 200, 300, 400, 500, 600]);
+    go_to(&mut app, 200);
+    app.on_key(key(KeyCode::Right));
+    app.set_model(t.update(supervised(100)));
+    assert!(
+        pids(&app).contains(&201),
+        "a user's expansion survives the next reading"
+    );
+}
+
+#[test]
+fn filter_keeps_ancestors_and_descendants() {
+    let mut app = app_with(supervised);
+    press(&mut app, "/");
+    press(&mut app, "postgres -d");
+    app.on_key(key(KeyCode::Enter));
+    // 200 matches; its ancestors 1 and 100 and descendants 201, 202 stay; others go.
+    assert_eq!(pids(&app), vec![1, 100, 200, 201, 202]);
+    assert!(app.rows.iter().find(|r| r.id.pid == 200).unwrap().matched);
+    assert!(!app.rows.iter().find(|r| r.id.pid == 201).unwrap().matched);
+    assert_eq!(
+        app.cursor.unwrap().pid,
+        200,
+        "the cursor lands on the match"
+    );
+    // Collapsing an ancestor of a match cannot hide the match.
+    press(&mut app, "-");
+    assert!(pids(&app).contains(&200));
+    press(&mut app, "+");
+    // By pid, by role.
+    press(&mut app, "/600");
+    app.on_key(key(KeyCode::Enter));
+    assert_eq!(pids(&app), vec![1, 600]);
+    press(&mut app, "/worker");
+    assert_eq!(pids(&app), vec![1, 100, 300]);
+    app.on_key(key(KeyCode::Esc));
+    assert_eq!(app.rows.len(), 9, "Esc clears the filter");
+    press(&mut app, "/no such thing");
+    app.on_key(key(KeyCode::Enter));
+    assert!(app.rows.is_empty());
+    assert!(screen(&render(&mut app, 60, 15)).contains("no process matches the filter"));
+}
+
+#[test]
+fn cursor_stays_on_its_process_when_rows_appear_above() {
+    let mut app = app_with(standalone);
+    go_to(&mut app, 300);
+    let before = app.cursor_index().unwrap();
+    let mut t = Tracker::new();
+    let mut s = standalone(0);
+    // Three new processes under 100, older than 300 in tree order (lower start time).
+    for pid in [150, 151, 152] {
+        s.procs.push(proc(pid, 100, b"new", &[b"new"]));
+    }
+    app.set_model(t.update(s.clone()));
+    assert_eq!(app.cursor.unwrap().pid, 300);
+    assert_eq!(app.cursor_index().unwrap(), before + 3);
+    // Reparented elsewhere: the cursor follows the identity.
+    s.procs.iter_mut().find(|p| p.id.pid == 300).unwrap().parent = Some(id(1));
+    app.set_model(t.update(s.clone()));
+    assert_eq!(app.cursor.unwrap().pid, 300);
+    // Gone: the cursor stays at the same place in the list.
+    let at = app.cursor_index().unwrap();
+    s.procs.retain(|p| p.id.pid != 300);
+    app.set_model(t.update(s));
+    assert_eq!(app.cursor_index().unwrap(), at.min(app.rows.len() - 1));
+}
+
+#[test]
+fn pause_keeps_exited_processes_until_resumed() {
+    let mut app = app_with(standalone);
+    let mut t = Tracker::new();
+    press(&mut app, "p");
+    assert!(app.paused);
+    let mut s = standalone(0);
+    s.procs.retain(|p| p.id.pid != 201 && p.id.pid != 300);
+    app.set_model(t.update(s.clone()));
+    app.set_model(t.update(s.clone()));
+    for pid in [201, 300] {
+        let r = app
+            .rows
+            .iter()
+            .find(|r| r.id.pid == pid)
+            .expect("kept while paused");
+        assert!(r.exited && r.state == "exit");
+    }
+    assert_eq!(
+        app.rows.iter().find(|r| r.id.pid == 201).unwrap().depth,
+        3,
+        "under its parent"
+    );
+    let lines = render(&mut app, 120, 30);
+    assert!(lines[0].contains("PAUSED"));
+    assert!(row_of(&lines, 300).contains("exit"));
+    // Exited processes cannot be signalled.
+    go_to(&mut app, 300);
+    press(&mut app, "s");
+    assert_eq!(app.dialog, Dialog::None);
+    assert!(app.message.as_ref().unwrap().contains("has exited"));
+    let effects = press(&mut app, "p");
+    assert_eq!(effects, vec![Effect::Refresh]);
+    assert!(!pids(&app).contains(&201) && !pids(&app).contains(&300));
+}
+
+#[test]
+fn follow_keeps_the_process_in_view() {
+    let mut app = app_with(standalone);
+    go_to(&mut app, 201);
+    press(&mut app, "f");
+    assert_eq!(app.following.unwrap().pid, 201);
+    // Collapse all: the followed process's ancestors stay open.
+    press(&mut app, "-");
+    assert!(pids(&app).contains(&201));
+    assert_eq!(app.cursor.unwrap().pid, 201);
+    // A small page: the view scrolls to keep it.
+    app.set_page(2);
+    assert!(app.window().iter().any(|r| r.id.pid == 201));
+    // Moving away turns follow off.
+    press(&mut app, "k");
+    assert!(app.following.is_none());
+}
+
+#[test]
+fn signal_picker_flow_and_subtree() {
+    let mut app = app_with(standalone);
+    go_to(&mut app, 200);
+    press(&mut app, "s");
+    let Dialog::Signals { selected, .. } = app.dialog.clone() else {
+        panic!("{:?}", app.dialog)
+    };
+    assert_eq!(
+        SIGNALS[selected],
+        Signal::SIGTERM,
+        "the picker starts on TERM"
+    );
+    app.on_key(key(KeyCode::Up)); // SIGALRM
+    app.on_key(key(KeyCode::Down)); // back to SIGTERM
+    app.on_key(key(KeyCode::Down)); // SIGCHLD
+    app.on_key(key(KeyCode::Enter));
+    assert!(matches!(
+        app.dialog,
+        Dialog::Confirm {
+            signal: Signal::SIGCHLD,
+            count: 1,
+            ..
+        }
+    ));
+    // Anything but y cancels.
+    assert!(press(&mut app, "n").is_empty());
+    assert_eq!(app.message.as_deref(), Some("cancelled"));
+    press(&mut app, "s");
+    app.on_key(key(KeyCode::Enter));
+    let effects = press(&mut app, "y");
+    assert_eq!(
+        effects,
+        vec![Effect::Signal {
+            targets: vec![(id(200), b"postgres".to_vec())],
+            signal: Signal::SIGTERM
+        }]
+    );
+    // A whole subtree, parents first.
+    go_to(&mut app, 100);
+    press(&mut app, "S");
+    app.on_key(key(KeyCode::Enter));
+    assert!(matches!(app.dialog, Dialog::Confirm { count: 6, .. }));
+    let effects = press(&mut app, "y");
+    let Effect::Signal { targets, .. } = &effects[0] else {
+        panic!("{effects:?}")
+    };
+    let order: Vec<i32> = targets.iter().map(|t| t.0.pid).collect();
+    assert_eq!(order, vec![100, 200, 201, 202, 300, 400]);
+    // Results and errors, errno named.
+    app.signal_done(
+        Signal::SIGTERM,
+        &[(id(200), b"postgres".to_vec(), Err(Errno::EPERM))],
+    );
+    assert_eq!(
+        app.message.as_deref(),
+        Some("SIGTERM to 200 (postgres) failed: EPERM: operation not permitted")
+    );
+    app.signal_done(
+        Signal::SIGKILL,
+        &[
+            (id(1), b"a".to_vec(), Ok(())),
+            (id(2), b"\x1bb".to_vec(), Err(Errno::ESRCH)),
+        ],
+    );
+    assert_eq!(
+        app.message.as_deref(),
+        Some(r"sent SIGKILL to 1 of 2 processes; 2 (\eb) failed: ESRCH: no such process")
+    );
+    assert!(screen(&render(&mut app, 120, 30)).contains("ESRCH: no such process"));
+    assert_eq!(errno_text(Errno::EACCES), "EACCES: permission denied");
+}
+
+#[test]
+fn signals_reach_the_process_by_identity_only() {
+    let mut child = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let me = Identity::of(pid).unwrap();
+    // The right pid with another start time is another process: refused, nothing sent.
+    let imposter = Identity {
+        pid,
+        start_time: me.start_time + 1,
+    };
+    assert_eq!(
+        foster::top::send_signal(imposter, Signal::SIGKILL),
+        Err(Errno::ESRCH)
+    );
+    assert!(me.is_alive());
+    foster::top::send_signal(me, Signal::SIGTERM).unwrap();
+    let status = child.wait().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc::SIGTERM));
+    assert_eq!(
+        foster::top::send_signal(me, Signal::SIGTERM),
+        Err(Errno::ESRCH),
+        "reaped: gone"
+    );
+}
+
+#[test]
+fn quit_keys() {
+    let mut app = app_with(standalone);
+    assert_eq!(press(&mut app, "q"), vec![Effect::Quit]);
+    assert_eq!(
+        app.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+        vec![Effect::Quit]
+    );
+    assert_eq!(app.on_key(key(KeyCode::F(10))), vec![Effect::Quit]);
+}
+
+#[test]
+fn an_unchanged_reading_leaves_the_screen_unchanged() {
+    let mut app = app_with(standalone);
+    let mut t = Tracker::new();
+    app.set_model(t.update(standalone(0)));
+    app.set_model(t.update(standalone(0)));
+    let before = app.screen();
+    app.set_model(t.update(standalone(0)));
+    assert_eq!(app.screen(), before, "same reading: nothing to redraw");
+    let mut s = standalone(0);
+    s.procs[1].rss_bytes += 1 << 20;
+    app.set_model(t.update(s));
+    assert_ne!(app.screen(), before, "a visible change: redraw");
+}
