@@ -748,6 +748,7 @@ fn unreadable_empty_and_garbage_entries_are_skipped() {
     let mut scanner = Scanner::new(ScanOptions {
         cmdline: true,
         proc_root: root.clone(),
+        ..ScanOptions::default()
     })
     .unwrap();
     let snap = scanner.scan().unwrap();

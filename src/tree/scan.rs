@@ -33,13 +33,18 @@ pub struct ScanOptions {
     pub cmdline: bool,
     /// Where procfs is mounted (`/proc`); a test may point it at a directory of its own.
     pub proc_root: PathBuf,
+    /// Threads a large scan is split over (1: the calling thread only). Default: the number of
+    /// CPUs this process may run on, at most 4.
+    pub threads: usize,
 }
 
 impl Default for ScanOptions {
     fn default() -> Self {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         ScanOptions {
             cmdline: true,
             proc_root: PathBuf::from("/proc"),
+            threads: cpus.min(4),
         }
     }
 }
@@ -63,6 +68,19 @@ pub struct ScanStats {
     pub cmdline_reads: usize,
 }
 
+impl ScanStats {
+    /// Adds the counts of `other` (a part of the same scan).
+    fn add(&mut self, other: &ScanStats) {
+        self.listed += other.listed;
+        self.read += other.read;
+        self.vanished += other.vanished;
+        self.denied += other.denied;
+        self.failed += other.failed;
+        self.cmdline_unreadable += other.cmdline_unreadable;
+        self.cmdline_reads += other.cmdline_reads;
+    }
+}
+
 /// A cached command line, valid while the process keeps its name and argument area.
 #[derive(Debug)]
 struct CacheEntry {
@@ -77,7 +95,7 @@ struct CacheEntry {
 pub struct Scanner {
     opts: ScanOptions,
     proc_fd: OwnedFd,
-    buf: Vec<u8>,
+    bufs: Vec<Vec<u8>>,
     dents: Vec<u8>,
     pids: Vec<i32>,
     cache: HashMap<Identity, CacheEntry>,
@@ -231,7 +249,7 @@ impl Scanner {
             // SAFETY: just opened, owned here alone.
             proc_fd: unsafe { OwnedFd::from_raw_fd(fd) },
             opts,
-            buf: Vec::with_capacity(4096),
+            bufs: Vec::new(),
             dents: vec![0; 32 * 1024],
             pids: Vec::new(),
             cache: HashMap::new(),
@@ -316,40 +334,128 @@ impl Scanner {
     }
 
     /// Scans exactly these pids, as if the listing had given them: a pid that does not exist is
-    /// counted as vanished.
+    /// counted as vanished. Above [`PARALLEL_MIN`] pids the work is split over
+    /// `opts.threads` scoped threads; the cache is only read while they run and updated after.
     pub fn scan_pids(&mut self, pids: &[i32]) -> Snapshot {
         self.generation += 1;
         let generation = self.generation;
+        let threads = if pids.len() >= PARALLEL_MIN {
+            self.opts.threads.max(1)
+        } else {
+            1
+        };
+        while self.bufs.len() < threads {
+            self.bufs.push(Vec::with_capacity(4096));
+        }
+        let ctx = Ctx {
+            dir: self.proc_fd.as_raw_fd(),
+            cmdline: self.opts.cmdline,
+            cache: &self.cache,
+            empty: &self.empty,
+            page_size: self.page_size,
+        };
+        let mut outs: Vec<Chunk> = if threads == 1 {
+            vec![ctx.read(pids, &mut self.bufs[0])]
+        } else {
+            let per = pids.len().div_ceil(threads);
+            std::thread::scope(|scope| {
+                let ctx = &ctx;
+                let handles: Vec<_> = pids
+                    .chunks(per)
+                    .zip(self.bufs.iter_mut())
+                    .map(|(chunk, buf)| scope.spawn(move || ctx.read(chunk, buf)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("scan thread"))
+                    .collect()
+            })
+        };
         let mut stats = ScanStats {
             listed: pids.len(),
             ..ScanStats::default()
         };
         let mut nodes = Vec::with_capacity(pids.len());
-        let dir = self.proc_fd.as_raw_fd();
+        for out in &mut outs {
+            stats.add(&out.stats);
+            nodes.append(&mut out.nodes);
+        }
+        stats.read = nodes.len();
+        if self.opts.cmdline {
+            for out in outs {
+                for id in out.hits {
+                    if let Some(e) = self.cache.get_mut(&id) {
+                        e.seen = generation;
+                    }
+                }
+                for (id, mut e) in out.fresh {
+                    e.seen = generation;
+                    self.cache.insert(id, e);
+                }
+            }
+            self.cache.retain(|_, e| e.seen == generation);
+        }
+        let mut snap = Snapshot::from_nodes(nodes);
+        snap.stats = stats;
+        snap
+    }
+}
+
+/// Below this many pids a scan stays on the calling thread: starting threads would cost more.
+pub const PARALLEL_MIN: usize = 256;
+
+/// What one scanning thread reads with: shared, read-only.
+struct Ctx<'a> {
+    dir: i32,
+    cmdline: bool,
+    cache: &'a HashMap<Identity, CacheEntry>,
+    empty: &'a Arc<[Vec<u8>]>,
+    page_size: u64,
+}
+
+/// What one scanning thread found.
+struct Chunk {
+    nodes: Vec<ProcessNode>,
+    stats: ScanStats,
+    /// Identities whose command line came from the cache.
+    hits: Vec<Identity>,
+    /// Command lines read now, for the cache.
+    fresh: Vec<(Identity, CacheEntry)>,
+}
+
+impl Ctx<'_> {
+    /// Reads `pids` with `buf` as the one reusable read buffer.
+    fn read(&self, pids: &[i32], buf: &mut Vec<u8>) -> Chunk {
+        let mut out = Chunk {
+            nodes: Vec::with_capacity(pids.len()),
+            stats: ScanStats::default(),
+            hits: Vec::new(),
+            fresh: Vec::new(),
+        };
         let mut path = [0u8; 40];
         for &pid in pids {
             let len = pid_path(&mut path, pid, b"stat");
-            let uid = match read_at(dir, &path[..len], &mut self.buf, true) {
+            let uid = match read_at(self.dir, &path[..len], buf, true) {
                 Ok(uid) => uid,
                 Err(ReadError::Gone) => {
-                    stats.vanished += 1;
+                    out.stats.vanished += 1;
                     continue;
                 }
                 Err(ReadError::Denied) => {
-                    stats.denied += 1;
+                    out.stats.denied += 1;
                     continue;
                 }
                 Err(ReadError::Other) => {
-                    stats.failed += 1;
+                    out.stats.failed += 1;
                     continue;
                 }
             };
-            if self.buf.is_empty() {
-                stats.vanished += 1;
+            if buf.is_empty() {
+                out.stats.vanished += 1;
                 continue;
             }
-            let Ok(f) = StatFields::parse(&self.buf) else {
-                stats.failed += 1;
+            let Ok(f) = StatFields::parse(buf) else {
+                out.stats.failed += 1;
                 continue;
             };
             let identity = Identity {
@@ -375,62 +481,54 @@ impl Scanner {
                 cpu_ticks: f.utime + f.stime,
                 kernel_thread,
             };
-            if self.opts.cmdline && !kernel_thread {
-                let arg_start = stat_field(&self.buf, 48).unwrap_or(0);
-                node.cmdline = self.cmdline_of(&node, arg_start, zombie, generation, &mut stats);
+            if self.cmdline && !kernel_thread {
+                let arg_start = stat_field(buf, 48).unwrap_or(0);
+                node.cmdline = self.cmdline_of(&node, arg_start, zombie, buf, &mut out);
             }
-            nodes.push(node);
+            out.nodes.push(node);
         }
-        stats.read = nodes.len();
-        if self.opts.cmdline {
-            self.cache.retain(|_, e| e.seen == generation);
-        }
-        let mut snap = Snapshot::from_nodes(nodes);
-        snap.stats = stats;
-        snap
+        out
     }
 
     /// The command line of `node`: from the cache while the identity, name and argument area
     /// are unchanged (a zombie's are not compared: its memory is gone), else read now.
     fn cmdline_of(
-        &mut self,
+        &self,
         node: &ProcessNode,
         arg_start: u64,
         zombie: bool,
-        generation: u64,
-        stats: &mut ScanStats,
+        buf: &mut Vec<u8>,
+        out: &mut Chunk,
     ) -> Arc<[Vec<u8>]> {
-        if let Some(e) = self.cache.get_mut(&node.identity) {
+        if let Some(e) = self.cache.get(&node.identity) {
             let same_area = arg_start == 0 || e.arg_start == 0 || arg_start == e.arg_start;
             if zombie || (e.comm == node.comm && same_area) {
-                e.seen = generation;
+                out.hits.push(node.identity);
                 return e.cmdline.clone();
             }
         }
         let mut path = [0u8; 40];
         let len = pid_path(&mut path, node.pid, b"cmdline");
-        stats.cmdline_reads += 1;
-        let cmdline: Arc<[Vec<u8>]> =
-            match read_at(self.proc_fd.as_raw_fd(), &path[..len], &mut self.buf, false) {
-                Ok(_) => split_cmdline(&self.buf).into(),
-                Err(ReadError::Gone) => {
-                    stats.cmdline_unreadable += 1;
-                    return self.empty.clone();
-                }
-                Err(_) => {
-                    stats.cmdline_unreadable += 1;
-                    self.empty.clone()
-                }
-            };
-        self.cache.insert(
-            node.identity,
-            CacheEntry {
-                comm: node.comm.clone(),
-                arg_start,
-                cmdline: cmdline.clone(),
-                seen: generation,
-            },
-        );
+        out.stats.cmdline_reads += 1;
+        let cmdline: Arc<[Vec<u8>]> = match read_at(self.dir, &path[..len], buf, false) {
+            Ok(_) => split_cmdline(buf).into(),
+            Err(ReadError::Gone) => {
+                // Gone since its stat was read: nothing worth caching.
+                out.stats.cmdline_unreadable += 1;
+                return self.empty.clone();
+            }
+            Err(_) => {
+                out.stats.cmdline_unreadable += 1;
+                self.empty.clone()
+            }
+        };
+        let entry = CacheEntry {
+            comm: node.comm.clone(),
+            arg_start,
+            cmdline: cmdline.clone(),
+            seen: 0,
+        };
+        out.fresh.push((node.identity, entry));
         cmdline
     }
 }
@@ -526,6 +624,39 @@ mod tests {
                 n.pid
             );
         }
+    }
+
+    #[test]
+    fn parallel_scan_matches_sequential() {
+        let me = std::process::id() as i32;
+        // Enough pids to split over threads: two real ones and many that cannot exist.
+        let mut pids = vec![1, me];
+        pids.extend((0..PARALLEL_MIN as i32 + 10).map(|k| i32::MAX - k));
+        let mut results = Vec::new();
+        for threads in [1, 2, 3] {
+            let opts = ScanOptions {
+                threads,
+                ..ScanOptions::default()
+            };
+            let mut s = Scanner::new(opts).unwrap();
+            let snap = s.scan_pids(&pids);
+            assert_eq!(snap.stats.listed, pids.len());
+            assert_eq!(snap.stats.read, 2, "{:?}", snap.stats);
+            assert_eq!(snap.stats.vanished, pids.len() - 2);
+            assert_eq!(s.cached(), 2);
+            // The second scan takes both command lines from the cache, which keeps them.
+            let again = s.scan_pids(&pids);
+            assert_eq!(again.stats.cmdline_reads, 0, "{:?}", again.stats);
+            assert_eq!(s.cached(), 2);
+            let mut ids: Vec<_> = again
+                .nodes()
+                .map(|n| (n.identity, n.cmdline.to_vec()))
+                .collect();
+            ids.sort();
+            results.push(ids);
+        }
+        assert_eq!(results[0], results[1]);
+        assert_eq!(results[0], results[2]);
     }
 
     #[test]

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Tree scan benchmark (issue 2): the whole-process time of `foster tree -a --root 1` over about
+# N extra processes, against pstree, ps and a raw read of every stat file, in one hyperfine run.
+# Starts N sleeps under one parent shell and stops them by pid afterwards.
+# Usage: benches/tree.sh [N]   (default 1000; extra hyperfine options in HYPERFINE_OPTS)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-1000}
+
+cargo build --release --quiet --bin foster --example bench_tree_scan
+foster=$PWD/target/release/foster
+work=$(mktemp -d)
+pids=$work/pids
+parent=
+
+cleanup() {
+    if [ -s "$pids" ]; then
+        # shellcheck disable=SC2046
+        kill $(cat "$pids") 2>/dev/null || true
+    fi
+    if [ -n "$parent" ]; then
+        kill "$parent" 2>/dev/null || true
+        wait "$parent" 2>/dev/null || true
+    fi
+    # Signals are delivered asynchronously: give the sleeps a bounded moment to end. A sleep
+    # that is now a zombie awaiting init counts as ended.
+    left=0
+    for _ in $(seq 100); do
+        left=0
+        if [ -s "$pids" ]; then
+            for p in $(cat "$pids"); do
+                stat=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+                case $stat in *"(sleep) Z "*) ;; *"(sleep) "*) left=$((left + 1)) ;; esac
+            done
+        fi
+        [ "$left" = 0 ] && break
+        sleep 0.05
+    done
+    rm -rf "$work"
+    [ "$left" = 0 ] || echo "benches/tree.sh: $left processes left" >&2
+}
+trap cleanup EXIT
+
+# One parent shell starts N sleeps, writes their pids, then says it is ready and waits.
+mkfifo "$work/ready"
+sh -c '
+    n=$1; out=$2
+    i=0
+    while [ "$i" -lt "$n" ]; do sleep 100000 & echo $! >> "$out"; i=$((i + 1)); done
+    echo ready
+    wait
+' bench-parent "$N" "$pids" > "$work/ready" &
+parent=$!
+read -r _ < "$work/ready"
+echo "started $N sleeps under pid $parent; $(ls -d /proc/[0-9]* 2>/dev/null | wc -l) processes in all" >&2
+
+# shellcheck disable=SC2086
+hyperfine -N -i --warmup 5 --min-runs 30 ${HYPERFINE_OPTS:-} \
+    --export-markdown "$work/result.md" \
+    "$foster tree -a --root 1" \
+    "pstree -p -a" \
+    "ps -e -o pid,ppid,stat,lstart,args" \
+    "sh -c 'cat /proc/[0-9]*/stat >/dev/null'" >&2
+cat "$work/result.md"
+echo
+target/release/examples/bench_tree_scan 50
