@@ -1,6 +1,7 @@
 //! In-process cost of a tree scan, as the supervisor and the dashboard pay it: the first scan
 //! (every `cmdline` read), then repeated scans (only `stat`, command lines from the cache), and
-//! a scan without command lines; the first scan also on one thread only. Prints medians over `RUNS` (default 50) scans.
+//! a scan without command lines; the first scan also on one thread only. Prints medians over
+//! `RUNS` (default 50) scans.
 //!
 //! `cargo run --release --example bench_tree_scan [RUNS]`; `benches/tree.sh` runs it with its
 //! processes started.
