@@ -217,7 +217,12 @@ fn run(a: RunArgs) -> Result<ExitCode, CliError> {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    Err("foster run: supervision is not available yet; use --check to validate".into())
+    let options = crate::supervisor::Options {
+        contain: a.contain,
+        events_log: a.events_log,
+    };
+    let code = crate::supervisor::run(config, options)?;
+    Ok(ExitCode::from(code.clamp(0, 255) as u8))
 }
 
 fn exec(a: ExecArgs) -> ExitCode {

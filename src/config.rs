@@ -79,6 +79,24 @@ pub struct Helper {
 }
 
 impl Helper {
+    /// The gate policy chain of the helper: its own generation first, then its children's...
+    pub fn policy_chain(&self) -> crate::policy::Policy {
+        let gens: Vec<GenerationPolicy> = if self.generations.is_empty() {
+            vec![GenerationPolicy::default()]
+        } else {
+            self.generations.clone()
+        };
+        let mut chain: Option<crate::policy::Policy> = None;
+        for g in gens.iter().rev() {
+            let p = g.to_policy();
+            chain = Some(match chain {
+                Some(next) => p.with_next(next),
+                None => p,
+            });
+        }
+        chain.expect("at least one generation")
+    }
+
     /// The policy of generation `n` (1 = the helper itself).
     pub fn generation(&self, n: u32) -> GenerationPolicy {
         let i = (n.max(1) - 1) as usize;
@@ -107,43 +125,53 @@ fn default_stop_grace() -> PositiveDuration {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct GenerationPolicy {
-    /// The parent-death signal (default `TERM`).
-    #[serde(default = "default_stop_signal")]
-    pub signal: SignalName,
-    /// What the process does with it: `exit`, `notify` or `kill` (default `exit`).
+    /// The parent-death signal (default `TERM`, or `KILL` for reaction `kill`).
     #[serde(default)]
+    pub signal: Option<SignalName>,
+    /// What the process does with it: `exit`, `notify` or `kill` (default `exit`).
+    #[serde(default = "default_reaction")]
     pub reaction: Reaction,
     /// How long it may take before SIGKILL (default `5s`).
     #[serde(default = "default_grace")]
     pub grace: PositiveDuration,
 }
 
+fn default_reaction() -> Reaction {
+    Reaction::Exit
+}
+
 fn default_grace() -> PositiveDuration {
     PositiveDuration(Duration::from_secs(5))
+}
+
+impl GenerationPolicy {
+    /// The signal number: the one given, else `KILL` for reaction `kill`, else `TERM`.
+    pub fn signal(&self) -> i32 {
+        match (self.signal, self.reaction) {
+            (Some(s), _) => s.0,
+            (None, Reaction::Kill) => libc::SIGKILL,
+            (None, _) => libc::SIGTERM,
+        }
+    }
+
+    /// This generation as a gate policy (without a next generation).
+    pub fn to_policy(&self) -> crate::policy::Policy {
+        crate::policy::Policy::new(self.signal(), self.reaction).with_grace(self.grace.0)
+    }
 }
 
 impl Default for GenerationPolicy {
     fn default() -> Self {
         GenerationPolicy {
-            signal: default_stop_signal(),
+            signal: None,
             reaction: Reaction::Exit,
             grace: default_grace(),
         }
     }
 }
 
-/// A generation's reaction to its parent's death.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Reaction {
-    /// Bounded cleanup, then exit within the grace.
-    #[default]
-    Exit,
-    /// Close admission and hand the event to the program's event loop.
-    Notify,
-    /// SIGKILL, nothing to handle.
-    Kill,
-}
+/// A generation's reaction to its parent's death (`exit`, `notify`, `kill`).
+pub use crate::policy::Reaction;
 
 /// `restart = "never" | "on-failure" | "always"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
@@ -486,6 +514,17 @@ impl Config {
             }
         }
         for h in &self.helpers {
+            for (i, g) in h.generations.iter().enumerate() {
+                if let Err(e) = g.to_policy().validate() {
+                    return Err(ConfigError {
+                        file: file.to_path_buf(),
+                        line: line_col(text, h.name.span().start).map(|x| x.0),
+                        column: None,
+                        key: Some(format!("helper {:?} generation[{}]", h.name(), i + 1)),
+                        message: e.to_string(),
+                    });
+                }
+            }
             let b = &h.backoff;
             if b.max < b.initial {
                 return Err(ConfigError {
@@ -741,11 +780,11 @@ command = "/bin/true"
         assert_eq!(a.restart, RestartMode::OnFailure);
         assert_eq!(a.backoff.limit, 3);
         assert_eq!(a.stop_signal.0, libc::SIGINT);
-        assert_eq!(a.generation(1).signal.0, libc::SIGTERM);
+        assert_eq!(a.generation(1).signal(), libc::SIGTERM);
         assert_eq!(a.generation(2).reaction, Reaction::Kill);
         assert_eq!(a.generation(7).reaction, Reaction::Kill);
         assert_eq!(c.helpers[1].generation(1), GenerationPolicy::default());
-        assert_eq!(c.supervisor.orphan_policy.signal.0, libc::SIGHUP);
+        assert_eq!(c.supervisor.orphan_policy.signal(), libc::SIGHUP);
     }
 
     #[test]

@@ -14,6 +14,10 @@
 //! - [`chainload`]: `foster exec`, the gate as a chain-loading command.
 //! - [`logging`]: the tracing subscriber behind `-v` / `-q` / `RUST_LOG`.
 //! - [`reaper`]: the one owner of all waiting: SIGCHLD through signalfd, routed statuses.
+//! - [`adoption`]: expected identities; classification of reparented processes.
+//! - [`event`]: supervision events and the JSON-lines events log.
+//! - [`restart`]: a helper's restart/backoff state machine.
+//! - [`supervisor`], [`contain`]: `foster run` and `--contain`.
 //! - [`config`]: the TOML configuration of `foster run`.
 //! - [`top`]: the live dashboard, `foster top`.
 //! - [`cli`]: the command line and its dispatch.
@@ -32,9 +36,12 @@
 //! not a thread.
 
 pub mod admission;
+pub mod adoption;
 pub mod chainload;
 pub mod cli;
 pub mod config;
+pub mod contain;
+pub mod event;
 pub mod gate;
 pub mod identity;
 pub mod lifeline;
@@ -42,7 +49,9 @@ pub mod logging;
 pub mod policy;
 pub mod procstat;
 pub mod reaper;
+pub mod restart;
 pub mod sanitize;
 pub mod spawner;
+pub mod supervisor;
 pub mod top;
 pub mod tree;

@@ -1,0 +1,709 @@
+//! `foster run`: the supervisor. Config → launches; restarts; orphan policy; shutdown.
+//!
+//! Owns the life of one supervision: it makes foster a subreaper (verified with `PR_GET`),
+//! launches every helper through the [`Spawner`] thread (the gate, arm-then-check), routes the [`Reaper`]'s statuses to
+//! each helper's restart state machine, rescans `/proc` when SIGCHLD says the tree changed
+//! (never on a timer) so that [`Registry`] can classify every adoption, applies the orphan
+//! policy of each adopted process's generation (its signal, its grace, then SIGKILL), and
+//! owns the one idempotent shutdown.
+//!
+//! ## Threads and signals
+//!
+//! [`run`] is called on the main thread before any other thread exists. It blocks SIGCHLD,
+//! SIGTERM and SIGINT there first, so every thread created afterwards (the launcher, the
+//! runtime) has them blocked, and they are consumed only through signalfds. The event loop is a
+//! single-threaded tokio runtime: no timer is armed unless a restart delay or a grace period is
+//! pending, so an idle supervisor does not wake up.
+//!
+//! ## Exit statuses
+//!
+//! See [`EXIT_OK`] and the constants after it; `docs/run.md` has the table.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use tokio::io::unix::AsyncFd;
+use tracing::{info, warn};
+
+use crate::adoption::{self, Registry};
+use crate::config::{Config, GenerationPolicy, Helper};
+use crate::event::{Event, EventLog, Record, SignalReason};
+use crate::identity::Identity;
+use crate::reaper::{self, ExitStatus, Reaper, Routed, signal_name};
+use crate::restart::{Decision, RestartState};
+use crate::spawner::{LaunchSpec, SpawnError, Spawner};
+
+/// Every helper ended successfully, or a requested shutdown ended everything within its grace.
+pub const EXIT_OK: i32 = 0;
+/// foster could not supervise (subreaper refused, launcher or runtime failure).
+pub const EXIT_ERROR: i32 = 1;
+/// The configuration is invalid (nothing was started).
+pub const EXIT_CONFIG: i32 = 2;
+/// No helper is left to supervise and at least one ended in failure or was given up on.
+pub const EXIT_HELPER_FAILED: i32 = 3;
+/// A requested shutdown completed, but something had to be SIGKILLed after its grace.
+pub const EXIT_FORCED: i32 = 4;
+
+/// Options of `foster run` besides the configuration.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Run the tree in a new PID namespace with foster as its init.
+    pub contain: bool,
+    /// Append events as JSON lines here.
+    pub events_log: Option<PathBuf>,
+}
+
+/// Runs a supervision to its end and returns foster's exit status. Call it on the main thread
+/// before any other thread exists (see the module docs).
+pub fn run(config: Config, options: Options) -> io::Result<i32> {
+    reaper::block_signals(&[Signal::SIGTERM, Signal::SIGINT])?;
+    if options.contain {
+        if let Some(code) = crate::contain::enter()? {
+            return Ok(code); // the outer process: the contained tree has ended
+        }
+    }
+    become_subreaper()?;
+    let events = match &options.events_log {
+        Some(p) => Some(EventLog::open(p)?),
+        None => None,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .enable_io()
+        .build()?;
+    let mut sup = Supervisor::new(config, options.contain, events)?;
+    rt.block_on(sup.run())
+}
+
+/// Sets `PR_SET_CHILD_SUBREAPER` and reads it back; either failing is an error.
+pub fn become_subreaper() -> io::Result<()> {
+    // SAFETY: plain prctl calls with valid arguments.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+        return Err(io::Error::other(format!(
+            "cannot become a subreaper (PR_SET_CHILD_SUBREAPER): {}",
+            io::Error::last_os_error()
+        )));
+    }
+    let mut on: libc::c_int = 0;
+    // SAFETY: the kernel writes one int.
+    if unsafe {
+        libc::prctl(
+            libc::PR_GET_CHILD_SUBREAPER,
+            &mut on as *mut libc::c_int,
+            0,
+            0,
+            0,
+        )
+    } != 0
+        || on == 0
+    {
+        return Err(io::Error::other(
+            "PR_GET_CHILD_SUBREAPER does not confirm foster is a subreaper",
+        ));
+    }
+    Ok(())
+}
+
+/// A raw fd for `AsyncFd` (owned elsewhere).
+struct Fd(RawFd);
+impl AsRawFd for Fd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Running,
+    /// Waiting for a restart timer.
+    Backoff,
+    /// Ended for good with this status (or never started: None).
+    Ended(Option<ExitStatus>),
+    GaveUp,
+}
+
+struct HelperState {
+    pid: Option<i32>,
+    identity: Option<Identity>,
+    started: Instant,
+    attempt: u32,
+    restart: RestartState,
+    phase: Phase,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Timer {
+    Restart(usize),
+    /// A helper's stop grace ran out (`usize::MAX`: the grace of adopted processes).
+    StopGrace(usize),
+    OrphanGrace(Identity),
+    Scan,
+}
+
+struct Supervisor {
+    config: Config,
+    contained: bool,
+    me: Identity,
+    reaper: Reaper<usize>,
+    registry: Registry,
+    spawner: Spawner,
+    helpers: Vec<HelperState>,
+    /// Adopted children under an orphan policy: pid → identity.
+    adopted: HashMap<i32, Identity>,
+    timers: BTreeMap<(Instant, u64), Timer>,
+    timer_seq: u64,
+    scan_pending: bool,
+    shutting_down: bool,
+    requested: bool,
+    sweeping: bool,
+    forced: bool,
+    events: Option<EventLog>,
+    term_fd: SignalFd,
+}
+
+impl Supervisor {
+    fn new(config: Config, contained: bool, events: Option<EventLog>) -> io::Result<Supervisor> {
+        let me = Identity::current().map_err(io::Error::other)?;
+        let reaper = Reaper::new()?;
+        let mut set = SigSet::empty();
+        set.add(Signal::SIGTERM);
+        set.add(Signal::SIGINT);
+        let term_fd = SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+            .map_err(io::Error::from)?;
+        let spawner = Spawner::start()?;
+        let helpers = config
+            .helpers
+            .iter()
+            .map(|_| HelperState {
+                pid: None,
+                identity: None,
+                started: Instant::now(),
+                attempt: 0,
+                restart: RestartState::default(),
+                phase: Phase::Ended(None),
+            })
+            .collect();
+        Ok(Supervisor {
+            registry: Registry::new(me),
+            config,
+            contained,
+            me,
+            reaper,
+            spawner,
+            helpers,
+            adopted: HashMap::new(),
+            timers: BTreeMap::new(),
+            timer_seq: 0,
+            scan_pending: false,
+            shutting_down: false,
+            requested: false,
+            sweeping: false,
+            forced: false,
+            events,
+            term_fd,
+        })
+    }
+
+    fn emit(&mut self, event: Event) {
+        let record = Record::now(event);
+        let line = serde_json::to_string(&record.event).unwrap_or_default();
+        if record.event.is_warning() {
+            warn!("{line}");
+        } else {
+            info!("{line}");
+        }
+        if let Some(log) = &mut self.events {
+            if let Err(e) = log.write(&record) {
+                warn!("cannot write the events log: {e}");
+            }
+        }
+    }
+
+    fn at(&mut self, delay: Duration, timer: Timer) {
+        self.timer_seq += 1;
+        self.timers
+            .insert((Instant::now() + delay, self.timer_seq), timer);
+    }
+
+    async fn run(&mut self) -> io::Result<i32> {
+        // SAFETY: both fds are owned by `self` (the reaper's signalfd and `term_fd`), which
+        // outlives these registrations: they are dropped at the end of this function.
+        let chld =
+            unsafe { AsyncFd::register(Fd(self.reaper.raw_fd())) }.map_err(io::Error::from)?;
+        let term =
+            unsafe { AsyncFd::register(Fd(self.term_fd.as_raw_fd())) }.map_err(io::Error::from)?;
+        self.emit(Event::Start {
+            supervisor: self.me,
+            contained: self.contained,
+        });
+        for i in 0..self.helpers.len() {
+            self.launch(i);
+        }
+        // Statuses of helpers that failed at once are already pending; take them in.
+        self.on_sigchld();
+        loop {
+            if let Some(code) = self.finished() {
+                self.emit(Event::Stopped { exit_status: code });
+                return Ok(code);
+            }
+            let next = self.timers.first_key_value().map(|(k, _)| k.0);
+            tokio::select! {
+                g = chld.readable() => {
+                    let mut g = g?;
+                    self.on_sigchld();
+                    g.clear_ready();
+                }
+                g = term.readable() => {
+                    let mut g = g?;
+                    let mut last = None;
+                    while let Ok(Some(si)) = self.term_fd.read_signal() {
+                        last = Some(si.ssi_signo as i32);
+                    }
+                    g.clear_ready();
+                    if let Some(sig) = last {
+                        self.begin_shutdown(Some(sig));
+                    }
+                }
+                _ = sleep_until(next), if next.is_some() => self.fire_timers(),
+            }
+        }
+    }
+
+    /// The exit status once nothing is left to supervise.
+    fn finished(&mut self) -> Option<i32> {
+        let any_active = self
+            .helpers
+            .iter()
+            .any(|h| matches!(h.phase, Phase::Running | Phase::Backoff));
+        if any_active {
+            return None;
+        }
+        if has_children() {
+            if !self.shutting_down {
+                // Every helper is done; what remains is adopted: end it the orderly way.
+                self.begin_shutdown(None);
+            } else if !self.sweeping
+                && !self
+                    .timers
+                    .values()
+                    .any(|t| matches!(t, Timer::StopGrace(_)))
+            {
+                self.sweep();
+            }
+            return None;
+        }
+        Some(if self.requested {
+            if self.forced { EXIT_FORCED } else { EXIT_OK }
+        } else if self
+            .helpers
+            .iter()
+            .all(|h| matches!(h.phase, Phase::Ended(Some(s)) if s.success()))
+        {
+            EXIT_OK
+        } else {
+            EXIT_HELPER_FAILED
+        })
+    }
+
+    fn launch(&mut self, i: usize) {
+        let helper = self.config.helpers[i].clone();
+        let name = helper.name().to_string();
+        let spec = match self.spec(&helper) {
+            Ok(s) => s,
+            Err(e) => {
+                self.emit(Event::LaunchFailed {
+                    helper: name,
+                    error: e,
+                });
+                self.helpers[i].phase = Phase::Ended(None);
+                return;
+            }
+        };
+        let spawner = &self.spawner;
+        let mut failed: Option<String> = None;
+        let result: Result<i32, SpawnError> =
+            match self.reaper.launch(i, || match spawner.launch(spec) {
+                Ok(l) => Ok(l.pid),
+                // A child was created and stopped by the gate or by exec: its status is the
+                // helper's exit (127, 126, the gate's), routed like any other.
+                Err(e) => match e.pid() {
+                    Some(pid) => {
+                        failed = Some(e.to_string());
+                        Ok(pid)
+                    }
+                    None => Err(e),
+                },
+            }) {
+                Ok(pid) => Ok(pid),
+                Err(e) => Err(e),
+            };
+        match result {
+            Ok(pid) => {
+                if let Some(error) = failed {
+                    self.emit(Event::LaunchFailed {
+                        helper: name.clone(),
+                        error,
+                    });
+                }
+                let identity = Identity::of(pid).unwrap_or(Identity { pid, start_time: 0 });
+                let h = &mut self.helpers[i];
+                h.pid = Some(pid);
+                h.identity = Some(identity);
+                h.started = Instant::now();
+                h.attempt += 1;
+                h.phase = Phase::Running;
+                let attempt = h.attempt;
+                self.registry
+                    .expect_launch(identity, &name, helper.subreaper);
+                self.emit(Event::Launch {
+                    helper: name,
+                    identity,
+                    attempt,
+                });
+            }
+            Err(e) => {
+                self.emit(Event::LaunchFailed {
+                    helper: name,
+                    error: e.to_string(),
+                });
+                self.helpers[i].phase = Phase::Ended(None);
+            }
+        }
+    }
+
+    fn spec(&self, h: &Helper) -> Result<LaunchSpec, String> {
+        let mut env: Vec<(OsString, Option<OsString>)> = h
+            .env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), Some(OsString::from(v))))
+            .collect();
+        env.push((
+            adoption::ENV_SUPERVISOR.into(),
+            Some(self.me.to_string().into()),
+        ));
+        env.push((adoption::ENV_HELPER.into(), Some(h.name().into())));
+        let (mut uid, mut gid) = (None, None);
+        if let Some(u) = &h.user {
+            let user = match u.parse::<u32>() {
+                Ok(n) => nix::unistd::User::from_uid(n.into()),
+                Err(_) => nix::unistd::User::from_name(u),
+            }
+            .map_err(|e| format!("user {u:?}: {e}"))?
+            .ok_or_else(|| format!("no user {u:?}"))?;
+            uid = Some(user.uid.as_raw());
+            gid = Some(user.gid.as_raw());
+        }
+        if let Some(g) = &h.group {
+            let group = match g.parse::<u32>() {
+                Ok(n) => nix::unistd::Group::from_gid(n.into()),
+                Err(_) => nix::unistd::Group::from_name(g),
+            }
+            .map_err(|e| format!("group {g:?}: {e}"))?
+            .ok_or_else(|| format!("no group {g:?}"))?;
+            gid = Some(group.gid.as_raw());
+        }
+        let mut spec = LaunchSpec::new(h.command.program(), h.command.args(), h.policy_chain());
+        spec.env = env;
+        spec.cwd = h.cwd.clone();
+        spec.uid = uid;
+        spec.gid = gid;
+        Ok(spec)
+    }
+
+    fn on_sigchld(&mut self) {
+        let mut helper_ended = false;
+        let mut unknown_orphan = false;
+        for routed in self.reaper.reap() {
+            match routed {
+                Routed::Owned { owner, reaped } => {
+                    helper_ended = true;
+                    self.helper_exited(owner, reaped.status);
+                }
+                Routed::Orphan(r) => {
+                    let rec = self.registry.reaped(r.pid);
+                    let identity = self
+                        .adopted
+                        .remove(&r.pid)
+                        .or(rec.as_ref().map(|x| x.identity));
+                    unknown_orphan |= rec.is_none();
+                    self.emit(Event::Exit {
+                        pid: r.pid,
+                        identity,
+                        helper: rec.as_ref().and_then(|x| x.helper.clone()),
+                        generation: rec.as_ref().map(|x| x.generation),
+                        status: r.status,
+                    });
+                }
+            }
+        }
+        if helper_ended {
+            self.rescan();
+        } else if unknown_orphan && !self.scan_pending {
+            // A burst of exits foster never saw: one deferred scan for the whole burst.
+            self.scan_pending = true;
+            self.at(Duration::from_millis(50), Timer::Scan);
+        }
+        if self.sweeping && has_children() {
+            self.sweep();
+        }
+    }
+
+    fn helper_exited(&mut self, i: usize, status: ExitStatus) {
+        let name = self.config.helpers[i].name().to_string();
+        let h = &mut self.helpers[i];
+        let pid = h.pid.take().unwrap_or(0);
+        let identity = h.identity;
+        let ran_for = h.started.elapsed();
+        self.registry.reaped(pid);
+        self.emit(Event::Exit {
+            pid,
+            identity,
+            helper: Some(name.clone()),
+            generation: Some(1),
+            status,
+        });
+        if self.shutting_down {
+            self.helpers[i].phase = Phase::Ended(Some(status));
+            return;
+        }
+        let cfg = &self.config.helpers[i];
+        let decision = self.helpers[i]
+            .restart
+            .on_exit(cfg.restart, &cfg.backoff, status, ran_for);
+        match decision {
+            Decision::Restart { delay, attempt } => {
+                self.helpers[i].phase = Phase::Backoff;
+                self.at(delay, Timer::Restart(i));
+                self.emit(Event::Restart {
+                    helper: name,
+                    attempt,
+                    delay_ms: delay.as_millis() as u64,
+                });
+            }
+            Decision::Done => self.helpers[i].phase = Phase::Ended(Some(status)),
+            Decision::GiveUp { restarts } => {
+                self.helpers[i].phase = Phase::GaveUp;
+                self.emit(Event::GiveUp {
+                    helper: name,
+                    restarts,
+                });
+            }
+        }
+    }
+
+    fn rescan(&mut self) {
+        self.scan_pending = false;
+        let scan = adoption::scan();
+        let adoptions = self.registry.observe(&scan);
+        for a in adoptions {
+            self.emit(Event::Reparented {
+                identity: a.identity,
+                helper: a.helper.clone(),
+                generation: Some(a.generation),
+                from: a.from,
+                to: a.to,
+                expected: Some(a.expected),
+                classification: a.classification,
+            });
+            if a.to == self.me && !self.adopted.contains_key(&a.identity.pid) {
+                let policy = self.policy_for(a.helper.as_deref(), a.generation);
+                self.adopted.insert(a.identity.pid, a.identity);
+                // An adopted process is our child until we reap it: its pid cannot be reused.
+                self.signal(
+                    a.identity,
+                    a.helper.clone(),
+                    policy.signal(),
+                    SignalReason::OrphanPolicy,
+                );
+                self.at(policy.grace.0, Timer::OrphanGrace(a.identity));
+            }
+        }
+    }
+
+    fn policy_for(&self, helper: Option<&str>, generation: u32) -> GenerationPolicy {
+        match helper.and_then(|h| self.config.helper(h)) {
+            Some(h) => h.generation(generation),
+            None => self.config.supervisor.orphan_policy.clone(),
+        }
+    }
+
+    /// Sends `sig` to `target` after checking it is still that process (pidfd, then the start
+    /// time re-read), so that a reused pid is never signalled.
+    fn signal(&mut self, target: Identity, helper: Option<String>, sig: i32, reason: SignalReason) {
+        if send_to_identity(target, sig) {
+            self.emit(Event::Signal {
+                target,
+                helper,
+                signal: signal_name(sig),
+                reason,
+            });
+        }
+    }
+
+    fn fire_timers(&mut self) {
+        let now = Instant::now();
+        while let Some((&key, &timer)) = self.timers.first_key_value() {
+            if key.0 > now {
+                break;
+            }
+            self.timers.remove(&key);
+            match timer {
+                Timer::Restart(i) => {
+                    if !self.shutting_down && self.helpers[i].phase == Phase::Backoff {
+                        self.launch(i);
+                        self.on_sigchld();
+                    }
+                }
+                Timer::OrphanGrace(id) => {
+                    if self.adopted.get(&id.pid) == Some(&id) {
+                        let helper = self.registry.get(&id).and_then(|r| r.helper.clone());
+                        self.forced |= self.shutting_down;
+                        self.signal(id, helper, libc::SIGKILL, SignalReason::GraceExpired);
+                    }
+                }
+                Timer::StopGrace(usize::MAX) => self.sweep(),
+                Timer::StopGrace(i) => {
+                    let name = self.config.helpers[i].name().to_string();
+                    self.rescan();
+                    let mut tree = self.registry.helper_tree(&name);
+                    if let Some(id) = self.helpers[i]
+                        .identity
+                        .filter(|_| self.helpers[i].pid.is_some())
+                    {
+                        if !tree.contains(&id) {
+                            tree.push(id);
+                        }
+                    }
+                    for id in tree {
+                        self.forced = true;
+                        self.signal(
+                            id,
+                            Some(name.clone()),
+                            libc::SIGKILL,
+                            SignalReason::GraceExpired,
+                        );
+                    }
+                    if !self
+                        .timers
+                        .values()
+                        .any(|t| matches!(t, Timer::StopGrace(_)))
+                    {
+                        self.sweep();
+                    }
+                }
+                Timer::Scan => self.rescan(),
+            }
+        }
+    }
+
+    /// Starts the one orderly shutdown; later calls do nothing.
+    fn begin_shutdown(&mut self, signal: Option<i32>) {
+        if self.shutting_down {
+            return;
+        }
+        self.shutting_down = true;
+        self.requested = signal.is_some();
+        self.emit(Event::Shutdown {
+            signal: signal.map(signal_name),
+        });
+        self.timers.retain(|_, t| !matches!(t, Timer::Restart(_)));
+        for h in &mut self.helpers {
+            if h.phase == Phase::Backoff {
+                h.phase = Phase::Ended(None);
+            }
+        }
+        self.rescan();
+        let mut any = false;
+        for i in 0..self.helpers.len() {
+            if let (Some(_), Some(id)) = (self.helpers[i].pid, self.helpers[i].identity) {
+                let cfg = &self.config.helpers[i];
+                let (sig, grace, name) =
+                    (cfg.stop_signal.0, cfg.stop_grace.0, cfg.name().to_string());
+                self.signal(id, Some(name), sig, SignalReason::Stop);
+                self.at(grace, Timer::StopGrace(i));
+                any = true;
+            }
+        }
+        if !any {
+            // Only adopted processes remain: they are under their orphan policy; give them the
+            // longest grace of any generation before the final sweep.
+            let grace = self.adopted_grace();
+            if grace.is_zero() {
+                self.sweep();
+            } else {
+                self.at(grace, Timer::StopGrace(usize::MAX));
+            }
+        }
+    }
+
+    fn adopted_grace(&self) -> Duration {
+        if self.adopted.is_empty() {
+            return Duration::ZERO;
+        }
+        self.config
+            .helpers
+            .iter()
+            .flat_map(|h| h.generations.iter().map(|g| g.grace.0))
+            .chain([
+                self.config.supervisor.orphan_policy.grace.0,
+                crate::config::GenerationPolicy::default().grace.0,
+            ])
+            .max()
+            .unwrap_or_default()
+    }
+
+    /// SIGKILL to every live process of the tree, deepest first; repeated on each SIGCHLD
+    /// until no child is left.
+    fn sweep(&mut self) {
+        self.sweeping = true;
+        self.timers.retain(|_, t| !matches!(t, Timer::StopGrace(_)));
+        self.rescan();
+        for id in self.registry.tree_deepest_first() {
+            let helper = self.registry.get(&id).and_then(|r| r.helper.clone());
+            self.forced = true;
+            self.signal(id, helper, libc::SIGKILL, SignalReason::GraceExpired);
+        }
+    }
+}
+
+/// Sends `sig` to the process `target` only if it still is that process.
+pub fn send_to_identity(target: Identity, sig: i32) -> bool {
+    // SAFETY: pidfd_open with a pid and no flags.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, target.pid, 0) } as i32;
+    if fd < 0 {
+        return false;
+    }
+    let ok = Identity::of(target.pid).is_ok_and(|now| now == target)
+        // SAFETY: a pidfd we own; no siginfo.
+        && unsafe { libc::syscall(libc::SYS_pidfd_send_signal, fd, sig, std::ptr::null::<libc::siginfo_t>(), 0) } == 0;
+    // SAFETY: our fd.
+    unsafe { libc::close(fd) };
+    ok
+}
+
+/// Whether foster has any child left (running or a zombie), without consuming a status.
+pub fn has_children() -> bool {
+    // SAFETY: a WNOWAIT peek fills `info` and consumes nothing.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let r = unsafe {
+        libc::waitid(
+            libc::P_ALL,
+            0,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    r == 0
+}
+
+async fn sleep_until(when: Option<Instant>) {
+    if let Some(w) = when {
+        tokio::time::sleep_until(tokio::time::Instant::from_std(w)).await;
+    }
+}
