@@ -328,7 +328,7 @@ impl Supervisor {
         let spawner = &self.spawner;
         let mut failed: Option<String> = None;
         let result: Result<i32, SpawnError> =
-            match self.reaper.launch(i, || match spawner.launch(spec) {
+            self.reaper.launch(i, || match spawner.launch(spec) {
                 Ok(l) => Ok(l.pid),
                 // A child was created and stopped by the gate or by exec: its status is the
                 // helper's exit (127, 126, the gate's), routed like any other.
@@ -339,10 +339,7 @@ impl Supervisor {
                     }
                     None => Err(e),
                 },
-            }) {
-                Ok(pid) => Ok(pid),
-                Err(e) => Err(e),
-            };
+            });
         match result {
             Ok(pid) => {
                 if let Some(error) = failed {

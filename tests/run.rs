@@ -171,6 +171,14 @@ fn processes_of_helper(name: &str) -> Vec<i32> {
     out
 }
 
+/// Blocks until a helper writes a line into `fifo` (its "ready" barrier).
+fn wait_ready(fifo: &Path) {
+    let f = std::fs::File::open(fifo).unwrap();
+    let mut line = String::new();
+    BufReader::new(f).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+}
+
 fn kill_all(pids: &[i32]) {
     for &p in pids {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), nix::sys::signal::SIGKILL);
@@ -338,13 +346,16 @@ fn nested_supervisors_adopt_at_the_nearest_living_subreaper() {
     let d = Dir::new("nested");
     let tag = format!("nest{}", std::process::id());
     let inner_fifo = d.fifo("inner-events");
+    let ready = d.fifo("ready");
     let inner = d.file(
         "inner.toml",
         &format!(
-            "[[helper]]\nname = \"{tag}-mid\"\ncommand = [\"/bin/sh\", \"-c\", \"sleep 1000 & sleep 1000 & wait\"]\n\
+            "[[helper]]\nname = \"{tag}-mid\"\n\
+             command = [\"/bin/sh\", \"-c\", \"sleep 1000 & sleep 1000 & echo ready > {}; wait\"]\n\
              [[helper]]\nname = \"{tag}-survivor\"\n\
              command = [\"/bin/sh\", \"-c\", \"trap '' HUP; sleep 1000 & wait; wait\"]\n\
-             [[helper.generation]]\nsignal = \"HUP\"\n"
+             [[helper.generation]]\nsignal = \"HUP\"\n",
+            ready.display()
         ),
     );
     let exe = env!("CARGO_BIN_EXE_foster");
@@ -375,6 +386,7 @@ fn nested_supervisors_adopt_at_the_nearest_living_subreaper() {
     let mid = in_ev.wait_for("launch mid", launch_of(&format!("{tag}-mid")));
     in_ev.wait_for("launch survivor", launch_of(&format!("{tag}-survivor")));
 
+    wait_ready(&ready);
     // Generation 2 (mid) dies: its children go to the nested foster, as expected.
     let mid_pid = pid(&mid);
     let sleeps: Vec<i32> = processes_of_helper(&format!("{tag}-mid"))
@@ -437,12 +449,14 @@ fn sigkill_of_foster_ends_gated_helpers_and_contain_ends_everything() {
             continue;
         }
         let name = format!("{tag}-{contain}");
+        let ready = d.fifo(&format!("ready{contain}"));
         let cfg = d.file(
             &format!("c{contain}.toml"),
             &format!(
                 "[[helper]]\nname = \"{name}\"\n\
-                 command = [\"/bin/sh\", \"-c\", \"sleep 1000 & sleep 1000 & wait\"]\n\
-                 [[helper.generation]]\nsignal = \"TERM\"\ngrace = \"2s\"\n"
+                 command = [\"/bin/sh\", \"-c\", \"sleep 1000 & sleep 1000 & echo ready > {}; wait\"]\n\
+                 [[helper.generation]]\nsignal = \"TERM\"\ngrace = \"2s\"\n",
+                ready.display()
             ),
         );
         let fifo = d.fifo(&format!("events{contain}"));
@@ -455,13 +469,9 @@ fn sigkill_of_foster_ends_gated_helpers_and_contain_ends_everything() {
         let mut ev = Events::open(&fifo);
         ev.wait_for("launch", launch_of(&name));
         // Both sleeps exist before the kill.
-        let deadline = Instant::now() + LIMIT;
-        let mut procs = processes_of_helper(&name);
-        while procs.len() < 3 {
-            assert!(Instant::now() < deadline);
-            std::thread::yield_now();
-            procs = processes_of_helper(&name);
-        }
+        wait_ready(&ready);
+        let procs = processes_of_helper(&name);
+        assert_eq!(procs.len(), 3, "the helper and its two children");
         f.kill().unwrap(); // SIGKILL
         let _ = f.wait();
         // The gated helper (sh, pid of the launch event seen from outside when not contained)
