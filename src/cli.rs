@@ -46,6 +46,37 @@ pub enum Command {
     Exec(ExecArgs),
     /// The live dashboard of a process tree: the whole system, a subtree, or a supervisor.
     Top(TopArgs),
+    /// Qualify the parent-death gate on this kernel: run every lifecycle case in a disposable
+    /// process tree and print the lifecycle matrix. Exit status 1 when any case fails.
+    Qualify(QualifyArgs),
+    #[command(name = "__qualify-internal", hide = true)]
+    QualifyInternal(QualifyInternalArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct QualifyArgs {
+    /// Run only this case (repeatable); see --list.
+    #[arg(long = "case", value_name = "NAME")]
+    pub cases: Vec<String>,
+    /// Run every case N times, to expose rare orderings; the summary shows counts.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub repeat: u32,
+    /// Print JSON for machines.
+    #[arg(long, conflicts_with = "markdown")]
+    pub json: bool,
+    /// Print the lifecycle matrix as a Markdown document.
+    #[arg(long)]
+    pub markdown: bool,
+    /// List the cases and what each expects, then exit.
+    #[arg(long)]
+    pub list: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct QualifyInternalArgs {
+    /// `case NAME` (run one case as its case root) or `lifeline-helper`.
+    pub role: String,
+    pub name: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -177,6 +208,8 @@ fn dispatch(command: Command) -> Result<ExitCode, CliError> {
         }
         Command::Run(a) => run(a),
         Command::Exec(a) => Ok(exec(a)),
+        Command::Qualify(a) => qualify(a),
+        Command::QualifyInternal(a) => Ok(qualify_internal(a)),
         Command::Tree(a) => {
             let format = match (a.json, a.dot) {
                 (true, _) => crate::tree::Format::Json,
@@ -247,6 +280,67 @@ fn exec(a: ExecArgs) -> ExitCode {
         Err(e) => {
             eprintln!("foster: exec: {e}");
             ExitCode::from(e.status.clamp(0, 255) as u8)
+        }
+    }
+}
+
+fn qualify(a: QualifyArgs) -> Result<ExitCode, CliError> {
+    use crate::qualify::{self, cases, render};
+    if a.list {
+        for c in cases::CASES {
+            let root = c
+                .needs_root
+                .map(|r| format!(" [root: {r}]"))
+                .unwrap_or_default();
+            println!(
+                "{:28} {}\n{:28} expect: {}{root}",
+                c.name, c.death, "", c.expect
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    for n in &a.cases {
+        if cases::find(n).is_none() {
+            return Err(format!(
+                "unknown case {n:?}; known cases: {}",
+                qualify::case_names().join(", ")
+            )
+            .into());
+        }
+    }
+    let h = qualify::Harness::current()?;
+    let records = qualify::run_cases(&h, &a.cases, a.repeat);
+    let text = if a.json {
+        render::json(&records)
+    } else if a.markdown {
+        render::markdown(&records)
+    } else {
+        render::table(&records)
+    };
+    print!("{text}");
+    if !text.ends_with('\n') {
+        println!();
+    }
+    let (_, failed, _) = render::totals(&records);
+    Ok(if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn qualify_internal(a: QualifyInternalArgs) -> ExitCode {
+    use crate::qualify::cases;
+    match (a.role.as_str(), a.name) {
+        ("case", Some(name)) if cases::find(&name).is_some() => {
+            let rec = cases::run_in_root(&name);
+            println!("{}", serde_json::to_string(&rec).unwrap_or_default());
+            ExitCode::SUCCESS
+        }
+        ("lifeline-helper", None) => ExitCode::from(cases::lifeline_helper().clamp(0, 255) as u8),
+        _ => {
+            eprintln!("foster: __qualify-internal: unknown role");
+            ExitCode::from(2)
         }
     }
 }

@@ -12,6 +12,7 @@
 //! - [`gate`]: the arm-then-check startup gate, in three forms.
 //! - [`spawner`]: the one long-lived thread on which every fork happens.
 //! - [`chainload`]: `foster exec`, the gate as a chain-loading command.
+//! - [`qualify`]: the lifecycle harness behind `foster qualify` and the gate's tests.
 //! - [`logging`]: the tracing subscriber behind `-v` / `-q` / `RUST_LOG`.
 //! - [`reaper`]: the one owner of all waiting: SIGCHLD through signalfd, routed statuses.
 //! - [`adoption`]: expected identities; classification of reparented processes.
@@ -48,6 +49,7 @@ pub mod lifeline;
 pub mod logging;
 pub mod policy;
 pub mod procstat;
+pub mod qualify;
 pub mod reaper;
 pub mod restart;
 pub mod sanitize;

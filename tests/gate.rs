@@ -1,0 +1,243 @@
+//! The startup gate on real processes: every ordering and transition of issue 3, each its own
+//! test, each run through the qualification harness (`foster::qualify`) that `foster qualify`
+//! uses, so the guarantees the lifecycle matrix states are proven on every CI run.
+//!
+//! Each case runs in its own case root (a `foster` process that is a child subreaper), with pipe
+//! barriers holding the helper at the gate's steps; no test sleeps to synchronise. Every test
+//! asserts the observed parent, the prctl result, the path that consumed the notification, and
+//! how the helper and its target ended; and that nothing of the case was left running.
+
+use foster::gate::DeathPath;
+use foster::qualify::{CaseRecord, Harness, Verdict, run_case};
+
+fn run(name: &str) -> Option<CaseRecord> {
+    let r = run_case(&Harness::new(env!("CARGO_BIN_EXE_foster")), name);
+    if r.verdict == Verdict::Skip {
+        println!("skipped {name}: {}", r.reason);
+        return None;
+    }
+    assert_eq!(r.verdict, Verdict::Pass, "{name}: {}\n{r:#?}", r.reason);
+    assert_eq!(r.leftovers, "none", "{name} left processes running");
+    Some(r)
+}
+
+#[test]
+fn supervisor_gone_before_arming_is_caught_by_the_check() {
+    let Some(r) = run("gone-before-arm") else {
+        return;
+    };
+    assert_eq!(r.observed_parent, "harness subreaper");
+    assert_eq!(r.prctl, "PR_SET_PDEATHSIG TERM, read back TERM");
+    assert_eq!(r.path, DeathPath::Check);
+    assert_eq!(r.helper, "exited 120 (parent gone)");
+    assert_eq!(r.target, "never started");
+}
+
+#[test]
+fn supervisor_gone_between_arm_and_check_is_caught() {
+    let Some(r) = run("gone-between-arm-and-check") else {
+        return;
+    };
+    assert_eq!(r.prctl, "PR_SET_PDEATHSIG TERM, read back TERM");
+    assert!(
+        matches!(r.path, DeathPath::Signal | DeathPath::Check),
+        "{r:?}"
+    );
+    assert!(
+        r.helper == "killed by SIGTERM" || r.helper == "exited 120 (parent gone)",
+        "{r:?}"
+    );
+    assert_eq!(r.target, "never started");
+}
+
+#[test]
+fn supervisor_gone_after_the_check_is_caught_by_the_signal() {
+    let Some(r) = run("gone-after-check") else {
+        return;
+    };
+    assert_eq!(r.observed_parent, "supervisor");
+    assert_eq!(r.path, DeathPath::Signal);
+    assert_eq!(r.helper, "killed by SIGTERM");
+    assert_eq!(r.target, "never started");
+}
+
+#[test]
+fn no_death_serves_normally() {
+    let Some(r) = run("normal") else { return };
+    assert_eq!(r.observed_parent, "supervisor");
+    assert_eq!(r.prctl, "PR_SET_PDEATHSIG TERM, read back TERM");
+    assert_eq!(r.path, DeathPath::None);
+    assert_eq!(r.helper, "exited 0, reaped by the supervisor");
+    assert_eq!(r.target, "started");
+}
+
+#[test]
+fn later_loss_while_serving_reaches_the_target() {
+    let Some(r) = run("later-loss") else { return };
+    assert_eq!(r.observed_parent, "supervisor");
+    assert_eq!(r.path, DeathPath::Signal);
+    assert_eq!(r.helper, "killed by SIGTERM");
+    assert_eq!(r.target, "started");
+}
+
+#[test]
+fn signal_blocked_in_the_launcher_is_unblocked() {
+    let Some(r) = run("signal-blocked") else {
+        return;
+    };
+    assert_eq!(r.prctl, "PR_SET_PDEATHSIG TERM, read back TERM");
+    assert_eq!(r.path, DeathPath::Signal);
+    assert_eq!(r.helper, "killed by SIGTERM");
+}
+
+#[test]
+fn signal_ignored_in_the_launcher_is_reset() {
+    let Some(r) = run("signal-ignored") else {
+        return;
+    };
+    assert_eq!(r.path, DeathPath::Signal);
+    assert_eq!(r.helper, "killed by SIGTERM");
+    assert_eq!(r.target, "started");
+}
+
+#[test]
+fn exec_of_a_missing_program_fails_visibly() {
+    let Some(r) = run("exec-failure") else { return };
+    assert_eq!(r.observed_parent, "supervisor");
+    assert_eq!(r.path, DeathPath::None);
+    assert_eq!(
+        r.helper,
+        "exited 127 (exec: not found), reaped by the supervisor"
+    );
+    assert_eq!(r.target, "never started");
+}
+
+#[test]
+fn prctl_failure_never_leaves_an_unsupervised_helper() {
+    let Some(r) = run("prctl-failure") else {
+        return;
+    };
+    assert_eq!(r.prctl, "EINVAL for signal 65");
+    assert_eq!(r.observed_parent, "not checked (stopped before)");
+    assert_eq!(
+        r.helper,
+        "exited 121 (prctl failed), reaped by the supervisor"
+    );
+    assert_eq!(r.target, "never started");
+}
+
+#[test]
+fn raw_child_of_an_exiting_worker_thread_is_signalled() {
+    let Some(r) = run("thread-exit-raw") else {
+        return;
+    };
+    assert_eq!(r.observed_parent, "supervisor");
+    assert_eq!(r.path, DeathPath::Signal);
+    assert_eq!(r.helper, "killed by SIGTERM while the supervisor lived");
+}
+
+#[test]
+fn spawner_helper_survives_the_requesting_threads_exit() {
+    let Some(r) = run("thread-exit-spawner") else {
+        return;
+    };
+    assert_eq!(r.observed_parent, "supervisor");
+    assert_eq!(r.path, DeathPath::Signal);
+    assert_eq!(
+        r.helper,
+        "alive after the worker's exit; killed by SIGTERM with the supervisor"
+    );
+    assert_eq!(r.target, "started");
+}
+
+#[test]
+fn credential_drop_before_arming_keeps_the_setting() {
+    let Some(r) = run("cred-drop-before-arm") else {
+        return;
+    };
+    assert_eq!(
+        r.prctl,
+        "after setresuid(65534): PR_SET_PDEATHSIG TERM, read back TERM"
+    );
+    assert_eq!(r.path, DeathPath::Signal);
+    assert_eq!(r.helper, "killed by SIGTERM");
+}
+
+#[test]
+fn credential_drop_after_arming_clears_it_and_foster_exec_rearms() {
+    let Some(r) = run("cred-drop-after-arm") else {
+        return;
+    };
+    assert!(
+        r.prctl
+            .starts_with("raw: armed TERM, read 0 after setresuid (cleared)"),
+        "{r:?}"
+    );
+    assert_eq!(r.path, DeathPath::Signal);
+    assert_eq!(r.helper, "killed by SIGTERM");
+}
+
+#[test]
+fn set_user_id_target_is_refused() {
+    let Some(r) = run("setuid-target") else {
+        return;
+    };
+    assert_eq!(r.prctl, "not reached");
+    assert_eq!(
+        r.helper,
+        "not created by the Spawner; foster exec exited 123 (target refused)"
+    );
+    assert!(r.target.starts_with("never started"));
+}
+
+#[test]
+fn grandchild_through_foster_exec_gets_the_next_generation_policy() {
+    let Some(r) = run("grandchild-next-generation") else {
+        return;
+    };
+    assert_eq!(r.prctl, "helper TERM; grandchild HUP (next generation)");
+    assert_eq!(r.path, DeathPath::Signal);
+    assert_eq!(r.helper, "grandchild killed by SIGHUP");
+}
+
+#[test]
+fn orphan_is_adopted_by_the_nearest_living_subreaper() {
+    let Some(r) = run("nested-subreaper") else {
+        return;
+    };
+    assert_eq!(r.expected_parent, "launcher C");
+    assert_eq!(
+        r.observed_parent,
+        "launcher C at its check; after C died: subreaper B; after B died: subreaper A"
+    );
+    assert_eq!(r.path, DeathPath::Signal);
+}
+
+#[test]
+fn stale_or_reused_foster_parent_is_refused() {
+    let Some(r) = run("stale-parent") else { return };
+    assert_eq!(r.path, DeathPath::Check);
+    assert_eq!(r.helper, "foster exec exited 120 and 120");
+    assert_eq!(r.target, "never started");
+}
+
+#[test]
+fn lifeline_catches_a_loss_the_signal_did_not_report() {
+    let Some(r) = run("lifeline-only") else {
+        return;
+    };
+    assert_eq!(r.observed_parent, "supervisor");
+    assert_eq!(r.path, DeathPath::Lifeline);
+    assert_eq!(r.helper, "exited 124 (lifeline lost)");
+}
+
+#[test]
+fn unknown_case_is_a_clear_failure() {
+    let r = run_case(&Harness::new(env!("CARGO_BIN_EXE_foster")), "no-such-case");
+    assert_eq!(r.verdict, Verdict::Fail);
+    assert!(
+        r.reason.contains("unknown case \"no-such-case\""),
+        "{}",
+        r.reason
+    );
+}
