@@ -2,7 +2,7 @@
 # Tree scan benchmark (issue 2): the whole-process time of `foster tree -a --root 1` over about
 # N extra processes, against pstree, ps and a raw read of every stat file, in one hyperfine run.
 # Starts N sleeps under one parent shell and stops them by pid afterwards.
-# Usage: benches/tree.sh [N]   (default 1000; extra hyperfine options in HYPERFINE_OPTS)
+# Usage: benches/tree.sh [N]   (default 1000; RUNS=30 runs at least; more hyperfine options in HYPERFINE_OPTS)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-1000}
@@ -55,12 +55,17 @@ read -r _ < "$work/ready"
 echo "started $N sleeps under pid $parent; $(ls -d /proc/[0-9]* 2>/dev/null | wc -l) processes in all" >&2
 
 # shellcheck disable=SC2086
-hyperfine -N -i --warmup 5 --min-runs 30 ${HYPERFINE_OPTS:-} \
-    --export-markdown "$work/result.md" \
+hyperfine -N -i --warmup 5 --min-runs "${RUNS:-30}" ${HYPERFINE_OPTS:-} \
+    --export-markdown "$work/result.md" --export-json "$work/result.json" \
     "$foster tree -a --root 1" \
     "pstree -p -a" \
     "ps -e -o pid,ppid,stat,lstart,args" \
     "sh -c 'cat /proc/[0-9]*/stat >/dev/null'" >&2
 cat "$work/result.md"
+if command -v jq >/dev/null; then
+    echo
+    echo "medians (ms):"
+    jq -r '.results[] | "\(.median * 1000 | . * 10 | round / 10)\t\(.command)"' "$work/result.json"
+fi
 echo
 target/release/examples/bench_tree_scan 50

@@ -64,6 +64,10 @@ fn main() {
         ms(median(cold))
     );
     println!(
+        "the same on one thread:                      {:.2} ms",
+        ms(median(single))
+    );
+    println!(
         "repeated scan, stat + cached cmdline:        {:.2} ms",
         ms(median(warm))
     );

@@ -72,6 +72,7 @@ pub fn run(req: &TreeRequest, out: &mut dyn Write) -> Result<(), RunError> {
     };
     let mut scanner = Scanner::new(opts)?;
     let snapshot = scanner.scan()?;
+    tracing::debug!(stats = ?snapshot.stats, "scanned /proc");
     let view = match req.root {
         Some(pid) => snapshot
             .subtree(pid)
