@@ -218,6 +218,12 @@ impl Snapshot {
         self.graph.node_weights()
     }
 
+    /// Every process, mutably, for filling in what a scan left out. The identity, pid and
+    /// parent fields are the snapshot's keys: changing them breaks its maps.
+    pub(crate) fn nodes_mut(&mut self) -> impl Iterator<Item = &mut ProcessNode> {
+        self.graph.node_weights_mut()
+    }
+
     /// The roots (parent pid 0 or parent not in the snapshot), by pid.
     pub fn roots(&self) -> impl Iterator<Item = &ProcessNode> {
         self.roots.iter().map(|&ix| &self.graph[ix])

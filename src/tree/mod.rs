@@ -63,20 +63,28 @@ impl From<TreeError> for RunError {
 }
 
 /// Runs `foster tree`: one scan, the subtree if asked, rendered to `out`. Command lines are read
-/// only when they are shown (`-a`, `--json`). A reader that closes the pipe early (`| head`) is
-/// not an error.
+/// only when they are shown (`-a`, `--json`), and with `--root` only for the subtree. A reader
+/// that closes the pipe early (`| head`) is not an error.
 pub fn run(req: &TreeRequest, out: &mut dyn Write) -> Result<(), RunError> {
+    let want_cmdline = req.arguments || req.format == Format::Json;
+    // With --root, command lines are read after the subtree is known, only for it.
     let opts = ScanOptions {
-        cmdline: req.arguments || req.format == Format::Json,
+        cmdline: want_cmdline && req.root.is_none(),
         ..ScanOptions::default()
     };
     let mut scanner = Scanner::new(opts)?;
     let snapshot = scanner.scan()?;
     tracing::debug!(stats = ?snapshot.stats, "scanned /proc");
     let view = match req.root {
-        Some(pid) => snapshot
-            .subtree(pid)
-            .map_err(|_| RunError::NoSuchRoot(pid))?,
+        Some(pid) => {
+            let mut sub = snapshot
+                .subtree(pid)
+                .map_err(|_| RunError::NoSuchRoot(pid))?;
+            if want_cmdline {
+                scanner.read_cmdlines(&mut sub);
+            }
+            sub
+        }
         None => snapshot,
     };
     let text = render::render(&view, req.format, req.arguments);

@@ -401,6 +401,58 @@ impl Scanner {
     }
 }
 
+impl Scanner {
+    /// Reads the command line of every process of `snap` that has none yet (kernel threads
+    /// excepted), without the cache: for one-shot use after a scan without command lines, such
+    /// as `foster tree -a --root PID`, which needs them only for the subtree it shows.
+    pub fn read_cmdlines(&mut self, snap: &mut Snapshot) {
+        let dir = self.proc_fd.as_raw_fd();
+        let mut nodes: Vec<&mut ProcessNode> = snap
+            .nodes_mut()
+            .filter(|n| !n.kernel_thread && n.cmdline.is_empty())
+            .collect();
+        let threads = if nodes.len() >= PARALLEL_MIN {
+            self.opts.threads.max(1)
+        } else {
+            1
+        };
+        while self.bufs.len() < threads {
+            self.bufs.push(Vec::with_capacity(4096));
+        }
+        let per = nodes.len().div_ceil(threads).max(1);
+        let read_chunk = |chunk: &mut [&mut ProcessNode], buf: &mut Vec<u8>| {
+            let mut path = [0u8; 40];
+            let mut unreadable = 0;
+            for n in chunk.iter_mut() {
+                let len = pid_path(&mut path, n.pid, b"cmdline");
+                match read_at(dir, &path[..len], buf, false) {
+                    Ok(_) => n.cmdline = split_cmdline(buf).into(),
+                    Err(_) => unreadable += 1,
+                }
+            }
+            unreadable
+        };
+        let reads = nodes.len();
+        let unreadable: usize = if threads == 1 {
+            read_chunk(&mut nodes, &mut self.bufs[0])
+        } else {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = nodes
+                    .chunks_mut(per)
+                    .zip(self.bufs.iter_mut())
+                    .map(|(chunk, buf)| scope.spawn(move || read_chunk(chunk, buf)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("cmdline thread"))
+                    .sum()
+            })
+        };
+        snap.stats.cmdline_reads += reads;
+        snap.stats.cmdline_unreadable += unreadable;
+    }
+}
+
 /// Below this many pids a scan stays on the calling thread: starting threads would cost more.
 pub const PARALLEL_MIN: usize = 256;
 
@@ -657,6 +709,32 @@ mod tests {
         }
         assert_eq!(results[0], results[1]);
         assert_eq!(results[0], results[2]);
+    }
+
+    #[test]
+    fn command_lines_read_after_the_scan() {
+        let me = std::process::id() as i32;
+        let argv0 = std::env::args_os().next().unwrap();
+        for threads in [1, 2] {
+            let opts = ScanOptions {
+                cmdline: false,
+                threads,
+                ..ScanOptions::default()
+            };
+            let mut s = Scanner::new(opts).unwrap();
+            let mine = s.scan_pids(&[me]).by_pid(me).unwrap().clone();
+            assert!(mine.cmdline.is_empty());
+            // Enough nodes for the parallel path: this process and many that cannot exist.
+            let mut nodes = vec![mine];
+            nodes.extend(
+                (0..PARALLEL_MIN as i32).map(|k| ProcessNode::new(i32::MAX - k, 0, 1, b"x")),
+            );
+            let mut snap = Snapshot::from_nodes(nodes);
+            s.read_cmdlines(&mut snap);
+            assert_eq!(snap.by_pid(me).unwrap().cmdline[0], argv0.as_bytes());
+            assert_eq!(snap.stats.cmdline_reads, PARALLEL_MIN + 1);
+            assert_eq!(snap.stats.cmdline_unreadable, PARALLEL_MIN);
+        }
     }
 
     #[test]
