@@ -188,13 +188,15 @@ fn no_raw_control(what: &str, out: &[u8]) {
     );
 }
 
-fn sleep_path() -> CString {
-    for p in ["/usr/bin/sleep", "/bin/sleep"] {
+/// `cat`, the exec target: it reads a barrier pipe as its standard input and ends on its own
+/// when the pipe closes (no reliance on signals another process might also send to `sleep`).
+fn cat_path() -> CString {
+    for p in ["/usr/bin/cat", "/bin/cat"] {
         if std::path::Path::new(p).exists() {
             return CString::new(p).unwrap();
         }
     }
-    panic!("no sleep binary");
+    panic!("no cat binary");
 }
 
 const NAME_A: &[u8] = b") (x) y";
@@ -220,7 +222,7 @@ fn json_of_a_hostile_tree_matches_what_was_built() {
     std::fs::create_dir_all(&dir).unwrap();
     let link = dir.join(OsStr::from_bytes(LINK));
     let _ = std::fs::remove_file(&link);
-    std::os::unix::fs::symlink(OsStr::from_bytes(sleep_path().as_bytes()), &link).unwrap();
+    std::os::unix::fs::symlink(OsStr::from_bytes(cat_path().as_bytes()), &link).unwrap();
 
     // Everything the children need, computed before fork.
     let name_a = CString::new(NAME_A).unwrap();
@@ -229,8 +231,7 @@ fn json_of_a_hostile_tree_matches_what_was_built() {
     let name_e = CString::new(NAME_E).unwrap();
     let link_c = CString::new(link.as_os_str().as_bytes()).unwrap();
     let argv0 = CString::new(ARGV0).unwrap();
-    let arg1 = CString::new("1000").unwrap();
-    let argv = [argv0.as_ptr(), arg1.as_ptr(), std::ptr::null()];
+    let argv = [argv0.as_ptr(), std::ptr::null()];
     let (ready_r, ready_w) = pipe();
     let (release_r, release_w) = pipe();
 
@@ -260,8 +261,12 @@ fn json_of_a_hostile_tree_matches_what_was_built() {
         let c = fork();
         if c == 0 {
             // The exec closes C's copy of `ready_w` (close-on-exec): the barrier covers the exec.
-            // SAFETY: precomputed path and argv.
-            unsafe { libc::execv(link_c.as_ptr(), argv.as_ptr()) };
+            // `cat` reads the release pipe and ends when it closes.
+            // SAFETY: precomputed path and argv; dup2 and execv are async-signal-safe.
+            unsafe {
+                libc::dup2(release_r, 0);
+                libc::execv(link_c.as_ptr(), argv.as_ptr());
+            }
             child_exit(127);
         }
         let e = fork();
@@ -338,7 +343,7 @@ fn json_of_a_hostile_tree_matches_what_was_built() {
     let rc = by_comm(kids, comm_c);
     assert_eq!(rc["comm_escaped"], escape(comm_c));
     assert_eq!(rc["cmdline"][0], String::from_utf8_lossy(ARGV0).as_ref());
-    assert_eq!(rc["cmdline"][1], "1000");
+    assert_eq!(rc["cmdline"].as_array().unwrap().len(), 1);
     assert_eq!(rc["cmdline_escaped"][0], escape(ARGV0));
     for n in [ra, rb, rd, re, rc] {
         assert!(n["children"].is_array());
@@ -395,7 +400,7 @@ fn json_of_a_hostile_tree_matches_what_was_built() {
         "{text}"
     );
 
-    // Tear down: release the barrier; A kills C and reaps B (which reaps D), C and E.
+    // Tear down: release the barrier; C (cat) and E end on it, A reaps B (which reaps D), C and E.
     close(release_w);
     let status = group.reap(20);
     assert!(
@@ -484,10 +489,9 @@ fn diff_of_real_processes_sees_every_change() {
     .iter()
     .map(|n| CString::new(*n).unwrap())
     .collect();
-    let sleep = sleep_path();
-    let sleep_arg0 = CString::new("sleep").unwrap();
-    let sleep_arg1 = CString::new("1000").unwrap();
-    let sleep_argv = [sleep_arg0.as_ptr(), sleep_arg1.as_ptr(), std::ptr::null()];
+    let cat = cat_path();
+    let cat_arg0 = CString::new("cat").unwrap();
+    let cat_argv = [cat_arg0.as_ptr(), std::ptr::null()];
     let (ready_r, ready_w) = pipe();
     let (go_r, go_w) = pipe();
     let (done_r, done_w) = pipe();
@@ -546,8 +550,12 @@ fn diff_of_real_processes_sees_every_change() {
             child_write(ready_w);
             close(ready_w);
             child_wait(xgo_r);
-            // SAFETY: precomputed path and argv.
-            unsafe { libc::execv(sleep.as_ptr(), sleep_argv.as_ptr()) };
+            // `cat` reads the hold pipe and ends when it closes.
+            // SAFETY: precomputed path and argv; dup2 and execv are async-signal-safe.
+            unsafe {
+                libc::dup2(hold_r, 0);
+                libc::execv(cat.as_ptr(), cat_argv.as_ptr());
+            }
             child_exit(127);
         }
         close(xdone_w);
@@ -669,8 +677,8 @@ fn diff_of_real_processes_sees_every_change() {
         } => {
             assert_eq!(*identity, exec);
             assert_eq!(old_comm, b"fx-exec");
-            assert_eq!(new_comm, b"sleep");
-            assert_eq!(new_cmdline, &vec![b"sleep".to_vec(), b"1000".to_vec()]);
+            assert_eq!(new_comm, b"cat");
+            assert_eq!(new_cmdline, &vec![b"cat".to_vec()]);
         }
         _ => unreachable!(),
     }
