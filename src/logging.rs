@@ -2,7 +2,10 @@
 //!
 //! Owns the tracing subscriber. `RUST_LOG` wins when set; otherwise `-v` / `-q` move the level
 //! from the default `warn` (so `-v` is info, `-vv` debug, `-vvv` trace, `-q` errors only).
-//! Lines go to standard error, so standard output stays the command's own.
+//! Lines go to standard error, so standard output stays the command's own; colours only when
+//! standard error is a terminal, so a log file or a pipe gets plain text.
+
+use std::io::IsTerminal;
 
 use tracing_subscriber::EnvFilter;
 
@@ -25,6 +28,7 @@ pub fn init(verbosity: i8) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .try_init();
 }
