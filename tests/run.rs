@@ -179,6 +179,13 @@ fn wait_ready(fifo: &Path) {
     assert_eq!(line.trim(), "ready");
 }
 
+fn ppid_of(p: i32) -> i32 {
+    let s = std::fs::read(format!("/proc/{p}/stat")).unwrap_or_default();
+    foster::procstat::StatFields::parse(&s)
+        .map(|f| f.ppid)
+        .unwrap_or(0)
+}
+
 fn kill_all(pids: &[i32]) {
     for &p in pids {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), nix::sys::signal::SIGKILL);
@@ -291,14 +298,16 @@ fn restart_backoff_and_limit() {
 fn sigterm_ends_the_whole_tree_with_documented_status() {
     let d = Dir::new("term");
     let tag = format!("term{}", std::process::id());
+    let ready = d.fifo("ready");
     let cfg = d.file(
         "c.toml",
         &format!(
             "[[helper]]\nname = \"{tag}-polite\"\ncommand = [\"/bin/sh\", \"-c\", \"sleep 1000 & sleep 1000 & wait\"]\n\
              stop_grace = \"5s\"\n\
              [[helper]]\nname = \"{tag}-stubborn\"\n\
-             command = [\"/bin/sh\", \"-c\", \"trap '' TERM; sleep 1000 & wait; wait\"]\n\
-             stop_grace = \"300ms\"\n"
+             command = [\"/bin/sh\", \"-c\", \"trap '' TERM; sleep 1000 & echo ready > {}; wait; wait\"]\n\
+             stop_grace = \"300ms\"\n",
+            ready.display()
         ),
     );
     let fifo = d.fifo("events");
@@ -311,6 +320,7 @@ fn sigterm_ends_the_whole_tree_with_documented_status() {
     let mut ev = Events::open(&fifo);
     ev.wait_for("launch polite", launch_of(&format!("{tag}-polite")));
     ev.wait_for("launch stubborn", launch_of(&format!("{tag}-stubborn")));
+    wait_ready(&ready); // the stubborn helper ignores TERM from here on
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(f.id() as i32),
         nix::sys::signal::SIGTERM,
@@ -347,15 +357,17 @@ fn nested_supervisors_adopt_at_the_nearest_living_subreaper() {
     let tag = format!("nest{}", std::process::id());
     let inner_fifo = d.fifo("inner-events");
     let ready = d.fifo("ready");
+    let ready2 = d.fifo("ready2");
     let inner = d.file(
         "inner.toml",
         &format!(
             "[[helper]]\nname = \"{tag}-mid\"\n\
              command = [\"/bin/sh\", \"-c\", \"sleep 1000 & sleep 1000 & echo ready > {}; wait\"]\n\
              [[helper]]\nname = \"{tag}-survivor\"\n\
-             command = [\"/bin/sh\", \"-c\", \"trap '' HUP; sleep 1000 & wait; wait\"]\n\
+             command = [\"/bin/sh\", \"-c\", \"trap '' HUP; sleep 1000 & echo ready > {}; wait; wait\"]\n\
              [[helper.generation]]\nsignal = \"HUP\"\n",
-            ready.display()
+            ready.display(),
+            ready2.display()
         ),
     );
     let exe = env!("CARGO_BIN_EXE_foster");
@@ -411,6 +423,7 @@ fn nested_supervisors_adopt_at_the_nearest_living_subreaper() {
 
     // The nested foster dies: its surviving helper goes one level up, to the top foster.
     let survivor = in_ev.wait_for("survivor", launch_of(&format!("{tag}-survivor")));
+    wait_ready(&ready2); // the survivor ignores HUP from here on
     kill_all(&[pid(&nested)]);
     let v = top_ev.wait_for("survivor reparented to top", |v| {
         kind(v) == "reparented" && v["identity"] == survivor["identity"]
@@ -467,11 +480,21 @@ fn sigkill_of_foster_ends_gated_helpers_and_contain_ends_everything() {
         args.push(cfg.to_str().unwrap());
         let mut f = foster(&args);
         let mut ev = Events::open(&fifo);
-        ev.wait_for("launch", launch_of(&name));
+        let launched = ev.wait_for("launch", launch_of(&name));
         // Both sleeps exist before the kill.
         wait_ready(&ready);
         let procs = processes_of_helper(&name);
         assert_eq!(procs.len(), 3, "the helper and its two children");
+        // The helper's pid as seen from here: the launch event's, unless foster is contained
+        // (then the event holds the pid inside the namespace): the one whose parent is foster.
+        let sh = if contain {
+            *procs
+                .iter()
+                .find(|&&p| !procs.contains(&ppid_of(p)))
+                .expect("the helper among the processes")
+        } else {
+            pid(&launched)
+        };
         f.kill().unwrap(); // SIGKILL
         let _ = f.wait();
         // The gated helper (sh, pid of the launch event seen from outside when not contained)
@@ -480,7 +503,6 @@ fn sigkill_of_foster_ends_gated_helpers_and_contain_ends_everything() {
             .iter()
             .map(|&p| (p, wait_gone(p, Duration::from_millis(2500))))
             .collect();
-        let sh = *procs.iter().min().unwrap(); // the helper was forked before its sleeps
         assert!(
             ended[&sh],
             "the gated helper outlived foster's SIGKILL (contain={contain})"
