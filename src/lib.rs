@@ -20,6 +20,7 @@
 //! - [`restart`]: a helper's restart/backoff state machine.
 //! - [`supervisor`], [`contain`]: `foster run` and `--contain`.
 //! - [`config`]: the TOML configuration of `foster run`.
+//! - [`control`]: the control socket: protocol, server, `foster ctl` client.
 //! - [`top`]: the live dashboard, `foster top`.
 //! - [`cli`]: the command line and its dispatch.
 //!
@@ -42,6 +43,7 @@ pub mod chainload;
 pub mod cli;
 pub mod config;
 pub mod contain;
+pub mod control;
 pub mod event;
 pub mod gate;
 pub mod identity;

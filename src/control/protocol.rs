@@ -1,0 +1,726 @@
+//! The control protocol: the JSON-lines requests and replies of a supervisor's control socket.
+//!
+//! Owns the wire types and nothing else: [`Request`] (what a client asks, one JSON object a
+//! line), [`Reply`] (what the supervisor answers, one JSON object a line, always with the
+//! protocol [`VERSION`]), the [`Status`] snapshot of the supervised tree, the streamed
+//! [`EventRecord`]s, and [`ErrorKind`]. Parsing a request line ([`parse_request`]) turns every
+//! problem into a [`ProtocolError`] that names it, so the server can answer it and go on.
+//! `docs/control.md` is the reference, with examples.
+//!
+//! Process names and arguments are bytes: they travel as [`Bytes`], a JSON string when they are
+//! valid UTF-8 (JSON escapes control characters, so the wire stays printable) and an array of
+//! byte values when they are not. A client escapes them ([`crate::sanitize::escape`]) before
+//! showing them to a person.
+
+use std::fmt;
+
+use serde::de::{self, Deserializer};
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::adoption::Classification;
+use crate::event::Event;
+use crate::identity::Identity;
+use crate::reaper::ExitStatus;
+
+/// The protocol version every reply carries. A request may carry `"version"`; any other value
+/// than this one is refused with [`ErrorKind::Version`].
+pub const VERSION: u32 = 1;
+
+/// The longest request line the server reads, newline excluded. A longer line is discarded up
+/// to its newline and answered with [`ErrorKind::Oversized`].
+pub const MAX_REQUEST: usize = 64 * 1024;
+
+/// How many events the supervisor keeps for clients that connect late.
+pub const BACKLOG: usize = 256;
+
+/// One request: `{"request": "status"}`, `{"request": "signal", "target": "web", "signal":
+/// "TERM"}`...
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "request", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    /// A [`Status`] snapshot of the supervised tree.
+    Status,
+    /// The event stream: first `backlog` recent events (default and at most [`BACKLOG`]),
+    /// then, when `follow` (the default), every new event as it happens.
+    Events {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        backlog: Option<usize>,
+        #[serde(default = "yes", skip_serializing_if = "is_true")]
+        follow: bool,
+    },
+    /// Send `signal` to `target`, a helper or a process inside the supervised tree.
+    Signal { target: Target, signal: SignalArg },
+    /// Restart a helper now: a running one is stopped (its stop signal, its grace, then
+    /// SIGKILL) and launched again; one waiting for its backoff, ended or given up on is
+    /// launched at once. Its backoff count starts over.
+    Restart { helper: String },
+    /// Stop the supervisor: the same idempotent shutdown as SIGTERM.
+    Stop,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+/// What `signal` is sent to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A helper, by name: its current process.
+    Helper(String),
+    /// A pid: the process that has it now, which must be inside the supervised tree.
+    Pid(i32),
+    /// An exact process, `PID:STARTTIME`: refused if that pid now belongs to another process.
+    Identity(Identity),
+}
+
+impl Target {
+    /// Reads a target given as text: `PID:STARTTIME`, a pid (digits), or a helper name.
+    /// (A helper whose name is all digits is named with `{"helper": "123"}` on the wire.)
+    pub fn parse(text: &str) -> Target {
+        if let Ok(id) = text.parse::<Identity>() {
+            Target::Identity(id)
+        } else if let Some(pid) = text.parse::<i32>().ok().filter(|&p| p > 0) {
+            Target::Pid(pid)
+        } else {
+            Target::Helper(text.to_string())
+        }
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Helper(h) => write!(f, "helper {h:?}"),
+            Target::Pid(p) => write!(f, "pid {p}"),
+            Target::Identity(id) => write!(f, "process {id}"),
+        }
+    }
+}
+
+impl Serialize for Target {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Target::Pid(p) => s.serialize_i32(*p),
+            Target::Identity(id) => s.serialize_str(&id.to_string()),
+            Target::Helper(h) if matches!(Target::parse(h), Target::Helper(_)) => {
+                s.serialize_str(h)
+            }
+            Target::Helper(h) => {
+                use serde::ser::SerializeMap;
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("helper", h)?;
+                m.end()
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Target {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Form {
+            Pid(i64),
+            Text(String),
+            Helper { helper: String },
+        }
+        let bad =
+            "expected a pid (number), \"PID:STARTTIME\", a helper name, or {\"helper\": NAME}";
+        match Form::deserialize(d).map_err(|_| de::Error::custom(bad))? {
+            Form::Pid(p) => i32::try_from(p)
+                .ok()
+                .filter(|&p| p > 0)
+                .map(Target::Pid)
+                .ok_or_else(|| de::Error::custom(format!("pid {p} out of range: {bad}"))),
+            Form::Text(t) if t.is_empty() => Err(de::Error::custom(format!("empty target: {bad}"))),
+            Form::Text(t) => Ok(Target::parse(&t)),
+            Form::Helper { helper } => Ok(Target::Helper(helper)),
+        }
+    }
+}
+
+/// A signal as a request names it: a name (`"TERM"`, `"SIGTERM"`, `"RTMIN+3"`) or a number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SignalArg(pub i32);
+
+impl Serialize for SignalArg {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&crate::reaper::signal_name(self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for SignalArg {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        crate::config::SignalName::deserialize(d).map(|s| SignalArg(s.0))
+    }
+}
+
+/// One reply line: the protocol version and one body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reply {
+    pub version: u32,
+    #[serde(flatten)]
+    pub body: ReplyBody,
+}
+
+impl Reply {
+    /// A reply of this protocol version.
+    pub fn new(body: ReplyBody) -> Reply {
+        Reply {
+            version: VERSION,
+            body,
+        }
+    }
+
+    /// An error reply.
+    pub fn error(kind: ErrorKind, message: impl Into<String>) -> Reply {
+        Reply::new(ReplyBody::Error(ErrorBody {
+            kind,
+            message: message.into(),
+        }))
+    }
+
+    /// The reply as one line, newline included.
+    pub fn to_line(&self) -> Vec<u8> {
+        let mut v = serde_json::to_vec(self).unwrap_or_else(|e| {
+            format!(
+                "{{\"version\":{VERSION},\"error\":{{\"kind\":\"internal\",\"message\":\"cannot encode the reply: {e}\"}}}}"
+            )
+            .into_bytes()
+        });
+        v.push(b'\n');
+        v
+    }
+}
+
+/// What a reply says; the JSON key names the kind (`{"version": 1, "status": {...}}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplyBody {
+    /// The answer to `status`.
+    Status(Box<Status>),
+    /// The answer to `events`: `backlog` event lines follow at once, then (when `follow`)
+    /// new ones as they happen.
+    Events { backlog: usize, follow: bool },
+    /// One event of the stream.
+    Event(EventRecord),
+    /// The stream skipped `dropped` events because this client did not read fast enough; the
+    /// next event line continues from the newest.
+    Lagged { dropped: u64 },
+    /// A `signal`, `restart` or `stop` was carried out; the message says what was done.
+    Done { request: String, message: String },
+    /// The request failed; the connection stays usable.
+    Error(ErrorBody),
+}
+
+/// `{"error": {"kind": "...", "message": "..."}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+/// The kinds of error replies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The line is not a JSON object (or not UTF-8).
+    Malformed,
+    /// The line is longer than [`MAX_REQUEST`] bytes.
+    Oversized,
+    /// The `"request"` field is missing or names no known request.
+    UnknownRequest,
+    /// A known request with a missing, unknown or invalid field.
+    BadArgument,
+    /// The request carries another protocol version.
+    Version,
+    /// The peer's uid is neither the supervisor's nor root.
+    PermissionDenied,
+    /// No helper of that name.
+    NoSuchHelper,
+    /// No such process in the supervised tree (gone, or outside it).
+    NotInTree,
+    /// The request is valid but cannot be carried out now (e.g. restart during shutdown).
+    Refused,
+    /// The supervisor failed to carry it out (the message has the OS error).
+    Failed,
+    /// The server could not encode its reply.
+    Internal,
+}
+
+/// One event with its sequence number and time, as streamed and kept in the backlog.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventRecord {
+    /// Counts every event of this supervisor from 1; a gap means events were dropped.
+    pub seq: u64,
+    /// Wall-clock time, milliseconds since the Unix epoch.
+    pub ts_ms: u64,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+/// The answer to `status`: the supervisor, its helpers and every process of its tree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    pub supervisor: SupervisorInfo,
+    /// Every configured helper, in configuration order.
+    pub helpers: Vec<HelperInfo>,
+    /// Every live process of the tree, the supervisor first, then parents before children.
+    pub processes: Vec<ProcessInfo>,
+    /// Clock ticks since boot when the snapshot was taken (the clock of `start_time`).
+    pub now_ticks: u64,
+    /// Clock ticks per second.
+    pub hz: u64,
+}
+
+/// The supervisor itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SupervisorInfo {
+    pub identity: Identity,
+    /// The configuration file, as given to `foster run`.
+    pub config: String,
+    /// The control socket's path.
+    pub socket: String,
+    /// Whether the tree runs in its own PID namespace (`--contain`).
+    pub contained: bool,
+    /// Whether the orderly shutdown has begun.
+    pub shutting_down: bool,
+    /// When it started, milliseconds since the Unix epoch.
+    pub started_ms: u64,
+}
+
+/// One configured helper.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HelperInfo {
+    pub name: String,
+    pub state: HelperState,
+    /// Its current process, when running.
+    pub identity: Option<Identity>,
+    /// How many times it was launched.
+    pub launches: u32,
+    /// Restarts in a row (the backoff count).
+    pub restarts_in_a_row: u32,
+    /// `never`, `on-failure` or `always`.
+    pub restart: String,
+    /// How its last process ended.
+    pub last_exit: Option<ExitStatus>,
+    /// Milliseconds until its next launch, while waiting for its backoff.
+    pub next_launch_in_ms: Option<u64>,
+    /// Its whole policy chain, `GEN[;GEN]...` (`TERM:exit:5s;KILL:kill:1s`).
+    pub policy: String,
+}
+
+/// Where a helper is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HelperState {
+    Running,
+    /// Waiting for its restart delay.
+    Backoff,
+    /// Ended and will not be started again.
+    Ended,
+    /// Failed too many times in a row.
+    GaveUp,
+    /// Asked to stop (shutdown or restart), not yet ended.
+    Stopping,
+}
+
+/// A process's place in the supervised tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The supervisor itself, or a nested `foster run` inside its tree.
+    Supervisor,
+    /// A process the supervisor launched from its configuration.
+    Helper,
+    /// Any other process below a helper, under the parent it was born to.
+    Descendant,
+    /// A process whose parent died and that a subreaper of the tree adopted.
+    AdoptedOrphan,
+}
+
+/// One process of the supervised tree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessInfo {
+    pub pid: i32,
+    pub start_time: u64,
+    pub role: Role,
+    /// The helper it belongs to (none for the supervisor and untraceable orphans).
+    pub helper: Option<String>,
+    /// 0 the supervisor, 1 a helper, 2 a helper's child, and so on.
+    pub generation: u32,
+    /// The policy of its generation, `SIGNAL:REACTION:GRACE` (none for the supervisor).
+    pub policy: Option<String>,
+    /// The parent it should have.
+    pub expected_parent: Option<Identity>,
+    /// The parent it has (its parent pid as the kernel reports it is `ppid`).
+    pub parent: Option<Identity>,
+    pub ppid: i32,
+    /// Its last adoption, if it was ever reparented.
+    pub adoption: Option<AdoptionInfo>,
+    /// The state letter of `/proc/<pid>/stat` (`R`, `S`, `D`, `Z`, `T`...).
+    pub state: String,
+    pub comm: Bytes,
+    pub cmdline: Vec<Bytes>,
+    pub uid: u32,
+    pub threads: i64,
+    pub rss_bytes: u64,
+    /// User plus system CPU time, clock ticks.
+    pub cpu_ticks: u64,
+}
+
+/// How a reparenting was classified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdoptionInfo {
+    /// Its parent before (none when first seen already adopted).
+    pub from: Option<Identity>,
+    /// The parent that adopted it.
+    pub to: Identity,
+    /// The subreaper it should have reached.
+    pub expected: Option<Identity>,
+    pub classification: Classification,
+    /// When it was noticed, milliseconds since the Unix epoch.
+    pub ts_ms: u64,
+}
+
+impl ProcessInfo {
+    /// Its identity.
+    pub fn identity(&self) -> Identity {
+        Identity {
+            pid: self.pid,
+            start_time: self.start_time,
+        }
+    }
+}
+
+/// Bytes on the wire: a string when valid UTF-8, else an array of byte values.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Bytes(pub Vec<u8>);
+
+impl Serialize for Bytes {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match std::str::from_utf8(&self.0) {
+            Ok(t) => s.serialize_str(t),
+            Err(_) => self.0.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Bytes {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Form {
+            Text(String),
+            Raw(Vec<u8>),
+        }
+        Ok(Bytes(match Form::deserialize(d)? {
+            Form::Text(t) => t.into_bytes(),
+            Form::Raw(v) => v,
+        }))
+    }
+}
+
+/// A request line that could not be taken: what kind of problem, and a message naming it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtocolError {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl ProtocolError {
+    fn new(kind: ErrorKind, message: impl Into<String>) -> ProtocolError {
+        ProtocolError {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// The error reply for it.
+    pub fn reply(&self) -> Reply {
+        Reply::error(self.kind, self.message.clone())
+    }
+}
+
+impl fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ProtocolError {}
+
+/// The request names the server knows, for error messages.
+pub const REQUESTS: &[&str] = &["status", "events", "signal", "restart", "stop"];
+
+/// Parses one request line (without its newline; a trailing `\r` is allowed).
+pub fn parse_request(line: &[u8]) -> Result<Request, ProtocolError> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if line.len() > MAX_REQUEST {
+        return Err(ProtocolError::new(
+            ErrorKind::Oversized,
+            format!(
+                "request line of {} bytes is longer than the limit of {MAX_REQUEST} bytes",
+                line.len()
+            ),
+        ));
+    }
+    let text = std::str::from_utf8(line).map_err(|e| {
+        ProtocolError::new(
+            ErrorKind::Malformed,
+            format!("request line is not UTF-8 (byte {})", e.valid_up_to()),
+        )
+    })?;
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+        ProtocolError::new(
+            ErrorKind::Malformed,
+            format!("request line is not JSON: {e}; expected an object such as {{\"request\": \"status\"}}"),
+        )
+    })?;
+    let serde_json::Value::Object(mut map) = value else {
+        return Err(ProtocolError::new(
+            ErrorKind::Malformed,
+            "request is not a JSON object: expected an object such as {\"request\": \"status\"}",
+        ));
+    };
+    match map.remove("version") {
+        None => {}
+        Some(serde_json::Value::Number(n)) if n.as_u64() == Some(u64::from(VERSION)) => {}
+        Some(v) => {
+            return Err(ProtocolError::new(
+                ErrorKind::Version,
+                format!(
+                    "protocol version {v} is not supported: this supervisor speaks version {VERSION}"
+                ),
+            ));
+        }
+    }
+    let name = match map.get("request") {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(other) => {
+            return Err(ProtocolError::new(
+                ErrorKind::UnknownRequest,
+                format!(
+                    "\"request\" is {other}, not a string: expected one of {}",
+                    REQUESTS.join(", ")
+                ),
+            ));
+        }
+        None => {
+            return Err(ProtocolError::new(
+                ErrorKind::UnknownRequest,
+                format!(
+                    "the object has no \"request\" field: expected one of {}",
+                    REQUESTS.join(", ")
+                ),
+            ));
+        }
+    };
+    if !REQUESTS.contains(&name.as_str()) {
+        return Err(ProtocolError::new(
+            ErrorKind::UnknownRequest,
+            format!(
+                "unknown request {:?}: expected one of {}",
+                crate::sanitize::escape(name.as_bytes()),
+                REQUESTS.join(", ")
+            ),
+        ));
+    }
+    let allowed: &[&str] = match name.as_str() {
+        "events" => &["backlog", "follow"],
+        "signal" => &["target", "signal"],
+        "restart" => &["helper"],
+        _ => &[],
+    };
+    if let Some(k) = map
+        .keys()
+        .find(|k| *k != "request" && !allowed.contains(&k.as_str()))
+    {
+        return Err(ProtocolError::new(
+            ErrorKind::BadArgument,
+            format!(
+                "request {name:?}: unknown field {:?}; expected {}",
+                crate::sanitize::escape(k.as_bytes()),
+                if allowed.is_empty() {
+                    "no other field".to_string()
+                } else {
+                    allowed.join(", ")
+                }
+            ),
+        ));
+    }
+    serde_json::from_value(serde_json::Value::Object(map))
+        .map_err(|e| ProtocolError::new(ErrorKind::BadArgument, format!("request {name:?}: {e}")))
+}
+
+/// The request as one line, newline included.
+pub fn request_line(req: &Request) -> Vec<u8> {
+    let mut v = serde_json::to_vec(req).expect("requests always encode");
+    v.push(b'\n');
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Request, ProtocolError> {
+        parse_request(s.as_bytes())
+    }
+
+    #[test]
+    fn requests_round_trip() {
+        let reqs = [
+            Request::Status,
+            Request::Events {
+                backlog: Some(10),
+                follow: false,
+            },
+            Request::Events {
+                backlog: None,
+                follow: true,
+            },
+            Request::Signal {
+                target: Target::Helper("web".into()),
+                signal: SignalArg(libc::SIGHUP),
+            },
+            Request::Signal {
+                target: Target::Helper("42".into()),
+                signal: SignalArg(libc::SIGUSR1),
+            },
+            Request::Signal {
+                target: Target::Pid(42),
+                signal: SignalArg(9),
+            },
+            Request::Signal {
+                target: Target::Identity(Identity {
+                    pid: 42,
+                    start_time: 7,
+                }),
+                signal: SignalArg(15),
+            },
+            Request::Restart {
+                helper: "db".into(),
+            },
+            Request::Stop,
+        ];
+        for r in reqs {
+            let line = request_line(&r);
+            assert_eq!(line.last(), Some(&b'\n'));
+            let back = parse_request(&line[..line.len() - 1]).unwrap();
+            assert_eq!(back, r, "{}", String::from_utf8_lossy(&line));
+        }
+    }
+
+    #[test]
+    fn documented_forms_parse() {
+        assert_eq!(parse(r#"{"request":"status"}"#).unwrap(), Request::Status);
+        assert_eq!(
+            parse(r#"{"version":1,"request":"stop"}"#).unwrap(),
+            Request::Stop
+        );
+        assert_eq!(
+            parse(r#"{"request":"signal","target":"web","signal":"SIGHUP"}"#).unwrap(),
+            Request::Signal {
+                target: Target::Helper("web".into()),
+                signal: SignalArg(libc::SIGHUP)
+            }
+        );
+        assert_eq!(
+            parse(r#"{"request":"signal","target":"1234","signal":15}"#).unwrap(),
+            Request::Signal {
+                target: Target::Pid(1234),
+                signal: SignalArg(15)
+            }
+        );
+        assert_eq!(
+            parse(r#"{"request":"events"}"#).unwrap(),
+            Request::Events {
+                backlog: None,
+                follow: true
+            }
+        );
+    }
+
+    #[test]
+    fn every_problem_has_its_kind() {
+        let kind = |s: &str| parse(s).unwrap_err().kind;
+        assert_eq!(kind("garbage"), ErrorKind::Malformed);
+        assert_eq!(kind("[1,2]"), ErrorKind::Malformed);
+        assert_eq!(kind(r#"{"request":"dance"}"#), ErrorKind::UnknownRequest);
+        assert_eq!(kind(r#"{"verb":"status"}"#), ErrorKind::UnknownRequest);
+        assert_eq!(kind(r#"{"request":7}"#), ErrorKind::UnknownRequest);
+        assert_eq!(
+            kind(r#"{"request":"status","version":2}"#),
+            ErrorKind::Version
+        );
+        assert_eq!(kind(r#"{"request":"restart"}"#), ErrorKind::BadArgument);
+        assert_eq!(
+            kind(r#"{"request":"status","extra":1}"#),
+            ErrorKind::BadArgument
+        );
+        assert_eq!(
+            kind(r#"{"request":"signal","target":"web","signal":"NOPE"}"#),
+            ErrorKind::BadArgument
+        );
+        assert_eq!(
+            kind(r#"{"request":"signal","target":-3,"signal":"TERM"}"#),
+            ErrorKind::BadArgument
+        );
+        let long = format!(r#"{{"request":"{}"}}"#, "x".repeat(MAX_REQUEST));
+        assert_eq!(kind(&long), ErrorKind::Oversized);
+        assert_eq!(
+            parse_request(b"{\"request\":\"st\xffatus\"}")
+                .unwrap_err()
+                .kind,
+            ErrorKind::Malformed
+        );
+        let m = parse(r#"{"request":"dance"}"#).unwrap_err().message;
+        assert!(m.contains("dance") && m.contains("status"), "{m}");
+    }
+
+    #[test]
+    fn replies_have_the_documented_shape() {
+        let e = Reply::error(ErrorKind::NotInTree, "pid 1 is not inside the tree");
+        let v: serde_json::Value = serde_json::from_slice(&e.to_line()).unwrap();
+        assert_eq!(v["version"], 1);
+        assert_eq!(v["error"]["kind"], "not_in_tree");
+        assert_eq!(v["error"]["message"], "pid 1 is not inside the tree");
+        let d = Reply::new(ReplyBody::Done {
+            request: "stop".into(),
+            message: "shutting down".into(),
+        });
+        let line = d.to_line();
+        let back: Reply = serde_json::from_slice(&line).unwrap();
+        assert_eq!(back, d);
+        let ev = Reply::new(ReplyBody::Event(EventRecord {
+            seq: 3,
+            ts_ms: 9,
+            event: Event::GiveUp {
+                helper: "x".into(),
+                restarts: 5,
+            },
+        }));
+        let v: serde_json::Value = serde_json::from_slice(&ev.to_line()).unwrap();
+        assert_eq!(v["event"]["event"], "give_up");
+        assert_eq!(v["event"]["seq"], 3);
+        let back: Reply = serde_json::from_value(v).unwrap();
+        assert_eq!(back, ev);
+    }
+
+    #[test]
+    fn bytes_are_strings_when_utf8() {
+        let j = serde_json::to_string(&Bytes(b"a\x1bb".to_vec())).unwrap();
+        assert_eq!(j, "\"a\\u001bb\"");
+        let j = serde_json::to_string(&Bytes(vec![0x66, 0xff])).unwrap();
+        assert_eq!(j, "[102,255]");
+        let b: Bytes = serde_json::from_str("[102,255]").unwrap();
+        assert_eq!(b.0, vec![0x66, 0xff]);
+        let b: Bytes = serde_json::from_str("\"hi\"").unwrap();
+        assert_eq!(b.0, b"hi");
+    }
+}
