@@ -617,3 +617,45 @@ fn an_unchanged_reading_leaves_the_screen_unchanged() {
     app.set_model(t.update(s));
     assert_ne!(app.screen(), before, "a visible change: redraw");
 }
+
+/// The standalone `--root` source sees a process born in the subtree after the first reading
+/// (through fork notifications as root, else by listing `/proc`), and loses it when it exits.
+#[test]
+fn root_source_follows_births_and_deaths() {
+    use foster::top::model::Source;
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut sh = Command::new("sh")
+        .args(["-c", "read x; sleep 1004 & echo $!; wait"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut src = foster::top::standalone::ProcSource::new(Some(sh.id() as i32)).unwrap();
+    let first = src.sample().unwrap();
+    assert_eq!(first.procs.len(), 1, "only the shell: {:?}", first.procs);
+    // Barrier: the shell prints the sleep's pid once it has started it.
+    sh.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(sh.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let child: i32 = line.trim().parse().unwrap();
+    let second = src.sample().unwrap();
+    let kid = second
+        .procs
+        .iter()
+        .find(|p| p.id.pid == child)
+        .expect("the newborn is seen");
+    assert_eq!(kid.parent.map(|p| p.pid), Some(sh.id() as i32));
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child), Signal::SIGKILL).unwrap();
+    let status = sh.wait().unwrap();
+    assert!(
+        status.success(),
+        "the shell reaped its sleep and exited: {status:?}"
+    );
+    let e = src.sample().unwrap_err().to_string();
+    assert!(e.contains("has exited"), "{e}");
+}

@@ -579,6 +579,8 @@ impl App {
             }
             return Vec::new();
         }
+        // A notice lasts until the next key.
+        self.message = None;
         match key.code {
             KeyCode::Char('q') | KeyCode::F(10) => return vec![Effect::Quit],
             KeyCode::Up | KeyCode::Char('k') => self.move_cursor(-1),
@@ -616,12 +618,9 @@ impl App {
                 self.filter.clear();
                 self.relayout();
             }
-            KeyCode::Esc => {
-                if !self.filter.is_empty() {
-                    self.filter.clear();
-                    self.relayout();
-                }
-                self.message = None;
+            KeyCode::Esc if !self.filter.is_empty() => {
+                self.filter.clear();
+                self.relayout();
             }
             KeyCode::Char('s') | KeyCode::Char('S') | KeyCode::F(9) => {
                 let subtree = key.code == KeyCode::Char('S');

@@ -12,12 +12,13 @@
 //! - [`app`], state and keys.
 //! - [`event`], the input, data and signal threads.
 //! - [`ui`], rendering.
-//! - [`standalone`], the `/proc` source.
+//! - [`standalone`], the `/proc` source; [`forks`], the kernel's fork notifications it uses.
 //! - [`attached`], the control-socket source.
 
 pub mod app;
 pub mod attached;
 pub mod event;
+pub mod forks;
 pub mod model;
 pub mod standalone;
 pub mod ui;

@@ -3,14 +3,16 @@
 //! Owns [`ProcSource`], a [`Source`] over the tree's [`Scanner`] (which reads `stat` every scan
 //! and `cmdline` once per new identity). Whole system, every process is read each time; kernel
 //! threads are left out, as htop does by default. With `--root`, only the subtree's members and
-//! pids new since the last listing are read: a process outside the subtree cannot move into it
-//! except by being born there, so an idle subtree costs one listing of `/proc` and one `stat`
-//! per member, whatever the size of the rest of the system.
+//! the processes born since the last reading are read: a process outside the subtree cannot move
+//! into it except by being born there. Births come from the kernel's fork notifications
+//! ([`ForkWatch`]) when it grants them (`CAP_NET_ADMIN`), so an idle subtree costs one `recv` and
+//! one `stat` per member whatever the size of the rest of the system; otherwise (or after lost
+//! notifications) from listing `/proc` and reading the pids not seen in the previous listing.
 
 use std::collections::HashSet;
-use std::io;
 
 use crate::identity::Identity;
+use crate::top::forks::ForkWatch;
 use crate::top::model::{ProcInfo, Sample, Source, SourceError};
 use crate::tree::{ScanOptions, Scanner, Snapshot};
 
@@ -24,6 +26,12 @@ pub struct ProcSource {
     members: HashSet<i32>,
     /// Every pid of the last listing.
     known: HashSet<i32>,
+    /// The pids to read this time (kept to reuse its allocation).
+    wanted: Vec<i32>,
+    /// Fork notifications, when the kernel grants them (subtree mode only).
+    forks: Option<ForkWatch>,
+    /// The last reading listed `/proc` (so `known` is current).
+    listed: bool,
     hz: u64,
 }
 
@@ -36,8 +44,12 @@ impl ProcSource {
             }
             None => None,
         };
-        let scanner = Scanner::new(ScanOptions::default())
-            .map_err(|e| SourceError(format!("cannot read /proc: {e}")))?;
+        // One thread: a dashboard wants the least CPU per reading, not the shortest reading.
+        let scanner = Scanner::new(ScanOptions {
+            threads: 1,
+            ..ScanOptions::default()
+        })
+        .map_err(|e| SourceError(format!("cannot read /proc: {e}")))?;
         // SAFETY: sysconf has no preconditions.
         let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
         Ok(ProcSource {
@@ -45,6 +57,17 @@ impl ProcSource {
             root,
             members: HashSet::new(),
             known: HashSet::new(),
+            wanted: Vec::new(),
+            // Subscribed before the first listing, so no birth falls between the two.
+            forks: match root {
+                Some(_) => ForkWatch::open()
+                    .inspect_err(|e| {
+                        tracing::debug!("no fork notifications ({e}); listing /proc instead")
+                    })
+                    .ok(),
+                None => None,
+            },
+            listed: false,
             hz,
         })
     }
@@ -61,14 +84,41 @@ impl ProcSource {
     }
 
     fn subtree_snapshot(&mut self, root: Identity) -> Result<Snapshot, SourceError> {
-        let listed = list_pids().map_err(|e| SourceError(format!("cannot list /proc: {e}")))?;
-        let wanted: Vec<i32> = listed
-            .iter()
-            .copied()
-            .filter(|p| self.members.contains(p) || !self.known.contains(p))
-            .collect();
-        let snap = self.scanner.scan_pids(&wanted);
-        self.known = listed.into_iter().collect();
+        self.wanted.clear();
+        let mut lost = false;
+        if let Some(w) = &mut self.forks {
+            let (members, wanted) = (&mut self.members, &mut self.wanted);
+            lost = w
+                .drain(|parent, child| {
+                    if members.contains(&parent) {
+                        members.insert(child);
+                        wanted.push(child);
+                    }
+                })
+                .is_err();
+        }
+        if self.forks.is_some() && self.listed && !lost {
+            // Notified of every birth: read the members (the newborns among them) only.
+            self.wanted.clear();
+            self.wanted.extend(self.members.iter().copied());
+            self.wanted.sort_unstable();
+        } else {
+            let listed = self
+                .scanner
+                .list_pids()
+                .map_err(|e| SourceError(format!("cannot list /proc: {e}")))?;
+            self.wanted.clear();
+            self.wanted.extend(
+                listed
+                    .iter()
+                    .copied()
+                    .filter(|p| self.members.contains(p) || !self.known.contains(p)),
+            );
+            self.known.clear();
+            self.known.extend(listed.iter().copied());
+            self.listed = true;
+        }
+        let snap = self.scanner.scan_pids(&self.wanted);
         match snap.get(&root) {
             Some(_) => {
                 let sub = snap
@@ -86,17 +136,6 @@ impl ProcSource {
             }
         }
     }
-}
-
-/// The numeric entries of `/proc`.
-fn list_pids() -> io::Result<Vec<i32>> {
-    let mut out = Vec::with_capacity(1024);
-    for e in std::fs::read_dir("/proc")? {
-        if let Some(pid) = e?.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) {
-            out.push(pid);
-        }
-    }
-    Ok(out)
 }
 
 impl Source for ProcSource {

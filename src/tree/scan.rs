@@ -324,6 +324,13 @@ impl Scanner {
         Ok(())
     }
 
+    /// Lists the pids in the proc root, in pid order, without reading any of them (the listing
+    /// [`Scanner::scan`] starts with; for callers that choose which pids to read).
+    pub fn list_pids(&mut self) -> Result<&[i32], TreeError> {
+        self.list()?;
+        Ok(&self.pids)
+    }
+
     /// Scans every pid listed in the proc root.
     pub fn scan(&mut self) -> Result<Snapshot, TreeError> {
         self.list()?;
