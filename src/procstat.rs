@@ -5,8 +5,8 @@
 //! newlines and bytes that are not UTF-8, so the name ends at the **last** `)` of the line.
 //!
 //! [`StatFields::parse`] borrows the name from the input and allocates nothing, so the startup
-//! gate can call it between fork and exec on a stack buffer. [`Stat`] is the owned form the tree
-//! scanner keeps. Field numbers in this file are those of `proc_pid_stat(5)`, counting from 1.
+//! gate can call it between fork and exec on a stack buffer, and the tree scanner copies only
+//! what it keeps. Field numbers in this file are those of `proc_pid_stat(5)`, counting from 1.
 
 use std::fmt;
 
@@ -189,59 +189,6 @@ impl<'a> StatFields<'a> {
     pub fn is_kernel_thread(&self) -> bool {
         self.flags & PF_KTHREAD != 0
     }
-
-    /// The owned copy of these fields.
-    pub fn to_owned(&self) -> Stat {
-        Stat {
-            pid: self.pid,
-            comm: self.comm.to_vec(),
-            state: self.state,
-            ppid: self.ppid,
-            pgrp: self.pgrp,
-            session: self.session,
-            tty_nr: self.tty_nr,
-            tpgid: self.tpgid,
-            flags: self.flags,
-            utime: self.utime,
-            stime: self.stime,
-            num_threads: self.num_threads,
-            start_time: self.start_time,
-            vsize: self.vsize,
-            rss: self.rss,
-        }
-    }
-}
-
-/// The owned fields of one `stat` line (see [`StatFields`] for each field's meaning).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stat {
-    pub pid: i32,
-    pub comm: Vec<u8>,
-    pub state: u8,
-    pub ppid: i32,
-    pub pgrp: i32,
-    pub session: i32,
-    pub tty_nr: i32,
-    pub tpgid: i32,
-    pub flags: u64,
-    pub utime: u64,
-    pub stime: u64,
-    pub num_threads: i64,
-    pub start_time: u64,
-    pub vsize: u64,
-    pub rss: i64,
-}
-
-impl Stat {
-    /// Parses one `stat` line into its owned form.
-    pub fn parse(line: &[u8]) -> Result<Self, StatError> {
-        StatFields::parse(line).map(|f| f.to_owned())
-    }
-
-    /// True for kernel threads.
-    pub fn is_kernel_thread(&self) -> bool {
-        self.flags & PF_KTHREAD != 0
-    }
 }
 
 #[cfg(test)]
@@ -361,7 +308,7 @@ mod tests {
     #[test]
     fn own_stat_parses() {
         let bytes = std::fs::read("/proc/self/stat").unwrap();
-        let s = Stat::parse(&bytes).unwrap();
+        let s = StatFields::parse(&bytes).unwrap();
         assert_eq!(s.pid, std::process::id() as i32);
         assert!(s.start_time > 0);
         assert!(s.num_threads >= 1);
