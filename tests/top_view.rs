@@ -48,6 +48,7 @@ fn sup(role: &str, generation: u32, policy: &str) -> Supervision {
         expected_parent: None,
         adoption: Adoption::None,
         recent_restarts: 0,
+        ..Supervision::default()
     }
 }
 
@@ -108,14 +109,17 @@ fn supervised(tick: u64) -> Sample {
         events: vec![
             EventLine {
                 at_ticks: 99_000,
+                wall_ms: 0,
                 text: b"spawned db 200".to_vec(),
             },
             EventLine {
                 at_ticks: 99_500,
+                wall_ms: 0,
                 text: b"exited \x1b]0;x\x07 400 status 1\nforged line".to_vec(),
             },
             EventLine {
                 at_ticks: 99_900,
+                wall_ms: 0,
                 text: b"restarted worker 300 (5 in 60s)".to_vec(),
             },
         ],

@@ -30,6 +30,8 @@ pub struct Row {
     /// Anomalies among the hidden descendants.
     pub hidden_anomalies: usize,
     pub role: String,
+    /// The helper it belongs to (attached mode).
+    pub helper: String,
     pub generation: String,
     pub state: String,
     pub policy: String,
@@ -60,6 +62,54 @@ pub enum Effect {
         targets: Vec<(Identity, Vec<u8>)>,
         signal: Signal,
     },
+    /// Ask the supervisor (attached mode) to do this.
+    Control(Control),
+}
+
+/// What the dashboard asks of the supervisor it is attached to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Control {
+    /// Restart this helper (its process now, if any).
+    Restart {
+        helper: String,
+        process: Option<Identity>,
+    },
+    /// Stop the supervisor: the orderly shutdown of its whole tree.
+    Stop { supervisor: Identity },
+}
+
+impl Control {
+    /// The question the confirmation asks.
+    pub fn question(&self) -> String {
+        match self {
+            Control::Restart {
+                helper,
+                process: Some(p),
+            } => format!(
+                "Restart helper {} (stop {}, launch it again)?",
+                escape(helper.as_bytes()),
+                p.pid
+            ),
+            Control::Restart {
+                helper,
+                process: None,
+            } => format!("Launch helper {} again now?", escape(helper.as_bytes())),
+            Control::Stop { supervisor } => format!(
+                "Stop supervisor {} and its whole tree (as SIGTERM would)?",
+                supervisor.pid
+            ),
+        }
+    }
+
+    /// What the status line says while it is being done.
+    pub fn pending(&self) -> String {
+        match self {
+            Control::Restart { helper, .. } => {
+                format!("restarting {}…", escape(helper.as_bytes()))
+            }
+            Control::Stop { supervisor } => format!("stopping supervisor {}…", supervisor.pid),
+        }
+    }
 }
 
 /// The dialog on top of the tree, if any.
@@ -82,6 +132,8 @@ pub enum Dialog {
         signal: Signal,
         count: usize,
     },
+    /// Asking to confirm an action of the supervisor's.
+    ConfirmControl(Control),
 }
 
 /// Signals offered by the picker, in signal-number order.
@@ -143,6 +195,14 @@ pub const KEYS: &[(&str, &str)] = &[
     (
         "f  F",
         "follow the process: keep it in view wherever it moves",
+    ),
+    (
+        "R",
+        "attached: restart the helper of the process (confirm with y)",
+    ),
+    (
+        "X",
+        "attached: stop the supervisor and its whole tree (confirm with y)",
     ),
     ("r", "refresh now"),
     ("?  F1", "this help (Esc closes)"),
@@ -299,10 +359,12 @@ impl App {
         if hay.contains(needle) {
             return true;
         }
-        n.info
-            .supervision
-            .as_ref()
-            .is_some_and(|s| s.role.to_lowercase().contains(needle))
+        n.info.supervision.as_ref().is_some_and(|s| {
+            s.role.to_lowercase().contains(needle)
+                || s.helper
+                    .as_ref()
+                    .is_some_and(|h| h.to_lowercase().contains(needle))
+        })
     }
 
     /// The visible rows, in tree order.
@@ -385,6 +447,10 @@ impl App {
                 hidden,
                 hidden_anomalies,
                 role: sup.map(|s| escape(s.role.as_bytes())).unwrap_or_default(),
+                helper: sup
+                    .and_then(|s| s.helper.as_ref())
+                    .map(|h| escape(h.as_bytes()))
+                    .unwrap_or_default(),
                 generation: sup.map(|s| s.generation.to_string()).unwrap_or_default(),
                 state: if n.exited {
                     "exit".to_string()
@@ -550,6 +616,15 @@ impl App {
                 self.message = Some("cancelled".into());
                 return Vec::new();
             }
+            Dialog::ConfirmControl(c) => {
+                self.dialog = Dialog::None;
+                if matches!(key.code, KeyCode::Char('y') | KeyCode::Char('Y')) {
+                    self.message = Some(c.pending());
+                    return vec![Effect::Control(c)];
+                }
+                self.message = Some("cancelled".into());
+                return Vec::new();
+            }
             Dialog::None => {}
         }
         if self.filter_editing {
@@ -674,11 +749,90 @@ impl App {
                 }
                 self.relayout();
             }
+            KeyCode::Char('R') => self.ask_restart(),
+            KeyCode::Char('X') => self.ask_stop(),
             KeyCode::Char('r') => return vec![Effect::Refresh],
             KeyCode::Char('?') | KeyCode::F(1) => self.dialog = Dialog::Help { scroll: 0 },
             _ => {}
         }
         Vec::new()
+    }
+
+    fn ask_restart(&mut self) {
+        let Some(row) = self.cursor_row() else {
+            return;
+        };
+        if !self.model.supervised {
+            self.message = Some(
+                "R restarts a helper: attach to its supervisor (foster top --attach SOCKET)"
+                    .into(),
+            );
+            return;
+        }
+        let node = &self.model.nodes[&row.id];
+        let helper = node
+            .info
+            .supervision
+            .as_ref()
+            .and_then(|s| s.helper.clone().map(|h| (h, s.role == "helper")));
+        match helper {
+            Some((helper, is_helper)) => {
+                // From a descendant's row, the helper's own process (if it lives).
+                let process = if is_helper {
+                    Some(row.id)
+                } else {
+                    std::iter::once(row.id)
+                        .chain(self.model.ancestors(row.id))
+                        .find(|a| {
+                            self.model.nodes[a]
+                                .info
+                                .supervision
+                                .as_ref()
+                                .is_some_and(|s| {
+                                    s.role == "helper" && s.helper.as_ref() == Some(&helper)
+                                })
+                        })
+                };
+                self.dialog = Dialog::ConfirmControl(Control::Restart { helper, process });
+            }
+            None => {
+                self.message = Some(format!(
+                    "{} belongs to no helper: R restarts a helper from its rows",
+                    row.id.pid
+                ))
+            }
+        }
+    }
+
+    fn ask_stop(&mut self) {
+        if !self.model.supervised {
+            self.message = Some(
+                "X stops a supervisor: attach to it (foster top --attach SOCKET)".into(),
+            );
+            return;
+        }
+        let sup = self.model.nodes.values().find(|n| {
+            n.info
+                .supervision
+                .as_ref()
+                .is_some_and(|s| s.generation == 0 && s.role == "supervisor")
+        });
+        match sup {
+            Some(n) => {
+                self.dialog = Dialog::ConfirmControl(Control::Stop {
+                    supervisor: n.info.id,
+                })
+            }
+            None => self.message = Some("no supervisor in the reading".into()),
+        }
+    }
+
+    /// Records what the supervisor answered to an action: its message, or the error's.
+    pub fn control_done(&mut self, result: Result<String, String>) {
+        self.message = Some(match result {
+            Ok(m) => escape(m.as_bytes()),
+            Err(e) => format!("refused: {}", escape(e.as_bytes())),
+        });
     }
 
     /// Records what sending a signal did: `results` holds one entry per target.
@@ -687,7 +841,21 @@ impl App {
         signal: Signal,
         results: &[(Identity, Vec<u8>, Result<(), nix::errno::Errno>)],
     ) {
-        let failed: Vec<&(Identity, Vec<u8>, Result<(), nix::errno::Errno>)> =
+        let texts: Vec<(Identity, Vec<u8>, Result<(), String>)> = results
+            .iter()
+            .map(|(i, n, r)| (*i, n.clone(), r.map_err(errno_text)))
+            .collect();
+        self.signal_results(signal, &texts);
+    }
+
+    /// Records what sending a signal did, with each failure already in words (an errno named,
+    /// or the supervisor's refusal).
+    pub fn signal_results(
+        &mut self,
+        signal: Signal,
+        results: &[(Identity, Vec<u8>, Result<(), String>)],
+    ) {
+        let failed: Vec<&(Identity, Vec<u8>, Result<(), String>)> =
             results.iter().filter(|r| r.2.is_err()).collect();
         self.message = Some(match (results, failed.as_slice()) {
             ([(id, name, Ok(()))], _) => {
@@ -698,7 +866,7 @@ impl App {
                 signal.as_str(),
                 id.pid,
                 escape(name),
-                errno_text(*e)
+                escape(e.as_bytes())
             ),
             (_, []) => format!("sent {} to {} processes", signal.as_str(), results.len()),
             (_, [(id, name, Err(e)), ..]) => format!(
@@ -708,7 +876,7 @@ impl App {
                 results.len(),
                 id.pid,
                 escape(name),
-                errno_text(*e),
+                escape(e.as_bytes()),
                 if failed.len() > 1 {
                     format!(" (and {} more)", failed.len() - 1)
                 } else {
@@ -726,16 +894,23 @@ impl App {
     }
 
     /// The events pane's lines, newest last: (how long ago, escaped text).
+    /// The wall-clock time (`14:03:27`, local) when the source knows it, else how long ago
+    /// (`42s ago`): a time does not change every second, so a quiet pane is not redrawn.
     pub fn event_lines(&self) -> Vec<(String, String)> {
         let hz = self.model.hz.max(1);
         self.model
             .events
             .iter()
             .map(|e| {
-                (
-                    fmt_age(self.model.now_ticks.saturating_sub(e.at_ticks) / hz),
-                    escape(&e.text),
-                )
+                let when = if e.wall_ms > 0 {
+                    clock_time(e.wall_ms)
+                } else {
+                    format!(
+                        "{} ago",
+                        fmt_age(self.model.now_ticks.saturating_sub(e.at_ticks) / hz)
+                    )
+                };
+                (when, escape(&e.text))
             })
             .collect()
     }
@@ -797,6 +972,17 @@ pub fn command_text(n: &Node) -> String {
     } else {
         escape_args(&n.info.cmdline)
     }
+}
+
+/// `HH:MM:SS` in local time for a time in milliseconds since the Unix epoch.
+pub fn clock_time(ms: u64) -> String {
+    let t = (ms / 1000) as libc::time_t;
+    // SAFETY: localtime_r reads `t` and fills `tm`, both ours; it returns null on failure.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    if unsafe { libc::localtime_r(&t, &mut tm) }.is_null() {
+        return format!("{}", ms / 1000);
+    }
+    format!("{:02}:{:02}:{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec)
 }
 
 /// An errno as users read it: `EPERM: operation not permitted`.

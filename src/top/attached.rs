@@ -1,37 +1,601 @@
 //! The attached source: readings from a running supervisor's control socket.
 //!
-//! Owns [`AttachedSource`]. Attached, rows also carry role, generation, policy, expected parent
-//! and adoption classification, and the reading carries the supervisor's recent events for the
-//! events pane. The control socket (`foster ctl`, JSON lines) is not part of foster yet: until it
-//! is, connecting fails with an error that says so, and the rest of the dashboard (model, rows,
-//! anomalies, events pane) is already built and tested for supervised samples.
+//! Owns [`AttachedSource`], the dashboard's client of the control protocol
+//! ([`crate::control::protocol`], `docs/control.md`). It holds two connections: one asks for a
+//! `status` snapshot at each reading, the other follows the `events` stream (its backlog first,
+//! so the events pane shows what just happened) on a thread of its own that asks the data thread
+//! for a reading as soon as an event arrives: the tree on screen follows launches, exits and
+//! adoptions at once, and between events the dashboard only takes a snapshot per interval (for
+//! CPU% and memory) and redraws only when what it shows changed.
+//!
+//! Also owns [`Controller`], which carries out the dashboard's actions through the socket
+//! (`signal`, `restart`, `stop`), and the conversion of the protocol's snapshot and events into
+//! the dashboard's [`Sample`] ([`sample_of`], [`event_text`]).
 
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::top::model::{Sample, Source, SourceError};
+use crate::control::protocol::{
+    EventRecord, HelperState, Reply, ReplyBody, Request, Role, Status, request_line,
+};
+use crate::event::{Event, SignalReason};
+use crate::top::model::{
+    Adoption, EventLine, HelperDown, ProcInfo, RESTART_LOOP, Sample, Source, SourceError,
+    Supervision, Waker,
+};
+
+/// How many events the pane keeps (the supervisor's own backlog holds as many).
+pub const KEEP_EVENTS: usize = crate::control::protocol::BACKLOG;
+
+/// The longest reply line the dashboard accepts (a snapshot of a very large tree fits).
+const MAX_REPLY: usize = 64 << 20;
+
+/// One connection to a control socket: request lines out, reply lines in.
+#[derive(Debug)]
+pub struct Connection {
+    socket: PathBuf,
+    writer: UnixStream,
+    reader: BufReader<UnixStream>,
+    line: Vec<u8>,
+}
+
+impl Connection {
+    /// Connects to the control socket at `socket`; the error says why in a person's words.
+    pub fn open(socket: &Path) -> Result<Connection, SourceError> {
+        let stream = UnixStream::connect(socket).map_err(|e| connect_error(socket, &e))?;
+        let reader = BufReader::new(
+            stream
+                .try_clone()
+                .map_err(|e| SourceError(format!("{}: {e}", socket.display())))?,
+        );
+        Ok(Connection {
+            socket: socket.to_path_buf(),
+            writer: stream,
+            reader,
+            line: Vec::new(),
+        })
+    }
+
+    /// Sends one request.
+    pub fn send(&mut self, req: &Request) -> Result<(), SourceError> {
+        self.writer.write_all(&request_line(req)).map_err(|e| {
+            SourceError(format!(
+                "{}: the supervisor closed the connection ({e})",
+                self.socket.display()
+            ))
+        })
+    }
+
+    /// Reads one reply line. The end of the stream is an error naming the socket.
+    pub fn read_reply(&mut self) -> Result<Reply, SourceError> {
+        self.line.clear();
+        let n = io::Read::take(&mut self.reader, MAX_REPLY as u64 + 1)
+            .read_until(b'\n', &mut self.line)
+            .map_err(|e| SourceError(format!("{}: reading failed: {e}", self.socket.display())))?;
+        if n == 0 {
+            return Err(SourceError(format!(
+                "{}: the supervisor closed the connection (has it stopped?)",
+                self.socket.display()
+            )));
+        }
+        if self.line.last() != Some(&b'\n') {
+            return Err(SourceError(format!(
+                "{}: the connection ended in the middle of a reply ({} bytes, no newline)",
+                self.socket.display(),
+                self.line.len()
+            )));
+        }
+        serde_json::from_slice(&self.line).map_err(|e| {
+            SourceError(format!(
+                "{}: a reply is not protocol version {}: {e}",
+                self.socket.display(),
+                crate::control::protocol::VERSION
+            ))
+        })
+    }
+
+    /// Sends `req` and reads its reply; an error reply becomes an error naming its kind.
+    pub fn call(&mut self, req: &Request) -> Result<ReplyBody, SourceError> {
+        self.send(req)?;
+        match self.read_reply()?.body {
+            ReplyBody::Error(e) => Err(SourceError(format!(
+                "{}: {}: {}",
+                self.socket.display(),
+                serde_json::to_value(e.kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                e.message
+            ))),
+            body => Ok(body),
+        }
+    }
+}
+
+fn connect_error(socket: &Path, e: &io::Error) -> SourceError {
+    let why = match e.raw_os_error() {
+        Some(libc::ENOENT) => {
+            "no such socket: is `foster run` running? It prints its socket's path when it starts"
+                .to_string()
+        }
+        Some(libc::ECONNREFUSED) => {
+            "nothing listens on it (the supervisor that made it has stopped)".to_string()
+        }
+        Some(libc::EACCES) | Some(libc::EPERM) => {
+            "permission denied: only the supervisor's user and root may attach".to_string()
+        }
+        Some(libc::ENOTSOCK) => "not a socket".to_string(),
+        _ => e.to_string(),
+    };
+    SourceError(format!("cannot attach to {}: {why}", socket.display()))
+}
+
+/// What the event thread has received, shared with the source.
+#[derive(Debug, Default)]
+struct Feed {
+    /// The newest events, oldest first; at most [`KEEP_EVENTS`].
+    records: VecDeque<Item>,
+    /// The highest sequence number received (a replayed backlog skips what it already has).
+    last_seq: u64,
+    /// Why the stream ended, when it did.
+    closed: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+enum Item {
+    Event(EventRecord),
+    /// The supervisor skipped this many events for us.
+    Lagged { dropped: u64, at_ms: u64 },
+}
+
+impl Feed {
+    fn push(&mut self, item: Item) {
+        if let Item::Event(r) = &item {
+            if r.seq <= self.last_seq {
+                return;
+            }
+            self.last_seq = r.seq;
+        }
+        if self.records.len() == KEEP_EVENTS {
+            self.records.pop_front();
+        }
+        self.records.push_back(item);
+    }
+}
 
 /// A supervisor's control socket, as a source of readings.
-#[derive(Debug)]
 pub struct AttachedSource {
     socket: PathBuf,
+    status: Option<Connection>,
+    feed: Arc<Mutex<Feed>>,
+    wake: Option<Arc<dyn Fn() + Send + Sync>>,
+    /// The event thread is running.
+    following: bool,
+}
+
+impl std::fmt::Debug for AttachedSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AttachedSource")
+            .field("socket", &self.socket)
+            .field("following", &self.following)
+            .finish_non_exhaustive()
+    }
 }
 
 impl AttachedSource {
-    /// Connects to the control socket at `socket`.
+    /// Connects to the control socket at `socket` and takes a first snapshot, so that a wrong
+    /// path or a refusal is reported before the dashboard takes the terminal.
     pub fn connect(socket: &Path) -> Result<AttachedSource, SourceError> {
-        Err(SourceError(format!(
-            "--attach {}: this build of foster has no control socket yet; \
-             use `foster top` or `foster top --root PID` (standalone, from /proc)",
-            socket.display()
-        )))
+        let mut conn = Connection::open(socket)?;
+        match conn.call(&Request::Status)? {
+            ReplyBody::Status(_) => {}
+            other => {
+                return Err(SourceError(format!(
+                    "{}: unexpected reply to status: {other:?}",
+                    socket.display()
+                )));
+            }
+        }
+        Ok(AttachedSource {
+            socket: socket.to_path_buf(),
+            status: Some(conn),
+            feed: Arc::new(Mutex::new(Feed::default())),
+            wake: None,
+            following: false,
+        })
+    }
+
+    /// The handle that carries out the dashboard's actions through the same socket.
+    pub fn controller(&self) -> Controller {
+        Controller {
+            socket: self.socket.clone(),
+        }
+    }
+
+    /// Starts (or restarts, after the stream ended) the thread that follows the events.
+    fn follow_events(&mut self) -> Result<(), SourceError> {
+        let mut conn = Connection::open(&self.socket)?;
+        conn.send(&Request::Events {
+            backlog: Some(KEEP_EVENTS),
+            follow: true,
+        })?;
+        let feed = Arc::clone(&self.feed);
+        feed.lock().unwrap().closed = None;
+        let wake = self.wake.clone();
+        std::thread::Builder::new()
+            .name("top-events".into())
+            .spawn(move || {
+                let why = loop {
+                    let item = match conn.read_reply() {
+                        Ok(r) => match r.body {
+                            ReplyBody::Event(e) => Item::Event(e),
+                            ReplyBody::Lagged { dropped } => Item::Lagged {
+                                dropped,
+                                at_ms: now_ms(),
+                            },
+                            ReplyBody::Events { .. } => continue,
+                            ReplyBody::Error(e) => break format!("event stream: {}", e.message),
+                            other => break format!("event stream: unexpected reply {other:?}"),
+                        },
+                        Err(e) => break e.0,
+                    };
+                    feed.lock().unwrap().push(item);
+                    if let Some(w) = &wake {
+                        w();
+                    }
+                };
+                feed.lock().unwrap().closed = Some(why);
+                if let Some(w) = &wake {
+                    w();
+                }
+            })
+            .map_err(|e| SourceError(format!("cannot start the event thread: {e}")))?;
+        self.following = true;
+        Ok(())
+    }
+
+    fn snapshot(&mut self) -> Result<Status, SourceError> {
+        // One retry on a fresh connection: the old one may have been closed under us.
+        for attempt in 0..2 {
+            let conn = match &mut self.status {
+                Some(c) => c,
+                None => self.status.insert(Connection::open(&self.socket)?),
+            };
+            match conn.call(&Request::Status) {
+                Ok(ReplyBody::Status(s)) => return Ok(*s),
+                Ok(other) => {
+                    return Err(SourceError(format!(
+                        "{}: unexpected reply to status: {other:?}",
+                        self.socket.display()
+                    )));
+                }
+                Err(e) => {
+                    self.status = None;
+                    if attempt == 1 {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        unreachable!("the loop returns")
     }
 }
 
 impl Source for AttachedSource {
     fn sample(&mut self) -> Result<Sample, SourceError> {
-        Err(SourceError(format!(
-            "{}: not connected",
-            self.socket.display()
-        )))
+        let status = self.snapshot()?;
+        let closed = self.feed.lock().unwrap().closed.is_some();
+        if !self.following || closed {
+            // Events missed while the stream was down come back with the backlog; those
+            // already shown are skipped by sequence number.
+            self.follow_events()?;
+        }
+        let feed = self.feed.lock().unwrap();
+        let records: Vec<Item> = feed.records.iter().cloned().collect();
+        drop(feed);
+        Ok(sample_with_items(&status, &self.socket, &records, now_ms()))
+    }
+
+    fn set_waker(&mut self, wake: Waker) {
+        self.wake = Some(Arc::from(wake));
+    }
+}
+
+/// Milliseconds since the Unix epoch, now.
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The dashboard's reading of a status snapshot and the events received so far; `now_ms` is
+/// the wall-clock time of the snapshot (to place the events on the snapshot's tick clock).
+pub fn sample_of(status: &Status, socket: &Path, events: &[EventRecord], now_ms: u64) -> Sample {
+    let items: Vec<Item> = events.iter().cloned().map(Item::Event).collect();
+    sample_with_items(status, socket, &items, now_ms)
+}
+
+fn sample_with_items(status: &Status, socket: &Path, items: &[Item], now_ms: u64) -> Sample {
+    let hz = status.hz.max(1);
+    let helpers: HashMap<&str, &crate::control::protocol::HelperInfo> = status
+        .helpers
+        .iter()
+        .map(|h| (h.name.as_str(), h))
+        .collect();
+    let down: Vec<HelperDown> = status
+        .helpers
+        .iter()
+        .filter_map(|h| {
+            let state = match h.state {
+                HelperState::GaveUp => "gave up",
+                HelperState::Backoff if h.restarts_in_a_row >= RESTART_LOOP => "restarting",
+                _ => return None,
+            };
+            Some(HelperDown {
+                helper: h.name.clone(),
+                state: state.to_string(),
+                restarts: h.restarts_in_a_row,
+            })
+        })
+        .collect();
+    let procs = status
+        .processes
+        .iter()
+        .map(|p| {
+            let recent_restarts = match (p.role, &p.helper) {
+                (Role::Helper, Some(name)) => helpers
+                    .get(name.as_str())
+                    .filter(|h| h.identity == Some(p.identity()))
+                    .map_or(0, |h| h.restarts_in_a_row),
+                _ => 0,
+            };
+            let adoption = match &p.adoption {
+                None => Adoption::None,
+                Some(a) if a.classification.is_expected() => Adoption::Expected { by: a.to },
+                Some(a) => Adoption::Unexpected {
+                    by: a.to,
+                    expected: a.expected,
+                },
+            };
+            let is_supervisor = p.identity() == status.supervisor.identity;
+            ProcInfo {
+                id: p.identity(),
+                parent: p.parent,
+                ppid: p.ppid,
+                state: p.state.bytes().next().unwrap_or(b'?'),
+                cpu_ticks: p.cpu_ticks,
+                rss_bytes: p.rss_bytes,
+                comm: p.comm.0.clone(),
+                cmdline: p.cmdline.iter().map(|a| a.0.clone()).collect(),
+                supervision: Some(Supervision {
+                    role: role_text(p.role).to_string(),
+                    helper: p.helper.clone(),
+                    generation: p.generation,
+                    policy: p.policy.as_deref().map(policy_text).unwrap_or_default(),
+                    expected_parent: p.expected_parent,
+                    adoption,
+                    recent_restarts,
+                    down_helpers: if is_supervisor {
+                        down.clone()
+                    } else {
+                        Vec::new()
+                    },
+                }),
+            }
+        })
+        .collect();
+    let events = items
+        .iter()
+        .map(|item| {
+            let (ts_ms, text) = match item {
+                Item::Event(r) => (r.ts_ms, event_text(&r.event)),
+                Item::Lagged { dropped, at_ms } => (
+                    *at_ms,
+                    format!("{dropped} events skipped: the dashboard did not read fast enough"),
+                ),
+            };
+            let ago_ticks = now_ms.saturating_sub(ts_ms) * hz / 1000;
+            EventLine {
+                at_ticks: status.now_ticks.saturating_sub(ago_ticks),
+                wall_ms: ts_ms,
+                text: text.into_bytes(),
+            }
+        })
+        .collect();
+    let config = Path::new(&status.supervisor.config)
+        .file_name()
+        .map_or_else(
+            || status.supervisor.config.clone(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+    let mut origin = format!(
+        "attached to {config} (supervisor {}, {})",
+        status.supervisor.identity.pid,
+        socket.display()
+    );
+    if status.supervisor.shutting_down {
+        origin.push_str(", shutting down");
+    }
+    Sample {
+        origin,
+        now_ticks: status.now_ticks,
+        hz,
+        supervised: true,
+        procs,
+        events,
+    }
+}
+
+/// The ROLE column's word for a role.
+pub fn role_text(role: Role) -> &'static str {
+    match role {
+        Role::Supervisor => "supervisor",
+        Role::Helper => "helper",
+        Role::Descendant => "descendant",
+        Role::AdoptedOrphan => "adopted",
+    }
+}
+
+/// A generation's policy as the POLICY column shows it: `SIGTERM:exit:5s` → `TERM→exit 5s`.
+pub fn policy_text(policy: &str) -> String {
+    let mut parts = policy.split(':');
+    let signal = parts.next().unwrap_or_default();
+    let signal = signal.strip_prefix("SIG").unwrap_or(signal);
+    match (parts.next(), parts.next()) {
+        (Some(reaction), Some(grace)) => format!("{signal}→{reaction} {grace}"),
+        (Some(reaction), None) => format!("{signal}→{reaction}"),
+        _ => signal.to_string(),
+    }
+}
+
+/// One event as the events pane says it. Helper names are the configuration's text and are
+/// escaped when shown, like everything else.
+pub fn event_text(event: &Event) -> String {
+    let helper = |h: &Option<String>| match h {
+        Some(h) => format!("{h} "),
+        None => String::new(),
+    };
+    match event {
+        Event::Start {
+            supervisor,
+            contained,
+        } => format!(
+            "supervisor {} started{}",
+            supervisor.pid,
+            if *contained {
+                " (contained: own PID namespace)"
+            } else {
+                ""
+            }
+        ),
+        Event::Launch {
+            helper,
+            identity,
+            attempt,
+        } => {
+            if *attempt > 1 {
+                format!("launched {helper} as {} (attempt {attempt})", identity.pid)
+            } else {
+                format!("launched {helper} as {}", identity.pid)
+            }
+        }
+        Event::LaunchFailed { helper, error } => format!("{helper} failed to launch: {error}"),
+        Event::Exit {
+            pid,
+            helper: h,
+            generation,
+            status,
+            ..
+        } => {
+            let who = match (h, generation) {
+                (Some(_), Some(1)) | (Some(_), None) => format!("{}{pid}", helper(h)),
+                (_, Some(g)) => format!("{}{pid} (generation {g})", helper(h)),
+                (None, None) => format!("{pid}"),
+            };
+            format!("{who} ended: {status}")
+        }
+        Event::Reparented {
+            identity,
+            helper: h,
+            from,
+            to,
+            classification,
+            expected,
+            ..
+        } => {
+            let from = from.map_or_else(|| "?".to_string(), |f| f.pid.to_string());
+            let how = match classification {
+                crate::adoption::Classification::Expected => "as expected".to_string(),
+                c => format!(
+                    "UNEXPECTED ({}{})",
+                    serde_json::to_value(c)
+                        .ok()
+                        .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
+                        .unwrap_or_default(),
+                    expected.map_or(String::new(), |e| format!(", expected {}", e.pid))
+                ),
+            };
+            format!(
+                "{}{} orphaned: adopted by {} (was under {from}) {how}",
+                helper(h),
+                identity.pid,
+                to.pid
+            )
+        }
+        Event::Restart {
+            helper,
+            attempt,
+            delay_ms,
+        } => format!(
+            "restarting {helper} in {} (restart {attempt} in a row)",
+            fmt_ms(*delay_ms)
+        ),
+        Event::GiveUp { helper, restarts } => {
+            format!("gave up on {helper} after {restarts} restarts in a row")
+        }
+        Event::Signal {
+            target,
+            helper: h,
+            signal,
+            reason,
+        } => format!(
+            "sent {signal} to {}{} ({})",
+            helper(h),
+            target.pid,
+            match reason {
+                SignalReason::Stop => "stopping it",
+                SignalReason::OrphanPolicy => "orphan policy",
+                SignalReason::GraceExpired => "grace expired",
+            }
+        ),
+        Event::Shutdown { signal } => match signal {
+            Some(s) => format!("shutting down ({s})"),
+            None => "shutting down".to_string(),
+        },
+        Event::Stopped { exit_status } => format!("supervisor stopped, exit status {exit_status}"),
+    }
+}
+
+/// A delay: `250ms`, `1.5s`, `30s`.
+fn fmt_ms(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms % 1000 == 0 {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    }
+}
+
+/// Carries out the dashboard's actions through the control socket, one short connection each.
+#[derive(Debug, Clone)]
+pub struct Controller {
+    socket: PathBuf,
+}
+
+impl Controller {
+    /// A controller for the socket at `socket`.
+    pub fn new(socket: &Path) -> Controller {
+        Controller {
+            socket: socket.to_path_buf(),
+        }
+    }
+
+    /// Sends `req` and returns the supervisor's `done` message, or the error's.
+    pub fn request(&self, req: &Request) -> Result<String, String> {
+        let mut conn = Connection::open(&self.socket).map_err(|e| e.0)?;
+        match conn.call(req) {
+            Ok(ReplyBody::Done { message, .. }) => Ok(message),
+            Ok(other) => Err(format!("unexpected reply: {other:?}")),
+            Err(e) => {
+                // The socket's path is in the title already; keep the status line short.
+                let prefix = format!("{}: ", self.socket.display());
+                Err(e.0.strip_prefix(&prefix).unwrap_or(&e.0).to_string())
+            }
+        }
     }
 }

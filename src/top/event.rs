@@ -29,6 +29,13 @@ pub enum Msg {
     InputFailed(String),
     /// A termination signal arrived.
     Terminate(Signal),
+    /// Signals sent through the supervisor (attached mode): one result per target.
+    SignalDone {
+        signal: Signal,
+        results: Vec<(crate::identity::Identity, Vec<u8>, Result<(), String>)>,
+    },
+    /// The supervisor's answer to a restart or stop.
+    ControlDone(Result<String, String>),
 }
 
 /// What the main loop asks the data thread.
@@ -88,14 +95,19 @@ pub fn spawn_input(tx: Sender<Msg>) {
         .expect("spawn the input thread");
 }
 
-/// Takes a reading at once, then every `interval` or whenever asked, until the main loop is
-/// gone. Returns the channel to ask on.
+/// Takes a reading at once, then every `interval` or whenever asked (by the main loop, or by
+/// the source itself when it is told of a change), until the main loop is gone. Returns the
+/// channel to ask on.
 pub fn spawn_data(
     mut source: Box<dyn Source>,
     interval: Duration,
     tx: Sender<Msg>,
 ) -> Sender<Request> {
     let (req_tx, req_rx): (Sender<Request>, Receiver<Request>) = mpsc::channel();
+    let wake = req_tx.clone();
+    source.set_waker(Box::new(move || {
+        let _ = wake.send(Request::Refresh);
+    }));
     thread::Builder::new()
         .name("top-data".into())
         .spawn(move || {

@@ -36,6 +36,7 @@ use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use ratatui::layout::Rect;
 
+use crate::control::protocol::{Request as ControlRequest, SignalArg, Target};
 use crate::identity::{Identity, StatPath, StatRead};
 use crate::top::app::{App, Effect};
 use crate::top::event::{Msg, Request};
@@ -166,11 +167,40 @@ pub fn send_signal(id: Identity, signal: Signal) -> Result<(), Errno> {
     result
 }
 
+/// Runs `work` on a thread of its own and posts its message: a request to the supervisor may
+/// take as long as the supervisor needs, and the dashboard keeps answering keys meanwhile.
+fn spawn_control(tx: &mpsc::Sender<Msg>, work: impl FnOnce() -> Msg + Send + 'static) {
+    let tx = tx.clone();
+    let spawned = std::thread::Builder::new()
+        .name("top-control".into())
+        .spawn(move || {
+            let _ = tx.send(work());
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("cannot start a thread for the supervisor's request: {e}");
+    }
+}
+
+/// In debug builds only, the key named by `FOSTER_TOP_TEST_PANIC_KEY` makes the dashboard
+/// panic, so that a test can check the terminal is restored on that way out too.
+fn test_panic_key() -> Option<char> {
+    if !cfg!(debug_assertions) {
+        return None;
+    }
+    std::env::var("FOSTER_TOP_TEST_PANIC_KEY")
+        .ok()
+        .and_then(|v| v.chars().next())
+}
+
 /// Runs the dashboard until the user quits; the exit status is 0, or 128+N after signal N.
 pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
-    let source: Box<dyn Source> = match (&opts.attach, opts.root) {
-        (Some(socket), _) => Box::new(attached::AttachedSource::connect(socket)?),
-        (None, root) => Box::new(standalone::ProcSource::new(root)?),
+    let (source, controller): (Box<dyn Source>, _) = match (&opts.attach, opts.root) {
+        (Some(socket), _) => {
+            let s = attached::AttachedSource::connect(socket)?;
+            let c = s.controller();
+            (Box::new(s), Some(c))
+        }
+        (None, root) => (Box::new(standalone::ProcSource::new(root)?), None),
     };
     if !io::stdout().is_terminal() || !io::stdin().is_terminal() {
         return Err(
@@ -185,7 +215,8 @@ pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
     event::spawn_signals(tx.clone());
     let (mut terminal, _guard) = enter_terminal()?;
     event::spawn_input(tx.clone());
-    let requests = event::spawn_data(source, opts.interval, tx);
+    let requests = event::spawn_data(source, opts.interval, tx.clone());
+    let panic_key = test_panic_key();
 
     let mut app = App::new(opts.collapse_depth, interval_text(opts.interval));
     let mut tracker = Tracker::new();
@@ -196,11 +227,42 @@ pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
         match msg {
             Msg::Key(k) => {
                 force = true;
+                if panic_key.is_some_and(|c| k.code == crossterm::event::KeyCode::Char(c)) {
+                    panic!("the test panic key was pressed (FOSTER_TOP_TEST_PANIC_KEY)");
+                }
                 for effect in app.on_key(k) {
                     match effect {
                         Effect::Quit => return Ok(ExitCode::SUCCESS),
                         Effect::Refresh => {
                             let _ = requests.send(Request::Refresh);
+                        }
+                        Effect::Signal { targets, signal } if controller.is_some() => {
+                            let c = controller.clone().expect("attached");
+                            spawn_control(&tx, move || Msg::SignalDone {
+                                signal,
+                                results: targets
+                                    .into_iter()
+                                    .map(|(id, name)| {
+                                        let r = c.request(&ControlRequest::Signal {
+                                            target: Target::Identity(id),
+                                            signal: SignalArg(signal as i32),
+                                        });
+                                        (id, name, r.map(drop))
+                                    })
+                                    .collect(),
+                            });
+                        }
+                        Effect::Control(action) => {
+                            let Some(c) = controller.clone() else {
+                                continue;
+                            };
+                            let req = match action {
+                                app::Control::Restart { helper, .. } => {
+                                    ControlRequest::Restart { helper }
+                                }
+                                app::Control::Stop { .. } => ControlRequest::Stop,
+                            };
+                            spawn_control(&tx, move || Msg::ControlDone(c.request(&req)));
                         }
                         Effect::Signal { targets, signal } => {
                             let results: Vec<_> = targets
@@ -224,6 +286,14 @@ pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
             Msg::Data(Err(e)) => app.set_source_error(e.to_string()),
             Msg::InputFailed(e) => return Err(format!("reading the terminal failed: {e}").into()),
             Msg::Terminate(sig) => return Ok(ExitCode::from(128 + sig as u8)),
+            Msg::SignalDone { signal, results } => {
+                app.signal_results(signal, &results);
+                let _ = requests.send(Request::Refresh);
+            }
+            Msg::ControlDone(result) => {
+                app.control_done(result);
+                let _ = requests.send(Request::Refresh);
+            }
         }
         let size = terminal.size()?;
         app.set_page(ui::page_height(

@@ -63,11 +63,15 @@ pub struct ProcInfo {
 /// What a supervisor knows of one of its processes.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Supervision {
-    /// The helper's role, from the configuration (`db`, `worker`...).
+    /// Its place in the tree, as the ROLE column shows it: `supervisor`, `helper`,
+    /// `descendant`, `adopted`.
     pub role: String,
-    /// Generation: 0 for a helper the supervisor launched, 1 for its children, and so on.
+    /// The configured helper it belongs to (`web`, `db`...), if any.
+    pub helper: Option<String>,
+    /// Generation: 0 the supervisor, 1 a helper it launched, 2 a helper's child, and so on.
     pub generation: u32,
-    /// The policy in force, short: the parent-death signal and the reaction (`TERM→exit`).
+    /// The policy in force, short: the parent-death signal, the reaction and the grace
+    /// (`TERM→exit 5s`).
     pub policy: String,
     /// The parent this process should have, when the supervisor expects one.
     pub expected_parent: Option<Identity>,
@@ -75,6 +79,19 @@ pub struct Supervision {
     pub adoption: Adoption,
     /// Restarts of this helper within the supervisor's restart window.
     pub recent_restarts: u32,
+    /// On the supervisor's row: its helpers that have no process now and are failing (waiting
+    /// for a restart after failures, or given up on).
+    pub down_helpers: Vec<HelperDown>,
+}
+
+/// A helper with no process, as the supervisor reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct HelperDown {
+    pub helper: String,
+    /// `backoff` (waiting to be restarted) or `gave up`.
+    pub state: String,
+    /// Restarts in a row so far.
+    pub restarts: u32,
 }
 
 /// The classification of a reparenting, as the supervisor made it.
@@ -97,6 +114,9 @@ pub enum Adoption {
 pub struct EventLine {
     /// Clock ticks since boot when it happened.
     pub at_ticks: u64,
+    /// Wall-clock time when it happened, milliseconds since the Unix epoch (0: unknown, the
+    /// pane then shows how long ago).
+    pub wall_ms: u64,
     /// What happened, raw (it may quote process names); escaped when shown.
     pub text: Vec<u8>,
 }
@@ -113,11 +133,19 @@ impl fmt::Display for SourceError {
 
 impl std::error::Error for SourceError {}
 
+/// Asks the data thread for a reading at once.
+pub type Waker = Box<dyn Fn() + Send + Sync>;
+
 /// Where readings come from: `/proc` (standalone) or a supervisor's control socket (attached).
 /// Called on the data thread; `sample` may block for as long as one reading takes.
 pub trait Source: Send {
     /// Takes one reading.
     fn sample(&mut self) -> Result<Sample, SourceError>;
+
+    /// Hands the source a way to ask for a reading at once; called once, before the first
+    /// reading. A source that is told of changes (the attached source, by the supervisor's
+    /// event stream) calls it when something happened; the default ignores it.
+    fn set_waker(&mut self, _wake: Waker) {}
 }
 
 /// Something unusual about one process, shown prominently.
@@ -141,6 +169,9 @@ pub enum Anomaly {
     },
     /// A helper restarted `restarts` times within the supervisor's window.
     RestartLoop { restarts: u32 },
+    /// A helper with no process: failing and waiting for its next restart, or given up on
+    /// (shown on the supervisor's row, since the helper has none).
+    HelperDown(HelperDown),
 }
 
 impl Anomaly {
@@ -168,6 +199,9 @@ impl Anomaly {
                 )
             }
             Anomaly::RestartLoop { restarts } => format!("restart loop ({restarts})"),
+            Anomaly::HelperDown(h) => {
+                format!("{} {} ({} restarts)", escape(h.helper.as_bytes()), h.state, h.restarts)
+            }
         }
     }
 
@@ -195,6 +229,12 @@ impl Anomaly {
             Anomaly::RestartLoop { restarts } => {
                 format!("restart loop: {restarts} restarts")
             }
+            Anomaly::HelperDown(h) => format!(
+                "helper {} has no process: {} after {} restarts in a row",
+                escape(h.helper.as_bytes()),
+                h.state,
+                h.restarts
+            ),
         }
     }
 }
@@ -420,6 +460,9 @@ impl Tracker {
                             restarts: s.recent_restarts,
                         },
                     ));
+                }
+                for h in &s.down_helpers {
+                    found.push((*id, Anomaly::HelperDown(h.clone())));
                 }
             }
         }

@@ -22,6 +22,7 @@ pub enum Column {
     Flag,
     Pid,
     Role,
+    Helper,
     Generation,
     State,
     Policy,
@@ -37,6 +38,7 @@ impl Column {
             Column::Flag => "!",
             Column::Pid => "PID",
             Column::Role => "ROLE",
+            Column::Helper => "HELPER",
             Column::Generation => "GEN",
             Column::State => "S",
             Column::Policy => "POLICY",
@@ -52,9 +54,10 @@ impl Column {
             Column::Flag => 1,
             Column::Pid => 7,
             Column::Role => 10,
+            Column::Helper => 8,
             Column::Generation => 3,
             Column::State => 4,
-            Column::Policy => 11,
+            Column::Policy => 12,
             Column::Age => 6,
             Column::Cpu => 5,
             Column::Rss => 6,
@@ -73,12 +76,17 @@ impl Column {
 /// The narrowest the command column may become before other columns are dropped.
 const MIN_COMMAND: u16 = 24;
 
-/// The columns that fit in `width`: supervision columns only when the source knows them, then
-/// dropped in the order policy, generation, role, age, state, RSS, CPU%.
-pub fn columns_for(width: u16, supervised: bool) -> Vec<Column> {
+/// The columns that fit in `width`: supervision columns only when the source knows them (the
+/// helper column only when some process belongs to a helper), then dropped in the order
+/// policy, helper, generation, role, age, state, RSS, CPU%.
+pub fn columns_for(width: u16, supervised: bool, helpers: bool) -> Vec<Column> {
     let mut cols = vec![Column::Flag, Column::Pid];
     if supervised {
-        cols.extend([Column::Role, Column::Generation]);
+        cols.push(Column::Role);
+        if helpers {
+            cols.push(Column::Helper);
+        }
+        cols.push(Column::Generation);
     }
     cols.push(Column::State);
     if supervised {
@@ -87,6 +95,7 @@ pub fn columns_for(width: u16, supervised: bool) -> Vec<Column> {
     cols.extend([Column::Age, Column::Cpu, Column::Rss, Column::Command]);
     let drop_order = [
         Column::Policy,
+        Column::Helper,
         Column::Generation,
         Column::Role,
         Column::Age,
@@ -188,8 +197,9 @@ pub fn draw(frame: &mut Frame, app: &mut App) {
                 format!("{} ({name})", target.pid)
             };
             let text = format!("Send {} to {what}?", signal.as_str());
-            draw_confirm(frame, area, &text);
+            draw_confirm(frame, area, &text, "y send");
         }
+        Dialog::ConfirmControl(c) => draw_confirm(frame, area, &c.question(), "y yes"),
     }
 }
 
@@ -290,7 +300,13 @@ fn command_line(row: &Row, width: usize) -> Line<'static> {
 }
 
 fn draw_table(frame: &mut Frame, area: Rect, app: &App) {
-    let cols = columns_for(area.width, app.model.supervised);
+    let helpers = app.model.supervised
+        && app
+            .model
+            .nodes
+            .values()
+            .any(|n| n.info.supervision.as_ref().is_some_and(|s| s.helper.is_some()));
+    let cols = columns_for(area.width, app.model.supervised, helpers);
     let fixed: u16 = cols.iter().map(|c| c.width() + 1).sum();
     let cmd_w = area.width.saturating_sub(fixed) as usize;
     let widths: Vec<Constraint> = cols
@@ -323,6 +339,7 @@ fn draw_table(frame: &mut Frame, area: Rect, app: &App) {
                 }
                 Column::Pid => r.id.pid.to_string(),
                 Column::Role => r.role.clone(),
+                Column::Helper => r.helper.clone(),
                 Column::Generation => r.generation.clone(),
                 Column::State => r.state.clone(),
                 Column::Policy => r.policy.clone(),
@@ -383,9 +400,9 @@ fn draw_events(frame: &mut Frame, area: Rect, app: &App) {
     let skip = all.len().saturating_sub(inner_h);
     let lines: Vec<Line> = all[skip..]
         .iter()
-        .map(|(ago, text)| {
+        .map(|(when, text)| {
             Line::from(vec![
-                Span::styled(format!("{ago:>6} ago  "), Style::new().fg(Color::DarkGray)),
+                Span::styled(format!("{when:>8}  "), Style::new().fg(Color::DarkGray)),
                 Span::raw(text.clone()),
             ])
         })
@@ -413,6 +430,11 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
         Line::from(Span::styled(
             format!("{}: {}", r.id.pid, r.anomaly_details.join("; ")),
             Style::new().fg(Color::Red).bold(),
+        ))
+    } else if app.model.supervised {
+        Line::from(Span::styled(
+            "q quit · ? help · / filter · Space collapse · s signal · R restart helper · X stop all · p pause",
+            Style::new().fg(Color::DarkGray),
         ))
     } else {
         Line::from(Span::styled(
@@ -507,14 +529,14 @@ fn draw_signals(frame: &mut Frame, area: Rect, title: &str, selected: usize) {
     );
 }
 
-fn draw_confirm(frame: &mut Frame, area: Rect, text: &str) {
+fn draw_confirm(frame: &mut Frame, area: Rect, text: &str, yes: &str) {
     let w = (Line::raw(text).width() as u16 + 4).max(24);
     let r = centered(area, w, 4);
     frame.render_widget(Clear, r);
     frame.render_widget(
         Paragraph::new(vec![
             Line::from(text.to_string()).bold(),
-            Line::from("y send · any other key cancels").fg(Color::DarkGray),
+            Line::from(format!("{yes} · any other key cancels")).fg(Color::DarkGray),
         ])
         .block(Block::bordered().title(" confirm ")),
         r,
