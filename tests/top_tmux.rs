@@ -371,3 +371,46 @@ fn sigterm_restores_the_terminal() {
     assert_eq!(t.display("#{alternate_on}"), "0");
     assert_eq!(t.display("#{cursor_flag}"), "1");
 }
+
+/// A panic inside the dashboard (a debug build's test key) still restores the terminal: raw
+/// mode undone, alternate screen left, cursor shown, and the panic message readable.
+#[test]
+fn a_panic_restores_the_terminal() {
+    if !tmux_available() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    if !cfg!(debug_assertions) {
+        eprintln!("skipped: the panic key exists in debug builds only");
+        return;
+    }
+    let tree = Subtree::start();
+    let t = Tmux::start("sh");
+    t.text("S=$(stty -g)\n");
+    t.text(&format!(
+        "FOSTER_TOP_TEST_PANIC_KEY=P {} top --root {}; echo status=$?\n",
+        env!("CARGO_BIN_EXE_foster"),
+        tree.all[0].pid
+    ));
+    t.wait_for("the dashboard", |s| has_row(s, "sleep 1003"));
+    let top = dashboard_pid(&t);
+    assert_eq!(t.display("#{alternate_on}"), "1");
+    t.keys(&["P"]);
+    let s = t.wait_for("the exit status", |s| s.contains("status=101"));
+    assert!(
+        s.contains("test panic key"),
+        "the panic message is readable after the terminal is restored:\n{s}"
+    );
+    assert!(wait_gone(top));
+    assert_eq!(t.display("#{alternate_on}"), "0");
+    assert_eq!(t.display("#{cursor_flag}"), "1");
+    t.text("[ \"$(stty -g)\" = \"$S\" ] && echo modes-same || echo modes-differ\n");
+    let s = t.wait_for("the terminal modes compared", |s| {
+        s.lines()
+            .any(|l| l.trim() == "modes-same" || l.trim() == "modes-differ")
+    });
+    assert!(
+        s.lines().any(|l| l.trim() == "modes-same"),
+        "raw mode was not undone after the panic:\n{s}"
+    );
+}

@@ -764,8 +764,7 @@ impl App {
         };
         if !self.model.supervised {
             self.message = Some(
-                "R restarts a helper: attach to its supervisor (foster top --attach SOCKET)"
-                    .into(),
+                "R restarts a helper: attach to its supervisor (foster top --attach SOCKET)".into(),
             );
             return;
         }
@@ -806,9 +805,8 @@ impl App {
 
     fn ask_stop(&mut self) {
         if !self.model.supervised {
-            self.message = Some(
-                "X stops a supervisor: attach to it (foster top --attach SOCKET)".into(),
-            );
+            self.message =
+                Some("X stops a supervisor: attach to it (foster top --attach SOCKET)".into());
             return;
         }
         let sup = self.model.nodes.values().find(|n| {
@@ -831,7 +829,7 @@ impl App {
     pub fn control_done(&mut self, result: Result<String, String>) {
         self.message = Some(match result {
             Ok(m) => escape(m.as_bytes()),
-            Err(e) => format!("refused: {}", escape(e.as_bytes())),
+            Err(e) => format!("failed: {}", escape(e.as_bytes())),
         });
     }
 

@@ -149,7 +149,10 @@ struct Feed {
 enum Item {
     Event(EventRecord),
     /// The supervisor skipped this many events for us.
-    Lagged { dropped: u64, at_ms: u64 },
+    Lagged {
+        dropped: u64,
+        at_ms: u64,
+    },
 }
 
 impl Feed {

@@ -5,8 +5,11 @@
 //! runs the loop that takes [`event::Msg`]s from one channel, and restores the terminal on every
 //! way out: normal quit, error, termination signal and panic (a panic hook restores it before the
 //! message is printed). The loop redraws only on input, resize, or a reading that changes what
-//! the screen shows. Signals chosen in the dashboard are sent through a pidfd opened and checked
-//! against the process's identity first, so a reused pid is never signalled.
+//! the screen shows. Standalone, signals chosen in the dashboard are sent through a pidfd opened
+//! and checked against the process's identity first, so a reused pid is never signalled;
+//! attached, they go through the supervisor's control socket (which does the same after checking
+//! the process is in its tree), as do restarting a helper and stopping the supervisor, each on a
+//! short-lived thread so the dashboard keeps answering keys meanwhile.
 //!
 //! - [`model`], samples, the `Source` trait, the tree model with rates and anomalies.
 //! - [`app`], state and keys.

@@ -200,7 +200,12 @@ impl Anomaly {
             }
             Anomaly::RestartLoop { restarts } => format!("restart loop ({restarts})"),
             Anomaly::HelperDown(h) => {
-                format!("{} {} ({} restarts)", escape(h.helper.as_bytes()), h.state, h.restarts)
+                format!(
+                    "{} {} ({} restarts)",
+                    escape(h.helper.as_bytes()),
+                    h.state,
+                    h.restarts
+                )
             }
         }
     }

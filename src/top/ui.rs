@@ -301,11 +301,12 @@ fn command_line(row: &Row, width: usize) -> Line<'static> {
 
 fn draw_table(frame: &mut Frame, area: Rect, app: &App) {
     let helpers = app.model.supervised
-        && app
-            .model
-            .nodes
-            .values()
-            .any(|n| n.info.supervision.as_ref().is_some_and(|s| s.helper.is_some()));
+        && app.model.nodes.values().any(|n| {
+            n.info
+                .supervision
+                .as_ref()
+                .is_some_and(|s| s.helper.is_some())
+        });
     let cols = columns_for(area.width, app.model.supervised, helpers);
     let fixed: u16 = cols.iter().map(|c| c.width() + 1).sum();
     let cmd_w = area.width.saturating_sub(fixed) as usize;

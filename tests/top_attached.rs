@@ -1,0 +1,496 @@
+//! `foster top --attach`: the attached source's reading of the control protocol, and its error
+//! paths against a tiny server of this test's own that misbehaves on purpose (a socket that
+//! closes in the middle of a reply, an error reply, a stream that ends). The dashboard against
+//! the real supervisor is tested end to end in `top_tmux.rs` (`foster demo`).
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use foster::control::protocol::{EventRecord, Reply, ReplyBody, Request, Status, parse_request};
+use foster::event::Event;
+use foster::identity::Identity;
+use foster::top::app::App;
+use foster::top::attached::{AttachedSource, Controller, event_text, policy_text, sample_of};
+use foster::top::model::{Anomaly, Source, Tracker};
+
+/// The snapshot of docs/control.md, with one helper in a restart loop and a descendant whose
+/// parent is not the expected one.
+const STATUS: &str = r#"{"version":1,"status":{
+  "supervisor":{"identity":{"pid":4700,"start_time":912345},"config":"examples/demo.toml",
+                "socket":"/run/user/1000/foster/demo.sock","contained":false,
+                "shutting_down":false,"started_ms":1767000000000},
+  "helpers":[{"name":"crasher","state":"backoff","identity":null,"launches":4,
+              "restarts_in_a_row":3,"restart":"on-failure",
+              "last_exit":{"how":"exited","code":3},"next_launch_in_ms":1650,
+              "policy":"SIGTERM:exit:5s"},
+             {"name":"web","state":"running","identity":{"pid":4710,"start_time":912350},
+              "launches":1,"restarts_in_a_row":0,"restart":"always","last_exit":null,
+              "next_launch_in_ms":null,"policy":"SIGTERM:exit:5s;SIGHUP:notify:2s"}],
+  "processes":[
+    {"pid":4700,"start_time":912345,"role":"supervisor","helper":null,"generation":0,
+     "policy":null,"expected_parent":null,"parent":{"pid":4650,"start_time":912000},
+     "ppid":4650,"adoption":null,"state":"S","comm":"foster",
+     "cmdline":["foster","run","examples/demo.toml"],"uid":1000,"threads":3,
+     "rss_bytes":5242880,"cpu_ticks":2},
+    {"pid":4710,"start_time":912350,"role":"helper","helper":"web","generation":1,
+     "policy":"SIGTERM:exit:5s","expected_parent":{"pid":4700,"start_time":912345},
+     "parent":{"pid":4700,"start_time":912345},"ppid":4700,"adoption":null,"state":"S",
+     "comm":"web","cmdline":["web","--port","8080"],"uid":1000,"threads":1,
+     "rss_bytes":1048576,"cpu_ticks":10},
+    {"pid":4711,"start_time":912360,"role":"descendant","helper":"web","generation":2,
+     "policy":"SIGHUP:notify:2s","expected_parent":{"pid":4710,"start_time":912350},
+     "parent":{"pid":4710,"start_time":912350},"ppid":4710,"adoption":null,"state":"S",
+     "comm":[101,118,255],"cmdline":[[101,118,255],"\u001b[2J"],"uid":1000,"threads":1,
+     "rss_bytes":1048576,"cpu_ticks":0},
+    {"pid":4712,"start_time":912361,"role":"descendant","helper":"web","generation":2,
+     "policy":"SIGHUP:notify:2s","expected_parent":{"pid":4710,"start_time":999},
+     "parent":{"pid":4710,"start_time":912350},"ppid":4710,"adoption":null,"state":"S",
+     "comm":"stray","cmdline":["stray"],"uid":1000,"threads":1,
+     "rss_bytes":1048576,"cpu_ticks":0},
+    {"pid":4755,"start_time":912410,"role":"adopted_orphan","helper":"orphaner",
+     "generation":2,"policy":"SIGTERM:exit:5s",
+     "expected_parent":{"pid":4720,"start_time":912360},
+     "parent":{"pid":4700,"start_time":912345},"ppid":4700,
+     "adoption":{"from":{"pid":4720,"start_time":912360},"to":{"pid":4700,"start_time":912345},
+                 "expected":{"pid":4700,"start_time":912345},"classification":"expected",
+                 "ts_ms":1767000001234},
+     "state":"S","comm":"sleep","cmdline":["sleep","300"],"uid":1000,"threads":1,
+     "rss_bytes":1048576,"cpu_ticks":0},
+    {"pid":4756,"start_time":912411,"role":"adopted_orphan","helper":null,
+     "generation":2,"policy":"SIGTERM:exit:5s",
+     "expected_parent":{"pid":4720,"start_time":912360},
+     "parent":{"pid":4700,"start_time":912345},"ppid":4700,
+     "adoption":{"from":{"pid":4720,"start_time":912360},"to":{"pid":4700,"start_time":912345},
+                 "expected":{"pid":4721,"start_time":912362},"classification":"foreign_reaper",
+                 "ts_ms":1767000001235}, "state":"S","comm":"sleep","cmdline":["sleep","301"],
+     "uid":1000,"threads":1,"rss_bytes":1048576,"cpu_ticks":0}],
+  "now_ticks":913000,"hz":100}}"#;
+
+fn status() -> Status {
+    let reply: Reply = serde_json::from_str(STATUS).expect("the documented snapshot parses");
+    match reply.body {
+        ReplyBody::Status(s) => *s,
+        other => panic!("not a status: {other:?}"),
+    }
+}
+
+fn id(pid: i32, start_time: u64) -> Identity {
+    Identity { pid, start_time }
+}
+
+#[test]
+fn a_snapshot_becomes_supervised_rows_with_anomalies_and_events() {
+    let st = status();
+    let events = vec![
+        EventRecord {
+            seq: 7,
+            ts_ms: 1_767_000_001_200,
+            event: Event::Exit {
+                pid: 4730,
+                identity: Some(id(4730, 912370)),
+                helper: Some("crasher".into()),
+                generation: Some(1),
+                status: foster::reaper::ExitStatus::Exited { code: 3 },
+            },
+        },
+        EventRecord {
+            seq: 8,
+            ts_ms: 1_767_000_001_201,
+            event: Event::Restart {
+                helper: "crasher".into(),
+                attempt: 3,
+                delay_ms: 2000,
+            },
+        },
+    ];
+    let sample = sample_of(&st, Path::new("/run/demo.sock"), &events, 1_767_000_002_201);
+    assert!(sample.supervised);
+    assert!(
+        sample.origin.contains("demo.toml") && sample.origin.contains("4700"),
+        "{}",
+        sample.origin
+    );
+    let by_pid = |p: i32| sample.procs.iter().find(|x| x.id.pid == p).unwrap();
+    let sup = |p: i32| by_pid(p).supervision.clone().unwrap();
+    assert_eq!(sup(4700).role, "supervisor");
+    assert_eq!(sup(4710).role, "helper");
+    assert_eq!(sup(4710).helper.as_deref(), Some("web"));
+    assert_eq!(sup(4711).role, "descendant");
+    assert_eq!(sup(4755).role, "adopted");
+    assert_eq!(sup(4711).policy, "HUP→notify 2s");
+    assert_eq!(by_pid(4711).comm, b"ev\xff");
+    // Event times: placed on the snapshot's tick clock (1 s before it), wall clock kept.
+    assert_eq!(sample.events.len(), 2);
+    assert_eq!(sample.events[1].at_ticks, 913_000 - 100);
+    assert_eq!(sample.events[1].wall_ms, 1_767_000_001_201);
+    assert_eq!(
+        String::from_utf8_lossy(&sample.events[0].text),
+        "crasher 4730 ended: exit code 3"
+    );
+
+    let model = Tracker::new().update(sample);
+    let anomalies = |p: i32| {
+        model.nodes[&id(p, model_start(&model, p))]
+            .anomalies
+            .clone()
+    };
+    // The crasher has no process: its restart loop shows on the supervisor's row.
+    assert!(
+        matches!(&anomalies(4700)[..], [Anomaly::HelperDown(h)] if h.helper == "crasher" && h.restarts == 3),
+        "{:?}",
+        anomalies(4700)
+    );
+    // Wrong parent: same pid, another start time than expected.
+    assert!(
+        matches!(&anomalies(4712)[..], [Anomaly::WrongParent { expected, .. }] if expected.start_time == 999),
+        "{:?}",
+        anomalies(4712)
+    );
+    // An expected adoption is no anomaly; a foreign reaper is.
+    assert!(anomalies(4755).is_empty(), "{:?}", anomalies(4755));
+    assert!(
+        matches!(&anomalies(4756)[..], [Anomaly::UnexpectedAdoption { expected: Some(e), .. }] if e.pid == 4721),
+        "{:?}",
+        anomalies(4756)
+    );
+    assert!(anomalies(4710).is_empty() && anomalies(4711).is_empty());
+    // The tree: the adopted orphans under the supervisor, the descendants under web.
+    let sup_node = &model.nodes[&id(4700, 912345)];
+    let kids: Vec<i32> = sup_node.children.iter().map(|c| c.pid).collect();
+    assert_eq!(kids, vec![4710, 4755, 4756]);
+
+    // Rows: hostile bytes escaped; R on a descendant asks to restart its helper.
+    let mut app = App::new(None, "1s".into());
+    app.set_model(model);
+    let row = app.rows.iter().find(|r| r.id.pid == 4711).unwrap();
+    assert_eq!(row.command, r"ev\xff \e[2J");
+    assert_eq!(row.helper, "web");
+    app.cursor = Some(row.id);
+    app.on_key(key('R'));
+    assert_eq!(
+        app.dialog,
+        foster::top::app::Dialog::ConfirmControl(foster::top::app::Control::Restart {
+            helper: "web".into(),
+            process: Some(id(4710, 912350)),
+        })
+    );
+    let fx = app.on_key(key('y'));
+    assert!(
+        matches!(&fx[..], [foster::top::app::Effect::Control(foster::top::app::Control::Restart { helper, .. })] if helper == "web"),
+        "{fx:?}"
+    );
+    assert_eq!(app.message.as_deref(), Some("restarting web…"));
+    // X asks to stop the supervisor; anything but y cancels.
+    app.on_key(key('X'));
+    assert!(matches!(
+        app.dialog,
+        foster::top::app::Dialog::ConfirmControl(foster::top::app::Control::Stop { supervisor }) if supervisor.pid == 4700
+    ));
+    assert!(app.on_key(key('n')).is_empty());
+    assert_eq!(app.message.as_deref(), Some("cancelled"));
+}
+
+fn model_start(m: &foster::top::model::Model, pid: i32) -> u64 {
+    m.nodes.keys().find(|i| i.pid == pid).unwrap().start_time
+}
+
+fn key(c: char) -> crossterm::event::KeyEvent {
+    crossterm::event::KeyEvent::new(
+        crossterm::event::KeyCode::Char(c),
+        crossterm::event::KeyModifiers::NONE,
+    )
+}
+
+#[test]
+fn standalone_rows_refuse_restart_and_stop_with_a_reason() {
+    let st = status();
+    let mut sample = sample_of(&st, Path::new("/x"), &[], 0);
+    sample.supervised = false;
+    for p in &mut sample.procs {
+        p.supervision = None;
+    }
+    let mut app = App::new(None, "1s".into());
+    app.set_model(Tracker::new().update(sample));
+    assert!(app.on_key(key('R')).is_empty());
+    assert!(app.message.as_deref().unwrap().contains("--attach"));
+    assert!(app.on_key(key('X')).is_empty());
+    assert!(app.message.as_deref().unwrap().contains("--attach"));
+}
+
+#[test]
+fn event_texts_and_policies_read_well() {
+    assert_eq!(policy_text("SIGTERM:exit:5s"), "TERM→exit 5s");
+    assert_eq!(
+        policy_text("SIGRTMIN+3:notify:500ms"),
+        "RTMIN+3→notify 500ms"
+    );
+    let t = event_text(&Event::Reparented {
+        identity: id(10, 1),
+        helper: Some("orphaner".into()),
+        generation: Some(2),
+        from: Some(id(9, 1)),
+        to: id(1, 1),
+        expected: Some(id(5, 1)),
+        classification: foster::adoption::Classification::Escaped,
+    });
+    assert_eq!(
+        t,
+        "orphaner 10 orphaned: adopted by 1 (was under 9) UNEXPECTED (escaped, expected 5)"
+    );
+    let t = event_text(&Event::Restart {
+        helper: "crasher".into(),
+        attempt: 2,
+        delay_ms: 1500,
+    });
+    assert_eq!(t, "restarting crasher in 1.5s (restart 2 in a row)");
+}
+
+/// A server of this test's own on a fresh socket: each connection is handed to `serve`.
+struct MiniServer {
+    path: PathBuf,
+    _dir: TempDir,
+}
+
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl MiniServer {
+    fn start(
+        serve: impl Fn(usize, BufReader<std::os::unix::net::UnixStream>) + Send + 'static,
+    ) -> MiniServer {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "foster-top-attached-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        std::thread::spawn(move || {
+            for (n, conn) in listener.incoming().enumerate() {
+                let Ok(conn) = conn else { return };
+                serve(n, BufReader::new(conn));
+            }
+        });
+        MiniServer {
+            path,
+            _dir: TempDir(dir),
+        }
+    }
+}
+
+fn read_request(r: &mut BufReader<std::os::unix::net::UnixStream>) -> Option<Request> {
+    let mut line = String::new();
+    if r.read_line(&mut line).ok()? == 0 {
+        return None;
+    }
+    Some(parse_request(line.trim_end().as_bytes()).expect("the client speaks the protocol"))
+}
+
+fn reply(r: &mut BufReader<std::os::unix::net::UnixStream>, line: &str) {
+    let s = r.get_mut();
+    s.write_all(line.as_bytes()).unwrap();
+    s.write_all(b"\n").unwrap();
+}
+
+#[test]
+fn a_missing_socket_says_what_to_do() {
+    let e = AttachedSource::connect(Path::new("/nonexistent/foster.sock")).unwrap_err();
+    assert!(
+        e.0.contains("/nonexistent/foster.sock") && e.0.contains("foster run"),
+        "{e}"
+    );
+    // A socket file nobody listens on.
+    let dir =
+        TempDir(std::env::temp_dir().join(format!("foster-top-stale-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let path = dir.0.join("stale.sock");
+    drop(UnixListener::bind(&path).unwrap());
+    let e = AttachedSource::connect(&path).unwrap_err();
+    assert!(e.0.contains("nothing listens"), "{e}");
+}
+
+#[test]
+fn a_refusal_is_reported_with_its_kind() {
+    let srv = MiniServer::start(|_, mut r| {
+        reply(
+            &mut r,
+            r#"{"version":1,"error":{"kind":"permission_denied","message":"uid 65534 may not use this socket"}}"#,
+        );
+    });
+    let e = AttachedSource::connect(&srv.path).unwrap_err();
+    assert!(
+        e.0.contains("permission_denied") && e.0.contains("uid 65534"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_socket_closing_mid_reply_is_an_error_not_a_hang() {
+    // The first connection answers status; every later one closes in the middle of a line.
+    let srv = MiniServer::start(|n, mut r| {
+        let Some(Request::Status) = read_request(&mut r) else {
+            return;
+        };
+        if n == 0 {
+            reply(&mut r, STATUS.replace('\n', "").as_str());
+            // Then the second status of this connection is cut short.
+            if read_request(&mut r).is_some() {
+                r.get_mut().write_all(b"{\"version\":1,\"sta").unwrap();
+            }
+        } else {
+            r.get_mut().write_all(b"{\"version\":1,\"sta").unwrap();
+        }
+    });
+    let mut src = AttachedSource::connect(&srv.path).unwrap();
+    let e = src.sample().unwrap_err();
+    assert!(e.0.contains("in the middle of a reply"), "{e}");
+}
+
+#[test]
+fn the_event_stream_wakes_the_dashboard_and_survives_its_end() {
+    // Connection 0: the connect-time status, then statuses on demand. Connection 1: events,
+    // the backlog of two, then one live event when the test says so, then the end of the
+    // stream. Connection 2: events again, replaying the backlog (already seen: skipped) plus one
+    // new event.
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let go_rx = std::sync::Mutex::new(go_rx);
+    let status_line = STATUS.replace('\n', "");
+    let ev = |seq: u64, helper: &str| {
+        format!(
+            r#"{{"version":1,"event":{{"seq":{seq},"ts_ms":1767000001200,"event":"launch","helper":"{helper}","identity":{{"pid":{},"start_time":1}},"attempt":1}}}}"#,
+            100 + seq
+        )
+    };
+    let srv = MiniServer::start(move |n, mut r| {
+        let status_line = status_line.clone();
+        match n {
+            0 => {
+                std::thread::spawn(move || {
+                    while let Some(req) = read_request(&mut r) {
+                        assert_eq!(req, Request::Status);
+                        reply(&mut r, &status_line);
+                    }
+                });
+            }
+            1 => {
+                let Some(Request::Events { backlog, follow }) = read_request(&mut r) else {
+                    panic!("events expected");
+                };
+                assert!(follow && backlog.is_some());
+                reply(
+                    &mut r,
+                    r#"{"version":1,"events":{"backlog":2,"follow":true}}"#,
+                );
+                reply(&mut r, &ev(1, "a"));
+                reply(&mut r, &ev(2, "b"));
+                go_rx.lock().unwrap().recv().unwrap();
+                reply(&mut r, r#"{"version":1,"lagged":{"dropped":5}}"#);
+                reply(&mut r, &ev(8, "c"));
+                // The stream ends here (dropping r closes it).
+            }
+            _ => {
+                let Some(Request::Events { .. }) = read_request(&mut r) else {
+                    panic!("events expected");
+                };
+                reply(
+                    &mut r,
+                    r#"{"version":1,"events":{"backlog":3,"follow":true}}"#,
+                );
+                for l in [ev(2, "b"), ev(8, "c"), ev(9, "d")] {
+                    reply(&mut r, &l);
+                }
+                // Keep the stream open until the test ends.
+                let _ = read_request(&mut r);
+            }
+        }
+    });
+    let mut src = AttachedSource::connect(&srv.path).unwrap();
+    let (wake_tx, wake_rx) = mpsc::channel::<()>();
+    let wake_tx = std::sync::Mutex::new(wake_tx);
+    src.set_waker(Box::new(move || {
+        let _ = wake_tx.lock().unwrap().send(());
+    }));
+    let texts = |src: &mut AttachedSource| -> Vec<String> {
+        src.sample()
+            .unwrap()
+            .events
+            .iter()
+            .map(|e| String::from_utf8_lossy(&e.text).into_owned())
+            .collect()
+    };
+    // The first reading starts the stream; the backlog wakes the dashboard.
+    let _ = texts(&mut src);
+    let deadline = Duration::from_secs(10);
+    let until = |src: &mut AttachedSource, want: &dyn Fn(&[String]) -> bool| -> Vec<String> {
+        let start = std::time::Instant::now();
+        loop {
+            let t = texts(src);
+            if want(&t) {
+                return t;
+            }
+            assert!(start.elapsed() < deadline, "never got there: {t:?}");
+            let _ = wake_rx.recv_timeout(deadline);
+        }
+    };
+    let t = until(&mut src, &|t| t.len() == 2);
+    assert_eq!(t, vec!["launched a as 101", "launched b as 102"]);
+    go_tx.send(()).unwrap();
+    // The live event and the lag marker arrive; then the stream ends and the next reading
+    // follows again: the replayed backlog adds only what is new.
+    let t = until(&mut src, &|t| t.iter().any(|l| l.contains("launched d")));
+    assert_eq!(
+        t,
+        vec![
+            "launched a as 101",
+            "launched b as 102",
+            "5 events skipped: the dashboard did not read fast enough",
+            "launched c as 108",
+            "launched d as 109",
+        ]
+    );
+}
+
+#[test]
+fn a_control_error_reply_reaches_the_status_line() {
+    let srv = MiniServer::start(|_, mut r| {
+        while let Some(req) = read_request(&mut r) {
+            match req {
+                Request::Restart { helper } => reply(
+                    &mut r,
+                    &format!(
+                        r#"{{"version":1,"error":{{"kind":"no_such_helper","message":"no helper named {helper}"}}}}"#
+                    ),
+                ),
+                Request::Stop => reply(
+                    &mut r,
+                    r#"{"version":1,"done":{"request":"stop","message":"shutting down"}}"#,
+                ),
+                _ => reply(
+                    &mut r,
+                    r#"{"version":1,"error":{"kind":"refused","message":"no"}}"#,
+                ),
+            }
+        }
+    });
+    let c = Controller::new(&srv.path);
+    assert_eq!(
+        c.request(&Request::Restart {
+            helper: "nope".into()
+        }),
+        Err("no_such_helper: no helper named nope".to_string())
+    );
+    assert_eq!(c.request(&Request::Stop), Ok("shutting down".to_string()));
+    let mut app = App::new(None, "1s".into());
+    app.control_done(Err("refused: \x1b[2J".into()));
+    assert_eq!(app.message.as_deref(), Some(r"failed: refused: \e[2J"));
+}
