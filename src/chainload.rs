@@ -417,7 +417,7 @@ fn watch(o: &ExecOptions, exp: &Expectation, resolved: PathBuf) -> Result<i32, E
                 };
             }
         }
-        if fds[2].revents != 0 && lost_at.is_none() {
+        if fds[2].revents != 0 && lost_at.is_none() && loss.is_none() {
             loss = Some("lifeline");
         }
         if let Some(path) = loss {

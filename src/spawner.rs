@@ -10,7 +10,9 @@
 //!
 //! The spawner thread records the expected parent identity before fork, builds the launch
 //! (argv, envp, the gate's [`GatePlan`]) entirely in advance, then forks with
-//! `clone3(CLONE_PIDFD)`: the pidfd is obtained atomically with the child, so it is never a pid
+//! `clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD)`: like `posix_spawn`, the child borrows the
+//! launcher's memory on a stack of its own while the spawner thread waits for its exec (no page
+//! tables copied), and the pidfd is obtained atomically with the child, so it is never a pid
 //! some other process reused, even if the reaper reaps the child at once. The child resets
 //! caught signal handlers to default, applies stdio, credentials (group list, gid, uid, in that
 //! order) and the working directory, then runs the gate (**after** the credential change, since
@@ -263,19 +265,19 @@ const SETUP_WHAT: [&str; 6] = [
     "own identity",
 ];
 
-#[repr(C)]
-struct CloneArgs {
-    flags: u64,
-    pidfd: u64,
-    child_tid: u64,
-    parent_tid: u64,
-    exit_signal: u64,
-    stack: u64,
-    stack_size: u64,
-    tls: u64,
-    set_tid: u64,
-    set_tid_size: u64,
-    cgroup: u64,
+const CHILD_STACK: usize = 256 * 1024;
+
+struct ChildArgs {
+    p: *mut Prepared,
+    report_fd: RawFd,
+}
+
+extern "C" fn child_entry(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the launcher's `ChildArgs`, alive while it is suspended in clone.
+    unsafe {
+        let a = &mut *(arg as *mut ChildArgs);
+        child(&mut *a.p, a.report_fd)
+    }
 }
 
 fn report(fd: RawFd, kind: u32, a: u32, b: i32) {
@@ -307,6 +309,7 @@ struct Prepared {
     gid: Option<u32>,
     uid: Option<u32>,
     cwd: Option<CString>,
+    caught: Vec<i32>,
 }
 
 fn prepare(
@@ -398,30 +401,37 @@ fn prepare(
         gid: spec.gid,
         uid: spec.uid,
         cwd,
+        caught: caught_signals(),
     })
 }
 
-/// The child between clone and exec. Only raw syscalls and the allocation-free gate.
+/// The signals this process catches with a handler (dispositions are process-wide).
+fn caught_signals() -> Vec<i32> {
+    (1..=crate::policy::max_signal())
+        .filter(|&sig| sig != libc::SIGKILL && sig != libc::SIGSTOP)
+        .filter(|&sig| {
+            // SAFETY: queries a disposition into a stack struct.
+            let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+            let ok = unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } == 0;
+            ok && old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN
+        })
+        .collect()
+}
+
+/// The child between clone and exec. Only raw syscalls and the allocation-free gate; it shares
+/// the launcher's memory (CLONE_VM), so it writes nothing but its identity slot.
 unsafe fn child(p: &mut Prepared, report_fd: RawFd) -> ! {
     unsafe {
         let fail = |kind: u32, a: u32, b: i32, status: i32| -> ! {
             report(report_fd, kind, a, b);
             libc::_exit(status)
         };
-        // Caught handlers inherited from the launcher must not run here: back to default.
-        for sig in 1..=crate::policy::max_signal() {
-            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
-                continue;
-            }
-            let mut old: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(sig, std::ptr::null(), &mut old) == 0
-                && old.sa_sigaction != libc::SIG_DFL
-                && old.sa_sigaction != libc::SIG_IGN
-            {
-                let mut act: libc::sigaction = std::mem::zeroed();
-                act.sa_sigaction = libc::SIG_DFL;
-                libc::sigaction(sig, &act, std::ptr::null_mut());
-            }
+        // Caught handlers inherited from the launcher must not run here: back to default
+        // (the list of caught signals was read before fork).
+        for &sig in &p.caught {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = libc::SIG_DFL;
+            libc::sigaction(sig, &act, std::ptr::null_mut());
         }
         for (i, &fd) in p.stdio.iter().enumerate() {
             if fd >= 0 && libc::dup2(fd, i as i32) < 0 {
@@ -495,41 +505,38 @@ fn launch_here(
     let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
     let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
     let mut pidfd: libc::c_int = -1;
-    // SAFETY: clone3 without CLONE_VM behaves like fork; the child runs only `child`.
+    // The child's own stack: it shares this process's memory (CLONE_VM) while this thread is
+    // suspended (CLONE_VFORK) until it execs or exits, like posix_spawn. No page tables are
+    // copied, which is what makes a fork from a large supervisor slow.
+    let mut stack = vec![0u8; CHILD_STACK];
+    let mut args = ChildArgs {
+        p: &mut p,
+        report_fd: wr.as_raw_fd(),
+    };
+    // SAFETY: the child runs only `child_entry` on its own stack, touches nothing but `p`
+    // (prepared above and kept alive until the clone returns) and ends in execve or _exit.
     let ret = unsafe {
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let args = CloneArgs {
-            flags: libc::CLONE_PIDFD as u64,
-            pidfd: &mut pidfd as *mut libc::c_int as u64,
-            child_tid: 0,
-            parent_tid: 0,
-            exit_signal: libc::SIGCHLD as u64,
-            stack: 0,
-            stack_size: 0,
-            tls: 0,
-            set_tid: 0,
-            set_tid_size: 0,
-            cgroup: 0,
-        };
-        let r = libc::syscall(
-            libc::SYS_clone3,
-            &args as *const CloneArgs,
-            size_of::<CloneArgs>(),
+        let top = stack.as_mut_ptr().add(CHILD_STACK) as usize & !15;
+        let r = libc::clone(
+            child_entry,
+            top as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
+            (&mut args as *mut ChildArgs).cast(),
+            &mut pidfd as *mut libc::c_int,
         );
-        if r == 0 {
-            child(&mut p, wr.as_raw_fd());
-        }
         let e = io::Error::last_os_error();
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
         if r < 0 {
-            return Err(SpawnError::Io("clone3".into(), e));
+            return Err(SpawnError::Io("clone".into(), e));
         }
-        r as i32
+        r
     };
+    drop(stack);
     drop(wr);
     drop(spec); // the parent's copies of the stdio descriptors
-    // SAFETY: clone3 filled a descriptor we own.
+    // SAFETY: clone filled a descriptor we own.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
     let mut buf = [0u8; 12];
     let mut got = 0;
