@@ -165,6 +165,29 @@ fn change_credentials(gid: Option<u32>, uid: Option<u32>) -> Result<(), ExecErro
     Ok(())
 }
 
+/// The message of a stopped gate: a parent-gone stop says whether the expected process is gone
+/// or alive elsewhere (a stale or wrong `FOSTER_PARENT`).
+fn gate_error(stop: gate::GateStop, expected: Identity) -> ExecError {
+    let msg = match stop {
+        gate::GateStop::ParentGone {
+            ppid,
+            path: gate::DeathPath::Check,
+        } if expected.is_alive() => format!(
+            "gate: the expected parent {expected} is alive but is not this process's parent \
+             ({ppid}): a stale {} inherited from an older generation, or a wrong one; refused",
+            policy::ENV_PARENT
+        ),
+        gate::GateStop::ParentGone {
+            ppid,
+            path: gate::DeathPath::Check,
+        } => format!(
+            "gate: the expected parent {expected} is gone (this process's parent is now {ppid})"
+        ),
+        s => format!("gate: {s} (expected parent {expected})"),
+    };
+    err(stop.exit_status(), msg)
+}
+
 /// Runs `foster exec`. Returns only on failure (without `--watch`), or with the status to exit
 /// with (with `--watch`).
 pub fn run(o: &ExecOptions) -> Result<i32, ExecError> {
@@ -188,12 +211,7 @@ pub fn run(o: &ExecOptions) -> Result<i32, ExecError> {
     if let Some(fd) = &lifeline {
         plan = plan.with_lifeline_fd(fd.as_raw_fd());
     }
-    plan.run().map_err(|s| {
-        err(
-            s.exit_status(),
-            format!("gate: {s} (expected parent {})", exp.parent),
-        )
-    })?;
+    plan.run().map_err(|s| gate_error(s, exp.parent))?;
     tracing::info!(
         "armed SIG{} and checked parent {}",
         policy::signal_name(exp.policy.signal),
@@ -299,12 +317,7 @@ fn watch(o: &ExecOptions, exp: &Expectation, resolved: PathBuf) -> Result<i32, E
         SignalSetup::Consumed
     };
     let plan = GatePlan::new(exp.parent, &exp.policy, setup);
-    plan.run().map_err(|s| {
-        err(
-            s.exit_status(),
-            format!("gate: {s} (expected parent {})", exp.parent),
-        )
-    })?;
+    plan.run().map_err(|s| gate_error(s, exp.parent))?;
     let lifeline = Lifeline::open(exp.parent)
         .map_err(|e| err(gate::EXIT_PARENT_GONE, format!("lifeline: {e}")))?;
     if o.gid.is_some() || o.uid.is_some() {

@@ -202,8 +202,15 @@ impl Spawner {
                 // A pidfd of this process, inherited by each child until its exec (close-on-exec):
                 // the gate's lifeline when getppid() cannot tell.
                 let own_pidfd = pidfd_open(identity.pid).ok();
+                // The children's stack, allocated once: every launch reuses it.
+                let mut stack = vec![0u8; CHILD_STACK];
                 for (spec, reply) in rx {
-                    let r = launch_here(spec, identity, own_pidfd.as_ref().map(|f| f.as_raw_fd()));
+                    let r = launch_here(
+                        spec,
+                        identity,
+                        own_pidfd.as_ref().map(|f| f.as_raw_fd()),
+                        &mut stack,
+                    );
                     let _ = reply.send(r);
                 }
             })?;
@@ -486,12 +493,13 @@ fn launch_here(
     spec: LaunchSpec,
     me: Identity,
     own_pidfd: Option<RawFd>,
+    stack: &mut [u8],
 ) -> Result<Launched, SpawnError> {
     let mut p = prepare(&spec, me, own_pidfd)?;
     let _keep = (&p.argv, &p.env);
     let mut fds = [0 as RawFd; 2];
     // SAFETY: pipe2 into a stack array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
         return Err(SpawnError::Io(
             "report pipe".into(),
             io::Error::last_os_error(),
@@ -508,7 +516,6 @@ fn launch_here(
     // The child's own stack: it shares this process's memory (CLONE_VM) while this thread is
     // suspended (CLONE_VFORK) until it execs or exits, like posix_spawn. No page tables are
     // copied, which is what makes a fork from a large supervisor slow.
-    let mut stack = vec![0u8; CHILD_STACK];
     let mut args = ChildArgs {
         p: &mut p,
         report_fd: wr.as_raw_fd(),
@@ -518,7 +525,7 @@ fn launch_here(
     let ret = unsafe {
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let top = stack.as_mut_ptr().add(CHILD_STACK) as usize & !15;
+        let top = stack.as_mut_ptr().add(stack.len()) as usize & !15;
         let r = libc::clone(
             child_entry,
             top as *mut libc::c_void,
@@ -533,11 +540,13 @@ fn launch_here(
         }
         r
     };
-    drop(stack);
     drop(wr);
     drop(spec); // the parent's copies of the stdio descriptors
     // SAFETY: clone filled a descriptor we own.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+    // CLONE_VFORK resumed this thread only once the child exec'd or exited, and a failing child
+    // writes its report before it exits: the report, if any, is already in the (non-blocking)
+    // pipe. Nothing to wait for: an empty pipe means the exec went through.
     let mut buf = [0u8; 12];
     let mut got = 0;
     while got < buf.len() {
