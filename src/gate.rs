@@ -836,7 +836,11 @@ impl Expectation {
         if parent == me {
             let gated = var(ENV_GATED)?.ok_or_else(|| {
                 EnvError(format!(
-                    "{ENV_PARENT} names this process itself and {ENV_GATED} is not set"
+                    "{ENV_PARENT} ({parent}) names this process itself, and {ENV_GATED} is not \
+                     set: the shell that took its own identity ran this command in its own \
+                     place (the last command of `sh -c` or `bash -c`, or `exec`), so that shell \
+                     is not its parent; run it as a child instead (`... foster exec -- PROGRAM \
+                     & wait $!`)"
                 ))
             })?;
             let (p, chain) = gated.split_once(';').ok_or_else(|| {
