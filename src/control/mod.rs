@@ -1,8 +1,11 @@
 //! The control socket of a running supervisor: its protocol, its server and its client.
 //!
 //! - [`protocol`]: the JSON-lines requests and replies (`docs/control.md`).
+//! - [`server`]: the socket inside `foster run`: binding, peer checks, client tasks, events.
+//! - [`client`]: `foster ctl`: connecting, asking, and showing the answers to people.
 //!
 //! A supervisor (`foster run`) listens on a Unix socket, mode 0600, and answers only peers of
 //! its own uid or root. `foster ctl` and `foster top --attach` are its clients.
 
 pub mod protocol;
+pub mod server;

@@ -1,0 +1,694 @@
+//! The control socket's server side, run inside `foster run`.
+//!
+//! Owns the socket file's life (its default path, a 0700 directory, binding with mode 0600 from
+//! the first instant, replacing a stale socket, never stealing a live one, removing it on exit),
+//! the check of every peer's credentials (`SO_PEERCRED`: same uid or root), one task per client
+//! (reading bounded lines, answering in order, streaming events), and the [`Hub`] of events
+//! (sequence numbers, the backlog for late clients, the broadcast to followers).
+//!
+//! The supervisor never writes to a client. It takes [`Command`]s from [`Server::recv`] and
+//! answers each through a oneshot channel; client tasks do all socket I/O. A client that does
+//! not read stalls only its own task: events for it wait in a bounded broadcast ring (1024),
+//! and when it falls further behind its oldest ones are dropped and it gets one `lagged` line.
+//! Each client has at most one request in flight, and there are at most [`MAX_CLIENTS`], so
+//! what the supervisor holds for clients is bounded.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::io::{self, ErrorKind as IoKind};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::os::unix::net::UnixListener as StdListener;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tracing::{debug, info, warn};
+
+use crate::control::protocol::{
+    BACKLOG, ErrorKind, EventRecord, MAX_REQUEST, Reply, ReplyBody, Request, parse_request,
+};
+use crate::event::Record;
+
+/// At most this many clients at once; more are answered with an error and closed.
+pub const MAX_CLIENTS: usize = 64;
+
+/// Events a following client may be behind before it loses the oldest.
+const RING: usize = 1024;
+
+/// The default socket path for a supervisor named `name`: `$XDG_RUNTIME_DIR/foster/NAME.sock`,
+/// else `/run/foster/NAME.sock` for root, else `/tmp/foster-UID/NAME.sock`.
+pub fn default_path(name: &str) -> PathBuf {
+    default_dir().join(format!("{name}.sock"))
+}
+
+/// The directory of default socket paths (see [`default_path`]).
+pub fn default_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d).join("foster");
+    }
+    let uid = nix::unistd::geteuid();
+    if uid.is_root() {
+        PathBuf::from("/run/foster")
+    } else {
+        std::env::temp_dir().join(format!("foster-{}", uid.as_raw()))
+    }
+}
+
+/// Why the socket could not be set up.
+#[derive(Debug)]
+pub enum BindError {
+    /// A supervisor answers on this path: it is not taken over.
+    Live(PathBuf),
+    /// Anything else, with what was being done.
+    Io(PathBuf, String, io::Error),
+}
+
+impl fmt::Display for BindError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BindError::Live(p) => write!(
+                f,
+                "control socket {}: another supervisor is listening there; stop it or give \
+                 another path with --socket",
+                p.display()
+            ),
+            BindError::Io(p, what, e) => {
+                write!(f, "control socket {}: {what}: {e}", p.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for BindError {}
+
+/// A bound, not yet serving, socket. Bind it before any other thread exists: binding sets the
+/// process umask for an instant.
+#[derive(Debug)]
+pub struct Bound {
+    listener: StdListener,
+    file: SocketFile,
+}
+
+/// The socket file, removed on drop if it is still the one foster bound.
+#[derive(Debug)]
+struct SocketFile {
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+}
+
+impl Drop for SocketFile {
+    fn drop(&mut self) {
+        if let Ok(m) = std::fs::symlink_metadata(&self.path) {
+            if m.dev() == self.dev && m.ino() == self.ino {
+                let _ = std::fs::remove_file(&self.path);
+            }
+        }
+    }
+}
+
+/// Binds the control socket at `path` with mode 0600. Creates its directory (mode 0700) when
+/// missing. A socket file nobody accepts on (`ECONNREFUSED`) is replaced; a live one is
+/// [`BindError::Live`].
+pub fn bind(path: &Path) -> Result<Bound, BindError> {
+    let io_err = |what: &str, e: io::Error| BindError::Io(path.to_path_buf(), what.to_string(), e);
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !dir.exists() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| io_err(&format!("cannot create {}", dir.display()), e))?;
+        }
+    }
+    let listener = match bind_0600(path) {
+        Ok(l) => l,
+        Err(e) if e.kind() == IoKind::AddrInUse => {
+            match std::os::unix::net::UnixStream::connect(path) {
+                Ok(_) => return Err(BindError::Live(path.to_path_buf())),
+                Err(c) if c.raw_os_error() == Some(libc::ECONNREFUSED) => {
+                    let m = std::fs::symlink_metadata(path)
+                        .map_err(|e| io_err("cannot inspect the existing file", e))?;
+                    if !m.file_type().is_socket_like() {
+                        return Err(io_err(
+                            "exists and is not a socket; not replacing it",
+                            io::Error::from(IoKind::AlreadyExists),
+                        ));
+                    }
+                    info!(
+                        "control socket {}: replacing a stale socket (nothing listens on it)",
+                        path.display()
+                    );
+                    std::fs::remove_file(path)
+                        .map_err(|e| io_err("cannot remove the stale socket", e))?;
+                    bind_0600(path).map_err(|e| io_err("cannot bind", e))?
+                }
+                Err(c) => {
+                    return Err(io_err(
+                        "exists, and connecting to it to see whether it is stale failed",
+                        c,
+                    ));
+                }
+            }
+        }
+        Err(e) => return Err(io_err("cannot bind", e)),
+    };
+    let m = std::fs::symlink_metadata(path).map_err(|e| io_err("cannot stat after bind", e))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| io_err("cannot make it non-blocking", e))?;
+    Ok(Bound {
+        listener,
+        file: SocketFile {
+            path: path.to_path_buf(),
+            dev: m.dev(),
+            ino: m.ino(),
+        },
+    })
+}
+
+trait SocketLike {
+    fn is_socket_like(&self) -> bool;
+}
+impl SocketLike for std::fs::FileType {
+    fn is_socket_like(&self) -> bool {
+        use std::os::unix::fs::FileTypeExt;
+        self.is_socket()
+    }
+}
+
+/// Binds with umask 0177 so the socket is 0600 from its creation (no chmod window).
+fn bind_0600(path: &Path) -> io::Result<StdListener> {
+    // SAFETY: umask only changes the process's file mode mask; restored right after.
+    let old = unsafe { libc::umask(0o177) };
+    let r = StdListener::bind(path);
+    // SAFETY: as above.
+    unsafe { libc::umask(old) };
+    r
+}
+
+impl Bound {
+    /// The socket's path.
+    pub fn path(&self) -> &Path {
+        &self.file.path
+    }
+
+    /// Starts accepting on the current tokio runtime (call inside it).
+    pub fn serve(self, hub: Arc<Hub>) -> io::Result<Server> {
+        let listener = UnixListener::from_std(self.listener)?;
+        let (tx, rx) = mpsc::channel(MAX_CLIENTS);
+        let clients = Arc::new(watch::Sender::new(0usize));
+        let ctx = ClientCtx {
+            hub: hub.clone(),
+            commands: tx,
+            clients: clients.clone(),
+            uid: nix::unistd::geteuid().as_raw(),
+        };
+        let accept = tokio::spawn(accept_loop(listener, ctx));
+        Ok(Server {
+            file: self.file,
+            rx,
+            hub,
+            clients,
+            accept,
+        })
+    }
+}
+
+/// Who sent a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer {
+    /// 0 when the peer is in another PID namespace.
+    pub pid: i32,
+    pub uid: u32,
+}
+
+/// One request for the supervisor, and where its one reply goes.
+#[derive(Debug)]
+pub struct Command {
+    pub request: Request,
+    pub peer: Peer,
+    pub reply: oneshot::Sender<Reply>,
+}
+
+/// The serving socket, held by the supervisor.
+#[derive(Debug)]
+pub struct Server {
+    file: SocketFile,
+    rx: mpsc::Receiver<Command>,
+    hub: Arc<Hub>,
+    clients: Arc<watch::Sender<usize>>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Server {
+    /// The socket's path.
+    pub fn path(&self) -> &Path {
+        &self.file.path
+    }
+
+    /// The next request for the supervisor (pending forever once no client can send any).
+    pub async fn recv(&mut self) -> Command {
+        match self.rx.recv().await {
+            Some(c) => c,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Stops accepting, ends every event stream (followers get the events published so far),
+    /// and waits up to `grace` for clients to be written to. The socket file is removed when
+    /// the server is dropped.
+    pub async fn finish(self, grace: Duration) {
+        self.accept.abort();
+        self.hub.close();
+        // Client tasks end on their own once their stream is closed and written; this wait is
+        // bounded by `grace` for clients that do not read.
+        let mut rx = self.clients.subscribe();
+        let _ = tokio::time::timeout(grace, rx.wait_for(|n| *n == 0)).await;
+    }
+}
+
+/// The events of one supervisor: sequence numbers, the backlog and the broadcast.
+#[derive(Debug)]
+pub struct Hub {
+    inner: Mutex<HubInner>,
+}
+
+#[derive(Debug)]
+struct HubInner {
+    seq: u64,
+    backlog: VecDeque<Arc<EventRecord>>,
+    tx: Option<broadcast::Sender<Arc<EventRecord>>>,
+}
+
+impl Default for Hub {
+    fn default() -> Self {
+        Hub::new()
+    }
+}
+
+impl Hub {
+    pub fn new() -> Hub {
+        let (tx, _) = broadcast::channel(RING);
+        Hub {
+            inner: Mutex::new(HubInner {
+                seq: 0,
+                backlog: VecDeque::with_capacity(BACKLOG),
+                tx: Some(tx),
+            }),
+        }
+    }
+
+    /// Numbers `record`, keeps it in the backlog and sends it to every follower. Never blocks.
+    pub fn publish(&self, record: &Record) {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        g.seq += 1;
+        let rec = Arc::new(EventRecord {
+            seq: g.seq,
+            ts_ms: record.ts_ms,
+            event: record.event.clone(),
+        });
+        if g.backlog.len() == BACKLOG {
+            g.backlog.pop_front();
+        }
+        g.backlog.push_back(rec.clone());
+        if let Some(tx) = &g.tx {
+            let _ = tx.send(rec);
+        }
+    }
+
+    /// The last `n` events and a receiver of every later one, taken together so that none is
+    /// missed or repeated. `None` once the hub is closed.
+    pub fn subscribe(
+        &self,
+        n: usize,
+    ) -> (
+        Vec<Arc<EventRecord>>,
+        Option<broadcast::Receiver<Arc<EventRecord>>>,
+    ) {
+        let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let skip = g.backlog.len().saturating_sub(n);
+        let backlog = g.backlog.iter().skip(skip).cloned().collect();
+        (backlog, g.tx.as_ref().map(|t| t.subscribe()))
+    }
+
+    /// Ends every stream after the events already sent.
+    pub fn close(&self) {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).tx = None;
+    }
+
+    /// Events published so far.
+    pub fn published(&self) -> u64 {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).seq
+    }
+}
+
+#[derive(Clone)]
+struct ClientCtx {
+    hub: Arc<Hub>,
+    commands: mpsc::Sender<Command>,
+    clients: Arc<watch::Sender<usize>>,
+    uid: u32,
+}
+
+/// Decrements the client count when a client task ends, however it ends.
+struct ClientSlot(Arc<watch::Sender<usize>>);
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
+}
+
+async fn accept_loop(listener: UnixListener, ctx: ClientCtx) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(e) => {
+                // EMFILE and the like: wait for a client to go rather than spin.
+                warn!("control socket: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let cred = match stream.peer_cred() {
+            Ok(c) => c,
+            Err(e) => {
+                warn!("control socket: cannot read the peer's credentials, closing: {e}");
+                continue;
+            }
+        };
+        let peer = Peer {
+            pid: cred.pid().unwrap_or(0),
+            uid: cred.uid(),
+        };
+        if peer.uid != ctx.uid && peer.uid != 0 {
+            warn!(
+                "control socket: refused a client of uid {} (pid {}): only uid {} and root may \
+                 use this supervisor",
+                peer.uid, peer.pid, ctx.uid
+            );
+            let line = Reply::error(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "permission denied: this supervisor runs as uid {} and answers only that \
+                     uid and root; you are uid {}",
+                    ctx.uid, peer.uid
+                ),
+            )
+            .to_line();
+            let _ = stream.try_write(&line);
+            continue;
+        }
+        if *ctx.clients.borrow() >= MAX_CLIENTS {
+            warn!("control socket: {MAX_CLIENTS} clients already connected; refused pid {}", peer.pid);
+            let line = Reply::error(
+                ErrorKind::Refused,
+                format!("too many clients ({MAX_CLIENTS}) connected to this supervisor"),
+            )
+            .to_line();
+            let _ = stream.try_write(&line);
+            continue;
+        }
+        debug!("control socket: client pid {} uid {}", peer.pid, peer.uid);
+        ctx.clients.send_modify(|n| *n += 1);
+        let slot = ClientSlot(ctx.clients.clone());
+        tokio::spawn(client(stream, peer, ctx.clone(), slot));
+    }
+}
+
+/// One line read from a client.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Line {
+    /// A complete line, newline removed (or the last bytes before end of input).
+    Text(Vec<u8>),
+    /// A line longer than [`MAX_REQUEST`], skipped up to its newline; its length so far.
+    Oversized(usize),
+    /// End of input.
+    Eof,
+}
+
+/// Splits a byte stream into lines of at most [`MAX_REQUEST`] bytes (plus a `\r`), never
+/// holding more than that plus one read's worth of complete lines.
+#[derive(Debug, Default)]
+pub struct LineReader {
+    buf: Vec<u8>,
+    /// Bytes of an oversized line skipped so far (`Some` while skipping).
+    skipping: Option<usize>,
+    ready: VecDeque<Line>,
+    eof: bool,
+}
+
+impl LineReader {
+    pub fn new() -> LineReader {
+        LineReader::default()
+    }
+
+    /// The next line from `r`. Cancel-safe: bytes read before a cancellation are kept.
+    pub async fn next<R: AsyncRead + Unpin>(&mut self, r: &mut R) -> io::Result<Line> {
+        loop {
+            if let Some(line) = self.take() {
+                return Ok(line);
+            }
+            if self.eof {
+                return Ok(Line::Eof);
+            }
+            let mut chunk = [0u8; 4096];
+            let n = r.read(&mut chunk).await?;
+            if n == 0 {
+                self.eof = true;
+            } else {
+                self.feed(&chunk[..n]);
+            }
+        }
+    }
+
+    /// Adds bytes: complete lines become ready, an oversized one is counted, not kept.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        let mut rest = bytes;
+        while let Some(i) = rest.iter().position(|&b| b == b'\n') {
+            self.push_part(&rest[..i]);
+            let line = match self.skipping.take() {
+                Some(n) => Line::Oversized(n),
+                None => Line::Text(std::mem::take(&mut self.buf)),
+            };
+            self.ready.push_back(line);
+            rest = &rest[i + 1..];
+        }
+        self.push_part(rest);
+    }
+
+    fn push_part(&mut self, part: &[u8]) {
+        match &mut self.skipping {
+            Some(n) => *n += part.len(),
+            None if self.buf.len() + part.len() > MAX_REQUEST + 1 => {
+                self.skipping = Some(self.buf.len() + part.len());
+                self.buf = Vec::new();
+            }
+            None => self.buf.extend_from_slice(part),
+        }
+    }
+
+    /// The next complete line; at end of input, what is left.
+    pub fn take(&mut self) -> Option<Line> {
+        if let Some(l) = self.ready.pop_front() {
+            return Some(l);
+        }
+        if !self.eof {
+            return None;
+        }
+        if let Some(n) = self.skipping.take() {
+            return Some(Line::Oversized(n));
+        }
+        (!self.buf.is_empty()).then(|| Line::Text(std::mem::take(&mut self.buf)))
+    }
+}
+
+async fn write_line(stream: &mut UnixStream, reply: &Reply) -> io::Result<()> {
+    stream.write_all(&reply.to_line()).await
+}
+
+async fn client(mut stream: UnixStream, peer: Peer, ctx: ClientCtx, _slot: ClientSlot) {
+    if let Err(e) = serve_client(&mut stream, peer, &ctx).await {
+        debug!("control socket: client pid {} gone: {e}", peer.pid);
+    }
+    let _ = stream.shutdown().await;
+}
+
+async fn serve_client(stream: &mut UnixStream, peer: Peer, ctx: &ClientCtx) -> io::Result<()> {
+    let mut lines = LineReader::new();
+    let mut follower: Option<broadcast::Receiver<Arc<EventRecord>>> = None;
+    let mut eof = false;
+    loop {
+        if eof && follower.is_none() {
+            return Ok(());
+        }
+        let line = tokio::select! {
+            l = lines.next(stream), if !eof => l?,
+            ev = recv_event(&mut follower), if follower.is_some() => {
+                match ev {
+                    Ok(rec) => write_line(stream, &Reply::new(ReplyBody::Event((*rec).clone()))).await?,
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        write_line(stream, &Reply::new(ReplyBody::Lagged { dropped: n })).await?
+                    }
+                    Err(broadcast::error::RecvError::Closed) => {
+                        // The supervisor is ending: nothing more will be answered.
+                        return Ok(());
+                    }
+                }
+                continue;
+            }
+        };
+        let text = match line {
+            Line::Eof => {
+                eof = true;
+                continue;
+            }
+            Line::Oversized(n) => {
+                let r = Reply::error(
+                    ErrorKind::Oversized,
+                    format!(
+                        "request line of more than {n} bytes is longer than the limit of \
+                         {MAX_REQUEST} bytes; skipped up to its newline"
+                    ),
+                );
+                write_line(stream, &r).await?;
+                continue;
+            }
+            Line::Text(t) => t,
+        };
+        if text.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let request = match parse_request(&text) {
+            Ok(r) => r,
+            Err(e) => {
+                debug!("control socket: client pid {}: {e}", peer.pid);
+                write_line(stream, &e.reply()).await?;
+                continue;
+            }
+        };
+        match request {
+            Request::Events { backlog, follow } => {
+                let n = backlog.unwrap_or(BACKLOG).min(BACKLOG);
+                let (past, rx) = ctx.hub.subscribe(n);
+                let follow = follow && rx.is_some();
+                write_line(
+                    stream,
+                    &Reply::new(ReplyBody::Events {
+                        backlog: past.len(),
+                        follow,
+                    }),
+                )
+                .await?;
+                for rec in past {
+                    write_line(stream, &Reply::new(ReplyBody::Event((*rec).clone()))).await?;
+                }
+                if follow {
+                    follower = rx;
+                }
+            }
+            request => {
+                let (tx, rx) = oneshot::channel();
+                let cmd = Command {
+                    request,
+                    peer,
+                    reply: tx,
+                };
+                let reply = if ctx.commands.send(cmd).await.is_err() {
+                    None
+                } else {
+                    rx.await.ok()
+                };
+                let reply = reply.unwrap_or_else(|| {
+                    Reply::error(ErrorKind::Refused, "the supervisor is exiting")
+                });
+                write_line(stream, &reply).await?;
+            }
+        }
+    }
+}
+
+async fn recv_event(
+    rx: &mut Option<broadcast::Receiver<Arc<EventRecord>>>,
+) -> Result<Arc<EventRecord>, broadcast::error::RecvError> {
+    match rx {
+        Some(r) => r.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(chunks: &[&[u8]]) -> Vec<Line> {
+        let mut r = LineReader::new();
+        let mut out = Vec::new();
+        for c in chunks {
+            r.feed(c);
+            while let Some(l) = r.take() {
+                out.push(l);
+            }
+        }
+        r.eof = true;
+        while let Some(l) = r.take() {
+            out.push(l);
+        }
+        out
+    }
+
+    #[test]
+    fn lines_split_and_join() {
+        assert_eq!(
+            lines(&[b"ab", b"c\nde\n", b"f"]),
+            vec![
+                Line::Text(b"abc".to_vec()),
+                Line::Text(b"de".to_vec()),
+                Line::Text(b"f".to_vec())
+            ]
+        );
+    }
+
+    #[test]
+    fn oversized_lines_are_skipped_and_resynced() {
+        let big = vec![b'x'; MAX_REQUEST + 10];
+        let mut chunks: Vec<&[u8]> = big.chunks(4096).collect();
+        chunks.push(b"\n{\"request\":\"status\"}\n");
+        let out = lines(&chunks);
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert!(matches!(out[0], Line::Oversized(n) if n > MAX_REQUEST));
+        assert_eq!(out[1], Line::Text(b"{\"request\":\"status\"}".to_vec()));
+        // One piece with the newline inside.
+        let mut one = big.clone();
+        one.extend_from_slice(b"\nok\n");
+        let out = lines(&[&one]);
+        assert!(matches!(out[0], Line::Oversized(_)), "{out:?}");
+        assert_eq!(out[1], Line::Text(b"ok".to_vec()));
+        // A line exactly at the limit is taken.
+        let mut at = vec![b'y'; MAX_REQUEST];
+        at.push(b'\n');
+        let out = lines(&[&at]);
+        assert!(matches!(&out[0], Line::Text(t) if t.len() == MAX_REQUEST));
+    }
+
+    #[test]
+    fn hub_backlog_and_sequence() {
+        let hub = Hub::new();
+        for i in 0..(BACKLOG + 5) {
+            hub.publish(&Record::now(crate::event::Event::Shutdown {
+                signal: Some(format!("{i}")),
+            }));
+        }
+        let (past, rx) = hub.subscribe(3);
+        assert_eq!(past.len(), 3);
+        assert_eq!(past[2].seq, (BACKLOG + 5) as u64);
+        assert!(rx.is_some());
+        let (past, _) = hub.subscribe(usize::MAX);
+        assert_eq!(past.len(), BACKLOG);
+        hub.close();
+        assert!(hub.subscribe(1).1.is_none());
+    }
+}
