@@ -36,6 +36,10 @@ pub enum Command {
     Tree(TreeArgs),
     /// Supervise the helpers a TOML file declares, as their subreaper (see docs/run.md).
     Run(RunArgs),
+    /// Talk to a running supervisor through its control socket (see docs/ctl.md).
+    Ctl(CtlArgs),
+    /// Watch foster supervise a built-in example tree: every role at once (see docs/demo.md).
+    Demo(DemoArgs),
     /// Run PROGRAM behind the parent-death gate: arm, check the parent, then exec it.
     ///
     /// The expected parent comes from --parent or FOSTER_PARENT (e.g.
@@ -126,7 +130,7 @@ pub struct ExecArgs {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The configuration file.
+    /// The configuration file (`-`: read it from standard input).
     pub config: std::path::PathBuf,
     /// Validate the configuration and exit: 0 when valid, 2 with the error when not.
     #[arg(long)]
@@ -138,6 +142,71 @@ pub struct RunArgs {
     /// Append every event (launch, exit, reparented, restart, signal) as a JSON line to FILE.
     #[arg(long, value_name = "FILE")]
     pub events_log: Option<std::path::PathBuf>,
+    /// The control socket (default $XDG_RUNTIME_DIR/foster/NAME.sock, /run/foster/NAME.sock
+    /// for root, /tmp/foster-UID/NAME.sock otherwise; NAME from the configuration file).
+    #[arg(long, value_name = "PATH", conflicts_with = "no_socket")]
+    pub socket: Option<std::path::PathBuf>,
+    /// Do not open a control socket.
+    #[arg(long)]
+    pub no_socket: bool,
+    /// Serve the control socket bound at --socket and inherited as this descriptor.
+    #[arg(long, hide = true, requires = "socket", value_name = "FD")]
+    pub socket_fd: Option<i32>,
+}
+
+#[derive(Debug, Args)]
+pub struct CtlArgs {
+    /// The supervisor's control socket (default: FOSTER_SOCKET, else the only socket in
+    /// $XDG_RUNTIME_DIR/foster, /run/foster for root, or /tmp/foster-UID).
+    #[arg(long, value_name = "PATH", env = "FOSTER_SOCKET", global = true)]
+    pub socket: Option<std::path::PathBuf>,
+    /// Print the supervisor's JSON reply lines as they are (see docs/control.md).
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: CtlCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CtlCommand {
+    /// The supervised tree: helpers, then every process with its role, generation, policy,
+    /// expected and actual parent.
+    Status,
+    /// The supervisor's events: a recent backlog, then each new one as it happens.
+    Events {
+        /// How many past events to show first (at most 256; default all kept).
+        #[arg(long, value_name = "N")]
+        backlog: Option<usize>,
+        /// Print the backlog and exit instead of following.
+        #[arg(long)]
+        no_follow: bool,
+    },
+    /// Send a signal to a helper (by name) or to a process of the tree (PID or PID:STARTTIME).
+    Signal {
+        /// A helper name, a pid, or PID:STARTTIME.
+        target: String,
+        /// TERM, SIGHUP, KILL, RTMIN+3, 15...
+        #[arg(value_parser = crate::policy::parse_signal)]
+        signal: i32,
+    },
+    /// Stop a helper (its stop signal and grace) and launch it again; launch it now if it is
+    /// waiting for its backoff, ended or given up on.
+    Restart {
+        /// The helper's name.
+        helper: String,
+    },
+    /// Stop the supervisor: the same orderly shutdown as SIGTERM.
+    Stop,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Print the events as JSON lines instead of sentences.
+    #[arg(long)]
+    pub json: bool,
+    /// Where the demo's control socket goes (default: a private temporary directory).
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -207,6 +276,14 @@ fn dispatch(command: Command) -> Result<ExitCode, CliError> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Run(a) => run(a),
+        Command::Ctl(a) => ctl(a),
+        Command::Demo(a) => {
+            let code = crate::demo::run(&crate::demo::DemoOptions {
+                json: a.json,
+                socket: a.socket,
+            })?;
+            Ok(ExitCode::from(code.clamp(0, 255) as u8))
+        }
         Command::Exec(a) => Ok(exec(a)),
         Command::Qualify(a) => qualify(a),
         Command::QualifyInternal(a) => Ok(qualify_internal(a)),
@@ -234,7 +311,21 @@ fn dispatch(command: Command) -> Result<ExitCode, CliError> {
 }
 
 fn run(a: RunArgs) -> Result<ExitCode, CliError> {
-    let config = match crate::config::Config::load(&a.config) {
+    let stdin = a.config.as_os_str() == "-";
+    let loaded = if stdin {
+        let mut text = String::new();
+        match std::io::Read::read_to_string(&mut std::io::stdin(), &mut text) {
+            Ok(_) => crate::config::Config::parse(std::path::Path::new("<stdin>"), &text),
+            Err(e) => {
+                return Err(
+                    format!("cannot read the configuration from standard input: {e}").into(),
+                );
+            }
+        }
+    } else {
+        crate::config::Config::load(&a.config)
+    };
+    let config = match loaded {
         Ok(c) => c,
         Err(e) => {
             eprintln!("foster: error: {e}");
@@ -253,9 +344,42 @@ fn run(a: RunArgs) -> Result<ExitCode, CliError> {
     let options = crate::supervisor::Options {
         contain: a.contain,
         events_log: a.events_log,
+        socket: match (a.socket, a.no_socket) {
+            (Some(path), _) if a.socket_fd.is_some() => {
+                crate::supervisor::SocketOption::Inherited {
+                    fd: a.socket_fd.unwrap_or_default(),
+                    path,
+                }
+            }
+            (Some(p), _) => crate::supervisor::SocketOption::Path(p),
+            (None, true) => crate::supervisor::SocketOption::None,
+            (None, false) => crate::supervisor::SocketOption::Default,
+        },
+        config_path: (!stdin).then(|| a.config.clone()),
     };
     let code = crate::supervisor::run(config, options)?;
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
+}
+
+fn ctl(a: CtlArgs) -> Result<ExitCode, CliError> {
+    use crate::control::client::{self, CtlCommand as C};
+    let cmd = match a.command {
+        CtlCommand::Status => C::Status,
+        CtlCommand::Events { backlog, no_follow } => C::Events {
+            backlog,
+            follow: !no_follow,
+        },
+        CtlCommand::Signal { target, signal } => C::Signal { target, signal },
+        CtlCommand::Restart { helper } => C::Restart { helper },
+        CtlCommand::Stop => C::Stop,
+    };
+    client::ctl(
+        a.socket.as_deref(),
+        a.json,
+        &cmd,
+        &mut std::io::stdout().lock(),
+    )?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn exec(a: ExecArgs) -> ExitCode {

@@ -24,6 +24,9 @@ pub enum Event {
     Start {
         supervisor: Identity,
         contained: bool,
+        /// The control socket's path, when it has one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        socket: Option<String>,
     },
     /// A helper was started.
     Launch {
@@ -82,6 +85,8 @@ pub enum SignalReason {
     OrphanPolicy,
     /// A grace period ran out.
     GraceExpired,
+    /// The operator asked for it through the control socket.
+    Control,
 }
 
 impl Event {

@@ -22,6 +22,7 @@
 //! - [`config`]: the TOML configuration of `foster run`.
 //! - [`control`]: the control socket: protocol, server, `foster ctl` client.
 //! - [`top`]: the live dashboard, `foster top`.
+//! - [`demo`]: `foster demo`, a supervised example tree with every role.
 //! - [`cli`]: the command line and its dispatch.
 //!
 //! # The creating-thread contract
@@ -44,6 +45,7 @@ pub mod cli;
 pub mod config;
 pub mod contain;
 pub mod control;
+pub mod demo;
 pub mod event;
 pub mod gate;
 pub mod identity;

@@ -19,6 +19,8 @@
 //!
 //! See [`EXIT_OK`] and the constants after it; `docs/run.md` has the table.
 
+mod control;
+
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::io;
@@ -57,6 +59,25 @@ pub struct Options {
     pub contain: bool,
     /// Append events as JSON lines here.
     pub events_log: Option<PathBuf>,
+    /// The control socket (see `docs/control.md`).
+    pub socket: SocketOption,
+    /// The configuration file, as given (shown by `status`, names the default socket).
+    pub config_path: Option<PathBuf>,
+}
+
+/// Where the control socket goes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum SocketOption {
+    /// `control::server::default_path` of the configuration's name; when a live supervisor
+    /// holds it, the name gets foster's pid; other failures only disable the socket.
+    #[default]
+    Default,
+    /// Exactly here; any failure is an error.
+    Path(PathBuf),
+    /// No control socket.
+    None,
+    /// A listening socket bound at `path` and inherited as descriptor `fd` (`foster demo`).
+    Inherited { fd: i32, path: PathBuf },
 }
 
 /// Runs a supervision to its end and returns foster's exit status. Call it on the main thread
@@ -73,12 +94,53 @@ pub fn run(config: Config, options: Options) -> io::Result<i32> {
         Some(p) => Some(EventLog::open(p)?),
         None => None,
     };
+    // Bound before any thread exists: binding sets the umask for an instant.
+    let bound = bind_socket(&options)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .enable_io()
         .build()?;
     let mut sup = Supervisor::new(config, options.contain, events)?;
+    sup.control = control::Control::new(options.config_path.clone(), bound);
     rt.block_on(sup.run())
+}
+
+/// Binds the control socket `options` ask for.
+fn bind_socket(options: &Options) -> io::Result<Option<crate::control::server::Bound>> {
+    use crate::control::server::{self, BindError};
+    let name = options
+        .config_path
+        .as_ref()
+        .and_then(|p| p.file_stem())
+        .map(|s| s.to_string_lossy().into_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| format!("foster-{}", std::process::id()));
+    match &options.socket {
+        SocketOption::None => Ok(None),
+        SocketOption::Path(p) => server::bind(p).map(Some).map_err(io::Error::other),
+        SocketOption::Inherited { fd, path } => {
+            server::adopt(*fd, path).map(Some).map_err(io::Error::other)
+        }
+        SocketOption::Default => {
+            let path = server::default_path(&name);
+            match server::bind(&path) {
+                Ok(b) => Ok(Some(b)),
+                Err(BindError::Live(_)) => {
+                    let alt = server::default_path(&format!("{name}-{}", std::process::id()));
+                    warn!(
+                        "control socket {}: another supervisor listens there; using {}",
+                        path.display(),
+                        alt.display()
+                    );
+                    server::bind(&alt).map(Some).map_err(io::Error::other)
+                }
+                Err(e) => {
+                    warn!("{e}; running without a control socket (give one with --socket)");
+                    Ok(None)
+                }
+            }
+        }
+    }
 }
 
 /// Sets `PR_SET_CHILD_SUBREAPER` and reads it back; either failing is an error.
@@ -144,6 +206,8 @@ enum Timer {
     StopGrace(usize),
     OrphanGrace(Identity),
     Scan,
+    /// The grace of a helper stopped by a `restart` request ran out.
+    RestartGrace(usize, Identity),
 }
 
 struct Supervisor {
@@ -165,6 +229,7 @@ struct Supervisor {
     forced: bool,
     events: Option<EventLog>,
     term_fd: SignalFd,
+    control: control::Control,
 }
 
 impl Supervisor {
@@ -207,6 +272,7 @@ impl Supervisor {
             forced: false,
             events,
             term_fd,
+            control: control::Control::new(None, None),
         })
     }
 
@@ -223,6 +289,7 @@ impl Supervisor {
                 warn!("cannot write the events log: {e}");
             }
         }
+        self.control.on_event(&record);
     }
 
     fn at(&mut self, delay: Duration, timer: Timer) {
@@ -238,9 +305,11 @@ impl Supervisor {
             unsafe { AsyncFd::register(Fd(self.reaper.raw_fd())) }.map_err(io::Error::from)?;
         let term =
             unsafe { AsyncFd::register(Fd(self.term_fd.as_raw_fd())) }.map_err(io::Error::from)?;
+        let mut server = self.control.serve()?;
         self.emit(Event::Start {
             supervisor: self.me,
             contained: self.contained,
+            socket: self.control.socket_path(),
         });
         for i in 0..self.helpers.len() {
             self.launch(i);
@@ -250,6 +319,9 @@ impl Supervisor {
         loop {
             if let Some(code) = self.finished() {
                 self.emit(Event::Stopped { exit_status: code });
+                if let Some(s) = server.take() {
+                    s.finish(Duration::from_millis(300)).await;
+                }
                 return Ok(code);
             }
             let next = self.timers.first_key_value().map(|(k, _)| k.0);
@@ -271,6 +343,7 @@ impl Supervisor {
                     }
                 }
                 _ = sleep_until(next), if next.is_some() => self.fire_timers(),
+                cmd = control::recv(&mut server) => self.on_command(cmd),
             }
         }
     }
@@ -385,6 +458,10 @@ impl Supervisor {
             Some(self.me.to_string().into()),
         ));
         env.push((adoption::ENV_HELPER.into(), Some(h.name().into())));
+        // The running foster binary, for helpers that call `foster exec` or a nested `foster run`.
+        if let Ok(exe) = std::env::current_exe() {
+            env.push(("FOSTER_EXE".into(), Some(exe.into_os_string())));
+        }
         let (mut uid, mut gid) = (None, None);
         if let Some(u) = &h.user {
             let user = match u.parse::<u32>() {
@@ -467,6 +544,9 @@ impl Supervisor {
         });
         if self.shutting_down {
             self.helpers[i].phase = Phase::Ended(Some(status));
+            return;
+        }
+        if self.restart_requested(i) {
             return;
         }
         let cfg = &self.config.helpers[i];
@@ -595,6 +675,7 @@ impl Supervisor {
                     }
                 }
                 Timer::Scan => self.rescan(),
+                Timer::RestartGrace(i, id) => self.restart_grace(i, id),
             }
         }
     }

@@ -7,5 +7,6 @@
 //! A supervisor (`foster run`) listens on a Unix socket, mode 0600, and answers only peers of
 //! its own uid or root. `foster ctl` and `foster top --attach` are its clients.
 
+pub mod client;
 pub mod protocol;
 pub mod server;

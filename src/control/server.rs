@@ -170,6 +170,52 @@ pub fn bind(path: &Path) -> Result<Bound, BindError> {
     })
 }
 
+/// Takes over a listening socket bound at `path` by another process (`foster demo` binds it
+/// before starting its supervisor, so that it can connect at once): `fd` is the inherited
+/// descriptor. It is made close-on-exec, so helpers do not inherit it.
+pub fn adopt(fd: std::os::fd::RawFd, path: &Path) -> Result<Bound, BindError> {
+    use std::os::fd::FromRawFd;
+    let io_err = |what: &str, e: io::Error| BindError::Io(path.to_path_buf(), what.to_string(), e);
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat of a descriptor number; fails cleanly when it is not open.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Err(io_err(
+            &format!("inherited descriptor {fd}"),
+            io::Error::last_os_error(),
+        ));
+    }
+    if st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+        return Err(io_err(
+            &format!("inherited descriptor {fd} is not a socket"),
+            io::Error::from(IoKind::InvalidInput),
+        ));
+    }
+    // SAFETY: the descriptor is open and handed to foster alone.
+    unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    // SAFETY: as above; the listener owns it from here.
+    let listener = unsafe { StdListener::from_raw_fd(fd) };
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| io_err("cannot make it non-blocking", e))?;
+    let m = std::fs::symlink_metadata(path).map_err(|e| io_err("cannot stat", e))?;
+    Ok(Bound {
+        listener,
+        file: SocketFile {
+            path: path.to_path_buf(),
+            dev: m.dev(),
+            ino: m.ino(),
+        },
+    })
+}
+
+/// Gives up the socket file without removing it (for a process that binds for another one,
+/// such as `foster demo`, whose supervisor removes it).
+pub fn into_listener(b: Bound) -> (StdListener, PathBuf) {
+    let path = b.file.path.clone();
+    std::mem::forget(b.file);
+    (b.listener, path)
+}
+
 trait SocketLike {
     fn is_socket_like(&self) -> bool;
 }
@@ -403,7 +449,10 @@ async fn accept_loop(listener: UnixListener, ctx: ClientCtx) {
             continue;
         }
         if *ctx.clients.borrow() >= MAX_CLIENTS {
-            warn!("control socket: {MAX_CLIENTS} clients already connected; refused pid {}", peer.pid);
+            warn!(
+                "control socket: {MAX_CLIENTS} clients already connected; refused pid {}",
+                peer.pid
+            );
             let line = Reply::error(
                 ErrorKind::Refused,
                 format!("too many clients ({MAX_CLIENTS}) connected to this supervisor"),

@@ -1,0 +1,603 @@
+//! The control socket's client side: `foster ctl`, and the connection other clients reuse.
+//!
+//! Owns [`Connection`] (a blocking connection that sends one request a line and reads one reply
+//! a line, with errors that say what to do when nothing listens), the default socket lookup for
+//! `foster ctl` without `--socket`, and the human renderings: the status as a tree with roles,
+//! generations, policies, expected and actual parents; events as one line each. Every process
+//! name and argument goes through [`crate::sanitize::escape`].
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+
+use crate::control::protocol::{
+    EventRecord, ProcessInfo, Reply, ReplyBody, Request, Role, Status, request_line,
+};
+use crate::event::Event;
+use crate::identity::Identity;
+use crate::sanitize::escape;
+
+/// Why a client failed.
+#[derive(Debug)]
+pub struct ClientError(pub String);
+
+impl std::fmt::Display for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+/// A connection to a supervisor's control socket.
+#[derive(Debug)]
+pub struct Connection {
+    path: PathBuf,
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+}
+
+impl Connection {
+    /// Connects to `path`; the error says whether nothing listens, the file is stale, or access
+    /// is denied.
+    pub fn connect(path: &Path) -> Result<Connection, ClientError> {
+        let stream = UnixStream::connect(path).map_err(|e| {
+            let p = path.display();
+            ClientError(match e.raw_os_error() {
+                Some(libc::ENOENT) => {
+                    format!("no supervisor listening at {p}: is foster run running? use --socket")
+                }
+                Some(libc::ECONNREFUSED) => format!(
+                    "no supervisor listening at {p}: the socket file is left from a foster \
+                     that has ended; is foster run running? use --socket"
+                ),
+                Some(libc::EACCES) | Some(libc::EPERM) => format!(
+                    "permission denied on {p}: the socket belongs to another user (it is mode \
+                     0600; only its owner and root may connect)"
+                ),
+                Some(libc::ENOTSOCK) => format!("{p} is not a socket"),
+                _ => format!("cannot connect to {p}: {e}"),
+            })
+        })?;
+        let writer = stream
+            .try_clone()
+            .map_err(|e| ClientError(format!("{}: {e}", path.display())))?;
+        Ok(Connection {
+            path: path.to_path_buf(),
+            reader: BufReader::new(stream),
+            writer,
+        })
+    }
+
+    /// The socket's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Sends one request.
+    pub fn send(&mut self, req: &Request) -> Result<(), ClientError> {
+        self.writer.write_all(&request_line(req)).map_err(|e| {
+            ClientError(format!(
+                "{}: cannot send the request: {e}",
+                self.path.display()
+            ))
+        })
+    }
+
+    /// Reads one reply line; `None` when the supervisor closed the connection.
+    pub fn read(&mut self) -> Result<Option<Reply>, ClientError> {
+        let mut line = String::new();
+        let n = self.reader.read_line(&mut line).map_err(|e| {
+            ClientError(format!(
+                "{}: cannot read the reply: {e}",
+                self.path.display()
+            ))
+        })?;
+        if n == 0 {
+            return Ok(None);
+        }
+        serde_json::from_str(&line).map(Some).map_err(|e| {
+            ClientError(format!(
+                "{}: the supervisor's reply is not understood ({e}): {}",
+                self.path.display(),
+                escape(line.trim_end().as_bytes())
+            ))
+        })
+    }
+
+    /// Sends `req` and returns its one reply; an error reply becomes a [`ClientError`].
+    pub fn ask(&mut self, req: &Request) -> Result<ReplyBody, ClientError> {
+        self.send(req)?;
+        match self.read()? {
+            None => Err(ClientError(format!(
+                "{}: the supervisor closed the connection without answering",
+                self.path.display()
+            ))),
+            Some(r) => into_result(r),
+        }
+    }
+
+    /// The status snapshot.
+    pub fn status(&mut self) -> Result<Status, ClientError> {
+        match self.ask(&Request::Status)? {
+            ReplyBody::Status(s) => Ok(*s),
+            other => Err(unexpected(&other)),
+        }
+    }
+}
+
+/// An error reply as a [`ClientError`] naming its kind.
+pub fn into_result(r: Reply) -> Result<ReplyBody, ClientError> {
+    match r.body {
+        ReplyBody::Error(e) => Err(ClientError(format!(
+            "{} ({})",
+            e.message,
+            serde_json::to_value(e.kind)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default()
+        ))),
+        body => Ok(body),
+    }
+}
+
+fn unexpected(body: &ReplyBody) -> ClientError {
+    ClientError(format!(
+        "unexpected reply from the supervisor: {}",
+        serde_json::to_string(body).unwrap_or_default()
+    ))
+}
+
+/// The socket `foster ctl` uses without `--socket`: the only `*.sock` in the default
+/// directory. The error lists them when there are several.
+pub fn find_default_socket() -> Result<PathBuf, ClientError> {
+    let dir = crate::control::server::default_dir();
+    let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "sock"))
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        0 => Err(ClientError(format!(
+            "no supervisor socket in {}: is foster run running? use --socket",
+            dir.display()
+        ))),
+        _ => Err(ClientError(format!(
+            "several supervisor sockets in {}: choose one with --socket: {}",
+            dir.display(),
+            found
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+fn id_text(id: Option<Identity>) -> String {
+    id.map_or_else(|| "-".to_string(), |i| i.pid.to_string())
+}
+
+fn role_text(r: Role) -> &'static str {
+    match r {
+        Role::Supervisor => "supervisor",
+        Role::Helper => "helper",
+        Role::Descendant => "descendant",
+        Role::AdoptedOrphan => "adopted orphan",
+    }
+}
+
+fn ms_text(ms: u64) -> String {
+    if ms >= 1000 {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+/// The status for people: the supervisor, its helpers, then the tree.
+pub fn render_status(s: &Status) -> String {
+    let mut out = String::new();
+    let sup = &s.supervisor;
+    let _ = writeln!(
+        out,
+        "supervisor {} ({}){}{}",
+        sup.identity.pid,
+        if sup.config.is_empty() {
+            "configuration from standard input".to_string()
+        } else {
+            escape(sup.config.as_bytes())
+        },
+        if sup.contained { ", contained" } else { "" },
+        if sup.shutting_down {
+            ", shutting down"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(out, "socket {}", escape(sup.socket.as_bytes()));
+    let _ = writeln!(out, "\nhelpers:");
+    let w = s
+        .helpers
+        .iter()
+        .map(|h| h.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    for h in &s.helpers {
+        let state = serde_json::to_value(h.state)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let mut line = format!(
+            "  {:w$}  {:9} pid {:>7}  launched {}x  restart {}",
+            escape(h.name.as_bytes()),
+            state,
+            id_text(h.identity),
+            h.launches,
+            h.restart
+        );
+        if h.restarts_in_a_row > 0 {
+            let _ = write!(line, " ({} in a row)", h.restarts_in_a_row);
+        }
+        if let Some(e) = &h.last_exit {
+            let _ = write!(line, "  last: {e}");
+        }
+        if let Some(ms) = h.next_launch_in_ms {
+            let _ = write!(line, "  next launch in {}", ms_text(ms));
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    let _ = writeln!(out, "\ntree:");
+    let by_pid: HashMap<i32, &ProcessInfo> = s.processes.iter().map(|p| (p.pid, p)).collect();
+    let mut kids: HashMap<i32, Vec<&ProcessInfo>> = HashMap::new();
+    let mut roots = Vec::new();
+    for p in &s.processes {
+        match p.parent.filter(|q| by_pid.contains_key(&q.pid)) {
+            Some(q) if p.pid != sup.identity.pid => kids.entry(q.pid).or_default().push(p),
+            _ => roots.push(p),
+        }
+    }
+    for r in roots {
+        tree_lines(&mut out, r, &kids, "", "", s);
+    }
+    out
+}
+
+fn tree_lines(
+    out: &mut String,
+    p: &ProcessInfo,
+    kids: &HashMap<i32, Vec<&ProcessInfo>>,
+    lead: &str,
+    rest: &str,
+    s: &Status,
+) {
+    let name = if p.cmdline.is_empty() {
+        escape(&p.comm.0)
+    } else {
+        let args: Vec<&[u8]> = p.cmdline.iter().map(|a| a.0.as_slice()).collect();
+        let mut t = crate::sanitize::escape_args(&args);
+        if t.chars().count() > 48 {
+            t = t.chars().take(47).collect::<String>() + "…";
+        }
+        t
+    };
+    let mut tags = vec![role_text(p.role).to_string()];
+    if let Some(h) = &p.helper {
+        tags.push(format!("of {}", escape(h.as_bytes())));
+    }
+    tags.push(format!("gen {}", p.generation));
+    if let Some(pol) = &p.policy {
+        tags.push(pol.clone());
+    }
+    let mut line = format!(
+        "{lead}{} {} {} [{}]",
+        p.pid,
+        p.state,
+        name,
+        tags.join(" · ")
+    );
+    match (p.expected_parent, p.parent) {
+        (Some(e), Some(a)) if e != a => {
+            let _ = write!(line, "  parent {} (expected {})", a.pid, e.pid);
+        }
+        (Some(e), None) => {
+            let _ = write!(line, "  parent {} (expected {})", p.ppid, e.pid);
+        }
+        _ => {}
+    }
+    if let Some(a) = &p.adoption {
+        let class = serde_json::to_value(a.classification)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let _ = write!(
+            line,
+            "  adopted by {}: {}",
+            a.to.pid,
+            class.replace('_', " ")
+        );
+    }
+    let _ = writeln!(out, "{line}");
+    let _ = s;
+    let children = kids.get(&p.pid).map(Vec::as_slice).unwrap_or(&[]);
+    for (i, c) in children.iter().enumerate() {
+        let last = i + 1 == children.len();
+        let (l, r) = if last {
+            ("└─ ", "   ")
+        } else {
+            ("├─ ", "│  ")
+        };
+        tree_lines(
+            out,
+            c,
+            kids,
+            &format!("{rest}{l}"),
+            &format!("{rest}{r}"),
+            s,
+        );
+    }
+}
+
+/// Local wall-clock time `HH:MM:SS.mmm` of a Unix time in milliseconds.
+pub fn clock_text(ts_ms: u64) -> String {
+    let secs = (ts_ms / 1000) as libc::time_t;
+    // SAFETY: localtime_r fills `tm` from `secs`.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    unsafe { libc::localtime_r(&secs, &mut tm) };
+    format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec,
+        ts_ms % 1000
+    )
+}
+
+/// One event for people, without its time.
+pub fn describe(e: &Event) -> String {
+    let h = |name: &Option<String>| {
+        name.as_ref()
+            .map(|n| format!(" of {}", escape(n.as_bytes())))
+            .unwrap_or_default()
+    };
+    match e {
+        Event::Start {
+            supervisor,
+            contained,
+            ..
+        } => format!(
+            "supervisor {} started{}",
+            supervisor.pid,
+            if *contained {
+                " (contained in its own PID namespace)"
+            } else {
+                ""
+            }
+        ),
+        Event::Launch {
+            helper,
+            identity,
+            attempt,
+        } => format!(
+            "launched {} as pid {} (launch {attempt})",
+            escape(helper.as_bytes()),
+            identity.pid
+        ),
+        Event::LaunchFailed { helper, error } => {
+            format!(
+                "{} failed to launch: {}",
+                escape(helper.as_bytes()),
+                escape(error.as_bytes())
+            )
+        }
+        Event::Exit {
+            pid,
+            helper,
+            generation,
+            status,
+            ..
+        } => match generation {
+            Some(1) => format!(
+                "helper {} (pid {pid}) ended: {status}",
+                helper
+                    .as_deref()
+                    .map(|n| escape(n.as_bytes()))
+                    .unwrap_or_default()
+            ),
+            Some(g) => format!("pid {pid} (generation {g}{}) ended: {status}", h(helper)),
+            None => format!("pid {pid}{} ended: {status}", h(helper)),
+        },
+        Event::Reparented {
+            identity,
+            helper,
+            generation,
+            from,
+            to,
+            expected,
+            classification,
+        } => {
+            let class = serde_json::to_value(classification)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default()
+                .replace('_', " ");
+            let mut t = format!(
+                "pid {}{}{} orphaned",
+                identity.pid,
+                generation
+                    .map(|g| format!(" (generation {g}"))
+                    .unwrap_or_default(),
+                if generation.is_some() {
+                    format!("{})", h(helper))
+                } else {
+                    h(helper)
+                }
+            );
+            if let Some(f) = from {
+                let _ = write!(t, " by the death of {}", f.pid);
+            }
+            let _ = write!(t, ", adopted by {}: {class}", to.pid);
+            if let Some(x) = expected.filter(|x| x != to) {
+                let _ = write!(t, " (expected {})", x.pid);
+            }
+            t
+        }
+        Event::Restart {
+            helper,
+            attempt,
+            delay_ms,
+        } => format!(
+            "restarting {} in {} (restart {attempt} in a row)",
+            escape(helper.as_bytes()),
+            ms_text(*delay_ms)
+        ),
+        Event::GiveUp { helper, restarts } => format!(
+            "gave up on {} after {restarts} restarts in a row",
+            escape(helper.as_bytes())
+        ),
+        Event::Signal {
+            target,
+            helper,
+            signal,
+            reason,
+        } => {
+            let why = serde_json::to_value(reason)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default()
+                .replace('_', " ");
+            format!("sent {signal} to pid {}{} ({why})", target.pid, h(helper))
+        }
+        Event::Shutdown { signal } => match signal {
+            Some(s) => format!("shutting down ({s})"),
+            None => "shutting down (nothing left to supervise)".to_string(),
+        },
+        Event::Stopped { exit_status } => format!("stopped, exit status {exit_status}"),
+    }
+}
+
+/// One streamed event as a line for people.
+pub fn render_event(r: &EventRecord) -> String {
+    format!("{}  {}", clock_text(r.ts_ms), describe(&r.event))
+}
+
+/// Follows the events of `conn` (after sending `events`), handing each reply to `each` until
+/// it returns false or the supervisor closes the connection.
+pub fn follow(
+    conn: &mut Connection,
+    backlog: Option<usize>,
+    follow: bool,
+    mut each: impl FnMut(&Reply) -> io::Result<bool>,
+) -> Result<(), ClientError> {
+    let first = conn.ask(&Request::Events { backlog, follow })?;
+    let ReplyBody::Events { backlog: n, follow } = first else {
+        return Err(unexpected(&first));
+    };
+    let mut left = n;
+    loop {
+        if !follow && left == 0 {
+            return Ok(());
+        }
+        let Some(r) = conn.read()? else {
+            return Ok(());
+        };
+        left = left.saturating_sub(1);
+        match each(&r) {
+            Ok(true) => {}
+            Ok(false) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(e) => return Err(ClientError(format!("cannot write: {e}"))),
+        }
+    }
+}
+
+/// What `foster ctl` was asked to do.
+#[derive(Debug, Clone)]
+pub enum CtlCommand {
+    Status,
+    Events {
+        backlog: Option<usize>,
+        follow: bool,
+    },
+    Signal {
+        target: String,
+        signal: i32,
+    },
+    Restart {
+        helper: String,
+    },
+    Stop,
+}
+
+/// Runs `foster ctl`: one request, its reply printed for people or (`json`) as the reply
+/// lines themselves. Returns the exit status: 0 done, 1 an error reply or no supervisor.
+pub fn ctl(
+    socket: Option<&Path>,
+    json: bool,
+    cmd: &CtlCommand,
+    out: &mut dyn Write,
+) -> Result<(), ClientError> {
+    let path = match socket {
+        Some(p) => p.to_path_buf(),
+        None => find_default_socket()?,
+    };
+    let mut conn = Connection::connect(&path)?;
+    let w = |e: io::Error| ClientError(format!("cannot write to standard output: {e}"));
+    let request = match cmd {
+        CtlCommand::Status => Request::Status,
+        CtlCommand::Events { backlog, follow: f } => {
+            return follow(&mut conn, *backlog, *f, |r| {
+                if json {
+                    out.write_all(&r.to_line())?;
+                } else {
+                    match &r.body {
+                        ReplyBody::Event(e) => writeln!(out, "{}", render_event(e))?,
+                        ReplyBody::Lagged { dropped } => {
+                            writeln!(out, "… {dropped} events dropped (this client was slow)")?
+                        }
+                        ReplyBody::Error(e) => writeln!(out, "error: {}", e.message)?,
+                        _ => {}
+                    }
+                }
+                out.flush()?;
+                Ok(true)
+            });
+        }
+        CtlCommand::Signal { target, signal } => Request::Signal {
+            target: crate::control::protocol::Target::parse(target),
+            signal: crate::control::protocol::SignalArg(*signal),
+        },
+        CtlCommand::Restart { helper } => Request::Restart {
+            helper: helper.clone(),
+        },
+        CtlCommand::Stop => Request::Stop,
+    };
+    conn.send(&request)?;
+    let reply = conn.read()?.ok_or_else(|| {
+        ClientError(format!(
+            "{}: the supervisor closed the connection without answering",
+            path.display()
+        ))
+    })?;
+    if json {
+        out.write_all(&reply.to_line()).map_err(w)?;
+        return match reply.body {
+            ReplyBody::Error(e) => Err(ClientError(e.message)),
+            _ => Ok(()),
+        };
+    }
+    match into_result(reply)? {
+        ReplyBody::Status(s) => out.write_all(render_status(&s).as_bytes()).map_err(w)?,
+        ReplyBody::Done { message, .. } => writeln!(out, "{message}").map_err(w)?,
+        other => return Err(unexpected(&other)),
+    }
+    Ok(())
+}

@@ -1,0 +1,483 @@
+//! The supervisor's side of the control socket: answering requests from its own state.
+//!
+//! Owns [`Control`], what the supervisor keeps for its operator (the serving socket, the events
+//! hub, a `/proc` scanner, the last adoption of each process, the last exit of each helper,
+//! helpers asked to restart), and the handling of each request: the `status` snapshot built
+//! from the adoption registry and one scan, `signal` only to identities inside the tree,
+//! `restart`, and `stop` as the same shutdown as SIGTERM. Everything here runs on the
+//! supervisor's loop and never touches a client's socket (see [`crate::control::server`]).
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tracing::info;
+
+use super::{Phase, Supervisor, Timer, send_to_identity};
+use crate::control::protocol::{
+    AdoptionInfo, Bytes, ErrorKind, HelperInfo, HelperState, ProcessInfo, Reply, ReplyBody,
+    Request, Role, Status, SupervisorInfo, Target,
+};
+use crate::control::server::{Bound, Command, Hub, Server};
+use crate::event::{Event, Record, SignalReason};
+use crate::identity::Identity;
+use crate::reaper::{ExitStatus, signal_name};
+use crate::restart::RestartState;
+use crate::tree::{ScanOptions, Scanner};
+
+/// What the supervisor keeps for its control socket.
+pub(super) struct Control {
+    bound: Option<Bound>,
+    socket: Option<PathBuf>,
+    hub: Arc<Hub>,
+    scanner: Option<Scanner>,
+    adoptions: HashMap<Identity, AdoptionInfo>,
+    last_exit: HashMap<String, ExitStatus>,
+    /// Helpers to launch again as soon as they end (a `restart` request).
+    restarting: HashSet<usize>,
+    config_path: String,
+    started_ms: u64,
+}
+
+impl Control {
+    pub(super) fn new(config_path: Option<PathBuf>, bound: Option<Bound>) -> Control {
+        Control {
+            socket: bound.as_ref().map(|b| b.path().to_path_buf()),
+            bound,
+            hub: Arc::new(Hub::new()),
+            scanner: None,
+            adoptions: HashMap::new(),
+            last_exit: HashMap::new(),
+            restarting: HashSet::new(),
+            config_path: config_path
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            started_ms: Record::now(Event::Shutdown { signal: None }).ts_ms,
+        }
+    }
+
+    /// Starts serving the bound socket (inside the runtime), and says where it is.
+    pub(super) fn serve(&mut self) -> std::io::Result<Option<Server>> {
+        let Some(b) = self.bound.take() else {
+            return Ok(None);
+        };
+        let server = b.serve(self.hub.clone())?;
+        info!("control socket at {}", server.path().display());
+        if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            eprintln!(
+                "foster: control socket {} (foster ctl --socket {} status)",
+                server.path().display(),
+                server.path().display()
+            );
+        }
+        Ok(Some(server))
+    }
+
+    /// The socket's path, for the start event.
+    pub(super) fn socket_path(&self) -> Option<String> {
+        self.socket.as_ref().map(|p| p.display().to_string())
+    }
+
+    /// Takes note of an event (adoptions, helper exits) and streams it.
+    pub(super) fn on_event(&mut self, record: &Record) {
+        match &record.event {
+            Event::Reparented {
+                identity,
+                from,
+                to,
+                expected,
+                classification,
+                ..
+            } => {
+                self.adoptions.insert(
+                    *identity,
+                    AdoptionInfo {
+                        from: *from,
+                        to: *to,
+                        expected: *expected,
+                        classification: *classification,
+                        ts_ms: record.ts_ms,
+                    },
+                );
+            }
+            Event::Exit {
+                identity,
+                helper: Some(h),
+                generation: Some(1),
+                status,
+                ..
+            } => {
+                self.last_exit.insert(h.clone(), *status);
+                if let Some(id) = identity {
+                    self.adoptions.remove(id);
+                }
+            }
+            Event::Exit {
+                identity: Some(id), ..
+            } => {
+                self.adoptions.remove(id);
+            }
+            _ => {}
+        }
+        self.hub.publish(record);
+    }
+}
+
+/// The next command of `server`, if there is one (pending forever otherwise).
+pub(super) async fn recv(server: &mut Option<Server>) -> Command {
+    match server {
+        Some(s) => s.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+fn done(request: &str, message: String) -> Reply {
+    Reply::new(ReplyBody::Done {
+        request: request.to_string(),
+        message,
+    })
+}
+
+impl Supervisor {
+    /// Answers one request from the control socket.
+    pub(super) fn on_command(&mut self, cmd: Command) {
+        let reply = match cmd.request {
+            Request::Status => Reply::new(ReplyBody::Status(Box::new(self.status()))),
+            Request::Signal { target, signal } => self.ctl_signal(&target, signal.0),
+            Request::Restart { helper } => self.ctl_restart(&helper),
+            Request::Stop => {
+                info!(
+                    "control socket: stop requested by pid {} (uid {})",
+                    cmd.peer.pid, cmd.peer.uid
+                );
+                let already = self.shutting_down;
+                self.begin_shutdown(Some(libc::SIGTERM));
+                done(
+                    "stop",
+                    if already {
+                        "already shutting down".to_string()
+                    } else {
+                        "shutting down (as on SIGTERM)".to_string()
+                    },
+                )
+            }
+            // Answered by the client task itself.
+            Request::Events { .. } => Reply::error(ErrorKind::Internal, "events not routed"),
+        };
+        let _ = cmd.reply.send(reply);
+    }
+
+    /// A helper asked to restart ended: launch it again now. Returns whether it was.
+    pub(super) fn restart_requested(&mut self, i: usize) -> bool {
+        if !self.control.restarting.remove(&i) {
+            return false;
+        }
+        self.helpers[i].restart = RestartState::default();
+        self.helpers[i].phase = Phase::Backoff;
+        self.at(Duration::ZERO, Timer::Restart(i));
+        let attempt = self.helpers[i].attempt + 1;
+        self.emit(Event::Restart {
+            helper: self.config.helpers[i].name().to_string(),
+            attempt,
+            delay_ms: 0,
+        });
+        true
+    }
+
+    fn ctl_restart(&mut self, name: &str) -> Reply {
+        let Some(i) = self.config.helpers.iter().position(|h| h.name() == name) else {
+            return self.no_such_helper(name);
+        };
+        if self.shutting_down {
+            return Reply::error(
+                ErrorKind::Refused,
+                format!("helper {name:?} is not restarted: the supervisor is shutting down"),
+            );
+        }
+        let h = &self.helpers[i];
+        match (h.phase, h.pid, h.identity) {
+            (Phase::Running, Some(_), Some(id)) => {
+                if !self.control.restarting.insert(i) {
+                    return done(
+                        "restart",
+                        format!("helper {name:?} is already being restarted"),
+                    );
+                }
+                let cfg = &self.config.helpers[i];
+                let (sig, grace) = (cfg.stop_signal.0, cfg.stop_grace.0);
+                self.signal(id, Some(name.to_string()), sig, SignalReason::Control);
+                self.at(grace, Timer::RestartGrace(i, id));
+                done(
+                    "restart",
+                    format!(
+                        "sent {} to helper {name:?} ({id}); it is launched again when it ends \
+                         (SIGKILL after {grace:?})",
+                        signal_name(sig)
+                    ),
+                )
+            }
+            _ => {
+                self.timers.retain(|_, t| *t != Timer::Restart(i));
+                self.helpers[i].restart = RestartState::default();
+                self.launch(i);
+                self.on_sigchld();
+                done("restart", format!("helper {name:?} launched"))
+            }
+        }
+    }
+
+    /// The restart grace of helper `i` ran out: SIGKILL it if it is still `id`.
+    pub(super) fn restart_grace(&mut self, i: usize, id: Identity) {
+        if self.helpers[i].identity == Some(id) && self.helpers[i].pid.is_some() {
+            let name = self.config.helpers[i].name().to_string();
+            self.signal(id, Some(name), libc::SIGKILL, SignalReason::GraceExpired);
+        }
+    }
+
+    fn no_such_helper(&self, name: &str) -> Reply {
+        let names: Vec<&str> = self.config.helpers.iter().map(|h| h.name()).collect();
+        Reply::error(
+            ErrorKind::NoSuchHelper,
+            format!(
+                "no helper named {:?}; helpers: {}",
+                crate::sanitize::escape(name.as_bytes()),
+                names.join(", ")
+            ),
+        )
+    }
+
+    fn ctl_signal(&mut self, target: &Target, sig: i32) -> Reply {
+        let (id, helper) = match target {
+            Target::Helper(name) => {
+                let Some(i) = self.config.helpers.iter().position(|h| h.name() == name) else {
+                    return self.no_such_helper(name);
+                };
+                match (self.helpers[i].pid, self.helpers[i].identity) {
+                    (Some(_), Some(id)) => (id, Some(name.clone())),
+                    _ => {
+                        return Reply::error(
+                            ErrorKind::Refused,
+                            format!("helper {name:?} has no running process now"),
+                        );
+                    }
+                }
+            }
+            Target::Pid(_) | Target::Identity(_) => {
+                let pid = match target {
+                    Target::Pid(p) => *p,
+                    Target::Identity(id) => id.pid,
+                    Target::Helper(_) => unreachable!(),
+                };
+                if pid == self.me.pid {
+                    return Reply::error(
+                        ErrorKind::NotInTree,
+                        format!(
+                            "pid {pid} is the supervisor itself, not a process of its tree; \
+                             use the stop request"
+                        ),
+                    );
+                }
+                // Look at the tree as it is now, not as the last event left it.
+                self.rescan();
+                let live = self
+                    .registry
+                    .identity_of_pid(pid)
+                    .filter(|_| self.registry.in_tree(pid));
+                let Some(id) = live else {
+                    return Reply::error(
+                        ErrorKind::NotInTree,
+                        format!("pid {pid} is not inside the supervised tree"),
+                    );
+                };
+                if let Target::Identity(want) = target {
+                    if *want != id {
+                        return Reply::error(
+                            ErrorKind::NotInTree,
+                            format!(
+                                "process {want} is gone: pid {pid} now belongs to another \
+                                 process ({id})"
+                            ),
+                        );
+                    }
+                }
+                let helper = self.registry.get(&id).and_then(|r| r.helper.clone());
+                (id, helper)
+            }
+        };
+        if send_to_identity(id, sig) {
+            self.emit(Event::Signal {
+                target: id,
+                helper: helper.clone(),
+                signal: signal_name(sig),
+                reason: SignalReason::Control,
+            });
+            let what = match helper {
+                Some(h) if matches!(target, Target::Helper(_)) => format!("helper {h:?}"),
+                Some(h) => format!("a process of helper {h:?}"),
+                None => "a process of the tree".to_string(),
+            };
+            done(
+                "signal",
+                format!("sent {} to {what} ({id})", signal_name(sig)),
+            )
+        } else {
+            Reply::error(
+                ErrorKind::Failed,
+                format!(
+                    "cannot send {} to {id}: it has just ended or cannot be signalled",
+                    signal_name(sig)
+                ),
+            )
+        }
+    }
+
+    /// The snapshot of the supervised tree.
+    pub(super) fn status(&mut self) -> Status {
+        self.rescan();
+        let mut procs = Vec::new();
+        let (now_ticks, hz) = clock();
+        let scanner = match &mut self.control.scanner {
+            Some(s) => Some(s),
+            None => {
+                self.control.scanner = Scanner::new(ScanOptions {
+                    cmdline: true,
+                    ..ScanOptions::default()
+                })
+                .ok();
+                self.control.scanner.as_mut()
+            }
+        };
+        let snap = scanner.and_then(|s| s.scan().ok());
+        if let Some(snap) = snap.and_then(|s| s.subtree(self.me.pid).ok()) {
+            // Parents before children: breadth-first from the supervisor.
+            let mut queue = std::collections::VecDeque::new();
+            if let Some(root) = snap.get(&self.me) {
+                queue.push_back(root);
+            }
+            while let Some(n) = queue.pop_front() {
+                procs.push(self.process_info(n));
+                let mut kids = snap.children(&n.identity);
+                kids.sort_by_key(|k| k.pid);
+                queue.extend(kids);
+            }
+        }
+        let helpers = (0..self.helpers.len())
+            .map(|i| self.helper_info(i))
+            .collect();
+        Status {
+            supervisor: SupervisorInfo {
+                identity: self.me,
+                config: self.control.config_path.clone(),
+                socket: self.control.socket_path().unwrap_or_default(),
+                contained: self.contained,
+                shutting_down: self.shutting_down,
+                started_ms: self.control.started_ms,
+            },
+            helpers,
+            processes: procs,
+            now_ticks,
+            hz,
+        }
+    }
+
+    fn process_info(&self, n: &crate::tree::ProcessNode) -> ProcessInfo {
+        let id = n.identity;
+        let rec = self.registry.get(&id);
+        let generation = rec.map_or(if id == self.me { 0 } else { 2 }, |r| r.generation);
+        let helper = rec.and_then(|r| r.helper.clone());
+        let expected_parent = rec.and_then(|r| r.expected_parent);
+        let adoption = self.control.adoptions.get(&id).copied();
+        let is_helper = self
+            .helpers
+            .iter()
+            .any(|h| h.identity == Some(id) && h.pid.is_some());
+        let nested = n.comm == b"foster"
+            && n.cmdline.iter().skip(1).any(|a| a == b"run")
+            && !n.cmdline.iter().any(|a| a == b"--check");
+        let role = if id == self.me || nested {
+            Role::Supervisor
+        } else if is_helper {
+            Role::Helper
+        } else if adoption.is_some()
+            || expected_parent.is_some_and(|e| n.parent != Some(e) && n.ppid != 0)
+        {
+            Role::AdoptedOrphan
+        } else {
+            Role::Descendant
+        };
+        let policy = (id != self.me).then(|| {
+            self.policy_for(helper.as_deref(), generation)
+                .to_policy()
+                .generation_text()
+        });
+        ProcessInfo {
+            pid: id.pid,
+            start_time: id.start_time,
+            role,
+            helper,
+            generation,
+            policy,
+            expected_parent,
+            parent: n.parent,
+            ppid: n.ppid,
+            adoption,
+            state: (n.state as char).to_string(),
+            comm: Bytes(n.comm.clone()),
+            cmdline: n.cmdline.iter().map(|a| Bytes(a.clone())).collect(),
+            uid: n.uid,
+            threads: n.num_threads,
+            rss_bytes: n.rss_bytes,
+            cpu_ticks: n.cpu_ticks,
+        }
+    }
+
+    fn helper_info(&self, i: usize) -> HelperInfo {
+        let h = &self.helpers[i];
+        let cfg = &self.config.helpers[i];
+        let running = h.pid.is_some() && h.phase == Phase::Running;
+        let state = match h.phase {
+            Phase::Running if self.shutting_down || self.control.restarting.contains(&i) => {
+                HelperState::Stopping
+            }
+            Phase::Running => HelperState::Running,
+            Phase::Backoff => HelperState::Backoff,
+            Phase::Ended(_) => HelperState::Ended,
+            Phase::GaveUp => HelperState::GaveUp,
+        };
+        let now = Instant::now();
+        let next_launch_in_ms = self
+            .timers
+            .iter()
+            .find(|(_, t)| **t == Timer::Restart(i))
+            .map(|(k, _)| k.0.saturating_duration_since(now).as_millis() as u64);
+        HelperInfo {
+            name: cfg.name().to_string(),
+            state,
+            identity: h.identity.filter(|_| running),
+            launches: h.attempt,
+            restarts_in_a_row: h.restart.in_a_row(),
+            restart: serde_json::to_value(cfg.restart)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            last_exit: self.control.last_exit.get(cfg.name()).copied(),
+            next_launch_in_ms,
+            policy: cfg.policy_chain().to_string(),
+        }
+    }
+}
+
+/// Clock ticks since boot now, and ticks per second.
+fn clock() -> (u64, u64) {
+    // SAFETY: sysconf with a valid name.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec. CLOCK_BOOTTIME is the clock of start_time.
+    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    let ticks = ts.tv_sec as u64 * hz + ts.tv_nsec as u64 * hz / 1_000_000_000;
+    (ticks, hz)
+}
