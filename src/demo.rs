@@ -13,7 +13,7 @@
 //! so that a dashboard can show the same tree.
 
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use nix::sys::signal::{SigSet, Signal};
@@ -101,7 +101,7 @@ pub fn start(opts: &DemoOptions) -> io::Result<Demo> {
     }
     args.push("-".into());
     let mut spec = LaunchSpec::new(&exe, args, Policy::term());
-    spec.stdin = Some(OwnedFd::from(config_r));
+    spec.stdin = Some(config_r);
     spec.env.push((
         ENV_MARKER.into(),
         Some(std::process::id().to_string().into()),
@@ -210,7 +210,9 @@ pub fn run(opts: &DemoOptions) -> io::Result<i32> {
     }
     let socket = demo.socket.clone();
     let printer = std::thread::spawn(move || print_events(&socket, json));
+    let mut asked = false;
     let status = demo.wait(|sig| {
+        asked = true;
         if !json {
             eprintln!(
                 "\n{}: stopping the supervisor (SIGTERM); it ends the whole tree...",
@@ -225,7 +227,17 @@ pub fn run(opts: &DemoOptions) -> io::Result<i32> {
             "foster demo: the supervisor ended ({status}); nothing it started is left running."
         );
     }
-    Ok(status.shell_code())
+    // Asked to stop, the supervisor ends with 0, or 4 when something had to be SIGKILLed
+    // after its grace (the orphaner's grandchild ignores its signal on purpose): both are the
+    // demo's normal end.
+    let code = status.shell_code();
+    Ok(
+        if asked && (code == crate::supervisor::EXIT_OK || code == crate::supervisor::EXIT_FORCED) {
+            0
+        } else {
+            code
+        },
+    )
 }
 
 fn print_events(socket: &Path, json: bool) {

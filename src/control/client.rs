@@ -107,16 +107,26 @@ impl Connection {
         })
     }
 
+    /// Sends `req` and reads its one reply. When the supervisor refused the connection (it
+    /// writes why, then closes), sending fails but the reason is still there to read.
+    pub fn exchange(&mut self, req: &Request) -> Result<Reply, ClientError> {
+        let sent = self.send(req);
+        match self.read() {
+            Ok(Some(r)) => Ok(r),
+            Ok(None) => Err(sent.err().unwrap_or_else(|| {
+                ClientError(format!(
+                    "{}: the supervisor closed the connection without answering",
+                    self.path.display()
+                ))
+            })),
+            Err(e) => Err(sent.err().unwrap_or(e)),
+        }
+    }
+
     /// Sends `req` and returns its one reply; an error reply becomes a [`ClientError`].
     pub fn ask(&mut self, req: &Request) -> Result<ReplyBody, ClientError> {
-        self.send(req)?;
-        match self.read()? {
-            None => Err(ClientError(format!(
-                "{}: the supervisor closed the connection without answering",
-                self.path.display()
-            ))),
-            Some(r) => into_result(r),
-        }
+        let r = self.exchange(req)?;
+        into_result(r)
     }
 
     /// The status snapshot.
@@ -580,13 +590,7 @@ pub fn ctl(
         },
         CtlCommand::Stop => Request::Stop,
     };
-    conn.send(&request)?;
-    let reply = conn.read()?.ok_or_else(|| {
-        ClientError(format!(
-            "{}: the supervisor closed the connection without answering",
-            path.display()
-        ))
-    })?;
+    let reply = conn.exchange(&request)?;
     if json {
         out.write_all(&reply.to_line()).map_err(w)?;
         return match reply.body {

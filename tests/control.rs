@@ -1,0 +1,728 @@
+//! The control socket, `foster ctl` and `foster demo`, end to end on real processes.
+//! Synchronisation is the socket itself (replies, the event stream) and FIFOs; deadlines are
+//! only safety nets.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+struct Dir(PathBuf);
+impl Dir {
+    fn new(tag: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("foster-ctl-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Dir(d)
+    }
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+    fn file(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.0.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+    fn fifo(&self, name: &str) -> PathBuf {
+        let p = self.0.join(name);
+        nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        p
+    }
+}
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A `foster run` under test; SIGKILLed and reaped on drop if still running.
+struct Run {
+    child: Child,
+    socket: PathBuf,
+}
+impl Run {
+    fn start(config: &Path, socket: &Path) -> Run {
+        let child = Command::new(FOSTER)
+            .arg("run")
+            .arg(config)
+            .arg("--socket")
+            .arg(socket)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut r = Run {
+            child,
+            socket: socket.to_path_buf(),
+        };
+        // Ready when it answers (the socket is bound before any helper starts).
+        r.wait_socket();
+        r
+    }
+    fn wait_socket(&mut self) {
+        let t = Instant::now();
+        loop {
+            if let Ok(mut c) = Conn::open(&self.socket) {
+                if c.ask(r#"{"request":"status"}"#).get("status").is_some() {
+                    return;
+                }
+            }
+            if let Ok(Some(st)) = self.child.try_wait() {
+                let mut err = String::new();
+                self.child
+                    .stderr
+                    .take()
+                    .unwrap()
+                    .read_to_string(&mut err)
+                    .unwrap();
+                panic!("foster run ended ({st}) before answering: {err}");
+            }
+            assert!(t.elapsed() < LIMIT, "socket never answered");
+            // Safety net only: the socket appears within milliseconds of the start.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    fn ctl(&self, args: &[&str]) -> Output {
+        Command::new(FOSTER)
+            .arg("ctl")
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+    fn stop(mut self) -> std::process::ExitStatus {
+        let out = self.ctl(&["stop"]);
+        assert!(out.status.success(), "{out:?}");
+        wait_child(&mut self.child)
+    }
+}
+impl Drop for Run {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn wait_child(c: &mut Child) -> std::process::ExitStatus {
+    let t = Instant::now();
+    loop {
+        if let Some(s) = c.try_wait().unwrap() {
+            return s;
+        }
+        assert!(t.elapsed() < LIMIT, "process {} did not end", c.id());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A raw client connection reading replies on a thread (so a test never blocks on it).
+struct Conn {
+    w: UnixStream,
+    rx: mpsc::Receiver<Value>,
+}
+impl Conn {
+    fn open(path: &Path) -> std::io::Result<Conn> {
+        let s = UnixStream::connect(path)?;
+        let r = s.try_clone()?;
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(r).lines() {
+                let Ok(line) = line else { break };
+                let v: Value = serde_json::from_str(&line).expect("a JSON reply line");
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Conn { w: s, rx })
+    }
+    fn send(&mut self, bytes: &[u8]) {
+        self.w.write_all(bytes).unwrap();
+    }
+    fn next(&self) -> Value {
+        self.rx
+            .recv_timeout(LIMIT)
+            .expect("a reply within the deadline")
+    }
+    fn ask(&mut self, line: &str) -> Value {
+        self.send(format!("{line}\n").as_bytes());
+        self.next()
+    }
+    /// Reads replies until one satisfies `f`.
+    fn until(&self, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+        let t = Instant::now();
+        loop {
+            let left = LIMIT.saturating_sub(t.elapsed());
+            match self.rx.recv_timeout(left) {
+                Ok(v) if f(&v) => return v,
+                Ok(_) => {}
+                Err(_) => panic!("no {what} within {LIMIT:?}"),
+            }
+        }
+    }
+}
+
+fn event_is(v: &Value, kind: &str) -> bool {
+    v["event"]["event"] == kind
+}
+
+fn error_kind(v: &Value) -> String {
+    v["error"]["kind"].as_str().unwrap_or_default().to_string()
+}
+
+#[test]
+fn socket_is_0600_and_removed_on_exit() {
+    let d = Dir::new("mode");
+    let cfg = d.file(
+        "a.toml",
+        "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n",
+    );
+    let sock = d.path("sub/a.sock");
+    let run = Run::start(&cfg, &sock);
+    let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "socket mode {mode:o}");
+    let dmode = std::fs::metadata(d.path("sub"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(dmode, 0o700, "directory mode {dmode:o}");
+    let st = run.stop();
+    assert!(st.success(), "{st}");
+    assert!(!sock.exists(), "socket file left behind");
+}
+
+#[test]
+fn refuses_a_peer_of_another_uid() {
+    if !is_root() {
+        eprintln!("skipped: needs root to run a client as uid 65534");
+        return;
+    }
+    let d = Dir::new("uid");
+    let cfg = d.file(
+        "a.toml",
+        "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n",
+    );
+    let sock = d.path("a.sock");
+    let run = Run::start(&cfg, &sock);
+    // Make the file reachable, as a careless operator might: the credential check must hold.
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666)).unwrap();
+    // The client runs as uid 65534: std forks, calls setuid(65534) in the child, then execs.
+    let out = Command::new(FOSTER)
+        .args(["ctl", "--json", "--socket"])
+        .arg(&sock)
+        .arg("status")
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !out.status.success(),
+        "uid 65534 got an answer: {stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(stdout.lines().next().unwrap_or("{}")).unwrap();
+    assert_eq!(
+        error_kind(&v),
+        "permission_denied",
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("uid 65534"),
+        "{v}"
+    );
+    // Root (the owner) is still answered.
+    let out = run.ctl(&["--json", "status"]);
+    assert!(out.status.success(), "{out:?}");
+    run.stop();
+}
+
+use std::os::unix::process::CommandExt;
+
+#[test]
+fn survives_garbage_partial_oversized_and_a_client_that_never_reads() {
+    let d = Dir::new("garbage");
+    let cfg = d.file(
+        "a.toml",
+        "[[helper]]\nname = \"flaky\"\ncommand = [\"sh\", \"-c\", \"exit 3\"]\n\
+         restart = \"always\"\nbackoff = { initial = \"100ms\", max = \"200ms\", limit = 100000 }\n",
+    );
+    let sock = d.path("a.sock");
+    let run = Run::start(&cfg, &sock);
+
+    // A client that asks and asks and never reads: its replies fill its socket buffer.
+    let mut stuck = UnixStream::connect(&sock).unwrap();
+    stuck.write_all(b"{\"request\":\"events\"}\n").unwrap();
+    stuck.set_nonblocking(true).unwrap();
+    let req = b"{\"request\":\"status\"}\n".repeat(64);
+    let mut sent = 0usize;
+    for _ in 0..4000 {
+        match stuck.write(&req) {
+            Ok(n) => sent += n,
+            Err(_) => break, // its receive buffer is full too: it is stuck
+        }
+    }
+    assert!(sent > 0);
+
+    let mut c = Conn::open(&sock).unwrap();
+    let v = c.ask("this is not json");
+    assert_eq!(error_kind(&v), "malformed", "{v}");
+    let v = c.ask(r#"{"request":"dance"}"#);
+    assert_eq!(error_kind(&v), "unknown_request", "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("dance"));
+    let v = c.ask(r#"{"request":"restart"}"#);
+    assert_eq!(error_kind(&v), "bad_argument", "{v}");
+    c.send(&[0xff, 0xfe, b'\n']);
+    assert_eq!(error_kind(&c.next()), "malformed");
+    // A partial line, completed later.
+    c.send(br#"{"request":"st"#);
+    c.send(b"atus\"}\n");
+    let v = c.next();
+    assert!(v["status"]["supervisor"]["identity"]["pid"].is_i64(), "{v}");
+    // An oversized line, then the connection goes on at the next line.
+    let mut big = vec![b'x'; 200 * 1024];
+    big.push(b'\n');
+    c.send(&big);
+    let v = c.next();
+    assert_eq!(error_kind(&v), "oversized", "{v}");
+    let v = c.ask(r#"{"request":"status"}"#);
+    assert!(v.get("status").is_some(), "{v}");
+
+    // Supervision goes on: the flaky helper keeps being launched, seen through a fresh stream.
+    let mut ev = Conn::open(&sock).unwrap();
+    ev.send(b"{\"request\":\"events\",\"backlog\":0}\n");
+    let head = ev.next();
+    assert_eq!(head["events"]["backlog"], 0, "{head}");
+    for _ in 0..3 {
+        ev.until("a launch", |v| event_is(v, "launch"));
+    }
+    drop(stuck);
+    let st = run.stop();
+    assert!(st.code().is_some(), "{st}");
+}
+
+fn three_generation_config(d: &Dir) -> (PathBuf, PathBuf, PathBuf) {
+    let ready = d.fifo("ready");
+    let oready = d.fifo("oready");
+    let cfg = d.file(
+        "tree.toml",
+        &format!(
+            r#"
+[[helper]]
+name = "tree"
+command = ["sh", "-c", "sh -c 'sh -c \"echo ready > {r}; exec sleep 300\" & wait' & wait"]
+
+[[helper]]
+name = "orphaner"
+command = ["sh", "-c", "sh -c 'trap \"\" USR1; sleep 300 & exit 0'; echo ready > {o}; exec sleep 300"]
+[[helper.generation]]
+signal = "TERM"
+[[helper.generation]]
+signal = "USR1"
+reaction = "notify"
+grace = "60s"
+"#,
+            r = ready.display(),
+            o = oready.display()
+        ),
+    );
+    (cfg, ready, oready)
+}
+
+fn read_fifo(p: &Path) {
+    let mut s = String::new();
+    std::fs::File::open(p)
+        .unwrap()
+        .read_to_string(&mut s)
+        .unwrap();
+    assert_eq!(s.trim(), "ready");
+}
+
+#[test]
+fn status_json_reports_roles_and_expected_parents() {
+    let d = Dir::new("status");
+    let (cfg, ready, oready) = three_generation_config(&d);
+    let sock = d.path("a.sock");
+    let run = Run::start(&cfg, &sock);
+    read_fifo(&ready);
+    read_fifo(&oready);
+    let out = run.ctl(&["--json", "status"]);
+    assert!(out.status.success(), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["version"], 1);
+    let s = &v["status"];
+    let procs = s["processes"].as_array().unwrap();
+    let id = |p: &Value| {
+        (
+            p["pid"].as_i64().unwrap(),
+            p["start_time"].as_u64().unwrap(),
+        )
+    };
+    let pid_of = |p: &Value| p["pid"].as_i64().unwrap();
+    let sup = &procs[0];
+    assert_eq!(sup["role"], "supervisor");
+    assert_eq!(sup["generation"], 0);
+    let sup_id = id(sup);
+    let ident = |v: &Value| {
+        (
+            v["pid"].as_i64().unwrap(),
+            v["start_time"].as_u64().unwrap(),
+        )
+    };
+    // The tree helper, its child, its grandchild.
+    let helper = procs
+        .iter()
+        .find(|p| p["role"] == "helper" && p["helper"] == "tree")
+        .unwrap_or_else(|| panic!("no helper row: {s}"));
+    assert_eq!(helper["generation"], 1);
+    assert_eq!(ident(&helper["expected_parent"]), sup_id);
+    assert_eq!(ident(&helper["parent"]), sup_id);
+    let child = procs
+        .iter()
+        .find(|p| p["ppid"] == helper["pid"])
+        .unwrap_or_else(|| panic!("no child of the helper: {s}"));
+    assert_eq!(child["role"], "descendant");
+    assert_eq!(child["generation"], 2);
+    assert_eq!(child["helper"], "tree");
+    assert_eq!(ident(&child["expected_parent"]), id(helper));
+    let grandchild = procs
+        .iter()
+        .find(|p| p["ppid"] == child["pid"])
+        .unwrap_or_else(|| panic!("no grandchild: {s}"));
+    assert_eq!(grandchild["role"], "descendant");
+    assert_eq!(grandchild["generation"], 3);
+    assert_eq!(ident(&grandchild["expected_parent"]), id(child));
+    assert_eq!(grandchild["comm"], "sleep");
+    for p in [helper, child, grandchild] {
+        assert!(p["rss_bytes"].as_u64().unwrap() > 0, "{p}");
+        assert!(p["threads"].as_i64().unwrap() >= 1, "{p}");
+        assert!(p["policy"].as_str().unwrap().contains(':'), "{p}");
+    }
+    // The orphan: adopted by the supervisor, expected there, its old parent recorded.
+    let orphan = procs
+        .iter()
+        .find(|p| p["role"] == "adopted_orphan")
+        .unwrap_or_else(|| panic!("no adopted orphan: {s}"));
+    assert_eq!(orphan["helper"], "orphaner");
+    assert_eq!(ident(&orphan["parent"]), sup_id);
+    assert_eq!(orphan["adoption"]["classification"], "expected");
+    assert_eq!(ident(&orphan["adoption"]["to"]), sup_id);
+    assert_eq!(orphan["policy"], "USR1:notify:60s");
+    assert_ne!(pid_of(orphan), pid_of(sup));
+    // The human form names the same roles.
+    let out = run.ctl(&["status"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    for w in [
+        "supervisor",
+        "helper",
+        "descendant",
+        "adopted orphan",
+        "gen 3",
+    ] {
+        assert!(text.contains(w), "{w} missing from:\n{text}");
+    }
+    run.stop();
+}
+
+#[test]
+fn events_show_a_crash_and_its_restart() {
+    let d = Dir::new("events");
+    let gate = d.fifo("gate");
+    let cfg = d.file(
+        "a.toml",
+        &format!(
+            "[[helper]]\nname = \"crashy\"\ncommand = [\"sh\", \"-c\", \"cat {} >/dev/null; exit 7\"]\n\
+             restart = \"on-failure\"\nbackoff = {{ initial = \"100ms\", max = \"1s\", limit = 10 }}\n",
+            gate.display()
+        ),
+    );
+    let sock = d.path("a.sock");
+    let run = Run::start(&cfg, &sock);
+    let mut ev = Command::new(FOSTER)
+        .args(["ctl", "--json", "--socket"])
+        .arg(&sock)
+        .arg("events")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel::<Value>();
+    let out = ev.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines() {
+            let Ok(l) = l else { break };
+            if tx.send(serde_json::from_str(&l).unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    let until = |what: &str, f: &dyn Fn(&Value) -> bool| loop {
+        let v = rx
+            .recv_timeout(LIMIT)
+            .unwrap_or_else(|_| panic!("no {what}"));
+        if f(&v) {
+            return v;
+        }
+    };
+    // The backlog has the first launch; then the crash (the helper exits once the gate opens).
+    until("first launch", &|v| event_is(v, "launch"));
+    drop(std::fs::OpenOptions::new().write(true).open(&gate).unwrap());
+    let exit = until("the crash", &|v| {
+        event_is(v, "exit") && v["event"]["helper"] == "crashy"
+    });
+    assert_eq!(exit["event"]["status"]["code"], 7, "{exit}");
+    let restart = until("the restart", &|v| event_is(v, "restart"));
+    assert_eq!(restart["event"]["attempt"], 1);
+    assert_eq!(restart["event"]["delay_ms"], 100);
+    let relaunch = until("the relaunch", &|v| event_is(v, "launch"));
+    assert_eq!(relaunch["event"]["attempt"], 2);
+    assert!(relaunch["event"]["seq"].as_u64() > exit["event"]["seq"].as_u64());
+    // Stopping the supervisor ends the stream with its last events.
+    let mut st = run.stop();
+    assert!(st.code().is_some());
+    until("the stopped event", &|v| event_is(v, "stopped"));
+    st = wait_child(&mut ev);
+    assert!(st.success(), "ctl events: {st}");
+}
+
+#[test]
+fn signal_reaches_the_tree_and_nothing_else() {
+    let d = Dir::new("signal");
+    let cfg = d.file(
+        "a.toml",
+        "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n\
+         [[helper]]\nname = \"keep\"\ncommand = [\"sleep\", \"300\"]\n",
+    );
+    let sock = d.path("a.sock");
+    let run = Run::start(&cfg, &sock);
+    // A process outside the tree: this test's own child.
+    let mut outside = Command::new("sleep").arg("300").spawn().unwrap();
+    let pid = outside.id().to_string();
+    let out = run.ctl(&["signal", &pid, "TERM"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not inside the supervised tree"), "{err}");
+    assert!(
+        outside.try_wait().unwrap().is_none(),
+        "outside process was signalled"
+    );
+    let _ = outside.kill();
+    let _ = outside.wait();
+    // The supervisor itself is not a target either.
+    let v: Value = {
+        let mut c = Conn::open(&sock).unwrap();
+        c.ask(r#"{"request":"status"}"#)
+    };
+    let me = v["status"]["supervisor"]["identity"]["pid"].to_string();
+    let out = run.ctl(&["--json", "signal", &me, "KILL"]);
+    assert!(!out.status.success());
+    // A helper by name, and the exact identity form with a wrong start time.
+    let hpid = v["status"]["helpers"][0]["identity"]["pid"]
+        .as_i64()
+        .unwrap();
+    let out = run.ctl(&["signal", &format!("{hpid}:1"), "TERM"]);
+    assert!(!out.status.success(), "a wrong start time was accepted");
+    let mut c = Conn::open(&sock).unwrap();
+    c.send(b"{\"request\":\"events\",\"backlog\":0}\n");
+    c.next();
+    let out = run.ctl(&["signal", "s", "USR1"]);
+    assert!(out.status.success(), "{out:?}");
+    let ev = c.until("the exit", |v| event_is(v, "exit"));
+    assert_eq!(ev["event"]["status"]["signal"], libc::SIGUSR1, "{ev}");
+    run.stop();
+}
+
+#[test]
+fn stale_socket_replaced_live_one_not_stolen() {
+    let d = Dir::new("stale");
+    let cfg = d.file(
+        "a.toml",
+        "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n",
+    );
+    let sock = d.path("a.sock");
+    // A stale socket: bound, then its listener gone.
+    drop(std::os::unix::net::UnixListener::bind(&sock).unwrap());
+    assert!(sock.exists());
+    let run = Run::start(&cfg, &sock);
+    // A second supervisor on the same path refuses to start and names the path.
+    let out = Command::new(FOSTER)
+        .arg("run")
+        .arg(&cfg)
+        .arg("--socket")
+        .arg(&sock)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&sock.display().to_string()) && err.contains("another supervisor"),
+        "{err}"
+    );
+    // The first one still answers.
+    let out = run.ctl(&["--json", "status"]);
+    assert!(out.status.success(), "{out:?}");
+    run.stop();
+}
+
+#[test]
+fn ctl_without_a_supervisor_says_so() {
+    let d = Dir::new("absent");
+    let out = Command::new(FOSTER)
+        .args(["ctl", "--socket"])
+        .arg(d.path("none.sock"))
+        .arg("status")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no supervisor listening at") && err.contains("--socket"),
+        "{err}"
+    );
+}
+
+// ---- foster demo ----
+
+/// Pids of live (non-zombie) processes whose environment carries FOSTER_DEMO=<demo>.
+fn demo_processes(demo: u32) -> Vec<i32> {
+    let marker = format!("FOSTER_DEMO={demo}");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if env.split(|&b| b == 0).any(|v| v == marker.as_bytes()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn demo(stop: libc::c_int) {
+    let d = Dir::new(&format!("demo{stop}"));
+    let sock = d.path("demo.sock");
+    let mut child = Command::new(FOSTER)
+        .args(["demo", "--json", "--socket"])
+        .arg(&sock)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let demo_pid = child.id();
+    let (tx, rx) = mpsc::channel::<Value>();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines() {
+            let Ok(l) = l else { break };
+            if tx.send(serde_json::from_str(&l).unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut launched = std::collections::HashSet::new();
+    let t = Instant::now();
+    // Every helper launched, and an orphan adopted (noticed at the crasher's first exit).
+    let mut adopted = false;
+    while launched.len() < 4 || !adopted {
+        let v = rx
+            .recv_timeout(LIMIT.saturating_sub(t.elapsed()))
+            .expect("the demo's events");
+        if event_is(&v, "launch") {
+            launched.insert(v["event"]["helper"].as_str().unwrap().to_string());
+        }
+        if event_is(&v, "reparented") && v["event"]["helper"] == "orphaner" {
+            assert_eq!(v["event"]["classification"], "expected", "{v}");
+            adopted = true;
+        }
+    }
+    // Every role at once.
+    let out = Command::new(FOSTER)
+        .args(["ctl", "--json", "--socket"])
+        .arg(&sock)
+        .arg("status")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let procs = v["status"]["processes"].as_array().unwrap();
+    let count = |role: &str| procs.iter().filter(|p| p["role"] == role).count();
+    assert_eq!(
+        count("supervisor"),
+        2,
+        "the supervisor and the nested one: {v}"
+    );
+    // worker and orphaner (crasher may be waiting for its backoff; nested is a supervisor).
+    assert!(count("helper") >= 2, "{v}");
+    assert!(count("descendant") >= 3, "{v}");
+    assert!(count("adopted_orphan") >= 1, "{v}");
+    let before = demo_processes(demo_pid);
+    assert!(
+        before.len() >= 8,
+        "marker not found on the tree: {before:?}"
+    );
+    // Stop it.
+    // SAFETY: kill of our own child.
+    assert_eq!(unsafe { libc::kill(demo_pid as i32, stop) }, 0);
+    let st = wait_child(&mut child);
+    if stop == libc::SIGKILL {
+        assert_eq!(st.signal(), Some(libc::SIGKILL));
+    } else {
+        assert_eq!(st.code(), Some(0), "demo after signal {stop}: {st}");
+    }
+    // Nothing of it remains.
+    let t = Instant::now();
+    loop {
+        let left = demo_processes(demo_pid);
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            t.elapsed() < LIMIT,
+            "demo processes left after signal {stop}: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if stop != libc::SIGKILL {
+        assert!(!sock.exists(), "socket file left behind");
+    }
+}
+
+use std::os::unix::process::ExitStatusExt;
+
+#[test]
+fn demo_stops_cleanly_on_sigint() {
+    demo(libc::SIGINT);
+}
+
+#[test]
+fn demo_stops_cleanly_on_sigterm() {
+    demo(libc::SIGTERM);
+}
+
+#[test]
+fn demo_leaves_nothing_on_sigkill() {
+    demo(libc::SIGKILL);
+}
