@@ -113,10 +113,34 @@ impl Run {
 }
 impl Drop for Run {
     fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+        // A failed test: the orderly shutdown ends the whole tree, SIGKILL only as a last resort.
+        terminate(&mut self.child);
+    }
+}
+
+/// SIGTERM, a bounded wait, then SIGKILL; reaped in every case.
+fn terminate(c: &mut Child) {
+    if c.try_wait().ok().flatten().is_some() {
+        return;
+    }
+    // SAFETY: kill of our own unreaped child.
+    unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+    let t = Instant::now();
+    while t.elapsed() < LIMIT {
+        if c.try_wait().ok().flatten().is_some() {
+            return;
         }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = c.kill();
+    let _ = c.wait();
+}
+
+/// Terminates a child on drop (a demo whose test failed half-way).
+struct Guard(Child);
+impl Drop for Guard {
+    fn drop(&mut self) {
+        terminate(&mut self.0);
     }
 }
 
@@ -624,13 +648,16 @@ fn demo_processes(demo: u32) -> Vec<i32> {
 fn demo(stop: libc::c_int) {
     let d = Dir::new(&format!("demo{stop}"));
     let sock = d.path("demo.sock");
-    let mut child = Command::new(FOSTER)
-        .args(["demo", "--json", "--socket"])
-        .arg(&sock)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut guard = Guard(
+        Command::new(FOSTER)
+            .args(["demo", "--json", "--socket"])
+            .arg(&sock)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let child = &mut guard.0;
     let demo_pid = child.id();
     let (tx, rx) = mpsc::channel::<Value>();
     let out = child.stdout.take().unwrap();
@@ -686,7 +713,7 @@ fn demo(stop: libc::c_int) {
     // Stop it.
     // SAFETY: kill of our own child.
     assert_eq!(unsafe { libc::kill(demo_pid as i32, stop) }, 0);
-    let st = wait_child(&mut child);
+    let st = wait_child(child);
     if stop == libc::SIGKILL {
         assert_eq!(st.signal(), Some(libc::SIGKILL));
     } else {

@@ -466,6 +466,7 @@ pub fn event_text(event: &Event) -> String {
         Event::Start {
             supervisor,
             contained,
+            ..
         } => format!(
             "supervisor {} started{}",
             supervisor.pid,
@@ -553,6 +554,7 @@ pub fn event_text(event: &Event) -> String {
                 SignalReason::Stop => "stopping it",
                 SignalReason::OrphanPolicy => "orphan policy",
                 SignalReason::GraceExpired => "grace expired",
+                SignalReason::Control => "asked through the control socket",
             }
         ),
         Event::Shutdown { signal } => match signal {
