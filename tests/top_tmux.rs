@@ -224,12 +224,24 @@ impl SpawnWithFd3 for Command {
     }
 }
 
-/// The pid of the dashboard: the shell's child in the pane.
+/// The pid of the dashboard: the process running the foster binary below the pane's process.
+/// Not simply the pane's grandchild or child: tmux starts the pane through the user's shell
+/// (`$SHELL -c sh`), which bash replaces by `sh` but dash keeps as a parent.
 fn dashboard_pid(t: &Tmux) -> Identity {
-    let shell: i32 = t.display("#{pane_pid}").parse().unwrap();
+    let pane: i32 = t.display("#{pane_pid}").parse().unwrap();
+    let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_foster")).unwrap();
     let start = Instant::now();
     loop {
-        if let Some(p) = children_of(shell).first() {
+        let mut pids = vec![pane];
+        let mut i = 0;
+        while i < pids.len() {
+            pids.extend(children_of(pids[i]));
+            i += 1;
+        }
+        if let Some(p) = pids
+            .iter()
+            .find(|p| std::fs::read_link(format!("/proc/{p}/exe")).is_ok_and(|e| e == exe))
+        {
             return Identity::of(*p).unwrap();
         }
         assert!(start.elapsed() < DEADLINE, "the dashboard did not start");
