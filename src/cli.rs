@@ -55,6 +55,8 @@ pub enum Command {
     Qualify(QualifyArgs),
     #[command(name = "__qualify-internal", hide = true)]
     QualifyInternal(QualifyInternalArgs),
+    /// Be a container's init: run PROGRAM, reap every zombie, forward signals (see docs/init.md).
+    Init(InitArgs),
 }
 
 #[derive(Debug, Args)]
@@ -126,6 +128,104 @@ pub struct ExecArgs {
         value_name = "PROGRAM"
     )]
     pub command: Vec<std::ffi::OsString>,
+}
+
+/// `foster init [OPTIONS] -- PROGRAM [ARGS]...`
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Every option can also be given as an environment variable (shown in brackets).
+
+Exit status: PROGRAM's exit code, or 128 + the number of the signal that ended it; 0 for a code \
+listed with -e; 126 when PROGRAM cannot be executed, 127 when it is not found; 120 when -p finds \
+foster's parent already gone; 1 when foster itself fails.
+
+Signals forwarded: all but SIGCHLD, SIGKILL, SIGSTOP and the fault signals SIGSEGV, SIGBUS, \
+SIGFPE, SIGILL, SIGTRAP, SIGSYS. See docs/init.md.")]
+pub struct InitArgs {
+    /// Forward signals to PROGRAM's process group (PROGRAM then leads a group of its own)
+    /// instead of to PROGRAM alone.
+    #[arg(short = 'g', long = "group", env = "FOSTER_KILL_PROCESS_GROUP")]
+    pub group: bool,
+    /// Send signal TO where FROM arrived (`TERM:QUIT`; `USR1:0` drops USR1). Repeatable;
+    /// comma-separated in the environment variable.
+    #[arg(
+        short = 'r',
+        long = "rewrite",
+        value_name = "FROM:TO",
+        env = "FOSTER_REWRITE",
+        value_delimiter = ','
+    )]
+    pub rewrite: Vec<String>,
+    /// Exit with 0 when PROGRAM's status is CODE (e.g. 143 for a JVM stopped by SIGTERM).
+    /// Repeatable; comma-separated in the environment variable.
+    #[arg(short = 'e', long = "expect", value_name = "CODE", env = "FOSTER_EXPECT",
+          value_delimiter = ',', value_parser = clap::value_parser!(u8))]
+    pub expect: Vec<u8>,
+    /// When not PID 1, become a child subreaper (`auto`, the default) or not (`0`/`off`).
+    #[arg(long, value_name = "auto|off", env = "FOSTER_SUBREAPER", default_value = "auto",
+          value_parser = parse_subreaper)]
+    pub subreaper: crate::init::role::SubreaperWish,
+    /// When PROGRAM ends, send SIGTERM to the rest of the tree, SIGKILL after the grace, and
+    /// exit only when nothing is left.
+    #[arg(short = 'w', long = "wait-all", env = "FOSTER_WAIT_ALL")]
+    pub wait_all: bool,
+    /// The grace of --wait-all between SIGTERM and SIGKILL (`500ms`, `5s`, `2m`, seconds).
+    #[arg(long, value_name = "DURATION", env = "FOSTER_GRACE", default_value = "5s",
+          value_parser = parse_duration)]
+    pub grace: std::time::Duration,
+    /// Arm foster's own parent-death signal (checked against FOSTER_PARENT, or the parent
+    /// foster started with).
+    #[arg(short = 'p', long = "pdeath-signal", value_name = "SIGNAL",
+          env = "FOSTER_PDEATH_SIGNAL", value_parser = crate::init::signals::parse_signal)]
+    pub pdeath: Option<i32>,
+    /// Log level added to -v/-q: 1 decisions, 2 every reap and signal, -1 errors only.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "FOSTER_VERBOSITY",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
+    pub verbosity: i8,
+    /// PROGRAM and its arguments.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROGRAM"
+    )]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+fn parse_subreaper(s: &str) -> Result<crate::init::role::SubreaperWish, String> {
+    use crate::init::role::SubreaperWish;
+    match s.trim().to_ascii_lowercase().as_str() {
+        "auto" | "1" | "on" | "yes" | "true" | "" => Ok(SubreaperWish::Auto),
+        "0" | "off" | "no" | "false" => Ok(SubreaperWish::Off),
+        _ => Err(format!("{s:?}: expected auto, or 0/off")),
+    }
+}
+
+/// Parses `500ms`, `5s`, `2m` or a plain number of seconds.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let (num, unit) = match t.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => (&t[..i], &t[i..]),
+        None => (t, "s"),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a duration like 500ms, 5s or 2m"))?;
+    let secs = match unit {
+        "ms" => v / 1000.0,
+        "s" => v,
+        "m" => v * 60.0,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (ms, s or m)")),
+    };
+    if !secs.is_finite() || secs < 0.0 || secs > 86_400.0 {
+        return Err(format!("{s:?}: out of range"));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
 }
 
 #[derive(Debug, Args)]
@@ -259,7 +359,12 @@ pub type CliError = Box<dyn std::error::Error + Send + Sync>;
 /// Parses the command line, sets up logging and runs the subcommand.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    crate::logging::init(cli.verbose as i8 - cli.quiet as i8);
+    let verbosity = cli.verbose as i8 - cli.quiet as i8;
+    if let Command::Init(a) = cli.command {
+        // No tracing subscriber and no runtime on the init path: see src/init/mod.rs.
+        return init(a, verbosity);
+    }
+    crate::logging::init(verbosity);
     match dispatch(cli.command) {
         Ok(code) => code,
         Err(e) => {
@@ -287,6 +392,7 @@ fn dispatch(command: Command) -> Result<ExitCode, CliError> {
         Command::Exec(a) => Ok(exec(a)),
         Command::Qualify(a) => qualify(a),
         Command::QualifyInternal(a) => Ok(qualify_internal(a)),
+        Command::Init(a) => Ok(init(a, 0)),
         Command::Tree(a) => {
             let format = match (a.json, a.dot) {
                 (true, _) => crate::tree::Format::Json,
@@ -467,4 +573,26 @@ fn qualify_internal(a: QualifyInternalArgs) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+fn init(a: InitArgs, verbosity: i8) -> ExitCode {
+    let rewrites = match crate::init::signals::Rewrites::parse(&a.rewrite) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("foster init: error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut command = a.command.into_iter();
+    let program = command.next().expect("clap requires PROGRAM");
+    let mut opts = crate::init::Options::new(program, command.collect());
+    opts.group = a.group;
+    opts.rewrites = rewrites;
+    opts.expect = a.expect.into_iter().map(i32::from).collect();
+    opts.subreaper = a.subreaper;
+    opts.wait_all = a.wait_all;
+    opts.grace = a.grace;
+    opts.pdeath = a.pdeath;
+    opts.verbosity = verbosity.saturating_add(a.verbosity);
+    ExitCode::from(crate::init::run(&opts) as u8)
 }

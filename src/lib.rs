@@ -19,6 +19,7 @@
 //! - [`event`]: supervision events and the JSON-lines events log.
 //! - [`restart`]: a helper's restart/backoff state machine.
 //! - [`supervisor`], [`contain`]: `foster run` and `--contain`.
+//! - [`init`]: `foster init`, a container's PID 1 on the reaper: reaping, forwarding, TTY.
 //! - [`config`]: the TOML configuration of `foster run`.
 //! - [`control`]: the control socket: protocol, server, `foster ctl` client.
 //! - [`top`]: the live dashboard, `foster top`.
@@ -49,6 +50,7 @@ pub mod demo;
 pub mod event;
 pub mod gate;
 pub mod identity;
+pub mod init;
 pub mod lifeline;
 pub mod logging;
 pub mod policy;

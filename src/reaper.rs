@@ -148,6 +148,7 @@ pub struct Reaper<T> {
     fd: SignalFd,
     owners: HashMap<i32, T>,
     reaped_total: u64,
+    children_left: bool,
 }
 
 impl<T> fmt::Debug for Reaper<T> {
@@ -178,6 +179,7 @@ impl<T> Reaper<T> {
             fd,
             owners: HashMap::new(),
             reaped_total: 0,
+            children_left: true,
         })
     }
 
@@ -217,6 +219,12 @@ impl<T> Reaper<T> {
     /// How many processes this reaper has reaped since it was created.
     pub fn reaped_total(&self) -> u64 {
         self.reaped_total
+    }
+
+    /// Whether the last reap found children still running (`waitpid` returned 0) rather than
+    /// none at all (`ECHILD`). True before the first reap.
+    pub fn children_left(&self) -> bool {
+        self.children_left
     }
 
     /// Blocks (in `poll`, no timer) until a SIGCHLD is pending or `timeout_ms` passes
@@ -268,11 +276,15 @@ impl<T> Reaper<T> {
                 continue;
             }
             if pid == 0 {
+                self.children_left = true;
                 return; // children left, none ended
             }
             match io::Error::last_os_error().raw_os_error() {
                 Some(libc::EINTR) => continue,
-                _ => return, // ECHILD: no children at all
+                _ => {
+                    self.children_left = false;
+                    return; // ECHILD: no children at all
+                }
             }
         }
     }

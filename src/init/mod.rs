@@ -1,0 +1,501 @@
+//! `foster init`: the duties of a container's PID 1, on foster's reaper.
+//!
+//! Owns the init's life: block the forwarded signals and SIGCHLD before anything else, settle
+//! the role (PID 1, child subreaper, or neither, said plainly: [`role`]), arm foster's own
+//! parent-death signal when asked, launch PROGRAM ([`launch`]) with the signal state foster
+//! inherited ([`signals`]) and, on a terminal, the foreground ([`tty`]); then one `poll` over two
+//! signalfds (the reaper's SIGCHLD and the forwarded signals), with no timeout: idle, foster
+//! never wakes. Every zombie is reaped by [`crate::reaper`], every forwarded signal goes to
+//! PROGRAM or its process group (rewritten when asked). When PROGRAM ends foster exits with its
+//! status (code, or 128 + signal; `-e` maps codes to 0), or with `--wait-all` first ends the
+//! rest of the tree: SIGTERM, then SIGKILL after the grace, and exits when nothing is left.
+//!
+//! No async runtime and no `tracing` subscriber run on this path: foster init's log lines are
+//! written directly ([`level`]), so that the pages an idle init keeps resident are few.
+
+pub mod launch;
+pub mod role;
+pub mod signals;
+pub mod tty;
+
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicI8, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::identity::Identity;
+use crate::reaper::{ExitStatus, Reaper, Routed};
+
+use self::launch::{LaunchPlan, Launched};
+use self::role::{Role, SubreaperWish};
+use self::signals::{Inherited, Rewrites, SignalFd};
+use self::tty::Terminal;
+
+/// The default `--grace` of `--wait-all`.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+
+/// Exit status when foster's own parent was already gone when `-p` armed (the gate's).
+pub const EXIT_PARENT_GONE: i32 = 120;
+
+/// Everything `foster init` was asked to do.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// PROGRAM and its arguments.
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    /// Forward signals to PROGRAM's process group instead of PROGRAM alone (`-g`).
+    pub group: bool,
+    /// Signal rewriting (`--rewrite FROM:TO`).
+    pub rewrites: Rewrites,
+    /// Exit codes mapped to 0 (`-e CODE`).
+    pub expect: Vec<i32>,
+    /// Whether to become a subreaper when not PID 1.
+    pub subreaper: SubreaperWish,
+    /// End the rest of the tree and wait for it when PROGRAM ends.
+    pub wait_all: bool,
+    /// How long the rest of the tree has between SIGTERM and SIGKILL.
+    pub grace: Duration,
+    /// foster's own parent-death signal (`-p`).
+    pub pdeath: Option<i32>,
+    /// Log verbosity: -2 nothing, -1 errors, 0 warnings, 1 decisions, 2 every reap and signal.
+    pub verbosity: i8,
+}
+
+impl Options {
+    /// Options for `program args...` with every default.
+    pub fn new(program: impl Into<OsString>, args: Vec<OsString>) -> Options {
+        Options {
+            program: program.into(),
+            args,
+            group: false,
+            rewrites: Rewrites::default(),
+            expect: Vec::new(),
+            subreaper: SubreaperWish::Auto,
+            wait_all: false,
+            grace: DEFAULT_GRACE,
+            pdeath: None,
+            verbosity: 0,
+        }
+    }
+
+    /// The exit status for PROGRAM's `status`: its shell code, or 0 when `-e` lists it.
+    pub fn exit_code(&self, status: ExitStatus) -> i32 {
+        let code = status.shell_code();
+        if self.expect.contains(&code) { 0 } else { code }
+    }
+}
+
+static LEVEL: AtomicI8 = AtomicI8::new(0);
+
+/// The current log verbosity of foster init.
+pub fn level() -> i8 {
+    LEVEL.load(Ordering::Relaxed)
+}
+
+/// Writes one log line at `lvl` (0 warning, 1 decision, 2 reap/signal, -1 error).
+macro_rules! say {
+    ($lvl:expr, $($t:tt)*) => {
+        if $crate::init::level() >= $lvl {
+            eprintln!("foster init: {}", format_args!($($t)*));
+        }
+    };
+}
+
+/// Runs `foster init` and returns its exit status. Must be called before any thread exists.
+pub fn run(opts: &Options) -> i32 {
+    LEVEL.store(opts.verbosity, Ordering::Relaxed);
+    match run_inner(opts) {
+        Ok(code) => code,
+        Err(e) => {
+            say!(-1, "error: {e}");
+            1
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Phase {
+    /// PROGRAM runs.
+    Running,
+    /// PROGRAM ended; the rest got SIGTERM and has until the deadline.
+    Draining(Instant),
+    /// The rest got SIGKILL; waiting until nothing is left.
+    Killing,
+}
+
+fn run_inner(opts: &Options) -> Result<i32, String> {
+    let inherited = Inherited::get();
+    let forwarded = signals::forwarded();
+    // First: SIGCHLD and every forwarded signal blocked, before any thread exists.
+    crate::reaper::block_signals(&[]).map_err(|e| format!("cannot block SIGCHLD: {e}"))?;
+    signals::block(forwarded).map_err(|e| format!("cannot block the forwarded signals: {e}"))?;
+
+    let me = std::process::id() as i32;
+    let role = role::decide(me == 1, opts.subreaper, role::become_subreaper);
+    if let Some(w) = role::warning(&role, me) {
+        say!(0, "warning: {w}");
+    }
+    say!(1, "pid {me}: {role}");
+    if role == Role::Subreaper {
+        say!(
+            1,
+            "PR_GET_CHILD_SUBREAPER reads 1: orphans of PROGRAM's tree come to foster"
+        );
+    }
+
+    if let Some(sig) = opts.pdeath {
+        arm_own_pdeath(sig)?;
+    }
+
+    let mut reaper: Reaper<()> =
+        Reaper::new().map_err(|e| format!("cannot start the reaper: {e}"))?;
+    let sfd =
+        SignalFd::new(forwarded).map_err(|e| format!("signalfd for the forwarded signals: {e}"))?;
+
+    let terminal = Terminal::foreground_on(libc::STDIN_FILENO);
+    if let Some(t) = terminal {
+        say!(
+            1,
+            "standard input is the controlling terminal (foster's group {} in the foreground): \
+             PROGRAM's process group gets it",
+            t.foster_group
+        );
+    }
+    let plan = LaunchPlan {
+        program: opts.program.clone(),
+        args: opts.args.clone(),
+        own_group: opts.group,
+        terminal,
+        inherited,
+    };
+    let launched = match reaper.launch((), || launch_program(&plan)) {
+        Ok(l) => l,
+        Err(e) => {
+            say!(-1, "error: {e}");
+            return Ok(e.exit_status());
+        }
+    };
+    let program_pid = launched;
+    let own_group = opts.group || terminal.is_some();
+    let target = if opts.group && own_group {
+        -program_pid
+    } else {
+        program_pid
+    };
+    say!(
+        1,
+        "PROGRAM {} started as pid {program_pid}{}",
+        crate::sanitize::escape(std::os::unix::ffi::OsStrExt::as_bytes(
+            opts.program.as_os_str()
+        )),
+        if own_group {
+            " in its own process group"
+        } else {
+            ""
+        }
+    );
+
+    let mut program_status: Option<ExitStatus> = None;
+    let mut phase = Phase::Running;
+    let mut reaped = Vec::with_capacity(64);
+    // SAFETY: an all-zero signalfd_siginfo is a valid value.
+    let mut infos: [libc::signalfd_siginfo; 16] = unsafe { std::mem::zeroed() };
+    let mut fds = [
+        libc::pollfd {
+            fd: reaper.raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: sfd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    loop {
+        let timeout = match phase {
+            Phase::Draining(deadline) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                left.as_millis().min(i32::MAX as u128) as i32 + 1
+            }
+            _ => -1,
+        };
+        fds[0].revents = 0;
+        fds[1].revents = 0;
+        // SAFETY: two valid pollfds.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(format!("poll: {e}"));
+        }
+        if n == 0 {
+            if let Phase::Draining(deadline) = phase
+                && Instant::now() >= deadline
+            {
+                say!(
+                    1,
+                    "grace of {:?} over: SIGKILL to what is left of the tree",
+                    opts.grace
+                );
+                signal_rest(&role, libc::SIGKILL);
+                phase = Phase::Killing;
+            }
+            continue;
+        }
+        if fds[1].revents & libc::POLLIN != 0 {
+            let got = sfd.read(&mut infos);
+            for info in &infos[..got] {
+                let sig = info.ssi_signo as i32;
+                if phase != Phase::Running {
+                    if phase != Phase::Killing
+                        && matches!(sig, libc::SIGTERM | libc::SIGINT | libc::SIGQUIT)
+                    {
+                        say!(
+                            1,
+                            "{} while the tree drains: SIGKILL to what is left now",
+                            signals::name(sig)
+                        );
+                        signal_rest(&role, libc::SIGKILL);
+                        phase = Phase::Killing;
+                    } else {
+                        say!(
+                            2,
+                            "{} received after PROGRAM ended: ignored",
+                            signals::name(sig)
+                        );
+                    }
+                    continue;
+                }
+                let to = opts.rewrites.map(sig);
+                if to == 0 {
+                    say!(
+                        2,
+                        "{} from pid {} dropped (--rewrite)",
+                        signals::name(sig),
+                        info.ssi_pid
+                    );
+                    continue;
+                }
+                // SAFETY: kill with plain integers.
+                let r = unsafe { libc::kill(target, to) };
+                if level() >= 2 {
+                    let err = if r == 0 {
+                        String::new()
+                    } else {
+                        format!(" failed: {}", io::Error::last_os_error())
+                    };
+                    say!(
+                        2,
+                        "{} from pid {} forwarded as {} to {} {}{err}",
+                        signals::name(sig),
+                        info.ssi_pid,
+                        signals::name(to),
+                        if target < 0 { "process group" } else { "pid" },
+                        target.abs()
+                    );
+                }
+            }
+        }
+        if fds[0].revents & libc::POLLIN != 0 {
+            reaped.clear();
+            reaper.reap_into(&mut reaped);
+            for r in &reaped {
+                match r {
+                    Routed::Owned { reaped, .. } => {
+                        program_status = Some(reaped.status);
+                        say!(1, "PROGRAM (pid {}) ended: {}", reaped.pid, reaped.status);
+                    }
+                    Routed::Orphan(o) => say!(2, "reaped pid {}: {}", o.pid, o.status),
+                }
+            }
+            if phase == Phase::Running
+                && let Some(status) = program_status
+            {
+                if let Some(t) = terminal {
+                    t.take_back();
+                }
+                if !opts.wait_all {
+                    break;
+                }
+                if !reaper.children_left() {
+                    say!(1, "--wait-all: nothing else left");
+                    break;
+                }
+                say!(
+                    1,
+                    "--wait-all: PROGRAM ended ({status}); SIGTERM to the rest of the tree, \
+                     SIGKILL after {:?}",
+                    opts.grace
+                );
+                signal_rest(&role, libc::SIGTERM);
+                signal_rest(&role, libc::SIGCONT);
+                phase = Phase::Draining(Instant::now() + opts.grace);
+            } else if phase != Phase::Running {
+                if !reaper.children_left() {
+                    say!(1, "--wait-all: the whole tree has ended");
+                    break;
+                }
+                if phase == Phase::Killing {
+                    // Descendants reparented to foster since the last round.
+                    signal_rest(&role, libc::SIGKILL);
+                }
+            }
+        }
+    }
+    let status = program_status.expect("the loop ends only after PROGRAM ended");
+    let code = opts.exit_code(status);
+    if code != status.shell_code() {
+        say!(1, "exit status {} mapped to 0 (-e)", status.shell_code());
+    }
+    Ok(code)
+}
+
+/// Creates PROGRAM: the one place foster init launches. A failed exec still yields the pid
+/// (the child ended with 126 or 127 and is the reaper's), after saying why.
+fn launch_program(plan: &LaunchPlan) -> Result<i32, launch::LaunchError> {
+    let Launched { pid, exec_errno } = launch::launch(plan)?;
+    if let Some(errno) = exec_errno {
+        say!(
+            -1,
+            "error: {}",
+            launch::LaunchError::NotExecutable {
+                path: plan.program.clone().into(),
+                errno,
+            }
+        );
+    }
+    Ok(pid)
+}
+
+/// Arms foster's own parent-death signal and checks that the parent is still the expected one
+/// (`FOSTER_PARENT` when set, otherwise the parent foster had when it started).
+fn arm_own_pdeath(sig: i32) -> Result<(), String> {
+    let expected = match std::env::var("FOSTER_PARENT") {
+        Ok(text) => Some(
+            text.parse::<Identity>()
+                .map_err(|e| format!("FOSTER_PARENT: {e}"))?,
+        ),
+        Err(_) => Identity::parent().map_err(|e| format!("cannot read the parent: {e}"))?,
+    };
+    // SAFETY: prctl with integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) } != 0 {
+        return Err(format!(
+            "-p {}: prctl(PR_SET_PDEATHSIG) failed: {}",
+            signals::name(sig),
+            io::Error::last_os_error()
+        ));
+    }
+    let ppid = nix::unistd::getppid().as_raw();
+    match expected {
+        _ if ppid == 0 => say!(
+            1,
+            "-p {}: armed; the parent lives in another PID namespace, so it cannot be re-checked",
+            signals::name(sig)
+        ),
+        Some(e) if e.pid == ppid && e.is_alive() => {
+            say!(1, "-p {}: armed, parent {e} checked", signals::name(sig))
+        }
+        Some(e) => {
+            say!(
+                -1,
+                "error: -p {}: the expected parent {e} is gone (getppid() is {ppid}): not \
+                 starting PROGRAM",
+                signals::name(sig)
+            );
+            std::process::exit(EXIT_PARENT_GONE);
+        }
+        None => say!(1, "-p {}: armed", signals::name(sig)),
+    }
+    Ok(())
+}
+
+/// Sends `sig` to the rest of the tree: as PID 1 every other process of the namespace
+/// (`kill(-1)`), otherwise every descendant of foster, each by a pidfd opened and checked
+/// against the identity the scan saw.
+fn signal_rest(role: &Role, sig: i32) {
+    if *role == Role::Pid1 {
+        // SAFETY: kill with plain integers.
+        let r = unsafe { libc::kill(-1, sig) };
+        say!(
+            2,
+            "{} to every process of the namespace: {}",
+            signals::name(sig),
+            if r == 0 { "sent" } else { "none left" }
+        );
+        return;
+    }
+    let me = std::process::id() as i32;
+    for id in descendants(me) {
+        let sent = send_checked(id, sig);
+        say!(
+            2,
+            "{} to descendant {id}: {}",
+            signals::name(sig),
+            if sent { "sent" } else { "gone" }
+        );
+    }
+}
+
+/// Every descendant of `root` in `/proc`, by identity.
+pub fn descendants(root: i32) -> Vec<Identity> {
+    let mut procs: Vec<(i32, i32, u64)> = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut buf = Vec::with_capacity(512);
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        buf.clear();
+        let Ok(mut f) = std::fs::File::open(format!("/proc/{pid}/stat")) else {
+            continue; // gone since the readdir
+        };
+        if io::Read::read_to_end(&mut f, &mut buf).is_err() {
+            continue;
+        }
+        if let Ok(s) = crate::procstat::StatFields::parse(&buf) {
+            procs.push((s.pid, s.ppid, s.start_time));
+        }
+    }
+    let mut out = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(parent) = frontier.pop() {
+        for &(pid, ppid, start_time) in &procs {
+            if ppid == parent && pid != root {
+                out.push(Identity { pid, start_time });
+                frontier.push(pid);
+            }
+        }
+    }
+    out
+}
+
+/// Sends `sig` to `id` through a pidfd, after checking the pid still names `id`.
+fn send_checked(id: Identity, sig: i32) -> bool {
+    // SAFETY: pidfd_open with plain integers; a fresh descriptor on success.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, id.pid, 0) };
+    if fd < 0 {
+        return false;
+    }
+    // SAFETY: fd is fresh and ours.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    if !id.is_alive() {
+        return false; // the pid now names another process
+    }
+    // SAFETY: pidfd_send_signal on our descriptor, no siginfo.
+    unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        ) == 0
+    }
+}
