@@ -222,7 +222,7 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
         "m" => v * 60.0,
         _ => return Err(format!("{s:?}: unknown unit {unit:?} (ms, s or m)")),
     };
-    if !secs.is_finite() || secs < 0.0 || secs > 86_400.0 {
+    if !secs.is_finite() || !(0.0..=86_400.0).contains(&secs) {
         return Err(format!("{s:?}: out of range"));
     }
     Ok(std::time::Duration::from_secs_f64(secs))

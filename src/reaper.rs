@@ -251,14 +251,15 @@ impl<T> Reaper<T> {
     /// Drains the pending SIGCHLD notifications, then reaps every child that has ended, until
     /// `waitpid` reports none left. Never blocks. Call it on every wake-up of the signalfd.
     pub fn reap(&mut self) -> Vec<Routed<T>> {
-        self.drain_signals();
         let mut out = Vec::new();
         self.reap_into(&mut out);
         out
     }
 
-    /// Like [`Reaper::reap`], appending to `out` (no allocation when `out` has room).
+    /// Like [`Reaper::reap`] (drains the signalfd, then reaps), appending to `out` (no
+    /// allocation when `out` has room).
     pub fn reap_into(&mut self, out: &mut Vec<Routed<T>>) {
+        self.drain_signals();
         loop {
             let mut raw = 0;
             // SAFETY: plain waitpid with a valid out pointer.

@@ -232,19 +232,16 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
             }
             return Err(format!("poll: {e}"));
         }
-        if n == 0 {
-            if let Phase::Draining(deadline) = phase
-                && Instant::now() >= deadline
-            {
-                say!(
-                    1,
-                    "grace of {:?} over: SIGKILL to what is left of the tree",
-                    opts.grace
-                );
-                signal_rest(&role, libc::SIGKILL);
-                phase = Phase::Killing;
-            }
-            continue;
+        if let Phase::Draining(deadline) = phase
+            && Instant::now() >= deadline
+        {
+            say!(
+                1,
+                "grace of {:?} over: SIGKILL to what is left of the tree",
+                opts.grace
+            );
+            signal_rest(&role, libc::SIGKILL);
+            phase = Phase::Killing;
         }
         if fds[1].revents & libc::POLLIN != 0 {
             let got = sfd.read(&mut infos);

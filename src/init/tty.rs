@@ -32,7 +32,11 @@ impl Terminal {
             }
             let fg = libc::tcgetpgrp(fd);
             let mine = libc::getpgrp();
-            (fg > 0 && fg == mine).then_some(Terminal {
+            // Both read 0 when the groups live in an ancestor PID namespace (foster is PID 1 of
+            // a namespace its creator's foreground job made, `unshare --pid --fork`): the
+            // terminal was handed down with it, so foster counts as the foreground.
+            let foreground = (fg > 0 && fg == mine) || (fg == 0 && mine == 0);
+            foreground.then_some(Terminal {
                 fd,
                 foster_group: mine,
             })

@@ -1,0 +1,811 @@
+//! `foster init` against real processes: the real binary, as PID 1 of a fresh PID namespace
+//! (`unshare --pid --fork --mount-proc`, root only) and as a child subreaper (any user), like
+//! tini runs its suite with the subreaper forced on and off.
+//!
+//! Covers: 100 orphaned sleeps reaped with no zombie left; exit codes 0..=255 with and without
+//! `-e`; every forwarded signal reaching PROGRAM (128 + n), the default-terminating ones killing
+//! it; `--rewrite`; the process group with `-g` (and without it); PROGRAM's SigBlk/SigIgn equal
+//! to what foster inherited (SIGPIPE included); exec failures 126/127 naming PROGRAM; a
+//! 5,000-orphan storm with PROGRAM's own exit code intact; `--wait-all` killing a grandchild
+//! that ignores SIGTERM after the grace, and not waiting the grace for one that obeys; the
+//! message when no subreaper is possible (a seccomp filter makes the prctl fail); a terminal
+//! session through a pseudo-terminal where Ctrl-C gives 130.
+//!
+//! Its own `main` (no libtest harness): the same binary doubles as PROGRAM (`--helper ...`).
+//! Synchronisation is by readiness lines on pipes; the only waits are bounded safety nets.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Mode {
+    Pid1,
+    Subreaper,
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--helper") {
+        helper(&args[2..]);
+        return;
+    }
+    let filter = args.get(1).filter(|a| !a.starts_with('-')).cloned();
+    let is_root = unsafe { libc::geteuid() } == 0;
+    let mut modes = vec![Mode::Subreaper];
+    if is_root {
+        modes.insert(0, Mode::Pid1);
+    } else {
+        println!(
+            "note: not root: the PID-1 cases (unshare --pid) are skipped; subreaper cases run"
+        );
+    }
+    type Case = (&'static str, fn(Mode));
+    let cases: &[Case] = &[
+        ("reaps_100_orphaned_sleeps", reaps_100_orphaned_sleeps),
+        ("exit_codes_0_to_255_with_and_without_e", exit_codes),
+        ("forwards_every_signal", forwards_every_signal),
+        ("rewrite", rewrite),
+        ("process_group_with_g", process_group),
+        ("signal_state_is_what_foster_inherited", signal_state),
+        ("exec_failures_126_127", exec_failures),
+        ("orphan_storm_keeps_program_code", orphan_storm),
+        ("wait_all_kills_after_grace", wait_all),
+        ("tty_ctrl_c_gives_130", tty_ctrl_c),
+    ];
+    let mut ran = 0;
+    for (name, f) in cases {
+        if filter.as_deref().is_some_and(|p| !name.contains(p)) {
+            continue;
+        }
+        for &mode in &modes {
+            let t = Instant::now();
+            f(mode);
+            println!(
+                "test {name} [{mode:?}] ... ok ({} ms)",
+                t.elapsed().as_millis()
+            );
+            ran += 1;
+        }
+    }
+    if filter
+        .as_deref()
+        .is_none_or(|p| "no_subreaper_message".contains(p))
+    {
+        no_subreaper_message();
+        println!("test no_subreaper_message ... ok");
+        ran += 1;
+    }
+    println!("init tests: {ran} ok");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running foster.
+
+fn foster(mode: Mode, args: &[&str]) -> Command {
+    let mut c = match mode {
+        Mode::Pid1 => {
+            let mut c = Command::new("unshare");
+            c.args(["--pid", "--fork", "--mount-proc", FOSTER, "init"]);
+            c
+        }
+        Mode::Subreaper => {
+            let mut c = Command::new(FOSTER);
+            c.arg("init");
+            c
+        }
+    };
+    c.args(args);
+    c.env_remove("FOSTER_SUBREAPER")
+        .env_remove("FOSTER_VERBOSITY");
+    c
+}
+
+fn me() -> String {
+    std::env::current_exe()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// A started foster with its stdout as lines.
+struct Running {
+    child: Child,
+    lines: BufReader<ChildStdout>,
+    mode: Mode,
+}
+
+impl Running {
+    fn start(mode: Mode, mut cmd: Command) -> Running {
+        let mut child = cmd.stdout(Stdio::piped()).spawn().expect("spawn foster");
+        let lines = BufReader::new(child.stdout.take().unwrap());
+        Running { child, lines, mode }
+    }
+
+    /// Reads lines until one equals `want`; returns those before it.
+    fn until(&mut self, want: &str) -> Vec<String> {
+        let mut seen = Vec::new();
+        loop {
+            let mut l = String::new();
+            let n = self.lines.read_line(&mut l).unwrap();
+            assert!(n > 0, "stdout closed before {want:?}; saw {seen:?}");
+            let l = l.trim_end().to_string();
+            if l == want {
+                return seen;
+            }
+            seen.push(l);
+        }
+    }
+
+    fn rest(&mut self) -> String {
+        let mut s = String::new();
+        self.lines.read_to_string(&mut s).unwrap();
+        s
+    }
+
+    /// The pid of foster itself, seen from here.
+    fn foster_pid(&self) -> i32 {
+        let id = self.child.id() as i32;
+        match self.mode {
+            Mode::Subreaper => id,
+            Mode::Pid1 => children_of(id)
+                .first()
+                .copied()
+                .expect("unshare has forked foster"),
+        }
+    }
+
+    fn signal_foster(&self, sig: i32) {
+        // SAFETY: kill with integers.
+        assert_eq!(unsafe { libc::kill(self.foster_pid(), sig) }, 0);
+    }
+
+    fn wait(mut self) -> i32 {
+        let st = wait_bounded(&mut self.child, Duration::from_secs(60));
+        st.code().unwrap_or_else(|| 128 + st.signal().unwrap())
+    }
+}
+
+fn wait_bounded(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    // A pidfd turns readable when the child ends: no polling loop.
+    // SAFETY: pidfd_open on our own unreaped child.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id() as i32, 0) } as i32;
+    if fd >= 0 {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = deadline
+            .saturating_duration_since(Instant::now())
+            .as_millis() as i32;
+        // SAFETY: one pollfd; then our fd closed.
+        let n = unsafe { libc::poll(&mut p, 1, ms) };
+        unsafe { libc::close(fd) };
+        if n == 0 {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("foster did not end within {limit:?}");
+        }
+    }
+    child.wait().unwrap()
+}
+
+fn stat_fields(pid: i32) -> Option<(i32, u8, String)> {
+    let s = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    let f = foster::procstat::StatFields::parse(&s).ok()?;
+    Some((
+        f.ppid,
+        f.state,
+        String::from_utf8_lossy(f.comm).into_owned(),
+    ))
+}
+
+fn children_of(parent: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if stat_fields(pid).is_some_and(|(ppid, _, _)| ppid == parent) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn run_status(mode: Mode, args: &[&str]) -> (i32, String) {
+    let out = foster(mode, args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let code = out
+        .status
+        .code()
+        .unwrap_or_else(|| 128 + out.status.signal().unwrap());
+    (code, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The cases.
+
+/// 100 orphans (double-forked `sleep`s) are killed at once; foster must reap them all: PROGRAM
+/// checks that no `sleep` is left, not even a zombie, and exits 0 only then.
+fn reaps_100_orphaned_sleeps(mode: Mode) {
+    // Only processes whose parent is foster ($PPID) are looked at: never anything else.
+    let script = r#"
+        count() { cat /proc/[0-9]*/stat 2>/dev/null | awk -v p=$PPID '$2=="(sleep)" && $4==p {n++} END {print n+0}'; }
+        i=0; while [ $i -lt 100 ]; do (sleep 1000 &); i=$((i+1)); done
+        t=0; while [ "$(count)" -lt 100 ]; do t=$((t+1)); [ $t -gt 5000 ] && { echo "only $(count) started"; exit 2; }; done
+        pids=$(cat /proc/[0-9]*/stat 2>/dev/null | awk -v p=$PPID '$2=="(sleep)" && $4==p {print $1}')
+        echo "started $(echo $pids | wc -w)"
+        kill $pids
+        t=0; while [ "$(count)" -gt 0 ]; do t=$((t+1)); [ $t -gt 5000 ] && { echo "left: $(count)"; exit 3; }; done
+        zombies=$(cat /proc/[0-9]*/stat 2>/dev/null | awk -v p=$PPID '$3=="Z" && $4==p' | wc -l)
+        echo "zombies $zombies"
+        [ "$zombies" = 0 ] || exit 4
+        echo done
+    "#;
+    let mut r = Running::start(mode, foster(mode, &["--", "sh", "-c", script]));
+    let before = r.until("done");
+    assert!(before.contains(&"started 100".to_string()), "{before:?}");
+    assert!(before.contains(&"zombies 0".to_string()), "{before:?}");
+    assert_eq!(r.wait(), 0);
+}
+
+fn exit_codes(mode: Mode) {
+    // Two threads share the 512 runs (2 cores).
+    let worker = move |start: usize| {
+        let mut code = start;
+        while code < 512 {
+            let (n, expect) = (code % 256, code >= 256);
+            let script = format!("exit {n}");
+            let e = n.to_string();
+            let mut args = vec![];
+            if expect {
+                args.extend(["-e", e.as_str()]);
+            }
+            args.extend(["--", "sh", "-c", script.as_str()]);
+            let (got, err) = run_status(mode, &args);
+            let want = if expect { 0 } else { n as i32 };
+            assert_eq!(got, want, "exit {n} with -e: {expect}: {err}");
+            code += 2;
+        }
+    };
+    let t = std::thread::spawn(move || worker(1));
+    worker(0);
+    t.join().unwrap();
+    // -e also maps a status from a signal (a JVM's 143), and only the codes listed.
+    let (got, _) = run_status(mode, &["-e", "143", "--", "sh", "-c", "kill -TERM $$"]);
+    assert_eq!(got, 0);
+    let (got, _) = run_status(mode, &["-e", "1", "-e", "2", "--", "sh", "-c", "exit 3"]);
+    assert_eq!(got, 3);
+    let (got, _) = run_status(mode, &["-e", "1", "-e", "2", "--", "sh", "-c", "exit 2"]);
+    assert_eq!(got, 0);
+}
+
+/// Every signal foster forwards.
+fn forwarded_signals() -> Vec<i32> {
+    let faults = [
+        libc::SIGSEGV,
+        libc::SIGBUS,
+        libc::SIGFPE,
+        libc::SIGILL,
+        libc::SIGTRAP,
+        libc::SIGSYS,
+    ];
+    (1..=libc::SIGRTMAX())
+        .filter(|&s| {
+            s != libc::SIGKILL
+                && s != libc::SIGSTOP
+                && s != libc::SIGCHLD
+                && s != 32
+                && s != 33
+                && !faults.contains(&s)
+        })
+        .collect()
+}
+
+/// PROGRAM waits for any forwarded signal synchronously and exits 128 + n: every signal,
+/// including those whose default is to be ignored, real-time ones, TSTP/TTIN/TTOU. Then a few
+/// with their default action: PROGRAM is killed by them and foster reports 128 + n.
+fn forwards_every_signal(mode: Mode) {
+    let me = me();
+    let sigs = forwarded_signals();
+    assert!(sigs.len() >= 50, "{sigs:?}");
+    // Several in parallel per round to keep it quick.
+    for chunk in sigs.chunks(8) {
+        let mut running: Vec<(i32, Running)> = chunk
+            .iter()
+            .map(|&sig| {
+                let r = Running::start(mode, foster(mode, &["--", &me, "--helper", "catch"]));
+                (sig, r)
+            })
+            .collect();
+        for (sig, r) in &mut running {
+            r.until("ready");
+            r.signal_foster(*sig);
+        }
+        for (sig, mut r) in running {
+            let out = r.rest();
+            assert!(out.contains(&format!("got {sig}")), "signal {sig}: {out}");
+            assert_eq!(r.wait(), 128 + sig, "signal {sig}");
+        }
+    }
+    for sig in [
+        libc::SIGHUP,
+        libc::SIGINT,
+        libc::SIGQUIT,
+        libc::SIGTERM,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+        libc::SIGALRM,
+        libc::SIGRTMIN() + 3,
+    ] {
+        let mut r = Running::start(
+            mode,
+            foster(mode, &["--", "sh", "-c", "echo ready; exec sleep 1000"]),
+        );
+        r.until("ready");
+        r.signal_foster(sig);
+        assert_eq!(r.wait(), 128 + sig, "sleep killed by {sig}");
+    }
+}
+
+fn rewrite(mode: Mode) {
+    let me = me();
+    let mut r = Running::start(
+        mode,
+        foster(
+            mode,
+            &[
+                "-r",
+                "TERM:QUIT",
+                "--rewrite",
+                "USR1:0",
+                "--",
+                &me,
+                "--helper",
+                "catch",
+            ],
+        ),
+    );
+    r.until("ready");
+    r.signal_foster(libc::SIGUSR1); // dropped
+    r.signal_foster(libc::SIGTERM); // arrives as SIGQUIT
+    let out = r.rest();
+    assert!(out.contains(&format!("got {}", libc::SIGQUIT)), "{out}");
+    assert_eq!(r.wait(), 128 + libc::SIGQUIT);
+}
+
+/// With -g, a signal reaches PROGRAM's whole process group (a child of PROGRAM included);
+/// without it, PROGRAM alone.
+fn process_group(mode: Mode) {
+    for group in [true, false] {
+        // Without -g PROGRAM ends on SIGTERM at once (its child would keep it waiting);
+        // --wait-all then ends the child, after "program-done".
+        let on_term = if group {
+            "echo program-got-TERM"
+        } else {
+            "echo program-got-TERM; echo program-done; exit 0"
+        };
+        let script = format!(
+            r#"
+            trap '{on_term}' TERM
+            sh -c 'trap "echo child-got-TERM; exit 0" TERM; sleep 1000 & echo child-ready; wait' &
+            echo program-ready
+            wait; wait
+            echo program-done
+            "#
+        );
+        let mut args = vec!["--wait-all", "--grace", "10s"];
+        if group {
+            args.push("-g");
+        }
+        args.extend(["--", "sh", "-c", &script]);
+        let mut r = Running::start(mode, foster(mode, &args));
+        let mut seen = Vec::new();
+        while !(seen.contains(&"program-ready".to_string())
+            && seen.contains(&"child-ready".to_string()))
+        {
+            let mut l = String::new();
+            assert!(r.lines.read_line(&mut l).unwrap() > 0, "{seen:?}");
+            seen.push(l.trim_end().to_string());
+        }
+        r.signal_foster(libc::SIGTERM);
+        let before_done = r.until("program-done").join(" ");
+        let after = r.rest();
+        assert!(before_done.contains("program-got-TERM"), "{before_done}");
+        if group {
+            assert!(
+                before_done.contains("child-got-TERM") || after.contains("child-got-TERM"),
+                "{before_done} | {after}"
+            );
+        } else {
+            assert!(!before_done.contains("child-got-TERM"), "{before_done}");
+        }
+        assert_eq!(r.wait(), 0, "group {group}");
+    }
+}
+
+/// PROGRAM's blocked and ignored signals are those foster was given (read from PROGRAM's own
+/// /proc/self/status), though foster blocks nearly everything itself and Rust ignores SIGPIPE.
+fn signal_state(mode: Mode) {
+    for (blocked, ignored) in [
+        (vec![], vec![]),
+        (
+            vec![libc::SIGUSR1, libc::SIGTERM, libc::SIGRTMIN() + 1],
+            vec![libc::SIGUSR2, libc::SIGPIPE, libc::SIGHUP],
+        ),
+    ] {
+        let (b2, i2) = (blocked.clone(), ignored.clone());
+        let mut cmd = foster(
+            mode,
+            &["--", "grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status"],
+        );
+        // SAFETY: sigprocmask/signal with precomputed values only.
+        unsafe {
+            cmd.pre_exec(move || {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                for &s in &b2 {
+                    libc::sigaddset(&mut set, s);
+                }
+                libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+                for s in 1..=31 {
+                    if s != libc::SIGKILL && s != libc::SIGSTOP {
+                        libc::signal(
+                            s,
+                            if i2.contains(&s) {
+                                libc::SIG_IGN
+                            } else {
+                                libc::SIG_DFL
+                            },
+                        );
+                    }
+                }
+                Ok(())
+            });
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let field = |name: &str| -> u64 {
+            let l = text
+                .lines()
+                .find(|l| l.starts_with(name))
+                .unwrap_or_else(|| panic!("{name} in {text}"));
+            u64::from_str_radix(l.split_whitespace().nth(1).unwrap(), 16).unwrap()
+        };
+        let bits = |v: &[i32]| v.iter().fold(0u64, |a, &s| a | 1 << (s - 1));
+        assert_eq!(field("SigBlk:"), bits(&blocked), "SigBlk: {text}");
+        // Signals 32 and up keep the dispositions this test process was given (the C library
+        // refuses to change 32 and 33 here); foster must pass them on unchanged too.
+        let own = std::fs::read_to_string("/proc/self/status").unwrap();
+        let own_ign = own
+            .lines()
+            .find_map(|l| l.strip_prefix("SigIgn:"))
+            .map(|v| u64::from_str_radix(v.trim(), 16).unwrap())
+            .unwrap();
+        let high = own_ign & !0x7fff_ffffu64;
+        assert_eq!(field("SigIgn:"), bits(&ignored) | high, "SigIgn: {text}");
+    }
+}
+
+fn exec_failures(mode: Mode) {
+    let (code, err) = run_status(mode, &["--", "no-such-program-xyz"]);
+    assert_eq!(code, 127, "{err}");
+    assert!(
+        err.contains("no-such-program-xyz") && err.contains("not found"),
+        "{err}"
+    );
+    let (code, err) = run_status(mode, &["--", "/no/such/path"]);
+    assert_eq!(code, 127, "{err}");
+    assert!(err.contains("/no/such/path"), "{err}");
+    let (code, err) = run_status(mode, &["--", "/etc/passwd"]);
+    assert_eq!(code, 126, "{err}");
+    assert!(
+        err.contains("/etc/passwd") && err.contains("ermission"),
+        "{err}"
+    );
+    let (code, err) = run_status(mode, &["--", "/"]);
+    assert_eq!(code, 126, "{err}");
+    assert!(err.contains("cannot execute /"), "{err}");
+    // A script whose interpreter is missing: the exec itself fails in the child.
+    let dir = std::env::temp_dir().join(format!("foster-init-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("bad-interpreter");
+    std::fs::write(&script, "#!/no/such/interpreter\n").unwrap();
+    std::os::unix::fs::PermissionsExt::set_mode(
+        &mut std::fs::metadata(&script).unwrap().permissions(),
+        0o755,
+    );
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (code, err) = run_status(mode, &["--", script.to_str().unwrap()]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(code, 127, "{err}");
+    assert!(err.contains("bad-interpreter"), "{err}");
+}
+
+/// PROGRAM makes 5,000 orphans that end at once, checks every one was reaped, and exits 42:
+/// foster must return 42, not a status of some orphan.
+fn orphan_storm(mode: Mode) {
+    let me = me();
+    let mut r = Running::start(
+        mode,
+        foster(mode, &["--", &me, "--helper", "storm", "5000", "42"]),
+    );
+    let out = r.until("storm-done");
+    assert!(out.iter().any(|l| l == "reaped 5000"), "{out:?}");
+    assert_eq!(r.wait(), 42);
+}
+
+/// PROGRAM exits 3 leaving a grandchild that ignores SIGTERM: foster sends SIGTERM, then
+/// SIGKILL after the grace, and exits 3 only once it is gone. One that obeys SIGTERM does not
+/// make foster wait for the grace.
+fn wait_all(mode: Mode) {
+    for obeys in [false, true] {
+        let inner = if obeys {
+            "exec sleep 1000"
+        } else {
+            "trap '' TERM; exec sleep 1000"
+        };
+        let script = format!("sh -c \"{inner}\" >/dev/null & echo $!; echo ready; exit 3");
+        let mut cmd = foster(
+            mode,
+            &[
+                "-vv",
+                "--wait-all",
+                "--grace",
+                "300ms",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ],
+        );
+        cmd.stderr(Stdio::piped());
+        let mut r = Running::start(mode, cmd);
+        let before = r.until("ready");
+        let gpid: i32 = before[0].parse().unwrap();
+        let t = Instant::now();
+        let mut err = String::new();
+        r.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        let code = r.wait();
+        assert_eq!(code, 3, "{err}");
+        assert_eq!(err.contains("grace of"), !obeys, "obeys {obeys}: {err}");
+        assert!(err.contains("the whole tree has ended"), "{err}");
+        if !obeys {
+            assert!(t.elapsed() >= Duration::from_millis(300));
+        }
+        if mode == Mode::Subreaper {
+            // Reaped by foster before it exited: no such process, not even a zombie.
+            assert!(stat_fields(gpid).is_none(), "grandchild {gpid} still there");
+        }
+    }
+}
+
+/// With a terminal: PROGRAM's group is the foreground, Ctrl-C reaches PROGRAM (not twice
+/// through foster), and foster exits 130.
+fn tty_ctrl_c(mode: Mode) {
+    let pty = nix::pty::openpty(None, None).unwrap();
+    let (master, slave) = (pty.master, pty.slave);
+    let script = r#"
+        echo "pgid $(cut -d' ' -f5 /proc/$$/stat) fg $(cut -d' ' -f8 /proc/$$/stat) ppgid $(cut -d' ' -f5 /proc/$PPID/stat)" >&3
+        echo ready >&3
+        exec sleep 1000
+    "#;
+    let (rd, wr) = nix::unistd::pipe().unwrap();
+    let mut cmd = foster(mode, &["-vv", "--", "sh", "-c", script]);
+    let slave_fd = slave.as_raw_fd();
+    let wr_fd = wr.as_raw_fd();
+    // SAFETY: only async-signal-safe calls on precomputed descriptors.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::setsid();
+            libc::ioctl(slave_fd, libc::TIOCSCTTY, 0);
+            libc::dup2(slave_fd, 0);
+            libc::dup2(wr_fd, 3);
+            Ok(())
+        });
+    }
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    drop(wr);
+    drop(slave);
+    let mut lines = BufReader::new(std::fs::File::from(rd));
+    let mut first = String::new();
+    lines.read_line(&mut first).unwrap();
+    let mut ready = String::new();
+    lines.read_line(&mut ready).unwrap();
+    assert_eq!(ready.trim(), "ready", "{first}");
+    let f: Vec<&str> = first.split_whitespace().collect();
+    assert_eq!(f[1], f[3], "PROGRAM's group is the foreground: {first}");
+    assert_ne!(f[1], f[5], "PROGRAM's group is not foster's: {first}");
+    let mut m = std::fs::File::from(master);
+    m.write_all(b"\x03").unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let st = wait_bounded(&mut child, Duration::from_secs(30));
+    assert_eq!(st.code(), Some(130), "{err}");
+    assert!(
+        !err.contains("SIGINT from"),
+        "foster itself got SIGINT: {err}"
+    );
+    let _ = mode;
+}
+
+/// Not PID 1, and a seccomp filter makes prctl(PR_SET_CHILD_SUBREAPER) fail: foster says so and
+/// what to do, still runs PROGRAM; FOSTER_SUBREAPER=0 runs without the message.
+fn no_subreaper_message() {
+    for off in [false, true] {
+        let mut cmd = foster(Mode::Subreaper, &["--", "sh", "-c", "exit 5"]);
+        if off {
+            cmd.env("FOSTER_SUBREAPER", "0");
+        }
+        // SAFETY: prctl/seccomp with a filter built before fork.
+        let filter = seccomp_deny_subreaper();
+        unsafe {
+            cmd.pre_exec(move || {
+                let prog = libc::sock_fprog {
+                    len: filter.len() as u16,
+                    filter: filter.as_ptr() as *mut libc::sock_filter,
+                };
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                    || libc::syscall(
+                        libc::SYS_seccomp,
+                        libc::SECCOMP_SET_MODE_FILTER,
+                        0,
+                        &prog as *const libc::sock_fprog,
+                    ) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let out = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(5), "{err}");
+        if off {
+            assert!(err.is_empty(), "{err}");
+        } else {
+            assert!(err.contains("cannot become a child subreaper"), "{err}");
+            assert!(err.contains("Operation not permitted"), "{err}");
+            assert!(
+                err.contains("ENTRYPOINT") && err.contains("FOSTER_SUBREAPER=0"),
+                "{err}"
+            );
+        }
+    }
+}
+
+/// A seccomp program: prctl(PR_SET_CHILD_SUBREAPER, ...) fails with EPERM, all else allowed.
+fn seccomp_deny_subreaper() -> Vec<libc::sock_filter> {
+    let stmt = |code: u32, k: u32| libc::sock_filter {
+        code: code as u16,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    let jeq = |k: u32, jt: u8, jf: u8| libc::sock_filter {
+        code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+        jt,
+        jf,
+        k,
+    };
+    let ld = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
+    let ret = libc::BPF_RET | libc::BPF_K;
+    vec![
+        stmt(ld, 0),                       // seccomp_data.nr
+        jeq(libc::SYS_prctl as u32, 0, 3), // not prctl: allow
+        stmt(ld, 16),                      // args[0] (low half)
+        jeq(libc::PR_SET_CHILD_SUBREAPER as u32, 0, 1),
+        stmt(ret, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
+        stmt(ret, libc::SECCOMP_RET_ALLOW),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------------
+// PROGRAM helpers (this binary run with `--helper`).
+
+fn helper(args: &[String]) {
+    match args[0].as_str() {
+        "catch" => helper_catch(),
+        "storm" => helper_storm(args[1].parse().unwrap(), args[2].parse().unwrap()),
+        other => panic!("unknown helper {other}"),
+    }
+}
+
+/// Blocks every forwardable signal, says ready, takes one with sigwaitinfo, exits 128 + n.
+fn helper_catch() {
+    // SAFETY: sigset operations on stack values.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in forwarded_signals() {
+            libc::sigaddset(&mut set, s);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        println!("ready");
+        std::io::stdout().flush().unwrap();
+        let sig = libc::sigwaitinfo(&set, std::ptr::null_mut());
+        println!("got {sig}");
+        std::io::stdout().flush().unwrap();
+        libc::_exit(128 + sig);
+    }
+}
+
+/// Makes `n` orphans (double fork) that end at once when a pipe closes, waits until each is
+/// reaped by whoever adopted it (`kill(pid, 0)` fails with ESRCH: not even a zombie), prints
+/// `reaped N`, and exits `code`.
+fn helper_storm(n: usize, code: i32) {
+    let (rel_r, rel_w) = nix::unistd::pipe().unwrap();
+    let (pid_r, pid_w) = nix::unistd::pipe().unwrap();
+    let (rel_r_fd, rel_w_fd, pid_w_fd) = (rel_r.as_raw_fd(), rel_w.as_raw_fd(), pid_w.as_raw_fd());
+    for _ in 0..n {
+        // SAFETY: the children only call async-signal-safe functions.
+        let c = unsafe { libc::fork() };
+        assert!(c >= 0, "fork");
+        if c == 0 {
+            unsafe {
+                let g = libc::fork();
+                if g == 0 {
+                    libc::close(rel_w_fd);
+                    libc::close(pid_w_fd);
+                    let mut b = 0u8;
+                    libc::read(rel_r_fd, (&mut b as *mut u8).cast(), 1);
+                    libc::_exit(0);
+                }
+                let b = g.to_ne_bytes();
+                libc::write(pid_w_fd, b.as_ptr().cast(), 4);
+                libc::_exit(0);
+            }
+        }
+        // Our own child: we reap it (we are not the init).
+        let mut st = 0;
+        unsafe { libc::waitpid(c, &mut st, 0) };
+    }
+    drop(pid_w);
+    drop(rel_r);
+    let mut pids = Vec::with_capacity(n);
+    let mut f = std::fs::File::from(pid_r);
+    let mut b = [0u8; 4];
+    while f.read_exact(&mut b).is_ok() {
+        pids.push(i32::from_ne_bytes(b));
+    }
+    assert_eq!(pids.len(), n);
+    drop(rel_w); // every orphan ends now
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for &p in &pids {
+        // SAFETY: kill with signal 0 only tests existence.
+        while unsafe { libc::kill(p, 0) } == 0 {
+            assert!(Instant::now() < deadline, "orphan {p} never reaped");
+            std::thread::yield_now();
+        }
+    }
+    println!("reaped {}", pids.len());
+    println!("storm-done");
+    std::io::stdout().flush().unwrap();
+    std::process::exit(code);
+}
