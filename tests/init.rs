@@ -552,11 +552,13 @@ fn orphan_storm(mode: Mode) {
 fn wait_all(mode: Mode) {
     for obeys in [false, true] {
         let inner = if obeys {
-            "exec sleep 1000"
+            "echo gc-ready >&3; exec sleep 1000 3>&-"
         } else {
-            "trap '' TERM; exec sleep 1000"
+            "trap '' TERM; echo gc-ready >&3; exec sleep 1000 3>&-"
         };
-        let script = format!("sh -c \"{inner}\" >/dev/null & echo $!; echo ready; exit 3");
+        // The grandchild says it is ready (its trap set) on fd 3; PROGRAM exits 3 once the
+        // test says go.
+        let script = format!("sh -c \"{inner}\" 3>&1 >/dev/null & echo $!; read go; exit 3");
         let mut cmd = foster(
             mode,
             &[
@@ -570,10 +572,17 @@ fn wait_all(mode: Mode) {
                 &script,
             ],
         );
-        cmd.stderr(Stdio::piped());
+        cmd.stderr(Stdio::piped()).stdin(Stdio::piped());
         let mut r = Running::start(mode, cmd);
-        let before = r.until("ready");
+        let mut before = r.until("gc-ready");
+        if before.is_empty() {
+            // The grandchild spoke before PROGRAM printed its pid.
+            let mut l = String::new();
+            r.lines.read_line(&mut l).unwrap();
+            before.push(l.trim_end().to_string());
+        }
         let gpid: i32 = before[0].parse().unwrap();
+        r.child.stdin.take().unwrap().write_all(b"go\n").unwrap();
         let t = Instant::now();
         let mut err = String::new();
         r.child
