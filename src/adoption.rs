@@ -4,12 +4,23 @@
 //! parent it is expected to have, its generation (1 = a helper foster launched), the helper it
 //! belongs to, and whether it is itself a subreaper (foster, a nested `foster run`, or a helper
 //! declared `subreaper = true`). It is filled from launches ([`Registry::expect_launch`]) and
-//! from `/proc` scans that the supervisor runs when an event (SIGCHLD) says the tree changed,
-//! never on a timer.
+//! from the changes of foster's subtree ([`crate::tree::Subtree`]: [`Change::Spawned`],
+//! [`Change::Exited`], [`Change::Reparented`]) that the supervisor reads when an event (SIGCHLD)
+//! says the tree changed, never on a timer.
 //!
 //! When a process turns up under a new parent, the registry computes the nearest living
 //! ancestor subreaper it *should* have reached, walking the recorded expected parents (never
 //! comparing with PID 1), and classifies the adoption ([`Classification`]).
+//!
+//! ## Nested supervisors
+//!
+//! A subreaper foster did not declare is recognised when an adoption reaches it, never by its
+//! name or command line: the adopted process's `FOSTER_SUPERVISOR` names, by pid *and* start
+//! time, the foster that launched its helper; when that identity is exactly the new parent, the
+//! new parent is a foster supervising that process's lineage, hence a subreaper (a nested
+//! `foster run` sets `PR_SET_CHILD_SUBREAPER` before it launches anything). A new parent that is
+//! the init of a PID namespace (the last `NSpid` of its `/proc/<pid>/status` is 1) is a reaper
+//! by the kernel's rules too, as a nested `foster run --contain` is.
 //!
 //! A process first seen already adopted (its parent died before any scan saw it) has no
 //! recorded lineage. foster then reads its environment once: every helper foster launches
@@ -17,13 +28,12 @@
 //! `FOSTER_HELPER=NAME`, inherited by its descendants; the registry takes the helper as the
 //! expected parent and generation 2 (a direct child of the helper), the common case.
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::path::PathBuf;
+use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
 use crate::identity::Identity;
-use crate::procstat::StatFields;
+use crate::tree::{Change, ProcessNode, Snapshot};
 
 /// Environment variable naming the foster that launched a helper (`PID:STARTTIME`).
 pub const ENV_SUPERVISOR: &str = "FOSTER_SUPERVISOR";
@@ -53,59 +63,6 @@ impl Classification {
     }
 }
 
-/// One process as a scan saw it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProcEntry {
-    pub identity: Identity,
-    pub ppid: i32,
-    pub state: u8,
-    pub comm: Vec<u8>,
-}
-
-/// Reads `/proc/*/stat` once: every process, its parent, state and name. A process that
-/// vanishes mid-scan, or whose file cannot be read, is skipped.
-pub fn scan() -> Vec<ProcEntry> {
-    let mut out = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    let mut path = String::with_capacity(32);
-    let mut buf = Vec::with_capacity(1024);
-    for e in dir.flatten() {
-        let name = e.file_name();
-        let Some(pid) = name.to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        path.clear();
-        path.push_str("/proc/");
-        path.push_str(name.to_str().unwrap_or_default());
-        path.push_str("/stat");
-        buf.clear();
-        let Ok(mut f) = std::fs::File::open(&path) else {
-            continue;
-        };
-        if std::io::Read::read_to_end(&mut f, &mut buf).is_err() {
-            continue;
-        }
-        let Ok(s) = StatFields::parse(&buf) else {
-            continue;
-        };
-        if s.is_kernel_thread() {
-            continue;
-        }
-        out.push(ProcEntry {
-            identity: Identity {
-                pid,
-                start_time: s.start_time,
-            },
-            ppid: s.ppid,
-            state: s.state,
-            comm: s.comm.to_vec(),
-        });
-    }
-    out
-}
-
 /// What the registry knows of one process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
@@ -120,9 +77,7 @@ pub struct Record {
     pub subreaper: bool,
     /// Whether its lineage was seen (false: inferred from its environment at adoption).
     pub lineage_seen: bool,
-    /// The parent pid of the last scan.
-    pub last_ppid: i32,
-    /// Whether the last scan found it.
+    /// Whether it is alive in foster's tree as far as the registry knows.
     pub alive: bool,
 }
 
@@ -145,11 +100,9 @@ pub struct Adoption {
 #[derive(Debug)]
 pub struct Registry {
     me: Identity,
-    my_exe: Option<PathBuf>,
     records: HashMap<Identity, Record>,
     live_by_pid: HashMap<i32, Identity>,
     helpers: HashMap<String, Identity>,
-    in_tree: HashSet<i32>,
 }
 
 impl Registry {
@@ -165,7 +118,6 @@ impl Registry {
                 helper: None,
                 subreaper: true,
                 lineage_seen: true,
-                last_ppid: 0,
                 alive: true,
             },
         );
@@ -173,11 +125,9 @@ impl Registry {
         live_by_pid.insert(me.pid, me);
         Registry {
             me,
-            my_exe: std::fs::read_link("/proc/self/exe").ok(),
             records,
             live_by_pid,
             helpers: HashMap::new(),
-            in_tree: HashSet::new(),
         }
     }
 
@@ -199,7 +149,6 @@ impl Registry {
                 helper: Some(helper.to_string()),
                 subreaper,
                 lineage_seen: true,
-                last_ppid: self.me.pid,
                 alive: true,
             },
         );
@@ -223,17 +172,17 @@ impl Registry {
         Some(rec.clone())
     }
 
-    /// Whether the last scan found `pid` below foster.
+    /// Whether `pid` is a live process below foster, as of the last read of the tree.
     pub fn in_tree(&self, pid: i32) -> bool {
-        self.in_tree.contains(&pid)
+        pid != self.me.pid && self.live_by_pid.contains_key(&pid)
     }
 
-    /// Live identities below foster in the last scan, deepest first (for a kill sweep).
+    /// Live identities below foster, deepest first (for a kill sweep).
     pub fn tree_deepest_first(&self) -> Vec<Identity> {
         let mut v: Vec<&Record> = self
             .records
             .values()
-            .filter(|r| r.alive && r.identity != self.me && self.in_tree.contains(&r.identity.pid))
+            .filter(|r| r.alive && r.identity != self.me)
             .collect();
         v.sort_by_key(|r| std::cmp::Reverse(r.generation));
         v.into_iter().map(|r| r.identity).collect()
@@ -258,136 +207,154 @@ impl Registry {
         self.records.len() <= 1
     }
 
-    /// Takes in a scan: records new descendants, notices every reparented process and
-    /// classifies it. Returns the adoptions, parents before children.
-    pub fn observe(&mut self, scan: &[ProcEntry]) -> Vec<Adoption> {
-        let by_pid: HashMap<i32, &ProcEntry> = scan.iter().map(|e| (e.identity.pid, e)).collect();
-        let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
-        for e in scan {
-            children.entry(e.ppid).or_default().push(e.identity.pid);
-        }
-        // Who is alive.
-        self.live_by_pid.clear();
-        for r in self.records.values_mut() {
-            r.alive = r.identity == self.me
-                || by_pid
-                    .get(&r.identity.pid)
-                    .is_some_and(|e| e.identity == r.identity);
-        }
-        for r in self.records.values() {
-            if r.alive {
-                self.live_by_pid.insert(r.identity.pid, r.identity);
-            }
-        }
-        // The tree below foster, parents before children.
-        let mut order = Vec::new();
-        let mut queue = VecDeque::from([self.me.pid]);
-        self.in_tree.clear();
-        while let Some(p) = queue.pop_front() {
-            for &c in children.get(&p).map(Vec::as_slice).unwrap_or(&[]) {
-                if self.in_tree.insert(c) {
-                    order.push(c);
-                    queue.push_back(c);
-                }
+    /// Takes in the changes of foster's subtree and the subtree they lead to: records new
+    /// descendants, forgets ended ones, and classifies every process that changed parent.
+    /// Returns the adoptions, parents before children.
+    pub fn observe(&mut self, tree: &Snapshot, changes: &[Change]) -> Vec<Adoption> {
+        for c in changes {
+            if let Change::Exited { identity, .. } = c {
+                self.gone(identity);
             }
         }
         let mut adoptions = Vec::new();
-        // New processes in the tree.
-        for &pid in &order {
-            let e = by_pid[&pid];
-            if self.records.contains_key(&e.identity) {
-                continue;
+        for c in changes {
+            match c {
+                Change::Spawned {
+                    identity, parent, ..
+                } => {
+                    if let Some(a) = self.spawned(tree, *identity, *parent) {
+                        adoptions.push(a);
+                    }
+                }
+                Change::Reparented { identity, from, to } => {
+                    if let Some(a) = self.reparented(tree, *identity, *from, *to) {
+                        adoptions.push(a);
+                    }
+                }
+                _ => {}
             }
-            let parent = by_pid.get(&e.ppid).map(|p| p.identity);
-            let subreaper = self.is_foster(e);
-            if e.ppid == self.me.pid {
-                // Not launched by foster, yet its child: adopted before any scan saw it.
-                let (expected_parent, generation, helper) = self.infer_lineage(pid);
-                self.insert(e, expected_parent, generation, helper, subreaper, false);
-                let expected = self.nearest_live_subreaper(expected_parent);
-                adoptions.push(Adoption {
-                    identity: e.identity,
-                    helper: self.records[&e.identity].helper.clone(),
-                    generation,
-                    from: None,
-                    to: self.me,
-                    expected,
-                    classification: classify(expected, self.me, true),
-                });
-                continue;
-            }
-            let (generation, helper) = match parent.and_then(|p| self.records.get(&p)) {
-                Some(pr) => (pr.generation + 1, pr.helper.clone()),
-                None => (2, None),
-            };
-            self.insert(e, parent, generation, helper, subreaper, true);
-        }
-        // Known processes under a new parent.
-        let mut moved: Vec<(Identity, i32)> = Vec::new();
-        for r in self.records.values() {
-            if r.identity == self.me || !r.alive {
-                continue;
-            }
-            let e = by_pid[&r.identity.pid];
-            if e.ppid != r.last_ppid {
-                moved.push((r.identity, e.ppid));
-            }
-        }
-        for (id, ppid) in moved {
-            let to = by_pid.get(&ppid).map(|p| p.identity).unwrap_or(Identity {
-                pid: ppid,
-                start_time: 0,
-            });
-            let rec = &self.records[&id];
-            let from = self
-                .records
-                .values()
-                .find(|p| {
-                    p.identity.pid == rec.last_ppid && Some(p.identity) == rec.expected_parent
-                })
-                .map(|p| p.identity)
-                .or(rec.expected_parent);
-            let expected = self.nearest_live_subreaper(rec.expected_parent);
-            let classification = classify(
-                expected,
-                to,
-                self.in_tree.contains(&ppid) || ppid == self.me.pid,
-            );
-            adoptions.push(Adoption {
-                identity: id,
-                helper: rec.helper.clone(),
-                generation: rec.generation,
-                from,
-                to,
-                expected,
-                classification,
-            });
-            self.records.get_mut(&id).expect("present").last_ppid = ppid;
         }
         self.prune();
         adoptions
     }
 
+    fn gone(&mut self, identity: &Identity) {
+        if let Some(r) = self.records.get_mut(identity) {
+            r.alive = false;
+            if self.live_by_pid.get(&identity.pid) == Some(identity) {
+                self.live_by_pid.remove(&identity.pid);
+            }
+        }
+    }
+
+    /// A process new to the subtree: recorded under its parent, or, when it is already
+    /// foster's child without foster having launched it, adopted before any scan saw it.
+    fn spawned(
+        &mut self,
+        tree: &Snapshot,
+        identity: Identity,
+        parent: Option<Identity>,
+    ) -> Option<Adoption> {
+        if let Some(r) = self.records.get_mut(&identity) {
+            r.alive = true; // launched by foster, seen now
+            return None;
+        }
+        let node = tree.get(&identity)?;
+        if parent == Some(self.me) {
+            let (expected_parent, generation, helper) = self.infer_lineage(node);
+            self.insert(identity, expected_parent, generation, helper.clone(), false);
+            let expected = self.nearest_live_subreaper(expected_parent);
+            return Some(Adoption {
+                identity,
+                helper,
+                generation,
+                from: None,
+                to: self.me,
+                expected,
+                classification: classify(expected, self.me, true),
+            });
+        }
+        let (generation, helper) = match parent.and_then(|p| self.records.get(&p)) {
+            Some(pr) => (pr.generation + 1, pr.helper.clone()),
+            None => (2, None),
+        };
+        self.insert(identity, parent, generation, helper, true);
+        None
+    }
+
+    /// A known process under a new parent (`to` outside the subtree, or None: it left it).
+    fn reparented(
+        &mut self,
+        tree: &Snapshot,
+        identity: Identity,
+        from: Option<Identity>,
+        to: Option<Identity>,
+    ) -> Option<Adoption> {
+        let rec = self.records.get(&identity)?.clone();
+        let node = tree.get(&identity);
+        let in_tree = to.is_some_and(|t| tree.contains(&t));
+        let to = to.unwrap_or(Identity {
+            pid: node.map_or(0, |n| n.ppid),
+            start_time: 0,
+        });
+        let mut expected = self.nearest_live_subreaper(rec.expected_parent);
+        if expected != to && in_tree && self.learn_reaper(node, to) {
+            expected = self.nearest_live_subreaper(rec.expected_parent);
+        }
+        let classification = classify(expected, to, in_tree);
+        if classification == Classification::Escaped {
+            self.gone(&identity); // no longer below foster: not foster's to end
+        }
+        Some(Adoption {
+            identity,
+            helper: rec.helper,
+            generation: rec.generation,
+            from: from.or(rec.expected_parent),
+            to,
+            expected,
+            classification,
+        })
+    }
+
+    /// Whether `to`, which adopted `node` and is not a subreaper the registry knew of, is one
+    /// by the rules of the module docs; if so it is recorded as a subreaper.
+    fn learn_reaper(&mut self, node: Option<&ProcessNode>, to: Identity) -> bool {
+        let named = node
+            .and_then(|n| n.env_var(ENV_SUPERVISOR.as_bytes()))
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .and_then(|v| v.parse::<Identity>().ok());
+        let reaper = named == Some(to)
+            || (is_pid_namespace_init(to.pid) && Identity::of(to.pid).is_ok_and(|now| now == to));
+        if !reaper {
+            return false;
+        }
+        match self.records.get_mut(&to) {
+            Some(r) => {
+                r.subreaper = true;
+                true
+            }
+            None => false,
+        }
+    }
+
     fn insert(
         &mut self,
-        e: &ProcEntry,
+        identity: Identity,
         expected_parent: Option<Identity>,
         generation: u32,
         helper: Option<String>,
-        subreaper: bool,
         lineage_seen: bool,
     ) {
-        self.live_by_pid.insert(e.identity.pid, e.identity);
+        self.live_by_pid.insert(identity.pid, identity);
         self.records.insert(
-            e.identity,
+            identity,
             Record {
-                identity: e.identity,
+                identity,
                 expected_parent,
                 generation,
                 helper,
-                subreaper,
+                subreaper: false,
                 lineage_seen,
-                last_ppid: e.ppid,
                 alive: true,
             },
         );
@@ -414,42 +381,16 @@ impl Registry {
         self.me
     }
 
-    /// Whether the process is a foster running `run` (a nested supervisor, so a subreaper).
-    fn is_foster(&self, e: &ProcEntry) -> bool {
-        if e.comm != b"foster" {
-            return false;
-        }
-        let pid = e.identity.pid;
-        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
-        if exe.is_none() || exe != self.my_exe {
-            return false;
-        }
-        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            return false;
-        };
-        cmdline.split(|&b| b == 0).skip(1).any(|a| a == b"run")
-            && !cmdline.split(|&b| b == 0).any(|a| a == b"--check")
-    }
-
     /// Lineage of a process first seen already adopted, from `FOSTER_SUPERVISOR` and
     /// `FOSTER_HELPER` in its environment: (expected parent, generation, helper).
-    fn infer_lineage(&self, pid: i32) -> (Option<Identity>, u32, Option<String>) {
-        let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-        let mut supervisor: Option<Identity> = None;
-        let mut helper: Option<String> = None;
-        for var in env.split(|&b| b == 0) {
-            if let Some(v) = var
-                .strip_prefix(ENV_SUPERVISOR.as_bytes())
-                .and_then(|v| v.strip_prefix(b"="))
-            {
-                supervisor = std::str::from_utf8(v).ok().and_then(|s| s.parse().ok());
-            } else if let Some(v) = var
-                .strip_prefix(ENV_HELPER.as_bytes())
-                .and_then(|v| v.strip_prefix(b"="))
-            {
-                helper = Some(String::from_utf8_lossy(v).into_owned());
-            }
-        }
+    fn infer_lineage(&self, node: &ProcessNode) -> (Option<Identity>, u32, Option<String>) {
+        let supervisor: Option<Identity> = node
+            .env_var(ENV_SUPERVISOR.as_bytes())
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .and_then(|v| v.parse().ok());
+        let helper = node
+            .env_var(ENV_HELPER.as_bytes())
+            .map(|v| String::from_utf8_lossy(v).into_owned());
         match (supervisor, helper) {
             (Some(s), Some(h)) if s == self.me => {
                 let parent = self.helpers.get(&h).copied();
@@ -485,6 +426,25 @@ impl Registry {
     }
 }
 
+/// The prefix of the environment variables foster passes to its helpers (the ones a
+/// [`crate::tree::Subtree`] of the supervisor keeps).
+pub const ENV_PREFIX: &str = "FOSTER_";
+
+/// Whether `pid` is the init of a PID namespace below the one `/proc` shows: the last pid of
+/// its `NSpid` line is 1 and there is more than one.
+pub fn is_pid_namespace_init(pid: i32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))
+        .is_some_and(|v| {
+            let pids: Vec<&str> = v.split_whitespace().collect();
+            pids.len() > 1 && pids.last() == Some(&"1")
+        })
+}
+
 /// Classifies an adoption by `to` when `expected` was the subreaper it should have reached.
 pub fn classify(expected: Identity, to: Identity, to_in_tree: bool) -> Classification {
     if expected == to {
@@ -501,6 +461,7 @@ pub fn classify(expected: Identity, to: Identity, to_in_tree: bool) -> Classific
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tree::subtree::follow;
 
     fn id(pid: i32) -> Identity {
         Identity {
@@ -508,46 +469,73 @@ mod tests {
             start_time: pid as u64 * 10,
         }
     }
-    fn e(pid: i32, ppid: i32) -> ProcEntry {
-        ProcEntry {
-            identity: id(pid),
-            ppid,
-            state: b'S',
-            comm: b"x".to_vec(),
+    fn e(pid: i32, ppid: i32) -> ProcessNode {
+        ProcessNode::new(pid, ppid, pid as u64 * 10, b"x")
+    }
+
+    /// foster (pid 100) and what its subtree looked like at the last step.
+    struct World {
+        r: Registry,
+        tree: Snapshot,
+    }
+    impl World {
+        fn new() -> World {
+            World {
+                r: Registry::new(id(100)),
+                tree: Snapshot::default(),
+            }
+        }
+        fn step(&mut self, nodes: Vec<ProcessNode>) -> Vec<Adoption> {
+            let all = Snapshot::from_nodes(nodes);
+            let (sub, changes) = follow(&self.tree, &all, 100).unwrap();
+            self.tree = sub;
+            self.r.observe(&self.tree, &changes)
         }
     }
 
     #[test]
     fn classifies_against_the_nearest_living_subreaper() {
         // 1 → 100 (foster) → 200 (helper, nested subreaper) → 300 → 400
-        let mut r = Registry::new(id(100));
-        r.expect_launch(id(200), "nested", true);
-        let a = r.observe(&[e(1, 0), e(100, 1), e(200, 100), e(300, 200), e(400, 300)]);
+        let mut w = World::new();
+        w.r.expect_launch(id(200), "nested", true);
+        let a = w.step(vec![
+            e(1, 0),
+            e(100, 1),
+            e(200, 100),
+            e(300, 200),
+            e(400, 300),
+        ]);
         assert!(a.is_empty());
-        assert_eq!(r.get(&id(400)).unwrap().generation, 3);
-        assert_eq!(r.get(&id(400)).unwrap().helper.as_deref(), Some("nested"));
+        assert_eq!(w.r.get(&id(400)).unwrap().generation, 3);
+        assert_eq!(w.r.get(&id(400)).unwrap().helper.as_deref(), Some("nested"));
         // 300 dies: 400 goes to the nested foster 200: expected.
-        let a = r.observe(&[e(1, 0), e(100, 1), e(200, 100), e(400, 200)]);
+        let a = w.step(vec![e(1, 0), e(100, 1), e(200, 100), e(400, 200)]);
         assert_eq!(a.len(), 1);
         assert_eq!(a[0].identity, id(400));
+        assert_eq!(a[0].from, Some(id(300)));
         assert_eq!(a[0].to, id(200));
         assert_eq!(a[0].expected, id(200));
         assert_eq!(a[0].classification, Classification::Expected);
         // 200 dies: 400 goes one level up, to foster: expected.
-        let a = r.observe(&[e(1, 0), e(100, 1), e(400, 100)]);
+        let a = w.step(vec![e(1, 0), e(100, 1), e(400, 100)]);
         assert_eq!(a[0].to, id(100));
         assert_eq!(a[0].expected, id(100));
         assert_eq!(a[0].classification, Classification::Expected);
-        // It escapes to PID 1.
-        let a = r.observe(&[e(1, 0), e(100, 1), e(400, 1)]);
+        // It escapes to PID 1 (not possible while foster lives, but classified if seen).
+        let a = w.step(vec![e(1, 0), e(100, 1), e(400, 1)]);
         assert_eq!(a[0].classification, Classification::Escaped);
+        assert!(
+            w.r.get(&id(400)).is_none_or(|r| !r.alive),
+            "no longer foster's"
+        );
+        assert!(w.r.tree_deepest_first().is_empty());
     }
 
     #[test]
     fn foreign_reaper_and_pid_reuse() {
-        let mut r = Registry::new(id(100));
-        r.expect_launch(id(200), "h", false);
-        r.observe(&[
+        let mut w = World::new();
+        w.r.expect_launch(id(200), "h", false);
+        w.step(vec![
             e(100, 1),
             e(200, 100),
             e(300, 200),
@@ -555,7 +543,7 @@ mod tests {
             e(400, 310),
         ]);
         // 310 dies and 400 lands on 300, which nobody declared a subreaper.
-        let a = r.observe(&[e(100, 1), e(200, 100), e(300, 200), e(400, 300)]);
+        let a = w.step(vec![e(100, 1), e(200, 100), e(300, 200), e(400, 300)]);
         assert_eq!(a[0].classification, Classification::ForeignReaper);
         assert_eq!(a[0].expected, id(100));
         assert_eq!(
@@ -572,18 +560,88 @@ mod tests {
     }
 
     #[test]
+    fn a_nested_supervisor_is_learnt_from_the_marker_naming_it() {
+        // foster 100 → helper 200 (`sh`, undeclared) → 250 (a foster run: named nothing
+        // special) → 300 (its helper) → 400. 300 dies: 400 lands on 250.
+        let marked = |n: ProcessNode, sup: Identity| {
+            n.with_environ(&[format!("FOSTER_SUPERVISOR={sup}"), "FOSTER_HELPER=w".into()])
+        };
+        let mut w = World::new();
+        w.r.expect_launch(id(200), "h", false);
+        w.step(vec![
+            e(100, 1),
+            e(200, 100),
+            e(250, 200),
+            marked(e(300, 250), id(250)),
+            marked(e(400, 300), id(250)),
+        ]);
+        let a = w.step(vec![
+            e(100, 1),
+            e(200, 100),
+            e(250, 200),
+            marked(e(400, 250), id(250)),
+        ]);
+        assert_eq!(a[0].to, id(250));
+        assert_eq!(a[0].expected, id(250));
+        assert_eq!(a[0].classification, Classification::Expected);
+        assert!(w.r.get(&id(250)).unwrap().subreaper);
+        // A marker naming the pid with another start time proves nothing.
+        let mut w = World::new();
+        w.r.expect_launch(id(200), "h", false);
+        let other = Identity {
+            pid: 250,
+            start_time: 1,
+        };
+        w.step(vec![
+            e(100, 1),
+            e(200, 100),
+            e(250, 200),
+            e(300, 250),
+            marked(e(400, 300), other),
+        ]);
+        let a = w.step(vec![
+            e(100, 1),
+            e(200, 100),
+            e(250, 200),
+            marked(e(400, 250), other),
+        ]);
+        assert_eq!(a[0].classification, Classification::ForeignReaper);
+    }
+
+    #[test]
+    fn first_seen_adopted_takes_its_lineage_from_the_environment() {
+        let mut w = World::new();
+        w.r.expect_launch(id(200), "web", false);
+        w.step(vec![e(100, 1), e(200, 100)]);
+        let a = w.step(vec![
+            e(100, 1),
+            e(200, 100),
+            e(500, 100).with_environ(&[
+                format!("FOSTER_SUPERVISOR={}", id(100)),
+                "FOSTER_HELPER=web".into(),
+            ]),
+        ]);
+        assert_eq!(a.len(), 1);
+        assert_eq!(a[0].from, None);
+        assert_eq!(a[0].helper.as_deref(), Some("web"));
+        assert_eq!(a[0].generation, 2);
+        assert_eq!(a[0].classification, Classification::Expected);
+        assert!(!w.r.get(&id(500)).unwrap().lineage_seen);
+    }
+
+    #[test]
     fn prunes_dead_leaves_keeps_needed_ancestors() {
-        let mut r = Registry::new(id(100));
-        r.expect_launch(id(200), "h", false);
-        r.observe(&[e(100, 1), e(200, 100), e(300, 200), e(400, 300)]);
-        r.observe(&[e(100, 1), e(200, 100), e(400, 100)]);
+        let mut w = World::new();
+        w.r.expect_launch(id(200), "h", false);
+        w.step(vec![e(100, 1), e(200, 100), e(300, 200), e(400, 300)]);
+        w.step(vec![e(100, 1), e(200, 100), e(400, 100)]);
         assert!(
-            r.get(&id(300)).is_some(),
+            w.r.get(&id(300)).is_some(),
             "ancestor of a live process is kept"
         );
-        r.observe(&[e(100, 1), e(200, 100)]);
-        assert!(r.get(&id(300)).is_none());
-        assert!(r.get(&id(400)).is_none());
-        assert!(r.get(&id(200)).is_some());
+        w.step(vec![e(100, 1), e(200, 100)]);
+        assert!(w.r.get(&id(300)).is_none());
+        assert!(w.r.get(&id(400)).is_none());
+        assert!(w.r.get(&id(200)).is_some());
     }
 }

@@ -2,8 +2,8 @@
 //!
 //! Owns the life of one supervision: it makes foster a subreaper (verified with `PR_GET`),
 //! launches every helper through the [`Spawner`] thread (the gate, arm-then-check), routes the [`Reaper`]'s statuses to
-//! each helper's restart state machine, rescans `/proc` when SIGCHLD says the tree changed
-//! (never on a timer) so that [`Registry`] can classify every adoption, applies the orphan
+//! each helper's restart state machine, reads what changed in its [`Subtree`] when SIGCHLD says
+//! the tree changed (never on a timer) so that [`Registry`] can classify every adoption, applies the orphan
 //! policy of each adopted process's generation (its signal, its grace, then SIGKILL), and
 //! owns the one idempotent shutdown.
 //!
@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use tokio::io::unix::AsyncFd;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::adoption::{self, Registry};
 use crate::config::{Config, GenerationPolicy, Helper};
@@ -40,6 +40,7 @@ use crate::identity::Identity;
 use crate::reaper::{self, ExitStatus, Reaper, Routed, signal_name};
 use crate::restart::{Decision, RestartState};
 use crate::spawner::{LaunchSpec, SpawnError, Spawner};
+use crate::tree::{ScanOptions, Subtree};
 
 /// Every helper ended successfully, or a requested shutdown ended everything within its grace.
 pub const EXIT_OK: i32 = 0;
@@ -216,6 +217,8 @@ struct Supervisor {
     me: Identity,
     reaper: Reaper<usize>,
     registry: Registry,
+    /// foster's subtree, read again (only what changed) when an event says it changed.
+    tree: Subtree,
     spawner: Spawner,
     helpers: Vec<HelperState>,
     /// Adopted children under an orphan policy: pid → identity.
@@ -254,8 +257,15 @@ impl Supervisor {
                 phase: Phase::Ended(None),
             })
             .collect();
+        let tree = Subtree::new(
+            me.pid,
+            adoption::ENV_PREFIX.as_bytes(),
+            ScanOptions::default(),
+        )
+        .map_err(io::Error::other)?;
         Ok(Supervisor {
             registry: Registry::new(me),
+            tree,
             config,
             contained,
             me,
@@ -316,6 +326,8 @@ impl Supervisor {
         }
         // Statuses of helpers that failed at once are already pending; take them in.
         self.on_sigchld();
+        // Learn the machine once, so that later reads cost only what changed since.
+        self.rescan();
         loop {
             if let Some(code) = self.finished() {
                 self.emit(Event::Stopped { exit_status: code });
@@ -576,8 +588,17 @@ impl Supervisor {
 
     fn rescan(&mut self) {
         self.scan_pending = false;
-        let scan = adoption::scan();
-        let adoptions = self.registry.observe(&scan);
+        let changes = match self.tree.update() {
+            Ok((changes, stats)) => {
+                debug!(?stats, changes = changes.len(), "read foster's subtree");
+                changes
+            }
+            Err(e) => {
+                warn!("cannot read foster's subtree in /proc: {e}");
+                return;
+            }
+        };
+        let adoptions = self.registry.observe(self.tree.snapshot(), &changes);
         for a in adoptions {
             self.emit(Event::Reparented {
                 identity: a.identity,

@@ -39,6 +39,9 @@ pub struct ProcessNode {
     /// Raw arguments (`/proc/<pid>/cmdline` split at NUL); empty for kernel threads, zombies,
     /// unreadable files, and scans that did not ask for it. Shared between scans.
     pub cmdline: Arc<[Vec<u8>]>,
+    /// Some `NAME=VALUE` entries of `/proc/<pid>/environ`: empty unless the scan's user asked
+    /// for them ([`crate::tree::Scanner::read_environ`]).
+    pub environ: Arc<[Vec<u8>]>,
     /// Clock ticks after boot (field 22 of `stat`).
     pub start_time: u64,
     pub num_threads: i64,
@@ -65,6 +68,7 @@ impl ProcessNode {
             uid: 0,
             comm: comm.to_vec(),
             cmdline: Arc::from(Vec::new()),
+            environ: Arc::from(Vec::new()),
             start_time,
             num_threads: 1,
             rss_bytes: 0,
@@ -86,6 +90,24 @@ impl ProcessNode {
     /// The same node in this state.
     pub fn with_state(mut self, state: u8) -> ProcessNode {
         self.state = state;
+        self
+    }
+
+    /// The value of the environment variable `name` among [`ProcessNode::environ`].
+    pub fn env_var(&self, name: &[u8]) -> Option<&[u8]> {
+        self.environ.iter().find_map(|v| {
+            v.strip_prefix(name)
+                .and_then(|rest| rest.strip_prefix(b"="))
+        })
+    }
+
+    /// The same node with these environment entries (`NAME=VALUE`).
+    pub fn with_environ<A: AsRef<[u8]>>(mut self, vars: &[A]) -> ProcessNode {
+        self.environ = vars
+            .iter()
+            .map(|a| a.as_ref().to_vec())
+            .collect::<Vec<_>>()
+            .into();
         self
     }
 

@@ -5,6 +5,7 @@
 //!   identity.
 //! - [`graph`]: the [`Snapshot`], a petgraph graph of [`ProcessNode`]s keyed by identity.
 //! - [`diff`]: the [`Change`] events between two snapshots.
+//! - [`subtree`]: one process's [`Subtree`], kept current by reading only what changed.
 //! - [`render`]: pstree-like text, JSON and Graphviz output.
 //!
 //! [`run`] is the `foster tree` command on top of them.
@@ -13,6 +14,7 @@ pub mod diff;
 pub mod graph;
 pub mod render;
 pub mod scan;
+pub mod subtree;
 
 use std::fmt;
 use std::io::{self, Write};
@@ -20,7 +22,8 @@ use std::io::{self, Write};
 pub use diff::{Change, diff};
 pub use graph::{ProcessNode, Snapshot, TreeError};
 pub use render::Format;
-pub use scan::{ScanOptions, ScanStats, Scanner};
+pub use scan::{Relisting, ScanOptions, ScanStats, Scanner};
+pub use subtree::{Subtree, UpdateStats};
 
 /// What `foster tree` was asked for.
 #[derive(Debug, Clone)]

@@ -98,6 +98,10 @@ pub struct Scanner {
     bufs: Vec<Vec<u8>>,
     dents: Vec<u8>,
     pids: Vec<i32>,
+    /// The previous listing: pid → inode number of its `/proc` entry (see [`Scanner::relist`]).
+    inos: HashMap<i32, u64>,
+    /// This listing's inode numbers, in `pids` order.
+    listed_inos: Vec<u64>,
     cache: HashMap<Identity, CacheEntry>,
     generation: u64,
     page_size: u64,
@@ -252,6 +256,8 @@ impl Scanner {
             bufs: Vec::new(),
             dents: vec![0; 32 * 1024],
             pids: Vec::new(),
+            inos: HashMap::new(),
+            listed_inos: Vec::new(),
             cache: HashMap::new(),
             generation: 0,
             page_size: procfs::page_size(),
@@ -264,14 +270,21 @@ impl Scanner {
         &self.opts
     }
 
+    /// How many pids the last listing found.
+    pub fn listed(&self) -> usize {
+        self.pids.len()
+    }
+
     /// How many command lines the cache holds.
     pub fn cached(&self) -> usize {
         self.cache.len()
     }
 
-    /// Lists the pids in the proc root (numeric entries), once, in pid order.
+    /// Lists the pids in the proc root (numeric entries), once, in pid order, with the inode
+    /// number of each entry.
     fn list(&mut self) -> Result<(), TreeError> {
         self.pids.clear();
+        self.listed_inos.clear();
         // SAFETY: opens "." relative to our directory descriptor: a fresh listing each scan.
         let fd = unsafe {
             libc::openat(
@@ -311,16 +324,17 @@ impl Scanner {
             while off < n as usize {
                 // linux_dirent64: d_ino u64, d_off i64, d_reclen u16, d_type u8, d_name[].
                 let rec = &self.dents[off..];
+                let ino = u64::from_ne_bytes(rec[..8].try_into().expect("8 bytes"));
                 let reclen = u16::from_ne_bytes([rec[16], rec[17]]) as usize;
                 let name = &rec[19..reclen];
                 let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
                 if let Some(pid) = parse_pid(name) {
                     self.pids.push(pid);
+                    self.listed_inos.push(ino);
                 }
                 off += reclen;
             }
         }
-        self.pids.sort_unstable();
         Ok(())
     }
 
@@ -328,12 +342,44 @@ impl Scanner {
     /// [`Scanner::scan`] starts with; for callers that choose which pids to read).
     pub fn list_pids(&mut self) -> Result<&[i32], TreeError> {
         self.list()?;
+        self.pids.sort_unstable();
         Ok(&self.pids)
+    }
+
+    /// Lists the proc root and says what changed since the previous `relist` of this scanner,
+    /// without reading any process. An entry's inode number is that of its `/proc/<pid>`
+    /// directory, which the kernel keeps while the process lives and drops when it is reaped;
+    /// so an entry with the same pid and inode as before is the same process, and a pid whose
+    /// inode changed is held by another process now (it is then both vanished and appeared).
+    /// An inode can also change when the kernel dropped the directory of a live process from
+    /// its cache: the process then reads as appeared again, which costs a read, never a miss.
+    /// The first listing reports every pid as appeared.
+    pub fn relist(&mut self) -> Result<Relisting, TreeError> {
+        self.list()?;
+        let mut out = Relisting::default();
+        let mut now = HashMap::with_capacity(self.pids.len());
+        for (&pid, &ino) in self.pids.iter().zip(&self.listed_inos) {
+            match self.inos.remove(&pid) {
+                Some(old) if old == ino => {}
+                Some(_) => {
+                    out.vanished.push(pid);
+                    out.appeared.push(pid);
+                }
+                None => out.appeared.push(pid),
+            }
+            now.insert(pid, ino);
+        }
+        out.vanished.extend(self.inos.keys().copied());
+        out.vanished.sort_unstable();
+        out.appeared.sort_unstable();
+        self.inos = now;
+        Ok(out)
     }
 
     /// Scans every pid listed in the proc root.
     pub fn scan(&mut self) -> Result<Snapshot, TreeError> {
         self.list()?;
+        self.pids.sort_unstable();
         let pids = std::mem::take(&mut self.pids);
         let snap = self.scan_pids(&pids);
         self.pids = pids;
@@ -413,11 +459,43 @@ impl Scanner {
     /// excepted), without the cache: for one-shot use after a scan without command lines, such
     /// as `foster tree -a --root PID`, which needs them only for the subtree it shows.
     pub fn read_cmdlines(&mut self, snap: &mut Snapshot) {
-        let dir = self.proc_fd.as_raw_fd();
         let mut nodes: Vec<&mut ProcessNode> = snap
             .nodes_mut()
             .filter(|n| !n.kernel_thread && n.cmdline.is_empty())
             .collect();
+        let (reads, unreadable) = self.read_each(&mut nodes, b"cmdline", |n, buf| {
+            n.cmdline = split_cmdline(buf).into();
+        });
+        snap.stats.cmdline_reads += reads;
+        snap.stats.cmdline_unreadable += unreadable;
+    }
+
+    /// Reads `/proc/<pid>/environ` of each of `nodes` (a zombie's or an unreadable one stays
+    /// empty) and keeps, in [`ProcessNode::environ`], only the `NAME=VALUE` entries whose name
+    /// starts with `prefix`. Returns how many could not be read. The caller decides which
+    /// nodes need it: the supervisor reads it once per identity, for the few processes whose
+    /// lineage it must learn from the environment.
+    pub fn read_environ(&mut self, nodes: &mut [&mut ProcessNode], prefix: &[u8]) -> usize {
+        self.read_each(nodes, b"environ", |n, buf| {
+            n.environ = buf
+                .split(|&b| b == 0)
+                .filter(|v| !v.is_empty() && v.starts_with(prefix))
+                .map(<[u8]>::to_vec)
+                .collect::<Vec<_>>()
+                .into();
+        })
+        .1
+    }
+
+    /// Reads `/proc/<pid>/<file>` of every node and hands the contents to `take`, split over
+    /// threads when there are many. Returns (reads, unreadable).
+    fn read_each(
+        &mut self,
+        nodes: &mut [&mut ProcessNode],
+        file: &[u8],
+        take: impl Fn(&mut ProcessNode, &[u8]) + Sync,
+    ) -> (usize, usize) {
+        let dir = self.proc_fd.as_raw_fd();
         let threads = if nodes.len() >= PARALLEL_MIN {
             self.opts.threads.max(1)
         } else {
@@ -431,9 +509,9 @@ impl Scanner {
             let mut path = [0u8; 40];
             let mut unreadable = 0;
             for n in chunk.iter_mut() {
-                let len = pid_path(&mut path, n.pid, b"cmdline");
+                let len = pid_path(&mut path, n.pid, file);
                 match read_at(dir, &path[..len], buf, false) {
-                    Ok(_) => n.cmdline = split_cmdline(buf).into(),
+                    Ok(_) => take(n, buf),
                     Err(_) => unreadable += 1,
                 }
             }
@@ -441,7 +519,7 @@ impl Scanner {
         };
         let reads = nodes.len();
         let unreadable: usize = if threads == 1 {
-            read_chunk(&mut nodes, &mut self.bufs[0])
+            read_chunk(nodes, &mut self.bufs[0])
         } else {
             std::thread::scope(|scope| {
                 let handles: Vec<_> = nodes
@@ -451,13 +529,21 @@ impl Scanner {
                     .collect();
                 handles
                     .into_iter()
-                    .map(|h| h.join().expect("cmdline thread"))
+                    .map(|h| h.join().expect("proc read thread"))
                     .sum()
             })
         };
-        snap.stats.cmdline_reads += reads;
-        snap.stats.cmdline_unreadable += unreadable;
+        (reads, unreadable)
     }
+}
+
+/// What changed in the proc root between two listings ([`Scanner::relist`]), by pid.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Relisting {
+    /// Pids listed now that were not, or that another process holds now.
+    pub appeared: Vec<i32>,
+    /// Pids listed before that are gone, or that another process holds now.
+    pub vanished: Vec<i32>,
 }
 
 /// Below this many pids a scan stays on the calling thread: starting threads would cost more.
@@ -534,6 +620,7 @@ impl Ctx<'_> {
                 uid,
                 comm: f.comm.to_vec(),
                 cmdline: self.empty.clone(),
+                environ: self.empty.clone(),
                 start_time: f.start_time,
                 num_threads: f.num_threads,
                 rss_bytes: f.rss.max(0) as u64 * self.page_size,

@@ -1,0 +1,154 @@
+//! One process's subtree, kept current by reading only what changed.
+//!
+//! Owns [`Subtree`]: the snapshot of a root process and its descendants, updated on demand
+//! (the supervisor asks when SIGCHLD says something ended, never on a timer). An update lists
+//! `/proc` once ([`Scanner::relist`]) and reads `stat` only for
+//!
+//! - the pids that appeared since the last update (new processes, or pids now held by another),
+//! - the processes of the subtree whose parent's entry vanished (the only ones the kernel can
+//!   have reparented: a parent changes only when the parent dies).
+//!
+//! Every other process of the subtree is as it was; a process outside it that did not appear
+//! anew is not read at all, since a process outside can never enter it (it can only be
+//! reparented to one of its own ancestors, or to init). The cost of an update is therefore that
+//! of the changes, not of the machine. The first update reads everything.
+//!
+//! The changes between two updates come as [`Change`]s (the tree's own diff). A process that
+//! leaves the subtree while alive is reported as [`Change::Reparented`] to its parent outside.
+//!
+//! Environment entries (those starting with the prefix the subtree was made with) are read once
+//! per identity, and only for the processes whose lineage may have to be learnt from them: new
+//! children of the root, and processes that changed parent.
+
+use std::collections::HashSet;
+
+use crate::identity::Identity;
+use crate::tree::diff::{Change, diff};
+use crate::tree::graph::{ProcessNode, Snapshot, TreeError};
+use crate::tree::scan::{ScanOptions, Scanner};
+
+/// What one [`Subtree::update`] did, for logs and benchmarks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UpdateStats {
+    /// Pids in the listing.
+    pub listed: usize,
+    /// `stat` files read.
+    pub stat_reads: usize,
+    /// `environ` files read.
+    pub environ_reads: usize,
+}
+
+/// A root process and its descendants, kept current from listing changes.
+#[derive(Debug)]
+pub struct Subtree {
+    scanner: Scanner,
+    root: i32,
+    env_prefix: Vec<u8>,
+    snapshot: Snapshot,
+    env_read: HashSet<Identity>,
+}
+
+impl Subtree {
+    /// The subtree of `root`, empty until the first [`Subtree::update`]. Command lines are not
+    /// read; environment entries starting with `env_prefix` are (see the module docs).
+    pub fn new(root: i32, env_prefix: &[u8], opts: ScanOptions) -> Result<Subtree, TreeError> {
+        let scanner = Scanner::new(ScanOptions {
+            cmdline: false,
+            ..opts
+        })?;
+        Ok(Subtree {
+            scanner,
+            root,
+            env_prefix: env_prefix.to_vec(),
+            snapshot: Snapshot::default(),
+            env_read: HashSet::new(),
+        })
+    }
+
+    /// The subtree as of the last update (the root included).
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+
+    /// Reads what changed and returns the changes since the last update, in the order of
+    /// [`diff`]. Fails when `/proc` cannot be listed, or when the root is not a process.
+    pub fn update(&mut self) -> Result<(Vec<Change>, UpdateStats), TreeError> {
+        let relisting = self.scanner.relist()?;
+        let vanished: HashSet<i32> = relisting.vanished.iter().copied().collect();
+        let mut read = relisting.appeared;
+        let mut nodes = Vec::with_capacity(self.snapshot.len() + read.len());
+        for n in self.snapshot.nodes() {
+            if vanished.contains(&n.pid) {
+                continue;
+            }
+            if vanished.contains(&n.ppid) {
+                read.push(n.pid);
+            } else {
+                nodes.push(n.clone());
+            }
+        }
+        read.sort_unstable();
+        read.dedup();
+        let fresh = self.scanner.scan_pids(&read);
+        let mut stats = UpdateStats {
+            listed: self.scanner.listed(),
+            stat_reads: read.len(),
+            environ_reads: 0,
+        };
+        for mut n in fresh.nodes().cloned() {
+            if let Some(old) = self.snapshot.get(&n.identity) {
+                n.environ = old.environ.clone();
+            }
+            nodes.push(n);
+        }
+        let all = Snapshot::from_nodes(nodes);
+        let (mut sub, changes) = follow(&self.snapshot, &all, self.root)?;
+        // Environment, once per identity: new children of the root, and moved processes.
+        let root_id = sub.identity_of(self.root);
+        let old = &self.snapshot;
+        let env_read = &self.env_read;
+        let mut want: Vec<&mut ProcessNode> = sub
+            .nodes_mut()
+            .filter(|n| !env_read.contains(&n.identity))
+            .filter(|n| match old.get(&n.identity) {
+                None => n.parent == root_id,
+                Some(o) => o.parent != n.parent,
+            })
+            .collect();
+        if !want.is_empty() {
+            stats.environ_reads = want.len();
+            self.scanner.read_environ(&mut want, &self.env_prefix);
+            for n in &want {
+                self.env_read.insert(n.identity);
+            }
+        }
+        self.env_read.retain(|id| sub.contains(id));
+        sub.stats = fresh.stats;
+        self.snapshot = sub;
+        Ok((changes, stats))
+    }
+}
+
+/// The subtree of `root` in `all`, and the changes from `old` (the previous subtree) to it. A
+/// process of `old` that is still in `all` but no longer below `root` is reported as
+/// [`Change::Reparented`] to its parent outside (None when that parent is not in `all`).
+pub fn follow(
+    old: &Snapshot,
+    all: &Snapshot,
+    root: i32,
+) -> Result<(Snapshot, Vec<Change>), TreeError> {
+    let sub = all.subtree(root)?;
+    let left: Vec<ProcessNode> = old
+        .nodes()
+        .filter(|n| !sub.contains(&n.identity))
+        .filter_map(|n| all.get(&n.identity).cloned())
+        .collect();
+    let changes = if left.is_empty() {
+        diff(old, &sub)
+    } else {
+        let mut view: Vec<ProcessNode> = sub.nodes().cloned().collect();
+        view.extend(left);
+        diff(old, &Snapshot::from_nodes(view))
+    };
+    Ok((sub, changes))
+}
