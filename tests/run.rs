@@ -192,6 +192,21 @@ fn kill_all(pids: &[i32]) {
     }
 }
 
+/// SIGTERM to foster, its events to the end, its exit; then no process of `helper` is left
+/// (any that is, is killed before the assertion fails).
+fn stop_leaving_nothing(f: &mut Child, ev: &mut Events, helper: &str) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(f.id() as i32),
+        nix::sys::signal::SIGTERM,
+    )
+    .unwrap();
+    ev.rest();
+    wait_exit(f);
+    let left = processes_of_helper(helper);
+    kill_all(&left);
+    assert!(left.is_empty(), "{helper}: {left:?}");
+}
+
 #[test]
 fn bad_configs_each_have_their_own_message_and_start_nothing() {
     let d = Dir::new("bad");
@@ -440,16 +455,7 @@ fn nested_supervisors_adopt_at_the_nearest_living_subreaper() {
     top_ev.wait_for("survivor killed", |v| {
         kind(v) == "exit" && v["identity"] == survivor["identity"] && v["status"]["signal"] == 9
     });
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(f.id() as i32),
-        nix::sys::signal::SIGTERM,
-    )
-    .unwrap();
-    top_ev.rest();
-    wait_exit(&mut f);
-    let left = processes_of_helper(&format!("{tag}-survivor"));
-    kill_all(&left);
-    assert!(left.is_empty(), "{left:?}");
+    stop_leaving_nothing(&mut f, &mut top_ev, &format!("{tag}-survivor"));
 }
 
 #[test]
@@ -561,6 +567,100 @@ fn orphan_storm_while_helpers_exit_with_known_codes() {
         .iter()
         .filter(|v| kind(v) == "exit" && v["generation"] != 1)
         .count();
-    assert!(orphans >= 1000, "only {orphans} orphan exits reported");
+    assert_eq!(orphans, 1500, "orphan exits reported");
     assert_eq!(all.last().unwrap()["event"], "stopped");
+}
+
+/// Not a test of its own: when `FOSTER_TEST_SUBREAPER_SCRIPT` is set (by a helper's `env`),
+/// this process makes itself a child subreaper, a foster does not know of, and execs
+/// `/bin/sh -c SCRIPT` (the attribute survives exec). Without the variable it does nothing.
+#[test]
+fn role_undeclared_subreaper() {
+    let Ok(script) = std::env::var("FOSTER_TEST_SUBREAPER_SCRIPT") else {
+        return;
+    };
+    use std::os::unix::process::CommandExt;
+    // SAFETY: plain prctl.
+    assert_eq!(
+        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) },
+        0
+    );
+    let err = Command::new("/bin/sh").arg("-c").arg(script).exec();
+    panic!("exec /bin/sh: {err}");
+}
+
+/// A helper that made itself a subreaper without saying so adopts its grandchild: foster
+/// expected the grandchild to reach foster itself, and reports a foreign reaper.
+#[test]
+fn an_undeclared_subreaper_is_a_foreign_reaper() {
+    let d = Dir::new("foreign");
+    let tag = format!("foreign{}", std::process::id());
+    let (ready, gate, tick1, tick2) = (d.fifo("ready"), d.fifo("gate"), d.fifo("t1"), d.fifo("t2"));
+    // The helper (a subreaper) → a middle shell → a sleep; the middle one exits on `gate`.
+    let script = format!(
+        "/bin/sh -c 'sleep 1000 & echo $$ $! > {}; read x < {}' & wait; exec sleep 1000",
+        ready.display(),
+        gate.display()
+    );
+    let exe = std::env::current_exe().unwrap();
+    // Two helpers whose death (on their FIFO) makes foster read its tree: each leaves a
+    // sleep behind, whose adoption event says the read happened.
+    let tick = |name: &str, fifo: &Path| {
+        format!(
+            "[[helper]]\nname = \"{tag}-{name}\"\n\
+             command = [\"/bin/sh\", \"-c\", \"sleep 1000 & read x < {}\"]\n",
+            fifo.display()
+        )
+    };
+    let cfg = d.file(
+        "c.toml",
+        &format!(
+            "[[helper]]\nname = \"{tag}-reaper\"\n\
+             command = [\"{}\", \"--exact\", \"role_undeclared_subreaper\", \"--nocapture\", \"--test-threads=1\"]\n\
+             env = {{ FOSTER_TEST_SUBREAPER_SCRIPT = \"{}\" }}\n{}{}",
+            exe.display(),
+            script.replace('\\', "\\\\").replace('"', "\\\""),
+            tick("tick1", &tick1),
+            tick("tick2", &tick2),
+        ),
+    );
+    let fifo = d.fifo("events");
+    let mut f = foster(&[
+        "run",
+        "--events-log",
+        fifo.to_str().unwrap(),
+        cfg.to_str().unwrap(),
+    ]);
+    let mut ev = Events::open(&fifo);
+    let me = ev.wait_for("start", |v| kind(v) == "start")["supervisor"].clone();
+    let reaper = ev.wait_for("launch reaper", launch_of(&format!("{tag}-reaper")));
+    let line = {
+        let f = std::fs::File::open(&ready).unwrap();
+        let mut line = String::new();
+        BufReader::new(f).read_line(&mut line).unwrap();
+        line
+    };
+    let mut it = line.split_whitespace().map(|p| p.parse::<i32>().unwrap());
+    let (middle, sleep) = (it.next().unwrap(), it.next().unwrap());
+    assert_eq!(ppid_of(sleep), middle);
+    // First read of the tree while the sleep is the middle shell's child.
+    std::fs::write(&tick1, "go\n").unwrap();
+    ev.wait_for("tick1's sleep adopted", |v| {
+        kind(v) == "reparented" && v["helper"] == format!("{tag}-tick1")
+    });
+    // The middle shell ends: the kernel gives the sleep to the undeclared subreaper.
+    std::fs::write(&gate, "go\n").unwrap();
+    assert!(wait_gone(middle, LIMIT), "the middle shell did not end");
+    assert_eq!(ppid_of(sleep), pid(&reaper), "adopted by the helper");
+    std::fs::write(&tick2, "go\n").unwrap();
+    let v = ev.wait_for("the sleep's adoption", |v| {
+        kind(v) == "reparented" && v["identity"]["pid"] == sleep
+    });
+    assert_eq!(v["classification"], "foreign_reaper", "{v}");
+    assert_eq!(v["to"], reaper["identity"]);
+    assert_eq!(v["expected"], me, "foster expected it");
+    assert_eq!(v["from"]["pid"], middle);
+    assert_eq!(v["helper"], format!("{tag}-reaper"));
+    assert_eq!(v["generation"], 3);
+    stop_leaving_nothing(&mut f, &mut ev, &format!("{tag}-reaper"));
 }

@@ -791,3 +791,88 @@ fn unreadable_empty_and_garbage_entries_are_skipped() {
     assert!(s.cmdline_unreadable >= 1, "{s:?}");
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// A Subtree of this test process follows a parent that exits without being reaped (a
+/// zombie): its child moves out of the subtree at once, and the next update says so while
+/// reading only what changed.
+#[test]
+fn subtree_follows_a_zombie_parents_child_out() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    let _serial = serial();
+    let dir = std::env::temp_dir().join(format!("foster-subtree-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let hold = dir.join("hold");
+    let c = CString::new(hold.as_os_str().as_bytes()).unwrap();
+    // SAFETY: valid path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    // P: starts G (`cat` holding the FIFO), prints G's pid, exits when told.
+    let mut p = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(format!("cat < {} & echo $!; read x", hold.display()))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let holder = std::fs::OpenOptions::new().write(true).open(&hold).unwrap(); // G runs
+    let mut line = String::new();
+    BufReader::new(p.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let g: i32 = line.trim().parse().unwrap();
+    let p_pid = p.id() as i32;
+    let me = std::process::id() as i32;
+    let mut tree = foster::tree::Subtree::new(me, b"FOSTER_", ScanOptions::default()).unwrap();
+    let (_, first) = tree.update().unwrap();
+    let g_id = tree
+        .snapshot()
+        .identity_of(g)
+        .expect("G below this process");
+    assert_eq!(tree.snapshot().get(&g_id).unwrap().ppid, p_pid);
+    assert_eq!(
+        first.stat_reads, first.listed,
+        "the first update reads everything"
+    );
+    // Nothing changed: only the parents of the subtree are read again.
+    let (changes, quiet) = tree.update().unwrap();
+    assert!(!changes.iter().any(|c| c.identity() == g_id), "{changes:?}");
+    assert!(quiet.stat_reads < quiet.listed, "{quiet:?}");
+    // P exits; this test does not reap it yet.
+    writeln!(p.stdin.take().unwrap(), "go").unwrap();
+    // SAFETY: pidfd of our own child; poll for its exit (not its reaping) with a deadline.
+    unsafe {
+        let fd = libc::syscall(libc::SYS_pidfd_open, p_pid, 0) as i32;
+        assert!(fd >= 0);
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        assert_eq!(libc::poll(&mut pfd, 1, 10_000), 1, "P did not exit");
+        libc::close(fd);
+    }
+    let (changes, _) = tree.update().unwrap();
+    let moved = changes
+        .iter()
+        .find(|c| matches!(c, Change::Reparented { identity, .. } if *identity == g_id))
+        .unwrap_or_else(|| panic!("G's move not seen: {changes:?}"));
+    let Change::Reparented { from, .. } = moved else {
+        unreachable!()
+    };
+    assert_eq!(from.map(|f| f.pid), Some(p_pid));
+    assert!(!tree.snapshot().contains(&g_id), "G left the subtree");
+    assert!(
+        tree.snapshot().by_pid(p_pid).is_some_and(|n| n.is_zombie()),
+        "P is still there, a zombie"
+    );
+    drop(holder); // G (cat) reads end of file and ends
+    p.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while g_id.is_alive() {
+        assert!(Instant::now() < deadline, "G did not end");
+        // A bounded wait for an exit this test already caused, not a synchronisation.
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}

@@ -79,11 +79,7 @@ impl ProcessNode {
 
     /// The same node with these arguments.
     pub fn with_cmdline<A: AsRef<[u8]>>(mut self, args: &[A]) -> ProcessNode {
-        self.cmdline = args
-            .iter()
-            .map(|a| a.as_ref().to_vec())
-            .collect::<Vec<_>>()
-            .into();
+        self.cmdline = byte_strings(args);
         self
     }
 
@@ -103,11 +99,7 @@ impl ProcessNode {
 
     /// The same node with these environment entries (`NAME=VALUE`).
     pub fn with_environ<A: AsRef<[u8]>>(mut self, vars: &[A]) -> ProcessNode {
-        self.environ = vars
-            .iter()
-            .map(|a| a.as_ref().to_vec())
-            .collect::<Vec<_>>()
-            .into();
+        self.environ = byte_strings(vars);
         self
     }
 
@@ -115,6 +107,14 @@ impl ProcessNode {
     pub fn is_zombie(&self) -> bool {
         matches!(self.state, b'Z' | b'X')
     }
+}
+
+fn byte_strings<A: AsRef<[u8]>>(items: &[A]) -> Arc<[Vec<u8>]> {
+    items
+        .iter()
+        .map(|a| a.as_ref().to_vec())
+        .collect::<Vec<_>>()
+        .into()
 }
 
 /// Why a tree could not be read or a subtree taken.

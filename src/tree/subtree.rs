@@ -5,8 +5,10 @@
 //! `/proc` once ([`Scanner::relist`]) and reads `stat` only for
 //!
 //! - the pids that appeared since the last update (new processes, or pids now held by another),
-//! - the processes of the subtree whose parent's entry vanished (the only ones the kernel can
-//!   have reparented: a parent changes only when the parent dies).
+//! - the parents of the subtree (the processes with a child in it),
+//! - the children of a parent that vanished or is now a zombie: the only processes the kernel
+//!   can have reparented, since a parent changes only when the parent exits (at its exit, not
+//!   at its reaping, hence the zombie check).
 //!
 //! Every other process of the subtree is as it was; a process outside it that did not appear
 //! anew is not read at all, since a process outside can never enter it (it can only be
@@ -75,27 +77,49 @@ impl Subtree {
     pub fn update(&mut self) -> Result<(Vec<Change>, UpdateStats), TreeError> {
         let relisting = self.scanner.relist()?;
         let vanished: HashSet<i32> = relisting.vanished.iter().copied().collect();
-        let mut read = relisting.appeared;
-        let mut nodes = Vec::with_capacity(self.snapshot.len() + read.len());
+        // Read the new pids and every parent of the subtree (a parent that exited reparented
+        // its children at once, even while it waits, a zombie, to be reaped).
+        let mut first: Vec<i32> = relisting.appeared;
+        first.extend(
+            self.snapshot
+                .nodes()
+                .filter(|n| !vanished.contains(&n.pid))
+                .filter(|n| !self.snapshot.children(&n.identity).is_empty())
+                .map(|n| n.pid),
+        );
+        first.sort_unstable();
+        first.dedup();
+        let fresh = self.scanner.scan_pids(&first);
+        let dead: HashSet<i32> = vanished
+            .iter()
+            .copied()
+            .chain(
+                first
+                    .iter()
+                    .copied()
+                    .filter(|&p| fresh.by_pid(p).is_none_or(ProcessNode::is_zombie)),
+            )
+            .collect();
+        // The children of a dead parent are the only other processes that can have moved.
+        let mut second = Vec::new();
+        let mut nodes = Vec::with_capacity(self.snapshot.len() + first.len());
         for n in self.snapshot.nodes() {
-            if vanished.contains(&n.pid) {
+            if vanished.contains(&n.pid) || fresh.contains(&n.identity) {
                 continue;
             }
-            if vanished.contains(&n.ppid) {
-                read.push(n.pid);
+            if dead.contains(&n.ppid) {
+                second.push(n.pid);
             } else {
                 nodes.push(n.clone());
             }
         }
-        read.sort_unstable();
-        read.dedup();
-        let fresh = self.scanner.scan_pids(&read);
+        let again = self.scanner.scan_pids(&second);
         let mut stats = UpdateStats {
             listed: self.scanner.listed(),
-            stat_reads: read.len(),
+            stat_reads: first.len() + second.len(),
             environ_reads: 0,
         };
-        for mut n in fresh.nodes().cloned() {
+        for mut n in fresh.nodes().chain(again.nodes()).cloned() {
             if let Some(old) = self.snapshot.get(&n.identity) {
                 n.environ = old.environ.clone();
             }
