@@ -56,8 +56,14 @@ for e in ev:
         deaths[e["helper"]] = e["ts_ms"]
     if e["event"] == "signal" and e["reason"] == "orphan_policy" and e["helper"] in deaths:
         lat.append(e["ts_ms"] - deaths[e["helper"]])
+first = {}
+for e in ev:
+    if e["event"] == "signal" and e["reason"] == "orphan_policy" and e["helper"] in deaths:
+        first.setdefault(e["helper"], e["ts_ms"] - deaths[e["helper"]])
+per = [first.get(f"h{n}") for n in range(10)]
 lat.sort()
 print(f"death -> orphan policy signal: n={len(lat)} median {lat[len(lat)//2]} ms, max {lat[-1]} ms")
+print(f"per death, in kill order (ms to the first orphan's signal): {per}")
 PY
 kill -TERM $PID
 wait $PID || echo "foster exit status $?"
