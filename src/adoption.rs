@@ -290,6 +290,9 @@ impl Registry {
         from: Option<Identity>,
         to: Option<Identity>,
     ) -> Option<Adoption> {
+        if identity == self.me {
+            return None; // foster's own parent is not foster's business
+        }
         let rec = self.records.get(&identity)?.clone();
         let node = tree.get(&identity);
         let in_tree = to.is_some_and(|t| tree.contains(&t));

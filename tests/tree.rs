@@ -838,6 +838,10 @@ fn subtree_follows_a_zombie_parents_child_out() {
     let (changes, quiet) = tree.update().unwrap();
     assert!(!changes.iter().any(|c| c.identity() == g_id), "{changes:?}");
     assert!(quiet.stat_reads < quiet.listed, "{quiet:?}");
+    assert!(
+        !changes.iter().any(|c| c.identity().pid == me),
+        "the root did not move: {changes:?}"
+    );
     // P exits; this test does not reap it yet.
     writeln!(p.stdin.take().unwrap(), "go").unwrap();
     // SAFETY: pidfd of our own child; poll for its exit (not its reaping) with a deadline.

@@ -122,6 +122,11 @@ impl Subtree {
         for mut n in fresh.nodes().chain(again.nodes()).cloned() {
             if let Some(old) = self.snapshot.get(&n.identity) {
                 n.environ = old.environ.clone();
+                if n.ppid == old.ppid {
+                    // Same parent: keep its identity even when the parent was not read again
+                    // (the root's parent, outside the subtree).
+                    n.parent = old.parent;
+                }
             }
             nodes.push(n);
         }
