@@ -603,12 +603,13 @@ fn an_undeclared_subreaper_is_a_foreign_reaper() {
         gate.display()
     );
     let exe = std::env::current_exe().unwrap();
-    // Two helpers whose death (on their FIFO) makes foster read its tree: each leaves a
-    // sleep behind, whose adoption event says the read happened.
+    // Two helpers whose death (on their FIFO) makes foster read its tree: each starts a sleep
+    // only then and leaves it behind; its adoption event says that foster listed /proc after
+    // the sleep existed, hence after everything the test had set up before.
     let tick = |name: &str, fifo: &Path| {
         format!(
             "[[helper]]\nname = \"{tag}-{name}\"\n\
-             command = [\"/bin/sh\", \"-c\", \"sleep 1000 & read x < {}\"]\n",
+             command = [\"/bin/sh\", \"-c\", \"read x < {}; sleep 1000 & exit 0\"]\n",
             fifo.display()
         )
     };
