@@ -178,6 +178,10 @@ pub struct InitArgs {
     #[arg(short = 'p', long = "pdeath-signal", value_name = "SIGNAL",
           env = "FOSTER_PDEATH_SIGNAL", value_parser = crate::init::signals::parse_signal)]
     pub pdeath: Option<i32>,
+    /// Give PROGRAM a parent-death policy chain (`TERM:exit:5s;KILL`, see docs/gate.md):
+    /// PROGRAM starts through the gate, armed and checked against foster. Default: unarmed.
+    #[arg(long, value_name = "CHAIN", env = "FOSTER_INIT_POLICY")]
+    pub policy: Option<crate::policy::Policy>,
     /// Log level added to -v/-q: 1 decisions, 2 every reap and signal, -1 errors only.
     #[arg(
         long,
@@ -593,6 +597,7 @@ fn init(a: InitArgs, verbosity: i8) -> ExitCode {
     opts.wait_all = a.wait_all;
     opts.grace = a.grace;
     opts.pdeath = a.pdeath;
+    opts.policy = a.policy;
     opts.verbosity = verbosity.saturating_add(a.verbosity);
     ExitCode::from(crate::init::run(&opts) as u8)
 }

@@ -70,6 +70,29 @@ pub struct LaunchSpec {
     pub allow_setid: bool,
     /// Qualification hooks for the gate.
     pub trace: Option<Trace>,
+    /// Run the gate: arm `policy`, check the parent, set `FOSTER_*` (the default). `false`:
+    /// the child runs unarmed and its environment is left as the spawner's (a container
+    /// init's PROGRAM without `--policy`; set-id targets are then not refused).
+    pub gated: bool,
+    /// Put the child in a process group of its own (`setpgid(0, 0)`) before the gate.
+    pub new_process_group: bool,
+    /// Then make that group the foreground group of this terminal (`tcsetpgrp`).
+    pub foreground_tty: Option<RawFd>,
+    /// The signal state the child execs with, applied after the gate; `None`: the gate's
+    /// (empty mask, this process's dispositions with caught handlers reset).
+    pub exec_signals: Option<ExecSignals>,
+}
+
+/// A signal state to exec with (bit `n - 1` for signal `n`, signals 1..=64, the layout of
+/// `SigBlk`/`SigIgn` in `/proc/<pid>/status`): a container init passes on what it inherited.
+/// The policy's signal of a gated launch is taken out of both sets, or it would be armed in
+/// name only.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExecSignals {
+    /// Blocked signals.
+    pub mask: u64,
+    /// Signals whose disposition is "ignore"; every other one gets the default.
+    pub ignored: u64,
 }
 
 impl LaunchSpec {
@@ -93,6 +116,10 @@ impl LaunchSpec {
             stderr: None,
             allow_setid: false,
             trace: None,
+            gated: true,
+            new_process_group: false,
+            foreground_tty: None,
+            exec_signals: None,
         }
     }
 }
@@ -317,6 +344,10 @@ struct Prepared {
     uid: Option<u32>,
     cwd: Option<CString>,
     caught: Vec<i32>,
+    gated: bool,
+    new_process_group: bool,
+    foreground_tty: RawFd,
+    exec_signals: Option<ExecSignals>,
 }
 
 fn prepare(
@@ -327,6 +358,7 @@ fn prepare(
     let resolved = gate::resolve_program(&spec.program).map_err(SpawnError::Target)?;
     match gate::check_target(&resolved) {
         Ok(()) => {}
+        Err(e) if e.is_privileged() && !spec.gated => {}
         Err(e) if e.is_privileged() && spec.allow_setid => {
             tracing::warn!("{e} (allowed: the helper runs unsupervised after exec)");
         }
@@ -358,7 +390,12 @@ fn prepare(
     for (k, v) in &spec.env {
         set(k, v.as_deref());
     }
-    for (k, v) in gate::env_for_children(me, me, &spec.policy) {
+    let foster_env = if spec.gated {
+        gate::env_for_children(me, me, &spec.policy)
+    } else {
+        Vec::new()
+    };
+    for (k, v) in foster_env {
         if k == ENV_PARENT {
             continue; // filled by the child with its own identity
         }
@@ -369,7 +406,9 @@ fn prepare(
         };
         set(OsStr::new(&k), v.as_deref().map(OsStr::new));
     }
-    vars.retain(|(k, _)| k != ENV_PARENT);
+    if spec.gated {
+        vars.retain(|(k, _)| k != ENV_PARENT);
+    }
     let mut env = Vec::with_capacity(vars.len());
     for (k, v) in vars {
         let mut kv = k.into_vec();
@@ -380,7 +419,9 @@ fn prepare(
     let slot = IdentitySlot::new(ENV_PARENT);
     let mut envp: Vec<_> = env.iter().map(|c| c.as_ptr()).collect();
     let slot_index = envp.len();
-    envp.push(slot.as_ptr());
+    if spec.gated {
+        envp.push(slot.as_ptr());
+    }
     envp.push(std::ptr::null());
 
     let mut plan = GatePlan::new(me, &spec.policy, SignalSetup::ExecDefault);
@@ -409,6 +450,17 @@ fn prepare(
         uid: spec.uid,
         cwd,
         caught: caught_signals(),
+        gated: spec.gated,
+        new_process_group: spec.new_process_group || spec.foreground_tty.is_some(),
+        foreground_tty: spec.foreground_tty.unwrap_or(-1),
+        exec_signals: spec.exec_signals.map(|mut e| {
+            if spec.gated && (1..=64).contains(&spec.policy.signal) {
+                let bit = 1u64 << (spec.policy.signal - 1);
+                e.mask &= !bit;
+                e.ignored &= !bit;
+            }
+            e
+        }),
     })
 }
 
@@ -440,6 +492,14 @@ unsafe fn child(p: &mut Prepared, report_fd: RawFd) -> ! {
             act.sa_sigaction = libc::SIG_DFL;
             libc::sigaction(sig, &act, std::ptr::null_mut());
         }
+        if p.new_process_group {
+            // Every signal is blocked here (SIGTTOU included), so tcsetpgrp from what is now
+            // a background group goes through.
+            libc::setpgid(0, 0);
+            if p.foreground_tty >= 0 {
+                libc::tcsetpgrp(p.foreground_tty, libc::getpid());
+            }
+        }
         for (i, &fd) in p.stdio.iter().enumerate() {
             if fd >= 0 && libc::dup2(fd, i as i32) < 0 {
                 fail(R_SETUP, 0, last_errno(), EXIT_GATE_ERROR);
@@ -470,13 +530,42 @@ unsafe fn child(p: &mut Prepared, report_fd: RawFd) -> ! {
         {
             fail(R_SETUP, 4, last_errno(), EXIT_GATE_ERROR);
         }
-        if !p.slot.fill_with_self() {
-            fail(R_SETUP, 5, last_errno(), EXIT_GATE_ERROR);
+        if p.gated {
+            if !p.slot.fill_with_self() {
+                fail(R_SETUP, 5, last_errno(), EXIT_GATE_ERROR);
+            }
+            p.envp[p.slot_index] = p.slot.as_ptr();
+            if let Err(stop) = p.plan.run() {
+                let (k, v) = stop.encode();
+                fail(R_GATE, k, v, stop.exit_status());
+            }
         }
-        p.envp[p.slot_index] = p.slot.as_ptr();
-        if let Err(stop) = p.plan.run() {
-            let (k, v) = stop.encode();
-            fail(R_GATE, k, v, stop.exit_status());
+        if let Some(e) = p.exec_signals {
+            for sig in 1..=64 {
+                if sig == libc::SIGKILL || sig == libc::SIGSTOP || sig == 32 || sig == 33 {
+                    continue;
+                }
+                let mut act: libc::sigaction = std::mem::zeroed();
+                act.sa_sigaction = if e.ignored & (1u64 << (sig - 1)) != 0 {
+                    libc::SIG_IGN
+                } else {
+                    libc::SIG_DFL
+                };
+                libc::sigaction(sig, &act, std::ptr::null_mut());
+            }
+            let mut mask: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut mask);
+            for sig in 1..=64 {
+                if e.mask & (1u64 << (sig - 1)) != 0 {
+                    libc::sigaddset(&mut mask, sig);
+                }
+            }
+            libc::sigprocmask(libc::SIG_SETMASK, &mask, std::ptr::null_mut());
+        } else if !p.gated {
+            // What the gate would have done: an empty mask (every signal is blocked here).
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
         }
         libc::execve(p.path.as_ptr(), p.argv_ptrs.as_ptr(), p.envp.as_ptr());
         let e = last_errno();

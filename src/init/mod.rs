@@ -31,12 +31,12 @@ use self::launch::{LaunchPlan, Launched};
 use self::role::{Role, SubreaperWish};
 use self::signals::{Inherited, Rewrites, SignalFd};
 use self::tty::Terminal;
+use crate::gate::{GatePlan, GateStop, SignalSetup};
+use crate::policy::{Policy, Reaction};
+use crate::spawner::Spawner;
 
 /// The default `--grace` of `--wait-all`.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
-
-/// Exit status when foster's own parent was already gone when `-p` armed (the gate's).
-pub const EXIT_PARENT_GONE: i32 = 120;
 
 /// Everything `foster init` was asked to do.
 #[derive(Debug, Clone)]
@@ -58,6 +58,8 @@ pub struct Options {
     pub grace: Duration,
     /// foster's own parent-death signal (`-p`).
     pub pdeath: Option<i32>,
+    /// PROGRAM's parent-death policy chain (`--policy`); `None`: PROGRAM runs unarmed.
+    pub policy: Option<Policy>,
     /// Log verbosity: -2 nothing, -1 errors, 0 warnings, 1 decisions, 2 every reap and signal.
     pub verbosity: i8,
 }
@@ -75,6 +77,7 @@ impl Options {
             wait_all: false,
             grace: DEFAULT_GRACE,
             pdeath: None,
+            policy: None,
             verbosity: 0,
         }
     }
@@ -126,6 +129,8 @@ enum Phase {
 
 fn run_inner(opts: &Options) -> Result<i32, String> {
     let inherited = Inherited::get();
+    // The parent foster started with, read as early as possible (for -p without FOSTER_PARENT).
+    let first_parent = Identity::parent().ok().flatten();
     let forwarded = signals::forwarded();
     // First: SIGCHLD and every forwarded signal blocked, before any thread exists.
     crate::reaper::block_signals(&[]).map_err(|e| format!("cannot block SIGCHLD: {e}"))?;
@@ -145,13 +150,17 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
     }
 
     if let Some(sig) = opts.pdeath {
-        arm_own_pdeath(sig)?;
+        arm_own_pdeath(sig, first_parent)?;
     }
 
     let mut reaper: Reaper<()> =
         Reaper::new().map_err(|e| format!("cannot start the reaper: {e}"))?;
     let sfd =
         SignalFd::new(forwarded).map_err(|e| format!("signalfd for the forwarded signals: {e}"))?;
+
+    // The creator thread of every launch (the kernel's "parent" of PROGRAM for its
+    // parent-death signal); it inherits the mask blocked above and sleeps in a channel receive.
+    let spawner = Spawner::start().map_err(|e| format!("cannot start the spawner thread: {e}"))?;
 
     let terminal = Terminal::foreground_on(libc::STDIN_FILENO);
     if let Some(t) = terminal {
@@ -168,12 +177,13 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
         own_group: opts.group,
         terminal,
         inherited,
+        policy: opts.policy.clone(),
     };
-    let launched = match reaper.launch((), || launch_program(&plan)) {
+    let launched = match reaper.launch((), || launch_program(&spawner, &plan)) {
         Ok(l) => l,
         Err(e) => {
             say!(-1, "error: {e}");
-            return Ok(e.exit_status());
+            return Ok(e.status);
         }
     };
     let program_pid = launched;
@@ -351,63 +361,74 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
     Ok(code)
 }
 
-/// Creates PROGRAM: the one place foster init launches. A failed exec still yields the pid
-/// (the child ended with 126 or 127 and is the reaper's), after saying why.
-fn launch_program(plan: &LaunchPlan) -> Result<i32, launch::LaunchError> {
-    let Launched { pid, exec_errno } = launch::launch(plan)?;
-    if let Some(errno) = exec_errno {
-        say!(
-            -1,
-            "error: {}",
-            launch::LaunchError::NotExecutable {
-                path: plan.program.clone().into(),
-                errno,
-            }
-        );
+/// Creates PROGRAM: the one place foster init launches. A failed exec or a gate stop still
+/// yields the pid (the child ended with its status and is the reaper's), after saying why.
+fn launch_program(spawner: &Spawner, plan: &LaunchPlan) -> Result<i32, launch::LaunchError> {
+    let Launched { pid, failed } = launch::launch(spawner, plan)?;
+    if let Some(why) = failed {
+        say!(-1, "error: {why}");
     }
     Ok(pid)
 }
 
-/// Arms foster's own parent-death signal and checks that the parent is still the expected one
-/// (`FOSTER_PARENT` when set, otherwise the parent foster had when it started).
-fn arm_own_pdeath(sig: i32) -> Result<(), String> {
-    let expected = match std::env::var("FOSTER_PARENT") {
-        Ok(text) => Some(
-            text.parse::<Identity>()
-                .map_err(|e| format!("FOSTER_PARENT: {e}"))?,
-        ),
-        Err(_) => Identity::parent().map_err(|e| format!("cannot read the parent: {e}"))?,
-    };
-    // SAFETY: prctl with integer arguments.
-    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) } != 0 {
+/// Arms foster's own parent-death signal through the gate, in-process: foster blocks the
+/// signal and consumes it on its forwarding signalfd (so it reaches PROGRAM like any other
+/// forwarded signal), the gate arms it, reads it back and checks that the parent is still the
+/// expected one: `FOSTER_PARENT` when set, otherwise the parent foster started with. A parent
+/// already gone stops foster before PROGRAM starts (status 120). When the parent lives in
+/// another PID namespace (`getppid()` is 0: foster is a container's PID 1), the signal is armed
+/// but cannot be re-checked, and foster says so.
+fn arm_own_pdeath(sig: i32, first_parent: Option<Identity>) -> Result<(), String> {
+    let sname = signals::name(sig);
+    if sig != libc::SIGKILL && !signals::forwarded().contains(sig) {
         return Err(format!(
-            "-p {}: prctl(PR_SET_PDEATHSIG) failed: {}",
-            signals::name(sig),
-            io::Error::last_os_error()
+            "-p {sname}: not a signal foster can receive and forward (use TERM, HUP, KILL...)"
         ));
     }
-    let ppid = nix::unistd::getppid().as_raw();
-    match expected {
-        _ if ppid == 0 => say!(
-            1,
-            "-p {}: armed; the parent lives in another PID namespace, so it cannot be re-checked",
-            signals::name(sig)
+    let expected = match std::env::var(crate::policy::ENV_PARENT) {
+        Ok(text) => Some(
+            text.parse::<Identity>()
+                .map_err(|e| format!("{}: {e}", crate::policy::ENV_PARENT))?,
         ),
-        Some(e) if e.pid == ppid && e.is_alive() => {
-            say!(1, "-p {}: armed, parent {e} checked", signals::name(sig))
+        Err(_) => first_parent,
+    };
+    let reaction = if sig == libc::SIGKILL {
+        Reaction::Kill
+    } else {
+        Reaction::Exit
+    };
+    let policy = Policy::new(sig, reaction);
+    let in_other_namespace = nix::unistd::getppid().as_raw() == 0;
+    let expected = if in_other_namespace { None } else { expected };
+    let Some(expected) = expected else {
+        // SAFETY: prctl with integer arguments.
+        if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) } != 0 {
+            return Err(format!(
+                "-p {sname}: prctl(PR_SET_PDEATHSIG) failed: {}",
+                io::Error::last_os_error()
+            ));
         }
-        Some(e) => {
+        say!(
+            1,
+            "-p {sname}: armed; the parent lives in another PID namespace (getppid() is 0), so \
+             it cannot be re-checked"
+        );
+        return Ok(());
+    };
+    match GatePlan::new(expected, &policy, SignalSetup::Consumed).run() {
+        Ok(_) => {
+            say!(1, "-p {sname}: armed, read back, parent {expected} checked");
+            Ok(())
+        }
+        Err(stop @ GateStop::ParentGone { .. }) => {
             say!(
                 -1,
-                "error: -p {}: the expected parent {e} is gone (getppid() is {ppid}): not \
-                 starting PROGRAM",
-                signals::name(sig)
+                "error: -p {sname}: {stop}; expected {expected}: not starting PROGRAM"
             );
-            std::process::exit(EXIT_PARENT_GONE);
+            std::process::exit(stop.exit_status());
         }
-        None => say!(1, "-p {}: armed", signals::name(sig)),
+        Err(stop) => Err(format!("-p {sname}: {stop}")),
     }
-    Ok(())
 }
 
 /// Sends `sig` to the rest of the tree: as PID 1 every other process of the namespace
