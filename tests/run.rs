@@ -102,7 +102,14 @@ fn pid(v: &Value) -> i32 {
     v["identity"]["pid"].as_i64().unwrap() as i32
 }
 
+/// Runs foster with `args`; `foster run` without its control socket: these tests do not use
+/// it, and the default path (named after the configuration file) would be shared by the tests
+/// running at once and by other runs of this suite on the machine.
 fn foster(args: &[&str]) -> Child {
+    let mut args = args.to_vec();
+    if args.first() == Some(&"run") && !args.contains(&"--check") {
+        args.insert(1, "--no-socket");
+    }
     Command::new(env!("CARGO_BIN_EXE_foster"))
         .args(args)
         .stdin(Stdio::null())
@@ -145,28 +152,39 @@ fn wait_gone(pid: i32, limit: Duration) -> bool {
     r == 1
 }
 
-/// Live processes whose environment says they descend from the helper `name`.
+/// Live processes whose environment says they descend from the helper `name`, and the
+/// descendants of those. The descendants are taken by parent pid too: a process in the middle of
+/// its exec shows an empty environment for an instant (the new image's is not set up yet), and
+/// a helper's "ready" barrier, written after its forks, does not wait for its children's execs.
 fn processes_of_helper(name: &str) -> Vec<i32> {
     let needle = format!("FOSTER_HELPER={name}");
-    let mut out = Vec::new();
+    let mut live = Vec::new(); // (pid, ppid, marked)
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(p) = e.file_name().to_string_lossy().parse::<i32>() else {
             continue;
         };
-        let Ok(env) = std::fs::read(format!("/proc/{p}/environ")) else {
+        let Some(ppid) = std::fs::read(format!("/proc/{p}/stat")).ok().and_then(|s| {
+            foster::procstat::StatFields::parse(&s)
+                .ok()
+                .filter(|f| f.state != b'Z')
+                .map(|f| f.ppid)
+        }) else {
             continue;
         };
-        let alive = std::fs::read(format!("/proc/{p}/stat"))
-            .ok()
-            .and_then(|s| {
-                foster::procstat::StatFields::parse(&s)
-                    .ok()
-                    .map(|f| f.state != b'Z')
-            })
-            .unwrap_or(false);
-        if alive && env.split(|&b| b == 0).any(|v| v == needle.as_bytes()) {
-            out.push(p);
+        let marked = std::fs::read(format!("/proc/{p}/environ"))
+            .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == needle.as_bytes()));
+        live.push((p, ppid, marked));
+    }
+    let mut out: Vec<i32> = live.iter().filter(|l| l.2).map(|l| l.0).collect();
+    let mut i = 0;
+    while i < out.len() {
+        let parent = out[i];
+        for &(p, ppid, _) in &live {
+            if ppid == parent && !out.contains(&p) {
+                out.push(p);
+            }
         }
+        i += 1;
     }
     out
 }
@@ -390,7 +408,7 @@ fn nested_supervisors_adopt_at_the_nearest_living_subreaper() {
         "top.toml",
         &format!(
             "[[helper]]\nname = \"{tag}-nested\"\n\
-             command = [\"{exe}\", \"run\", \"--events-log\", \"{}\", \"{}\"]\n\
+             command = [\"{exe}\", \"run\", \"--no-socket\", \"--events-log\", \"{}\", \"{}\"]\n\
              [[helper.generation]]\nsignal = \"TERM\"\n\
              [[helper.generation]]\nsignal = \"KILL\"\nreaction = \"kill\"\ngrace = \"1s\"\n",
             inner_fifo.display(),
