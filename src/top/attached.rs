@@ -290,7 +290,23 @@ impl AttachedSource {
 
 impl Source for AttachedSource {
     fn sample(&mut self) -> Result<Sample, SourceError> {
-        let status = self.snapshot()?;
+        let status = self.snapshot().map_err(|e| {
+            // Said plainly when the stream announced it: the usual end of an attached view.
+            let feed = self.feed.lock().unwrap();
+            let stopped = feed.records.iter().rev().find_map(|i| match i {
+                Item::Event(EventRecord {
+                    event: Event::Stopped { exit_status },
+                    ..
+                }) => Some(*exit_status),
+                _ => None,
+            });
+            match stopped {
+                Some(code) => SourceError(format!(
+                    "the supervisor has stopped (exit status {code}); q quits"
+                )),
+                None => e,
+            }
+        })?;
         let closed = self.feed.lock().unwrap().closed.is_some();
         if !self.following || closed {
             // Events missed while the stream was down come back with the backlog; those
