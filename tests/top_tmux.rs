@@ -426,3 +426,134 @@ fn a_panic_restores_the_terminal() {
         "raw mode was not undone after the panic:\n{s}"
     );
 }
+
+/// Every process below `pid` (from /proc), children before grandchildren.
+fn descendants_of(pid: i32) -> Vec<Identity> {
+    let mut pids = vec![pid];
+    let mut i = 0;
+    while i < pids.len() {
+        pids.extend(children_of(pids[i]));
+        i += 1;
+    }
+    pids[1..]
+        .iter()
+        .filter_map(|p| Identity::of(*p).ok())
+        .collect()
+}
+
+/// The table row of `pid` on the screen, if shown.
+fn row_with_pid<'a>(screen: &'a str, pid: i32) -> Option<&'a str> {
+    let pat = format!(" {pid} ");
+    screen
+        .lines()
+        .find(|l| l.get(..10).is_some_and(|h| h.contains(&pat)))
+}
+
+/// The pid of the first row whose ROLE is `role` and HELPER is `helper`.
+fn pid_of_role(screen: &str, role: &str, helper: &str) -> Option<i32> {
+    screen.lines().find_map(|l| {
+        let mut w = l.trim_start_matches('!').split_whitespace();
+        let pid = w.next()?.parse().ok()?;
+        (w.next()? == role && w.next()? == helper).then_some(pid)
+    })
+}
+
+/// `foster demo` in a terminal opens the dashboard on the demo's supervisor: every role is on
+/// screen; collapse, filter, a signal to a helper (confirmed) that the supervisor restarts; `q`
+/// quits and tears the whole demo down, which the test checks by pid.
+#[test]
+fn demo_opens_the_dashboard_and_leaves_nothing_behind() {
+    if !tmux_available() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    let t = Tmux::start("sh");
+    t.text("S=$(stty -g)\n");
+    t.text(&format!(
+        "{} demo; echo status=$?\n",
+        env!("CARGO_BIN_EXE_foster")
+    ));
+    // Every role, with the adopted orphan (the orphaner orphans one at once).
+    let s = t.wait_for("every role of the demo", |s| {
+        ["supervisor", "helper", "descendant", "adopted"]
+            .iter()
+            .all(|r| s.lines().any(|l| l.split_whitespace().any(|w| w == *r)))
+            && s.contains("events")
+    });
+    for h in ["nested", "worker", "crasher", "orphaner"] {
+        assert!(s.contains(h), "helper {h} not on screen:\n{s}");
+    }
+    assert!(s.contains("attached to demo.toml"), "{s}");
+    let demo = dashboard_pid(&t);
+    // Everything the demo started, to check after quitting.
+    let all = descendants_of(demo.pid);
+    assert!(all.len() >= 8, "the demo's tree is too small: {all:?}");
+
+    // Filter on the worker: it, its descendants and its ancestors stay.
+    let worker = pid_of_role(&s, "helper", "worker").expect("the worker's row");
+    t.keys(&["/"]);
+    t.text("worker");
+    t.keys(&["Enter"]);
+    let s = t.wait_for("the filter on the worker", |s| {
+        s.contains("filter: worker") && !s.contains("crasher") && !s.contains("orphaner")
+    });
+    assert!(row_with_pid(&s, worker).is_some(), "{s}");
+    assert!(
+        s.lines().filter(|l| l.contains("descendant")).count() >= 2,
+        "the worker's descendants stay with it:\n{s}"
+    );
+    // The cursor landed on the first match, the worker itself: collapse it.
+    t.keys(&["Left"]);
+    let s = t.wait_for("the worker collapsed", |s| {
+        row_with_pid(s, worker).is_some_and(|r| r.contains("(+"))
+    });
+    assert!(
+        !s.lines()
+            .any(|l| l.contains("descendant") && l.contains("worker")),
+        "descendants hidden:\n{s}"
+    );
+
+    // Signal the worker (SIGTERM, the picker's default) and confirm: the supervisor restarts it.
+    t.keys(&["s"]);
+    t.wait_for("the signal picker", |s| s.contains("15 SIGTERM"));
+    t.keys(&["Enter"]);
+    t.wait_for("the confirmation", |s| {
+        s.contains(&format!("Send SIGTERM to {worker} (sh)?"))
+    });
+    t.keys(&["y"]);
+    t.wait_for("the result", |s| {
+        s.contains(&format!("sent SIGTERM to {worker} (sh)"))
+    });
+    let s = t.wait_for("the worker restarted", |s| {
+        pid_of_role(s, "helper", "worker").is_some_and(|p| p != worker)
+            && s.contains("launched worker")
+    });
+    let new_worker = pid_of_role(&s, "helper", "worker").unwrap();
+    assert!(
+        row_with_pid(&s, worker).is_none(),
+        "the old worker is gone:\n{s}"
+    );
+    let all: Vec<Identity> = all
+        .into_iter()
+        .chain(descendants_of(demo.pid))
+        .collect::<std::collections::HashSet<_>>()
+        .into_iter()
+        .collect();
+    assert!(all.iter().any(|i| i.pid == new_worker));
+
+    // Quit: the demo stops its supervisor, which ends the whole tree; nothing is left.
+    t.keys(&["Escape", "q"]);
+    let s = t.wait_for("the demo's exit status", |s| s.contains("status="));
+    assert!(s.contains("status=0"), "{s}");
+    assert!(wait_gone(demo), "the demo did not exit");
+    for id in &all {
+        assert!(wait_gone(*id), "process {id} of the demo outlived it:\n{s}");
+    }
+    assert_eq!(t.display("#{alternate_on}"), "0");
+    t.text("[ \"$(stty -g)\" = \"$S\" ] && echo modes-same || echo modes-differ\n");
+    let s = t.wait_for("the terminal modes compared", |s| {
+        s.lines()
+            .any(|l| l.trim() == "modes-same" || l.trim() == "modes-differ")
+    });
+    assert!(s.lines().any(|l| l.trim() == "modes-same"), "{s}");
+}
