@@ -38,7 +38,8 @@ pub enum Command {
     Run(RunArgs),
     /// Talk to a running supervisor through its control socket (see docs/ctl.md).
     Ctl(CtlArgs),
-    /// Watch foster supervise a built-in example tree: every role at once (see docs/demo.md).
+    /// Watch foster supervise a built-in example tree, every role at once, in the dashboard
+    /// (or as printed events with --events, or when not in a terminal); see docs/demo.md.
     Demo(DemoArgs),
     /// Run PROGRAM behind the parent-death gate: arm, check the parent, then exec it.
     ///
@@ -305,7 +306,11 @@ pub enum CtlCommand {
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Print the events as JSON lines instead of sentences.
+    /// Print the events as sentences instead of opening the dashboard (the default when
+    /// standard input or output is not a terminal).
+    #[arg(long, alias = "no-tui")]
+    pub events: bool,
+    /// Print the events as JSON lines instead of opening the dashboard.
     #[arg(long)]
     pub json: bool,
     /// Where the demo's control socket goes (default: a private temporary directory).
@@ -387,9 +392,15 @@ fn dispatch(command: Command) -> Result<ExitCode, CliError> {
         Command::Run(a) => run(a),
         Command::Ctl(a) => ctl(a),
         Command::Demo(a) => {
+            use std::io::IsTerminal;
+            let terminal = std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
+            if terminal && !a.events && !a.json {
+                return crate::top::demo::run(a.socket);
+            }
             let code = crate::demo::run(&crate::demo::DemoOptions {
                 json: a.json,
                 socket: a.socket,
+                log_to_file: false,
             })?;
             Ok(ExitCode::from(code.clamp(0, 255) as u8))
         }

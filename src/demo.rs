@@ -40,6 +40,9 @@ pub struct DemoOptions {
     pub json: bool,
     /// The control socket (default: `demo.sock` in the default socket directory).
     pub socket: Option<PathBuf>,
+    /// Send the supervisor's standard output and error to a file beside the socket (its path
+    /// with `.log`) instead of the terminal, which the dashboard owns.
+    pub log_to_file: bool,
 }
 
 /// A running demo supervisor.
@@ -50,6 +53,8 @@ pub struct Demo {
     pub socket: PathBuf,
     /// Whether the tree runs in its own PID namespace.
     pub contained: bool,
+    /// Where the supervisor's output goes, with [`DemoOptions::log_to_file`].
+    pub log: Option<PathBuf>,
     reaper: Reaper<()>,
     signals: SignalFd,
     _spawner: Spawner,
@@ -108,6 +113,16 @@ pub fn start(opts: &DemoOptions) -> io::Result<Demo> {
     ));
     spec.env
         .push(("FOSTER_EXE".into(), Some(exe.into_os_string())));
+    let log = if opts.log_to_file {
+        let log = path.with_extension("log");
+        let f = std::fs::File::create(&log)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", log.display())))?;
+        spec.stdout = Some(f.try_clone()?.into());
+        spec.stderr = Some(f.into());
+        Some(log)
+    } else {
+        None
+    };
     let spawner = Spawner::start()?;
     let mut reaper = reaper;
     let launched = reaper.launch((), || spawner.launch(spec).map(|l| l.pid));
@@ -119,6 +134,7 @@ pub fn start(opts: &DemoOptions) -> io::Result<Demo> {
         supervisor,
         socket: path,
         contained,
+        log,
         reaper,
         signals,
         _spawner: spawner,

@@ -106,10 +106,10 @@ fn a_snapshot_becomes_supervised_rows_with_anomalies_and_events() {
             },
         },
     ];
-    let sample = sample_of(&st, Path::new("/run/demo.sock"), &events, 1_767_000_002_201);
+    let sample = sample_of(&st, &events, 1_767_000_002_201);
     assert!(sample.supervised);
     assert!(
-        sample.origin.contains("demo.toml") && sample.origin.contains("4700"),
+        sample.origin == "supervisor 4700 of demo.toml",
         "{}",
         sample.origin
     );
@@ -207,7 +207,7 @@ fn key(c: char) -> crossterm::event::KeyEvent {
 #[test]
 fn standalone_rows_refuse_restart_and_stop_with_a_reason() {
     let st = status();
-    let mut sample = sample_of(&st, Path::new("/x"), &[], 0);
+    let mut sample = sample_of(&st, &[], 0);
     sample.supervised = false;
     for p in &mut sample.procs {
         p.supervision = None;

@@ -227,6 +227,9 @@ pub struct App {
     pub collapse_depth: Option<usize>,
     pub filter: String,
     pub filter_editing: bool,
+    /// Rows the user collapsed while the filter is on: they stay collapsed even though a
+    /// match below them would open them. Forgotten when the filter changes.
+    filter_collapsed: HashSet<Identity>,
     pub paused: bool,
     pub following: Option<Identity>,
     pub dialog: Dialog,
@@ -251,6 +254,7 @@ impl App {
             collapse_depth,
             filter: String::new(),
             filter_editing: false,
+            filter_collapsed: HashSet::new(),
             paused: false,
             following: None,
             dialog: Dialog::None,
@@ -410,8 +414,9 @@ impl App {
         while let Some((id, depth, lasts)) = stack.pop() {
             let n = &m.nodes[&id];
             let kids: Vec<Identity> = n.children.iter().copied().filter(visible).collect();
-            let collapsed =
-                !kids.is_empty() && self.collapsed.contains(&id) && !forced_open.contains(&id);
+            let collapsed = !kids.is_empty()
+                && self.collapsed.contains(&id)
+                && (!forced_open.contains(&id) || self.filter_collapsed.contains(&id));
             let mut prefix = String::new();
             for (level, last) in lasts.iter().enumerate().skip(1) {
                 if level + 1 == lasts.len() {
@@ -513,6 +518,9 @@ impl App {
         if collapse {
             if row.has_children && !row.collapsed {
                 self.collapsed.insert(row.id);
+                if !self.filter.is_empty() {
+                    self.filter_collapsed.insert(row.id);
+                }
             } else if let Some(p) = self.model.nodes.get(&row.id).and_then(|n| n.info.parent)
                 && self.rows.iter().any(|r| r.id == p)
             {
@@ -521,6 +529,7 @@ impl App {
             }
         } else {
             self.collapsed.remove(&row.id);
+            self.filter_collapsed.remove(&row.id);
         }
         self.relayout();
     }
@@ -628,6 +637,7 @@ impl App {
             Dialog::None => {}
         }
         if self.filter_editing {
+            self.filter_collapsed.clear();
             match key.code {
                 KeyCode::Enter => self.filter_editing = false,
                 KeyCode::Esc => {
@@ -682,10 +692,14 @@ impl App {
                     .filter(|(_, n)| !n.children.is_empty())
                     .map(|(i, _)| *i)
                     .collect();
+                if !self.filter.is_empty() {
+                    self.filter_collapsed = self.collapsed.clone();
+                }
                 self.relayout();
             }
             KeyCode::Char('+') | KeyCode::Char('=') | KeyCode::Char('E') => {
                 self.collapsed.clear();
+                self.filter_collapsed.clear();
                 self.relayout();
             }
             KeyCode::Char('/') => {
@@ -695,6 +709,7 @@ impl App {
             }
             KeyCode::Esc if !self.filter.is_empty() => {
                 self.filter.clear();
+                self.filter_collapsed.clear();
                 self.relayout();
             }
             KeyCode::Char('s') | KeyCode::Char('S') | KeyCode::F(9) => {

@@ -316,7 +316,7 @@ impl Source for AttachedSource {
         let feed = self.feed.lock().unwrap();
         let records: Vec<Item> = feed.records.iter().cloned().collect();
         drop(feed);
-        Ok(sample_with_items(&status, &self.socket, &records, now_ms()))
+        Ok(sample_with_items(&status, &records, now_ms()))
     }
 
     fn set_waker(&mut self, wake: Waker) {
@@ -333,12 +333,12 @@ fn now_ms() -> u64 {
 
 /// The dashboard's reading of a status snapshot and the events received so far; `now_ms` is
 /// the wall-clock time of the snapshot (to place the events on the snapshot's tick clock).
-pub fn sample_of(status: &Status, socket: &Path, events: &[EventRecord], now_ms: u64) -> Sample {
+pub fn sample_of(status: &Status, events: &[EventRecord], now_ms: u64) -> Sample {
     let items: Vec<Item> = events.iter().cloned().map(Item::Event).collect();
-    sample_with_items(status, socket, &items, now_ms)
+    sample_with_items(status, &items, now_ms)
 }
 
-fn sample_with_items(status: &Status, socket: &Path, items: &[Item], now_ms: u64) -> Sample {
+fn sample_with_items(status: &Status, items: &[Item], now_ms: u64) -> Sample {
     let hz = status.hz.max(1);
     let helpers: HashMap<&str, &crate::control::protocol::HelperInfo> = status
         .helpers
@@ -425,19 +425,18 @@ fn sample_with_items(status: &Status, socket: &Path, items: &[Item], now_ms: u64
             }
         })
         .collect();
-    let config = Path::new(&status.supervisor.config)
-        .file_name()
-        .map_or_else(
-            || status.supervisor.config.clone(),
-            |n| n.to_string_lossy().into_owned(),
-        );
-    let mut origin = format!(
-        "attached to {config} (supervisor {}, {})",
-        status.supervisor.identity.pid,
-        socket.display()
-    );
+    let config = match status.supervisor.config.as_str() {
+        "" | "-" => String::new(),
+        c => Path::new(c)
+            .file_name()
+            .map_or_else(|| c.to_string(), |n| format!(" of {}", n.to_string_lossy())),
+    };
+    let mut origin = format!("supervisor {}{config}", status.supervisor.identity.pid);
+    if status.supervisor.contained {
+        origin.push_str(" (own PID namespace)");
+    }
     if status.supervisor.shutting_down {
-        origin.push_str(", shutting down");
+        origin.push_str(", SHUTTING DOWN");
     }
     Sample {
         origin,
@@ -527,7 +526,7 @@ pub fn event_text(event: &Event) -> String {
             expected,
             ..
         } => {
-            let from = from.map_or_else(|| "?".to_string(), |f| f.pid.to_string());
+            let from = from.map_or_else(String::new, |f| format!(" (was under {})", f.pid));
             let how = match classification {
                 crate::adoption::Classification::Expected => "as expected".to_string(),
                 c => format!(
@@ -540,7 +539,7 @@ pub fn event_text(event: &Event) -> String {
                 ),
             };
             format!(
-                "{}{} orphaned: adopted by {} (was under {from}) {how}",
+                "{}{} orphaned: adopted by {}{from} {how}",
                 helper(h),
                 identity.pid,
                 to.pid

@@ -17,9 +17,11 @@
 //! - [`ui`], rendering.
 //! - [`standalone`], the `/proc` source; [`forks`], the kernel's fork notifications it uses.
 //! - [`attached`], the control-socket source.
+//! - [`demo`], `foster demo` in a terminal: the dashboard on the demo's supervisor.
 
 pub mod app;
 pub mod attached;
+pub mod demo;
 pub mod event;
 pub mod forks;
 pub mod model;

@@ -356,6 +356,8 @@ impl Model {
 pub struct Tracker {
     prev_now: u64,
     prev_ticks: HashMap<Identity, u64>,
+    /// The rates of the last reading, kept for a reading that comes too soon after it.
+    prev_pct: HashMap<Identity, f64>,
     zombie_since: HashMap<Identity, u64>,
 }
 
@@ -370,18 +372,31 @@ impl Tracker {
         let now = sample.now_ticks;
         let elapsed = now.saturating_sub(self.prev_now);
         let have_prev = !self.prev_ticks.is_empty() && elapsed > 0;
+        // A reading pushed by an event can come a few milliseconds after the last one: too
+        // soon for a rate (a tick is 10 ms). Then the last rates stay, and so does the baseline.
+        let too_soon = !self.prev_ticks.is_empty() && elapsed < (hz / 4).max(1);
 
         let mut nodes: HashMap<Identity, Node> = HashMap::with_capacity(sample.procs.len());
         let mut ticks = HashMap::with_capacity(sample.procs.len());
+        let mut pcts = HashMap::with_capacity(sample.procs.len());
         for info in sample.procs {
-            let cpu_pct = if have_prev {
+            let cpu_pct = if too_soon {
+                self.prev_pct.get(&info.id).copied()
+            } else if have_prev {
                 self.prev_ticks.get(&info.id).map(|&before| {
                     info.cpu_ticks.saturating_sub(before) as f64 * 100.0 / elapsed as f64
                 })
             } else {
                 None
             };
-            ticks.insert(info.id, info.cpu_ticks);
+            if let Some(p) = cpu_pct {
+                pcts.insert(info.id, p);
+            }
+            let baseline = match (too_soon, self.prev_ticks.get(&info.id)) {
+                (true, Some(&before)) => before,
+                _ => info.cpu_ticks,
+            };
+            ticks.insert(info.id, baseline);
             let age_secs = now.saturating_sub(info.id.start_time) / hz;
             nodes.insert(
                 info.id,
@@ -396,7 +411,10 @@ impl Tracker {
             );
         }
         self.prev_ticks = ticks;
-        self.prev_now = now;
+        self.prev_pct = pcts;
+        if !too_soon {
+            self.prev_now = now;
+        }
 
         // Link children to parents; a parent missing from the reading makes a root.
         let mut roots = Vec::new();

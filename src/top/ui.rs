@@ -57,7 +57,7 @@ impl Column {
             Column::Helper => 8,
             Column::Generation => 3,
             Column::State => 4,
-            Column::Policy => 12,
+            Column::Policy => 15,
             Column::Age => 6,
             Column::Cpu => 5,
             Column::Rss => 6,
@@ -123,7 +123,15 @@ struct Areas {
 
 fn areas(area: Rect, app: &App) -> Areas {
     let events_h = if app.model.supervised && area.height >= 14 {
-        (area.height / 4).clamp(4, 8)
+        // A quarter of the screen, or all the table does not need (one blank line between),
+        // so a small tree leaves room for more events.
+        let body = area.height - 2;
+        let table_needs = app.rows.len() as u16 + 2;
+        let events_have = app.model.events.len() as u16 + 1;
+        (area.height / 4)
+            .clamp(4, 8)
+            .max(body.saturating_sub(table_needs).min(events_have))
+            .min(body - 3)
     } else {
         0
     };

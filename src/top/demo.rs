@@ -1,0 +1,58 @@
+//! `foster demo` in a terminal: the dashboard attached to the demo's supervisor.
+//!
+//! Owns [`run`]: it starts the demo's supervisor ([`crate::demo::start`], its output sent to a
+//! log file so that nothing but the dashboard writes to the terminal), runs the dashboard on its
+//! control socket, and, however the dashboard ends (`q`, a termination signal, an error), stops
+//! the supervisor (SIGTERM: its orderly shutdown, which ends the whole tree) and waits until it
+//! has ended, so that nothing the demo started is left running.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use crate::demo::{self, DemoOptions};
+use crate::top::{TopError, TopOptions};
+
+/// Runs the demo with its dashboard; returns 0 once the tree has ended after `q` or a
+/// termination signal, else the supervisor's exit status.
+pub fn run(socket: Option<std::path::PathBuf>) -> Result<ExitCode, TopError> {
+    let mut d = demo::start(&DemoOptions {
+        json: false,
+        socket,
+        log_to_file: true,
+    })?;
+    let shown = crate::top::run(TopOptions {
+        root: None,
+        attach: Some(d.socket.clone()),
+        interval: Duration::from_secs(1),
+        collapse_depth: None,
+    });
+    eprintln!("foster demo: stopping the supervisor; it ends the whole tree...");
+    crate::supervisor::send_to_identity(d.supervisor, libc::SIGTERM);
+    let status = d.wait(|_| {})?;
+    let code = status.shell_code();
+    let clean = code == crate::supervisor::EXIT_OK || code == crate::supervisor::EXIT_FORCED;
+    let forced = if code == crate::supervisor::EXIT_FORCED {
+        ": a process outlived its stop grace and was SIGKILLed"
+    } else {
+        ""
+    };
+    eprintln!(
+        "foster demo: the supervisor ended ({status}{forced}){}",
+        if clean {
+            "; nothing it started is left running."
+        } else {
+            ""
+        }
+    );
+    if let Some(log) = &d.log {
+        eprintln!("foster demo: its log is in {}", log.display());
+    }
+    // Quitting, or a signal asking to stop, is the demo's normal end once the tree has ended
+    // (4: something had to be SIGKILLed after its grace, the orphan that ignores its signal).
+    shown?;
+    Ok(if clean {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(code.clamp(0, 255) as u8)
+    })
+}
