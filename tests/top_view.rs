@@ -397,10 +397,16 @@ fn filter_keeps_ancestors_and_descendants() {
         200,
         "the cursor lands on the match"
     );
-    // Collapsing an ancestor of a match cannot hide the match.
+    // Collapse all cannot hide the match.
     press(&mut app, "-");
     assert!(pids(&app).contains(&200));
     press(&mut app, "+");
+    // But collapsing one row on purpose does, though its descendants match too.
+    app.on_key(key(KeyCode::Left));
+    assert_eq!(pids(&app), vec![1, 100, 200]);
+    assert!(app.rows[2].collapsed && app.rows[2].hidden == 2);
+    app.on_key(key(KeyCode::Right));
+    assert_eq!(pids(&app), vec![1, 100, 200, 201, 202]);
     // By pid, by role.
     press(&mut app, "/600");
     app.on_key(key(KeyCode::Enter));
@@ -662,4 +668,25 @@ fn root_source_follows_births_and_deaths() {
     );
     let e = src.sample().unwrap_err().to_string();
     assert!(e.contains("has exited"), "{e}");
+}
+
+/// A reading pushed by an event a few milliseconds after the last one keeps the last CPU rates
+/// (too soon for a rate of its own), and the next reading measures from the older baseline.
+#[test]
+fn a_reading_too_soon_after_the_last_keeps_the_rates() {
+    let mut t = Tracker::new();
+    t.update(supervised(0));
+    let m = t.update(supervised(HZ));
+    let db = |m: &foster::top::model::Model| {
+        m.nodes
+            .values()
+            .find(|n| n.info.id.pid == 200)
+            .unwrap()
+            .cpu_pct
+    };
+    assert_eq!(db(&m), Some(25.0));
+    let soon = t.update(supervised(HZ + 1));
+    assert_eq!(db(&soon), Some(25.0), "kept, not blank");
+    let later = t.update(supervised(2 * HZ));
+    assert_eq!(db(&later), Some(25.0), "measured over the whole second");
 }

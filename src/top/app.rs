@@ -227,8 +227,9 @@ pub struct App {
     pub collapse_depth: Option<usize>,
     pub filter: String,
     pub filter_editing: bool,
-    /// Rows the user collapsed while the filter is on: they stay collapsed even though a
-    /// match below them would open them. Forgotten when the filter changes.
+    /// Rows the user collapsed one by one while the filter is on: they stay collapsed even
+    /// though a match below them would open them (collapse all does not hide matches).
+    /// Forgotten when the filter changes.
     filter_collapsed: HashSet<Identity>,
     pub paused: bool,
     pub following: Option<Identity>,
@@ -692,9 +693,6 @@ impl App {
                     .filter(|(_, n)| !n.children.is_empty())
                     .map(|(i, _)| *i)
                     .collect();
-                if !self.filter.is_empty() {
-                    self.filter_collapsed = self.collapsed.clone();
-                }
                 self.relayout();
             }
             KeyCode::Char('+') | KeyCode::Char('=') | KeyCode::Char('E') => {
