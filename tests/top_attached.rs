@@ -183,6 +183,26 @@ fn a_snapshot_becomes_supervised_rows_with_anomalies_and_events() {
         "{fx:?}"
     );
     assert_eq!(app.message.as_deref(), Some("restarting web…"));
+    // The crasher has no process: a filter for it finds its supervisor's row, where R offers
+    // to launch it now.
+    app.on_key(key('/'));
+    for c in "crasher".chars() {
+        app.on_key(key(c));
+    }
+    app.on_key(crossterm::event::KeyEvent::new(
+        crossterm::event::KeyCode::Enter,
+        crossterm::event::KeyModifiers::NONE,
+    ));
+    assert_eq!(app.cursor.map(|c| c.pid), Some(4700));
+    app.on_key(key('R'));
+    assert_eq!(
+        app.dialog,
+        foster::top::app::Dialog::ConfirmControl(foster::top::app::Control::Restart {
+            helper: "crasher".into(),
+            process: None,
+        })
+    );
+    app.on_key(key('n'));
     // X asks to stop the supervisor; anything but y cancels.
     app.on_key(key('X'));
     assert!(matches!(

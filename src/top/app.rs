@@ -369,6 +369,10 @@ impl App {
                 || s.helper
                     .as_ref()
                     .is_some_and(|h| h.to_lowercase().contains(needle))
+                // A helper with no process now is found on its supervisor's row.
+                || s.down_helpers
+                    .iter()
+                    .any(|d| d.helper.to_lowercase().contains(needle))
         })
     }
 
@@ -808,10 +812,27 @@ impl App {
                 self.dialog = Dialog::ConfirmControl(Control::Restart { helper, process });
             }
             None => {
-                self.message = Some(format!(
-                    "{} belongs to no helper: R restarts a helper from its rows",
-                    row.id.pid
-                ))
+                // A supervisor's row names its helpers that have no process: launch the first.
+                let down = node
+                    .info
+                    .supervision
+                    .as_ref()
+                    .and_then(|s| s.down_helpers.first())
+                    .map(|d| d.helper.clone());
+                match down {
+                    Some(helper) => {
+                        self.dialog = Dialog::ConfirmControl(Control::Restart {
+                            helper,
+                            process: None,
+                        })
+                    }
+                    None => {
+                        self.message = Some(format!(
+                            "{} belongs to no helper: R restarts a helper from its rows",
+                            row.id.pid
+                        ))
+                    }
+                }
             }
         }
     }
