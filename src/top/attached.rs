@@ -16,17 +16,20 @@ use std::collections::{HashMap, VecDeque};
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::control::protocol::{
     EventRecord, HelperState, Reply, ReplyBody, Request, Role, Status, request_line,
 };
 use crate::event::{Event, SignalReason};
+use crate::identity::Identity;
 use crate::top::model::{
     Adoption, EventLine, HelperDown, ProcInfo, RESTART_LOOP, Sample, Source, SourceError,
     Supervision, Waker,
 };
+use crate::tree::{ScanOptions, Scanner};
 
 /// How many events the pane keeps (the supervisor's own backlog holds as many).
 pub const KEEP_EVENTS: usize = crate::control::protocol::BACKLOG;
@@ -170,6 +173,11 @@ impl Feed {
     }
 }
 
+/// The longest the dashboard goes without asking the supervisor for a snapshot: between
+/// events, readings refresh the last snapshot's CPU and memory from `/proc`, and a process that
+/// appears without an event (a helper's child forking) shows up within this time.
+pub const FULL_EVERY: Duration = Duration::from_secs(10);
+
 /// A supervisor's control socket, as a source of readings.
 pub struct AttachedSource {
     socket: PathBuf,
@@ -178,6 +186,18 @@ pub struct AttachedSource {
     wake: Option<Arc<dyn Fn() + Send + Sync>>,
     /// The event thread is running.
     following: bool,
+    /// Something happened since the last snapshot (an event, a key asking to refresh): the
+    /// next reading asks the supervisor.
+    dirty: Arc<AtomicBool>,
+    /// The last snapshot, refreshed locally between events.
+    last: Option<Status>,
+    /// When the last snapshot was taken.
+    last_full: Instant,
+    /// The snapshot's pids are this process's view of them (same PID namespace, identity
+    /// checked): its CPU and memory may be read from `/proc` here.
+    local: bool,
+    /// Reads `stat` of the snapshot's processes, between snapshots.
+    scanner: Option<Scanner>,
 }
 
 impl std::fmt::Debug for AttachedSource {
@@ -209,7 +229,52 @@ impl AttachedSource {
             feed: Arc::new(Mutex::new(Feed::default())),
             wake: None,
             following: false,
+            dirty: Arc::new(AtomicBool::new(true)),
+            last: None,
+            last_full: Instant::now(),
+            local: false,
+            scanner: Scanner::new(ScanOptions {
+                cmdline: false,
+                threads: 1,
+                ..ScanOptions::default()
+            })
+            .ok(),
         })
+    }
+
+    /// A flag that makes the next reading ask the supervisor for a snapshot (set it before
+    /// asking the data thread for a reading after a key or an action).
+    pub fn dirty_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.dirty)
+    }
+
+    /// Refreshes CPU, memory and state of `last`'s processes from `/proc`. False when a process
+    /// is gone or has another parent: the tree changed, and only the supervisor can say how.
+    fn refresh_locally(&mut self, last: &mut Status) -> bool {
+        let Some(scanner) = &mut self.scanner else {
+            return false;
+        };
+        let pids: Vec<i32> = last.processes.iter().map(|p| p.pid).collect();
+        let snap = scanner.scan_pids(&pids);
+        for p in &mut last.processes {
+            match snap.get(&p.identity()) {
+                Some(n) if n.ppid == p.ppid => {
+                    p.cpu_ticks = n.cpu_ticks;
+                    p.rss_bytes = n.rss_bytes;
+                    if p.state.as_bytes() != [n.state] {
+                        p.state = (n.state as char).to_string();
+                    }
+                }
+                _ => return false,
+            }
+        }
+        match uptime_ticks(last.hz) {
+            Some(t) => {
+                last.now_ticks = t;
+                true
+            }
+            None => false,
+        }
     }
 
     /// The handle that carries out the dashboard's actions through the same socket.
@@ -290,6 +355,43 @@ impl AttachedSource {
 
 impl Source for AttachedSource {
     fn sample(&mut self) -> Result<Sample, SourceError> {
+        let dirty = self.dirty.swap(false, Ordering::SeqCst);
+        let refreshed = match self.last.take() {
+            Some(mut last) if !dirty && self.local && self.last_full.elapsed() < FULL_EVERY => {
+                self.refresh_locally(&mut last).then_some(last)
+            }
+            _ => None,
+        };
+        let status = match refreshed {
+            Some(s) => s,
+            None => self.full_snapshot()?,
+        };
+        let closed = self.feed.lock().unwrap().closed.is_some();
+        if !self.following || closed {
+            // Events missed while the stream was down come back with the backlog; those
+            // already shown are skipped by sequence number.
+            self.follow_events()?;
+        }
+        let feed = self.feed.lock().unwrap();
+        let records: Vec<Item> = feed.records.iter().cloned().collect();
+        drop(feed);
+        let sample = sample_with_items(&status, &records, now_ms());
+        self.last = Some(status);
+        Ok(sample)
+    }
+
+    fn set_waker(&mut self, wake: Waker) {
+        let dirty = Arc::clone(&self.dirty);
+        self.wake = Some(Arc::new(move || {
+            dirty.store(true, Ordering::SeqCst);
+            wake();
+        }));
+    }
+}
+
+impl AttachedSource {
+    /// Asks the supervisor for a snapshot.
+    fn full_snapshot(&mut self) -> Result<Status, SourceError> {
         let status = self.snapshot().map_err(|e| {
             // Said plainly when the stream announced it: the usual end of an attached view.
             let feed = self.feed.lock().unwrap();
@@ -307,21 +409,20 @@ impl Source for AttachedSource {
                 None => e,
             }
         })?;
-        let closed = self.feed.lock().unwrap().closed.is_some();
-        if !self.following || closed {
-            // Events missed while the stream was down come back with the backlog; those
-            // already shown are skipped by sequence number.
-            self.follow_events()?;
-        }
-        let feed = self.feed.lock().unwrap();
-        let records: Vec<Item> = feed.records.iter().cloned().collect();
-        drop(feed);
-        Ok(sample_with_items(&status, &records, now_ms()))
+        self.last_full = Instant::now();
+        // Its pids are ours to read when the supervisor is the process we see under its pid
+        // (not the init of another PID namespace).
+        let sup = status.supervisor.identity;
+        self.local = !status.supervisor.contained && Identity::of(sup.pid).is_ok_and(|i| i == sup);
+        Ok(status)
     }
+}
 
-    fn set_waker(&mut self, wake: Waker) {
-        self.wake = Some(Arc::from(wake));
-    }
+/// Clock ticks since boot, from `/proc/uptime`.
+fn uptime_ticks(hz: u64) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/uptime").ok()?;
+    let secs: f64 = text.split_whitespace().next()?.parse().ok()?;
+    Some((secs * hz as f64) as u64)
 }
 
 /// Milliseconds since the Unix epoch, now.

@@ -199,13 +199,20 @@ fn test_panic_key() -> Option<char> {
 
 /// Runs the dashboard until the user quits; the exit status is 0, or 128+N after signal N.
 pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
-    let (source, controller): (Box<dyn Source>, _) = match (&opts.attach, opts.root) {
+    let (source, attached): (Box<dyn Source>, _) = match (&opts.attach, opts.root) {
         (Some(socket), _) => {
             let s = attached::AttachedSource::connect(socket)?;
-            let c = s.controller();
+            let c = (s.controller(), s.dirty_flag());
             (Box::new(s), Some(c))
         }
         (None, root) => (Box::new(standalone::ProcSource::new(root)?), None),
+    };
+    // Asks for a reading; attached, one with a snapshot from the supervisor (not only from /proc).
+    let refresh = |requests: &mpsc::Sender<Request>| {
+        if let Some((_, dirty)) = &attached {
+            dirty.store(true, Ordering::SeqCst);
+        }
+        let _ = requests.send(Request::Refresh);
     };
     if !io::stdout().is_terminal() || !io::stdin().is_terminal() {
         return Err(
@@ -222,6 +229,7 @@ pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
     event::spawn_input(tx.clone());
     let requests = event::spawn_data(source, opts.interval, tx.clone());
     let panic_key = test_panic_key();
+    let controller = attached.as_ref().map(|(c, _)| c.clone());
 
     let mut app = App::new(opts.collapse_depth, interval_text(opts.interval));
     let mut tracker = Tracker::new();
@@ -238,9 +246,7 @@ pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
                 for effect in app.on_key(k) {
                     match effect {
                         Effect::Quit => return Ok(ExitCode::SUCCESS),
-                        Effect::Refresh => {
-                            let _ = requests.send(Request::Refresh);
-                        }
+                        Effect::Refresh => refresh(&requests),
                         Effect::Signal { targets, signal } if controller.is_some() => {
                             let c = controller.clone().expect("attached");
                             spawn_control(&tx, move || Msg::SignalDone {
@@ -293,11 +299,11 @@ pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
             Msg::Terminate(sig) => return Ok(ExitCode::from(128 + sig as u8)),
             Msg::SignalDone { signal, results } => {
                 app.signal_results(signal, &results);
-                let _ = requests.send(Request::Refresh);
+                refresh(&requests);
             }
             Msg::ControlDone(result) => {
                 app.control_done(result);
-                let _ = requests.send(Request::Refresh);
+                refresh(&requests);
             }
         }
         let size = terminal.size()?;
