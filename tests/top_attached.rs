@@ -514,3 +514,100 @@ fn a_control_error_reply_reaches_the_status_line() {
     app.control_done(Err("refused: \x1b[2J".into()));
     assert_eq!(app.message.as_deref(), Some(r"failed: refused: \e[2J"));
 }
+
+/// Against the real supervisor (`foster run --socket`, not contained): the dashboard's readings
+/// between events come from `/proc`, and a process that vanished without an event (a helper's
+/// child killed and reaped by the helper) makes the next reading ask the supervisor again.
+#[test]
+fn real_supervisor_readings_between_events_follow_a_vanished_child() {
+    use std::process::{Command, Stdio};
+    use std::time::Instant;
+    let dir = TempDir(std::env::temp_dir().join(format!("foster-top-real-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let cfg = dir.0.join("t.toml");
+    std::fs::write(
+        &cfg,
+        "[[helper]]\nname = \"pair\"\ncommand = [\"sh\", \"-c\", \"sleep 1011 & sleep 1012 & wait\"]\n",
+    )
+    .unwrap();
+    let sock = dir.0.join("t.sock");
+    let mut sup = Command::new(env!("CARGO_BIN_EXE_foster"))
+        .args(["-q", "run", "--socket"])
+        .arg(&sock)
+        .arg(&cfg)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let sup_id = Identity::of(sup.id() as i32).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    // Bounded wait for the socket (the supervisor binds it as it starts).
+    let mut src = loop {
+        match AttachedSource::connect(&sock) {
+            Ok(s) => break s,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "no socket: {e}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    };
+    let (wake_tx, wake_rx) = mpsc::channel::<()>();
+    let wake_tx = std::sync::Mutex::new(wake_tx);
+    src.set_waker(Box::new(move || {
+        let _ = wake_tx.lock().unwrap().send(());
+    }));
+    let sleeps = |s: &foster::top::model::Sample| -> Vec<Identity> {
+        s.procs
+            .iter()
+            .filter(|p| p.cmdline.first().is_some_and(|a| a == b"sleep"))
+            .map(|p| p.id)
+            .collect()
+    };
+    // Both sleeps are under the helper (the shell starts them just after its launch event).
+    let both = loop {
+        let s = src.sample().unwrap();
+        let found = sleeps(&s);
+        if found.len() == 2 {
+            let roles: Vec<&str> = s
+                .procs
+                .iter()
+                .map(|p| p.supervision.as_ref().unwrap().role.as_str())
+                .collect();
+            assert!(
+                roles.contains(&"supervisor") && roles.contains(&"helper"),
+                "{roles:?}"
+            );
+            break found;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "sleeps never seen: {:?}",
+            s.procs
+        );
+        let _ = wake_rx.recv_timeout(Duration::from_millis(50));
+    };
+    // Nothing happens: a reading between events still shows both, with fresh CPU counters.
+    let quiet = src.sample().unwrap();
+    assert_eq!(sleeps(&quiet).len(), 2);
+    // One sleep is killed; the shell reaps it and goes on waiting: no event. The next reading
+    // sees it gone from /proc and asks the supervisor, whose snapshot no longer has it.
+    let victim = both[0];
+    foster::top::send_signal(victim, nix::sys::signal::Signal::SIGKILL).unwrap();
+    while victim.is_alive() {
+        assert!(Instant::now() < deadline, "{victim} did not die");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let after = src.sample().unwrap();
+    assert_eq!(sleeps(&after), vec![both[1]], "{:?}", after.procs);
+    // Teardown: the supervisor's orderly shutdown ends its tree.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(sup_id.pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = sup.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        !both[1].is_alive(),
+        "the helper's child outlived the supervisor"
+    );
+}
