@@ -611,3 +611,29 @@ fn real_supervisor_readings_between_events_follow_a_vanished_child() {
         "the helper's child outlived the supervisor"
     );
 }
+
+/// At 80 columns an attached view keeps who is who (role and helper) and drops policy,
+/// generation and age first; at 120 it has them all.
+#[test]
+fn attached_columns_keep_role_and_helper_longest() {
+    use foster::top::ui::{Column, columns_for};
+    let narrow = columns_for(80, true, true);
+    assert!(
+        narrow.contains(&Column::Role) && narrow.contains(&Column::Helper),
+        "{narrow:?}"
+    );
+    for c in [Column::Policy, Column::Generation, Column::Age] {
+        assert!(!narrow.contains(&c), "{c:?} kept at 80: {narrow:?}");
+    }
+    let wide = columns_for(120, true, true);
+    for c in [
+        Column::Policy,
+        Column::Generation,
+        Column::Age,
+        Column::Helper,
+        Column::Role,
+    ] {
+        assert!(wide.contains(&c), "{c:?} dropped at 120: {wide:?}");
+    }
+    assert!(!columns_for(120, true, false).contains(&Column::Helper));
+}

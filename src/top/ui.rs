@@ -78,7 +78,7 @@ const MIN_COMMAND: u16 = 24;
 
 /// The columns that fit in `width`: supervision columns only when the source knows them (the
 /// helper column only when some process belongs to a helper), then dropped in the order
-/// policy, helper, generation, role, age, state, RSS, CPU%.
+/// policy, generation, age, helper, role, state, RSS, CPU%.
 pub fn columns_for(width: u16, supervised: bool, helpers: bool) -> Vec<Column> {
     let mut cols = vec![Column::Flag, Column::Pid];
     if supervised {
@@ -95,10 +95,10 @@ pub fn columns_for(width: u16, supervised: bool, helpers: bool) -> Vec<Column> {
     cols.extend([Column::Age, Column::Cpu, Column::Rss, Column::Command]);
     let drop_order = [
         Column::Policy,
-        Column::Helper,
         Column::Generation,
-        Column::Role,
         Column::Age,
+        Column::Helper,
+        Column::Role,
         Column::State,
         Column::Rss,
         Column::Cpu,
@@ -442,7 +442,7 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
         ))
     } else if app.model.supervised {
         Line::from(Span::styled(
-            "q quit · ? help · / filter · Space collapse · s signal · R restart helper · X stop all · p pause",
+            "q quit · ? help · / filter · Space collapse · s signal · R restart · X stop all",
             Style::new().fg(Color::DarkGray),
         ))
     } else {
