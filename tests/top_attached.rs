@@ -612,8 +612,8 @@ fn real_supervisor_readings_between_events_follow_a_vanished_child() {
     );
 }
 
-/// At 80 columns an attached view keeps who is who (role and helper) and drops policy,
-/// generation and age first; at 120 it has them all.
+/// Narrow, an attached view keeps who is who (role and helper) longest: policy, generation and
+/// age go first; at 120 columns it has them all.
 #[test]
 fn attached_columns_keep_role_and_helper_longest() {
     use foster::top::ui::{Column, columns_for};
@@ -622,9 +622,14 @@ fn attached_columns_keep_role_and_helper_longest() {
         narrow.contains(&Column::Role) && narrow.contains(&Column::Helper),
         "{narrow:?}"
     );
-    for c in [Column::Policy, Column::Generation, Column::Age] {
+    for c in [Column::Policy, Column::Generation] {
         assert!(!narrow.contains(&c), "{c:?} kept at 80: {narrow:?}");
     }
+    let narrower = columns_for(74, true, true);
+    assert!(
+        narrower.contains(&Column::Helper) && !narrower.contains(&Column::Age),
+        "{narrower:?}"
+    );
     let wide = columns_for(120, true, true);
     for c in [
         Column::Policy,
