@@ -313,7 +313,8 @@ pub struct DemoArgs {
     /// Print the events as JSON lines instead of opening the dashboard.
     #[arg(long)]
     pub json: bool,
-    /// Where the demo's control socket goes (default: a private temporary directory).
+    /// Where the demo's control socket goes (default: demo.sock in the default socket
+    /// directory, as for foster run; demo-PID.sock when another demo holds that name).
     #[arg(long, value_name = "PATH")]
     pub socket: Option<std::path::PathBuf>,
 }
