@@ -26,7 +26,8 @@ pub fn run(socket: Option<std::path::PathBuf>) -> Result<ExitCode, TopError> {
         interval: Duration::from_secs(1),
         collapse_depth: None,
     });
-    eprintln!("foster demo: stopping the supervisor; it ends the whole tree...");
+    // The terminal may be gone (SIGHUP): these lines are best effort, the teardown is not.
+    say("foster demo: stopping the supervisor; it ends the whole tree...");
     crate::supervisor::send_to_identity(d.supervisor, libc::SIGTERM);
     let status = d.wait(|_| {})?;
     let code = status.shell_code();
@@ -36,16 +37,16 @@ pub fn run(socket: Option<std::path::PathBuf>) -> Result<ExitCode, TopError> {
     } else {
         ""
     };
-    eprintln!(
+    say(&format!(
         "foster demo: the supervisor ended ({status}{forced}){}",
         if clean {
             "; nothing it started is left running."
         } else {
             ""
         }
-    );
+    ));
     if let Some(log) = &d.log {
-        eprintln!("foster demo: its log is in {}", log.display());
+        say(&format!("foster demo: its log is in {}", log.display()));
     }
     // Quitting, or a signal asking to stop, is the demo's normal end once the tree has ended
     // (4: something had to be SIGKILLed after its grace, the orphan that ignores its signal).
@@ -55,4 +56,11 @@ pub fn run(socket: Option<std::path::PathBuf>) -> Result<ExitCode, TopError> {
     } else {
         ExitCode::from(code.clamp(0, 255) as u8)
     })
+}
+
+/// Writes a line to standard error, ignoring failure (`eprintln!` would panic on a closed
+/// terminal, before the supervisor is stopped).
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
 }
