@@ -19,10 +19,11 @@ use crate::identity::Identity;
 )]
 pub struct Cli {
     /// More log lines on standard error (-v info, -vv debug, -vvv trace). RUST_LOG overrides.
-    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    // display_order: listed after a subcommand's own options, not among them.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true, display_order = 900)]
     pub verbose: u8,
     /// Fewer log lines (-q errors only, -qq none).
-    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    #[arg(short, long, action = clap::ArgAction::Count, global = true, display_order = 901)]
     pub quiet: u8,
     #[command(subcommand)]
     pub command: Command,
@@ -52,7 +53,9 @@ pub enum Command {
     /// The live dashboard of a process tree: the whole system, a subtree, or a supervisor.
     Top(TopArgs),
     /// Qualify the parent-death gate on this kernel: run every lifecycle case in a disposable
-    /// process tree and print the lifecycle matrix. Exit status 1 when any case fails.
+    /// process tree and print the lifecycle matrix.
+    ///
+    /// Exit status 1 when any case fails.
     Qualify(QualifyArgs),
     #[command(name = "__qualify-internal", hide = true)]
     QualifyInternal(QualifyInternalArgs),
