@@ -533,19 +533,29 @@ fn exec(a: ExecArgs) -> ExitCode {
     }
 }
 
+/// Writes `text` to standard output; a reader that went away (`foster qualify --list | head`)
+/// ends the output quietly instead of the panic of `print!`.
+fn print_out(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+}
+
 fn qualify(a: QualifyArgs) -> Result<ExitCode, CliError> {
     use crate::qualify::{self, cases, render};
     if a.list {
+        let mut text = String::new();
         for c in cases::CASES {
             let root = c
                 .needs_root
                 .map(|r| format!(" [root: {r}]"))
                 .unwrap_or_default();
-            println!(
-                "{:28} {}\n{:28} expect: {}{root}",
+            text.push_str(&format!(
+                "{:28} {}\n{:28} expect: {}{root}\n",
                 c.name, c.death, "", c.expect
-            );
+            ));
         }
+        print_out(&text);
         return Ok(ExitCode::SUCCESS);
     }
     for n in &a.cases {
@@ -566,9 +576,9 @@ fn qualify(a: QualifyArgs) -> Result<ExitCode, CliError> {
     } else {
         render::table(&records)
     };
-    print!("{text}");
+    print_out(&text);
     if !text.ends_with('\n') {
-        println!();
+        print_out("\n");
     }
     let (_, failed, _) = render::totals(&records);
     Ok(if failed > 0 {
