@@ -458,6 +458,24 @@ fn pid_of_role(screen: &str, role: &str, helper: &str) -> Option<i32> {
     })
 }
 
+/// A directory of this test process's own under the temporary directory, removed on drop.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("foster-top-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// `foster demo` in a terminal opens the dashboard on the demo's supervisor: every role is on
 /// screen; collapse, filter, a signal to a helper (confirmed) that the supervisor restarts; `q`
 /// quits and tears the whole demo down, which the test checks by pid.
@@ -467,11 +485,15 @@ fn demo_opens_the_dashboard_and_leaves_nothing_behind() {
         eprintln!("skipped: tmux is not installed");
         return;
     }
+    // The demo's socket (and the log beside it) in a directory of this test's own, not the
+    // user's default socket directory, where a demo may already be running.
+    let dir = TempDir::new("demo");
     let t = Tmux::start("sh");
     t.text("S=$(stty -g)\n");
     t.text(&format!(
-        "{} demo; echo status=$?\n",
-        env!("CARGO_BIN_EXE_foster")
+        "{} demo --socket {}; echo status=$?\n",
+        env!("CARGO_BIN_EXE_foster"),
+        dir.0.join("demo.sock").display()
     ));
     // Every role, with the adopted orphan (the orphaner orphans one at once).
     let s = t.wait_for("every role of the demo", |s| {
