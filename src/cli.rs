@@ -390,7 +390,7 @@ pub fn main() -> ExitCode {
 fn dispatch(command: Command) -> Result<ExitCode, CliError> {
     match command {
         Command::Identity(a) => {
-            println!("{}", Identity::of(a.pid)?);
+            print_out(&format!("{}\n", Identity::of(a.pid)?));
             Ok(ExitCode::SUCCESS)
         }
         Command::Run(a) => run(a),
@@ -458,12 +458,12 @@ fn run(a: RunArgs) -> Result<ExitCode, CliError> {
         }
     };
     if a.check {
-        println!(
-            "{}: valid, {} helper{}",
+        print_out(&format!(
+            "{}: valid, {} helper{}\n",
             a.config.display(),
             config.helpers.len(),
             if config.helpers.len() == 1 { "" } else { "s" }
-        );
+        ));
         return Ok(ExitCode::SUCCESS);
     }
     let options = crate::supervisor::Options {

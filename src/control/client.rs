@@ -164,11 +164,14 @@ fn unexpected(body: &ReplyBody) -> ClientError {
 /// directory. The error lists them when there are several.
 pub fn find_default_socket() -> Result<PathBuf, ClientError> {
     let dir = crate::control::server::default_dir();
+    let listening = listening_socket_paths();
     let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)
         .map(|d| {
             d.flatten()
                 .map(|e| e.path())
                 .filter(|p| p.extension().is_some_and(|x| x == "sock"))
+                // A file left by a foster that was SIGKILLed has no listener: skip it.
+                .filter(|p| listening.as_ref().is_none_or(|l| l.contains(p)))
                 .collect()
         })
         .unwrap_or_default();
@@ -189,6 +192,24 @@ pub fn find_default_socket() -> Result<PathBuf, ClientError> {
                 .join(", ")
         ))),
     }
+}
+
+/// The paths of the Unix sockets listening in this network namespace, from `/proc/net/unix`
+/// (flag `__SO_ACCEPTCON`, 0x10000), so stale socket files are told apart without connecting
+/// to anyone. `None` when the file cannot be read: then every socket file counts.
+fn listening_socket_paths() -> Option<std::collections::HashSet<PathBuf>> {
+    let text = std::fs::read_to_string("/proc/net/unix").ok()?;
+    Some(
+        text.lines()
+            .skip(1)
+            .filter_map(|line| {
+                let mut cols = line.split_whitespace();
+                let flags = u32::from_str_radix(cols.nth(3)?, 16).ok()?;
+                let path = cols.nth(3)?;
+                (flags & 0x10000 != 0 && path.starts_with('/')).then(|| PathBuf::from(path))
+            })
+            .collect(),
+    )
 }
 
 fn id_text(id: Option<Identity>) -> String {
@@ -604,4 +625,25 @@ pub fn ctl(
         other => return Err(unexpected(&other)),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::listening_socket_paths;
+    use std::os::unix::net::UnixListener;
+
+    #[test]
+    fn stale_socket_files_are_not_listening() {
+        let dir = std::env::temp_dir().join(format!("foster-client-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let live = dir.join("live.sock");
+        let stale = dir.join("stale.sock");
+        let _listener = UnixListener::bind(&live).unwrap();
+        drop(UnixListener::bind(&stale).unwrap()); // the file stays, nobody listens
+        let listening = listening_socket_paths().expect("/proc/net/unix is readable");
+        let (has_live, has_stale) = (listening.contains(&live), listening.contains(&stale));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(has_live, "a bound, listening socket is listed");
+        assert!(!has_stale, "a socket file without a listener is not");
+    }
 }
