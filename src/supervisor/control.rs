@@ -1,11 +1,13 @@
 //! The supervisor's side of the control socket: answering requests from its own state.
 //!
 //! Owns [`Control`], what the supervisor keeps for its operator (the serving socket, the events
-//! hub, a `/proc` scanner, the last adoption of each process, the last exit of each helper,
-//! helpers asked to restart), and the handling of each request: the `status` snapshot built
-//! from the adoption registry and one scan, `signal` only to identities inside the tree,
-//! `restart`, and `stop` as the same shutdown as SIGTERM. Everything here runs on the
-//! supervisor's loop and never touches a client's socket (see [`crate::control::server`]).
+//! hub, a scanner of the subtree's readings and command lines, the last adoption of each
+//! process, the last exit of each helper, helpers asked to restart), and the handling of each
+//! request: the `status` snapshot built from the adoption registry and foster's own subtree
+//! (one update of what changed, then a read of the subtree's processes alone, never the whole
+//! of `/proc`), `signal` only to identities inside the tree, `restart`, and `stop` as the same
+//! shutdown as SIGTERM. Everything here runs on the supervisor's loop and never touches a
+//! client's socket (see [`crate::control::server`]).
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -24,7 +26,7 @@ use crate::event::{Event, Record, SignalReason};
 use crate::identity::Identity;
 use crate::reaper::{ExitStatus, signal_name};
 use crate::restart::RestartState;
-use crate::tree::{ScanOptions, Scanner};
+use crate::tree::{ProcessNode, ScanOptions, Scanner, Snapshot};
 
 /// What the supervisor keeps for its control socket.
 pub(super) struct Control {
@@ -332,36 +334,16 @@ impl Supervisor {
         }
     }
 
-    /// The snapshot of the supervised tree.
+    /// The snapshot of the supervised tree: foster's own subtree, brought up to date by reading
+    /// only what changed (as on SIGCHLD), then the readings (state, memory, CPU time, command
+    /// line) of its processes alone, never the rest of `/proc`.
     pub(super) fn status(&mut self) -> Status {
-        self.rescan();
-        let mut procs = Vec::new();
         let (now_ticks, hz) = clock();
-        let scanner = match &mut self.control.scanner {
-            Some(s) => Some(s),
-            None => {
-                self.control.scanner = Scanner::new(ScanOptions {
-                    cmdline: true,
-                    ..ScanOptions::default()
-                })
-                .ok();
-                self.control.scanner.as_mut()
-            }
-        };
-        let snap = scanner.and_then(|s| s.scan().ok());
-        if let Some(snap) = snap.and_then(|s| s.subtree(self.me.pid).ok()) {
-            // Parents before children: breadth-first from the supervisor.
-            let mut queue = std::collections::VecDeque::new();
-            if let Some(root) = snap.get(&self.me) {
-                queue.push_back(root);
-            }
-            while let Some(n) = queue.pop_front() {
-                procs.push(self.process_info(n));
-                let mut kids = snap.children(&n.identity);
-                kids.sort_by_key(|k| k.pid);
-                queue.extend(kids);
-            }
-        }
+        let procs = self
+            .tree_readings()
+            .iter()
+            .map(|n| self.process_info(n))
+            .collect();
         let helpers = (0..self.helpers.len())
             .map(|i| self.helper_info(i))
             .collect();
@@ -381,7 +363,57 @@ impl Supervisor {
         }
     }
 
-    fn process_info(&self, n: &crate::tree::ProcessNode) -> ProcessInfo {
+    /// The processes of the supervised tree as they are now, parents before children
+    /// (breadth-first from the supervisor, children in pid order). The structure is that of
+    /// the subtree after one update; each of its processes is read again for its readings. A
+    /// process that ended or moved between the two reads makes the update run again (at most
+    /// three times; then the processes that are gone are left out).
+    fn tree_readings(&mut self) -> Vec<ProcessNode> {
+        if self.control.scanner.is_none() {
+            self.control.scanner = Scanner::new(ScanOptions {
+                cmdline: true,
+                ..ScanOptions::default()
+            })
+            .ok();
+        }
+        let mut fresh = Snapshot::default();
+        for _ in 0..3 {
+            self.rescan();
+            let Some(scanner) = self.control.scanner.as_mut() else {
+                break;
+            };
+            let pids: Vec<i32> = self.tree.snapshot().nodes().map(|n| n.pid).collect();
+            fresh = scanner.scan_pids(&pids);
+            let tree = self.tree.snapshot();
+            if tree
+                .nodes()
+                .all(|n| fresh.get(&n.identity).is_some_and(|f| f.ppid == n.ppid))
+            {
+                break;
+            }
+        }
+        let tree = self.tree.snapshot();
+        let mut out = Vec::with_capacity(tree.len());
+        let mut queue = std::collections::VecDeque::new();
+        if let Some(root) = tree.get(&self.me) {
+            queue.push_back(root);
+        }
+        while let Some(n) = queue.pop_front() {
+            let Some(f) = fresh.get(&n.identity) else {
+                continue;
+            };
+            let mut f = f.clone();
+            // The root's parent is outside the subtree: the subtree knows it.
+            f.parent = n.parent;
+            out.push(f);
+            let mut kids = tree.children(&n.identity);
+            kids.sort_by_key(|k| k.pid);
+            queue.extend(kids);
+        }
+        out
+    }
+
+    fn process_info(&self, n: &ProcessNode) -> ProcessInfo {
         let id = n.identity;
         let rec = self.registry.get(&id);
         let generation = rec.map_or(if id == self.me { 0 } else { 2 }, |r| r.generation);
