@@ -2,7 +2,8 @@
 # Control socket benchmark (issue 6): a supervised tree of 100 helpers with 10 children each
 # (1,101 processes), its control socket, and:
 #  - `foster ctl --json status` and `foster ctl status` wall time (hyperfine; each run is a new
-#    process, a connection, one /proc scan, the snapshot and its rendering),
+#    process, a connection, the supervisor's snapshot and its rendering), and the supervisor's
+#    own CPU time per request (utime + stime over those requests),
 #  - the supervisor's voluntary context switches over an idle window while one client follows
 #    the event stream (an idle socket must not wake it up).
 # Usage: benches/control.sh [IDLE_SECONDS]   (default 10; needs a release build and hyperfine)
@@ -30,9 +31,14 @@ trap '$FOSTER ctl --socket "$SOCK" stop >/dev/null 2>&1 || kill $PID; wait $PID 
 until [ "$($FOSTER ctl --socket "$SOCK" --json status 2>/dev/null | grep -o '"role"' | wc -l)" -ge 1101 ]; do sleep 0.2; done
 echo "tree: $($FOSTER ctl --socket "$SOCK" --json status | grep -o '"role"' | wc -l) processes"
 echo "status reply: $($FOSTER ctl --socket "$SOCK" --json status | wc -c) bytes"
+cpu() { awk '{print $14 + $15}' /proc/$PID/stat; }
+T0=$(cpu)
 hyperfine -N --warmup 3 --runs 30 \
   "$FOSTER ctl --socket $SOCK --json status" \
   "$FOSTER ctl --socket $SOCK status"
+T1=$(cpu)
+# 2 commands x (3 warm-up + 30 runs) = 66 requests
+echo "supervisor CPU per status request: $(( (T1 - T0) * 1000 / $(getconf CLK_TCK) / 66 )) ms"
 $FOSTER ctl --socket "$SOCK" events >/dev/null &
 FOLLOW=$!
 sleep 1
