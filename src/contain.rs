@@ -7,7 +7,7 @@
 //! the fork) that the outer one is still alive, mounts a fresh `/proc`, and goes on to
 //! supervise. When that init ends, for any reason, the kernel kills every process of the
 //! namespace, armed or not; a SIGKILL of the outer foster reaches the init by its
-//! parent-death signal. The outer foster forwards SIGTERM and SIGINT to the init, reaps it, and
+//! parent-death signal. The outer foster forwards SIGTERM, SIGINT and SIGHUP to the init, reaps it, and
 //! exits with its status.
 
 use std::io;
@@ -90,6 +90,7 @@ pub fn enter() -> io::Result<Option<i32>> {
             let mut set = SigSet::empty();
             set.add(Signal::SIGTERM);
             set.add(Signal::SIGINT);
+            set.add(Signal::SIGHUP);
             let term = SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
                 .map_err(io::Error::from)?;
             use std::os::fd::AsRawFd;

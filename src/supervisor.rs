@@ -10,7 +10,7 @@
 //! ## Threads and signals
 //!
 //! [`run`] is called on the main thread before any other thread exists. It blocks SIGCHLD,
-//! SIGTERM and SIGINT there first, so every thread created afterwards (the launcher, the
+//! SIGTERM, SIGINT and SIGHUP there first, so every thread created afterwards (the launcher, the
 //! runtime) has them blocked, and they are consumed only through signalfds. The event loop is a
 //! single-threaded tokio runtime: no timer is armed unless a restart delay or a grace period is
 //! pending, so an idle supervisor does not wake up.
@@ -84,7 +84,7 @@ pub enum SocketOption {
 /// Runs a supervision to its end and returns foster's exit status. Call it on the main thread
 /// before any other thread exists (see the module docs).
 pub fn run(config: Config, options: Options) -> io::Result<i32> {
-    reaper::block_signals(&[Signal::SIGTERM, Signal::SIGINT])?;
+    reaper::block_signals(&[Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP])?;
     if options.contain {
         if let Some(code) = crate::contain::enter()? {
             return Ok(code); // the outer process: the contained tree has ended
@@ -242,6 +242,8 @@ impl Supervisor {
         let mut set = SigSet::empty();
         set.add(Signal::SIGTERM);
         set.add(Signal::SIGINT);
+        // A closed terminal (SIGHUP) stops the tree the same orderly way.
+        set.add(Signal::SIGHUP);
         let term_fd = SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
             .map_err(io::Error::from)?;
         let spawner = Spawner::start()?;

@@ -384,6 +384,62 @@ fn sigterm_ends_the_whole_tree_with_documented_status() {
     );
 }
 
+/// A closed terminal: SIGHUP starts the same orderly shutdown as SIGTERM, so nothing of the
+/// tree is left and the control socket's file is removed.
+#[test]
+fn sighup_shuts_down_in_order_and_removes_the_socket() {
+    let d = Dir::new("hup");
+    let tag = format!("hup{}", std::process::id());
+    let ready = d.fifo("ready");
+    let cfg = d.file(
+        "c.toml",
+        &format!(
+            "[[helper]]\nname = \"{tag}\"\n\
+             command = [\"/bin/sh\", \"-c\", \"sleep 1000 & sleep 1000 & echo ready > {}; wait\"]\n\
+             stop_grace = \"5s\"\n",
+            ready.display()
+        ),
+    );
+    let fifo = d.fifo("events");
+    let sock = d.0.join("hup.sock");
+    let mut f = Command::new(env!("CARGO_BIN_EXE_foster"))
+        .args(["run", "--socket"])
+        .arg(&sock)
+        .arg("--events-log")
+        .arg(&fifo)
+        .arg(&cfg)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ev = Events::open(&fifo);
+    let start = ev.wait_for("start", |v| kind(v) == "start");
+    ev.wait_for("launch", launch_of(&tag));
+    wait_ready(&ready);
+    assert!(
+        sock.exists(),
+        "no socket at {} (start: {start})",
+        sock.display()
+    );
+    assert!(!processes_of_helper(&tag).is_empty(), "the tree is there");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(f.id() as i32),
+        nix::sys::signal::SIGHUP,
+    )
+    .unwrap();
+    let all = ev.rest().to_vec();
+    let code = wait_exit(&mut f);
+    let left = processes_of_helper(&tag);
+    kill_all(&left);
+    assert!(left.is_empty(), "processes survived SIGHUP: {left:?}");
+    assert_eq!(code, 0, "an orderly shutdown within its grace");
+    let shutdown: Vec<&Value> = all.iter().filter(|v| kind(v) == "shutdown").collect();
+    assert_eq!(shutdown.len(), 1, "{all:?}");
+    assert_eq!(shutdown[0]["signal"], "SIGHUP");
+    assert!(!sock.exists(), "socket file left at {}", sock.display());
+}
+
 #[test]
 fn nested_supervisors_adopt_at_the_nearest_living_subreaper() {
     let d = Dir::new("nested");
