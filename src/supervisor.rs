@@ -507,6 +507,9 @@ impl Supervisor {
     fn on_sigchld(&mut self) {
         let mut helper_ended = false;
         let mut unknown_orphan = false;
+        // An adopted orphan that had children leaves them to be adopted in turn (by foster,
+        // the nearest living subreaper): read the subtree now, as for a helper's death.
+        let mut parent_ended = false;
         for routed in self.reaper.reap() {
             match routed {
                 Routed::Owned { owner, reaped } => {
@@ -520,6 +523,8 @@ impl Supervisor {
                         .remove(&r.pid)
                         .or(rec.as_ref().map(|x| x.identity));
                     unknown_orphan |= rec.is_none();
+                    parent_ended |=
+                        identity.is_some_and(|id| !self.tree.snapshot().children(&id).is_empty());
                     self.emit(Event::Exit {
                         pid: r.pid,
                         identity,
@@ -530,7 +535,7 @@ impl Supervisor {
                 }
             }
         }
-        if helper_ended {
+        if helper_ended || parent_ended {
             self.rescan();
         } else if unknown_orphan && !self.scan_pending {
             // A burst of exits foster never saw: one deferred scan for the whole burst.

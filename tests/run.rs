@@ -739,3 +739,60 @@ fn an_undeclared_subreaper_is_a_foreign_reaper() {
     assert_eq!(v["generation"], 3);
     stop_leaving_nothing(&mut f, &mut ev, &format!("{tag}-reaper"));
 }
+
+/// An adopted orphan that dies leaves its own children orphaned: foster reads its subtree at
+/// that reap (not at some later event) and applies their generation's policy at once.
+#[test]
+fn the_children_of_an_adopted_orphan_are_adopted_when_it_dies() {
+    let d = Dir::new("chain");
+    let tag = format!("chain{}", std::process::id());
+    let ready = d.fifo("ready");
+    let cfg = d.file(
+        "c.toml",
+        &format!(
+            "[[helper]]\nname = \"{tag}\"\n\
+             command = [\"/bin/sh\", \"-c\", \"/bin/sh -c 'sleep 1000 & echo ready > {}; wait' & wait\"]\n",
+            ready.display()
+        ),
+    );
+    let fifo = d.fifo("events");
+    let mut f = foster(&[
+        "run",
+        "--events-log",
+        fifo.to_str().unwrap(),
+        cfg.to_str().unwrap(),
+    ]);
+    let mut ev = Events::open(&fifo);
+    let helper = pid(&ev.wait_for("launch", launch_of(&tag)));
+    wait_ready(&ready); // the grandchild sleep exists
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(helper),
+        nix::sys::signal::SIGKILL,
+    )
+    .unwrap();
+    // Generation 2 (the middle shell) is adopted and ended by its policy; its reap alone must
+    // make foster see generation 3 (the sleep) adopted in turn and signal it.
+    let first = pid(&ev.wait_for("generation 2 adopted", |v| {
+        kind(v) == "reparented" && v["helper"] == tag.as_str()
+    }));
+    let gen3 = ev.wait_for("generation 3 adopted", |v| {
+        kind(v) == "reparented" && v["helper"] == tag.as_str() && pid(v) != first
+    });
+    assert_eq!(gen3["classification"], "expected");
+    let sleeper = pid(&gen3);
+    ev.wait_for("orphan policy on generation 3", |v| {
+        kind(v) == "signal" && v["reason"] == "orphan_policy" && pid_of_target(v) == sleeper
+    });
+    ev.wait_for("generation 3 reaped", |v| {
+        kind(v) == "exit" && v["pid"].as_i64() == Some(i64::from(sleeper))
+    });
+    // The only helper failed (SIGKILL) and does not restart: foster ends on its own, status 3.
+    assert_eq!(wait_exit(&mut f), 3);
+    let left = processes_of_helper(&tag);
+    kill_all(&left);
+    assert!(left.is_empty(), "processes survived: {left:?}");
+}
+
+fn pid_of_target(v: &Value) -> i32 {
+    v["target"]["pid"].as_i64().unwrap_or(0) as i32
+}
