@@ -101,10 +101,16 @@ impl Connection {
         })
     }
 
-    /// Sends `req` and reads its reply; an error reply becomes an error naming its kind.
+    /// Sends `req` and reads its reply; an error reply becomes an error naming its kind. When
+    /// the supervisor refused the connection (it writes why, then closes), sending can fail
+    /// with a broken pipe while the reason is still there to read: the reply is read anyway.
     pub fn call(&mut self, req: &Request) -> Result<ReplyBody, SourceError> {
-        self.send(req)?;
-        match self.read_reply()?.body {
+        let sent = self.send(req);
+        let reply = match self.read_reply() {
+            Ok(r) => r,
+            Err(e) => return Err(sent.err().unwrap_or(e)),
+        };
+        match reply.body {
             ReplyBody::Error(e) => Err(SourceError(format!(
                 "{}: {}: {}",
                 self.socket.display(),
