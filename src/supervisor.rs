@@ -21,7 +21,7 @@
 
 mod control;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -230,6 +230,9 @@ struct Supervisor {
     requested: bool,
     sweeping: bool,
     forced: bool,
+    /// What a grace already SIGKILLed: a helper's stop grace, then the final sweep, and the
+    /// sweeps on the reaps that follow do not signal, or report, the same process again.
+    killed: HashSet<Identity>,
     events: Option<EventLog>,
     term_fd: SignalFd,
     control: control::Control,
@@ -282,6 +285,7 @@ impl Supervisor {
             requested: false,
             sweeping: false,
             forced: false,
+            killed: HashSet::new(),
             events,
             term_fd,
             control: control::Control::new(None, None),
@@ -523,6 +527,9 @@ impl Supervisor {
                         .remove(&r.pid)
                         .or(rec.as_ref().map(|x| x.identity));
                     unknown_orphan |= rec.is_none();
+                    if let Some(id) = identity {
+                        self.killed.remove(&id);
+                    }
                     parent_ended |=
                         identity.is_some_and(|id| !self.tree.snapshot().children(&id).is_empty());
                     self.emit(Event::Exit {
@@ -554,6 +561,9 @@ impl Supervisor {
         let identity = h.identity;
         let ran_for = h.started.elapsed();
         self.registry.reaped(pid);
+        if let Some(id) = identity {
+            self.killed.remove(&id);
+        }
         self.emit(Event::Exit {
             pid,
             identity,
@@ -669,7 +679,7 @@ impl Supervisor {
                     if self.adopted.get(&id.pid) == Some(&id) {
                         let helper = self.registry.get(&id).and_then(|r| r.helper.clone());
                         self.forced |= self.shutting_down;
-                        self.signal(id, helper, libc::SIGKILL, SignalReason::GraceExpired);
+                        self.kill_after_grace(id, helper);
                     }
                 }
                 Timer::StopGrace(usize::MAX) => self.sweep(),
@@ -687,12 +697,7 @@ impl Supervisor {
                     }
                     for id in tree {
                         self.forced = true;
-                        self.signal(
-                            id,
-                            Some(name.clone()),
-                            libc::SIGKILL,
-                            SignalReason::GraceExpired,
-                        );
+                        self.kill_after_grace(id, Some(name.clone()));
                     }
                     if !self
                         .timers
@@ -766,6 +771,13 @@ impl Supervisor {
 
     /// SIGKILL to every live process of the tree, deepest first; repeated on each SIGCHLD
     /// until no child is left.
+    /// SIGKILLs `id` once its grace is over, at most once per process.
+    fn kill_after_grace(&mut self, id: Identity, helper: Option<String>) {
+        if self.killed.insert(id) {
+            self.signal(id, helper, libc::SIGKILL, SignalReason::GraceExpired);
+        }
+    }
+
     fn sweep(&mut self) {
         self.sweeping = true;
         self.timers.retain(|_, t| !matches!(t, Timer::StopGrace(_)));
@@ -773,7 +785,7 @@ impl Supervisor {
         for id in self.registry.tree_deepest_first() {
             let helper = self.registry.get(&id).and_then(|r| r.helper.clone());
             self.forced = true;
-            self.signal(id, helper, libc::SIGKILL, SignalReason::GraceExpired);
+            self.kill_after_grace(id, helper);
         }
     }
 }

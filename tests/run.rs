@@ -368,9 +368,17 @@ fn sigterm_ends_the_whole_tree_with_documented_status() {
     let code = wait_exit(&mut f);
     assert_eq!(code, 4, "the stubborn helper needed SIGKILL: status 4");
     assert_eq!(all.iter().filter(|v| kind(v) == "shutdown").count(), 1);
-    assert!(
-        all.iter()
-            .any(|v| kind(v) == "signal" && v["reason"] == "grace_expired")
+    let killed: Vec<&Value> = all
+        .iter()
+        .filter(|v| kind(v) == "signal" && v["reason"] == "grace_expired")
+        .map(|v| &v["target"])
+        .collect();
+    assert!(!killed.is_empty());
+    let once: std::collections::HashSet<String> = killed.iter().map(|t| t.to_string()).collect();
+    assert_eq!(
+        once.len(),
+        killed.len(),
+        "a process SIGKILLed twice: {killed:?}"
     );
     let left: Vec<i32> = [format!("{tag}-polite"), format!("{tag}-stubborn")]
         .iter()
