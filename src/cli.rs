@@ -148,7 +148,8 @@ SIGFPE, SIGILL, SIGTRAP, SIGSYS. See docs/init.md.")]
 pub struct InitArgs {
     /// Forward signals to PROGRAM's process group (PROGRAM then leads a group of its own)
     /// instead of to PROGRAM alone.
-    #[arg(short = 'g', long = "group", env = "FOSTER_KILL_PROCESS_GROUP")]
+    #[arg(short = 'g', long = "group", env = "FOSTER_KILL_PROCESS_GROUP",
+          value_parser = clap::builder::BoolishValueParser::new())]
     pub group: bool,
     /// Send signal TO where FROM arrived (`TERM:QUIT`; `USR1:0` drops USR1). Repeatable;
     /// comma-separated in the environment variable.
@@ -171,7 +172,8 @@ pub struct InitArgs {
     pub subreaper: crate::init::role::SubreaperWish,
     /// When PROGRAM ends, send SIGTERM to the rest of the tree, SIGKILL after the grace, and
     /// exit only when nothing is left.
-    #[arg(short = 'w', long = "wait-all", env = "FOSTER_WAIT_ALL")]
+    #[arg(short = 'w', long = "wait-all", env = "FOSTER_WAIT_ALL",
+          value_parser = clap::builder::BoolishValueParser::new())]
     pub wait_all: bool,
     /// The grace of --wait-all between SIGTERM and SIGKILL (`500ms`, `5s`, `2m`, seconds).
     #[arg(long, value_name = "DURATION", env = "FOSTER_GRACE", default_value = "5s",

@@ -58,6 +58,7 @@ fn main() {
         ("tty_ctrl_c_gives_130", tty_ctrl_c),
         ("policy_arms_program_through_the_gate", policy),
         ("pdeath_refuses_a_gone_parent", pdeath_gone),
+        ("options_from_environment_variables", env_options),
     ];
     let mut ran = 0;
     for (name, f) in cases {
@@ -695,6 +696,41 @@ fn policy(mode: Mode) {
             assert_eq!(f.len(), 6, "no FOSTER_* variables: {text}");
         }
     }
+}
+
+/// Every option as an environment variable, flags as 1/0 like container images set them.
+fn env_options(mode: Mode) {
+    let out = foster(mode, &["--", "sh", "-c", "exit 4"])
+        .env("FOSTER_EXPECT", "3,4")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let out = foster(mode, &["--", "sh", "-c", "exit 4"])
+        .env("FOSTER_WAIT_ALL", "1")
+        .env("FOSTER_VERBOSITY", "1")
+        .env("FOSTER_GRACE", "2s")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("--wait-all"), "{err}");
+    let out = foster(mode, &["--", "sh", "-c", "exit 4"])
+        .env("FOSTER_WAIT_ALL", "0")
+        .env("FOSTER_VERBOSITY", "1")
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("--wait-all"));
+    let me = me();
+    let mut cmd = foster(mode, &["--", &me, "--helper", "catch"]);
+    cmd.env("FOSTER_REWRITE", "TERM:USR2,HUP:0")
+        .env("FOSTER_KILL_PROCESS_GROUP", "1");
+    let mut r = Running::start(mode, cmd);
+    r.until("ready");
+    r.signal_foster(libc::SIGHUP);
+    r.signal_foster(libc::SIGTERM);
+    let out = r.rest();
+    assert!(out.contains(&format!("got {}", libc::SIGUSR2)), "{out}");
+    assert_eq!(r.wait(), 128 + libc::SIGUSR2);
 }
 
 /// -p with a FOSTER_PARENT that is not foster's parent: the gate stops foster (120) before

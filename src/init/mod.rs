@@ -14,6 +14,7 @@
 //! written directly ([`level`]), so that the pages an idle init keeps resident are few.
 
 pub mod launch;
+pub mod resident;
 pub mod role;
 pub mod signals;
 pub mod tty;
@@ -158,6 +159,13 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
     let sfd =
         SignalFd::new(forwarded).map_err(|e| format!("signalfd for the forwarded signals: {e}"))?;
 
+    if std::fs::metadata("/proc/self/stat").is_err() {
+        return Err(
+            "/proc is not mounted: foster init reads process identities there (a \
+                    container runtime mounts it; under chroot or unshare, mount proc first)"
+                .into(),
+        );
+    }
     // The creator thread of every launch (the kernel's "parent" of PROGRAM for its
     // parent-death signal); it inherits the mask blocked above and sleeps in a channel receive.
     let spawner = Spawner::start().map_err(|e| format!("cannot start the spawner thread: {e}"))?;
@@ -204,6 +212,13 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
         } else {
             ""
         }
+    );
+
+    let advised = resident::drop_startup_pages();
+    say!(
+        2,
+        "startup pages dropped from the page tables: {} KiB of read-only file mappings",
+        advised / 1024
     );
 
     let mut program_status: Option<ExitStatus> = None;
