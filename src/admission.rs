@@ -216,28 +216,22 @@ impl Admission {
 
     /// Blocks until shutdown is requested or `timeout` passes; the reason, if requested.
     pub fn wait_requested(&self, timeout: Duration) -> Option<ShutdownReason> {
-        let deadline = Instant::now() + timeout;
-        let mut s = self.inner.lock();
-        while s.reason.is_none() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return None;
-            }
-            s = self
-                .inner
-                .changed
-                .wait_timeout(s, left)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
-        s.reason
+        self.wait_for(timeout, |s| s.reason)
     }
 
     /// Blocks until the owner finished or `timeout` passes.
     pub fn wait_closed(&self, timeout: Duration) -> Option<ShutdownReport> {
+        self.wait_for(timeout, |s| s.report)
+    }
+
+    /// Blocks until `get` finds a value in the state, or `timeout` passes.
+    fn wait_for<T>(&self, timeout: Duration, get: impl Fn(&State) -> Option<T>) -> Option<T> {
         let deadline = Instant::now() + timeout;
         let mut s = self.inner.lock();
-        while s.report.is_none() {
+        loop {
+            if let Some(v) = get(&s) {
+                return Some(v);
+            }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return None;
@@ -249,7 +243,6 @@ impl Admission {
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
-        s.report
     }
 }
 
