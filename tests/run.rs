@@ -119,6 +119,20 @@ fn foster(args: &[&str]) -> Child {
         .unwrap()
 }
 
+/// Starts `foster run --events-log FIFO CONFIG`, the FIFO made in `d` under `name`, and opens
+/// its events.
+fn run_logged(d: &Dir, name: &str, cfg: &Path) -> (Child, Events) {
+    let fifo = d.fifo(name);
+    let f = foster(&[
+        "run",
+        "--events-log",
+        fifo.to_str().unwrap(),
+        cfg.to_str().unwrap(),
+    ]);
+    let ev = Events::open(&fifo);
+    (f, ev)
+}
+
 fn wait_exit(child: &mut Child) -> i32 {
     let deadline = Instant::now() + LIMIT;
     loop {
@@ -296,14 +310,7 @@ fn restart_backoff_and_limit() {
         "[[helper]]\nname = \"flaky\"\ncommand = [\"/bin/sh\", \"-c\", \"exit 7\"]\n\
          restart = \"on-failure\"\nbackoff = { initial = \"20ms\", max = \"50ms\", limit = 4 }\n",
     );
-    let fifo = d.fifo("events");
-    let mut f = foster(&[
-        "run",
-        "--events-log",
-        fifo.to_str().unwrap(),
-        cfg.to_str().unwrap(),
-    ]);
-    let mut ev = Events::open(&fifo);
+    let (mut f, mut ev) = run_logged(&d, "events", &cfg);
     let all = ev.rest().to_vec();
     assert_eq!(wait_exit(&mut f), 3, "a helper given up on: exit status 3");
     let delays: Vec<u64> = all
@@ -343,14 +350,7 @@ fn sigterm_ends_the_whole_tree_with_documented_status() {
             ready.display()
         ),
     );
-    let fifo = d.fifo("events");
-    let mut f = foster(&[
-        "run",
-        "--events-log",
-        fifo.to_str().unwrap(),
-        cfg.to_str().unwrap(),
-    ]);
-    let mut ev = Events::open(&fifo);
+    let (mut f, mut ev) = run_logged(&d, "events", &cfg);
     ev.wait_for("launch polite", launch_of(&format!("{tag}-polite")));
     ev.wait_for("launch stubborn", launch_of(&format!("{tag}-stubborn")));
     wait_ready(&ready); // the stubborn helper ignores TERM from here on
@@ -479,14 +479,7 @@ fn nested_supervisors_adopt_at_the_nearest_living_subreaper() {
             inner.display()
         ),
     );
-    let top_fifo = d.fifo("top-events");
-    let mut f = foster(&[
-        "run",
-        "--events-log",
-        top_fifo.to_str().unwrap(),
-        top.to_str().unwrap(),
-    ]);
-    let mut top_ev = Events::open(&top_fifo);
+    let (mut f, mut top_ev) = run_logged(&d, "top-events", &top);
     let mut in_ev = Events::open(&inner_fifo);
     let nested = top_ev.wait_for("launch nested", launch_of(&format!("{tag}-nested")));
     let start = in_ev.wait_for("inner start", |v| kind(v) == "start");
@@ -625,14 +618,7 @@ fn orphan_storm_while_helpers_exit_with_known_codes() {
         ));
     }
     let cfg = d.file("c.toml", &text);
-    let fifo = d.fifo("events");
-    let mut f = foster(&[
-        "run",
-        "--events-log",
-        fifo.to_str().unwrap(),
-        cfg.to_str().unwrap(),
-    ]);
-    let mut ev = Events::open(&fifo);
+    let (mut f, mut ev) = run_logged(&d, "events", &cfg);
     let all = ev.rest().to_vec();
     // foster ends only when it has no child left at all: nothing unreaped remains.
     assert_eq!(wait_exit(&mut f), 3, "codes 1..19 are failures: status 3");
@@ -707,14 +693,7 @@ fn an_undeclared_subreaper_is_a_foreign_reaper() {
             tick("tick2", &tick2),
         ),
     );
-    let fifo = d.fifo("events");
-    let mut f = foster(&[
-        "run",
-        "--events-log",
-        fifo.to_str().unwrap(),
-        cfg.to_str().unwrap(),
-    ]);
-    let mut ev = Events::open(&fifo);
+    let (mut f, mut ev) = run_logged(&d, "events", &cfg);
     let me = ev.wait_for("start", |v| kind(v) == "start")["supervisor"].clone();
     let reaper = ev.wait_for("launch reaper", launch_of(&format!("{tag}-reaper")));
     let line = {
@@ -763,14 +742,7 @@ fn the_children_of_an_adopted_orphan_are_adopted_when_it_dies() {
             ready.display()
         ),
     );
-    let fifo = d.fifo("events");
-    let mut f = foster(&[
-        "run",
-        "--events-log",
-        fifo.to_str().unwrap(),
-        cfg.to_str().unwrap(),
-    ]);
-    let mut ev = Events::open(&fifo);
+    let (mut f, mut ev) = run_logged(&d, "events", &cfg);
     let helper = pid(&ev.wait_for("launch", launch_of(&tag)));
     wait_ready(&ready); // the grandchild sleep exists
     nix::sys::signal::kill(
