@@ -15,38 +15,8 @@ use serde_json::Value;
 const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
 const LIMIT: Duration = Duration::from_secs(30);
 
-fn is_root() -> bool {
-    nix::unistd::geteuid().is_root()
-}
-
-struct Dir(PathBuf);
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("foster-ctl-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
-        Dir(d)
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-    fn file(&self, name: &str, text: &str) -> PathBuf {
-        let p = self.0.join(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-    fn fifo(&self, name: &str) -> PathBuf {
-        let p = self.0.join(name);
-        nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-        p
-    }
-}
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod common;
+use common::{Dir, is_root};
 
 /// A `foster run` under test; SIGKILLed and reaped on drop if still running.
 struct Run {
@@ -212,7 +182,7 @@ fn error_kind(v: &Value) -> String {
 
 #[test]
 fn socket_is_0600_and_removed_on_exit() {
-    let d = Dir::new("mode");
+    let d = Dir::new("ctl", "mode");
     let cfg = d.file(
         "a.toml",
         "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n",
@@ -238,7 +208,7 @@ fn refuses_a_peer_of_another_uid() {
         eprintln!("skipped: needs root to run a client as uid 65534");
         return;
     }
-    let d = Dir::new("uid");
+    let d = Dir::new("ctl", "uid");
     let cfg = d.file(
         "a.toml",
         "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n",
@@ -286,7 +256,7 @@ use std::os::unix::process::CommandExt;
 
 #[test]
 fn survives_garbage_partial_oversized_and_a_client_that_never_reads() {
-    let d = Dir::new("garbage");
+    let d = Dir::new("ctl", "garbage");
     let cfg = d.file(
         "a.toml",
         "[[helper]]\nname = \"flaky\"\ncommand = [\"sh\", \"-c\", \"exit 3\"]\n\
@@ -385,7 +355,7 @@ fn read_fifo(p: &Path) {
 
 #[test]
 fn status_json_reports_roles_and_expected_parents() {
-    let d = Dir::new("status");
+    let d = Dir::new("ctl", "status");
     let (cfg, ready, oready) = three_generation_config(&d);
     let sock = d.path("a.sock");
     let run = Run::start(&cfg, &sock);
@@ -471,7 +441,7 @@ fn status_json_reports_roles_and_expected_parents() {
 
 #[test]
 fn events_show_a_crash_and_its_restart() {
-    let d = Dir::new("events");
+    let d = Dir::new("ctl", "events");
     let gate = d.fifo("gate");
     let cfg = d.file(
         "a.toml",
@@ -531,7 +501,7 @@ fn events_show_a_crash_and_its_restart() {
 
 #[test]
 fn signal_reaches_the_tree_and_nothing_else() {
-    let d = Dir::new("signal");
+    let d = Dir::new("ctl", "signal");
     let cfg = d.file(
         "a.toml",
         "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n\
@@ -578,7 +548,7 @@ fn signal_reaches_the_tree_and_nothing_else() {
 
 #[test]
 fn stale_socket_replaced_live_one_not_stolen() {
-    let d = Dir::new("stale");
+    let d = Dir::new("ctl", "stale");
     let cfg = d.file(
         "a.toml",
         "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n",
@@ -610,7 +580,7 @@ fn stale_socket_replaced_live_one_not_stolen() {
 
 #[test]
 fn ctl_without_a_supervisor_says_so() {
-    let d = Dir::new("absent");
+    let d = Dir::new("ctl", "absent");
     let out = Command::new(FOSTER)
         .args(["ctl", "--socket"])
         .arg(d.path("none.sock"))
@@ -646,7 +616,7 @@ fn demo_processes(demo: u32) -> Vec<i32> {
 }
 
 fn demo(stop: libc::c_int) {
-    let d = Dir::new(&format!("demo{stop}"));
+    let d = Dir::new("ctl", &format!("demo{stop}"));
     let sock = d.path("demo.sock");
     let mut guard = Guard(
         Command::new(FOSTER)

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -12,34 +12,8 @@ use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(30);
 
-fn is_root() -> bool {
-    nix::unistd::geteuid().is_root()
-}
-
-struct Dir(PathBuf);
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("foster-run-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
-    fn file(&self, name: &str, text: &str) -> PathBuf {
-        let p = self.0.join(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-    fn fifo(&self, name: &str) -> PathBuf {
-        let p = self.0.join(name);
-        nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-        p
-    }
-}
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod common;
+use common::{Dir, is_root};
 
 /// Lines of an events log, read on a thread.
 struct Events {
@@ -241,7 +215,7 @@ fn stop_leaving_nothing(f: &mut Child, ev: &mut Events, helper: &str) {
 
 #[test]
 fn bad_configs_each_have_their_own_message_and_start_nothing() {
-    let d = Dir::new("bad");
+    let d = Dir::new("run", "bad");
     let marker = d.0.join("started");
     let cmd = format!("command = [\"/bin/touch\", \"{}\"]\n", marker.display());
     let cases: Vec<(String, &str)> = vec![
@@ -304,7 +278,7 @@ fn bad_configs_each_have_their_own_message_and_start_nothing() {
 
 #[test]
 fn restart_backoff_and_limit() {
-    let d = Dir::new("restart");
+    let d = Dir::new("run", "restart");
     let cfg = d.file(
         "c.toml",
         "[[helper]]\nname = \"flaky\"\ncommand = [\"/bin/sh\", \"-c\", \"exit 7\"]\n\
@@ -336,7 +310,7 @@ fn restart_backoff_and_limit() {
 
 #[test]
 fn sigterm_ends_the_whole_tree_with_documented_status() {
-    let d = Dir::new("term");
+    let d = Dir::new("run", "term");
     let tag = format!("term{}", std::process::id());
     let ready = d.fifo("ready");
     let cfg = d.file(
@@ -396,7 +370,7 @@ fn sigterm_ends_the_whole_tree_with_documented_status() {
 /// tree is left and the control socket's file is removed.
 #[test]
 fn sighup_shuts_down_in_order_and_removes_the_socket() {
-    let d = Dir::new("hup");
+    let d = Dir::new("run", "hup");
     let tag = format!("hup{}", std::process::id());
     let ready = d.fifo("ready");
     let cfg = d.file(
@@ -450,7 +424,7 @@ fn sighup_shuts_down_in_order_and_removes_the_socket() {
 
 #[test]
 fn nested_supervisors_adopt_at_the_nearest_living_subreaper() {
-    let d = Dir::new("nested");
+    let d = Dir::new("run", "nested");
     let tag = format!("nest{}", std::process::id());
     let inner_fifo = d.fifo("inner-events");
     let ready = d.fifo("ready");
@@ -535,7 +509,7 @@ fn nested_supervisors_adopt_at_the_nearest_living_subreaper() {
 
 #[test]
 fn sigkill_of_foster_ends_gated_helpers_and_contain_ends_everything() {
-    let d = Dir::new("kill");
+    let d = Dir::new("run", "kill");
     let tag = format!("kill{}", std::process::id());
     for contain in [false, true] {
         if contain && !is_root() {
@@ -607,7 +581,7 @@ fn sigkill_of_foster_ends_gated_helpers_and_contain_ends_everything() {
 
 #[test]
 fn orphan_storm_while_helpers_exit_with_known_codes() {
-    let d = Dir::new("storm");
+    let d = Dir::new("run", "storm");
     let mut text = String::from(
         "[[helper]]\nname = \"storm\"\n\
          command = [\"/bin/sh\", \"-c\", \"i=0; while [ $i -lt 1500 ]; do ( /bin/true & ); i=$((i+1)); done\"]\n",
@@ -661,7 +635,7 @@ fn role_undeclared_subreaper() {
 /// expected the grandchild to reach foster itself, and reports a foreign reaper.
 #[test]
 fn an_undeclared_subreaper_is_a_foreign_reaper() {
-    let d = Dir::new("foreign");
+    let d = Dir::new("run", "foreign");
     let tag = format!("foreign{}", std::process::id());
     let (ready, gate, tick1, tick2) = (d.fifo("ready"), d.fifo("gate"), d.fifo("t1"), d.fifo("t2"));
     // The helper (a subreaper) → a middle shell → a sleep; the middle one exits on `gate`.
@@ -731,7 +705,7 @@ fn an_undeclared_subreaper_is_a_foreign_reaper() {
 /// that reap (not at some later event) and applies their generation's policy at once.
 #[test]
 fn the_children_of_an_adopted_orphan_are_adopted_when_it_dies() {
-    let d = Dir::new("chain");
+    let d = Dir::new("run", "chain");
     let tag = format!("chain{}", std::process::id());
     let ready = d.fifo("ready");
     let cfg = d.file(
