@@ -3,14 +3,61 @@
 //! Owns [`escape`]: process names and command lines are bytes chosen by whoever started the
 //! process. They may hold terminal escape sequences (a process named `\x1b]0;owned\x07` would
 //! retitle the terminal), newlines, bidirectional overrides or bytes that are not UTF-8. Nothing
-//! foster prints for people shows them raw; JSON output carries the exact bytes instead.
+//! foster prints for people shows them raw. JSON output carries the exact text instead, written
+//! by [`to_json`] so that it is safe on a terminal too: every character [`is_unsafe`] holds
+//! (C0 and C1 controls, DEL, bidirectional and zero-width formatting) becomes a `\uXXXX` escape,
+//! which any JSON reader turns back into the same character.
 
 use std::fmt::Write;
+use std::io;
 
 /// True for characters that change how text around them is shown: Unicode bidirectional
 /// controls and zero-width formatting, which `char::is_control` does not cover.
 fn is_format_char(c: char) -> bool {
     matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
+}
+
+/// True for the characters no terminal may receive raw: controls (C0, DEL, and C1, among them
+/// U+009B, a one-character CSI) and the formatting characters of [`is_format_char`].
+pub fn is_unsafe(c: char) -> bool {
+    c.is_control() || is_format_char(c)
+}
+
+/// A `serde_json` formatter (compact, as `serde_json::to_string`) that writes every character
+/// [`is_unsafe`] holds as `\uXXXX` (serde_json itself escapes only those below U+0020).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TerminalSafeJson;
+
+impl serde_json::ser::Formatter for TerminalSafeJson {
+    fn write_string_fragment<W: ?Sized + io::Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
+        let mut start = 0;
+        for (i, c) in fragment.char_indices() {
+            if !is_unsafe(c) {
+                continue;
+            }
+            writer.write_all(&fragment.as_bytes()[start..i])?;
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                write!(writer, "\\u{u:04x}")?;
+            }
+            start = i + c.len_utf8();
+        }
+        writer.write_all(&fragment.as_bytes()[start..])
+    }
+}
+
+/// `value` as one line of compact JSON, every [`is_unsafe`] character escaped as `\uXXXX`: the
+/// same document `serde_json::to_string` gives, safe to print on a terminal.
+pub fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
+    let mut out = Vec::with_capacity(128);
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, TerminalSafeJson);
+    value.serialize(&mut ser)?;
+    // Only valid UTF-8 was written: serde_json's output and ASCII escapes.
+    Ok(String::from_utf8(out).expect("JSON output is UTF-8"))
 }
 
 /// Escapes `bytes` for a terminal: printable text stays, `\` becomes `\\`, `\n` `\t` `\r` `\e`
@@ -56,7 +103,7 @@ pub fn escape_args<A: AsRef<[u8]>>(args: &[A]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::escape;
+    use super::{escape, to_json};
 
     #[test]
     fn plain_text_is_unchanged() {
@@ -80,5 +127,21 @@ mod tests {
         assert_eq!(escape("a\u{202e}b".as_bytes()), "a\\u{202e}b");
         assert_eq!(escape(b"\xff\xfeok"), "\\xff\\xfeok");
         assert_eq!(escape(b"back\\slash"), "back\\\\slash");
+    }
+
+    #[test]
+    fn json_escapes_what_a_terminal_must_not_see_and_stays_exact() {
+        let name = "a\u{9b}2J\u{1b}]0;x\u{7}\u{7f}\u{85}\u{202e}\u{feff}é✓\"\\";
+        let j = to_json(&[name]).unwrap();
+        assert_eq!(
+            j,
+            r#"["a\u009b2J\u001b]0;x\u0007\u007f\u0085\u202e\ufeffé✓\"\\"]"#
+        );
+        assert!(!j.chars().any(super::is_unsafe), "{j:?}");
+        let back: Vec<String> = serde_json::from_str(&j).unwrap();
+        assert_eq!(back, [name]);
+        // Plain values are exactly serde_json's compact output.
+        let v = serde_json::json!({"a": [1, "x y", null, true], "b": {"c": -2.5}});
+        assert_eq!(to_json(&v).unwrap(), serde_json::to_string(&v).unwrap());
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! Covers: a tree of processes with hostile names (set with `prctl(PR_SET_NAME)` and by exec
 //! through a symlink with such a name) read back by the real binary as JSON with the parent links
-//! the test created; text and dot output free of raw control bytes; a missing `--root` as a clear
+//! the test created; text and dot output free of raw control bytes; JSON with C1 controls and
+//! bidi overrides escaped yet the exact name; a missing `--root` as a clear
 //! error; the diff of two scans across a spawn, an exit, a zombie, an exec and a reparent to a
 //! subreaper; pids vanishing between listing and reading; a procfs-like directory with unreadable,
 //! empty and unparsable entries. Forked children do only async-signal-safe work (raw syscalls on
@@ -409,6 +410,89 @@ fn json_of_a_hostile_tree_matches_what_was_built() {
     );
     assert_all_gone(&ids);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A name with a one-character CSI (U+009B, bytes C2 9B), a C1 NEL, DEL, a bidi override: valid
+/// UTF-8, so JSON carries it exactly, and none of it may reach a terminal raw.
+const NAME_C1: &str = "c1\u{9b}2J\u{85}\u{7f}\u{202e}x";
+
+#[test]
+fn json_escapes_c1_controls_and_bidi_overrides_and_keeps_the_exact_name() {
+    let _serial = serial();
+    assert!(NAME_C1.len() <= 15);
+    let name = CString::new(NAME_C1).unwrap();
+    let (ready_r, ready_w) = pipe();
+    let (release_r, release_w) = pipe();
+    let a = fork();
+    if a == 0 {
+        // SAFETY: raw syscalls only.
+        unsafe { libc::setpgid(0, 0) };
+        close(release_w);
+        close(ready_r);
+        child_set_name(&name);
+        close(ready_w);
+        child_wait(release_r);
+        child_exit(0);
+    }
+    let mut group = Group {
+        leader: a,
+        reaped: false,
+    };
+    close(ready_w);
+    close(release_r);
+    assert_eq!(read_deadline(ready_r, 20), None);
+    close(ready_r);
+    let id = Identity::of(a).unwrap();
+    assert_eq!(
+        std::fs::read(format!("/proc/{a}/comm")).unwrap(),
+        format!("{NAME_C1}\n").as_bytes(),
+        "the kernel kept the name"
+    );
+
+    for args in [
+        vec![
+            "tree".to_string(),
+            "--json".into(),
+            "--root".into(),
+            a.to_string(),
+        ],
+        vec!["tree".into(), "--json".into()],
+    ] {
+        let out = foster().args(&args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            !out.stdout.windows(2).any(|w| w == [0xc2, 0x9b]),
+            "{args:?}: a raw U+009B (C2 9B) in the output"
+        );
+        no_raw_control(&format!("{args:?}"), &out.stdout);
+        let text = String::from_utf8(out.stdout.clone()).unwrap();
+        assert!(
+            !text.contains('\u{202e}') && !text.contains('\u{85}'),
+            "{args:?}: a raw bidi override or C1 control"
+        );
+        assert!(text.contains(r"c1\u009b2J\u0085\u007f\u202ex"), "{text}");
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut stack: Vec<&Value> = doc.as_array().unwrap().iter().collect();
+        let mut found = None;
+        while let Some(n) = stack.pop() {
+            if n["pid"] == a {
+                found = Some(n);
+            }
+            stack.extend(n["children"].as_array().unwrap());
+        }
+        let n = found.expect("the named process is in the tree");
+        assert_eq!(n["comm"], NAME_C1, "JSON carries the exact name");
+        assert!(n.get("comm_escaped").is_none(), "the name is UTF-8");
+    }
+
+    close(release_w);
+    let status = group.reap(20);
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+    assert_all_gone(&[id]);
 }
 
 #[test]

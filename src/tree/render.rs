@@ -2,9 +2,11 @@
 //!
 //! Owns the three output forms of `foster tree`. Text and Graphviz labels go through
 //! [`crate::sanitize::escape`]: no raw control byte or escape sequence from a process name
-//! reaches a terminal or a dot file. JSON strings are exact when the bytes are UTF-8; when they
-//! are not, the string holds U+FFFD in place of the bad bytes and a sibling field
-//! (`comm_escaped`, `cmdline_escaped`) holds the lossless escaped form. See `docs/tree.md`.
+//! reaches a terminal or a dot file. JSON strings are exact when the bytes are UTF-8 (written by
+//! [`crate::sanitize::to_json`], which escapes C0/C1 controls, DEL and bidi or zero-width
+//! formatting as `\uXXXX`, so the document is safe on a terminal too); when they are not, the
+//! string holds U+FFFD in place of the bad bytes and a sibling field (`comm_escaped`,
+//! `cmdline_escaped`) holds the lossless escaped form. See `docs/tree.md`.
 
 use std::borrow::Cow;
 use std::fmt::Write;
@@ -12,7 +14,7 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use crate::identity::Identity;
-use crate::sanitize::{escape, escape_args};
+use crate::sanitize::{escape, escape_args, to_json};
 use crate::tree::graph::{ProcessNode, Snapshot};
 
 /// An output form of `foster tree`.
@@ -157,9 +159,10 @@ fn json_node<'a>(snap: &'a Snapshot, n: &'a ProcessNode) -> JsonNode<'a> {
 }
 
 /// The JSON document: a list of root nodes, each with its `children`, followed by a newline.
+/// Characters a terminal must not receive raw are `\uXXXX` escapes ([`to_json`]).
 pub fn json(snap: &Snapshot) -> String {
     let roots: Vec<JsonNode> = snap.roots().map(|r| json_node(snap, r)).collect();
-    let mut s = serde_json::to_string(&roots).expect("a tree of plain values serializes");
+    let mut s = to_json(&roots).expect("a tree of plain values serializes");
     s.push('\n');
     s
 }
@@ -283,6 +286,21 @@ mod tests {
         assert_eq!(bad["cmdline_escaped"][1], "ok");
         assert_eq!(bad["children"][0]["comm"], "new\nline");
         assert_eq!(roots[1]["children"][0]["comm"], "kworker/0:1");
+    }
+
+    #[test]
+    fn json_escapes_c1_and_bidi_but_keeps_the_name() {
+        let name = "x\u{9b}2J\u{202e}\u{7f}";
+        let snap = Snapshot::from_nodes(vec![ProcessNode::new(1, 0, 1, name.as_bytes())]);
+        let j = json(&snap);
+        assert!(j.contains(r#""comm":"x\u009b2J\u202e\u007f""#), "{j}");
+        assert!(
+            !j.trim_end().chars().any(crate::sanitize::is_unsafe),
+            "{j:?}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+        assert_eq!(v[0]["comm"], name);
+        assert!(v[0].get("comm_escaped").is_none());
     }
 
     #[test]
