@@ -71,6 +71,9 @@ impl std::fmt::Display for ExecError {
 
 impl std::error::Error for ExecError {}
 
+/// The status of a usage error (as clap's own): a bad argument, found before anything runs.
+pub const EXIT_USAGE: i32 = 2;
+
 fn err(status: i32, message: impl Into<String>) -> ExecError {
     ExecError {
         status,
@@ -191,6 +194,10 @@ fn gate_error(stop: gate::GateStop, expected: Identity) -> ExecError {
 /// Runs `foster exec`. Returns only on failure (without `--watch`), or with the status to exit
 /// with (with `--watch`).
 pub fn run(o: &ExecOptions) -> Result<i32, ExecError> {
+    if o.program.as_os_str().is_empty() {
+        // Joined to a PATH directory, an empty name would name the directory itself.
+        return Err(err(EXIT_USAGE, "empty program name"));
+    }
     let exp = expectation(o)?;
     let resolved =
         gate::resolve_program(&o.program).map_err(|e| err(e.exit_status(), e.to_string()))?;

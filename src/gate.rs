@@ -676,7 +676,8 @@ fn write_decimal(buf: &mut [u8], at: usize, mut v: u64) -> usize {
 /// Why a target program was refused or could not be resolved.
 #[derive(Debug)]
 pub enum TargetError {
-    /// Not found in `PATH` (or the path does not exist).
+    /// Not found in `PATH` (a name without `/`), or the path does not exist; an empty name
+    /// (refused by the callers before any search) shows as "empty program name".
     NotFound(PathBuf),
     /// Exists but is not an executable regular file.
     NotExecutable(PathBuf),
@@ -711,16 +712,22 @@ impl fmt::Display for TargetError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let tail = "its exec would clear the parent-death signal; pass --allow-setid to run it \
                     anyway, unsupervised after exec";
+        // Names are escaped: a program name may come from a configuration file.
+        let show = |p: &PathBuf| crate::sanitize::escape(p.as_os_str().as_bytes());
         match self {
-            TargetError::NotFound(p) => write!(f, "{}: program not found", p.display()),
+            TargetError::NotFound(p) if p.as_os_str().is_empty() => {
+                write!(f, "empty program name")
+            }
+            TargetError::NotFound(p) if !p.as_os_str().as_bytes().contains(&b'/') => {
+                write!(f, "{}: not found in PATH", show(p))
+            }
+            TargetError::NotFound(p) => write!(f, "{}: no such file", show(p)),
             TargetError::NotExecutable(p) => {
-                write!(f, "{}: not an executable regular file", p.display())
+                write!(f, "{}: not an executable regular file", show(p))
             }
-            TargetError::SetUid(p) => write!(f, "{} is set-user-ID: {tail}", p.display()),
-            TargetError::SetGid(p) => write!(f, "{} is set-group-ID: {tail}", p.display()),
-            TargetError::FileCaps(p) => {
-                write!(f, "{} has file capabilities: {tail}", p.display())
-            }
+            TargetError::SetUid(p) => write!(f, "{} is set-user-ID: {tail}", show(p)),
+            TargetError::SetGid(p) => write!(f, "{} is set-group-ID: {tail}", show(p)),
+            TargetError::FileCaps(p) => write!(f, "{} has file capabilities: {tail}", show(p)),
         }
     }
 }

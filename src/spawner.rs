@@ -355,6 +355,10 @@ fn prepare(
     me: Identity,
     own_pidfd: Option<RawFd>,
 ) -> Result<Prepared, SpawnError> {
+    if spec.program.as_os_str().is_empty() {
+        // Joined to a PATH directory, an empty name would name the directory itself.
+        return Err(SpawnError::Target(TargetError::NotFound(PathBuf::new())));
+    }
     let resolved = gate::resolve_program(&spec.program).map_err(SpawnError::Target)?;
     match gate::check_target(&resolved) {
         Ok(()) => {}
@@ -686,4 +690,24 @@ fn launch_here(
             errno: b,
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_program_name_is_refused_before_fork() {
+        // Joined to the first PATH directory, "" would name that directory.
+        let s = Spawner::start().unwrap();
+        let e = s
+            .launch(LaunchSpec::new("", [""; 0], Policy::term()))
+            .unwrap_err();
+        assert!(
+            matches!(&e, SpawnError::Target(TargetError::NotFound(p)) if p.as_os_str().is_empty()),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "empty program name");
+        assert!(e.pid().is_none(), "no child was created");
+    }
 }

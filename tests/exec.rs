@@ -61,7 +61,37 @@ fn missing_program_is_127_and_set_uid_needs_allow() {
         String::from_utf8_lossy(&o.stdout).contains("status 127"),
         "{o:?}"
     );
-    assert!(String::from_utf8_lossy(&o.stderr).contains("no-such-program-here: program not found"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("no-such-program-here: not found in PATH"),
+        "{err}"
+    );
+    let o = sh(
+        r#"FOSTER_PARENT=$("$F" identity $$) "$F" exec -- ./no-such-program-here; echo "status $?""#,
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("status 127"),
+        "{o:?}"
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("./no-such-program-here: no such file"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_empty_program_name_is_a_usage_error() {
+    // PATH starts with a directory: an empty name joined to it names the directory itself.
+    let o = sh(
+        r#"PATH="/usr/bin:/bin" FOSTER_PARENT=$("$F" identity $$) "$F" exec -- ''; echo "status $?""#,
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("status 2\n"),
+        "{o:?}"
+    );
+    assert_eq!(err, "foster: exec: empty program name\n");
 }
 
 #[test]
