@@ -70,7 +70,8 @@ pub struct Options {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum SocketOption {
     /// `control::server::default_path` of the configuration's name; when a live supervisor
-    /// holds it, the name gets foster's pid; other failures only disable the socket.
+    /// holds it, the name gets foster's pid; any other failure is an error (`--no-socket`
+    /// runs without one).
     #[default]
     Default,
     /// Exactly here; any failure is an error.
@@ -135,10 +136,9 @@ fn bind_socket(options: &Options) -> io::Result<Option<crate::control::server::B
                     );
                     server::bind(&alt).map(Some).map_err(io::Error::other)
                 }
-                Err(e) => {
-                    warn!("{e}; running without a control socket (give one with --socket)");
-                    Ok(None)
-                }
+                Err(e) => Err(io::Error::other(format!(
+                    "{e}; foster run --no-socket runs without a control socket"
+                ))),
             }
         }
     }

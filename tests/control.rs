@@ -200,6 +200,33 @@ fn socket_is_0600_and_removed_on_exit() {
     let st = run.stop();
     assert!(st.success(), "{st}");
     assert!(!sock.exists(), "socket file left behind");
+    assert!(
+        !d.path("sub").exists(),
+        "the directory foster made is left behind"
+    );
+}
+
+#[test]
+fn socket_parents_are_not_created() {
+    let d = Dir::new("ctl", "chain");
+    let cfg = d.file("a.toml", "[[helper]]\nname = \"t\"\ncommand = [\"true\"]\n");
+    let sock = d.path("x/y/a.sock");
+    let out = Command::new(FOSTER)
+        .arg("run")
+        .arg(&cfg)
+        .arg("--socket")
+        .arg(&sock)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&d.path("x/y").display().to_string())
+            && err.contains(&format!("parent {} does not exist", d.path("x").display())),
+        "{err}"
+    );
+    assert!(!d.path("x").exists(), "a chain of directories was made");
 }
 
 #[test]

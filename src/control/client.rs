@@ -1,10 +1,14 @@
 //! The control socket's client side: `foster ctl`, and the connection other clients reuse.
 //!
 //! Owns [`Connection`] (a blocking connection that sends one request a line and reads one reply
-//! a line, with errors that say what to do when nothing listens), the default socket lookup for
-//! `foster ctl` without `--socket`, and the human renderings: the status as a tree with roles,
-//! generations, policies, expected and actual parents; events as one line each. Every process
-//! name and argument goes through [`crate::sanitize::escape`].
+//! a line, with errors that say what to do when nothing listens), the check of the server's
+//! credentials every client makes before it sends anything ([`check_server`]: `SO_PEERCRED`,
+//! the server must run as this user or root), the default socket lookup for `foster ctl`
+//! without `--socket` (in a directory checked as `foster run` checks it), and the human
+//! renderings: the status as a tree with roles, generations, policies, expected and actual
+//! parents; events as one line each. Whatever the server sent goes through
+//! [`crate::sanitize::escape`] before it reaches a terminal, error messages included; `--json`
+//! output is [`Reply::to_line`], whose JSON escapes every control character.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -39,9 +43,36 @@ pub struct Connection {
     writer: UnixStream,
 }
 
+/// Checks who serves `stream` before anything is sent to it: the server's uid (`SO_PEERCRED`,
+/// as the kernel recorded it when the server started listening) must be this process's
+/// effective uid or root. A socket of another user (a squatted directory, a socket replaced by
+/// someone else's listener) is refused, and nothing is sent to it.
+pub fn check_server(stream: &UnixStream, path: &Path) -> Result<(), ClientError> {
+    let cred = nix::sys::socket::getsockopt(stream, nix::sys::socket::sockopt::PeerCredentials)
+        .map_err(|e| {
+            ClientError(format!(
+                "{}: cannot read the server's credentials (SO_PEERCRED): {e}; not talking to it",
+                path.display()
+            ))
+        })?;
+    let me = nix::unistd::geteuid().as_raw();
+    let uid = cred.uid();
+    if uid != me && uid != 0 {
+        return Err(ClientError(format!(
+            "{}: the process listening there runs as uid {uid} (pid {}), not as you (uid {me}) \
+             nor root: it is not your supervisor (was the socket or its directory taken over \
+             by another user?); nothing was sent to it",
+            path.display(),
+            cred.pid()
+        )));
+    }
+    Ok(())
+}
+
 impl Connection {
-    /// Connects to `path`; the error says whether nothing listens, the file is stale, or access
-    /// is denied.
+    /// Connects to `path` and checks the server's credentials ([`check_server`]); the error
+    /// says whether nothing listens, the file is stale, access is denied, or the server is not
+    /// this user's.
     pub fn connect(path: &Path) -> Result<Connection, ClientError> {
         let stream = UnixStream::connect(path).map_err(|e| {
             let p = path.display();
@@ -61,6 +92,7 @@ impl Connection {
                 _ => format!("cannot connect to {p}: {e}"),
             })
         })?;
+        check_server(&stream, path)?;
         let writer = stream
             .try_clone()
             .map_err(|e| ClientError(format!("{}: {e}", path.display())))?;
@@ -100,8 +132,9 @@ impl Connection {
         }
         serde_json::from_str(&line).map(Some).map_err(|e| {
             ClientError(format!(
-                "{}: the supervisor's reply is not understood ({e}): {}",
+                "{}: the supervisor's reply is not understood ({}): {}",
                 self.path.display(),
+                escape(e.to_string().as_bytes()),
                 escape(line.trim_end().as_bytes())
             ))
         })
@@ -138,12 +171,12 @@ impl Connection {
     }
 }
 
-/// An error reply as a [`ClientError`] naming its kind.
+/// An error reply as a [`ClientError`] naming its kind (its message escaped).
 pub fn into_result(r: Reply) -> Result<ReplyBody, ClientError> {
     match r.body {
         ReplyBody::Error(e) => Err(ClientError(format!(
             "{} ({})",
-            e.message,
+            escape(e.message.as_bytes()),
             serde_json::to_value(e.kind)
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_string))
@@ -156,14 +189,28 @@ pub fn into_result(r: Reply) -> Result<ReplyBody, ClientError> {
 fn unexpected(body: &ReplyBody) -> ClientError {
     ClientError(format!(
         "unexpected reply from the supervisor: {}",
-        serde_json::to_string(body).unwrap_or_default()
+        escape(serde_json::to_string(body).unwrap_or_default().as_bytes())
     ))
 }
 
 /// The socket `foster ctl` uses without `--socket`: the only `*.sock` in the default
-/// directory. The error lists them when there are several.
+/// directory, which must be a private directory of this user, as `foster run` requires (a
+/// directory squatted by another user is refused, not searched). The error lists the sockets
+/// when there are several.
 pub fn find_default_socket() -> Result<PathBuf, ClientError> {
+    use crate::control::server::{DirProblem, open_private_dir};
     let dir = crate::control::server::default_dir();
+    match open_private_dir(&dir) {
+        Ok(_) => {}
+        Err(DirProblem::Missing) => {
+            return Err(ClientError(format!(
+                "no supervisor socket in {} (no such directory): is foster run running? use \
+                 --socket",
+                dir.display()
+            )));
+        }
+        Err(DirProblem::Refused(m)) => return Err(ClientError(m)),
+    }
     let listening = listening_socket_paths();
     let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)
         .map(|d| {
@@ -273,7 +320,7 @@ pub fn render_status(s: &Status) -> String {
             state,
             id_text(h.identity),
             h.launches,
-            h.restart
+            escape(h.restart.as_bytes())
         );
         if h.restarts_in_a_row > 0 {
             let _ = write!(line, " ({} in a row)", h.restarts_in_a_row);
@@ -326,12 +373,12 @@ fn tree_lines(
     }
     tags.push(format!("gen {}", p.generation));
     if let Some(pol) = &p.policy {
-        tags.push(pol.clone());
+        tags.push(escape(pol.as_bytes()));
     }
     let mut line = format!(
         "{lead}{} {} {} [{}]",
         p.pid,
-        p.state,
+        escape(p.state.as_bytes()),
         name,
         tags.join(" · ")
     );
@@ -505,10 +552,15 @@ pub fn describe(e: &Event) -> String {
                 .and_then(|v| v.as_str().map(str::to_string))
                 .unwrap_or_default()
                 .replace('_', " ");
-            format!("sent {signal} to pid {}{} ({why})", target.pid, h(helper))
+            format!(
+                "sent {} to pid {}{} ({why})",
+                escape(signal.as_bytes()),
+                target.pid,
+                h(helper)
+            )
         }
         Event::Shutdown { signal } => match signal {
-            Some(s) => format!("shutting down ({s})"),
+            Some(s) => format!("shutting down ({})", escape(s.as_bytes())),
             None => "shutting down (nothing left to supervise)".to_string(),
         },
         Event::Stopped { exit_status } => format!("stopped, exit status {exit_status}"),
@@ -594,7 +646,9 @@ pub fn ctl(
                         ReplyBody::Lagged { dropped } => {
                             writeln!(out, "… {dropped} events dropped (this client was slow)")?
                         }
-                        ReplyBody::Error(e) => writeln!(out, "error: {}", e.message)?,
+                        ReplyBody::Error(e) => {
+                            writeln!(out, "error: {}", escape(e.message.as_bytes()))?
+                        }
                         _ => {}
                     }
                 }
@@ -615,13 +669,15 @@ pub fn ctl(
     if json {
         out.write_all(&reply.to_line()).map_err(w)?;
         return match reply.body {
-            ReplyBody::Error(e) => Err(ClientError(e.message)),
+            ReplyBody::Error(e) => Err(ClientError(escape(e.message.as_bytes()))),
             _ => Ok(()),
         };
     }
     match into_result(reply)? {
         ReplyBody::Status(s) => out.write_all(render_status(&s).as_bytes()).map_err(w)?,
-        ReplyBody::Done { message, .. } => writeln!(out, "{message}").map_err(w)?,
+        ReplyBody::Done { message, .. } => {
+            writeln!(out, "{}", escape(message.as_bytes())).map_err(w)?
+        }
         other => return Err(unexpected(&other)),
     }
     Ok(())

@@ -4,8 +4,10 @@
 //! - [`server`]: the socket inside `foster run`: binding, peer checks, client tasks, events.
 //! - [`client`]: `foster ctl`: connecting, asking, and showing the answers to people.
 //!
-//! A supervisor (`foster run`) listens on a Unix socket, mode 0600, and answers only peers of
-//! its own uid or root. `foster ctl` and `foster top --attach` are its clients.
+//! A supervisor (`foster run`) listens on a Unix socket, mode 0600, in a directory only its user
+//! can write to, and answers only peers of its own uid or root. `foster ctl` and `foster top
+//! --attach` are its clients; they talk only to a server of their own uid or root. The
+//! "Security" section of `docs/control.md` says what is trusted and what is checked.
 
 pub mod client;
 pub mod protocol;

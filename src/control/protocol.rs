@@ -184,14 +184,19 @@ impl Reply {
         }))
     }
 
-    /// The reply as one line, newline included.
+    /// The reply as one line, newline included. Only printable text: besides what JSON
+    /// escapes, DEL, C1 controls and format characters are written as `\uXXXX`
+    /// ([`crate::sanitize::to_json`]), so the line can be shown as it is.
     pub fn to_line(&self) -> Vec<u8> {
-        let mut v = serde_json::to_vec(self).unwrap_or_else(|e| {
-            format!(
-                "{{\"version\":{VERSION},\"error\":{{\"kind\":\"internal\",\"message\":\"cannot encode the reply: {e}\"}}}}"
-            )
-            .into_bytes()
-        });
+        let mut v = crate::sanitize::to_json(self)
+            .or_else(|e| {
+                crate::sanitize::to_json(&Reply::error(
+                    ErrorKind::Internal,
+                    format!("cannot encode the reply: {e}"),
+                ))
+            })
+            .unwrap_or_default()
+            .into_bytes();
         v.push(b'\n');
         v
     }

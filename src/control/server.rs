@@ -1,10 +1,12 @@
 //! The control socket's server side, run inside `foster run`.
 //!
-//! Owns the socket file's life (its default path, a 0700 directory, binding with mode 0600 from
-//! the first instant, replacing a stale socket, never stealing a live one, removing it on exit),
-//! the check of every peer's credentials (`SO_PEERCRED`: same uid or root), one task per client
-//! (reading bounded lines, answering in order, streaming events), and the [`Hub`] of events
-//! (sequence numbers, the backlog for late clients, the broadcast to followers).
+//! Owns the socket file's life (its default path; the checks of its directory, which must be a
+//! private directory of this user, or for a `--socket` path one no other user can write to;
+//! binding with mode 0600 from the first instant, replacing a stale socket, never stealing a
+//! live one, removing it on exit), the check of every peer's credentials (`SO_PEERCRED`: same
+//! uid or root), one task per client (reading bounded lines, answering in order, streaming
+//! events), and the [`Hub`] of events (sequence numbers, the backlog for late clients, the
+//! broadcast to followers).
 //!
 //! The supervisor never writes to a client. It takes [`Command`]s from [`Server::recv`] and
 //! answers each through a oneshot channel; client tasks do all socket I/O. A client that does
@@ -16,7 +18,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::io::{self, ErrorKind as IoKind};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixListener as StdListener;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -39,12 +41,13 @@ pub const MAX_CLIENTS: usize = 64;
 const RING: usize = 1024;
 
 /// The default socket path for a supervisor named `name`: `$XDG_RUNTIME_DIR/foster/NAME.sock`,
-/// else `/run/foster/NAME.sock` for root, else `/tmp/foster-UID/NAME.sock`.
+/// else `/run/foster/NAME.sock` for root, else `/tmp/foster-UID/NAME.sock` (`$TMPDIR` when set).
 pub fn default_path(name: &str) -> PathBuf {
     default_dir().join(format!("{name}.sock"))
 }
 
-/// The directory of default socket paths (see [`default_path`]).
+/// The directory of default socket paths (see [`default_path`]). It must be private (see
+/// [`open_private_dir`]): a directory of another user there is refused, never used.
 pub fn default_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
         return PathBuf::from(d).join("foster");
@@ -62,6 +65,9 @@ pub fn default_dir() -> PathBuf {
 pub enum BindError {
     /// A supervisor answers on this path: it is not taken over.
     Live(PathBuf),
+    /// The socket's directory is not safe to use (or cannot be made); the message names it,
+    /// its owner and its mode, and what to do.
+    Dir(String),
     /// Anything else, with what was being done.
     Io(PathBuf, String, io::Error),
 }
@@ -75,6 +81,7 @@ impl fmt::Display for BindError {
                  another path with --socket",
                 p.display()
             ),
+            BindError::Dir(m) => write!(f, "control socket: {m}"),
             BindError::Io(p, what, e) => {
                 write!(f, "control socket {}: {what}: {e}", p.display())
             }
@@ -84,6 +91,198 @@ impl fmt::Display for BindError {
 
 impl std::error::Error for BindError {}
 
+/// What a socket's directory must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DirRule {
+    /// The default directory ([`default_dir`]), or any socket inside it: a real directory (not
+    /// a symbolic link), owned by foster's effective uid, no access for group or others. Made
+    /// (mode 0700) when missing and its parent exists; kept on exit (other supervisors of the
+    /// user share it, as tmux's `/tmp/tmux-UID`).
+    Private,
+    /// The directory of a `--socket PATH` elsewhere: owned by foster's effective uid or root,
+    /// and not writable by group or others unless sticky (as `/tmp`), so that no other user can
+    /// replace the socket. Made (mode 0700) when missing and its parent exists, and then
+    /// removed on exit when empty.
+    Given,
+}
+
+/// A socket's directory, open, checked, and how it came to be.
+#[derive(Debug)]
+struct CheckedDir {
+    fd: std::os::fd::OwnedFd,
+    dev: u64,
+    ino: u64,
+    /// foster made it (and so removes it on exit when it is empty, for [`DirRule::Given`]).
+    created: bool,
+}
+
+/// Why a directory was not taken.
+#[derive(Debug)]
+pub enum DirProblem {
+    /// It does not exist (and was not to be made).
+    Missing,
+    /// It is not safe, or cannot be made or opened: the message says which and why.
+    Refused(String),
+}
+
+impl fmt::Display for DirProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DirProblem::Missing => f.write_str("does not exist"),
+            DirProblem::Refused(m) => f.write_str(m),
+        }
+    }
+}
+
+/// "uid 65534 (nobody)".
+fn uid_text(uid: u32) -> String {
+    match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+        Ok(Some(u)) => format!("uid {uid} ({})", crate::sanitize::escape(u.name.as_bytes())),
+        _ => format!("uid {uid}"),
+    }
+}
+
+/// What is at `path`, for an error: its type, owner and mode, not following a symbolic link.
+fn describe_entry(path: &Path) -> String {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::symlink_metadata(path) {
+        Err(e) => format!("cannot be inspected ({e})"),
+        Ok(m) => {
+            let t = m.file_type();
+            let kind = if t.is_symlink() {
+                match std::fs::read_link(path) {
+                    Ok(to) => format!(
+                        "a symbolic link to {}",
+                        crate::sanitize::escape(to.as_os_str().as_encoded_bytes())
+                    ),
+                    Err(_) => "a symbolic link".to_string(),
+                }
+            } else if t.is_dir() {
+                "a directory".to_string()
+            } else if t.is_socket() {
+                "a socket".to_string()
+            } else if t.is_file() {
+                "a regular file".to_string()
+            } else {
+                "a special file".to_string()
+            };
+            format!(
+                "is {kind}, owned by {}, mode {:04o}",
+                uid_text(m.uid()),
+                m.mode() & 0o7777
+            )
+        }
+    }
+}
+
+/// Opens the directory `dir` and checks it against `rule`; makes it (only it, mode 0700) when
+/// missing and `create`, provided its parent exists. The check is on the open directory
+/// (`fstat`), which is then used to verify the bound socket, so a directory swapped after the
+/// check is noticed.
+fn open_dir(dir: &Path, rule: DirRule, create: bool) -> Result<CheckedDir, DirProblem> {
+    use nix::fcntl::{OFlag, open};
+    use nix::sys::stat::{Mode, fstat};
+    let me = nix::unistd::geteuid().as_raw();
+    let shown = dir.display();
+    let mut flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    if rule == DirRule::Private {
+        flags |= OFlag::O_NOFOLLOW;
+    }
+    let mut created = false;
+    let fd = loop {
+        match open(dir, flags, Mode::empty()) {
+            Ok(fd) => break fd,
+            Err(nix::errno::Errno::ENOENT) if create && !created => {
+                match nix::unistd::mkdir(dir, Mode::from_bits_truncate(0o700)) {
+                    Ok(()) => created = true,
+                    Err(nix::errno::Errno::EEXIST) => {} // made meanwhile: checked below
+                    Err(nix::errno::Errno::ENOENT) => {
+                        let parent = dir.parent().unwrap_or(Path::new("/"));
+                        return Err(DirProblem::Refused(format!(
+                            "cannot create the directory {shown}: its parent {} does not exist \
+                             (foster creates only the socket's own directory; create the \
+                             others first)",
+                            parent.display()
+                        )));
+                    }
+                    Err(e) => {
+                        return Err(DirProblem::Refused(format!(
+                            "cannot create the directory {shown}: {e}"
+                        )));
+                    }
+                }
+            }
+            Err(nix::errno::Errno::ENOENT) => return Err(DirProblem::Missing),
+            Err(
+                nix::errno::Errno::ELOOP | nix::errno::Errno::ENOTDIR | nix::errno::Errno::EACCES,
+            ) if rule == DirRule::Private => {
+                return Err(DirProblem::Refused(format!(
+                    "{shown} {}: it must be a real directory of yours ({}) with mode 0700; not \
+                     using it (remove it, or set XDG_RUNTIME_DIR, or give --socket PATH)",
+                    describe_entry(dir),
+                    uid_text(me)
+                )));
+            }
+            Err(e) => {
+                return Err(DirProblem::Refused(format!(
+                    "cannot open the directory {shown} ({}): {e}",
+                    describe_entry(dir)
+                )));
+            }
+        }
+    };
+    let st = fstat(&fd).map_err(|e| DirProblem::Refused(format!("cannot stat {shown}: {e}")))?;
+    let mode = st.st_mode & 0o7777;
+    let owner = st.st_uid;
+    match rule {
+        DirRule::Private if owner != me || mode & 0o077 != 0 => {
+            return Err(DirProblem::Refused(format!(
+                "{shown} is a directory owned by {}, mode {mode:04o}: it must be yours ({}) \
+                 with mode 0700, or another user could replace the socket in it; not using it \
+                 ({}, or set XDG_RUNTIME_DIR, or give --socket PATH)",
+                uid_text(owner),
+                uid_text(me),
+                if owner == me {
+                    "chmod 700 it"
+                } else {
+                    "remove it"
+                }
+            )));
+        }
+        DirRule::Given if owner != me && owner != 0 => {
+            return Err(DirProblem::Refused(format!(
+                "{shown} is a directory owned by {}, mode {mode:04o}: the socket's directory \
+                 must belong to you ({}) or root, or its owner could replace the socket; not \
+                 using it",
+                uid_text(owner),
+                uid_text(me)
+            )));
+        }
+        DirRule::Given if mode & 0o022 != 0 && mode & 0o1000 == 0 => {
+            return Err(DirProblem::Refused(format!(
+                "{shown} is a directory owned by {}, mode {mode:04o}: it is writable by group \
+                 or others without the sticky bit, so another user could replace the socket \
+                 in it; not using it (give a path in a private directory)",
+                uid_text(owner)
+            )));
+        }
+        _ => {}
+    }
+    Ok(CheckedDir {
+        fd,
+        dev: st.st_dev,
+        ino: st.st_ino,
+        created,
+    })
+}
+
+/// Opens and checks the default socket directory `dir` without creating it, for clients
+/// looking for a supervisor: [`DirProblem::Missing`] when it does not exist, and the same
+/// refusal as `foster run` gives when it is not a private directory of this user.
+pub fn open_private_dir(dir: &Path) -> Result<std::os::fd::OwnedFd, DirProblem> {
+    open_dir(dir, DirRule::Private, false).map(|d| d.fd)
+}
+
 /// A bound, not yet serving, socket. Bind it before any other thread exists: binding sets the
 /// process umask for an instant.
 #[derive(Debug)]
@@ -92,12 +291,14 @@ pub struct Bound {
     file: SocketFile,
 }
 
-/// The socket file, removed on drop if it is still the one foster bound.
+/// The socket file, removed on drop if it is still the one foster bound; and its directory
+/// when foster made it for a `--socket` path and it is empty.
 #[derive(Debug)]
 struct SocketFile {
     path: PathBuf,
     dev: u64,
     ino: u64,
+    created_dir: Option<PathBuf>,
 }
 
 impl Drop for SocketFile {
@@ -107,28 +308,103 @@ impl Drop for SocketFile {
                 let _ = std::fs::remove_file(&self.path);
             }
         }
+        if let Some(d) = &self.created_dir {
+            // Only when empty: removing it must never take anything else with it.
+            let _ = std::fs::remove_dir(d);
+        }
     }
 }
 
-/// Binds the control socket at `path` with mode 0600. Creates its directory (mode 0700) when
-/// missing. A socket file nobody accepts on (`ECONNREFUSED`) is replaced; a live one is
-/// [`BindError::Live`].
+/// Binds the control socket at `path` with mode 0600, in a directory checked first (see
+/// [`DirRule`]: the default directory, or any path inside it, must be a private directory of
+/// this user; another directory must be one no other user can write to). A missing directory
+/// is made (mode 0700) when its parent exists; never a chain of them. A socket file nobody
+/// accepts on (`ECONNREFUSED`) is replaced; a live one is [`BindError::Live`].
 pub fn bind(path: &Path) -> Result<Bound, BindError> {
     let io_err = |what: &str, e: io::Error| BindError::Io(path.to_path_buf(), what.to_string(), e);
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if !dir.exists() {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(|e| io_err(&format!("cannot create {}", dir.display()), e))?;
+    let Some(name) = path.file_name() else {
+        return Err(io_err(
+            "not a path to a file",
+            io::Error::from(IoKind::InvalidInput),
+        ));
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let rule = if dir == default_dir() {
+        DirRule::Private
+    } else {
+        DirRule::Given
+    };
+    let checked = match open_dir(&dir, rule, true) {
+        Ok(d) => d,
+        Err(DirProblem::Missing) => unreachable!("open_dir creates a missing directory"),
+        Err(DirProblem::Refused(m)) => return Err(BindError::Dir(m)),
+    };
+    let created_dir = (checked.created && rule == DirRule::Given).then(|| dir.clone());
+    let cleanup = |created: &Option<PathBuf>| {
+        if let Some(d) = created {
+            let _ = std::fs::remove_dir(d);
         }
-    }
-    let listener = match bind_0600(path) {
+    };
+    let listener = match bind_listener(path, &checked) {
         Ok(l) => l,
+        Err(e) => {
+            cleanup(&created_dir);
+            return Err(e);
+        }
+    };
+    // The socket must be the entry `name` of the directory checked above: a directory
+    // replaced (renamed away, a symbolic link put in its place) between the check and the bind
+    // is noticed here.
+    let verify = || -> Result<(u64, u64), BindError> {
+        let m = std::fs::symlink_metadata(path).map_err(|e| io_err("cannot stat after bind", e))?;
+        let at =
+            nix::sys::stat::fstatat(&checked.fd, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+                .map_err(|e| io_err("cannot stat after bind", e.into()))?;
+        let d = std::fs::metadata(&dir).map_err(|e| io_err("cannot stat its directory", e))?;
+        if (at.st_dev, at.st_ino) != (m.dev(), m.ino())
+            || (d.dev(), d.ino()) != (checked.dev, checked.ino)
+        {
+            return Err(BindError::Dir(format!(
+                "the directory {} was replaced while the socket was being bound in it; not \
+                 using it",
+                dir.display()
+            )));
+        }
+        Ok((m.dev(), m.ino()))
+    };
+    let (dev, ino) = match verify() {
+        Ok(v) => v,
+        Err(e) => {
+            drop(listener);
+            cleanup(&created_dir);
+            return Err(e);
+        }
+    };
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| io_err("cannot make it non-blocking", e))?;
+    Ok(Bound {
+        listener,
+        file: SocketFile {
+            path: path.to_path_buf(),
+            dev,
+            ino,
+            created_dir,
+        },
+    })
+}
+
+/// Binds at `path` (in the checked directory `dir`), replacing a stale socket file.
+fn bind_listener(path: &Path, dir: &CheckedDir) -> Result<StdListener, BindError> {
+    let io_err = |what: &str, e: io::Error| BindError::Io(path.to_path_buf(), what.to_string(), e);
+    match bind_0600(path) {
+        Ok(l) => Ok(l),
         Err(e) if e.kind() == IoKind::AddrInUse => {
             match std::os::unix::net::UnixStream::connect(path) {
-                Ok(_) => return Err(BindError::Live(path.to_path_buf())),
+                Ok(_) => Err(BindError::Live(path.to_path_buf())),
                 Err(c) if c.raw_os_error() == Some(libc::ECONNREFUSED) => {
                     let m = std::fs::symlink_metadata(path)
                         .map_err(|e| io_err("cannot inspect the existing file", e))?;
@@ -142,32 +418,19 @@ pub fn bind(path: &Path) -> Result<Bound, BindError> {
                         "control socket {}: replacing a stale socket (nothing listens on it)",
                         path.display()
                     );
-                    std::fs::remove_file(path)
-                        .map_err(|e| io_err("cannot remove the stale socket", e))?;
-                    bind_0600(path).map_err(|e| io_err("cannot bind", e))?
+                    let name = path.file_name().unwrap_or_default();
+                    nix::unistd::unlinkat(&dir.fd, name, nix::unistd::UnlinkatFlags::NoRemoveDir)
+                        .map_err(|e| io_err("cannot remove the stale socket", e.into()))?;
+                    bind_0600(path).map_err(|e| io_err("cannot bind", e))
                 }
-                Err(c) => {
-                    return Err(io_err(
-                        "exists, and connecting to it to see whether it is stale failed",
-                        c,
-                    ));
-                }
+                Err(c) => Err(io_err(
+                    "exists, and connecting to it to see whether it is stale failed",
+                    c,
+                )),
             }
         }
-        Err(e) => return Err(io_err("cannot bind", e)),
-    };
-    let m = std::fs::symlink_metadata(path).map_err(|e| io_err("cannot stat after bind", e))?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| io_err("cannot make it non-blocking", e))?;
-    Ok(Bound {
-        listener,
-        file: SocketFile {
-            path: path.to_path_buf(),
-            dev: m.dev(),
-            ino: m.ino(),
-        },
-    })
+        Err(e) => Err(io_err("cannot bind", e)),
+    }
 }
 
 /// Takes over a listening socket bound at `path` by another process (`foster demo` binds it
@@ -204,6 +467,7 @@ pub fn adopt(fd: std::os::fd::RawFd, path: &Path) -> Result<Bound, BindError> {
             path: path.to_path_buf(),
             dev: m.dev(),
             ino: m.ino(),
+            created_dir: None,
         },
     })
 }

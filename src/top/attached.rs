@@ -47,9 +47,13 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Connects to the control socket at `socket`; the error says why in a person's words.
+    /// Connects to the control socket at `socket` and checks that the server is this user's
+    /// or root's ([`crate::control::client::check_server`]) before anything is sent; the error
+    /// says why in a person's words.
     pub fn open(socket: &Path) -> Result<Connection, SourceError> {
         let stream = UnixStream::connect(socket).map_err(|e| connect_error(socket, &e))?;
+        crate::control::client::check_server(&stream, socket)
+            .map_err(|e| SourceError(format!("cannot attach: {e}")))?;
         let reader = BufReader::new(
             stream
                 .try_clone()
@@ -94,9 +98,10 @@ impl Connection {
         }
         serde_json::from_slice(&self.line).map_err(|e| {
             SourceError(format!(
-                "{}: a reply is not protocol version {}: {e}",
+                "{}: a reply is not protocol version {}: {}",
                 self.socket.display(),
-                crate::control::protocol::VERSION
+                crate::control::protocol::VERSION,
+                crate::sanitize::escape(e.to_string().as_bytes())
             ))
         })
     }
@@ -118,7 +123,7 @@ impl Connection {
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_string))
                     .unwrap_or_default(),
-                e.message
+                crate::sanitize::escape(e.message.as_bytes())
             ))),
             body => Ok(body),
         }
@@ -312,7 +317,12 @@ impl AttachedSource {
                                 at_ms: now_ms(),
                             },
                             ReplyBody::Events { .. } => continue,
-                            ReplyBody::Error(e) => break format!("event stream: {}", e.message),
+                            ReplyBody::Error(e) => {
+                                break format!(
+                                    "event stream: {}",
+                                    crate::sanitize::escape(e.message.as_bytes())
+                                );
+                            }
                             other => break format!("event stream: unexpected reply {other:?}"),
                         },
                         Err(e) => break e.0,

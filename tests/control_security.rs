@@ -1,0 +1,544 @@
+//! The control socket against local attackers, end to end on real processes and real uids:
+//! a squatted runtime directory, a listener of another user in place of the supervisor, a
+//! server that sends terminal escapes. The other users are made with `setpriv` (as root; the
+//! tests that need it skip with a reason otherwise). Every test works in a directory of its
+//! own, given as `TMPDIR` (and `XDG_RUNTIME_DIR` removed), so the machine's own
+//! `/tmp/foster-UID` and `/run/foster` are never touched.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::net::UnixListener;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// The victim and the attacker: two ordinary uids.
+const VICTIM: u32 = 1000;
+const ATTACKER: u32 = 65534;
+
+mod common;
+use common::{Dir, is_root};
+
+/// `setpriv` as `uid` (and its group), no supplementary groups, running `program`.
+fn as_user(uid: u32, program: &str) -> Command {
+    let mut c = Command::new("setpriv");
+    c.arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={uid}"))
+        .arg("--clear-groups")
+        .arg("--")
+        .arg(program);
+    c
+}
+
+/// A directory shared by the users of a test, as `/tmp` is: mode 1777.
+fn shared_tmp(tag: &str) -> Dir {
+    let d = Dir::new("sec", tag);
+    std::fs::set_permissions(&d.0, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    d
+}
+
+/// `foster` as `uid`, with `tmp` as its temporary directory and no `XDG_RUNTIME_DIR`.
+fn foster_as(uid: u32, tmp: &Path) -> Command {
+    let mut c = as_user(uid, FOSTER);
+    c.env_remove("XDG_RUNTIME_DIR")
+        .env_remove("FOSTER_SOCKET")
+        .env("TMPDIR", tmp)
+        .stdin(Stdio::null());
+    c
+}
+
+fn ok(c: &mut Command) {
+    let out = c.output().unwrap();
+    assert!(out.status.success(), "{c:?}: {out:?}");
+}
+
+/// Raw terminal controls in `bytes`: C0 (but newline and tab), DEL, and C1 as UTF-8.
+fn raw_controls(bytes: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(bytes)
+        .chars()
+        .filter(|&c| c.is_control() && c != '\n' && c != '\t')
+        .map(|c| format!("U+{:04X}", c as u32))
+        .collect()
+}
+
+/// A child that ends in time, or is SIGKILLed and reaped: its output either way.
+fn output_within(mut c: Command) -> Output {
+    let child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(LIMIT) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            // SAFETY: kill of our own child, still unreaped (the thread waits for it).
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("{c:?} did not end within {LIMIT:?}");
+        }
+    }
+}
+
+// ---- A listener of another user ----
+
+/// What the fake server sends at once, before any request: a valid reply whose message holds
+/// terminal escapes (a title change, a bell, a one-character CSI), as a hijacker would.
+const HOSTILE: &str = "{\"version\":1,\"done\":{\"request\":\"stop\",\"message\":\"stopped \\u001b]0;pwned\\u0007 \\u009b31m red\"}}\n";
+
+/// The fake server: run only by [`FakeServer::start`], as another uid, through `setpriv`.
+/// Listens at `FOSTER_FAKE_LISTENER`, says `ready`, accepts one client, sends it [`HOSTILE`],
+/// and says how many bytes the client sent before it closed.
+#[test]
+#[ignore = "the fake server of the hijack tests: they run it as another uid"]
+fn fake_listener() {
+    let Some(path) = std::env::var_os("FOSTER_FAKE_LISTENER") else {
+        return;
+    };
+    // SAFETY: umask of this process alone: the victim must be able to connect.
+    unsafe { libc::umask(0) };
+    let l = UnixListener::bind(&path).unwrap();
+    println!("ready");
+    std::io::stdout().flush().unwrap();
+    let (mut s, _) = l.accept().unwrap();
+    let _ = s.write_all(HOSTILE.as_bytes());
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    println!("received {}", got.len());
+    std::io::stdout().flush().unwrap();
+}
+
+/// The fake server, running as [`ATTACKER`]; killed and reaped on drop.
+struct FakeServer {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+impl FakeServer {
+    fn start(path: &Path) -> FakeServer {
+        let mut child = as_user(ATTACKER, std::env::current_exe().unwrap().to_str().unwrap())
+            .args(["--ignored", "--exact", "fake_listener", "--nocapture"])
+            .env("FOSTER_FAKE_LISTENER", path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let (tx, lines) = mpsc::channel();
+        let out = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines() {
+                let Ok(l) = l else { break };
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        let f = FakeServer { child, lines };
+        f.expect("ready");
+        f
+    }
+    /// The next line of its own (not the test harness's) that starts with `what`.
+    fn expect(&self, what: &str) -> String {
+        let t = Instant::now();
+        loop {
+            match self.lines.recv_timeout(LIMIT.saturating_sub(t.elapsed())) {
+                Ok(l) if l.starts_with(what) => return l,
+                Ok(_) => {}
+                Err(_) => panic!("the fake server never said {what:?}"),
+            }
+        }
+    }
+    /// How many bytes the client sent.
+    fn received(&self) -> usize {
+        self.expect("received ")["received ".len()..]
+            .trim()
+            .parse()
+            .unwrap()
+    }
+}
+impl Drop for FakeServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn ctl_and_top_refuse_a_server_of_another_user() {
+    if !is_root() {
+        eprintln!("skipped: needs root to run processes as uids {VICTIM} and {ATTACKER}");
+        return;
+    }
+    let d = shared_tmp("hijack");
+    // The attacker's directory, with its listener where the victim's socket would be.
+    let lair = d.path("lair");
+    ok(as_user(ATTACKER, "mkdir").args(["-m", "0777"]).arg(&lair));
+    let sock = lair.join("svc.sock");
+    for client in ["ctl", "top"] {
+        let _ = std::fs::remove_file(&sock);
+        let fake = FakeServer::start(&sock);
+        let mut c = foster_as(VICTIM, &d.0);
+        match client {
+            "ctl" => c.args(["ctl", "--socket"]).arg(&sock).arg("stop"),
+            _ => c.args(["top", "--attach"]).arg(&sock),
+        };
+        let out = output_within(c);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{client}: {out:?}");
+        assert!(
+            err.contains(&format!("runs as uid {ATTACKER}")) && err.contains("nothing was sent"),
+            "{client}: {err}"
+        );
+        assert_eq!(
+            fake.received(),
+            0,
+            "{client} sent a request to the fake server"
+        );
+        for stream in [&out.stdout, &out.stderr] {
+            let raw = raw_controls(stream);
+            assert!(raw.is_empty(), "{client} printed raw {raw:?}: {out:?}");
+        }
+    }
+}
+
+// ---- A squatted runtime directory ----
+
+#[test]
+fn a_squatted_runtime_directory_is_refused() {
+    if !is_root() {
+        eprintln!("skipped: needs root to run processes as uids {VICTIM} and {ATTACKER}");
+        return;
+    }
+    let d = shared_tmp("squat");
+    // A helper that ends at once: a foster that starts (the defect) ends by itself too.
+    let cfg = d.file(
+        "svc.toml",
+        "[[helper]]\nname = \"t\"\ncommand = [\"true\"]\n",
+    );
+    let dir = d.path(&format!("foster-{VICTIM}"));
+    let reset = || {
+        let _ = std::fs::remove_file(&dir);
+        let _ = std::fs::remove_dir_all(&dir);
+    };
+    let real = d.path("victims-own");
+    ok(as_user(VICTIM, "mkdir").args(["-m", "0700"]).arg(&real));
+    type Squat<'a> = Box<dyn Fn() + 'a>;
+    let cases: [(&str, Squat, &[&str]); 4] = [
+        (
+            "owned by the attacker, 0777",
+            Box::new(|| ok(as_user(ATTACKER, "mkdir").args(["-m", "0777"]).arg(&dir))),
+            &["uid 65534", "mode 0777"],
+        ),
+        (
+            "owned by the attacker, 0700",
+            Box::new(|| ok(as_user(ATTACKER, "mkdir").args(["-m", "0700"]).arg(&dir))),
+            &["uid 65534", "mode 0700"],
+        ),
+        (
+            "the victim's own, 0777",
+            Box::new(|| ok(as_user(VICTIM, "mkdir").args(["-m", "0777"]).arg(&dir))),
+            &["uid 1000", "mode 0777"],
+        ),
+        (
+            "a symbolic link to a private directory of the victim's",
+            Box::new(|| ok(as_user(ATTACKER, "ln").arg("-s").arg(&real).arg(&dir))),
+            &["symbolic link", "uid 65534"],
+        ),
+    ];
+    for (what, squat, words) in cases {
+        reset();
+        squat();
+        let mut c = foster_as(VICTIM, &d.0);
+        c.arg("run").arg(&cfg);
+        let out = output_within(c);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{what}: {out:?}");
+        assert!(err.contains(&dir.display().to_string()), "{what}: {err}");
+        for w in words {
+            assert!(err.contains(w), "{what}: {w:?} missing from {err}");
+        }
+        assert!(
+            !dir.join("svc.sock").exists() && !real.join("svc.sock").exists(),
+            "{what}: a socket was bound"
+        );
+        // `foster ctl` looking for the default socket refuses the directory too.
+        let mut c = foster_as(VICTIM, &d.0);
+        c.args(["ctl", "status"]);
+        let out = output_within(c);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "ctl, {what}: {out:?}");
+        assert!(
+            err.contains(&dir.display().to_string()) && words.iter().all(|w| err.contains(w)),
+            "ctl, {what}: {err}"
+        );
+    }
+
+    // Without a squatter the directory is made, private, and found by `foster ctl`.
+    reset();
+    let cfg = d.file(
+        "svc.toml",
+        "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n",
+    );
+    let mut run = foster_as(VICTIM, &d.0);
+    let mut run = Guard(
+        run.arg("run")
+            .arg(&cfg)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let sock = dir.join("svc.sock");
+    let t = Instant::now();
+    let status = loop {
+        let mut c = foster_as(VICTIM, &d.0);
+        c.args(["ctl", "--json", "status"]);
+        let out = output_within(c);
+        if out.status.success() {
+            break out;
+        }
+        assert!(
+            run.0.try_wait().unwrap().is_none(),
+            "foster run ended: {out:?}"
+        );
+        assert!(t.elapsed() < LIMIT, "never answered: {out:?}");
+        // Safety net only: the socket is there within milliseconds of the start.
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(
+        v["status"]["supervisor"]["socket"],
+        sock.display().to_string()
+    );
+    let m = std::fs::symlink_metadata(&dir).unwrap();
+    assert!(m.is_dir());
+    assert_eq!((m.uid(), m.mode() & 0o7777), (VICTIM, 0o700));
+    let mut c = foster_as(VICTIM, &d.0);
+    c.args(["ctl", "stop"]);
+    let out = output_within(c);
+    assert!(out.status.success(), "{out:?}");
+    let st = wait_child(&mut run.0);
+    assert!(st.success(), "{st}");
+    assert!(!sock.exists(), "socket left behind");
+}
+
+#[test]
+fn a_runtime_directory_open_to_others_is_refused_for_root_too() {
+    if !is_root() {
+        eprintln!("skipped: the check of root's own directory runs as root");
+        return;
+    }
+    // XDG_RUNTIME_DIR stands for /run here: the same checks, in a directory of the test's own.
+    let d = Dir::new("sec", "xdg");
+    let cfg = d.file(
+        "svc.toml",
+        "[[helper]]\nname = \"t\"\ncommand = [\"true\"]\n",
+    );
+    let dir = d.path("foster");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = output_within({
+        let mut c = Command::new(FOSTER);
+        c.env("XDG_RUNTIME_DIR", &d.0)
+            .arg("run")
+            .arg(&cfg)
+            .stdin(Stdio::null());
+        c
+    });
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        err.contains(&dir.display().to_string()) && err.contains("mode 0755"),
+        "{err}"
+    );
+    assert!(!dir.join("svc.sock").exists());
+    // --no-socket runs without it.
+    let out = output_within({
+        let mut c = Command::new(FOSTER);
+        c.env("XDG_RUNTIME_DIR", &d.0)
+            .args(["run", "--no-socket"])
+            .arg(&cfg)
+            .stdin(Stdio::null());
+        c
+    });
+    assert!(out.status.success(), "{out:?}");
+}
+
+#[test]
+fn a_socket_directory_others_can_write_to_is_refused() {
+    if !is_root() {
+        eprintln!("skipped: needs root to give a directory to uid {ATTACKER}");
+        return;
+    }
+    let d = shared_tmp("given");
+    let cfg = d.file(
+        "svc.toml",
+        "[[helper]]\nname = \"t\"\ncommand = [\"true\"]\n",
+    );
+    let open = d.path("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let theirs = d.path("theirs");
+    ok(as_user(ATTACKER, "mkdir").args(["-m", "0755"]).arg(&theirs));
+    for (dir, words) in [
+        (&open, ["mode 0777", "writable by group or others"]),
+        (&theirs, ["uid 65534", "must belong to you"]),
+    ] {
+        let sock = dir.join("svc.sock");
+        let out = output_within({
+            let mut c = Command::new(FOSTER);
+            c.arg("run")
+                .arg(&cfg)
+                .arg("--socket")
+                .arg(&sock)
+                .stdin(Stdio::null());
+            c
+        });
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert!(err.contains(&dir.display().to_string()), "{err}");
+        for w in words {
+            assert!(err.contains(w), "{w:?} missing from {err}");
+        }
+        assert!(!sock.exists(), "a socket was bound in {}", dir.display());
+    }
+    // A sticky directory open to all, as /tmp, is fine: nobody else can replace the socket.
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let out = output_within({
+        let mut c = Command::new(FOSTER);
+        c.arg("run")
+            .arg(&cfg)
+            .arg("--socket")
+            .arg(open.join("svc.sock"))
+            .stdin(Stdio::null());
+        c
+    });
+    assert!(out.status.success(), "{out:?}");
+}
+
+// ---- Whatever a server sends is escaped ----
+
+/// A server of this test's own (same uid: it passes the credential check), answering each
+/// connection's first request with the next of `replies`.
+fn hostile_server(path: &Path, replies: Vec<String>) -> std::thread::JoinHandle<()> {
+    let l = UnixListener::bind(path).unwrap();
+    std::thread::spawn(move || {
+        for r in replies {
+            let (s, _) = l.accept().unwrap();
+            let mut line = String::new();
+            let mut rd = BufReader::new(s.try_clone().unwrap());
+            let _ = rd.read_line(&mut line);
+            let _ = (&s).write_all(r.as_bytes());
+        }
+    })
+}
+
+#[test]
+fn ctl_escapes_everything_a_server_sends() {
+    let d = Dir::new("sec", "escape");
+    let sock = d.path("evil.sock");
+    let esc = "\\u001b]0;pwned\\u0007\\u009b2J\\u007f\\u202e";
+    let cases: Vec<(&[&str], String)> = vec![
+        (
+            &["stop"],
+            format!("{{\"version\":1,\"done\":{{\"request\":\"stop\",\"message\":\"{esc}\"}}}}\n"),
+        ),
+        (
+            &["stop"],
+            format!("{{\"version\":1,\"error\":{{\"kind\":\"failed\",\"message\":\"{esc}\"}}}}\n"),
+        ),
+        (
+            &["--json", "stop"],
+            format!("{{\"version\":1,\"error\":{{\"kind\":\"failed\",\"message\":\"{esc}\"}}}}\n"),
+        ),
+        (
+            &["--json", "status"],
+            format!("{{\"version\":1,\"done\":{{\"request\":\"x\",\"message\":\"{esc}\"}}}}\n"),
+        ),
+        (
+            &["status"],
+            format!("{{\"version\":1,\"done\":{{\"request\":\"x\",\"message\":\"{esc}\"}}}}\n"),
+        ),
+        // Not a reply: shown escaped as the reason the reply was not understood.
+        (
+            &["stop"],
+            "\u{1b}]0;pwned\u{7}\u{9b}2J not json\n".to_string(),
+        ),
+        // A reply of an unknown kind, named in the error.
+        (&["stop"], format!("{{\"version\":1,\"{esc}\":{{}}}}\n")),
+        (
+            &["events", "--no-follow"],
+            format!(
+                "{{\"version\":1,\"events\":{{\"backlog\":1,\"follow\":false}}}}\n\
+                 {{\"version\":1,\"event\":{{\"seq\":1,\"ts_ms\":0,\"event\":\"shutdown\",\"signal\":\"{esc}\"}}}}\n"
+            ),
+        ),
+        (
+            &["--json", "events", "--no-follow"],
+            format!(
+                "{{\"version\":1,\"events\":{{\"backlog\":1,\"follow\":false}}}}\n\
+                 {{\"version\":1,\"event\":{{\"seq\":1,\"ts_ms\":0,\"event\":\"shutdown\",\"signal\":\"{esc}\"}}}}\n"
+            ),
+        ),
+    ];
+    let server = hostile_server(&sock, cases.iter().map(|(_, r)| r.clone()).collect());
+    for (args, reply) in &cases {
+        let out = Command::new(FOSTER)
+            .args(["ctl", "--socket"])
+            .arg(&sock)
+            .args(*args)
+            .output()
+            .unwrap();
+        for stream in [&out.stdout, &out.stderr] {
+            let raw = raw_controls(stream);
+            assert!(
+                raw.is_empty(),
+                "ctl {args:?} printed raw {raw:?} from {reply:?}: {out:?}"
+            );
+        }
+        assert!(
+            !out.stdout.is_empty() || !out.stderr.is_empty(),
+            "{args:?}: nothing shown"
+        );
+    }
+    server.join().unwrap();
+}
+
+/// Terminates a child on drop (a test that failed half-way).
+struct Guard(Child);
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_some() {
+            return;
+        }
+        // SAFETY: kill of our own unreaped child.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let t = Instant::now();
+        while t.elapsed() < LIMIT {
+            if self.0.try_wait().ok().flatten().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_child(c: &mut Child) -> std::process::ExitStatus {
+    let t = Instant::now();
+    loop {
+        if let Some(s) = c.try_wait().unwrap() {
+            return s;
+        }
+        assert!(t.elapsed() < LIMIT, "process {} did not end", c.id());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
