@@ -19,6 +19,10 @@
 //!   `TERM:exit:10s;KILL`, `USR1:notify:2s;TERM:exit:1s`.
 //!
 //! A generation with no next policy launches its own children unarmed unless they are given one.
+//!
+//! Also owns the signal vocabulary of policies: [`signal_number`] reads every form above,
+//! [`parse_signal`] refuses `STOP`, and [`ending_signal`] says whether a signal can serve as a
+//! parent-death or orphan signal at all. A chain names at most [`MAX_GENERATIONS`] generations.
 
 use std::fmt;
 use std::str::FromStr;
@@ -31,6 +35,11 @@ pub const ENV_POLICY: &str = "FOSTER_POLICY";
 
 /// The default grace period of the `exit` and `notify` reactions.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+
+/// The most generations a policy chain may name (the last one applies to every deeper
+/// generation, so a longer chain says nothing more; the bound keeps the chain, its text and
+/// every walk along it small).
+pub const MAX_GENERATIONS: usize = 32;
 
 /// What a generation does when its parent-death notification arrives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -143,9 +152,11 @@ const NAMED: &[(&str, i32)] = &[
     ("SYS", libc::SIGSYS),
 ];
 
-/// Parses a signal: a name with or without `SIG`, `RTMIN+N` / `RTMAX-N`, or a number. Only
-/// signals Linux can deliver are accepted; `STOP` is refused (a stopped helper is not a reaction).
-pub fn parse_signal(s: &str) -> Result<i32, PolicyError> {
+/// Resolves a signal written as a name with or without `SIG` (any case), `RTMIN`, `RTMIN+N`,
+/// `RTMAX`, `RTMAX-N`, or a decimal number, to its number: any signal Linux can deliver, from 1
+/// to `SIGRTMAX`. The error says what is wrong; callers add their own rules (see
+/// [`parse_signal`] and [`ending_signal`]).
+pub fn signal_number(s: &str) -> Result<i32, PolicyError> {
     let bad = |why: &str| PolicyError(format!("signal {s:?}: {why}"));
     let t = s.trim();
     if t.is_empty() {
@@ -169,19 +180,52 @@ pub fn parse_signal(s: &str) -> Result<i32, PolicyError> {
     if n < 1 || n > max_signal() {
         return Err(bad(&format!("not a signal number (1 to {})", max_signal())));
     }
+    Ok(n)
+}
+
+/// Parses a signal (the forms of [`signal_number`]). Only signals Linux can deliver are
+/// accepted; `STOP` is refused (a stopped helper is not a reaction).
+pub fn parse_signal(s: &str) -> Result<i32, PolicyError> {
+    let n = signal_number(s)?;
     if n == libc::SIGSTOP {
-        return Err(bad(
-            "SIGSTOP stops the helper instead of ending it; choose another",
-        ));
+        return Err(PolicyError(format!(
+            "signal {s:?}: SIGSTOP stops the helper instead of ending it; choose another"
+        )));
     }
     Ok(n)
 }
 
+/// Why `sig` cannot be a parent-death or orphan signal, or `Ok` when it can. Such a signal
+/// must end a process that does not handle it (its default action is to terminate): `STOP`,
+/// `TSTP`, `TTIN` and `TTOU` would leave the process stopped in the tree, and `CHLD`, `CONT`,
+/// `URG` and `WINCH` are ignored by default, so the process would go on running.
+pub fn ending_signal(sig: i32) -> Result<(), PolicyError> {
+    let why = match sig {
+        libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU => {
+            "it stops the process instead of ending it: the process would stay in the tree, \
+             stopped, until something sent it SIGKILL"
+        }
+        libc::SIGCHLD | libc::SIGCONT | libc::SIGURG | libc::SIGWINCH => {
+            "it is ignored by default: a process that does not handle it would go on running"
+        }
+        _ => return Ok(()),
+    };
+    Err(PolicyError(format!(
+        "SIG{} cannot be a parent-death or orphan signal: {why}; choose one whose default \
+         action ends a process, such as TERM, HUP, INT, USR1 or KILL",
+        signal_name(sig)
+    )))
+}
+
+/// `N` after `RTMIN+` / `RTMAX-` (the sign given), from 0 to the width of the real-time range.
 fn rt_offset(s: &str, sign: char) -> Option<i32> {
     if s.is_empty() {
         return Some(0);
     }
     let digits = s.strip_prefix(sign)?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
     let n: i32 = digits.parse().ok()?;
     (0..=libc::SIGRTMAX() - libc::SIGRTMIN())
         .contains(&n)
@@ -233,19 +277,26 @@ fn format_grace(d: Duration) -> String {
 }
 
 impl Policy {
-    /// A policy with `signal` and `reaction`, the default grace and no next generation.
-    /// Panics when they are inconsistent (see [`Policy::validate`]); parse text to get an error.
-    pub fn new(signal: i32, reaction: Reaction) -> Policy {
+    /// A policy with `signal` and `reaction`, the default grace and no next generation, or
+    /// the error of [`Policy::validate`] when they are inconsistent.
+    pub fn checked(signal: i32, reaction: Reaction) -> Result<Policy, PolicyError> {
         let p = Policy {
             signal,
             reaction,
             grace: DEFAULT_GRACE,
             next: None,
         };
-        if let Err(e) = p.validate() {
-            panic!("{e}");
+        p.validate()?;
+        Ok(p)
+    }
+
+    /// [`Policy::checked`] for values fixed in the code. Panics when they are inconsistent:
+    /// anything that comes from input goes through [`Policy::checked`] or the text form.
+    pub fn new(signal: i32, reaction: Reaction) -> Policy {
+        match Policy::checked(signal, reaction) {
+            Ok(p) => p,
+            Err(e) => panic!("{e}"),
         }
-        p
     }
 
     /// `SIGTERM`, reaction `exit`, 5 s grace: the default of `foster exec`.
@@ -358,11 +409,18 @@ impl FromStr for Policy {
 
     /// Parses `GEN[;GEN]...`; errors name the generation and the field that is wrong.
     fn from_str(s: &str) -> Result<Policy, PolicyError> {
-        let gens: Vec<&str> = s.split(';').collect();
         if s.trim().is_empty() {
             return Err(PolicyError(
                 "policy is empty (expected SIGNAL[:REACTION[:GRACE]])".into(),
             ));
+        }
+        let gens: Vec<&str> = s.split(';').collect();
+        if gens.len() > MAX_GENERATIONS {
+            return Err(PolicyError(format!(
+                "{} generations: at most {MAX_GENERATIONS} (the last one applies to every deeper \
+                 generation)",
+                gens.len()
+            )));
         }
         let mut policy: Option<Policy> = None;
         for (i, g) in gens.iter().enumerate().rev() {
@@ -370,13 +428,96 @@ impl FromStr for Policy {
             p.next = policy.map(Box::new);
             policy = Some(p);
         }
-        Ok(policy.expect("at least one generation"))
+        policy.ok_or_else(|| PolicyError("policy is empty".into()))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn signal_forms_resolve_or_say_why_not() {
+        assert_eq!(signal_number("RTMAX"), Ok(libc::SIGRTMAX()));
+        assert_eq!(signal_number("rtmax-1"), Ok(libc::SIGRTMAX() - 1));
+        assert_eq!(
+            signal_number(&format!("RTMIN+{}", libc::SIGRTMAX() - libc::SIGRTMIN())),
+            Ok(libc::SIGRTMAX())
+        );
+        assert_eq!(signal_number("STOP"), Ok(libc::SIGSTOP));
+        for text in [
+            "RTMIN+2147483647",
+            "RTMIN+-5",
+            "RTMIN+",
+            "RTMAX-",
+            "rtmin+99",
+        ] {
+            assert!(signal_number(text).is_err(), "{text:?} was accepted");
+        }
+        assert!(parse_signal("STOP").is_err());
+    }
+
+    #[test]
+    fn only_signals_that_end_a_process_can_be_parent_death_signals() {
+        for sig in [
+            libc::SIGSTOP,
+            libc::SIGTSTP,
+            libc::SIGTTIN,
+            libc::SIGTTOU,
+            libc::SIGCHLD,
+            libc::SIGCONT,
+            libc::SIGURG,
+            libc::SIGWINCH,
+        ] {
+            let e = ending_signal(sig).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("SIG{} cannot be a parent-death", signal_name(sig))),
+                "{e}"
+            );
+        }
+        assert!(
+            ending_signal(libc::SIGCHLD)
+                .unwrap_err()
+                .0
+                .contains("ignored")
+        );
+        assert!(
+            ending_signal(libc::SIGSTOP)
+                .unwrap_err()
+                .0
+                .contains("stops")
+        );
+        for sig in [
+            libc::SIGKILL,
+            libc::SIGTERM,
+            libc::SIGHUP,
+            libc::SIGINT,
+            libc::SIGUSR1,
+            libc::SIGRTMIN(),
+            libc::SIGRTMAX(),
+        ] {
+            assert_eq!(ending_signal(sig), Ok(()), "{}", signal_name(sig));
+        }
+    }
+
+    #[test]
+    fn inconsistent_policies_are_errors_not_panics() {
+        assert!(Policy::checked(libc::SIGKILL, Reaction::Exit).is_err());
+        assert!(Policy::checked(libc::SIGKILL, Reaction::Notify).is_err());
+        assert!(Policy::checked(libc::SIGTERM, Reaction::Kill).is_err());
+        assert_eq!(
+            Policy::checked(libc::SIGTERM, Reaction::Exit),
+            Ok(Policy::term())
+        );
+    }
+
+    #[test]
+    fn a_chain_has_a_bounded_length() {
+        let longest = vec!["TERM"; MAX_GENERATIONS].join(";");
+        assert_eq!(longest.parse::<Policy>().unwrap().depth(), MAX_GENERATIONS);
+        let e = format!("{longest};TERM").parse::<Policy>().unwrap_err();
+        assert!(e.0.contains(&format!("at most {MAX_GENERATIONS}")), "{e}");
+    }
 
     #[test]
     fn round_trip_chain() {
@@ -428,6 +569,11 @@ mod tests {
             ("TERM;", "generation 2"),
             ("TERM;HUP:nope", "generation 2 (\"HUP:nope\")"),
             (":exit", "the signal is missing"),
+            ("RTMIN+2147483647", "expected RTMIN+N"),
+            ("RTMIN+-5", "expected RTMIN+N"),
+            ("RTMIN++5", "expected RTMIN+N"),
+            ("RTMAX-99", "expected RTMAX-N"),
+            ("99999999999", "number out of range"),
         ] {
             let e = text.parse::<Policy>().unwrap_err().to_string();
             assert!(e.contains(why), "{text:?} gave {e:?}, wanted {why:?}");
