@@ -440,15 +440,7 @@ fn dispatch(command: Command) -> Result<ExitCode, CliError> {
 fn run(a: RunArgs) -> Result<ExitCode, CliError> {
     let stdin = a.config.as_os_str() == "-";
     let loaded = if stdin {
-        let mut text = String::new();
-        match std::io::Read::read_to_string(&mut std::io::stdin(), &mut text) {
-            Ok(_) => crate::config::Config::parse(std::path::Path::new("<stdin>"), &text),
-            Err(e) => {
-                return Err(
-                    format!("cannot read the configuration from standard input: {e}").into(),
-                );
-            }
-        }
+        crate::config::Config::read(std::path::Path::new("<stdin>"), std::io::stdin().lock())
     } else {
         crate::config::Config::load(&a.config)
     };

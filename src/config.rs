@@ -1,20 +1,36 @@
 //! The configuration of `foster run`: a TOML file declaring the helpers to supervise.
 //!
-//! Owns parsing and validation, nothing else: [`Config::load`] reads a file and returns either a
-//! config that every later step can trust (names unique, commands non-empty, signals known,
-//! durations positive) or one [`ConfigError`] naming the file, line, column, key and what was
-//! expected. Unknown keys are errors, so a misspelt key never silently falls back to a default.
-//! The reference of every key is `docs/run.md`.
+//! Owns parsing and validation, nothing else: [`Config::load`] reads a file (a regular file of
+//! at most [`MAX_CONFIG_BYTES`], read with that bound) and returns either a config that every
+//! later step can trust (names unique, commands non-empty, signals known and fit for their use,
+//! policies consistent, durations at least [`MIN_DURATION`], environment names and user and
+//! group ids usable) or one [`ConfigError`] naming the file, line, column, key and what was
+//! expected. No input panics. Unknown keys are errors, so a misspelt key never silently falls
+//! back to a default. The reference of every key is `docs/run.md`.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
+use std::fs::Metadata;
+use std::io::Read;
+use std::ops::Range;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use nix::sys::signal::Signal;
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
+
+use crate::policy::{MAX_GENERATIONS, Policy, PolicyError};
+
+/// The largest configuration foster reads: 16 MiB. A larger file, or standard input that goes
+/// on longer, is an error (the bound is applied while reading, whatever the file claims).
+pub const MAX_CONFIG_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The shortest duration a configuration may give (a grace, a delay): 1 ms. Shorter ones,
+/// `"0.0000000001s"` as much as `"0s"`, are errors rather than rounded to zero.
+pub const MIN_DURATION: Duration = Duration::from_millis(1);
 
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
@@ -45,17 +61,19 @@ pub struct Helper {
     pub name: Spanned<HelperName>,
     /// Program and arguments; the program is looked up in `PATH` when it has no `/`.
     pub command: CommandLine,
-    /// Variables added to (or replacing those of) foster's own environment.
-    #[serde(default)]
+    /// Variables added to (or replacing those of) foster's own environment; names are
+    /// non-empty and hold neither `=` nor NUL, values hold no NUL.
+    #[serde(default, deserialize_with = "environment")]
     pub env: BTreeMap<String, String>,
-    /// Working directory (default: foster's).
-    #[serde(default)]
+    /// Working directory (default: foster's); non-empty, no NUL.
+    #[serde(default, deserialize_with = "working_directory")]
     pub cwd: Option<PathBuf>,
-    /// User to run as (name or number; default: foster's).
-    #[serde(default)]
+    /// User to run as (default: foster's): a name, or a uid as an integer or a string of
+    /// digits, kept here as its decimal text (see [`parse_id`]).
+    #[serde(default, deserialize_with = "user")]
     pub user: Option<String>,
-    /// Group to run as (name or number; default: the user's primary group, or foster's).
-    #[serde(default)]
+    /// Group to run as (default: the user's primary group, or foster's): the forms of `user`.
+    #[serde(default, deserialize_with = "group")]
     pub group: Option<String>,
     /// When to start the helper again after it ends.
     #[serde(default)]
@@ -63,8 +81,8 @@ pub struct Helper {
     /// Delays between restarts and how many in a row before giving up.
     #[serde(default)]
     pub backoff: Backoff,
-    /// The signal that asks the helper to stop (default `TERM`).
-    #[serde(default = "default_stop_signal")]
+    /// The signal that asks the helper to stop (default `TERM`; not one that stops it).
+    #[serde(default = "default_stop_signal", deserialize_with = "stop_signal")]
     pub stop_signal: SignalName,
     /// How long the helper (and its tree) may take to stop before SIGKILL (default `10s`).
     #[serde(default = "default_stop_grace")]
@@ -80,21 +98,14 @@ pub struct Helper {
 
 impl Helper {
     /// The gate policy chain of the helper: its own generation first, then its children's...
-    pub fn policy_chain(&self) -> crate::policy::Policy {
-        let gens: Vec<GenerationPolicy> = if self.generations.is_empty() {
-            vec![GenerationPolicy::default()]
-        } else {
-            self.generations.clone()
-        };
-        let mut chain: Option<crate::policy::Policy> = None;
-        for g in gens.iter().rev() {
-            let p = g.to_policy();
-            chain = Some(match chain {
-                Some(next) => p.with_next(next),
-                None => p,
-            });
-        }
-        chain.expect("at least one generation")
+    /// (one default generation when none is declared).
+    pub fn policy_chain(&self) -> Policy {
+        let mut gens = self.generations.iter().rev();
+        let last = gens.next().map_or_else(
+            || GenerationPolicy::default().to_policy(),
+            |g| g.to_policy(),
+        );
+        gens.fold(last, |next, g| g.to_policy().with_next(next))
     }
 
     /// The policy of generation `n` (1 = the helper itself).
@@ -114,30 +125,28 @@ impl Helper {
 }
 
 fn default_stop_signal() -> SignalName {
-    SignalName(Signal::SIGTERM as i32)
+    SignalName(libc::SIGTERM)
 }
 
 fn default_stop_grace() -> PositiveDuration {
     PositiveDuration(Duration::from_secs(10))
 }
 
-/// What one generation gets when its parent dies (`[[helper.generation]]`).
+/// What one generation gets when its parent dies (`[[helper.generation]]`). The signal and
+/// the reaction keep where they were written, for the errors of [`Config::parse`]; they compare
+/// equal whatever their place.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct GenerationPolicy {
-    /// The parent-death signal (default `TERM`, or `KILL` for reaction `kill`).
+    /// The parent-death signal, when given (see [`GenerationPolicy::signal`]).
     #[serde(default)]
-    pub signal: Option<SignalName>,
-    /// What the process does with it: `exit`, `notify` or `kill` (default `exit`).
-    #[serde(default = "default_reaction")]
-    pub reaction: Reaction,
+    pub signal: Option<Spanned<SignalName>>,
+    /// What the process does with it, when given (see [`GenerationPolicy::reaction`]).
+    #[serde(default)]
+    pub reaction: Option<Spanned<Reaction>>,
     /// How long it may take before SIGKILL (default `5s`).
     #[serde(default = "default_grace")]
     pub grace: PositiveDuration,
-}
-
-fn default_reaction() -> Reaction {
-    Reaction::Exit
 }
 
 fn default_grace() -> PositiveDuration {
@@ -147,16 +156,63 @@ fn default_grace() -> PositiveDuration {
 impl GenerationPolicy {
     /// The signal number: the one given, else `KILL` for reaction `kill`, else `TERM`.
     pub fn signal(&self) -> i32 {
-        match (self.signal, self.reaction) {
-            (Some(s), _) => s.0,
+        match (&self.signal, self.reaction()) {
+            (Some(s), _) => s.get_ref().0,
             (None, Reaction::Kill) => libc::SIGKILL,
             (None, _) => libc::SIGTERM,
         }
     }
 
-    /// This generation as a gate policy (without a next generation).
-    pub fn to_policy(&self) -> crate::policy::Policy {
-        crate::policy::Policy::new(self.signal(), self.reaction).with_grace(self.grace.0)
+    /// The reaction: the one given, else `kill` for signal `KILL` (which cannot be handled),
+    /// else `exit`. The same defaults as the policy's text form and `foster exec --signal`.
+    pub fn reaction(&self) -> Reaction {
+        match (&self.reaction, &self.signal) {
+            (Some(r), _) => *r.get_ref(),
+            (None, Some(s)) if s.get_ref().0 == libc::SIGKILL => Reaction::Kill,
+            (None, _) => Reaction::Exit,
+        }
+    }
+
+    /// This generation as a gate policy (without a next generation). It is consistent once
+    /// [`GenerationPolicy::check`] passed, which [`Config::parse`] does for every generation.
+    pub fn to_policy(&self) -> Policy {
+        Policy {
+            signal: self.signal(),
+            reaction: self.reaction(),
+            grace: self.grace.0,
+            next: None,
+        }
+    }
+
+    /// Checks the signal (one that ends a process, see [`crate::policy::ending_signal`]) and
+    /// that the signal and the reaction agree; the error names the field at fault and where it
+    /// was written.
+    pub fn check(&self) -> Result<(), FieldError> {
+        let at = |s: &Option<Spanned<SignalName>>| s.as_ref().map(Spanned::span);
+        if let Some(s) = &self.signal {
+            crate::policy::ending_signal(s.get_ref().0).map_err(|e| FieldError {
+                field: "signal",
+                span: Some(s.span()),
+                message: e.0,
+            })?;
+        }
+        self.to_policy().validate().map_err(|PolicyError(message)| {
+            // KILL with exit or notify: the reaction was given (KILL alone means kill); kill
+            // with another signal: the signal was given (kill alone means KILL).
+            if self.reaction() == Reaction::Kill {
+                FieldError {
+                    field: "signal",
+                    span: at(&self.signal),
+                    message,
+                }
+            } else {
+                FieldError {
+                    field: "reaction",
+                    span: self.reaction.as_ref().map(Spanned::span),
+                    message,
+                }
+            }
+        })
     }
 }
 
@@ -164,10 +220,21 @@ impl Default for GenerationPolicy {
     fn default() -> Self {
         GenerationPolicy {
             signal: None,
-            reaction: Reaction::Exit,
+            reaction: None,
             grace: default_grace(),
         }
     }
+}
+
+/// A field of a table that is wrong: its key, where its value was written, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// The key within its table (`signal`, `reaction`).
+    pub field: &'static str,
+    /// The bytes of the value in the file, when known.
+    pub span: Option<Range<usize>>,
+    /// What is wrong and what was expected.
+    pub message: String,
 }
 
 /// A generation's reaction to its parent's death (`exit`, `notify`, `kill`).
@@ -307,44 +374,18 @@ impl From<SignalName> for String {
 }
 
 impl SignalName {
-    /// Parses the text forms above; the error says what was expected.
+    /// Parses the text forms above (those of [`crate::policy::signal_number`], `RTMAX-N`
+    /// included); the error says what was expected.
     pub fn parse(text: &str) -> Result<SignalName, String> {
-        let t = text.trim();
-        let bad = || {
-            format!(
-                "unknown signal {text:?}: expected a name such as TERM, SIGTERM, HUP, KILL, \
-                 USR1, RTMIN+3, or a number from 1 to {}",
-                libc::SIGRTMAX()
-            )
-        };
-        if let Ok(n) = t.parse::<i32>() {
-            if (1..=libc::SIGRTMAX()).contains(&n) {
-                return Ok(SignalName(n));
-            }
-            return Err(bad());
-        }
-        let upper = t.to_ascii_uppercase();
-        let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
-        if let Some(rest) = bare.strip_prefix("RTMIN") {
-            let off = if rest.is_empty() {
-                0
-            } else {
-                rest.strip_prefix('+')
-                    .and_then(|n| n.parse::<i32>().ok())
-                    .ok_or_else(bad)?
-            };
-            let n = libc::SIGRTMIN() + off;
-            return if n <= libc::SIGRTMAX() {
-                Ok(SignalName(n))
-            } else {
-                Err(bad())
-            };
-        }
-        let full = format!("SIG{bare}");
-        match full.parse::<Signal>() {
-            Ok(s) => Ok(SignalName(s as i32)),
-            Err(_) => Err(bad()),
-        }
+        crate::policy::signal_number(text)
+            .map(SignalName)
+            .map_err(|_| {
+                format!(
+                    "unknown signal {text:?}: expected a name such as TERM, SIGTERM, HUP, KILL, \
+                     USR1, RTMIN+3, or a number from 1 to {}",
+                    crate::policy::max_signal()
+                )
+            })
     }
 }
 
@@ -365,7 +406,137 @@ impl<'de> Deserialize<'de> for SignalName {
     }
 }
 
-/// A duration greater than zero, written `"250ms"`, `"5s"`, `"1.5s"`, `"2m"`, `"1h"`.
+/// `stop_signal`: a signal that asks the helper to end, so not one that stops it (`STOP`,
+/// `TSTP`, `TTIN`, `TTOU`: the helper would sit stopped through its whole grace). A signal a
+/// helper may handle as its stop request (`WINCH` for some servers) is accepted.
+fn stop_signal<'de, D: Deserializer<'de>>(d: D) -> Result<SignalName, D::Error> {
+    let s = SignalName::deserialize(d)?;
+    if matches!(
+        s.0,
+        libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
+    ) {
+        return Err(de::Error::custom(format!(
+            "SIG{} stops the helper instead of asking it to end: expected a signal such as \
+             TERM, INT, HUP or QUIT",
+            crate::policy::signal_name(s.0)
+        )));
+    }
+    Ok(s)
+}
+
+/// `env`: a table of strings whose names and values `execve` can carry.
+fn environment<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+    let vars = BTreeMap::<String, String>::deserialize(d)?;
+    for (name, value) in &vars {
+        let wrong = if name.is_empty() {
+            Some("is empty")
+        } else if name.contains('=') {
+            Some("contains '=' (the environment splits NAME=VALUE at the first '=')")
+        } else if name.contains('\0') {
+            Some("contains a NUL byte")
+        } else {
+            None
+        };
+        if let Some(wrong) = wrong {
+            return Err(de::Error::custom(format!(
+                "the environment variable name {name:?} {wrong}: expected a non-empty name \
+                 without '=' or NUL"
+            )));
+        }
+        if value.contains('\0') {
+            return Err(de::Error::custom(format!(
+                "the value of the environment variable {name:?} contains a NUL byte"
+            )));
+        }
+    }
+    Ok(vars)
+}
+
+/// `cwd`: a non-empty path without NUL.
+fn working_directory<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PathBuf>, D::Error> {
+    let path = String::deserialize(d)?;
+    if path.is_empty() {
+        return Err(de::Error::custom(
+            "the working directory is empty: expected a path, or leave cwd out for foster's",
+        ));
+    }
+    if path.contains('\0') {
+        return Err(de::Error::custom(
+            "the working directory contains a NUL byte",
+        ));
+    }
+    Ok(Some(PathBuf::from(path)))
+}
+
+fn user<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    id_field(d, "user")
+}
+
+fn group<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    id_field(d, "group")
+}
+
+fn id_field<'de, D: Deserializer<'de>>(d: D, kind: &str) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Form {
+        Num(i64),
+        Text(String),
+    }
+    let text = match Form::deserialize(d).map_err(|_| {
+        de::Error::custom(format!(
+            "expected a {kind} name or number, such as \"nobody\" or 65534"
+        ))
+    })? {
+        Form::Num(n) => n.to_string(),
+        Form::Text(t) => t,
+    };
+    parse_id(kind, &text).map(Some).map_err(de::Error::custom)
+}
+
+/// A `user` or `group` (`kind`) as written: a name, or an id from 0 to 4294967294 given as
+/// digits. Returns the name, or the id as plain decimal text (`"007"` becomes `"7"`). Refused:
+/// an empty name, one with a control character, white space or `:`; a negative or signed
+/// number; 4294967295, which is `(uid_t)-1` (`(gid_t)-1`), "no change" to the kernel, so the
+/// helper would keep foster's own id; and larger numbers.
+pub fn parse_id(kind: &str, text: &str) -> Result<String, String> {
+    let range = "expected a name or a number from 0 to 4294967294";
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    if let Some(rest) = text.strip_prefix('-').filter(|r| digits(r)) {
+        return Err(format!("{kind} -{rest} is negative: {range}"));
+    }
+    if text.strip_prefix('+').is_some_and(digits) {
+        return Err(format!("{kind} {text:?}: write the number without a sign"));
+    }
+    if digits(text) {
+        return match text.parse::<u64>() {
+            Ok(n) if n < u64::from(u32::MAX) => Ok(n.to_string()),
+            Ok(n) if n == u64::from(u32::MAX) => Err(format!(
+                "{kind} {n} is ({}_t)-1, which the kernel takes as \"no change\": the helper \
+                 would keep foster's own {kind}; {range}",
+                if kind == "group" { "gid" } else { "uid" }
+            )),
+            _ => Err(format!("{kind} {text} is out of range: {range}")),
+        };
+    }
+    let wrong = if text.is_empty() {
+        Some("is empty")
+    } else if text.chars().any(char::is_control) {
+        Some("contains a control character")
+    } else if text.chars().any(char::is_whitespace) {
+        Some("contains white space")
+    } else if text.contains(':') {
+        Some("contains ':'")
+    } else {
+        None
+    };
+    match wrong {
+        Some(wrong) => Err(format!("the {kind} name {text:?} {wrong}: {range}")),
+        None => Ok(text.to_string()),
+    }
+}
+
+/// A duration of at least [`MIN_DURATION`], written `"250ms"`, `"5s"`, `"1.5s"`, `"2m"`, `"1h"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct PositiveDuration(pub Duration);
 
@@ -404,7 +575,13 @@ impl PositiveDuration {
         if !secs.is_finite() || secs > 1e9 {
             return Err(format!("duration {text:?} is too long: {expected}"));
         }
-        Ok(PositiveDuration(Duration::from_secs_f64(secs)))
+        let d = Duration::from_secs_f64(secs);
+        if d < MIN_DURATION {
+            return Err(format!(
+                "duration {text:?} is shorter than 1ms, the shortest foster accepts: {expected}"
+            ));
+        }
+        Ok(PositiveDuration(d))
     }
 }
 
@@ -419,6 +596,9 @@ impl<'de> Deserialize<'de> for PositiveDuration {
         match Form::deserialize(d)
             .map_err(|_| de::Error::custom("expected a duration such as \"5s\""))?
         {
+            Form::Num(n) if !n.is_finite() => Err(de::Error::custom(format!(
+                "{n} is not a duration: expected a positive duration with a unit, such as \"5s\""
+            ))),
             Form::Num(n) if n <= 0.0 => Err(de::Error::custom(format!(
                 "{} duration {n}: expected a positive duration with a unit, such as \"5s\"",
                 if n < 0.0 { "negative" } else { "zero" }
@@ -446,8 +626,11 @@ pub struct ConfigError {
 }
 
 impl fmt::Display for ConfigError {
+    /// `FILE:LINE:COLUMN: key `KEY`: MESSAGE`, escaped for a terminal: the key and the message
+    /// may quote the file's own text.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.file.display())?;
+        use crate::sanitize::escape;
+        write!(f, "{}", escape(self.file.as_os_str().as_bytes()))?;
         if let Some(l) = self.line {
             write!(f, ":{l}")?;
             if let Some(c) = self.column {
@@ -456,25 +639,106 @@ impl fmt::Display for ConfigError {
         }
         write!(f, ": ")?;
         if let Some(k) = &self.key {
-            write!(f, "key `{k}`: ")?;
+            write!(f, "key `{}`: ", escape(k.as_bytes()))?;
         }
-        write!(f, "{}", self.message)
+        write!(f, "{}", escape(self.message.as_bytes()))
     }
+}
+
+impl ConfigError {
+    /// An error about the file as a whole.
+    fn whole(file: &Path, message: String) -> ConfigError {
+        ConfigError {
+            file: file.to_path_buf(),
+            line: None,
+            column: None,
+            key: None,
+            message,
+        }
+    }
+}
+
+/// Refuses what is not a regular file (a directory, FIFO, device or socket): reading one could
+/// block, never end, or act on a device.
+fn regular_file(meta: &Metadata) -> Result<(), String> {
+    let t = meta.file_type();
+    let what = if t.is_file() {
+        return Ok(());
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "of an unknown type"
+    };
+    Err(format!(
+        "the configuration is {what}, not a regular file: expected the path of a file, or - \
+         to read standard input"
+    ))
 }
 
 impl std::error::Error for ConfigError {}
 
 impl Config {
-    /// Reads and validates `path`.
+    /// Reads and validates `path`: a regular file (refused before it is opened, and checked
+    /// again on the descriptor opened), read through [`Config::read`].
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-            file: path.to_path_buf(),
-            line: None,
-            column: None,
-            key: None,
-            message: format!("cannot read the configuration: {e}"),
-        })?;
-        Config::parse(path, &text)
+        let fail = |message: String| ConfigError::whole(path, message);
+        let cannot = |e: std::io::Error| fail(format!("cannot read the configuration: {e}"));
+        regular_file(&std::fs::metadata(path).map_err(cannot)?).map_err(fail)?;
+        // Non-blocking, so that a file swapped for a FIFO since the check cannot hang the open.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(path)
+            .map_err(cannot)?;
+        let meta = file.metadata().map_err(cannot)?;
+        regular_file(&meta).map_err(fail)?;
+        if meta.len() > MAX_CONFIG_BYTES {
+            return Err(fail(too_large()));
+        }
+        Config::read(path, file)
+    }
+
+    /// Reads at most [`MAX_CONFIG_BYTES`] from `input` (a file, or standard input for `-`),
+    /// then parses it as [`Config::parse`] does; `file` names it in errors. More input than
+    /// the bound, or text that is not UTF-8, is an error.
+    pub fn read(file: &Path, input: impl Read) -> Result<Config, ConfigError> {
+        let mut bytes = Vec::new();
+        input
+            .take(MAX_CONFIG_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| ConfigError::whole(file, format!("cannot read the configuration: {e}")))?;
+        if bytes.len() as u64 > MAX_CONFIG_BYTES {
+            return Err(ConfigError::whole(file, too_large()));
+        }
+        let text = match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(e) => {
+                let good = e.utf8_error().valid_up_to();
+                let bytes = e.as_bytes();
+                let before = String::from_utf8_lossy(&bytes[..good]);
+                let (line, column) = line_col(&before, good).unwrap_or((1, 1));
+                return Err(ConfigError {
+                    file: file.to_path_buf(),
+                    line: Some(line),
+                    column: Some(column),
+                    key: None,
+                    message: format!(
+                        "the configuration is not UTF-8 text: byte 0x{:02x} cannot start a \
+                         character here",
+                        bytes.get(good).copied().unwrap_or_default()
+                    ),
+                });
+            }
+        };
+        Config::parse(file, &text)
     }
 
     /// Parses and validates `text`, naming `file` in errors.
@@ -488,6 +752,25 @@ impl Config {
     }
 
     fn validate(&self, file: &Path, text: &str) -> Result<(), ConfigError> {
+        let at = |span: Option<Range<usize>>, key: String, message: String| {
+            let (line, column) = span
+                .and_then(|s| line_col(text, s.start))
+                .map_or((None, None), |(l, c)| (Some(l), Some(c)));
+            ConfigError {
+                file: file.to_path_buf(),
+                line,
+                column,
+                key: Some(key),
+                message,
+            }
+        };
+        if let Err(e) = self.supervisor.orphan_policy.check() {
+            return Err(at(
+                e.span,
+                format!("supervisor.orphan_policy.{}", e.field),
+                format!("the orphan policy: {}", e.message),
+            ));
+        }
         if self.helpers.is_empty() {
             return Err(ConfigError {
                 file: file.to_path_buf(),
@@ -513,16 +796,32 @@ impl Config {
                 ));
             }
         }
-        for h in &self.helpers {
-            for (i, g) in h.generations.iter().enumerate() {
-                if let Err(e) = g.to_policy().validate() {
-                    return Err(ConfigError {
-                        file: file.to_path_buf(),
-                        line: line_col(text, h.name.span().start).map(|x| x.0),
-                        column: None,
-                        key: Some(format!("helper {:?} generation[{}]", h.name(), i + 1)),
-                        message: e.to_string(),
-                    });
+        for (hi, h) in self.helpers.iter().enumerate() {
+            if h.generations.len() > MAX_GENERATIONS {
+                return Err(at(
+                    Some(h.name.span()),
+                    format!("helper[{}].generation", hi + 1),
+                    format!(
+                        "helper {:?} declares {} generations: at most {MAX_GENERATIONS} (the \
+                         last one applies to every deeper generation)",
+                        h.name(),
+                        h.generations.len()
+                    ),
+                ));
+            }
+            for (gi, g) in h.generations.iter().enumerate() {
+                if let Err(e) = g.check() {
+                    return Err(at(
+                        e.span.or(Some(h.name.span())),
+                        format!("helper[{}].generation[{}].{}", hi + 1, gi + 1, e.field),
+                        format!(
+                            "helper {:?}, generation {}, {}: {}",
+                            h.name(),
+                            gi + 1,
+                            e.field,
+                            e.message
+                        ),
+                    ));
                 }
             }
             let b = &h.backoff;
@@ -548,16 +847,34 @@ impl Config {
     }
 }
 
-/// 1-based (line, column) of byte `offset` in `text`.
+fn too_large() -> String {
+    format!(
+        "the configuration is larger than {} MiB ({MAX_CONFIG_BYTES} bytes), the most foster \
+         reads",
+        MAX_CONFIG_BYTES >> 20
+    )
+}
+
+/// `offset`, moved back to the start of the character it falls in (spans come from the
+/// parser; this keeps a wrong one from panicking a slice).
+fn char_start(text: &str, offset: usize) -> usize {
+    let mut o = offset.min(text.len());
+    while !text.is_char_boundary(o) {
+        o -= 1;
+    }
+    o
+}
+
+/// 1-based (line, column) of byte `offset` in `text`, the column counted in characters.
 fn line_col(text: &str, offset: usize) -> Option<(usize, usize)> {
     if offset > text.len() {
         return None;
     }
-    let before = &text[..offset];
+    let before = &text[..char_start(text, offset)];
     let line = before.bytes().filter(|&b| b == b'\n').count() + 1;
-    let col = before
-        .rfind('\n')
-        .map_or(before.len(), |i| before.len() - i - 1)
+    let col = before[before.rfind('\n').map_or(0, |i| i + 1)..]
+        .chars()
+        .count()
         + 1;
     Some((line, col))
 }
@@ -595,22 +912,24 @@ fn at_span(
 /// The dotted key at `offset`: the enclosing table header (with the index of an array of
 /// tables) and the key of the line, e.g. `helper[2].stop_grace`.
 fn key_at(text: &str, offset: usize) -> Option<String> {
-    let offset = offset.min(text.len());
+    let offset = char_start(text, offset);
     let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
     let line_end = text[offset..].find('\n').map_or(text.len(), |i| offset + i);
     let line = &text[line_start..line_end];
     let trimmed = line.trim_start();
     if trimmed.starts_with('[') {
-        // The error is in a header itself.
-        return Some(
-            trimmed
-                .trim_matches(|c| c == '[' || c == ']' || c == ' ')
-                .to_string(),
-        );
+        // The error is in a header itself: the table it opens, numbered.
+        return table_at(text, line_start + 1).or_else(|| {
+            Some(
+                trimmed
+                    .trim_matches(|c| c == '[' || c == ']' || c == ' ')
+                    .to_string(),
+            )
+        });
     }
     // The key of this line: for `a = { b = 1, c = 2 }` the innermost key left of the offset.
     let col = offset - line_start;
-    let left = &line[..col.min(line.len())];
+    let left = &line[..col];
     let mut key = None;
     let mut inner = None;
     if let Some(eq) = line.find('=') {
@@ -697,6 +1016,282 @@ mod tests {
         Config::parse(Path::new("f.toml"), text).unwrap_err()
     }
 
+    const HELPER: &str = "[[helper]]\nname = \"a\"\ncommand = [\"x\"]\n";
+
+    fn ok(text: &str) -> Config {
+        Config::parse(Path::new("f.toml"), text).unwrap_or_else(|e| panic!("{text}: {e}"))
+    }
+
+    /// The error of `HELPER` followed by `extra`.
+    fn helper_err(extra: &str) -> ConfigError {
+        err(&format!("{HELPER}{extra}"))
+    }
+
+    #[test]
+    fn kill_and_reaction_agree_or_the_error_names_helper_generation_and_field() {
+        // KILL alone: reaction kill, as in the policy's text form and `foster exec --signal`.
+        let c = ok(&format!(
+            "{HELPER}[[helper.generation]]\nsignal = \"KILL\"\n"
+        ));
+        assert_eq!(c.helpers[0].generation(1).reaction(), Reaction::Kill);
+        assert_eq!(c.helpers[0].policy_chain().to_string(), "KILL:kill:5s");
+        let c = ok(&format!(
+            "{HELPER}[[helper.generation]]\nreaction = \"kill\"\n"
+        ));
+        assert_eq!(c.helpers[0].generation(1).signal(), libc::SIGKILL);
+
+        for reaction in ["exit", "notify"] {
+            let e = helper_err(&format!(
+                "[[helper.generation]]\nsignal = \"TERM\"\n\
+                 [[helper.generation]]\nsignal = \"KILL\"\nreaction = \"{reaction}\"\n"
+            ));
+            assert_eq!(
+                e.key.as_deref(),
+                Some("helper[1].generation[2].reaction"),
+                "{e}"
+            );
+            assert_eq!((e.line, e.column), (Some(8), Some(12)), "{e}");
+            assert!(
+                e.message.contains("helper \"a\", generation 2, reaction"),
+                "{e}"
+            );
+            assert!(e.message.contains("SIGKILL cannot be handled"), "{e}");
+            assert!(
+                e.message
+                    .contains(&format!("reaction {reaction} cannot run")),
+                "{e}"
+            );
+        }
+        let e = helper_err("[[helper.generation]]\nsignal = \"TERM\"\nreaction = \"kill\"\n");
+        assert_eq!(
+            e.key.as_deref(),
+            Some("helper[1].generation[1].signal"),
+            "{e}"
+        );
+        assert_eq!(e.line, Some(5), "{e}");
+        assert!(
+            e.message.contains("reaction kill is delivered as SIGKILL"),
+            "{e}"
+        );
+
+        // The inline form and the orphan policy get the same checks.
+        let e = helper_err("generation = [{ signal = \"KILL\", reaction = \"exit\" }]\n");
+        assert_eq!(
+            e.key.as_deref(),
+            Some("helper[1].generation[1].reaction"),
+            "{e}"
+        );
+        assert_eq!(e.line, Some(4), "{e}");
+        let e = err(&format!(
+            "[supervisor]\norphan_policy = {{ signal = \"KILL\", reaction = \"notify\" }}\n{HELPER}"
+        ));
+        assert_eq!(
+            e.key.as_deref(),
+            Some("supervisor.orphan_policy.reaction"),
+            "{e}"
+        );
+        assert!(e.message.contains("SIGKILL cannot be handled"), "{e}");
+        let c = ok(&format!(
+            "[supervisor]\norphan_policy = {{ signal = \"KILL\" }}\n{HELPER}"
+        ));
+        assert_eq!(c.supervisor.orphan_policy.signal(), libc::SIGKILL);
+    }
+
+    #[test]
+    fn parent_death_and_orphan_signals_must_end_a_process() {
+        for sig in [
+            "STOP", "TSTP", "TTIN", "TTOU", "CHLD", "CONT", "URG", "WINCH", "20",
+        ] {
+            let e = helper_err(&format!("[[helper.generation]]\nsignal = \"{sig}\"\n"));
+            assert_eq!(
+                e.key.as_deref(),
+                Some("helper[1].generation[1].signal"),
+                "{e}"
+            );
+            assert!(
+                e.message
+                    .contains("cannot be a parent-death or orphan signal"),
+                "{sig}: {e}"
+            );
+            let e = err(&format!(
+                "[supervisor]\norphan_policy = {{ signal = \"{sig}\" }}\n{HELPER}"
+            ));
+            assert_eq!(
+                e.key.as_deref(),
+                Some("supervisor.orphan_policy.signal"),
+                "{e}"
+            );
+            assert!(e.message.contains("cannot be a parent-death"), "{sig}: {e}");
+        }
+        assert!(
+            helper_err("generation = [{ signal = \"CHLD\" }]\n")
+                .message
+                .contains("ignored")
+        );
+        assert!(
+            helper_err("generation = [{ signal = \"STOP\" }]\n")
+                .message
+                .contains("stops")
+        );
+        for sig in [
+            "KILL", "TERM", "HUP", "INT", "QUIT", "USR1", "USR2", "RTMIN+3", "RTMAX",
+        ] {
+            ok(&format!(
+                "{HELPER}generation = [{{ signal = \"{sig}\" }}]\n"
+            ));
+        }
+        // A stop signal may be one a helper handles, but not one that stops it.
+        for sig in ["STOP", "TSTP", "TTIN", "TTOU"] {
+            let e = helper_err(&format!("stop_signal = \"{sig}\"\n"));
+            assert_eq!(e.key.as_deref(), Some("helper[1].stop_signal"), "{e}");
+            assert!(e.message.contains("stops the helper"), "{e}");
+        }
+        ok(&format!("{HELPER}stop_signal = \"WINCH\"\n"));
+        // Out-of-range real-time forms are errors, not an overflow or another signal.
+        for sig in [
+            "RTMIN+2147483647",
+            "RTMIN+-5",
+            "RTMIN+99",
+            "RTMAX-99",
+            "2147483648",
+        ] {
+            let e = helper_err(&format!("stop_signal = \"{sig}\"\n"));
+            assert!(e.message.contains("unknown signal"), "{sig}: {e}");
+        }
+        let e = helper_err("stop_signal = 9223372036854775807\n");
+        assert!(e.message.contains("unknown signal"), "{e}");
+    }
+
+    #[test]
+    fn durations_are_at_least_one_millisecond() {
+        for text in ["0.0000000001s", "0.5ms", "0.0009s", "0.000001m"] {
+            let e = helper_err(&format!("stop_grace = \"{text}\"\n"));
+            assert!(e.message.contains("shorter than 1ms"), "{text}: {e}");
+            assert_eq!(e.key.as_deref(), Some("helper[1].stop_grace"), "{e}");
+        }
+        for text in ["1ms", "0.001s", "1.0ms"] {
+            let c = ok(&format!("{HELPER}stop_grace = \"{text}\"\n"));
+            assert_eq!(c.helpers[0].stop_grace.0, MIN_DURATION, "{text}");
+        }
+        let e = helper_err("[[helper.generation]]\ngrace = \"0.1ms\"\n");
+        assert!(e.message.contains("shorter than 1ms"), "{e}");
+        for text in ["nan", "inf", "-inf"] {
+            let e = helper_err(&format!("stop_grace = {text}\n"));
+            assert!(e.message.contains("is not a duration"), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn environment_names_and_values_must_reach_the_environment_intact() {
+        for (env, why) in [
+            ("{ \"A=B\" = \"x\" }", "name \"A=B\" contains '='"),
+            ("{ \"\" = \"y\" }", "name \"\" is empty"),
+            ("{ \"=\" = \"y\" }", "contains '='"),
+            ("{ \"A\\u0000\" = \"x\" }", "contains a NUL byte"),
+            (
+                "{ A = \"x\\u0000y\" }",
+                "value of the environment variable \"A\"",
+            ),
+        ] {
+            let e = helper_err(&format!("env = {env}\n"));
+            assert!(e.message.contains(why), "{env}: {e}");
+            assert_eq!(e.key.as_deref(), Some("helper[1].env"), "{e}");
+        }
+        let c = ok(&format!(
+            "{HELPER}env = {{ A_1 = \"x=y\", \"lower.dot\" = \"\" }}\n"
+        ));
+        assert_eq!(c.helpers[0].env["A_1"], "x=y");
+    }
+
+    #[test]
+    fn user_and_group_are_names_or_numbers() {
+        for (value, want) in [
+            ("0", "0"),
+            ("\"0\"", "0"),
+            ("65534", "65534"),
+            ("\"007\"", "7"),
+            ("4294967294", "4294967294"),
+            ("\"nobody\"", "nobody"),
+            ("\"_apt\"", "_apt"),
+        ] {
+            let c = ok(&format!("{HELPER}user = {value}\ngroup = {value}\n"));
+            assert_eq!(c.helpers[0].user.as_deref(), Some(want), "{value}");
+            assert_eq!(c.helpers[0].group.as_deref(), Some(want), "{value}");
+        }
+        for (value, why) in [
+            ("-1", "is negative"),
+            ("\"-1\"", "is negative"),
+            ("4294967295", "(uid_t)-1"),
+            ("\"4294967295\"", "\"no change\""),
+            ("4294967296", "out of range"),
+            ("\"99999999999999999999999\"", "out of range"),
+            ("\"+0\"", "without a sign"),
+            ("\"\"", "is empty"),
+            ("\" 0\"", "white space"),
+            ("\"a:b\"", "contains ':'"),
+            ("\"a\\u0000\"", "control character"),
+            ("1.5", "expected a user name or number"),
+            ("true", "expected a user name or number"),
+        ] {
+            let e = helper_err(&format!("user = {value}\n"));
+            assert!(e.message.contains(why), "{value}: {e}");
+            assert_eq!(e.key.as_deref(), Some("helper[1].user"), "{e}");
+        }
+        let e = helper_err("group = 4294967295\n");
+        assert!(e.message.contains("(gid_t)-1"), "{e}");
+        assert_eq!(e.key.as_deref(), Some("helper[1].group"), "{e}");
+    }
+
+    #[test]
+    fn cwd_is_a_usable_path() {
+        let e = helper_err("cwd = \"\"\n");
+        assert!(e.message.contains("working directory is empty"), "{e}");
+        let e = helper_err("cwd = \"/a\\u0000b\"\n");
+        assert!(e.message.contains("NUL"), "{e}");
+    }
+
+    #[test]
+    fn a_chain_has_at_most_max_generations() {
+        let gens = |n: usize| "[[helper.generation]]\n".repeat(n);
+        let c = ok(&format!("{HELPER}{}", gens(MAX_GENERATIONS)));
+        assert_eq!(c.helpers[0].policy_chain().depth(), MAX_GENERATIONS);
+        let e = helper_err(&gens(MAX_GENERATIONS + 1));
+        assert!(e.message.contains("at most 32"), "{e}");
+        assert_eq!(e.key.as_deref(), Some("helper[1].generation"), "{e}");
+    }
+
+    #[test]
+    fn reading_is_bounded_and_wants_utf8() {
+        let e = Config::read(Path::new("-"), std::io::repeat(b'#')).unwrap_err();
+        assert!(e.message.contains("larger than 16 MiB"), "{e}");
+        let fits = format!("{HELPER}{}", "#".repeat(1000));
+        assert!(Config::read(Path::new("-"), fits.as_bytes()).is_ok());
+        let mut bytes = HELPER.as_bytes().to_vec();
+        bytes.extend_from_slice(b"# caf\xc3\xa9 \xff\n");
+        let e = Config::read(Path::new("-"), &bytes[..]).unwrap_err();
+        assert!(e.message.contains("not UTF-8"), "{e}");
+        assert!(e.message.contains("0xff"), "{e}");
+        assert_eq!((e.line, e.column), (Some(4), Some(8)), "{e}");
+    }
+
+    #[test]
+    fn errors_are_escaped_and_positions_never_split_a_character() {
+        let e = helper_err("\"\\u001b]0;owned\\u0007\" = 1\n");
+        let shown = e.to_string();
+        assert!(
+            !shown.contains('\x1b') && !shown.contains('\x07'),
+            "{shown:?}"
+        );
+        assert!(shown.contains("\\e]0;owned"), "{shown:?}");
+        let text = "é\n[[helper]]\nnamé = 1\n";
+        for offset in 0..=text.len() + 2 {
+            let _ = line_col(text, offset);
+            let _ = key_at(text, offset);
+            let _ = table_at(text, offset);
+        }
+        assert_eq!(line_col("é", 1), Some((1, 1)));
+    }
+
     #[test]
     fn durations_and_signals() {
         assert_eq!(
@@ -781,8 +1376,8 @@ command = "/bin/true"
         assert_eq!(a.backoff.limit, 3);
         assert_eq!(a.stop_signal.0, libc::SIGINT);
         assert_eq!(a.generation(1).signal(), libc::SIGTERM);
-        assert_eq!(a.generation(2).reaction, Reaction::Kill);
-        assert_eq!(a.generation(7).reaction, Reaction::Kill);
+        assert_eq!(a.generation(2).reaction(), Reaction::Kill);
+        assert_eq!(a.generation(7).reaction(), Reaction::Kill);
         assert_eq!(c.helpers[1].generation(1), GenerationPolicy::default());
         assert_eq!(c.supervisor.orphan_policy.signal(), libc::SIGHUP);
     }
