@@ -7,13 +7,14 @@
 //! the fork) that the outer one is still alive, mounts a fresh `/proc`, and goes on to
 //! supervise. When that init ends, for any reason, the kernel kills every process of the
 //! namespace, armed or not; a SIGKILL of the outer foster reaches the init by its
-//! parent-death signal. The outer foster forwards SIGTERM, SIGINT and SIGHUP to the init, reaps it, and
-//! exits with its status.
+//! parent-death signal. The outer foster forwards every signal of the supervisor's table
+//! ([`crate::supervisor::signals::handled`]) to the init, which acts on it (its own parent's death
+//! as SIGTERM), reaps it, and exits with its status.
 
 use std::io;
 
 use nix::sched::{CloneFlags, unshare};
-use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signal::SigSet;
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::unistd::{ForkResult, fork};
 
@@ -87,10 +88,9 @@ pub fn enter() -> io::Result<Option<i32>> {
             unsafe { libc::close(outer) };
             let init = child.as_raw();
             reaper.register(init, ());
-            let mut set = SigSet::empty();
-            set.add(Signal::SIGTERM);
-            set.add(Signal::SIGINT);
-            set.add(Signal::SIGHUP);
+            use crate::supervisor::signals;
+            // SAFETY: a set built by sigemptyset/sigaddset.
+            let set = unsafe { SigSet::from_sigset_t_unchecked(signals::handled().to_sigset()) };
             let term = SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
                 .map_err(io::Error::from)?;
             use std::os::fd::AsRawFd;
@@ -110,8 +110,12 @@ pub fn enter() -> io::Result<Option<i32>> {
                 // SAFETY: two valid pollfds; no timeout: the outer foster sleeps until a signal.
                 unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
                 while let Ok(Some(si)) = term.read_signal() {
+                    let sig = match si.ssi_signo as i32 {
+                        s if signals::parent_died(s) => libc::SIGTERM,
+                        s => s,
+                    };
                     // SAFETY: plain kill of our own child, not yet reaped.
-                    unsafe { libc::kill(init, si.ssi_signo as i32) };
+                    unsafe { libc::kill(init, sig) };
                 }
                 for r in reaper.reap() {
                     if let Routed::Owned { reaped, .. } = r {

@@ -7,7 +7,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -118,21 +118,33 @@ impl Record {
     }
 }
 
-/// Appends records to a file as JSON lines, each line written whole and flushed.
+/// Appends records to a file as JSON lines, each line written whole with one `write` (no
+/// buffering, no fsync: a reader sees each event at once, and the loop never waits on a disk).
 #[derive(Debug)]
 pub struct EventLog {
+    path: PathBuf,
     file: File,
 }
 
 impl EventLog {
     /// Opens (creating) `path` for appending.
     pub fn open(path: &Path) -> io::Result<EventLog> {
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(|e| io::Error::new(e.kind(), format!("events log {}: {e}", path.display())))?;
-        Ok(EventLog { file })
+        Ok(EventLog {
+            path: path.to_path_buf(),
+            file: open_append(path)?,
+        })
+    }
+
+    /// The path it was opened at.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Closes the file and opens (creating) the path again: after the file was renamed away,
+    /// the next records go to a new file at the path. On failure the old file is kept.
+    pub fn reopen(&mut self) -> io::Result<()> {
+        self.file = open_append(&self.path)?;
+        Ok(())
     }
 
     /// Writes one record as one line.
@@ -141,4 +153,12 @@ impl EventLog {
         line.push(b'\n');
         self.file.write_all(&line)
     }
+}
+
+fn open_append(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("events log {}: {e}", path.display())))
 }

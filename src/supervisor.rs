@@ -9,17 +9,19 @@
 //!
 //! ## Threads and signals
 //!
-//! [`run`] is called on the main thread before any other thread exists. It blocks SIGCHLD,
-//! SIGTERM, SIGINT and SIGHUP there first, so every thread created afterwards (the launcher, the
-//! runtime) has them blocked, and they are consumed only through signalfds. The event loop is a
-//! single-threaded tokio runtime: no timer is armed unless a restart delay or a grace period is
-//! pending, so an idle supervisor does not wake up.
+//! [`run`] is called on the main thread before any other thread exists. It blocks SIGCHLD and
+//! every signal of [`signals`]' table there first (each signal whose default action would end
+//! foster: shutdown, reopen the logs, or ignore), so every thread created afterwards (the
+//! launcher, the runtime) has them blocked, and they are consumed only through signalfds. The
+//! event loop is a single-threaded tokio runtime: no timer is armed unless a restart delay or a
+//! grace period is pending, so an idle supervisor does not wake up.
 //!
 //! ## Exit statuses
 //!
 //! See [`EXIT_OK`] and the constants after it; `docs/run.md` has the table.
 
 mod control;
+pub mod signals;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::OsString;
@@ -28,7 +30,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signal::SigSet;
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use tokio::io::unix::AsyncFd;
 use tracing::{debug, info, warn};
@@ -37,9 +39,9 @@ use crate::adoption::{self, Registry};
 use crate::config::{Config, GenerationPolicy, Helper};
 use crate::event::{Event, EventLog, Record, SignalReason};
 use crate::identity::Identity;
-use crate::reaper::{self, ExitStatus, Reaper, Routed, signal_name};
+use crate::reaper::{ExitStatus, Reaper, Routed, signal_name};
 use crate::restart::{Decision, RestartState};
-use crate::spawner::{LaunchSpec, SpawnError, Spawner};
+use crate::spawner::{ExecSignals, LaunchSpec, SpawnError, Spawner};
 use crate::tree::{ScanOptions, Subtree};
 
 /// Every helper ended successfully, or a requested shutdown ended everything within its grace.
@@ -85,7 +87,7 @@ pub enum SocketOption {
 /// Runs a supervision to its end and returns foster's exit status. Call it on the main thread
 /// before any other thread exists (see the module docs).
 pub fn run(config: Config, options: Options) -> io::Result<i32> {
-    reaper::block_signals(&[Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP])?;
+    signals::block()?;
     if options.contain {
         if let Some(code) = crate::contain::enter()? {
             return Ok(code); // the outer process: the contained tree has ended
@@ -234,7 +236,12 @@ struct Supervisor {
     /// sweeps on the reaps that follow do not signal, or report, the same process again.
     killed: HashSet<Identity>,
     events: Option<EventLog>,
-    term_fd: SignalFd,
+    /// Events the events log could not take since the last one it did.
+    events_lost: u64,
+    /// Every signal of [`signals::handled`], read in the loop.
+    signal_fd: SignalFd,
+    /// The ignored signals already logged.
+    ignored_logged: signals::Logged,
     control: control::Control,
 }
 
@@ -242,12 +249,9 @@ impl Supervisor {
     fn new(config: Config, contained: bool, events: Option<EventLog>) -> io::Result<Supervisor> {
         let me = Identity::current().map_err(io::Error::other)?;
         let reaper = Reaper::new()?;
-        let mut set = SigSet::empty();
-        set.add(Signal::SIGTERM);
-        set.add(Signal::SIGINT);
-        // A closed terminal (SIGHUP) stops the tree the same orderly way.
-        set.add(Signal::SIGHUP);
-        let term_fd = SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+        // SAFETY: a set built by sigemptyset/sigaddset.
+        let set = unsafe { SigSet::from_sigset_t_unchecked(signals::handled().to_sigset()) };
+        let signal_fd = SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
             .map_err(io::Error::from)?;
         let spawner = Spawner::start()?;
         let helpers = config
@@ -287,7 +291,9 @@ impl Supervisor {
             forced: false,
             killed: HashSet::new(),
             events,
-            term_fd,
+            events_lost: 0,
+            signal_fd,
+            ignored_logged: signals::Logged::default(),
             control: control::Control::new(None, None),
         })
     }
@@ -301,8 +307,22 @@ impl Supervisor {
             info!("{line}");
         }
         if let Some(log) = &mut self.events {
-            if let Err(e) = log.write(&record) {
-                warn!("cannot write the events log: {e}");
+            match log.write(&record) {
+                // One warning per failing streak, not one per event.
+                Err(e) => {
+                    if self.events_lost == 0 {
+                        warn!("cannot write the events log (later failures are counted): {e}");
+                    }
+                    self.events_lost += 1;
+                }
+                Ok(()) if self.events_lost > 0 => {
+                    warn!(
+                        "the events log is written again; {} event(s) could not be",
+                        self.events_lost
+                    );
+                    self.events_lost = 0;
+                }
+                Ok(()) => {}
             }
         }
         self.control.on_event(&record);
@@ -315,12 +335,12 @@ impl Supervisor {
     }
 
     async fn run(&mut self) -> io::Result<i32> {
-        // SAFETY: both fds are owned by `self` (the reaper's signalfd and `term_fd`), which
+        // SAFETY: both fds are owned by `self` (the reaper's signalfd and `signal_fd`), which
         // outlives these registrations: they are dropped at the end of this function.
         let chld =
             unsafe { AsyncFd::register(Fd(self.reaper.raw_fd())) }.map_err(io::Error::from)?;
-        let term =
-            unsafe { AsyncFd::register(Fd(self.term_fd.as_raw_fd())) }.map_err(io::Error::from)?;
+        let sigs = unsafe { AsyncFd::register(Fd(self.signal_fd.as_raw_fd())) }
+            .map_err(io::Error::from)?;
         let mut server = self.control.serve()?;
         self.emit(Event::Start {
             supervisor: self.me,
@@ -349,20 +369,55 @@ impl Supervisor {
                     self.on_sigchld();
                     g.clear_ready();
                 }
-                g = term.readable() => {
+                g = sigs.readable() => {
                     let mut g = g?;
-                    let mut last = None;
-                    while let Ok(Some(si)) = self.term_fd.read_signal() {
-                        last = Some(si.ssi_signo as i32);
+                    // In the order read: a USR1 sent before a TERM reopens the log first.
+                    while let Ok(Some(si)) = self.signal_fd.read_signal() {
+                        self.on_signal(si.ssi_signo as i32, si.ssi_pid, si.ssi_uid);
                     }
                     g.clear_ready();
-                    if let Some(sig) = last {
-                        self.begin_shutdown(Some(sig));
-                    }
                 }
                 _ = sleep_until(next), if next.is_some() => self.fire_timers(),
                 cmd = control::recv(&mut server) => self.on_command(cmd),
             }
+        }
+    }
+
+    /// One signal of [`signals::handled`], as the table in `docs/run.md` says.
+    fn on_signal(&mut self, sig: i32, from_pid: u32, from_uid: u32) {
+        if !self.contained && signals::parent_died(sig) {
+            info!("{}: foster's parent died; shutting down", signal_name(sig));
+            self.begin_shutdown(Some(sig));
+            return;
+        }
+        match signals::action(sig) {
+            signals::Action::Shutdown => self.begin_shutdown(Some(sig)),
+            signals::Action::ReopenLogs => self.reopen_logs(&signal_name(sig)),
+            signals::Action::Ignore => {
+                if self.ignored_logged.first(sig) {
+                    warn!(
+                        "ignored {} from pid {from_pid} (uid {from_uid}): foster run gives it no \
+                         meaning (further ones are logged at debug level)",
+                        signal_name(sig)
+                    );
+                } else {
+                    debug!("ignored {} from pid {from_pid}", signal_name(sig));
+                }
+            }
+        }
+    }
+
+    /// Closes and opens again every log file foster writes (the events log), at their paths:
+    /// after an outside rotation (logrotate's `create` or `nocreate`) they go to the new file.
+    /// `by` says who asked (`SIGUSR1`).
+    fn reopen_logs(&mut self, by: &str) {
+        let Some(log) = &mut self.events else {
+            debug!("{by}: no log file to reopen");
+            return;
+        };
+        match log.reopen() {
+            Ok(()) => info!("{by}: reopened the events log {}", log.path().display()),
+            Err(e) => warn!("{by}: cannot reopen the events log: {e}"),
         }
     }
 
@@ -505,6 +560,12 @@ impl Supervisor {
         spec.cwd = h.cwd.clone();
         spec.uid = uid;
         spec.gid = gid;
+        // What foster blocks and what Rust's runtime ignores (SIGPIPE) are foster's own: the
+        // helper gets an empty mask and the dispositions foster was started with.
+        spec.exec_signals = Some(ExecSignals {
+            mask: 0,
+            ignored: signals::helper_ignored(),
+        });
         Ok(spec)
     }
 

@@ -750,3 +750,311 @@ fn the_children_of_an_adopted_orphan_are_adopted_when_it_dies() {
 fn pid_of_target(v: &Value) -> i32 {
     v["target"]["pid"].as_i64().unwrap_or(0) as i32
 }
+
+/// Sends `sig` (a number: real-time signals have no nix name) to `pid`.
+fn send(pid: i32, sig: i32) {
+    // SAFETY: plain kill.
+    assert_eq!(unsafe { libc::kill(pid, sig) }, 0, "kill {pid} {sig}");
+}
+
+fn signal_text(sig: i32) -> String {
+    foster::reaper::signal_name(sig)
+}
+
+/// One signal sent for real to a `foster run` (with a helper, a control socket and its events
+/// log), then SIGTERM unless the signal itself ends foster: foster must still be alive to shut
+/// down in order (status 0, one `shutdown` naming the right signal, `stopped` last), remove its
+/// socket and leave no process of the helper. Returns foster's standard error.
+fn signal_case(d: &Dir, sig: i32, contain: bool) -> String {
+    use std::io::Read;
+    let tag = format!("sig{}-{sig}-{contain}", std::process::id());
+    let cfg = d.file(
+        &format!("{tag}.toml"),
+        &format!("[[helper]]\nname = \"{tag}\"\ncommand = [\"/bin/sleep\", \"1000\"]\n"),
+    );
+    let fifo = d.fifo(&format!("{tag}.events"));
+    let sock = d.path(&format!("{tag}.sock"));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_foster"));
+    cmd.args(["run", "--socket"])
+        .arg(&sock)
+        .arg("--events-log")
+        .arg(&fifo);
+    if contain {
+        cmd.arg("--contain");
+    }
+    let mut f = cmd
+        .arg(&cfg)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ev = Events::open(&fifo);
+    ev.wait_for("launch", launch_of(&tag));
+    assert!(sock.exists(), "{}: no socket", signal_text(sig));
+    let shutdown = matches!(
+        sig,
+        libc::SIGTERM | libc::SIGINT | libc::SIGHUP | libc::SIGQUIT | libc::SIGABRT | libc::SIGXCPU
+    );
+    send(f.id() as i32, sig);
+    if !shutdown {
+        send(f.id() as i32, libc::SIGTERM);
+    }
+    let all = ev.rest().to_vec();
+    let code = wait_exit(&mut f);
+    let mut err = String::new();
+    f.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    let left = processes_of_helper(&tag);
+    kill_all(&left);
+    let name = signal_text(sig);
+    assert_eq!(code, 0, "{name} (contain={contain}): exit status; {err}");
+    let downs: Vec<&Value> = all.iter().filter(|v| kind(v) == "shutdown").collect();
+    assert_eq!(downs.len(), 1, "{name}: {all:?}");
+    let by = if shutdown { sig } else { libc::SIGTERM };
+    assert_eq!(downs[0]["signal"], signal_text(by), "{name}: {all:?}");
+    assert_eq!(all.last().map(kind), Some("stopped"), "{name}: {all:?}");
+    assert!(left.is_empty(), "{name}: the helper survived: {left:?}");
+    assert!(
+        !sock.exists(),
+        "{name}: socket file left at {}",
+        sock.display()
+    );
+    err
+}
+
+/// Every signal whose default action would end foster (terminate or dump core), sent by
+/// `kill`: foster either shuts down in order or goes on (and then shuts down in order on
+/// SIGTERM), never dies of it. The ignored ones are logged with their name.
+#[test]
+fn every_signal_that_would_end_foster_is_handled() {
+    let d = Dir::new("run", "signals");
+    let ignored = [
+        libc::SIGUSR2,
+        libc::SIGALRM,
+        libc::SIGVTALRM,
+        libc::SIGPROF,
+        libc::SIGIO,
+        libc::SIGPWR,
+        libc::SIGSTKFLT,
+        libc::SIGXFSZ,
+        libc::SIGSEGV,
+        libc::SIGBUS,
+        libc::SIGFPE,
+        libc::SIGILL,
+        libc::SIGTRAP,
+        libc::SIGSYS,
+    ];
+    let rt: Vec<i32> = (libc::SIGRTMIN()..=libc::SIGRTMAX()).collect();
+    for &sig in ignored.iter().chain(&rt) {
+        let err = signal_case(&d, sig, false);
+        let want = format!("ignored {}", signal_text(sig));
+        assert!(err.contains(&want), "wanted {want:?} in: {err}");
+    }
+    // SIGPIPE: ignored (Rust's runtime); SIGUSR1 reopens the events log (a FIFO here).
+    for sig in [libc::SIGPIPE, libc::SIGUSR1] {
+        signal_case(&d, sig, false);
+    }
+    for sig in [
+        libc::SIGTERM,
+        libc::SIGINT,
+        libc::SIGHUP,
+        libc::SIGQUIT,
+        libc::SIGABRT,
+        libc::SIGXCPU,
+    ] {
+        signal_case(&d, sig, false);
+    }
+    if !is_root() {
+        eprintln!("skipping --contain: needs root for a PID and mount namespace");
+        return;
+    }
+    // Under --contain the outer foster forwards them to the contained one.
+    for sig in [
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+        libc::SIGALRM,
+        libc::SIGRTMIN(),
+        libc::SIGQUIT,
+        libc::SIGXCPU,
+    ] {
+        signal_case(&d, sig, true);
+    }
+}
+
+/// Parses a `SigBlk:`/`SigIgn:` line's hexadecimal set.
+fn sig_bits(status: &str, field: &str) -> u64 {
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .unwrap_or_else(|| panic!("no {field} in {status:?}"));
+    u64::from_str_radix(line[field.len()..].trim(), 16).unwrap()
+}
+
+fn bit(sig: i32) -> u64 {
+    1u64 << (sig - 1)
+}
+
+/// What foster blocks and what Rust's runtime makes it ignore (SIGPIPE) stay foster's: a helper
+/// execs with an empty mask and the dispositions foster was started with. A signal foster was
+/// started with ignored (`nohup`) stays ignored by foster too.
+#[test]
+fn helpers_get_a_clean_signal_state_and_inherited_ignores_stay() {
+    use std::os::unix::process::CommandExt;
+    let d = Dir::new("run", "sigstate");
+    let tag = format!("sigstate{}", std::process::id());
+    let cfg = d.file(
+        "c.toml",
+        &format!(
+            "[[helper]]\nname = \"{tag}-probe\"\n\
+             command = [\"/bin/grep\", \"-E\", \"^Sig(Blk|Ign)\", \"/proc/self/status\"]\n\
+             [[helper]]\nname = \"{tag}\"\ncommand = [\"/bin/sleep\", \"1000\"]\n"
+        ),
+    );
+    let fifo = d.fifo("events");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_foster"));
+    cmd.args(["run", "--no-socket", "--events-log"])
+        .arg(&fifo)
+        .arg(&cfg)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: only signal(2) between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            libc::signal(libc::SIGUSR2, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let mut f = cmd.spawn().unwrap();
+    let mut ev = Events::open(&fifo);
+    let probe = ev.wait_for("the probe's exit", |v| {
+        kind(v) == "exit" && v["helper"] == format!("{tag}-probe")
+    });
+    assert_eq!(probe["status"]["code"], 0, "{probe}");
+    ev.wait_for("launch", launch_of(&tag));
+    // Ignored since foster's start: the kernel drops them, foster does not shut down on HUP.
+    send(f.id() as i32, libc::SIGHUP);
+    send(f.id() as i32, libc::SIGUSR2);
+    send(f.id() as i32, libc::SIGTERM);
+    let all = ev.rest().to_vec();
+    let code = wait_exit(&mut f);
+    let out = f.wait_with_output().unwrap();
+    let status = String::from_utf8_lossy(&out.stdout).into_owned();
+    let left = processes_of_helper(&tag);
+    kill_all(&left);
+    assert_eq!(code, 0);
+    let downs: Vec<&Value> = all.iter().filter(|v| kind(v) == "shutdown").collect();
+    assert_eq!(downs.len(), 1, "{all:?}");
+    assert_eq!(downs[0]["signal"], "SIGTERM", "SIGHUP was ignored at start");
+    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(
+        sig_bits(&status, "SigBlk:"),
+        0,
+        "the helper's mask: {status}"
+    );
+    // The caller's ignored set: this test's own, less the SIGPIPE its runtime ignores (a
+    // Command gives its child SIGPIPE at default), plus what pre_exec ignored.
+    let mine = std::fs::read_to_string("/proc/self/status").unwrap();
+    let want =
+        (sig_bits(&mine, "SigIgn:") & !bit(libc::SIGPIPE)) | bit(libc::SIGHUP) | bit(libc::SIGUSR2);
+    assert_eq!(
+        sig_bits(&status, "SigIgn:"),
+        want,
+        "the helper's ignored signals: {status}"
+    );
+}
+
+/// SIGUSR1 reopens the events log: after it was renamed away (logrotate without
+/// `copytruncate`), the next events go to a new file at the path.
+#[test]
+fn sigusr1_reopens_the_events_log() {
+    let d = Dir::new("run", "usr1");
+    let tag = format!("usr1{}", std::process::id());
+    let ready = d.fifo("ready");
+    let cfg = d.file(
+        "c.toml",
+        &format!(
+            "[[helper]]\nname = \"{tag}\"\n\
+             command = [\"/bin/sh\", \"-c\", \"echo ready > {}; exec sleep 1000\"]\n",
+            ready.display()
+        ),
+    );
+    let log = d.path("events.jsonl");
+    let mut f = foster(&[
+        "run",
+        "--events-log",
+        log.to_str().unwrap(),
+        cfg.to_str().unwrap(),
+    ]);
+    wait_ready(&ready); // foster opened the log before it launched the helper
+    let old = d.path("events.jsonl.1");
+    std::fs::rename(&log, &old).unwrap();
+    send(f.id() as i32, libc::SIGUSR1);
+    send(f.id() as i32, libc::SIGTERM);
+    let code = wait_exit(&mut f);
+    let left = processes_of_helper(&tag);
+    kill_all(&left);
+    assert_eq!(code, 0, "SIGUSR1 must not end foster");
+    assert!(left.is_empty(), "{left:?}");
+    let lines = |p: &Path| -> Vec<Value> {
+        std::fs::read_to_string(p)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let (before, after) = (lines(&old), lines(&log));
+    assert_eq!(before.first().map(kind), Some("start"), "{before:?}");
+    assert!(
+        !before
+            .iter()
+            .any(|v| kind(v) == "shutdown" || kind(v) == "stopped"),
+        "written to the renamed file after SIGUSR1: {before:?}"
+    );
+    assert!(
+        after.iter().any(|v| kind(v) == "shutdown"),
+        "nothing in the new file: {after:?}"
+    );
+    assert_eq!(after.last().map(kind), Some("stopped"), "{after:?}");
+}
+
+/// A nested foster whose generation signal would otherwise be ignored (USR2) still ends in
+/// order when its parent dies: the signal is its parent-death signal and its parent changed.
+#[test]
+fn a_nested_foster_ends_in_order_on_any_parent_death_signal() {
+    let d = Dir::new("run", "pdeath");
+    let tag = format!("pdeath{}", std::process::id());
+    let inner_fifo = d.fifo("inner-events");
+    let inner = d.file(
+        "inner.toml",
+        &format!("[[helper]]\nname = \"{tag}-leaf\"\ncommand = [\"/bin/sleep\", \"1000\"]\n"),
+    );
+    let exe = env!("CARGO_BIN_EXE_foster");
+    let top = d.file(
+        "top.toml",
+        &format!(
+            "[[helper]]\nname = \"{tag}\"\n\
+             command = [\"{exe}\", \"run\", \"--no-socket\", \"--events-log\", \"{}\", \"{}\"]\n\
+             [[helper.generation]]\nsignal = \"USR2\"\n",
+            inner_fifo.display(),
+            inner.display()
+        ),
+    );
+    let (mut f, mut top_ev) = run_logged(&d, "top-events", &top);
+    let mut in_ev = Events::open(&inner_fifo);
+    let nested = pid(&top_ev.wait_for("launch nested", launch_of(&tag)));
+    in_ev.wait_for("launch leaf", launch_of(&format!("{tag}-leaf")));
+    f.kill().unwrap(); // SIGKILL: the nested foster gets SIGUSR2 from the kernel
+    let _ = f.wait();
+    let all = in_ev.rest().to_vec();
+    let ended = wait_gone(nested, LIMIT);
+    let left = processes_of_helper(&tag);
+    kill_all(&left);
+    assert!(ended, "the nested foster outlived its parent");
+    let downs: Vec<&Value> = all.iter().filter(|v| kind(v) == "shutdown").collect();
+    assert_eq!(downs.len(), 1, "{all:?}");
+    assert_eq!(downs[0]["signal"], "SIGUSR2");
+    assert_eq!(all.last().map(kind), Some("stopped"), "{all:?}");
+    assert!(left.is_empty(), "{left:?}");
+}
