@@ -6,7 +6,8 @@
 //! its own process, apply a requested credential change and then re-read `PR_GET_PDEATHSIG`
 //! (re-arming and re-checking when the change cleared it), pass the next generation its
 //! environment, and `execve` the program: the program keeps the armed signal, unblocked and not
-//! ignored.
+//! ignored. A refusal by the check says whether the expected parent died (this process was
+//! reparented), is alive elsewhere (a stale `FOSTER_PARENT`), or is another process on its pid.
 //!
 //! With `--watch` it does not exec but stays as a small parent: it consumes the policy's signal
 //! itself (signalfd), holds the lifeline (a pidfd of the expected parent), launches the program
@@ -29,6 +30,7 @@ use crate::gate::{
 use crate::identity::Identity;
 use crate::lifeline::{Lifeline, pidfd_open};
 use crate::policy::{self, Policy, Reaction};
+use crate::procstat::StatFields;
 use crate::spawner::{LaunchSpec, SpawnError, Spawner};
 
 /// The options of `foster exec`, already parsed.
@@ -168,25 +170,73 @@ fn change_credentials(gid: Option<u32>, uid: Option<u32>) -> Result<(), ExecErro
     Ok(())
 }
 
-/// The message of a stopped gate: a parent-gone stop says whether the expected process is gone
-/// or alive elsewhere (a stale or wrong `FOSTER_PARENT`).
+/// `PF_EXITING` in field 9 of `/proc/<pid>/stat` (`include/linux/sched.h`): the process is in
+/// `exit`; its children are reparented before it shows as a zombie.
+const PF_EXITING: u64 = 0x4;
+
+/// What the expected parent is now, read after the gate refused it.
+#[derive(Debug, PartialEq, Eq)]
+enum ExpectedNow {
+    /// Alive and not exiting: it was alive at the check, so it never was this process's parent.
+    Alive,
+    /// Exiting, a zombie, or gone (its pid free or reused).
+    Died { zombie: bool },
+}
+
+fn expected_now(expected: Identity) -> ExpectedNow {
+    let Ok(bytes) = std::fs::read(format!("/proc/{}/stat", expected.pid)) else {
+        return ExpectedNow::Died { zombie: false };
+    };
+    match StatFields::parse(&bytes) {
+        Ok(f) if f.start_time != expected.start_time => ExpectedNow::Died { zombie: false },
+        Ok(f) if matches!(f.state, b'Z' | b'X') || f.flags & PF_EXITING != 0 => {
+            ExpectedNow::Died { zombie: true }
+        }
+        _ => ExpectedNow::Alive,
+    }
+}
+
+/// The message of a stopped gate. A refusal by the check says which of three things happened:
+/// the expected parent died and this process was reparented (the parent is a zombie, exiting or
+/// gone); it is alive elsewhere, so `FOSTER_PARENT` is stale or wrong; or this process's parent
+/// has the expected pid with another start time (a wrong identity).
 fn gate_error(stop: gate::GateStop, expected: Identity) -> ExecError {
-    let msg = match stop {
-        gate::GateStop::ParentGone {
-            ppid,
-            path: gate::DeathPath::Check,
-        } if expected.is_alive() => format!(
-            "gate: the expected parent {expected} is alive but is not this process's parent \
-             ({ppid}): a stale {} inherited from an older generation, or a wrong one; refused",
+    let gate::GateStop::ParentGone {
+        ppid,
+        path: gate::DeathPath::Check,
+    } = stop
+    else {
+        return err(
+            stop.exit_status(),
+            format!("gate: {stop} (expected parent {expected})"),
+        );
+    };
+    let msg = if ppid == expected.pid {
+        let actual = Identity::of(ppid)
+            .map(|i| format!("{i}"))
+            .unwrap_or_else(|_| format!("{ppid}"));
+        format!(
+            "gate: this process's parent {actual} has the expected pid but another start time \
+             than the expected {expected}: a wrong {}; refused",
             policy::ENV_PARENT
-        ),
-        gate::GateStop::ParentGone {
-            ppid,
-            path: gate::DeathPath::Check,
-        } => format!(
-            "gate: the expected parent {expected} is gone (this process's parent is now {ppid})"
-        ),
-        s => format!("gate: {s} (expected parent {expected})"),
+        )
+    } else {
+        match expected_now(expected) {
+            ExpectedNow::Alive => format!(
+                "gate: the expected parent {expected} is alive but is not this process's parent \
+                 ({ppid}): a stale {} inherited from an older generation, or a wrong one; refused",
+                policy::ENV_PARENT
+            ),
+            ExpectedNow::Died { zombie: true } => format!(
+                "gate: the expected parent {expected} has died (this process was reparented to \
+                 PID {ppid}); refused"
+            ),
+            ExpectedNow::Died { zombie: false } => format!(
+                "gate: the expected parent {expected} is gone: it has died (this process was \
+                 reparented to PID {ppid}), or {} named a process that had already ended; refused",
+                policy::ENV_PARENT
+            ),
+        }
     };
     err(stop.exit_status(), msg)
 }

@@ -1,8 +1,13 @@
-//! `foster exec` as a user meets it: its errors and exit statuses, and `--watch` delivering the
-//! policy's signal to its program when the parent dies. Real processes, pipe synchronisation.
+//! `foster exec` as a user meets it: its errors and exit statuses, the gate's refusal telling a
+//! parent that died from a stale `FOSTER_PARENT`, and `--watch` delivering the policy's signal
+//! to its program when the parent dies. Real processes, pipe and FIFO synchronisation.
 
-use std::io::{BufRead, BufReader};
+mod common;
+
+use std::ffi::CString;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -166,6 +171,249 @@ fn watch_delivers_the_signal_to_its_program_when_the_parent_dies() {
     assert!(
         err.contains("lost (signal): sending SIGTERM to")
             || err.contains("lost (lifeline): sending SIGTERM to"),
+        "{err}"
+    );
+}
+
+/// A close-on-exec pipe: (read end, write end).
+fn pipe() -> (OwnedFd, OwnedFd) {
+    let mut fds = [0; 2];
+    // SAFETY: valid array of two ints; the descriptors are owned from here on.
+    unsafe {
+        assert_eq!(libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC), 0, "pipe2");
+        (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1]))
+    }
+}
+
+/// Waits (bounded) until the process behind `pidfd` has ended.
+fn ended(pidfd: &OwnedFd, what: &str) {
+    assert!(
+        poll_readable(pidfd.as_raw_fd(), Some(Duration::from_secs(20))),
+        "{what} did not end within 20 s"
+    );
+}
+
+/// Reads `fd` to its end, failing the test after 20 s instead of hanging.
+fn read_to_end_within(fd: OwnedFd, what: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut f = std::fs::File::from(fd);
+    loop {
+        assert!(
+            poll_readable(f.as_raw_fd(), Some(Duration::from_secs(20))),
+            "{what}: no end of file within 20 s"
+        );
+        let mut buf = [0u8; 4096];
+        match f.read(&mut buf).unwrap() {
+            0 => return out,
+            n => out.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+fn state_of(pid: i32) -> u8 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    stat.rsplit(')').next().unwrap().trim_start().as_bytes()[0]
+}
+
+/// A forked subreaper S and its process group, killed and reaped if the test fails midway.
+struct Subreaper(i32, bool);
+impl Drop for Subreaper {
+    fn drop(&mut self) {
+        if !self.1 {
+            // SAFETY: signals our own forked process group, then reaps its leader.
+            unsafe {
+                libc::kill(-self.0, libc::SIGKILL);
+                libc::waitpid(self.0, std::ptr::null_mut(), 0);
+            }
+        }
+    }
+}
+
+/// The expected parent P died (a zombie its own parent has not reaped yet) and this process
+/// was reparented to a subreaper S before its gate ran: the refusal says that P died and names
+/// S, instead of calling P's identity a stale `FOSTER_PARENT` (a zombie still has its /proc
+/// entry and start time).
+#[test]
+fn a_parent_that_died_is_told_apart_from_a_stale_foster_parent() {
+    let dir = common::Dir::new("exec", "died");
+    let go = dir.fifo("go");
+    // P takes its identity, starts C in the background (C waits on the FIFO, then execs foster
+    // exec, expecting P), prints both pids and exits.
+    let script = r#"FOSTER_PARENT=$("$F" identity $$); export FOSTER_PARENT
+( read x < "$GO"; exec "$F" exec -- /bin/true ) &
+echo "$$ $!""#;
+    // Everything the forked children need, computed before fork.
+    let sh_path = CString::new("/bin/sh").unwrap();
+    let argv_c: Vec<CString> = ["sh", "-c", script]
+        .iter()
+        .map(|a| CString::new(*a).unwrap())
+        .collect();
+    let mut argv: Vec<*const libc::c_char> = argv_c.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let env_c: Vec<CString> = [
+        format!("F={FOSTER}"),
+        format!("GO={}", go.display()),
+        "PATH=/usr/bin:/bin".to_string(),
+    ]
+    .into_iter()
+    .map(|e| CString::new(e).unwrap())
+    .collect();
+    let mut envp: Vec<*const libc::c_char> = env_c.iter().map(|e| e.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    let (out_r, out_w) = pipe();
+    let (err_r, err_w) = pipe();
+    let (release_r, release_w) = pipe();
+    let (report_r, report_w) = pipe();
+    let (out_wfd, err_wfd, release_rfd, report_wfd) = (
+        out_w.as_raw_fd(),
+        err_w.as_raw_fd(),
+        release_r.as_raw_fd(),
+        report_w.as_raw_fd(),
+    );
+    // The test's own ends, which S closes in its copy.
+    let test_ends = [
+        out_r.as_raw_fd(),
+        err_r.as_raw_fd(),
+        release_w.as_raw_fd(),
+        report_r.as_raw_fd(),
+    ];
+
+    // SAFETY: S and P make raw syscalls on the data prepared above, then exec or _exit.
+    let s = unsafe { libc::fork() };
+    assert!(s >= 0, "fork");
+    if s == 0 {
+        // S: a child subreaper in a group of its own that reaps nothing until released.
+        unsafe {
+            for fd in test_ends {
+                libc::close(fd);
+            }
+            libc::setpgid(0, 0);
+            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+            let p = libc::fork();
+            if p == 0 {
+                libc::dup2(out_wfd, 1);
+                libc::dup2(err_wfd, 2);
+                libc::execve(sh_path.as_ptr(), argv.as_ptr(), envp.as_ptr());
+                libc::_exit(127);
+            }
+            libc::close(out_wfd);
+            libc::close(err_wfd);
+            let mut b = 0u8;
+            while libc::read(release_rfd, (&raw mut b).cast(), 1) < 0
+                && *libc::__errno_location() == libc::EINTR
+            {}
+            // Released: reap every child, each reported as (pid, wait status).
+            loop {
+                let mut status = 0;
+                let r = libc::waitpid(-1, &mut status, 0);
+                if r < 0 {
+                    if *libc::__errno_location() == libc::EINTR {
+                        continue;
+                    }
+                    break;
+                }
+                let rec = [r, status];
+                libc::write(report_wfd, rec.as_ptr().cast(), 8);
+            }
+            libc::_exit(0);
+        }
+    }
+    let mut guard = Subreaper(s, false);
+    drop((out_w, err_w, release_r, report_w));
+
+    // C keeps a copy of this pipe: read P's one line, not to the end.
+    let mut out = std::fs::File::from(out_r);
+    let mut line = Vec::new();
+    while !line.ends_with(b"\n") {
+        assert!(
+            poll_readable(out.as_raw_fd(), Some(Duration::from_secs(20))),
+            "P printed no line within 20 s"
+        );
+        let mut buf = [0u8; 64];
+        let n = out.read(&mut buf).unwrap();
+        assert!(n > 0, "P ended without its line");
+        line.extend_from_slice(&buf[..n]);
+    }
+    let line = String::from_utf8(line).unwrap();
+    let pids: Vec<i32> = line
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    let (p, c) = (pids[0], pids[1]);
+    // C is blocked on the FIFO; P ends and stays a zombie: S does not reap it yet.
+    let cfd = pidfd_open(c).unwrap();
+    let pfd = pidfd_open(p).unwrap();
+    ended(&pfd, "P");
+    assert_eq!(state_of(p), b'Z', "P is a zombie, not reaped");
+    // C has been reparented to S, the nearest subreaper: release it into foster exec.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&go)
+        .unwrap()
+        .write_all(b"go\n")
+        .unwrap();
+    ended(&cfd, "C (foster exec)");
+    assert_eq!(state_of(p), b'Z', "P was still a zombie while C's gate ran");
+
+    drop(release_w);
+    let records = read_to_end_within(report_r, "S's report");
+    let mut status = 0;
+    // SAFETY: waits for our own forked child.
+    assert_eq!(unsafe { libc::waitpid(s, &mut status, 0) }, s);
+    guard.1 = true;
+    let reaped: Vec<(i32, i32)> = records
+        .chunks_exact(8)
+        .map(|r| {
+            let w = |i: usize| i32::from_ne_bytes([r[i], r[i + 1], r[i + 2], r[i + 3]]);
+            (w(0), w(4))
+        })
+        .collect();
+    let c_status = reaped.iter().find(|r| r.0 == c).expect("S reaped C").1;
+    assert!(reaped.iter().any(|r| r.0 == p), "S reaped P: {reaped:?}");
+    assert!(
+        libc::WIFEXITED(c_status) && libc::WEXITSTATUS(c_status) == 120,
+        "foster exec ended with {c_status:#x}"
+    );
+    let err = String::from_utf8(read_to_end_within(err_r, "stderr")).unwrap();
+    assert!(
+        err.contains(&format!(
+            "has died (this process was reparented to PID {s})"
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("stale"), "{err}");
+    for pid in [s, p, c] {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "{pid} left behind"
+        );
+    }
+}
+
+#[test]
+fn a_stale_or_wrong_foster_parent_is_named_as_such() {
+    // The shell's identity inherited through a foster-unaware `sh -c`: alive, not the parent.
+    let o =
+        sh(r#"FOSTER_PARENT=$("$F" identity $$) sh -c '"$F" exec -- /bin/true; echo "status $?"'"#);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("status 120"),
+        "{o:?}"
+    );
+    assert!(
+        err.contains("is alive but is not this process's parent") && err.contains("stale"),
+        "{err}"
+    );
+    assert!(!err.contains("has died"), "{err}");
+    // The right pid with a wrong start time.
+    let o = sh(r#"FOSTER_PARENT=$$:1 "$F" exec -- /bin/true; echo "status $?""#);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("status 120"),
+        "{o:?}"
+    );
+    assert!(
+        err.contains("this process's parent") && err.contains("start time"),
         "{err}"
     );
 }
