@@ -5,6 +5,7 @@
 //! - [`procstat`]: the `/proc/<pid>/stat` parser, allocation-free.
 //! - [`identity`]: `(pid, starttime)`, its `PID:STARTTIME` text form.
 //! - [`sanitize`]: escaping process names before they reach a terminal.
+//! - [`size`]: sizes in bytes as people write them (`10MiB`, `1G`).
 //! - [`tree`]: `/proc` scanned into a graph keyed by identity, snapshot diffs, renderings.
 //! - [`policy`]: parent-death policies per generation and their environment encoding.
 //! - [`lifeline`]: a pidfd of the verified expected parent, the second liveness channel.
@@ -59,6 +60,7 @@ pub mod qualify;
 pub mod reaper;
 pub mod restart;
 pub mod sanitize;
+pub mod size;
 pub mod spawner;
 pub mod supervisor;
 pub mod top;

@@ -62,6 +62,8 @@ pub struct Options {
     pub contain: bool,
     /// Append events as JSON lines here.
     pub events_log: Option<PathBuf>,
+    /// When to rotate the events log.
+    pub events_log_rotation: crate::event::Rotation,
     /// The control socket (see `docs/control.md`).
     pub socket: SocketOption,
     /// The configuration file, as given (shown by `status`, names the default socket).
@@ -95,7 +97,7 @@ pub fn run(config: Config, options: Options) -> io::Result<i32> {
     }
     become_subreaper()?;
     let events = match &options.events_log {
-        Some(p) => Some(EventLog::open(p)?),
+        Some(p) => Some(EventLog::open(p, options.events_log_rotation)?),
         None => None,
     };
     // Bound before any thread exists: binding sets the umask for an instant.

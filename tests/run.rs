@@ -1058,3 +1058,59 @@ fn a_nested_foster_ends_in_order_on_any_parent_death_signal() {
     assert_eq!(all.last().map(kind), Some("stopped"), "{all:?}");
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// A crash-looping helper with a tiny `--events-log-max-size`: the log is rotated to `FILE.1` …
+/// `FILE.N` as logrotate names them, never more than N kept, each file whole lines within the
+/// size, and nothing lost between a file and the next.
+#[test]
+fn the_events_log_is_rotated_by_size() {
+    let d = Dir::new("run", "rotate");
+    let cfg = d.file(
+        "c.toml",
+        "[[helper]]\nname = \"crash\"\ncommand = [\"/bin/sh\", \"-c\", \"exit 1\"]\n\
+         restart = \"always\"\nbackoff = { initial = \"1ms\", max = \"1ms\", limit = 60 }\n",
+    );
+    let log = d.path("events.jsonl");
+    let mut f = foster(&[
+        "run",
+        "--events-log",
+        log.to_str().unwrap(),
+        "--events-log-max-size",
+        "2KiB",
+        "--events-log-keep",
+        "3",
+        cfg.to_str().unwrap(),
+    ]);
+    // The helper is given up on after 60 restarts in a row: foster ends by itself.
+    assert_eq!(wait_exit(&mut f), 3);
+    let numbered = |n: u32| d.path(&format!("events.jsonl.{n}"));
+    assert!(!numbered(4).exists(), "more than 3 rotated files kept");
+    let mut all = Vec::new();
+    for p in [numbered(3), numbered(2), numbered(1), log.clone()] {
+        let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        assert!(!text.is_empty(), "{} is empty", p.display());
+        assert!(text.len() <= 2048, "{}: {} bytes", p.display(), text.len());
+        assert!(text.ends_with('\n'), "{}: a cut line", p.display());
+        for line in text.lines() {
+            all.push(serde_json::from_str::<Value>(line).expect("a whole JSON line"));
+        }
+    }
+    assert_ne!(
+        all.first().map(kind),
+        Some("start"),
+        "the oldest files were dropped"
+    );
+    assert_eq!(all.last().map(kind), Some("stopped"));
+    // Across the four files the attempts follow each other: no event lost at a rotation.
+    let attempts: Vec<u64> = all
+        .iter()
+        .filter(|v| kind(v) == "launch")
+        .map(|v| v["attempt"].as_u64().unwrap())
+        .collect();
+    assert!(attempts.len() > 3, "{attempts:?}");
+    assert!(
+        attempts.windows(2).all(|w| w[1] == w[0] + 1),
+        "attempts: {attempts:?}"
+    );
+    assert_eq!(attempts.last(), Some(&61));
+}
