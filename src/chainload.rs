@@ -31,7 +31,7 @@ use crate::identity::Identity;
 use crate::lifeline::{Lifeline, pidfd_open};
 use crate::policy::{self, Policy, Reaction};
 use crate::procstat::StatFields;
-use crate::spawner::{LaunchSpec, SpawnError, Spawner};
+use crate::spawner::{CredentialError, Credentials, LaunchSpec, SpawnError, Spawner};
 
 /// The options of `foster exec`, already parsed.
 #[derive(Debug, Clone, Default)]
@@ -48,7 +48,9 @@ pub struct ExecOptions {
     pub next: Option<Policy>,
     /// Let a set-id / file-capability target through, with a warning.
     pub allow_setid: bool,
-    /// Change to this gid / uid after the gate, then re-read and re-arm.
+    /// Change to this gid / uid after the gate, then re-read and re-arm. A uid alone takes
+    /// the user's primary group and group list from the user database; see
+    /// [`Credentials::resolve`] for the rules.
     pub gid: Option<u32>,
     pub uid: Option<u32>,
     /// Stay as a small parent holding the lifeline.
@@ -144,30 +146,10 @@ fn pdeathsig_now() -> i32 {
     got
 }
 
-fn change_credentials(gid: Option<u32>, uid: Option<u32>) -> Result<(), ExecError> {
-    let fail = |what: &str| {
-        err(
-            EXIT_GATE_ERROR,
-            format!("{what}: {}", io::Error::last_os_error()),
-        )
-    };
-    // SAFETY: plain credential syscalls; foster exec is single-threaded here.
-    unsafe {
-        if uid.is_some() && libc::getuid() == 0 && libc::setgroups(0, std::ptr::null()) != 0 {
-            return Err(fail("setgroups"));
-        }
-        if let Some(g) = gid
-            && libc::setresgid(g, g, g) != 0
-        {
-            return Err(fail(&format!("setresgid({g})")));
-        }
-        if let Some(u) = uid
-            && libc::setresuid(u, u, u) != 0
-        {
-            return Err(fail(&format!("setresuid({u})")));
-        }
-    }
-    Ok(())
+fn change_credentials(c: &Credentials) -> Result<(), ExecError> {
+    // foster exec is single-threaded here: the raw syscalls change the whole process.
+    c.apply_single_threaded()
+        .map_err(|e| err(EXIT_GATE_ERROR, e.to_string()))
 }
 
 /// `PF_EXITING` in field 9 of `/proc/<pid>/stat` (`include/linux/sched.h`): the process is in
@@ -249,6 +231,11 @@ pub fn run(o: &ExecOptions) -> Result<i32, ExecError> {
         return Err(err(EXIT_USAGE, "empty program name"));
     }
     let exp = expectation(o)?;
+    // The user database is read before the gate; the change itself comes after it.
+    let credentials = Credentials::resolve(o.uid, o.gid).map_err(|e| match e {
+        CredentialError::Refused(m) => err(EXIT_USAGE, m),
+        CredentialError::Lookup(m) => err(EXIT_GATE_ERROR, m),
+    })?;
     let resolved =
         gate::resolve_program(&o.program).map_err(|e| err(e.exit_status(), e.to_string()))?;
     match gate::check_target(&resolved) {
@@ -259,7 +246,7 @@ pub fn run(o: &ExecOptions) -> Result<i32, ExecError> {
         Err(e) => return Err(err(e.exit_status(), e.to_string())),
     }
     if o.watch {
-        return watch(o, &exp, resolved);
+        return watch(o, &exp, resolved, &credentials);
     }
     // A pidfd of the expected parent, when it can be had: a second opinion in the check, and
     // the only one when getppid() cannot tell.
@@ -274,8 +261,8 @@ pub fn run(o: &ExecOptions) -> Result<i32, ExecError> {
         policy::signal_name(exp.policy.signal),
         exp.parent
     );
-    if o.gid.is_some() || o.uid.is_some() {
-        change_credentials(o.gid, o.uid)?;
+    if credentials.changes() {
+        change_credentials(&credentials)?;
         let now = pdeathsig_now();
         if now != exp.policy.signal {
             // An effective uid/gid change clears the setting: arm and check again.
@@ -346,7 +333,12 @@ fn status_of(info: &libc::siginfo_t) -> i32 {
     }
 }
 
-fn watch(o: &ExecOptions, exp: &Expectation, resolved: PathBuf) -> Result<i32, ExecError> {
+fn watch(
+    o: &ExecOptions,
+    exp: &Expectation,
+    resolved: PathBuf,
+    credentials: &Credentials,
+) -> Result<i32, ExecError> {
     let sig = exp.policy.signal;
     // The signal path first: block the policy signal and the forwarded ones, consume them here.
     let sfd = unsafe {
@@ -377,8 +369,8 @@ fn watch(o: &ExecOptions, exp: &Expectation, resolved: PathBuf) -> Result<i32, E
     plan.run().map_err(|s| gate_error(s, exp.parent))?;
     let lifeline = Lifeline::open(exp.parent)
         .map_err(|e| err(gate::EXIT_PARENT_GONE, format!("lifeline: {e}")))?;
-    if o.gid.is_some() || o.uid.is_some() {
-        change_credentials(o.gid, o.uid)?;
+    if credentials.changes() {
+        change_credentials(credentials)?;
         if pdeathsig_now() != sig {
             plan.run().map_err(|s| {
                 err(

@@ -114,11 +114,14 @@ pub struct ExecArgs {
     /// parent-death signal: it runs unsupervised).
     #[arg(long)]
     pub allow_setid: bool,
-    /// Change to this uid after the gate (then re-read PR_GET_PDEATHSIG and re-arm).
-    #[arg(long)]
+    /// Change to this uid after the gate (then re-read PR_GET_PDEATHSIG and re-arm). Alone,
+    /// it also takes the user's primary group and group list from the user database; a uid
+    /// without an entry there needs --gid.
+    #[arg(long, value_parser = parse_uid)]
     pub uid: Option<u32>,
-    /// Change to this gid after the gate.
-    #[arg(long)]
+    /// Change to this gid after the gate; unless it is the --uid user's primary group, the
+    /// supplementary group list is cleared.
+    #[arg(long, value_parser = parse_gid)]
     pub gid: Option<u32>,
     /// Stay as a small parent: hold the lifeline, forward signals, deliver the policy's signal
     /// to PROGRAM on a parent loss, SIGKILL it after the grace.
@@ -132,6 +135,29 @@ pub struct ExecArgs {
         value_name = "PROGRAM"
     )]
     pub command: Vec<std::ffi::OsString>,
+}
+
+/// A `--uid`: a number from 0 to 4294967294 (4294967295 is `(uid_t)-1`, "no change").
+fn parse_uid(s: &str) -> Result<u32, String> {
+    parse_id(s, "uid")
+}
+
+/// A `--gid`: a number from 0 to 4294967294 (4294967295 is `(gid_t)-1`, "no change").
+fn parse_gid(s: &str) -> Result<u32, String> {
+    parse_id(s, "gid")
+}
+
+fn parse_id(s: &str, kind: &str) -> Result<u32, String> {
+    let n: u32 = s
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a {kind} from 0 to 4294967294"))?;
+    if n == crate::spawner::NO_CHANGE_ID {
+        return Err(format!(
+            "{n} is ({kind}_t)-1, which the kernel takes as \"no change\": the program would \
+             keep foster's own {kind}; expected a {kind} from 0 to 4294967294"
+        ));
+    }
+    Ok(n)
 }
 
 /// `foster init [OPTIONS] -- PROGRAM [ARGS]...`

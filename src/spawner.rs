@@ -15,7 +15,8 @@
 //! tables copied), and the pidfd is obtained atomically with the child, so it is never a pid
 //! some other process reused, even if the reaper reaps the child at once. The child resets
 //! caught signal handlers to default, applies stdio, credentials (group list, gid, uid, in that
-//! order) and the working directory, then runs the gate (**after** the credential change, since
+//! order, resolved from the user database before fork: [`Credentials`]) and the working
+//! directory, then runs the gate (**after** the credential change, since
 //! that change would clear the parent-death setting), then `execve`. Only raw syscalls run in the
 //! child: nothing allocates, nothing locks.
 //!
@@ -56,9 +57,10 @@ pub struct LaunchSpec {
     pub env: Vec<(OsString, Option<OsString>)>,
     /// The helper's policy chain: its signal is armed, the rest travels in `FOSTER_POLICY`.
     pub policy: Policy,
-    /// Switch to this gid (and an empty group list) before arming.
+    /// Switch to this gid before arming; the group list as [`Credentials::resolve`] says.
     pub gid: Option<u32>,
-    /// Switch to this uid before arming.
+    /// Switch to this uid before arming, with the user's groups from the user database
+    /// ([`Credentials::resolve`]).
     pub uid: Option<u32>,
     /// Working directory.
     pub cwd: Option<PathBuf>,
@@ -158,6 +160,8 @@ pub enum SpawnError {
         what: &'static str,
         errno: i32,
     },
+    /// The requested uid/gid cannot be resolved into credentials (before fork).
+    Credentials(CredentialError),
     /// Preparing or forking failed in the launcher.
     Io(String, io::Error),
     /// The spawner thread is gone.
@@ -195,6 +199,7 @@ impl fmt::Display for SpawnError {
                 "helper {pid}: {what} failed: {}",
                 io::Error::from_raw_os_error(*errno)
             ),
+            SpawnError::Credentials(e) => write!(f, "{e}"),
             SpawnError::Io(what, e) => write!(f, "{what}: {e}"),
             SpawnError::SpawnerGone => write!(f, "the spawner thread is gone"),
         }
@@ -202,6 +207,176 @@ impl fmt::Display for SpawnError {
 }
 
 impl std::error::Error for SpawnError {}
+
+/// Why a requested uid/gid could not be resolved into [`Credentials`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CredentialError {
+    /// The request itself is refused (`(uid_t)-1`, a uid without a group to take).
+    Refused(String),
+    /// The user database could not be read.
+    Lookup(String),
+}
+
+impl fmt::Display for CredentialError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CredentialError::Refused(m) | CredentialError::Lookup(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for CredentialError {}
+
+/// `(uid_t)-1` and `(gid_t)-1`: "no change" to `setresuid`/`setresgid`, never an id to run as.
+pub const NO_CHANGE_ID: u32 = u32::MAX;
+
+/// Who a launched process becomes: the group list, gid and uid to set, in that order, resolved
+/// from a requested uid and/or gid before fork (the user database is read here, never in the
+/// child, which only makes the three syscalls on this data).
+///
+/// The rules (the same for `foster exec --uid/--gid` and a helper's `user`/`group`):
+/// - a uid with an entry in the user database takes that user's primary group when no gid is
+///   given, and then the user's group list (`getgrouplist`, the primary group included), as
+///   `runuser -u` and `setpriv --init-groups` do; a given gid that is the user's primary group
+///   is the same request;
+/// - a given gid that is not the user's primary group replaces the user's groups: the list is
+///   cleared (as `runuser -g` does), and so is it for a gid given alone;
+/// - a uid without an entry has no group to take: a gid must be given (the caller's group
+///   is never kept silently), and the list is cleared;
+/// - `4294967295`, `(uid_t)-1`, is refused for either.
+///
+/// A group list already equal to the caller's is left alone (`groups: None`), so a process
+/// without the privilege to set groups can still "change" to its own ids.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Credentials {
+    /// The supplementary group list to set (`setgroups`); `None` leaves the caller's.
+    pub groups: Option<Vec<u32>>,
+    /// The real, effective and saved gid to set; `None` leaves the caller's.
+    pub gid: Option<u32>,
+    /// The real, effective and saved uid to set; `None` leaves the caller's.
+    pub uid: Option<u32>,
+}
+
+impl Credentials {
+    /// Resolves a requested `uid` / `gid` (see the rules above). The error names the id and
+    /// what to do.
+    pub fn resolve(uid: Option<u32>, gid: Option<u32>) -> Result<Credentials, CredentialError> {
+        use CredentialError::{Lookup, Refused};
+        for (id, kind) in [(uid, "uid"), (gid, "gid")] {
+            if id == Some(NO_CHANGE_ID) {
+                return Err(Refused(format!(
+                    "{kind} {NO_CHANGE_ID} is ({kind}_t)-1, which the kernel takes as \"no \
+                     change\": expected a {kind} from 0 to 4294967294"
+                )));
+            }
+        }
+        let (groups, gid) = match uid {
+            None => (gid.map(|_| Vec::new()), gid),
+            Some(u) => {
+                let user = nix::unistd::User::from_uid(u.into())
+                    .map_err(|e| Lookup(format!("uid {u}: cannot read the user database: {e}")))?;
+                // The user's own groups: its list from the database, its primary group.
+                let own = |pw: nix::unistd::User| {
+                    let name = CString::new(pw.name.as_bytes())
+                        .map_err(|_| Lookup(format!("uid {u}: the user name holds a NUL byte")))?;
+                    let list = nix::unistd::getgrouplist(&name, pw.gid).map_err(|e| {
+                        Lookup(format!(
+                            "uid {u} ({}): cannot read its groups: {e}",
+                            pw.name
+                        ))
+                    })?;
+                    Ok::<_, CredentialError>((
+                        Some(list.into_iter().map(|g| g.as_raw()).collect::<Vec<u32>>()),
+                        Some(pw.gid.as_raw()),
+                    ))
+                };
+                match (user, gid) {
+                    (Some(pw), None) => own(pw)?,
+                    (Some(pw), Some(g)) if g == pw.gid.as_raw() => own(pw)?,
+                    (_, Some(g)) => (Some(Vec::new()), Some(g)),
+                    (None, None) => {
+                        return Err(Refused(format!(
+                            "uid {u} has no entry in the user database, so it has no group to \
+                             take: give a gid too (--gid, or the helper's group)"
+                        )));
+                    }
+                }
+            }
+        };
+        let groups = groups.map(|mut g| {
+            g.sort_unstable();
+            g.dedup();
+            g
+        });
+        let current = nix::unistd::getgroups().ok().map(|g| {
+            let mut v: Vec<u32> = g.into_iter().map(|g| g.as_raw()).collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        });
+        Ok(Credentials {
+            groups: groups.filter(|g| Some(g) != current.as_ref()),
+            gid,
+            uid,
+        })
+    }
+
+    /// Whether anything changes.
+    pub fn changes(&self) -> bool {
+        self.groups.is_some() || self.gid.is_some() || self.uid.is_some()
+    }
+
+    /// Sets the group list, the gid, the uid, in that order, with raw syscalls on this data:
+    /// async-signal-safe and allocation-free, for a child between clone and exec. Raw syscalls
+    /// change the calling thread only: call it where that is the whole process (a fresh child,
+    /// a single-threaded process). The error is the step that failed (an index into
+    /// `SETUP_WHAT`, 1 to 3) and its errno.
+    fn apply_raw(&self) -> Result<(), (u32, i32)> {
+        // SAFETY: credential syscalls on data that outlives them.
+        unsafe {
+            if let Some(g) = &self.groups
+                && libc::syscall(libc::SYS_setgroups, g.len(), g.as_ptr()) != 0
+            {
+                return Err((1, last_errno()));
+            }
+            if let Some(g) = self.gid
+                && libc::syscall(libc::SYS_setresgid, g, g, g) != 0
+            {
+                return Err((2, last_errno()));
+            }
+            if let Some(u) = self.uid
+                && libc::syscall(libc::SYS_setresuid, u, u, u) != 0
+            {
+                return Err((3, last_errno()));
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Credentials::apply_raw`] for a single-threaded process (`foster exec` before its
+    /// exec), with the error as text.
+    pub fn apply_single_threaded(&self) -> io::Result<()> {
+        // Another thread would keep the old credentials: refuse rather than leave one behind.
+        let stat = std::fs::read("/proc/self/stat")?;
+        let threads = crate::procstat::StatFields::parse(&stat)
+            .map_err(|e| io::Error::other(format!("/proc/self/stat: {e}")))?
+            .num_threads;
+        if threads != 1 {
+            return Err(io::Error::other(format!(
+                "cannot change credentials: this process has {threads} threads, not one"
+            )));
+        }
+        self.apply_raw().map_err(|(step, errno)| {
+            let what = match step {
+                1 => format!("setgroups({:?})", self.groups.as_deref().unwrap_or(&[])),
+                2 => format!("setresgid({})", self.gid.unwrap_or_default()),
+                _ => format!("setresuid({})", self.uid.unwrap_or_default()),
+            };
+            let e = io::Error::from_raw_os_error(errno);
+            io::Error::new(e.kind(), format!("{what}: {e}"))
+        })
+    }
+}
 
 type Reply = mpsc::Sender<Result<Launched, SpawnError>>;
 
@@ -340,8 +515,7 @@ struct Prepared {
     slot_index: usize,
     plan: GatePlan,
     stdio: [RawFd; 3],
-    gid: Option<u32>,
-    uid: Option<u32>,
+    credentials: Credentials,
     cwd: Option<CString>,
     caught: Vec<i32>,
     gated: bool,
@@ -436,6 +610,12 @@ fn prepare(
         plan = plan.with_trace(t);
     }
     let fd = |o: &Option<OwnedFd>| o.as_ref().map_or(-1, |f| f.as_raw_fd());
+    // The user database is read here, on the spawner thread: the child only sets the result.
+    let credentials = if spec.uid.is_some() || spec.gid.is_some() {
+        Credentials::resolve(spec.uid, spec.gid).map_err(SpawnError::Credentials)?
+    } else {
+        Credentials::default()
+    };
     let cwd = match &spec.cwd {
         Some(c) => Some(cstring("working directory", c.as_os_str().as_bytes())?),
         None => None,
@@ -450,8 +630,7 @@ fn prepare(
         slot_index,
         plan,
         stdio: [fd(&spec.stdin), fd(&spec.stdout), fd(&spec.stderr)],
-        gid: spec.gid,
-        uid: spec.uid,
+        credentials,
         cwd,
         caught: caught_signals(),
         gated: spec.gated,
@@ -509,25 +688,11 @@ unsafe fn child(p: &mut Prepared, report_fd: RawFd) -> ! {
                 fail(R_SETUP, 0, last_errno(), EXIT_GATE_ERROR);
             }
         }
-        // Credentials first (raw syscalls: this thread is the child's only one), so that the
-        // gate arms afterwards: an effective uid/gid change clears the parent-death setting.
-        if p.gid.is_some() || p.uid.is_some() {
-            let keep_groups = p.uid.is_none() || libc::getuid() != 0;
-            if !keep_groups
-                && libc::syscall(libc::SYS_setgroups, 0, std::ptr::null::<libc::gid_t>()) != 0
-            {
-                fail(R_SETUP, 1, last_errno(), EXIT_GATE_ERROR);
-            }
-            if let Some(g) = p.gid
-                && libc::syscall(libc::SYS_setresgid, g, g, g) != 0
-            {
-                fail(R_SETUP, 2, last_errno(), EXIT_GATE_ERROR);
-            }
-            if let Some(u) = p.uid
-                && libc::syscall(libc::SYS_setresuid, u, u, u) != 0
-            {
-                fail(R_SETUP, 3, last_errno(), EXIT_GATE_ERROR);
-            }
+        // Credentials first (group list, gid, uid, resolved before fork; raw syscalls: this
+        // thread is the child's only one), so that the gate arms afterwards: an effective
+        // uid/gid change clears the parent-death setting.
+        if let Err((step, errno)) = p.credentials.apply_raw() {
+            fail(R_SETUP, step, errno, EXIT_GATE_ERROR);
         }
         if let Some(c) = &p.cwd
             && libc::chdir(c.as_ptr()) != 0
@@ -695,6 +860,70 @@ fn launch_here(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The group list a resolution leads to: the one it sets, or the caller's it leaves.
+    fn groups_after(c: &Credentials) -> Vec<u32> {
+        c.groups.clone().unwrap_or_else(|| {
+            let mut v: Vec<u32> = nix::unistd::getgroups()
+                .unwrap()
+                .into_iter()
+                .map(|g| g.as_raw())
+                .collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        })
+    }
+
+    #[test]
+    fn credentials_follow_the_user_database() {
+        assert_eq!(
+            Credentials::resolve(None, None).unwrap(),
+            Credentials::default()
+        );
+        assert!(!Credentials::default().changes());
+        for (uid, gid, kind) in [
+            (Some(NO_CHANGE_ID), None, "uid"),
+            (None, Some(NO_CHANGE_ID), "gid"),
+        ] {
+            let e = Credentials::resolve(uid, gid).unwrap_err();
+            assert!(matches!(e, CredentialError::Refused(_)), "{e:?}");
+            assert!(e.to_string().contains(&format!("({kind}_t)-1")), "{e}");
+        }
+        // A gid alone: the list is cleared.
+        let c = Credentials::resolve(None, Some(4242)).unwrap();
+        assert_eq!((c.uid, c.gid, groups_after(&c)), (None, Some(4242), vec![]));
+        // root, with its entry: its primary group and its list from the database.
+        let root = nix::unistd::User::from_uid(0.into()).unwrap().unwrap();
+        let mut want: Vec<u32> = nix::unistd::getgrouplist(c"root", root.gid)
+            .unwrap()
+            .into_iter()
+            .map(|g| g.as_raw())
+            .collect();
+        want.sort_unstable();
+        want.dedup();
+        let c = Credentials::resolve(Some(0), None).unwrap();
+        assert_eq!((c.uid, c.gid), (Some(0), Some(root.gid.as_raw())));
+        assert_eq!(groups_after(&c), want);
+        // Another group than the user's primary one replaces the user's groups.
+        let c = Credentials::resolve(Some(0), Some(4242)).unwrap();
+        assert_eq!((c.gid, groups_after(&c)), (Some(4242), vec![]));
+        // A uid without an entry: a gid is required, and then the list is cleared.
+        let stranger = (54321..)
+            .find(|&u| matches!(nix::unistd::User::from_uid(u.into()), Ok(None)))
+            .unwrap();
+        let e = Credentials::resolve(Some(stranger), None).unwrap_err();
+        assert!(matches!(e, CredentialError::Refused(_)), "{e:?}");
+        assert!(
+            e.to_string().contains("no entry in the user database"),
+            "{e}"
+        );
+        let c = Credentials::resolve(Some(stranger), Some(stranger)).unwrap();
+        assert_eq!(
+            (c.uid, c.gid, groups_after(&c)),
+            (Some(stranger), Some(stranger), vec![])
+        );
+    }
 
     #[test]
     fn an_empty_program_name_is_refused_before_fork() {

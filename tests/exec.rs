@@ -417,3 +417,87 @@ fn a_stale_or_wrong_foster_parent_is_named_as_such() {
         "{err}"
     );
 }
+
+/// `foster exec --uid/--gid ... -- cat /proc/self/status`, run from a shell it is the child of.
+fn status_as(ids: &str) -> (std::process::Output, String) {
+    let o = sh(&format!(
+        r#"FOSTER_PARENT=$("$F" identity $$) "$F" exec {ids} -- /bin/cat /proc/self/status"#
+    ));
+    let status = String::from_utf8_lossy(&o.stdout).into_owned();
+    (o, status)
+}
+
+#[test]
+fn uid_minus_one_and_gid_minus_one_are_usage_errors() {
+    // (uid_t)-1 is "no change" to setresuid: the program would run as the caller.
+    for (opt, kind) in [("--uid", "uid"), ("--gid", "gid")] {
+        let (o, status) = status_as(&format!("{opt} 4294967295"));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{opt}: {o:?}");
+        assert!(status.is_empty(), "{opt}: the program ran: {status}");
+        assert!(
+            err.contains(&format!(
+                "4294967295 is ({kind}_t)-1, which the kernel takes as \"no change\""
+            )),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn uid_alone_takes_the_users_group_and_groups_from_the_user_database() {
+    if !common::is_root() {
+        println!("skipped: not root, so no other uid to change to");
+        return;
+    }
+    let ids = |s: &str| {
+        (
+            common::status_ids(s, "Uid:"),
+            common::status_ids(s, "Gid:"),
+            common::status_ids(s, "Groups:"),
+        )
+    };
+    // --uid alone: nobody's primary group and group list, as `id` reads them.
+    let (gid, groups) = common::groups_of("65534");
+    let (o, status) = status_as("--uid 65534");
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(ids(&status), (vec![65534; 4], vec![gid; 4], groups.clone()));
+
+    // --gid that is the user's own primary group: the same.
+    let (_, status) = status_as(&format!("--uid 65534 --gid {gid}"));
+    assert_eq!(ids(&status), (vec![65534; 4], vec![gid; 4], groups));
+
+    // Another group: it replaces the user's groups, the list is cleared.
+    let (_, status) = status_as("--uid 65534 --gid 4242");
+    assert_eq!(ids(&status), (vec![65534; 4], vec![4242; 4], vec![]));
+
+    // A group alone: the uid stays, root's group list does not.
+    let (_, status) = status_as("--gid 4242");
+    assert_eq!(ids(&status), (vec![0; 4], vec![4242; 4], vec![]));
+
+    // A uid the user database does not know has no group to take: --gid is required.
+    let stranger = common::uid_without_entry();
+    let (o, status) = status_as(&format!("--uid {stranger}"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(status.is_empty(), "the program ran: {status}");
+    assert!(
+        err.contains(&format!("uid {stranger} has no entry in the user database"))
+            && err.contains("--gid"),
+        "{err}"
+    );
+    let (o, status) = status_as(&format!("--uid {stranger} --gid {stranger}"));
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(ids(&status), (vec![stranger; 4], vec![stranger; 4], vec![]));
+
+    // A user with supplementary groups gets all of them.
+    match common::user_with_supplementary_groups() {
+        Some((name, uid)) => {
+            let (gid, groups) = common::groups_of(&name);
+            let (o, status) = status_as(&format!("--uid {uid}"));
+            assert!(o.status.success(), "{o:?}");
+            assert_eq!(ids(&status), (vec![uid; 4], vec![gid; 4], groups), "{name}");
+        }
+        None => println!("part skipped: no user with a supplementary group in /etc/group"),
+    }
+}

@@ -1114,3 +1114,63 @@ fn the_events_log_is_rotated_by_size() {
     );
     assert_eq!(attempts.last(), Some(&61));
 }
+
+/// A helper with `user` alone runs with the user's primary group and group list from the user
+/// database (as `runuser` or `setpriv --init-groups` give them), not with foster's groups.
+#[test]
+fn a_helper_with_user_alone_gets_the_users_groups() {
+    if !is_root() {
+        println!("skipped: not root, so no other user to run a helper as");
+        return;
+    }
+    let d = Dir::new("run", "user");
+    let tag = format!("user{}", std::process::id());
+    // Each probe prints one line: its tag, then its Uid, Gid and Groups lines.
+    let probe = |name: &str, user: &str| {
+        format!(
+            "[[helper]]\nname = \"{tag}-{name}\"\nuser = \"{user}\"\n\
+             command = [\"/usr/bin/awk\", \"-v\", \"t={name}\", \
+             \"/^(Uid|Gid|Groups):/ {{ printf \\\"%s\\\\n\\\", $0 }} END {{ print t }}\", \
+             \"/proc/self/status\"]\n"
+        )
+    };
+    let mut probes = vec![("nobody".to_string(), "nobody".to_string())];
+    match common::user_with_supplementary_groups() {
+        Some((name, _)) => probes.push(("member".into(), name)),
+        None => println!("part skipped: no user with a supplementary group in /etc/group"),
+    }
+    let mut cfg: String = probes.iter().map(|(n, u)| probe(n, u)).collect();
+    cfg.push_str(&format!(
+        "[[helper]]\nname = \"{tag}\"\ncommand = [\"/bin/sleep\", \"1000\"]\n"
+    ));
+    let cfg = d.file("c.toml", &cfg);
+    let (mut f, mut ev) = run_logged(&d, "events", &cfg);
+    for (name, _) in &probes {
+        let exit = ev.wait_for("a probe's exit", |v| {
+            kind(v) == "exit" && v["helper"] == format!("{tag}-{name}")
+        });
+        assert_eq!(exit["status"]["code"], 0, "{exit}");
+    }
+    ev.wait_for("launch", launch_of(&tag));
+    stop_leaving_nothing(&mut f, &mut ev, &tag);
+    let out = f.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    for (name, user) in &probes {
+        let (gid, groups) = common::groups_of(user);
+        let uid = nix::unistd::User::from_name(user)
+            .unwrap()
+            .unwrap()
+            .uid
+            .as_raw();
+        // The probe's three lines are the ones before its tag line (one write, at awk's end).
+        let lines: Vec<&str> = text.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| *l == name.as_str())
+            .unwrap_or_else(|| panic!("no output of {name}: {text}"));
+        let status = lines[at - 3..at].join("\n");
+        assert_eq!(common::status_ids(&status, "Uid:"), vec![uid; 4], "{user}");
+        assert_eq!(common::status_ids(&status, "Gid:"), vec![gid; 4], "{user}");
+        assert_eq!(common::status_ids(&status, "Groups:"), groups, "{user}");
+    }
+}

@@ -40,3 +40,65 @@ impl Drop for Dir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// What the user database gives `user` (a name or a uid), by `id`, an implementation
+/// independent of foster's: its primary gid and its group list (sorted, the primary included).
+pub fn groups_of(user: &str) -> (u32, Vec<u32>) {
+    let id = |flag: &str| {
+        let o = std::process::Command::new("id")
+            .args([flag, user])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "id {flag} {user}: {o:?}");
+        let mut v: Vec<u32> = String::from_utf8(o.stdout)
+            .unwrap()
+            .split_whitespace()
+            .map(|g| g.parse().unwrap())
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    (id("-g")[0], id("-G"))
+}
+
+/// A user of the user database with a supplementary group besides its primary one: (name, uid).
+pub fn user_with_supplementary_groups() -> Option<(String, u32)> {
+    let groups = std::fs::read_to_string("/etc/group").ok()?;
+    for line in groups.lines() {
+        let Some(members) = line.split(':').nth(3) else {
+            continue;
+        };
+        for name in members.split(',').filter(|m| !m.is_empty()) {
+            if let Ok(Some(u)) = nix::unistd::User::from_name(name)
+                && groups_of(name).1.len() > 1
+            {
+                return Some((name.to_string(), u.uid.as_raw()));
+            }
+        }
+    }
+    None
+}
+
+/// The ids of a `/proc/<pid>/status` line (`Uid:`, `Gid:`, `Groups:`), sorted for `Groups:`.
+pub fn status_ids(status: &str, field: &str) -> Vec<u32> {
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .unwrap_or_else(|| panic!("no {field} in {status}"));
+    let mut v: Vec<u32> = line[field.len()..]
+        .split_whitespace()
+        .map(|g| g.parse().unwrap())
+        .collect();
+    if field == "Groups:" {
+        v.sort_unstable();
+    }
+    v
+}
+
+/// A uid the user database does not know.
+pub fn uid_without_entry() -> u32 {
+    (54321..)
+        .find(|&u| matches!(nix::unistd::User::from_uid(u.into()), Ok(None)))
+        .unwrap()
+}
