@@ -343,6 +343,115 @@ fn survives_garbage_partial_oversized_and_a_client_that_never_reads() {
     assert!(st.code().is_some(), "{st}");
 }
 
+/// More idle connections than the supervisor has slots (64): `status` and `stop` still get
+/// through, the longest idle connections being closed to make room.
+#[test]
+fn idle_clients_cannot_lock_out_stop_and_status() {
+    let d = Dir::new("ctl", "lockout");
+    let cfg = d.file(
+        "a.toml",
+        "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n",
+    );
+    let sock = d.path("a.sock");
+    let run = Run::start(&cfg, &sock);
+    let idle: Vec<UnixStream> = (0..70)
+        .map(|_| UnixStream::connect(&sock).unwrap())
+        .collect();
+    let out = run.ctl(&["--json", "status"]);
+    assert!(out.status.success(), "status locked out: {out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["status"]["supervisor"]["identity"]["pid"].is_i64(), "{v}");
+    // The oldest idle connection was closed, and told why.
+    let mut first = BufReader::new(idle[0].try_clone().unwrap());
+    let mut line = String::new();
+    first.get_ref().set_read_timeout(Some(LIMIT)).unwrap();
+    first.read_line(&mut line).unwrap();
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(error_kind(&v), "idle", "{v}");
+    let st = run.stop();
+    assert!(st.code().is_some(), "{st}");
+    drop(idle);
+}
+
+/// A client that holds a slot without a complete request is closed within the idle timeout;
+/// blank lines are no request (no answer, the timeout goes on); a follower of the event stream
+/// connected as long is still served.
+#[test]
+fn a_client_without_a_complete_request_is_closed_and_followers_stay() {
+    let d = Dir::new("ctl", "idle");
+    let cfg = d.file(
+        "a.toml",
+        "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n",
+    );
+    let sock = d.path("a.sock");
+    let run = Run::start(&cfg, &sock);
+    let mut follower = Conn::open(&sock).unwrap();
+    follower.send(b"{\"request\":\"events\",\"backlog\":0}\n");
+    assert_eq!(follower.next()["events"]["follow"], true);
+    let mut partial = UnixStream::connect(&sock).unwrap();
+    partial.write_all(b"\n \r\n\n{\"request\":").unwrap();
+    partial.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut got = String::new();
+    // Safety net: a stuck read fails at LIMIT; the connection ends within the idle timeout.
+    partial.read_to_string(&mut got).unwrap();
+    let lines: Vec<&str> = got.lines().collect();
+    assert_eq!(lines.len(), 1, "{got}");
+    let v: Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(error_kind(&v), "idle", "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("idle timeout"),
+        "{v}"
+    );
+    // The follower, connected before it, is still served, requests included.
+    let v = follower.ask(r#"{"request":"status"}"#);
+    assert!(v.get("status").is_some(), "{v}");
+    // Blank lines before a request: only the request is answered.
+    let mut c = Conn::open(&sock).unwrap();
+    let v = c.ask("\n\r\n   \n{\"request\":\"status\"}");
+    assert!(v.get("status").is_some(), "{v}");
+    run.stop();
+}
+
+/// At most 48 clients follow the events, so slots for other requests remain.
+#[test]
+fn followers_are_limited_and_stop_still_gets_through() {
+    let d = Dir::new("ctl", "followers");
+    let cfg = d.file(
+        "a.toml",
+        "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n",
+    );
+    let sock = d.path("a.sock");
+    let run = Run::start(&cfg, &sock);
+    let mut followers = Vec::new();
+    for _ in 0..48 {
+        let mut f = Conn::open(&sock).unwrap();
+        f.send(b"{\"request\":\"events\",\"backlog\":0}\n");
+        assert_eq!(f.next()["events"]["follow"], true);
+        followers.push(f);
+    }
+    let mut extra = Conn::open(&sock).unwrap();
+    let v = extra.ask(r#"{"request":"events","backlog":0}"#);
+    assert_eq!(error_kind(&v), "refused", "{v}");
+    // Its connection stays usable for other requests.
+    let v = extra.ask(r#"{"request":"events","backlog":0,"follow":false}"#);
+    assert_eq!(v["events"]["follow"], false, "{v}");
+    let idle: Vec<UnixStream> = (0..20)
+        .map(|_| UnixStream::connect(&sock).unwrap())
+        .collect();
+    let out = run.ctl(&["--json", "status"]);
+    assert!(out.status.success(), "status locked out: {out:?}");
+    let st = run.stop();
+    assert!(st.code().is_some(), "{st}");
+    // Every follower saw the end of the stream.
+    for f in &followers {
+        f.until("the stopped event", |v| event_is(v, "stopped"));
+    }
+    drop(idle);
+}
+
 fn three_generation_config(d: &Dir) -> (PathBuf, PathBuf, PathBuf) {
     let ready = d.fifo("ready");
     let oready = d.fifo("oready");

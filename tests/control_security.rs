@@ -208,6 +208,120 @@ fn ctl_and_top_refuse_a_server_of_another_user() {
     }
 }
 
+// ---- A flood of refused clients ----
+
+/// The flooder: run only by [`a_flood_of_refused_clients_logs_a_bounded_number_of_lines`], as
+/// another uid. Connects `FOSTER_FLOOD_COUNT` times to `FOSTER_FLOOD` and closes each at once.
+#[test]
+#[ignore = "the flooder of the rate-limit test: it runs it as another uid"]
+fn flooder() {
+    let Some(path) = std::env::var_os("FOSTER_FLOOD") else {
+        return;
+    };
+    let n: usize = std::env::var("FOSTER_FLOOD_COUNT")
+        .unwrap()
+        .parse()
+        .unwrap();
+    for _ in 0..n {
+        drop(std::os::unix::net::UnixStream::connect(&path).unwrap());
+    }
+}
+
+/// (lines naming a refused client of uid 65534, the warnings they say were suppressed).
+fn refusals_logged(log: &Path) -> (u64, u64) {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut shown = 0;
+    let mut suppressed = 0;
+    for line in text.lines().filter(|l| l.contains("control socket:")) {
+        if line.contains(&format!("refused a client of uid {ATTACKER}")) {
+            shown += 1;
+        }
+        if let Some(i) = line.find(" more suppressed") {
+            let n = line[..i].rsplit([' ', '(']).next().unwrap();
+            suppressed += n.parse::<u64>().unwrap();
+        }
+    }
+    (shown, suppressed)
+}
+
+#[test]
+fn a_flood_of_refused_clients_logs_a_bounded_number_of_lines() {
+    if !is_root() {
+        eprintln!("skipped: needs root to connect as uid {ATTACKER}");
+        return;
+    }
+    const N: u64 = 2000;
+    let d = Dir::new("sec", "flood");
+    let cfg = d.file(
+        "svc.toml",
+        "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n",
+    );
+    let sock = d.path("svc.sock");
+    let log = d.path("stderr.log");
+    let mut run = Guard(
+        Command::new(FOSTER)
+            .arg("run")
+            .arg(&cfg)
+            .arg("--socket")
+            .arg(&sock)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let t = Instant::now();
+    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
+        assert!(run.0.try_wait().unwrap().is_none(), "foster run ended");
+        assert!(t.elapsed() < LIMIT, "no socket");
+        // Safety net only: the socket is there within milliseconds of the start.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Reachable by anyone, as a careless operator might make it: the uid check refuses them.
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let started = Instant::now();
+    let out = as_user(ATTACKER, std::env::current_exe().unwrap().to_str().unwrap())
+        .args(["--ignored", "--exact", "flooder", "--nocapture"])
+        .env("FOSTER_FLOOD", &sock)
+        .env("FOSTER_FLOOD_COUNT", N.to_string())
+        .output()
+        .unwrap();
+    let flood = started.elapsed();
+    assert!(out.status.success(), "{out:?}");
+    // Every refusal is accounted for: shown, or counted in a "suppressed" line (the last count
+    // comes a second after the last refusal).
+    let t = Instant::now();
+    let (shown, suppressed) = loop {
+        let (shown, suppressed) = refusals_logged(&log);
+        if shown + suppressed >= N {
+            break (shown, suppressed);
+        }
+        assert!(
+            t.elapsed() < LIMIT,
+            "{shown} shown + {suppressed} suppressed of {N} refusals"
+        );
+        // Safety net only: the count is logged a second after the last refusal.
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    eprintln!("{N} refusals in {flood:?}: {shown} lines shown, {suppressed} suppressed");
+    assert_eq!(shown + suppressed, N, "every refusal counted once");
+    // At most one line a second, plus the final count.
+    assert!(
+        shown <= flood.as_secs() + 2,
+        "{shown} lines for {N} refusals in {flood:?}"
+    );
+    // The supervisor still answers its own user.
+    let out = Command::new(FOSTER)
+        .args(["ctl", "--socket"])
+        .arg(&sock)
+        .arg("stop")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let st = wait_child(&mut run.0);
+    assert!(st.code().is_some(), "{st}");
+}
+
 // ---- A squatted runtime directory ----
 
 #[test]

@@ -251,6 +251,9 @@ pub enum ErrorKind {
     NotInTree,
     /// The request is valid but cannot be carried out now (e.g. restart during shutdown).
     Refused,
+    /// The connection is closed: no complete request within the idle timeout, or it was the
+    /// one idle the longest when a new client needed its slot.
+    Idle,
     /// The supervisor failed to carry it out (the message has the OS error).
     Failed,
     /// The server could not encode its reply.

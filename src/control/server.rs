@@ -22,11 +22,11 @@ use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixListener as StdListener;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::{Notify, broadcast, mpsc, oneshot, watch};
 use tracing::{debug, info, warn};
 
 use crate::control::protocol::{
@@ -34,8 +34,23 @@ use crate::control::protocol::{
 };
 use crate::event::Record;
 
-/// At most this many clients at once; more are answered with an error and closed.
+/// At most this many clients at once. When all are taken, the one idle the longest (waiting
+/// for its next request, or not reading its answer) is closed to make room for a new one; only
+/// when none is idle is the new one refused.
 pub const MAX_CLIENTS: usize = 64;
+
+/// At most this many clients follow the event stream (they are never idle), so that at least
+/// `MAX_CLIENTS - MAX_FOLLOWERS` slots always hold clients that answer promptly or can be
+/// closed to make room: `stop` and `status` always get through.
+pub const MAX_FOLLOWERS: usize = 48;
+
+/// A client that does not follow events is closed when it goes this long without a complete
+/// request (counted from its connection or its last answer), or without reading an answer.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Warnings a client can cause (refused peers, clients closed to make room, failed accepts)
+/// are logged at most once each this long; the others are counted.
+pub const WARN_EVERY: Duration = Duration::from_secs(1);
 
 /// Events a following client may be behind before it loses the oldest.
 const RING: usize = 1024;
@@ -515,6 +530,7 @@ impl Bound {
             hub: hub.clone(),
             commands: tx,
             clients: clients.clone(),
+            slots: Arc::new(Mutex::new(Slots::default())),
             uid: nix::unistd::geteuid().as_raw(),
         };
         let accept = tokio::spawn(accept_loop(listener, ctx));
@@ -660,25 +676,190 @@ impl Hub {
 struct ClientCtx {
     hub: Arc<Hub>,
     commands: mpsc::Sender<Command>,
+    /// Client tasks alive (an evicted one counts until its task ends).
     clients: Arc<watch::Sender<usize>>,
+    slots: Arc<Mutex<Slots>>,
     uid: u32,
 }
 
-/// Decrements the client count when a client task ends, however it ends.
-struct ClientSlot(Arc<watch::Sender<usize>>);
+/// The clients holding a slot, and which of them may be closed to make room.
+#[derive(Debug, Default)]
+struct Slots {
+    next_id: u64,
+    entries: std::collections::HashMap<u64, SlotEntry>,
+}
+
+#[derive(Debug)]
+struct SlotEntry {
+    pid: i32,
+    /// Since when it has been waiting for its next request or writing an answer; `None` while
+    /// a request of its is with the supervisor.
+    idle_since: Option<Instant>,
+    /// It follows the event stream: never idle, never closed to make room.
+    follows: bool,
+    /// Tells its task it was closed to make room.
+    evict: Arc<Notify>,
+}
+
+/// Whether a new client got a slot.
+enum Admission {
+    /// Its slot's id and eviction notice, and the client closed to make room for it (pid, how
+    /// long it had been idle), if one was.
+    In(u64, Arc<Notify>, Option<(i32, Duration)>),
+    /// Every slot is taken and none is idle.
+    Full,
+}
+
+impl Slots {
+    /// A slot for a new client; when all [`MAX_CLIENTS`] are taken, the one idle the longest
+    /// is freed for it.
+    fn admit(&mut self, pid: i32, now: Instant) -> Admission {
+        let mut evicted = None;
+        if self.entries.len() >= MAX_CLIENTS {
+            let oldest = self
+                .entries
+                .iter()
+                .filter(|(_, e)| !e.follows)
+                .filter_map(|(id, e)| e.idle_since.map(|t| (t, *id)))
+                .min();
+            let Some((since, id)) = oldest else {
+                return Admission::Full;
+            };
+            if let Some(e) = self.entries.remove(&id) {
+                e.evict.notify_one();
+                evicted = Some((e.pid, now.saturating_duration_since(since)));
+            }
+        }
+        self.next_id += 1;
+        let evict = Arc::new(Notify::new());
+        self.entries.insert(
+            self.next_id,
+            SlotEntry {
+                pid,
+                idle_since: Some(now),
+                follows: false,
+                evict: evict.clone(),
+            },
+        );
+        Admission::In(self.next_id, evict, evicted)
+    }
+
+    fn followers(&self) -> usize {
+        self.entries.values().filter(|e| e.follows).count()
+    }
+}
+
+/// A client task's slot: freed when the task ends, however it ends.
+struct ClientSlot {
+    id: u64,
+    evict: Arc<Notify>,
+    slots: Arc<Mutex<Slots>>,
+    clients: Arc<watch::Sender<usize>>,
+}
+
+impl ClientSlot {
+    /// Marks the client idle since `since`, or (`None`) busy with a request at the
+    /// supervisor. False when it was closed to make room meanwhile.
+    fn set_idle(&self, since: Option<Instant>) -> bool {
+        let mut g = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        match g.entries.get_mut(&self.id) {
+            Some(e) => {
+                e.idle_since = since;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Makes the client a follower of the event stream, if fewer than [`MAX_FOLLOWERS`] are.
+    /// `Err(true)` when the limit is reached, `Err(false)` when it was closed to make room.
+    fn follow(&self) -> Result<(), bool> {
+        let mut g = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let followers = g.followers();
+        match g.entries.get_mut(&self.id) {
+            Some(e) if e.follows => Ok(()),
+            Some(_) if followers >= MAX_FOLLOWERS => Err(true),
+            Some(e) => {
+                e.follows = true;
+                Ok(())
+            }
+            None => Err(false),
+        }
+    }
+}
+
 impl Drop for ClientSlot {
     fn drop(&mut self) {
-        self.0.send_modify(|n| *n -= 1);
+        let mut g = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        g.entries.remove(&self.id);
+        drop(g);
+        self.clients.send_modify(|n| *n -= 1);
+    }
+}
+
+/// Warnings about clients, which any local process can cause at will: at most one each
+/// [`WARN_EVERY`]; those in between are counted, and the count is logged with the next one
+/// shown, or on its own once the interval is over.
+#[derive(Debug, Default)]
+struct Throttle {
+    last: Option<Instant>,
+    suppressed: u64,
+}
+
+impl Throttle {
+    fn warn(&mut self, now: Instant, message: impl FnOnce() -> String) {
+        if self.last.is_some_and(|l| now < l + WARN_EVERY) {
+            self.suppressed += 1;
+            return;
+        }
+        self.last = Some(now);
+        match std::mem::take(&mut self.suppressed) {
+            0 => warn!("{}", message()),
+            n => warn!(
+                "{} ({n} more suppressed since the last one shown; at most one a second is \
+                 logged)",
+                message()
+            ),
+        }
+    }
+
+    /// When the count of suppressed warnings is due, if there is one.
+    fn due(&self) -> Option<Instant> {
+        match (self.suppressed, self.last) {
+            (0, _) | (_, None) => None,
+            (_, Some(l)) => Some(l + WARN_EVERY),
+        }
+    }
+
+    fn flush(&mut self, now: Instant) {
+        let n = std::mem::take(&mut self.suppressed);
+        if n > 0 {
+            self.last = Some(now);
+            warn!(
+                "control socket: {n} more suppressed since the last one shown (at most one a \
+                 second is logged)"
+            );
+        }
     }
 }
 
 async fn accept_loop(listener: UnixListener, ctx: ClientCtx) {
+    let mut throttle = Throttle::default();
     loop {
-        let stream = match listener.accept().await {
+        let due = throttle.due();
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = sleep_until_opt(due) => {
+                throttle.flush(Instant::now());
+                continue;
+            }
+        };
+        let now = Instant::now();
+        let stream = match accepted {
             Ok((s, _)) => s,
             Err(e) => {
                 // EMFILE and the like: wait for a client to go rather than spin.
-                warn!("control socket: accept failed: {e}");
+                throttle.warn(now, || format!("control socket: accept failed: {e}"));
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
@@ -686,7 +867,9 @@ async fn accept_loop(listener: UnixListener, ctx: ClientCtx) {
         let cred = match stream.peer_cred() {
             Ok(c) => c,
             Err(e) => {
-                warn!("control socket: cannot read the peer's credentials, closing: {e}");
+                throttle.warn(now, || {
+                    format!("control socket: cannot read the peer's credentials, closing: {e}")
+                });
                 continue;
             }
         };
@@ -695,11 +878,13 @@ async fn accept_loop(listener: UnixListener, ctx: ClientCtx) {
             uid: cred.uid(),
         };
         if peer.uid != ctx.uid && peer.uid != 0 {
-            warn!(
-                "control socket: refused a client of uid {} (pid {}): only uid {} and root may \
-                 use this supervisor",
-                peer.uid, peer.pid, ctx.uid
-            );
+            throttle.warn(now, || {
+                format!(
+                    "control socket: refused a client of uid {} (pid {}): only uid {} and root \
+                     may use this supervisor",
+                    peer.uid, peer.pid, ctx.uid
+                )
+            });
             let line = Reply::error(
                 ErrorKind::PermissionDenied,
                 format!(
@@ -712,23 +897,62 @@ async fn accept_loop(listener: UnixListener, ctx: ClientCtx) {
             let _ = stream.try_write(&line);
             continue;
         }
-        if *ctx.clients.borrow() >= MAX_CLIENTS {
-            warn!(
-                "control socket: {MAX_CLIENTS} clients already connected; refused pid {}",
-                peer.pid
-            );
-            let line = Reply::error(
-                ErrorKind::Refused,
-                format!("too many clients ({MAX_CLIENTS}) connected to this supervisor"),
-            )
-            .to_line();
-            let _ = stream.try_write(&line);
-            continue;
-        }
+        let admission = ctx
+            .slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .admit(peer.pid, now);
+        let (id, evict) = match admission {
+            Admission::Full => {
+                throttle.warn(now, || {
+                    format!(
+                        "control socket: {MAX_CLIENTS} clients connected, none idle (following \
+                         events or waiting for an answer); refused pid {}",
+                        peer.pid
+                    )
+                });
+                let line = Reply::error(
+                    ErrorKind::Refused,
+                    format!(
+                        "too many clients ({MAX_CLIENTS}) connected to this supervisor, none \
+                         of them idle; try again"
+                    ),
+                )
+                .to_line();
+                let _ = stream.try_write(&line);
+                continue;
+            }
+            Admission::In(id, evict, evicted) => {
+                if let Some((pid, idle)) = evicted {
+                    throttle.warn(now, || {
+                        format!(
+                            "control socket: {MAX_CLIENTS} clients connected: closed the one \
+                             idle the longest (pid {pid}, idle {:.1}s) to make room for pid {}",
+                            idle.as_secs_f64(),
+                            peer.pid
+                        )
+                    });
+                }
+                (id, evict)
+            }
+        };
         debug!("control socket: client pid {} uid {}", peer.pid, peer.uid);
         ctx.clients.send_modify(|n| *n += 1);
-        let slot = ClientSlot(ctx.clients.clone());
+        let slot = ClientSlot {
+            id,
+            evict,
+            slots: ctx.slots.clone(),
+            clients: ctx.clients.clone(),
+        };
         tokio::spawn(client(stream, peer, ctx.clone(), slot));
+    }
+}
+
+/// Sleeps until `t`, or forever when there is none.
+async fn sleep_until_opt(t: Option<Instant>) {
+    match t {
+        Some(t) => tokio::time::sleep_until(t.into()).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -771,7 +995,7 @@ impl LineReader {
             let mut chunk = [0u8; 4096];
             let n = r.read(&mut chunk).await?;
             if n == 0 {
-                self.eof = true;
+                self.end();
             } else {
                 self.feed(&chunk[..n]);
             }
@@ -804,6 +1028,12 @@ impl LineReader {
         }
     }
 
+    /// Marks the end of input, as [`LineReader::next`] does when the reader has no more: then
+    /// [`LineReader::take`] gives what is left.
+    pub fn end(&mut self) {
+        self.eof = true;
+    }
+
     /// The next complete line; at end of input, what is left.
     pub fn take(&mut self) -> Option<Line> {
         if let Some(l) = self.ready.pop_front() {
@@ -823,35 +1053,108 @@ async fn write_line(stream: &mut UnixStream, reply: &Reply) -> io::Result<()> {
     stream.write_all(&reply.to_line()).await
 }
 
-async fn client(mut stream: UnixStream, peer: Peer, ctx: ClientCtx, _slot: ClientSlot) {
-    if let Err(e) = serve_client(&mut stream, peer, &ctx).await {
-        debug!("control socket: client pid {} gone: {e}", peer.pid);
+/// Why a client's connection ended early.
+#[derive(Debug)]
+enum End {
+    Io(io::Error),
+    /// No complete request within [`IDLE_TIMEOUT`] (`reading`: while waiting for one, not
+    /// while writing an answer it did not read).
+    Idle {
+        reading: bool,
+    },
+    /// Closed to make room for a new client, after being idle this long.
+    Evicted {
+        reading: bool,
+        idle: Duration,
+    },
+}
+
+async fn client(mut stream: UnixStream, peer: Peer, ctx: ClientCtx, slot: ClientSlot) {
+    match serve_client(&mut stream, peer, &ctx, &slot).await {
+        Ok(()) => {}
+        Err(End::Io(e)) => debug!("control socket: client pid {} gone: {e}", peer.pid),
+        Err(end) => {
+            debug!("control socket: client pid {}: closed ({end:?})", peer.pid);
+            let notice = match end {
+                End::Idle { reading: true } => Some(format!(
+                    "closing the connection: no complete request within {}s (the idle timeout)",
+                    IDLE_TIMEOUT.as_secs()
+                )),
+                End::Evicted {
+                    reading: true,
+                    idle,
+                } => Some(format!(
+                    "closing the connection to make room: {MAX_CLIENTS} clients are connected \
+                     and this one was idle the longest ({:.1}s without a request)",
+                    idle.as_secs_f64()
+                )),
+                _ => None, // it was not reading: a partial answer may be in its buffer
+            };
+            if let Some(m) = notice {
+                // Best effort, never waiting: the client may not read.
+                let _ = stream.try_write(&Reply::error(ErrorKind::Idle, m).to_line());
+            }
+        }
     }
     let _ = stream.shutdown().await;
 }
 
-async fn serve_client(stream: &mut UnixStream, peer: Peer, ctx: &ClientCtx) -> io::Result<()> {
+/// Writes one answer to a client that does not follow events, within its idle deadline (and
+/// unless it is closed to make room meanwhile).
+async fn write_bounded(
+    stream: &mut UnixStream,
+    reply: &Reply,
+    slot: &ClientSlot,
+    since: Instant,
+) -> Result<(), End> {
+    tokio::select! {
+        r = write_line(stream, reply) => r.map_err(End::Io),
+        _ = slot.evict.notified() => Err(End::Evicted { reading: false, idle: since.elapsed() }),
+        _ = tokio::time::sleep_until((since + IDLE_TIMEOUT).into()) => {
+            Err(End::Idle { reading: false })
+        }
+    }
+}
+
+async fn serve_client(
+    stream: &mut UnixStream,
+    peer: Peer,
+    ctx: &ClientCtx,
+    slot: &ClientSlot,
+) -> Result<(), End> {
     let mut lines = LineReader::new();
     let mut follower: Option<broadcast::Receiver<Arc<EventRecord>>> = None;
     let mut eof = false;
+    // Waiting for a complete request since then; a follower is never idle.
+    let mut since = Instant::now();
     loop {
         if eof && follower.is_none() {
             return Ok(());
         }
+        let following = follower.is_some();
         let line = tokio::select! {
-            l = lines.next(stream), if !eof => l?,
-            ev = recv_event(&mut follower), if follower.is_some() => {
-                match ev {
-                    Ok(rec) => write_line(stream, &Reply::new(ReplyBody::Event((*rec).clone()))).await?,
+            // A request already read is served before a notice that came after it.
+            biased;
+            l = lines.next(stream), if !eof => l.map_err(End::Io)?,
+            ev = recv_event(&mut follower), if following => {
+                let reply = match ev {
+                    Ok(rec) => Reply::new(ReplyBody::Event((*rec).clone())),
                     Err(broadcast::error::RecvError::Lagged(n)) => {
-                        write_line(stream, &Reply::new(ReplyBody::Lagged { dropped: n })).await?
+                        Reply::new(ReplyBody::Lagged { dropped: n })
                     }
                     Err(broadcast::error::RecvError::Closed) => {
                         // The supervisor is ending: nothing more will be answered.
                         return Ok(());
                     }
-                }
+                };
+                write_line(stream, &reply).await.map_err(End::Io)?;
                 continue;
+            }
+            _ = slot.evict.notified(), if !following => {
+                return Err(End::Evicted { reading: true, idle: since.elapsed() });
+            }
+            _ = tokio::time::sleep_until((since + IDLE_TIMEOUT).into()), if !following => {
+                return Err(End::Idle { reading: true });
             }
         };
         let text = match line {
@@ -859,51 +1162,73 @@ async fn serve_client(stream: &mut UnixStream, peer: Peer, ctx: &ClientCtx) -> i
                 eof = true;
                 continue;
             }
-            Line::Oversized(n) => {
-                let r = Reply::error(
-                    ErrorKind::Oversized,
-                    format!(
-                        "request line of more than {n} bytes is longer than the limit of \
-                         {MAX_REQUEST} bytes; skipped up to its newline"
-                    ),
-                );
-                write_line(stream, &r).await?;
-                continue;
-            }
-            Line::Text(t) => t,
+            Line::Oversized(n) => Err(Box::new(Reply::error(
+                ErrorKind::Oversized,
+                format!(
+                    "request line of more than {n} bytes is longer than the limit of \
+                     {MAX_REQUEST} bytes; skipped up to its newline"
+                ),
+            ))),
+            Line::Text(t) => Ok(t),
         };
-        if text.iter().all(u8::is_ascii_whitespace) {
+        // Blank lines are no request: no answer, and the idle timeout goes on.
+        if text
+            .as_ref()
+            .is_ok_and(|t| t.iter().all(u8::is_ascii_whitespace))
+        {
             continue;
         }
-        let request = match parse_request(&text) {
-            Ok(r) => r,
-            Err(e) => {
+        let request = text.and_then(|t| {
+            parse_request(&t).map_err(|e| {
                 debug!("control socket: client pid {}: {e}", peer.pid);
-                write_line(stream, &e.reply()).await?;
-                continue;
-            }
-        };
-        match request {
-            Request::Events { backlog, follow } => {
+                Box::new(e.reply())
+            })
+        });
+        // The answer, and whether the client now follows the event stream.
+        let (replies, now_follows) = match request {
+            Err(reply) => (vec![*reply], None),
+            Ok(Request::Events { backlog, follow }) => {
                 let n = backlog.unwrap_or(BACKLOG).min(BACKLOG);
                 let (past, rx) = ctx.hub.subscribe(n);
                 let follow = follow && rx.is_some();
-                write_line(
-                    stream,
-                    &Reply::new(ReplyBody::Events {
-                        backlog: past.len(),
-                        follow,
-                    }),
-                )
-                .await?;
-                for rec in past {
-                    write_line(stream, &Reply::new(ReplyBody::Event((*rec).clone()))).await?;
-                }
-                if follow {
-                    follower = rx;
+                match follow.then(|| slot.follow()) {
+                    Some(Err(false)) => {
+                        return Err(End::Evicted {
+                            reading: true,
+                            idle: since.elapsed(),
+                        });
+                    }
+                    Some(Err(true)) => (
+                        vec![Reply::error(
+                            ErrorKind::Refused,
+                            format!(
+                                "{MAX_FOLLOWERS} clients already follow the events of this \
+                                 supervisor (the limit, which keeps slots for other requests); \
+                                 ask with \"follow\": false, or try again later"
+                            ),
+                        )],
+                        None,
+                    ),
+                    _ => {
+                        let mut v = vec![Reply::new(ReplyBody::Events {
+                            backlog: past.len(),
+                            follow,
+                        })];
+                        v.extend(
+                            past.iter()
+                                .map(|rec| Reply::new(ReplyBody::Event((**rec).clone()))),
+                        );
+                        (v, follow.then_some(rx).flatten())
+                    }
                 }
             }
-            request => {
+            Ok(request) => {
+                if !slot.set_idle(None) {
+                    return Err(End::Evicted {
+                        reading: true,
+                        idle: since.elapsed(),
+                    });
+                }
                 let (tx, rx) = oneshot::channel();
                 let cmd = Command {
                     request,
@@ -918,7 +1243,36 @@ async fn serve_client(stream: &mut UnixStream, peer: Peer, ctx: &ClientCtx) -> i
                 let reply = reply.unwrap_or_else(|| {
                     Reply::error(ErrorKind::Refused, "the supervisor is exiting")
                 });
-                write_line(stream, &reply).await?;
+                (vec![reply], None)
+            }
+        };
+        if let Some(rx) = now_follows {
+            follower = Some(rx);
+        }
+        let answered = Instant::now();
+        if follower.is_none() {
+            if !slot.set_idle(Some(answered)) {
+                // Closed to make room before its answer was written: say why instead.
+                return Err(End::Evicted {
+                    reading: true,
+                    idle: since.elapsed(),
+                });
+            }
+            since = answered;
+            for r in &replies {
+                write_bounded(stream, r, slot, since).await?;
+            }
+            since = Instant::now();
+            if !slot.set_idle(Some(since)) {
+                return Err(End::Evicted {
+                    reading: true,
+                    idle: Duration::ZERO,
+                });
+            }
+        } else {
+            since = answered;
+            for r in &replies {
+                write_line(stream, r).await.map_err(End::Io)?;
             }
         }
     }
@@ -946,7 +1300,7 @@ mod tests {
                 out.push(l);
             }
         }
-        r.eof = true;
+        r.end();
         while let Some(l) = r.take() {
             out.push(l);
         }
