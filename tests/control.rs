@@ -415,6 +415,30 @@ fn a_client_without_a_complete_request_is_closed_and_followers_stay() {
     run.stop();
 }
 
+#[test]
+fn a_request_with_a_key_twice_is_refused_not_run() {
+    let d = Dir::new("ctl", "dupkey");
+    let cfg = d.file(
+        "a.toml",
+        "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n",
+    );
+    let sock = d.path("a.sock");
+    let run = Run::start(&cfg, &sock);
+    let mut c = Conn::open(&sock).unwrap();
+    let v = c.ask(r#"{"request":"status","request":"stop"}"#);
+    assert_eq!(error_kind(&v), "malformed", "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"request\" is given twice"),
+        "{v}"
+    );
+    let v = c.ask(r#"{"request":"status"}"#);
+    assert_eq!(v["status"]["supervisor"]["shutting_down"], false, "{v}");
+    run.stop();
+}
+
 /// At most 48 clients follow the events, so slots for other requests remain.
 #[test]
 fn followers_are_limited_and_stop_still_gets_through() {

@@ -483,12 +483,26 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtocolError> {
             format!("request line is not UTF-8 (byte {})", e.valid_up_to()),
         )
     })?;
-    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
-        ProtocolError::new(
-            ErrorKind::Malformed,
-            format!("request line is not JSON: {e}; expected an object such as {{\"request\": \"status\"}}"),
-        )
-    })?;
+    let value = serde_json::from_str::<Unique>(text)
+        .map_err(|e| {
+            ProtocolError::new(
+                ErrorKind::Malformed,
+                if e.classify() == serde_json::error::Category::Data {
+                    // Only `Unique` fails this way: a key given twice.
+                    format!(
+                        "request line is ambiguous: {}; each key may appear once",
+                        crate::sanitize::escape(e.to_string().as_bytes())
+                    )
+                } else {
+                    format!(
+                        "request line is not JSON: {}; expected an object such as \
+                         {{\"request\": \"status\"}}",
+                        crate::sanitize::escape(e.to_string().as_bytes())
+                    )
+                },
+            )
+        })?
+        .0;
     let serde_json::Value::Object(mut map) = value else {
         return Err(ProtocolError::new(
             ErrorKind::Malformed,
@@ -563,6 +577,71 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtocolError> {
     }
     serde_json::from_value(serde_json::Value::Object(map))
         .map_err(|e| ProtocolError::new(ErrorKind::BadArgument, format!("request {name:?}: {e}")))
+}
+
+/// A JSON value in which no object, at any depth, names a key twice (`serde_json` keeps the
+/// last one, so `{"request":"status","request":"stop"}` would be a `stop`).
+struct Unique(serde_json::Value);
+
+impl<'de> Deserialize<'de> for Unique {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(UniqueVisitor).map(Unique)
+    }
+}
+
+struct UniqueVisitor;
+
+impl<'de> de::Visitor<'de> for UniqueVisitor {
+    type Value = serde_json::Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(serde_json::Value::Null, Into::into))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(serde_json::Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(serde_json::Value::Null)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut v = Vec::new();
+        while let Some(Unique(x)) = seq.next_element()? {
+            v.push(x);
+        }
+        Ok(serde_json::Value::Array(v))
+    }
+    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut m = serde_json::Map::new();
+        while let Some(k) = map.next_key::<String>()? {
+            if m.contains_key(&k) {
+                return Err(de::Error::custom(format!("key {k:?} is given twice")));
+            }
+            let Unique(v) = map.next_value()?;
+            m.insert(k, v);
+        }
+        Ok(serde_json::Value::Object(m))
+    }
 }
 
 /// The request as one line, newline included.
@@ -689,6 +768,28 @@ mod tests {
         );
         let m = parse(r#"{"request":"dance"}"#).unwrap_err().message;
         assert!(m.contains("dance") && m.contains("status"), "{m}");
+    }
+
+    #[test]
+    fn a_key_given_twice_is_refused_at_any_depth() {
+        for line in [
+            r#"{"request":"status","request":"stop"}"#,
+            r#"{"request":"stop","version":1,"version":1}"#,
+            r#"{"request":"signal","target":{"helper":"a","helper":"b"},"signal":"TERM"}"#,
+            r#"{"request":"status","x":[{"k":1,"k":2}]}"#,
+        ] {
+            let e = parse(line).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::Malformed, "{line}: {e}");
+            assert!(e.message.contains("given twice"), "{line}: {e}");
+        }
+        // The same key in sibling objects is fine.
+        assert_eq!(
+            parse(r#"{"request":"signal","target":{"helper":"a"},"signal":"TERM"}"#).unwrap(),
+            Request::Signal {
+                target: Target::Helper("a".into()),
+                signal: SignalArg(libc::SIGTERM)
+            }
+        );
     }
 
     #[test]
