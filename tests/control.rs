@@ -521,9 +521,27 @@ fn status_json_reports_roles_and_expected_parents() {
     let run = Run::start(&cfg, &sock);
     read_fifo(&ready);
     read_fifo(&oready);
-    let out = run.ctl(&["--json", "status"]);
-    assert!(out.status.success(), "{out:?}");
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The grandchild says ready just before it execs its sleep: wait for the exec too.
+    let t = Instant::now();
+    let v = loop {
+        let out = run.ctl(&["--json", "status"]);
+        assert!(out.status.success(), "{out:?}");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let execed = v["status"]["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["generation"] == 3 && p["comm"] == "sleep");
+        if execed {
+            break v;
+        }
+        assert!(
+            t.elapsed() < LIMIT,
+            "the grandchild never became sleep: {v}"
+        );
+        // Safety net only: the exec follows the FIFO write at once.
+        std::thread::sleep(Duration::from_millis(20));
+    };
     assert_eq!(v["version"], 1);
     let s = &v["status"];
     let procs = s["processes"].as_array().unwrap();
