@@ -425,7 +425,8 @@ fn watch(
             },
         ];
         let timeout = match lost_at {
-            Some(t) => exp.policy.grace.saturating_sub(t.elapsed()).as_millis() as i32,
+            Some(t) => (exp.policy.grace.saturating_sub(t.elapsed()).as_millis())
+                .min(i32::MAX as u128) as i32,
             None => -1,
         };
         // SAFETY: three pollfds on the stack.

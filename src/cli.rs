@@ -98,8 +98,9 @@ pub struct ExecArgs {
     /// (default: FOSTER_POLICY, else TERM:exit:5s).
     #[arg(long, value_name = "CHAIN")]
     pub policy: Option<crate::policy::Policy>,
-    /// This generation's parent-death signal (name or number).
-    #[arg(long, value_parser = crate::policy::parse_signal)]
+    /// This generation's parent-death signal (name or number; one whose default action ends
+    /// a process).
+    #[arg(long, value_parser = crate::policy::parse_pdeath_signal)]
     pub signal: Option<i32>,
     /// This generation's reaction: exit, notify or kill.
     #[arg(long)]

@@ -195,6 +195,14 @@ pub fn parse_signal(s: &str) -> Result<i32, PolicyError> {
     Ok(n)
 }
 
+/// Parses a parent-death or orphan signal: the forms of [`signal_number`], and only a signal
+/// whose default action ends a process ([`ending_signal`]).
+pub fn parse_pdeath_signal(s: &str) -> Result<i32, PolicyError> {
+    let n = signal_number(s)?;
+    ending_signal(n)?;
+    Ok(n)
+}
+
 /// Why `sig` cannot be a parent-death or orphan signal, or `Ok` when it can. Such a signal
 /// must end a process that does not handle it (its default action is to terminate): `STOP`,
 /// `TSTP`, `TTIN` and `TTOU` would leave the process stopped in the tree, and `CHLD`, `CONT`,
@@ -382,7 +390,7 @@ fn parse_generation(text: &str, index: usize) -> Result<Policy, PolicyError> {
             _ => return Err(ctx(PolicyError("the signal is missing".into()))),
         }
     } else {
-        parse_signal(sig_text).map_err(ctx)?
+        parse_pdeath_signal(sig_text).map_err(ctx)?
     };
     let reaction = reaction.unwrap_or(if signal == libc::SIGKILL {
         Reaction::Kill
@@ -561,7 +569,8 @@ mod tests {
             ("BOGUS", "unknown signal name"),
             ("0", "not a signal number"),
             ("99", "not a signal number"),
-            ("STOP", "SIGSTOP stops the helper"),
+            ("STOP", "SIGSTOP cannot be a parent-death or orphan signal"),
+            ("CHLD", "SIGCHLD cannot be a parent-death or orphan signal"),
             ("TERM:kill", "reaction kill is delivered as SIGKILL"),
             ("KILL:exit", "SIGKILL cannot be handled"),
             ("TERM:exit:5h", "unknown unit"),

@@ -114,6 +114,39 @@ fn bad_policy_is_a_usage_error_naming_the_generation() {
 }
 
 #[test]
+fn a_parent_death_signal_that_does_not_end_a_process_is_a_usage_error() {
+    // CHLD, WINCH, CONT and URG are ignored by default and STOP/TSTP stop: as a parent-death
+    // signal each would leave the program running (or stopped) without its parent.
+    for sig in ["CHLD", "WINCH", "CONT", "URG", "STOP", "TSTP"] {
+        for args in [
+            vec!["exec", "--signal", sig, "--", "true"],
+            vec![
+                "exec",
+                "--policy",
+                &format!("TERM;{sig}:exit"),
+                "--",
+                "true",
+            ],
+        ] {
+            let o = Command::new(FOSTER)
+                .args(&args)
+                .env_remove("FOSTER_PARENT")
+                .env_remove("FOSTER_POLICY")
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+            assert!(
+                err.contains(&format!(
+                    "SIG{sig} cannot be a parent-death or orphan signal"
+                )),
+                "{args:?}: {err}"
+            );
+        }
+    }
+}
+
+#[test]
 fn watch_delivers_the_signal_to_its_program_when_the_parent_dies() {
     // A shell is the parent; it runs foster exec --watch in the background and waits on stdin.
     let mut parent = Command::new("/bin/sh")
