@@ -436,16 +436,7 @@ pub const ENV_PREFIX: &str = "FOSTER_";
 /// Whether `pid` is the init of a PID namespace below the one `/proc` shows: the last pid of
 /// its `NSpid` line is 1 and there is more than one.
 pub fn is_pid_namespace_init(pid: i32) -> bool {
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-        return false;
-    };
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("NSpid:"))
-        .is_some_and(|v| {
-            let pids: Vec<&str> = v.split_whitespace().collect();
-            pids.len() > 1 && pids.last() == Some(&"1")
-        })
+    crate::tree::nspid(pid).is_some_and(|p| p.len() > 1 && p.last() == Some(&1))
 }
 
 /// Classifies an adoption by `to` when `expected` was the subreaper it should have reached.

@@ -22,7 +22,7 @@ use std::io::{self, Write};
 pub use diff::{Change, diff};
 pub use graph::{ProcessNode, Snapshot, TreeError};
 pub use render::Format;
-pub use scan::{Relisting, ScanOptions, ScanStats, Scanner};
+pub use scan::{Relisting, ScanOptions, ScanStats, Scanner, nspid, parse_nspid};
 pub use subtree::{Subtree, UpdateStats};
 
 /// What `foster tree` was asked for.

@@ -470,6 +470,20 @@ impl Scanner {
         snap.stats.cmdline_unreadable += unreadable;
     }
 
+    /// The `NSpid` line of `/proc/<pid>/status`: the pid of `pid` in every PID namespace from
+    /// the one this proc root shows down to the process's own (one entry when they are the
+    /// same). `None` when the process is gone or the line cannot be read.
+    pub fn read_nspid(&mut self, pid: i32) -> Option<Vec<i32>> {
+        if self.bufs.is_empty() {
+            self.bufs.push(Vec::with_capacity(4096));
+        }
+        let mut path = [0u8; 40];
+        let len = pid_path(&mut path, pid, b"status");
+        let buf = &mut self.bufs[0];
+        read_at(self.proc_fd.as_raw_fd(), &path[..len], buf, false).ok()?;
+        parse_nspid(buf)
+    }
+
     /// Reads `/proc/<pid>/environ` of each of `nodes` (a zombie's or an unreadable one stays
     /// empty) and keeps, in [`ProcessNode::environ`], only the `NAME=VALUE` entries whose name
     /// starts with `prefix`. Returns how many could not be read. The caller decides which
@@ -679,6 +693,25 @@ impl Ctx<'_> {
     }
 }
 
+/// The pids of the `NSpid:` line of a `/proc/<pid>/status` text, outermost namespace first.
+/// `None` without that line (a kernel before 4.1) or with a field that is not a positive pid.
+pub fn parse_nspid(status: &[u8]) -> Option<Vec<i32>> {
+    let line = status
+        .split(|&b| b == b'\n')
+        .find_map(|l| l.strip_prefix(b"NSpid:"))?;
+    let pids: Option<Vec<i32>> = line
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|f| !f.is_empty())
+        .map(parse_pid)
+        .collect();
+    pids.filter(|p| !p.is_empty())
+}
+
+/// [`parse_nspid`] of `/proc/<pid>/status`, for a one-off read without a [`Scanner`].
+pub fn nspid(pid: i32) -> Option<Vec<i32>> {
+    parse_nspid(&std::fs::read(format!("/proc/{pid}/status")).ok()?)
+}
+
 /// A `/proc` entry name that is a pid: decimal digits only, positive.
 fn parse_pid(name: &[u8]) -> Option<i32> {
     if name.is_empty() || name.len() > 10 || !name.iter().all(u8::is_ascii_digit) {
@@ -694,6 +727,29 @@ fn parse_pid(name: &[u8]) -> Option<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nspid_lines_are_read_outermost_first() {
+        let status = b"Name:\tsh\nTgid:\t42\nNgid:\t0\nPid:\t42\nNSpid:\t42\t7\t1\nNSpgid:\t42\n";
+        assert_eq!(parse_nspid(status), Some(vec![42, 7, 1]));
+        assert_eq!(parse_nspid(b"NSpid:\t5\n"), Some(vec![5]));
+        assert_eq!(parse_nspid(b"Pid:\t5\n"), None, "no NSpid line");
+        assert_eq!(
+            parse_nspid(b"NSpid:\t5\tx\n"),
+            None,
+            "a field that is not a pid"
+        );
+        assert_eq!(parse_nspid(b"NSpid:\n"), None, "no pid at all");
+        let me = std::process::id() as i32;
+        let mut s = Scanner::new(ScanOptions::default()).unwrap();
+        let mine = s.read_nspid(me).expect("our own status");
+        assert_eq!(
+            mine.first(),
+            Some(&me),
+            "/proc shows this process's namespace"
+        );
+        assert_eq!(nspid(me), Some(mine));
+    }
 
     #[test]
     fn paths_are_built_without_allocating() {

@@ -67,6 +67,11 @@ impl Subtree {
         })
     }
 
+    /// The `NSpid` of `pid` ([`Scanner::read_nspid`]), read through this subtree's `/proc`.
+    pub fn read_nspid(&mut self, pid: i32) -> Option<Vec<i32>> {
+        self.scanner.read_nspid(pid)
+    }
+
     /// The subtree as of the last update (the root included).
     pub fn snapshot(&self) -> &Snapshot {
         &self.snapshot
