@@ -858,6 +858,20 @@ fn demo(stop: libc::c_int) {
         before.len() >= 8,
         "marker not found on the tree: {before:?}"
     );
+    // Its pids are this namespace's, though the supervisor may run in a namespace of its own:
+    // both supervisors are the processes of the demo under those pids.
+    for p in procs.iter().filter(|p| p["role"] == "supervisor") {
+        let pid = p["pid"].as_i64().unwrap() as i32;
+        let here = foster::identity::Identity::of(pid)
+            .map(|i| i.start_time)
+            .ok();
+        assert_eq!(
+            here.map(Value::from).as_ref(),
+            Some(&p["start_time"]),
+            "{p}"
+        );
+        assert!(before.contains(&pid), "{pid} is not the demo's: {before:?}");
+    }
     // Stop it.
     // SAFETY: kill of our own child.
     assert_eq!(unsafe { libc::kill(demo_pid as i32, stop) }, 0);

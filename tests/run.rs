@@ -1174,3 +1174,136 @@ fn a_helper_with_user_alone_gets_the_users_groups() {
         assert_eq!(common::status_ids(&status, "Groups:"), groups, "{user}");
     }
 }
+
+// ---- pids across PID namespaces ----
+
+/// The `NSpid` line of a process seen from here, outermost first.
+fn nspid(pid: i32) -> Vec<i32> {
+    foster::tree::nspid(pid).unwrap_or_default()
+}
+
+/// One request on the control socket, its one reply line (the supervisor's own pids).
+fn raw_request(sock: &Path, line: &str) -> Value {
+    use std::io::Write;
+    let mut s = std::os::unix::net::UnixStream::connect(sock).unwrap();
+    s.write_all(format!("{line}\n").as_bytes()).unwrap();
+    let mut reply = String::new();
+    BufReader::new(s).read_line(&mut reply).unwrap();
+    serde_json::from_str(&reply).unwrap()
+}
+
+fn ctl(sock: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_foster"))
+        .arg("ctl")
+        .arg("--socket")
+        .arg(sock)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// A contained supervisor knows the pids of its own namespace; `foster ctl` run from here shows
+/// this namespace's: each process's pid here has an `NSpid` whose last entry is the pid the
+/// supervisor knows, with the same start time; the events say the same pids; and a pid named
+/// from here reaches that process, while one outside the tree is refused.
+#[test]
+fn ctl_from_the_host_shows_and_takes_host_pids_of_a_contained_tree() {
+    if !is_root() {
+        eprintln!("skipping: a contained tree needs root here (a PID and mount namespace)");
+        return;
+    }
+    let d = Dir::new("run", "nspid");
+    let tag = format!("nspid{}", std::process::id());
+    let ready = d.fifo("ready");
+    let cfg = d.file(
+        "c.toml",
+        &format!(
+            "[[helper]]\nname = \"{tag}\"\n\
+             command = [\"/bin/sh\", \"-c\", \"sleep 1000 & sleep 1000 & echo ready > {}; wait\"]\n",
+            ready.display()
+        ),
+    );
+    let fifo = d.fifo("events");
+    let sock = d.path("s.sock");
+    let mut f = Command::new(env!("CARGO_BIN_EXE_foster"))
+        .args(["run", "--contain", "--socket"])
+        .arg(&sock)
+        .arg("--events-log")
+        .arg(&fifo)
+        .arg(&cfg)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ev = Events::open(&fifo);
+    let launched = ev.wait_for("launch", launch_of(&tag));
+    wait_ready(&ready);
+    let inner = raw_request(&sock, r#"{"request":"status"}"#);
+    let out = ctl(&sock, &["--json", "status"]);
+    assert!(out.status.success(), "{out:?}");
+    let outer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (inner, outer) = (&inner["status"], &outer["status"]);
+    let (ip, op) = (
+        inner["processes"].as_array().unwrap(),
+        outer["processes"].as_array().unwrap(),
+    );
+    assert_eq!(ip.len(), 4, "foster, the shell, two sleeps: {inner}");
+    assert_eq!(op.len(), ip.len(), "{outer}");
+    for (i, o) in ip.iter().zip(op) {
+        let host = o["pid"].as_i64().unwrap() as i32;
+        assert_eq!(o["start_time"], i["start_time"], "{o} / {i}");
+        let id = foster::identity::Identity::of(host).expect("a pid of this namespace");
+        assert_eq!(Value::from(id.start_time), o["start_time"], "{o}");
+        assert_eq!(
+            nspid(host).last().map(|&p| i64::from(p)),
+            i["pid"].as_i64(),
+            "pid {host} here is {} there",
+            i["pid"]
+        );
+        assert_eq!(o["role"], i["role"]);
+    }
+    // The supervisor is the init of the namespace, a child of the outer foster.
+    let sup = outer["supervisor"]["identity"]["pid"].as_i64().unwrap() as i32;
+    assert_eq!(inner["supervisor"]["identity"]["pid"], 1);
+    assert_eq!(ppid_of(sup), f.id() as i32);
+    let helper = outer["helpers"][0]["identity"]["pid"].as_i64().unwrap() as i32;
+    assert_eq!(
+        nspid(helper).last().map(|&p| i64::from(p)),
+        launched["identity"]["pid"].as_i64(),
+        "the helper's pid here is the launch event's there"
+    );
+    // The text says the same pids, and so do the events.
+    let text = String::from_utf8(ctl(&sock, &["status"]).stdout).unwrap();
+    assert!(text.contains(&format!("supervisor {sup} ")), "{text}");
+    assert!(text.contains(&format!("pid {helper:>7}")), "{text}");
+    let events = String::from_utf8(ctl(&sock, &["events", "--no-follow"]).stdout).unwrap();
+    assert!(
+        events.contains(&format!("launched {tag} as pid {helper} ")),
+        "{events}"
+    );
+    // A pid named from here is this namespace's.
+    let sleeps: Vec<i32> = op
+        .iter()
+        .filter(|p| p["ppid"] == helper)
+        .map(|p| p["pid"].as_i64().unwrap() as i32)
+        .collect();
+    assert_eq!(sleeps.len(), 2, "{outer}");
+    let out = ctl(&sock, &["signal", &sleeps[0].to_string(), "KILL"]);
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains(&format!("({}:", sleeps[0])), "{said}");
+    assert!(
+        wait_gone(sleeps[0], LIMIT),
+        "the sleep named from here got the signal"
+    );
+    assert!(
+        foster::identity::Identity::of(sleeps[1]).is_ok(),
+        "and not the other one"
+    );
+    // A process of this namespace outside the tree is refused, and untouched.
+    let out = ctl(&sock, &["signal", &std::process::id().to_string(), "TERM"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not inside the supervised tree"));
+    stop_leaving_nothing(&mut f, &mut ev, &tag);
+}

@@ -515,14 +515,29 @@ fn a_control_error_reply_reaches_the_status_line() {
     assert_eq!(app.message.as_deref(), Some(r"failed: refused: \e[2J"));
 }
 
-/// Against the real supervisor (`foster run --socket`, not contained): the dashboard's readings
-/// between events come from `/proc`, and a process that vanished without an event (a helper's
-/// child killed and reaped by the helper) makes the next reading ask the supervisor again.
+/// Against the real supervisor (`foster run --socket`): the dashboard's readings between events
+/// come from `/proc`, and a process that vanished without an event (a helper's child killed and
+/// reaped by the helper) makes the next reading ask the supervisor again. Contained too (as
+/// root), where the supervisor knows the pids of its own namespace and the dashboard shows, reads
+/// and signals this one's.
 #[test]
 fn real_supervisor_readings_between_events_follow_a_vanished_child() {
+    real_supervisor_readings(&[]);
+    if nix::unistd::geteuid().is_root() {
+        real_supervisor_readings(&["--contain"]);
+    } else {
+        eprintln!("skipping the contained run: a PID namespace needs root here");
+    }
+}
+
+fn real_supervisor_readings(flags: &[&str]) {
     use std::process::{Command, Stdio};
     use std::time::Instant;
-    let dir = TempDir(std::env::temp_dir().join(format!("foster-top-real-{}", std::process::id())));
+    let dir = TempDir(std::env::temp_dir().join(format!(
+        "foster-top-real-{}{}",
+        std::process::id(),
+        flags.concat()
+    )));
     std::fs::create_dir_all(&dir.0).unwrap();
     let cfg = dir.0.join("t.toml");
     std::fs::write(
@@ -531,14 +546,28 @@ fn real_supervisor_readings_between_events_follow_a_vanished_child() {
     )
     .unwrap();
     let sock = dir.0.join("t.sock");
+    /// SIGTERM (its orderly shutdown) and reaped, if a failed assertion left it running.
+    struct Stop(std::process::Child);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            if self.0.try_wait().ok().flatten().is_none() {
+                // SAFETY: kill of our own unreaped child.
+                unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+                let _ = self.0.wait();
+            }
+        }
+    }
     let mut sup = Command::new(env!("CARGO_BIN_EXE_foster"))
-        .args(["-q", "run", "--socket"])
+        .args(["-q", "run"])
+        .args(flags)
+        .arg("--socket")
         .arg(&sock)
         .arg(&cfg)
         .stdin(Stdio::null())
         .spawn()
+        .map(Stop)
         .unwrap();
-    let sup_id = Identity::of(sup.id() as i32).unwrap();
+    let sup_id = Identity::of(sup.0.id() as i32).unwrap();
     let deadline = Instant::now() + Duration::from_secs(15);
     // Bounded wait for the socket (the supervisor binds it as it starts).
     let mut src = loop {
@@ -598,13 +627,31 @@ fn real_supervisor_readings_between_events_follow_a_vanished_child() {
     }
     let after = src.sample().unwrap();
     assert_eq!(sleeps(&after), vec![both[1]], "{:?}", after.procs);
+    // Every process shown is the one of this namespace under that pid.
+    for p in &after.procs {
+        assert_eq!(Identity::of(p.id.pid).ok(), Some(p.id), "{flags:?}: {p:?}");
+    }
+    // A signal chosen in the dashboard goes through the supervisor to that process.
+    let said = Controller::new(&sock).request(&Request::Signal {
+        target: foster::control::protocol::Target::Identity(both[1]),
+        signal: foster::control::protocol::SignalArg(libc::SIGKILL),
+    });
+    assert!(
+        said.as_ref()
+            .is_ok_and(|m| m.contains(&both[1].to_string())),
+        "{flags:?}: {said:?}"
+    );
+    while both[1].is_alive() {
+        assert!(Instant::now() < deadline, "{} did not die", both[1]);
+        std::thread::sleep(Duration::from_millis(10));
+    }
     // Teardown: the supervisor's orderly shutdown ends its tree.
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(sup_id.pid),
         nix::sys::signal::Signal::SIGTERM,
     )
     .unwrap();
-    let status = sup.wait().unwrap();
+    let status = sup.0.wait().unwrap();
     assert!(status.success(), "{status:?}");
     assert!(
         !both[1].is_alive(),

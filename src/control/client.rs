@@ -16,6 +16,7 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
+use crate::control::nspid::{PidMap, pid_text};
 use crate::control::protocol::{
     EventRecord, ProcessInfo, Reply, ReplyBody, Request, Role, Status, request_line,
 };
@@ -101,6 +102,11 @@ impl Connection {
             reader: BufReader::new(stream),
             writer,
         })
+    }
+
+    /// The supervisor's pids as seen from here, learnt from this connection's peer.
+    pub fn pid_map(&self) -> PidMap {
+        PidMap::for_stream(&self.writer)
     }
 
     /// The socket's path.
@@ -453,7 +459,7 @@ pub fn describe(e: &Event) -> String {
             ..
         } => format!(
             "supervisor {} started{}",
-            supervisor.pid,
+            pid_text(supervisor.pid),
             if *contained {
                 " (contained in its own PID namespace)"
             } else {
@@ -467,7 +473,7 @@ pub fn describe(e: &Event) -> String {
         } => format!(
             "launched {} as pid {} (launch {attempt})",
             escape(helper.as_bytes()),
-            identity.pid
+            pid_text(identity.pid)
         ),
         Event::LaunchFailed { helper, error } => {
             format!(
@@ -482,16 +488,16 @@ pub fn describe(e: &Event) -> String {
             generation,
             status,
             ..
-        } => match generation {
-            Some(1) => format!(
+        } => match (generation, pid_text(*pid)) {
+            (Some(1), pid) => format!(
                 "helper {} (pid {pid}) ended: {status}",
                 helper
                     .as_deref()
                     .map(|n| escape(n.as_bytes()))
                     .unwrap_or_default()
             ),
-            Some(g) => format!("pid {pid} (generation {g}{}) ended: {status}", h(helper)),
-            None => format!("pid {pid}{} ended: {status}", h(helper)),
+            (Some(g), pid) => format!("pid {pid} (generation {g}{}) ended: {status}", h(helper)),
+            (None, pid) => format!("pid {pid}{} ended: {status}", h(helper)),
         },
         Event::Reparented {
             identity,
@@ -509,7 +515,7 @@ pub fn describe(e: &Event) -> String {
                 .replace('_', " ");
             let mut t = format!(
                 "pid {}{}{} orphaned",
-                identity.pid,
+                pid_text(identity.pid),
                 generation
                     .map(|g| format!(" (generation {g}"))
                     .unwrap_or_default(),
@@ -520,11 +526,11 @@ pub fn describe(e: &Event) -> String {
                 }
             );
             if let Some(f) = from {
-                let _ = write!(t, " by the death of {}", f.pid);
+                let _ = write!(t, " by the death of {}", pid_text(f.pid));
             }
-            let _ = write!(t, ", adopted by {}: {class}", to.pid);
+            let _ = write!(t, ", adopted by {}: {class}", pid_text(to.pid));
             if let Some(x) = expected.filter(|x| x != to) {
-                let _ = write!(t, " (expected {})", x.pid);
+                let _ = write!(t, " (expected {})", pid_text(x.pid));
             }
             t
         }
@@ -555,7 +561,7 @@ pub fn describe(e: &Event) -> String {
             format!(
                 "sent {} to pid {}{} ({why})",
                 escape(signal.as_bytes()),
-                target.pid,
+                pid_text(target.pid),
                 h(helper)
             )
         }
@@ -584,14 +590,17 @@ pub fn follow(
     let ReplyBody::Events { backlog: n, follow } = first else {
         return Err(unexpected(&first));
     };
+    // Events carry the supervisor's pids: shown as the caller's.
+    let mut pids = conn.pid_map();
     let mut left = n;
     loop {
         if !follow && left == 0 {
             return Ok(());
         }
-        let Some(r) = conn.read()? else {
+        let Some(mut r) = conn.read()? else {
             return Ok(());
         };
+        pids.reply(&mut r.body);
         left = left.saturating_sub(1);
         match each(&r) {
             Ok(true) => {}
@@ -633,6 +642,7 @@ pub fn ctl(
         None => find_default_socket()?,
     };
     let mut conn = Connection::connect(&path)?;
+    let mut pids = conn.pid_map();
     let w = |e: io::Error| ClientError(format!("cannot write to standard output: {e}"));
     let request = match cmd {
         CtlCommand::Status => Request::Status,
@@ -657,7 +667,16 @@ pub fn ctl(
             });
         }
         CtlCommand::Signal { target, signal } => Request::Signal {
-            target: crate::control::protocol::Target::parse(target),
+            // A pid the caller names is one of the caller's namespace.
+            target: match pids.target(&crate::control::protocol::Target::parse(target)) {
+                Ok(t) => t,
+                Err(e) if json => {
+                    let r = Reply::error(crate::control::protocol::ErrorKind::NotInTree, &e);
+                    out.write_all(&r.to_line()).map_err(w)?;
+                    return Err(ClientError(e));
+                }
+                Err(e) => return Err(ClientError(format!("{e} (not_in_tree)"))),
+            },
             signal: crate::control::protocol::SignalArg(*signal),
         },
         CtlCommand::Restart { helper } => Request::Restart {
@@ -665,7 +684,39 @@ pub fn ctl(
         },
         CtlCommand::Stop => Request::Stop,
     };
-    let reply = conn.exchange(&request)?;
+    let mut reply = conn.exchange(&request)?;
+    pids.reply(&mut reply.body);
+    if let Some(why) = pids.untranslated() {
+        eprintln!("foster ctl: pids are shown as the supervisor sees them: {why}");
+    }
+    // Messages name processes by the supervisor's pids too.
+    let asked = match (&request, cmd) {
+        (Request::Signal { target, .. }, CtlCommand::Signal { target: given, .. }) => {
+            Some((target, crate::control::protocol::Target::parse(given)))
+        }
+        _ => None,
+    };
+    let asked = asked.as_ref().map(|(sent, given)| (*sent, given));
+    match &mut reply.body {
+        ReplyBody::Done { message, .. } => *message = pids.message(message, asked),
+        ReplyBody::Error(e) => e.message = pids.message(&e.message, asked),
+        _ => {}
+    }
+    if let Some(why) = pids.untranslated() {
+        eprintln!("foster ctl: pids are shown as the supervisor sees them: {why}");
+    }
+    if let (Request::Signal { target: sent, .. }, CtlCommand::Signal { target: given, .. }) =
+        (&request, cmd)
+    {
+        let given = crate::control::protocol::Target::parse(given);
+        match &mut reply.body {
+            ReplyBody::Done { message, .. } => {
+                *message = pids.message(message, Some((sent, &given)))
+            }
+            ReplyBody::Error(e) => e.message = pids.message(&e.message, Some((sent, &given))),
+            _ => {}
+        }
+    }
     if json {
         out.write_all(&reply.to_line()).map_err(w)?;
         return match reply.body {

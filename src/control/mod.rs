@@ -3,6 +3,7 @@
 //! - [`protocol`]: the JSON-lines requests and replies (`docs/control.md`).
 //! - [`server`]: the socket inside `foster run`: binding, peer checks, client tasks, events.
 //! - [`client`]: `foster ctl`: connecting, asking, and showing the answers to people.
+//! - [`nspid`]: the supervisor's pids as seen from the client's PID namespace.
 //!
 //! A supervisor (`foster run`) listens on a Unix socket, mode 0600, in a directory only its user
 //! can write to, and answers only peers of its own uid or root. `foster ctl` and `foster top
@@ -10,5 +11,6 @@
 //! "Security" section of `docs/control.md` says what is trusted and what is checked.
 
 pub mod client;
+pub mod nspid;
 pub mod protocol;
 pub mod server;

@@ -470,6 +470,16 @@ pub fn adopt(fd: std::os::fd::RawFd, path: &Path) -> Result<Bound, BindError> {
     }
     // SAFETY: the descriptor is open and handed to foster alone.
     unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    // Clients learn the supervisor's pid from the peer credentials that listen() records, the
+    // binder's until now: listening again makes them this process's (contained, the init of
+    // its own PID namespace, whose pids clients translate from there).
+    // SAFETY: listen on a socket descriptor we own; -1 is the system's largest backlog.
+    if unsafe { libc::listen(fd, -1) } != 0 {
+        return Err(io_err(
+            &format!("cannot listen on inherited descriptor {fd}"),
+            io::Error::last_os_error(),
+        ));
+    }
     // SAFETY: as above; the listener owns it from here.
     let listener = unsafe { StdListener::from_raw_fd(fd) };
     listener

@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::control::nspid::{PidMap, pid_text};
 use crate::control::protocol::{
     EventRecord, HelperState, Reply, ReplyBody, Request, Role, Status, request_line,
 };
@@ -65,6 +66,11 @@ impl Connection {
             reader,
             line: Vec::new(),
         })
+    }
+
+    /// The supervisor's pids as seen from here, learnt from this connection's peer.
+    pub fn pid_map(&self) -> PidMap {
+        PidMap::for_stream(&self.writer)
     }
 
     /// Sends one request.
@@ -209,6 +215,8 @@ pub struct AttachedSource {
     local: bool,
     /// Reads `stat` of the snapshot's processes, between snapshots.
     scanner: Option<Scanner>,
+    /// The supervisor's pids as seen from here (learnt from the status connection).
+    pids: PidMap,
 }
 
 impl std::fmt::Debug for AttachedSource {
@@ -236,6 +244,7 @@ impl AttachedSource {
         }
         Ok(AttachedSource {
             socket: socket.to_path_buf(),
+            pids: conn.pid_map(),
             status: Some(conn),
             feed: Arc::new(Mutex::new(Feed::default())),
             wake: None,
@@ -302,6 +311,7 @@ impl AttachedSource {
             backlog: Some(KEEP_EVENTS),
             follow: true,
         })?;
+        let mut pids = conn.pid_map();
         let feed = Arc::clone(&self.feed);
         feed.lock().unwrap().closed = None;
         let wake = self.wake.clone();
@@ -311,7 +321,10 @@ impl AttachedSource {
                 let why = loop {
                     let item = match conn.read_reply() {
                         Ok(r) => match r.body {
-                            ReplyBody::Event(e) => Item::Event(e),
+                            ReplyBody::Event(mut e) => {
+                                pids.event(&mut e.event);
+                                Item::Event(e)
+                            }
                             ReplyBody::Lagged { dropped } => Item::Lagged {
                                 dropped,
                                 at_ms: now_ms(),
@@ -347,7 +360,11 @@ impl AttachedSource {
         for attempt in 0..2 {
             let conn = match &mut self.status {
                 Some(c) => c,
-                None => self.status.insert(Connection::open(&self.socket)?),
+                None => {
+                    let c = Connection::open(&self.socket)?;
+                    self.pids = c.pid_map();
+                    self.status.insert(c)
+                }
             };
             match conn.call(&Request::Status) {
                 Ok(ReplyBody::Status(s)) => return Ok(*s),
@@ -408,7 +425,7 @@ impl Source for AttachedSource {
 impl AttachedSource {
     /// Asks the supervisor for a snapshot.
     fn full_snapshot(&mut self) -> Result<Status, SourceError> {
-        let status = self.snapshot().map_err(|e| {
+        let mut status = self.snapshot().map_err(|e| {
             // Said plainly when the stream announced it: the usual end of an attached view.
             let feed = self.feed.lock().unwrap();
             let stopped = feed.records.iter().rev().find_map(|i| match i {
@@ -426,10 +443,11 @@ impl AttachedSource {
             }
         })?;
         self.last_full = Instant::now();
-        // Its pids are ours to read when the supervisor is the process we see under its pid
-        // (not the init of another PID namespace).
+        // Shown with this namespace's pids; they are ours to read when the supervisor is the
+        // process we see under its pid (they could not be translated otherwise).
+        self.pids.status(&mut status);
         let sup = status.supervisor.identity;
-        self.local = !status.supervisor.contained && Identity::of(sup.pid).is_ok_and(|i| i == sup);
+        self.local = Identity::of(sup.pid).is_ok_and(|i| i == sup);
         Ok(status)
     }
 }
@@ -601,7 +619,7 @@ pub fn event_text(event: &Event) -> String {
             ..
         } => format!(
             "supervisor {} started{}",
-            supervisor.pid,
+            pid_text(supervisor.pid),
             if *contained {
                 " (contained: own PID namespace)"
             } else {
@@ -614,9 +632,12 @@ pub fn event_text(event: &Event) -> String {
             attempt,
         } => {
             if *attempt > 1 {
-                format!("launched {helper} as {} (attempt {attempt})", identity.pid)
+                format!(
+                    "launched {helper} as {} (attempt {attempt})",
+                    pid_text(identity.pid)
+                )
             } else {
-                format!("launched {helper} as {}", identity.pid)
+                format!("launched {helper} as {}", pid_text(identity.pid))
             }
         }
         Event::LaunchFailed { helper, error } => format!("{helper} failed to launch: {error}"),
@@ -627,10 +648,11 @@ pub fn event_text(event: &Event) -> String {
             status,
             ..
         } => {
+            let pid = pid_text(*pid);
             let who = match (h, generation) {
                 (Some(_), Some(1)) | (Some(_), None) => format!("{}{pid}", helper(h)),
                 (_, Some(g)) => format!("{}{pid} (generation {g})", helper(h)),
-                (None, None) => format!("{pid}"),
+                (None, None) => pid.clone(),
             };
             format!("{who} ended: {status}")
         }
@@ -643,7 +665,8 @@ pub fn event_text(event: &Event) -> String {
             expected,
             ..
         } => {
-            let from = from.map_or_else(String::new, |f| format!(" (was under {})", f.pid));
+            let from =
+                from.map_or_else(String::new, |f| format!(" (was under {})", pid_text(f.pid)));
             let how = match classification {
                 crate::adoption::Classification::Expected => "as expected".to_string(),
                 c => format!(
@@ -652,14 +675,14 @@ pub fn event_text(event: &Event) -> String {
                         .ok()
                         .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
                         .unwrap_or_default(),
-                    expected.map_or(String::new(), |e| format!(", expected {}", e.pid))
+                    expected.map_or(String::new(), |e| format!(", expected {}", pid_text(e.pid)))
                 ),
             };
             format!(
                 "{}{} orphaned: adopted by {}{from} {how}",
                 helper(h),
-                identity.pid,
-                to.pid
+                pid_text(identity.pid),
+                pid_text(to.pid)
             )
         }
         Event::Restart {
@@ -681,7 +704,7 @@ pub fn event_text(event: &Event) -> String {
         } => format!(
             "sent {signal} to {}{} ({})",
             helper(h),
-            target.pid,
+            pid_text(target.pid),
             match reason {
                 SignalReason::Stop => "stopping it",
                 SignalReason::OrphanPolicy => "orphan policy",
@@ -725,8 +748,25 @@ impl Controller {
     /// Sends `req` and returns the supervisor's `done` message, or the error's.
     pub fn request(&self, req: &Request) -> Result<String, String> {
         let mut conn = Connection::open(&self.socket).map_err(|e| e.0)?;
-        match conn.call(req) {
-            Ok(ReplyBody::Done { message, .. }) => Ok(message),
+        // The dashboard's pids are this namespace's: the supervisor's own are sent.
+        let mut pids = conn.pid_map();
+        let (req, asked) = match req {
+            Request::Signal { target, signal } => {
+                let sent = pids.target(target)?;
+                let r = Request::Signal {
+                    target: sent.clone(),
+                    signal: *signal,
+                };
+                (r, Some((sent, target.clone())))
+            }
+            other => (other.clone(), None),
+        };
+        let asked = asked.as_ref().map(|(s, g)| (s, g));
+        match conn
+            .call(&req)
+            .map_err(|e| SourceError(pids.message(&e.0, asked)))
+        {
+            Ok(ReplyBody::Done { message, .. }) => Ok(pids.message(&message, asked)),
             Ok(other) => Err(format!("unexpected reply: {other:?}")),
             Err(e) => {
                 // The socket's path is in the title already; keep the status line short.
