@@ -13,7 +13,10 @@
 //! not read stalls only its own task: events for it wait in a bounded broadcast ring (1024),
 //! and when it falls further behind its oldest ones are dropped and it gets one `lagged` line.
 //! Each client has at most one request in flight, and there are at most [`MAX_CLIENTS`], so
-//! what the supervisor holds for clients is bounded.
+//! what the supervisor holds for clients is bounded. A client that does not follow the events
+//! is closed after [`IDLE_TIMEOUT`] without a request; when every slot is taken, the client idle
+//! the longest is closed to make room ([`MAX_FOLLOWERS`] keeps such slots), so `stop` and
+//! `status` always get through. Warnings a client can cause are rate-limited ([`WARN_EVERY`]).
 
 use std::collections::VecDeque;
 use std::fmt;
