@@ -1,0 +1,254 @@
+//! The in-process form of the gate: [`enter`], called first thing in a Rust helper's `main`.
+//!
+//! Owns the setup (the policy's signal blocked and read from a signalfd, [`GatePlan::run`] in
+//! the calling process, the lifeline opened) and the watcher thread that polls both channels
+//! and, on a real loss, closes admission and runs the policy's reaction.
+
+use std::fmt;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::Instant;
+
+use super::expect::{EnvError, Expectation};
+use super::plan::{GatePlan, SignalSetup};
+use super::{DeathPath, EXIT_GATE_ERROR, EXIT_LIFELINE, GateStop};
+use crate::admission::{Admission, ShutdownOwner, ShutdownReason};
+use crate::identity::{Identity, StatPath};
+use crate::lifeline::Lifeline;
+use crate::policy::{Policy, Reaction};
+
+/// A parent loss, as the in-process gate reports it to the program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Loss {
+    /// Which path saw it.
+    pub path: DeathPath,
+    /// When, on the monotonic clock.
+    pub at: Instant,
+}
+
+/// A process that passed the in-process gate ([`enter`]).
+pub struct Gated {
+    /// What it was checked against.
+    pub expectation: Expectation,
+    /// The admission gate: take a guard before each operation that must not start after the
+    /// supervisor lost authority.
+    pub admission: Admission,
+    /// For the `notify` reaction: the losses, to be read by the program's event loop. (For
+    /// `exit`, the gate's own watcher owns shutdown and exits; for `kill`, the kernel does.)
+    pub losses: mpsc::Receiver<Loss>,
+    /// For the `notify` reaction, the shutdown owner handed to the program.
+    pub shutdown_owner: Option<ShutdownOwner>,
+    /// How many delivered signals were false alarms (the parent process still the expected
+    /// one: a thread of it exited).
+    pub false_alarms: Arc<AtomicU64>,
+}
+
+/// Why the in-process gate could not let the process go on.
+#[derive(Debug)]
+pub enum EnterError {
+    /// The environment did not say what to expect.
+    Env(EnvError),
+    /// The gate stopped (parent gone, prctl failed...).
+    Stop(GateStop),
+    /// Setting up the consumer (signalfd, thread) or the lifeline failed.
+    Setup(String),
+}
+
+impl EnterError {
+    /// The documented exit status for this failure.
+    pub fn exit_status(&self) -> i32 {
+        match self {
+            EnterError::Env(_) | EnterError::Setup(_) => EXIT_GATE_ERROR,
+            EnterError::Stop(s) => s.exit_status(),
+        }
+    }
+}
+
+impl fmt::Display for EnterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EnterError::Env(e) => write!(f, "{e}"),
+            EnterError::Stop(s) => write!(f, "{s}"),
+            EnterError::Setup(s) => write!(f, "{s}"),
+        }
+    }
+}
+
+impl std::error::Error for EnterError {}
+
+/// Form (b): the in-process gate a Rust helper calls first thing in `main`, before it starts
+/// any thread (the signal must be blocked in every thread, and threads inherit the mask of the
+/// thread that creates them).
+///
+/// It reads the expectation from the environment, blocks the policy's signal and opens a
+/// signalfd for it (the one synchronous consumer), runs [`GatePlan::run`], opens the lifeline
+/// (a pidfd of the expected parent, identity re-checked) and starts one watcher thread that
+/// polls both. A delivered signal is checked against the expected identity first: if the
+/// parent process is still the expected one (a thread of it exited), it is counted as a false
+/// alarm and ignored. On a real loss the watcher requests shutdown (closing admission); with
+/// `exit` it then owns shutdown, waits for in-flight guards up to the grace and exits the
+/// process (status 128+signal for the signal path, [`EXIT_LIFELINE`] for the lifeline); with
+/// `notify` it sends a [`Loss`] to the program, which owns shutdown.
+pub fn enter(default_policy: Option<&Policy>) -> Result<Gated, EnterError> {
+    let expectation = Expectation::from_env(default_policy).map_err(EnterError::Env)?;
+    enter_with(expectation)
+}
+
+/// [`enter`] with an explicit expectation instead of the environment.
+pub fn enter_with(expectation: Expectation) -> Result<Gated, EnterError> {
+    let policy = expectation.policy.clone();
+    let sig = policy.signal;
+    let consumed = policy.reaction != Reaction::Kill;
+    let mut sfd: Option<OwnedFd> = None;
+    if consumed {
+        // SAFETY: a sigset on the stack; pthread_sigmask on the calling thread.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, sig);
+            if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
+                return Err(EnterError::Setup("cannot block the policy signal".into()));
+            }
+            let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC);
+            if fd < 0 {
+                return Err(EnterError::Setup(format!(
+                    "signalfd: {}",
+                    io::Error::last_os_error()
+                )));
+            }
+            sfd = Some(OwnedFd::from_raw_fd(fd));
+        }
+    }
+    let setup = if consumed {
+        SignalSetup::Consumed
+    } else {
+        SignalSetup::ExecDefault
+    };
+    let plan = GatePlan::new(expectation.parent, &policy, setup);
+    plan.run().map_err(EnterError::Stop)?;
+    let lifeline = Lifeline::open(expectation.parent).map_err(|e| match e {
+        crate::lifeline::LifelineError::Gone(_) => EnterError::Stop(GateStop::ParentGone {
+            ppid: nix::unistd::getppid().as_raw(),
+            path: DeathPath::Lifeline,
+        }),
+        e => EnterError::Setup(e.to_string()),
+    })?;
+    let lifeline = Arc::new(lifeline);
+    let (admission, owner) = Admission::new(Some(lifeline.clone()));
+    let (tx, rx) = mpsc::channel();
+    let false_alarms = Arc::new(AtomicU64::new(0));
+    let (watch_owner, program_owner) = match policy.reaction {
+        Reaction::Notify => (None, Some(owner)),
+        _ => (Some(owner), None),
+    };
+    let watcher = Watcher {
+        expected: expectation.parent,
+        parent_stat: StatPath::new(expectation.parent.pid),
+        policy: policy.clone(),
+        sfd,
+        lifeline,
+        admission: admission.clone(),
+        owner: watch_owner,
+        tx,
+        false_alarms: false_alarms.clone(),
+    };
+    std::thread::Builder::new()
+        .name("foster-gate-watch".into())
+        .spawn(move || watcher.run())
+        .map_err(|e| EnterError::Setup(format!("cannot start the watcher thread: {e}")))?;
+    Ok(Gated {
+        expectation,
+        admission,
+        losses: rx,
+        shutdown_owner: program_owner,
+        false_alarms,
+    })
+}
+
+struct Watcher {
+    expected: Identity,
+    parent_stat: StatPath,
+    policy: Policy,
+    sfd: Option<OwnedFd>,
+    lifeline: Arc<Lifeline>,
+    admission: Admission,
+    owner: Option<ShutdownOwner>,
+    tx: mpsc::Sender<Loss>,
+    false_alarms: Arc<AtomicU64>,
+}
+
+impl Watcher {
+    fn parent_still_expected(&self) -> bool {
+        nix::unistd::getppid().as_raw() == self.expected.pid
+            && self.parent_stat.matches(&self.expected)
+    }
+
+    fn run(mut self) {
+        let path = loop {
+            let mut fds = [
+                libc::pollfd {
+                    fd: self.lifeline.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: self.sfd.as_ref().map_or(-1, |f| f.as_raw_fd()),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            // SAFETY: two pollfds on the stack; an fd of -1 is ignored by poll.
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+            if n < 0 {
+                continue;
+            }
+            if fds[1].revents & libc::POLLIN != 0 {
+                let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+                let fd = self.sfd.as_ref().expect("polled").as_raw_fd();
+                // SAFETY: reads one siginfo into a stack struct of the right size.
+                unsafe {
+                    libc::read(
+                        fd,
+                        (&mut info as *mut libc::signalfd_siginfo).cast(),
+                        size_of::<libc::signalfd_siginfo>(),
+                    )
+                };
+                if self.parent_still_expected() && !self.lifeline.is_lost() {
+                    self.false_alarms.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(
+                        "parent-death signal from pid {} but the parent {} still lives: a thread of it \
+                         exited; ignored",
+                        info.ssi_pid,
+                        self.expected
+                    );
+                    continue;
+                }
+                break DeathPath::Signal;
+            }
+            if fds[0].revents != 0 {
+                break DeathPath::Lifeline;
+            }
+        };
+        let reason = match path {
+            DeathPath::Signal => ShutdownReason::ParentDeathSignal,
+            _ => ShutdownReason::LifelineLost,
+        };
+        self.admission.request_shutdown(reason);
+        let _ = self.tx.send(Loss {
+            path,
+            at: Instant::now(),
+        });
+        if let Some(owner) = self.owner.take() {
+            let _report = owner.drain(self.policy.grace);
+            let status = match path {
+                DeathPath::Signal => 128 + self.policy.signal,
+                _ => EXIT_LIFELINE,
+            };
+            // Bounded cleanup done (or the grace ran out): end the process.
+            std::process::exit(status);
+        }
+    }
+}

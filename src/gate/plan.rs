@@ -1,0 +1,402 @@
+//! The code of the gate that runs between fork and exec, and nothing else: audit this file
+//! alone.
+//!
+//! Owns [`GatePlan`] (built by the launcher before fork; [`GatePlan::run`] runs in the child, or
+//! in-process), the child side of the qualification hooks ([`Trace`]), and the
+//! [`IdentitySlot`] a freshly forked child fills with its own identity. Everything here that
+//! runs in a child makes raw syscalls on data prepared before fork: no allocation, no lock,
+//! async-signal-safe. [`GatePlan::install`] hands the same procedure to a
+//! `std::process::Command`.
+
+use std::io;
+use std::os::fd::RawFd;
+
+use super::trace::{Barrier, Step, TraceRecord};
+use super::{DeathPath, GateStop, Passage};
+use crate::identity::{Identity, StatPath, StatRead};
+use crate::policy::{self, Policy, Reaction};
+use crate::procstat::StatFields;
+
+/// Qualification hooks: a descriptor that receives a [`TraceRecord`] at every step, and barriers
+/// at which the gate blocks reading one byte from `go_fd` (end of file also releases it). Both
+/// descriptors should be close-on-exec; they are only used before exec.
+#[derive(Clone, Copy, Debug)]
+pub struct Trace {
+    pub fd: RawFd,
+    pub go_fd: RawFd,
+    pub barriers: u8,
+}
+
+impl Trace {
+    const NONE: Trace = Trace {
+        fd: -1,
+        go_fd: -1,
+        barriers: 0,
+    };
+
+    fn record(&self, step: Step, ppid: i32, value: i32) {
+        if self.fd < 0 {
+            return;
+        }
+        // SAFETY: getpid and write are async-signal-safe; the buffer is on the stack.
+        let rec = TraceRecord {
+            step: step as u32,
+            pid: unsafe { libc::getpid() },
+            ppid,
+            value,
+        };
+        let b = rec.encode();
+        unsafe { libc::write(self.fd, b.as_ptr().cast(), b.len()) };
+    }
+
+    fn barrier(&self, at: Barrier) {
+        if self.barriers & at as u8 == 0 || self.go_fd < 0 {
+            return;
+        }
+        let mut byte = 0u8;
+        loop {
+            // SAFETY: reads one byte into the stack.
+            let n = unsafe { libc::read(self.go_fd, (&mut byte as *mut u8).cast(), 1) };
+            if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return;
+        }
+    }
+}
+
+/// How the gate sets up the signal path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SignalSetup {
+    /// Before exec: the whole signal mask emptied (a launcher's mask is inherited otherwise) and
+    /// the signal's disposition reset to default, since exec keeps "ignore" but drops handlers.
+    ExecDefault,
+    /// In-process: the caller has blocked the signal and consumes it synchronously (signalfd); the
+    /// gate only makes sure its disposition is not "ignore" (an ignored signal is discarded even
+    /// while blocked).
+    Consumed,
+}
+
+/// Everything the gate needs, computed before fork: running it allocates nothing.
+#[derive(Debug)]
+pub struct GatePlan {
+    expected: Identity,
+    parent_stat: StatPath,
+    signal: i32,
+    reaction: Reaction,
+    setup: SignalSetup,
+    lifeline_fd: RawFd,
+    trace: Trace,
+}
+
+fn errno() -> i32 {
+    io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+impl GatePlan {
+    /// A plan that checks against `expected` and arms `policy`'s signal.
+    pub fn new(expected: Identity, policy: &Policy, setup: SignalSetup) -> GatePlan {
+        GatePlan {
+            expected,
+            parent_stat: StatPath::new(expected.pid),
+            signal: policy.signal,
+            reaction: policy.reaction,
+            setup,
+            lifeline_fd: -1,
+            trace: Trace::NONE,
+        }
+    }
+
+    /// A pidfd (or any descriptor that becomes readable when the expected parent ends) consulted
+    /// when `getppid()` cannot tell, and as a second opinion when it can. It must stay open
+    /// until the gate has run; it may be close-on-exec.
+    pub fn with_lifeline_fd(mut self, fd: RawFd) -> GatePlan {
+        self.lifeline_fd = fd;
+        self
+    }
+
+    /// Qualification hooks (see [`Trace`]).
+    pub fn with_trace(mut self, trace: Trace) -> GatePlan {
+        self.trace = trace;
+        self
+    }
+
+    /// The identity the gate compares with.
+    pub fn expected(&self) -> Identity {
+        self.expected
+    }
+
+    /// The signal the gate arms.
+    pub fn signal(&self) -> i32 {
+        self.signal
+    }
+
+    fn lifeline_lost(&self) -> bool {
+        if self.lifeline_fd < 0 {
+            return false;
+        }
+        let mut p = libc::pollfd {
+            fd: self.lifeline_fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd on the stack, zero timeout.
+        let n = unsafe { libc::poll(&mut p, 1, 0) };
+        n > 0 && p.revents & (libc::POLLIN | libc::POLLHUP) != 0
+    }
+
+    /// Runs the gate in the calling process. Async-signal-safe and allocation-free: callable
+    /// between fork and exec. `Ok` means: armed, read back, and the parent is the expected one.
+    pub fn run(&self) -> Result<Passage, GateStop> {
+        let t = &self.trace;
+        t.record(Step::Start, 0, 0);
+        let r = self.run_steps();
+        match r {
+            Ok(_) => t.record(Step::Passed, 0, 0),
+            Err(GateStop::ParentGone { ppid, path }) => {
+                t.record(Step::ParentGone, ppid, path as i32)
+            }
+            Err(e) => t.record(Step::Failed, 0, e.encode().1),
+        }
+        r
+    }
+
+    fn run_steps(&self) -> Result<Passage, GateStop> {
+        let t = &self.trace;
+        let sig = self.signal;
+        // Step 2: the signal path.
+        // SAFETY: sigemptyset/sigprocmask/sigaction on stack values: async-signal-safe.
+        unsafe {
+            if self.setup == SignalSetup::ExecDefault {
+                let mut empty: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut empty);
+                if libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) != 0 {
+                    return Err(GateStop::SignalPathFailed { errno: errno() });
+                }
+            }
+            if self.reaction != Reaction::Kill && (1..=policy::max_signal()).contains(&sig) {
+                let mut old: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
+                    return Err(GateStop::SignalPathFailed { errno: errno() });
+                }
+                let reset = match self.setup {
+                    SignalSetup::ExecDefault => old.sa_sigaction != libc::SIG_DFL,
+                    SignalSetup::Consumed => old.sa_sigaction == libc::SIG_IGN,
+                };
+                if reset {
+                    let mut act: libc::sigaction = std::mem::zeroed();
+                    act.sa_sigaction = libc::SIG_DFL;
+                    libc::sigemptyset(&mut act.sa_mask);
+                    if libc::sigaction(sig, &act, std::ptr::null_mut()) != 0 {
+                        return Err(GateStop::SignalPathFailed { errno: errno() });
+                    }
+                }
+            }
+        }
+        t.record(Step::SignalPath, 0, sig);
+        t.barrier(Barrier::BeforeArm);
+
+        // Step 3: arm, check the result, read it back.
+        // SAFETY: prctl with integer arguments and a pointer to a stack int.
+        unsafe {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) != 0 {
+                return Err(GateStop::ArmFailed { errno: errno() });
+            }
+            let mut got: libc::c_int = 0;
+            if libc::prctl(
+                libc::PR_GET_PDEATHSIG,
+                &mut got as *mut libc::c_int,
+                0,
+                0,
+                0,
+            ) != 0
+            {
+                return Err(GateStop::ArmFailed { errno: errno() });
+            }
+            t.record(Step::Armed, 0, got);
+            if got != sig {
+                return Err(GateStop::ArmNotKept { got });
+            }
+        }
+        t.barrier(Barrier::BeforeCheck);
+
+        // Step 4: compare the parent with the expected identity.
+        // SAFETY: getppid is async-signal-safe.
+        let ppid = unsafe { libc::getppid() };
+        let passage = if ppid == 0 {
+            if self.lifeline_fd < 0 {
+                t.record(Step::Checked, ppid, -1);
+                return Err(GateStop::CannotTell);
+            }
+            if self.lifeline_lost() {
+                t.record(Step::Checked, ppid, 0);
+                return Err(GateStop::ParentGone {
+                    ppid,
+                    path: DeathPath::Lifeline,
+                });
+            }
+            Passage::Lifeline
+        } else if ppid != self.expected.pid {
+            t.record(Step::Checked, ppid, 0);
+            return Err(GateStop::ParentGone {
+                ppid,
+                path: DeathPath::Check,
+            });
+        } else {
+            match self.parent_stat.read_start_time() {
+                StatRead::StartTime(s) if s == self.expected.start_time => {}
+                StatRead::StartTime(_) | StatRead::Gone => {
+                    t.record(Step::Checked, ppid, 0);
+                    return Err(GateStop::ParentGone {
+                        ppid,
+                        path: DeathPath::Check,
+                    });
+                }
+                StatRead::Failed(e) => return Err(GateStop::CheckUnreadable { errno: e }),
+            }
+            if self.lifeline_lost() {
+                t.record(Step::Checked, ppid, 0);
+                return Err(GateStop::ParentGone {
+                    ppid,
+                    path: DeathPath::Lifeline,
+                });
+            }
+            Passage::Verified
+        };
+        t.record(Step::Checked, ppid, 1);
+        t.barrier(Barrier::AfterCheck);
+        Ok(passage)
+    }
+
+    /// Form (a) for `std::process::Command` users: runs the gate in `pre_exec`. A parent-gone
+    /// stop ends the child at once with its exit status (nobody may be left to read an error);
+    /// any other stop fails the spawn with the errno (`io::Error::from_raw_os_error`), so the
+    /// launcher sees it and the target never starts.
+    ///
+    /// std waits for a child whose spawn failed; a process whose reaper calls `waitpid(-1)`
+    /// should launch through [`crate::spawner::Spawner`] instead, which never waits.
+    pub fn install(self, cmd: &mut std::process::Command) {
+        use std::os::unix::process::CommandExt;
+        let plan = self;
+        // SAFETY: the closure only runs `GatePlan::run` (async-signal-safe, allocation-free)
+        // and `_exit`.
+        unsafe {
+            cmd.pre_exec(move || match plan.run() {
+                Ok(_) => Ok(()),
+                Err(stop @ GateStop::ParentGone { .. }) => libc::_exit(stop.exit_status()),
+                Err(GateStop::ArmFailed { errno }) | Err(GateStop::SignalPathFailed { errno }) => {
+                    Err(io::Error::from_raw_os_error(errno))
+                }
+                Err(GateStop::CheckUnreadable { errno }) if errno != 0 => {
+                    Err(io::Error::from_raw_os_error(errno))
+                }
+                Err(_) => Err(io::Error::from_raw_os_error(libc::EPROTO)),
+            });
+        }
+    }
+}
+
+/// Reads the start time of the calling process from `/proc/self/stat`, without allocating.
+pub fn own_start_time() -> Option<u64> {
+    let mut buf = [0u8; 1024];
+    let path = c"/proc/self/stat";
+    // SAFETY: a static NUL-terminated path; the fd is closed below.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    let mut len = 0;
+    while len < buf.len() {
+        // SAFETY: reads into the remaining part of the stack buffer.
+        let n = unsafe { libc::read(fd, buf[len..].as_mut_ptr().cast(), buf.len() - len) };
+        if n < 0 && errno() == libc::EINTR {
+            continue;
+        }
+        if n <= 0 {
+            break;
+        }
+        len += n as usize;
+    }
+    // SAFETY: ours.
+    unsafe { libc::close(fd) };
+    StatFields::parse(&buf[..len]).ok().map(|f| f.start_time)
+}
+
+/// A preallocated `NAME=PID:STARTTIME` environment entry that a freshly forked child fills with
+/// its own identity, without allocating (the launcher points `envp` at it before fork).
+pub struct IdentitySlot {
+    buf: Vec<u8>,
+    prefix: usize,
+}
+
+impl IdentitySlot {
+    /// An empty slot for the variable `name`.
+    pub fn new(name: &str) -> IdentitySlot {
+        let mut buf = Vec::with_capacity(name.len() + 48);
+        buf.extend_from_slice(name.as_bytes());
+        buf.push(b'=');
+        let prefix = buf.len();
+        buf.resize(prefix + 47, 0);
+        IdentitySlot { buf, prefix }
+    }
+
+    /// The pointer to put into `envp`.
+    pub fn as_ptr(&self) -> *const libc::c_char {
+        self.buf.as_ptr().cast()
+    }
+
+    /// Writes the calling process's identity into the slot. Async-signal-safe.
+    pub fn fill_with_self(&mut self) -> bool {
+        let Some(start) = own_start_time() else {
+            return false;
+        };
+        // SAFETY: getpid is async-signal-safe.
+        let pid = unsafe { libc::getpid() } as u64;
+        let mut at = self.prefix;
+        at = write_decimal(&mut self.buf, at, pid);
+        self.buf[at] = b':';
+        at = write_decimal(&mut self.buf, at + 1, start);
+        self.buf[at] = 0;
+        true
+    }
+
+    /// The text after `NAME=` (up to the NUL), for tests and logs.
+    pub fn value(&self) -> &[u8] {
+        let v = &self.buf[self.prefix..];
+        &v[..v.iter().position(|&b| b == 0).unwrap_or(v.len())]
+    }
+}
+
+fn write_decimal(buf: &mut [u8], at: usize, mut v: u64) -> usize {
+    let mut digits = [0u8; 20];
+    let mut n = 0;
+    loop {
+        digits[n] = b'0' + (v % 10) as u8;
+        n += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    for i in 0..n {
+        buf[at + i] = digits[n - 1 - i];
+    }
+    at + n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use std::ffi::CStr;
+
+    #[test]
+    fn identity_slot_fills_with_self() {
+        let mut s = IdentitySlot::new("FOSTER_PARENT");
+        assert!(s.fill_with_self());
+        let me = Identity::current().unwrap();
+        assert_eq!(s.value(), me.to_string().as_bytes());
+        let c = unsafe { CStr::from_ptr(s.as_ptr()) };
+        assert_eq!(c.to_bytes(), format!("FOSTER_PARENT={me}").as_bytes());
+    }
+}
