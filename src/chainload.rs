@@ -360,12 +360,9 @@ fn watch(
         }
         OwnedFd::from_raw_fd(fd)
     };
-    let setup = if sig == libc::SIGKILL {
-        SignalSetup::ExecDefault
-    } else {
-        SignalSetup::Consumed
-    };
-    let plan = GatePlan::new(exp.parent, &exp.policy, setup);
+    // The watcher's mask stays as it is, whatever the reaction: the signals it forwards are
+    // blocked above and read from the signalfd, and SIGKILL needs no signal path.
+    let plan = GatePlan::new(exp.parent, &exp.policy, SignalSetup::Consumed);
     plan.run().map_err(|s| gate_error(s, exp.parent))?;
     let lifeline = Lifeline::open(exp.parent)
         .map_err(|e| err(gate::EXIT_PARENT_GONE, format!("lifeline: {e}")))?;

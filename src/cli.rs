@@ -84,7 +84,7 @@ pub struct QualifyArgs {
 
 #[derive(Debug, Args)]
 pub struct QualifyInternalArgs {
-    /// `case NAME` (run one case as its case root) or `lifeline-helper`.
+    /// `case NAME` (run one case as its case root), `lifeline-helper` or `enter-helper`.
     pub role: String,
     pub name: Option<String>,
 }
@@ -631,6 +631,7 @@ fn qualify_internal(a: QualifyInternalArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         ("lifeline-helper", None) => ExitCode::from(cases::lifeline_helper().clamp(0, 255) as u8),
+        ("enter-helper", None) => ExitCode::from(cases::enter_helper().clamp(0, 255) as u8),
         _ => {
             eprintln!("foster: __qualify-internal: unknown role");
             ExitCode::from(2)

@@ -534,3 +534,102 @@ fn uid_alone_takes_the_users_group_and_groups_from_the_user_database() {
         None => println!("part skipped: no user with a supplementary group in /etc/group"),
     }
 }
+
+/// `foster exec --watch ARGS -- PROGRAM...` expecting this test process as its parent, started
+/// with SIGALRM blocked (a signal the watcher does not forward); the watcher, with its program's
+/// standard output piped.
+fn watcher(args: &[&str], program: &[&str]) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(FOSTER);
+    cmd.args(["exec", "--watch"])
+        .args(args)
+        .arg("--")
+        .args(program)
+        .env(
+            "FOSTER_PARENT",
+            foster::identity::Identity::current().unwrap().to_string(),
+        )
+        .env_remove("FOSTER_POLICY")
+        .env_remove("FOSTER_GATED")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: sigprocmask on a stack set, between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGALRM);
+            libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+    cmd.spawn().unwrap()
+}
+
+/// Reads one line of `child`'s standard output (bounded).
+fn line_of(child: &mut std::process::Child) -> String {
+    let out = child.stdout.as_mut().unwrap();
+    assert!(
+        poll_readable(out.as_raw_fd(), Some(Duration::from_secs(20))),
+        "no line within 20 s"
+    );
+    let mut line = Vec::new();
+    let mut b = [0u8; 1];
+    while out.read(&mut b).unwrap() == 1 && b[0] != b'\n' {
+        line.push(b[0]);
+    }
+    String::from_utf8(line).unwrap()
+}
+
+/// With `--signal KILL` the watcher chose the exec-time signal setup and emptied its whole
+/// mask: a SIGTERM sent to it ended it (143) instead of reaching its program. Whatever the
+/// reaction, the watcher keeps its caller's mask and forwards.
+#[test]
+fn watch_with_kill_keeps_its_mask_and_forwards_term() {
+    for signal in ["KILL", "TERM"] {
+        let mut w = watcher(
+            &["--signal", signal],
+            &[
+                "/bin/sh",
+                "-c",
+                r#"trap 'kill $s; exit 7' TERM; sleep 30 & s=$!; echo "ready $$ $s"; wait $s"#,
+            ],
+        );
+        let wpid = w.id() as i32;
+        let ready = line_of(&mut w);
+        let pids: Vec<i32> = ready
+            .strip_prefix("ready ")
+            .unwrap()
+            .split(' ')
+            .map(|p| p.parse().unwrap())
+            .collect();
+        let (program, sleeper) = (pids[0], pids[1]);
+        let sleeper_fd = pidfd_open(sleeper).unwrap();
+        let blocked = common::sigset_of(wpid, "SigBlk:");
+        // SAFETY: a signal to our own child.
+        unsafe { libc::kill(wpid, libc::SIGTERM) };
+        let status = w.wait().unwrap();
+        let mut err = String::new();
+        w.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        assert_ne!(
+            blocked & common::sigbit(libc::SIGALRM),
+            0,
+            "--signal {signal}: the watcher lost its caller's mask: SigBlk {blocked:#x}"
+        );
+        assert_eq!(
+            status.code(),
+            Some(7),
+            "--signal {signal}: SIGTERM was not forwarded to the program: {status:?} {err}"
+        );
+        assert!(
+            !std::path::Path::new(&format!("/proc/{program}")).exists(),
+            "program {program} left behind"
+        );
+        if !poll_readable(sleeper_fd.as_raw_fd(), Some(Duration::from_secs(10))) {
+            // SAFETY: the program's child, which the test started through it.
+            unsafe { libc::kill(sleeper, libc::SIGKILL) };
+            panic!("--signal {signal}: the program's child {sleeper} outlived it");
+        }
+    }
+}

@@ -7,7 +7,14 @@
 //! asserts the observed parent, the prctl result, the path that consumed the notification, and
 //! how the helper and its target ended; and that nothing of the case was left running.
 
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+
 use foster::gate::DeathPath;
+use foster::identity::Identity;
 use foster::qualify::{CaseRecord, Harness, Verdict, run_case};
 
 fn run(name: &str) -> Option<CaseRecord> {
@@ -240,4 +247,63 @@ fn unknown_case_is_a_clear_failure() {
         "{}",
         r.reason
     );
+}
+
+/// `foster __qualify-internal enter-helper` (the in-process gate, `gate::enter`) under `policy`,
+/// expecting this test process as its parent, started with SIGUSR1 and SIGALRM blocked; its pid
+/// once it has passed the gate. Its standard input is the returned child's: closing it ends it.
+fn in_process_gated(policy: &str) -> (std::process::Child, i32) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_foster"));
+    cmd.args(["__qualify-internal", "enter-helper"])
+        .env("FOSTER_PARENT", Identity::current().unwrap().to_string())
+        .env("FOSTER_POLICY", policy)
+        .env_remove("FOSTER_GATED")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    // SAFETY: sigprocmask on a stack set, between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGUSR1);
+            libc::sigaddset(&mut set, libc::SIGALRM);
+            libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(
+        line, "entered\n",
+        "{policy}: the helper did not pass its gate"
+    );
+    let pid = child.id() as i32;
+    (child, pid)
+}
+
+/// The in-process gate leaves the caller's signal mask alone whatever the reaction: with
+/// `kill` it chose the exec-time setup and emptied the whole mask.
+#[test]
+fn the_in_process_gate_keeps_the_callers_mask_whatever_the_reaction() {
+    let theirs = common::sigbit(libc::SIGUSR1) | common::sigbit(libc::SIGALRM);
+    for (policy, own) in [
+        ("KILL", 0),
+        ("TERM:exit:1s", common::sigbit(libc::SIGTERM)),
+        ("HUP:notify:1s", common::sigbit(libc::SIGHUP)),
+    ] {
+        let (mut child, pid) = in_process_gated(policy);
+        let blocked = common::sigset_of(pid, "SigBlk:");
+        drop(child.stdin.take());
+        let status = child.wait().unwrap();
+        assert_eq!(
+            blocked,
+            theirs | own,
+            "{policy}: SigBlk {blocked:#x}, expected the caller's {theirs:#x} and the consumed \
+             signal {own:#x}"
+        );
+        assert_eq!(status.code(), Some(0), "{policy}: {status:?}");
+    }
 }

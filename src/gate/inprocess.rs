@@ -122,12 +122,8 @@ pub fn enter_with(expectation: Expectation) -> Result<Gated, EnterError> {
             sfd = Some(OwnedFd::from_raw_fd(fd));
         }
     }
-    let setup = if consumed {
-        SignalSetup::Consumed
-    } else {
-        SignalSetup::ExecDefault
-    };
-    let plan = GatePlan::new(expectation.parent, &policy, setup);
+    // The caller's mask stays as it is, whatever the reaction (SIGKILL needs no signal path).
+    let plan = GatePlan::new(expectation.parent, &policy, SignalSetup::Consumed);
     plan.run().map_err(EnterError::Stop)?;
     let lifeline = Lifeline::open(expectation.parent).map_err(|e| match e {
         crate::lifeline::LifelineError::Gone(_) => EnterError::Stop(GateStop::ParentGone {

@@ -71,9 +71,11 @@ pub enum SignalSetup {
     /// Before exec: the whole signal mask emptied (a launcher's mask is inherited otherwise) and
     /// the signal's disposition reset to default, since exec keeps "ignore" but drops handlers.
     ExecDefault,
-    /// In-process: the caller has blocked the signal and consumes it synchronously (signalfd); the
-    /// gate only makes sure its disposition is not "ignore" (an ignored signal is discarded even
-    /// while blocked).
+    /// In-process (the in-process gate, `foster exec --watch`): the caller's mask is left as it
+    /// is, whatever the reaction. The caller has blocked the signal and consumes it
+    /// synchronously (signalfd); the gate only makes sure its disposition is not "ignore" (an
+    /// ignored signal is discarded even while blocked). SIGKILL (reaction `kill`) can be neither
+    /// blocked nor ignored: nothing to set up.
     Consumed,
 }
 

@@ -1847,3 +1847,43 @@ pub fn lifeline_helper() -> i32 {
         std::thread::park();
     }
 }
+
+/// A Rust program behind the in-process gate (`foster __qualify-internal enter-helper`):
+/// [`gate::enter`] with what the environment says, then `entered` on standard output. It serves
+/// until its standard input ends (then exits 0) or, with the `notify` reaction, until the loss
+/// reaches its event loop: it prints `loss PATH`, drains admission within the grace and exits
+/// 0, owning its shutdown. (With `exit` the gate's watcher ends it, with `kill` the kernel.)
+pub fn enter_helper() -> i32 {
+    use std::io::{Read, Write};
+    let gated = match gate::enter(None) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("enter-helper: {e}");
+            return e.exit_status();
+        }
+    };
+    let say = |line: &str| {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    };
+    say("entered");
+    let _ = std::thread::Builder::new().name("stdin".into()).spawn(|| {
+        let mut buf = [0u8; 64];
+        let mut input = std::io::stdin().lock();
+        while matches!(input.read(&mut buf), Ok(n) if n > 0) {}
+        std::process::exit(0)
+    });
+    match gated.shutdown_owner {
+        Some(owner) => {
+            if let Ok(loss) = gated.losses.recv() {
+                say(&format!("loss {}", loss.path));
+                let _ = owner.drain(gated.expectation.policy.grace);
+            }
+            0
+        }
+        None => loop {
+            std::thread::park();
+        },
+    }
+}

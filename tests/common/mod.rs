@@ -102,3 +102,24 @@ pub fn uid_without_entry() -> u32 {
         .find(|&u| matches!(nix::unistd::User::from_uid(u.into()), Ok(None)))
         .unwrap()
 }
+
+/// A signal set of a `/proc/<pid>/status` line (`SigBlk:`, `SigIgn:`, `SigCgt:`): bit `n - 1`
+/// for signal `n`.
+pub fn status_sigset(status: &str, field: &str) -> u64 {
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .unwrap_or_else(|| panic!("no {field} in {status}"));
+    u64::from_str_radix(line[field.len()..].trim(), 16).unwrap()
+}
+
+/// `status_sigset` of a live process.
+pub fn sigset_of(pid: i32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status_sigset(&status, field)
+}
+
+/// The bit of signal `sig` in a `/proc` signal set.
+pub fn sigbit(sig: i32) -> u64 {
+    1u64 << (sig - 1)
+}
