@@ -876,6 +876,67 @@ fn unreadable_empty_and_garbage_entries_are_skipped() {
     std::fs::remove_dir_all(&root).unwrap();
 }
 
+/// A process caught in the middle of `execve` has its new name but not yet its argument area
+/// (`arg_start` reads 0 and `cmdline` is empty): that empty command line is not kept once the
+/// argument area appears (it was, and the dashboard showed `[sleep]` for good).
+#[test]
+fn a_command_line_read_mid_exec_is_read_again_once_the_arguments_exist() {
+    let root = std::env::temp_dir().join(format!("foster-fakeproc-exec-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    // Fields 1..=52 of a stat line, with arg_start (field 48) as given.
+    let stat = |pid: i32, name: &str, arg_start: u64| {
+        let mut f: Vec<String> = (1..=52).map(|_| "0".to_string()).collect();
+        f[0] = pid.to_string();
+        f[1] = format!("({name})");
+        f[2] = "S".into();
+        f[3] = "1".into();
+        f[21] = "4242".into(); // start time
+        f[47] = arg_start.to_string();
+        f.join(" ") + "\n"
+    };
+    let put = |rel: &str, content: &[u8]| {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    };
+    put("1/stat", stat(1, "init", 4096).as_bytes());
+    put("1/cmdline", b"/sbin/init\0");
+    // Mid-exec: the new name, no argument area yet, an empty command line.
+    put("20/stat", stat(20, "sleep", 0).as_bytes());
+    put("20/cmdline", b"");
+    let mut scanner = Scanner::new(ScanOptions {
+        cmdline: true,
+        proc_root: root.clone(),
+        ..ScanOptions::default()
+    })
+    .unwrap();
+    assert!(
+        scanner
+            .scan()
+            .unwrap()
+            .by_pid(20)
+            .unwrap()
+            .cmdline
+            .is_empty()
+    );
+    // The exec completes: same identity and name, the argument area set.
+    put("20/stat", stat(20, "sleep", 0x7ffd_0000).as_bytes());
+    put("20/cmdline", b"sleep\x0086400\0");
+    let snap = scanner.scan().unwrap();
+    assert_eq!(
+        &snap.by_pid(20).unwrap().cmdline[..],
+        &[b"sleep".to_vec(), b"86400".to_vec()],
+        "the empty command line read mid-exec was kept"
+    );
+    // Unchanged after that: served from the cache, not read again.
+    let reads = scanner.scan().unwrap().stats.cmdline_reads;
+    assert_eq!(
+        reads, 0,
+        "an unchanged process's command line was read again"
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
 /// A Subtree of this test process follows a parent that exits without being reaped (a
 /// zombie): its child moves out of the subtree at once, and the next update says so while
 /// reading only what changed.

@@ -661,7 +661,11 @@ impl Ctx<'_> {
         out: &mut Chunk,
     ) -> Arc<[Vec<u8>]> {
         if let Some(e) = self.cache.get(&node.identity) {
-            let same_area = arg_start == 0 || e.arg_start == 0 || arg_start == e.arg_start;
+            // An `arg_start` of 0 now is a field we may not read (another user's process):
+            // keep what we have. One of 0 in the entry is not a match for a real one: it was
+            // read in the middle of `execve` (the new name, no argument area yet, an empty
+            // command line), which must be read again once the arguments exist.
+            let same_area = arg_start == 0 || arg_start == e.arg_start;
             if zombie || (e.comm == node.comm && same_area) {
                 out.hits.push(node.identity);
                 return e.cmdline.clone();
