@@ -446,7 +446,9 @@ fn watch(
                     0,
                 )
             };
-            continue;
+            // Nothing is left to decide: wait for its end alone, with no timeout (a large
+            // process takes a while to exit; the signals that arrive meanwhile stay pending).
+            return Ok(reap(child.pid));
         }
         let mut loss = None;
         if fds[1].revents != 0 {

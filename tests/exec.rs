@@ -633,3 +633,57 @@ fn watch_with_kill_keeps_its_mask_and_forwards_term() {
         }
     }
 }
+
+/// Once the grace has run out and SIGKILL is sent, the watcher waits for its program's end
+/// with no timeout: it polled with a zero timeout instead, re-sending SIGKILL and logging
+/// "outlived the grace" in a busy loop until the program was gone (22,406 times while a 1 GiB
+/// process exited).
+#[test]
+fn watch_sends_sigkill_once_after_the_grace_and_waits() {
+    let mut parent = Command::new("/bin/sh")
+        .args([
+            "-c",
+            r#"FOSTER_PARENT=$("$F" identity $$) "$F" exec --watch --grace 200ms -- /bin/sh -c 'trap "" TERM; echo "program $$"; exec sleep 30' &
+               echo "watcher $!"; read x"#,
+        ])
+        .env("F", FOSTER)
+        .env_remove("FOSTER_POLICY")
+        .env_remove("FOSTER_GATED")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(parent.stdout.take().unwrap());
+    let mut pids = (0, 0);
+    for _ in 0..2 {
+        let mut l = String::new();
+        out.read_line(&mut l).unwrap();
+        let mut it = l.split_whitespace();
+        match (it.next(), it.next().and_then(|p| p.parse::<i32>().ok())) {
+            (Some("watcher"), Some(p)) => pids.0 = p,
+            (Some("program"), Some(p)) => pids.1 = p,
+            _ => panic!("unexpected line {l:?}"),
+        }
+    }
+    let (watcher, program) = pids;
+    let wfd = pidfd_open(watcher).unwrap();
+    let pfd = pidfd_open(program).unwrap();
+    parent.kill().unwrap();
+    parent.wait().unwrap();
+    ended(&pfd, "the program (TERM ignored, then SIGKILL)");
+    ended(&wfd, "the watcher");
+    let err = String::from_utf8(read_to_end_within(
+        parent.stderr.take().unwrap().into(),
+        "stderr",
+    ))
+    .unwrap();
+    assert!(err.contains("sending SIGTERM to"), "{err}");
+    assert_eq!(
+        err.matches("outlived the grace").count(),
+        1,
+        "SIGKILL sent (and logged) {} times:\n{}",
+        err.matches("outlived the grace").count(),
+        err.lines().take(5).collect::<Vec<_>>().join("\n")
+    );
+}
