@@ -168,7 +168,8 @@ Every option can also be given as an environment variable (shown in brackets).
 
 Exit status: PROGRAM's exit code, or 128 + the number of the signal that ended it; 0 for a code \
 listed with -e; 126 when PROGRAM cannot be executed, 127 when it is not found; 120 when -p finds \
-foster's parent already gone; 1 when foster itself fails.
+foster's parent already gone; 1 when foster itself fails; 2 for a usage error (an unknown option \
+before PROGRAM, an empty PROGRAM).
 
 Signals forwarded: all but SIGCHLD, SIGKILL, SIGSTOP and the fault signals SIGSEGV, SIGBUS, \
 SIGFPE, SIGILL, SIGTRAP, SIGSYS. See docs/init.md.")]
@@ -224,13 +225,10 @@ pub struct InitArgs {
         allow_negative_numbers = true
     )]
     pub verbosity: i8,
-    /// PROGRAM and its arguments.
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "PROGRAM"
-    )]
+    /// PROGRAM and its arguments. An option of foster init's own comes before PROGRAM: an
+    /// unknown one there is a usage error, never taken as PROGRAM (`--` ends the options; what
+    /// follows PROGRAM is PROGRAM's).
+    #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM")]
     pub command: Vec<std::ffi::OsString>,
 }
 
@@ -649,6 +647,11 @@ fn init(a: InitArgs, verbosity: i8) -> ExitCode {
     };
     let mut command = a.command.into_iter();
     let program = command.next().expect("clap requires PROGRAM");
+    if program.is_empty() {
+        // Joined to a PATH directory, an empty name would name the directory itself.
+        eprintln!("foster init: error: empty program name");
+        return ExitCode::from(2);
+    }
     let mut opts = crate::init::Options::new(program, command.collect());
     opts.group = a.group;
     opts.rewrites = rewrites;

@@ -59,6 +59,7 @@ fn main() {
         ("policy_arms_program_through_the_gate", policy),
         ("pdeath_refuses_a_gone_parent", pdeath_gone),
         ("options_from_environment_variables", env_options),
+        ("usage_errors_before_program", usage_errors),
     ];
     let mut ran = 0;
     for (name, f) in cases {
@@ -731,6 +732,30 @@ fn env_options(mode: Mode) {
     let out = r.rest();
     assert!(out.contains(&format!("got {}", libc::SIGUSR2)), "{out}");
     assert_eq!(r.wait(), 128 + libc::SIGUSR2);
+}
+
+/// An option foster init does not know, before PROGRAM, is a usage error naming it (as tini's
+/// and dumb-init's), never a PROGRAM to run; so is an empty PROGRAM. What follows PROGRAM is
+/// PROGRAM's own.
+fn usage_errors(mode: Mode) {
+    for args in [
+        &["-z", "--", "true"][..],
+        &["--yolo", "true"],
+        &["-z", "true"],
+    ] {
+        let (code, err) = run_status(mode, args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(&format!("'{}'", args[0])), "{args:?}: {err}");
+        assert!(!err.contains("cannot run"), "{args:?}: {err}");
+    }
+    let (code, err) = run_status(mode, &["--", ""]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("empty program name"), "{err}");
+    assert!(!err.contains("PATH"), "{err}");
+    let (code, err) = run_status(mode, &["sh", "-c", "exit 7", "-z", "--yolo"]);
+    assert_eq!(code, 7, "{err}");
+    let (code, err) = run_status(mode, &["--", "sh", "-c", "exit 8"]);
+    assert_eq!(code, 8, "{err}");
 }
 
 /// -p with a FOSTER_PARENT that is not foster's parent: the gate stops foster (120) before
