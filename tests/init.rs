@@ -60,6 +60,7 @@ fn main() {
         ("pdeath_refuses_a_gone_parent", pdeath_gone),
         ("options_from_environment_variables", env_options),
         ("usage_errors_before_program", usage_errors),
+        ("log_lines_are_written_whole", log_lines_whole),
     ];
     let mut ran = 0;
     for (name, f) in cases {
@@ -758,6 +759,57 @@ fn usage_errors(mode: Mode) {
     assert_eq!(code, 8, "{err}");
 }
 
+/// foster's log lines and PROGRAM's output share one pipe: PROGRAM writes its own lines in a
+/// tight loop while foster logs 300 forwarded signals (real-time ones queue, so each is one
+/// line); every line of foster's must come out whole, never with PROGRAM's text inside it.
+fn log_lines_whole(mode: Mode) {
+    const SIGNALS: usize = 300;
+    let me = me();
+    let rt = libc::SIGRTMIN() + 4;
+    let mut cmd = foster(
+        mode,
+        &["-vv", "--", &me, "--helper", "chatter", &rt.to_string()],
+    );
+    cmd.stderr(Stdio::piped()).stdin(Stdio::piped());
+    let mut r = Running::start(mode, cmd);
+    let mut err = BufReader::new(r.child.stderr.take().unwrap());
+    r.until("ready");
+    let pid = r.foster_pid();
+    for _ in 0..SIGNALS {
+        // SAFETY: kill with integers.
+        assert_eq!(unsafe { libc::kill(pid, rt) }, 0);
+    }
+    let mut text = String::new();
+    let mut forwarded = 0;
+    while forwarded < SIGNALS {
+        let mut l = String::new();
+        assert!(err.read_line(&mut l).unwrap() > 0, "stderr closed: {text}");
+        forwarded += l.matches(" forwarded as ").count();
+        text.push_str(&l);
+    }
+    drop(r.child.stdin.take()); // PROGRAM ends
+    err.read_to_string(&mut text).unwrap();
+    assert_eq!(r.wait(), 0, "{text}");
+    let want_tail = format!(" forwarded as {} to pid ", foster::reaper::signal_name(rt));
+    let (mut program, mut ours) = (0, 0);
+    for line in text.lines() {
+        if line == "program-line" {
+            program += 1;
+            continue;
+        }
+        assert!(
+            line.starts_with("foster init: ") && !line.contains("program-line"),
+            "a torn line: {line:?}"
+        );
+        if line.contains(" forwarded as ") {
+            assert!(line.contains(&want_tail), "{line:?}");
+            ours += 1;
+        }
+    }
+    assert_eq!(ours, SIGNALS);
+    assert!(program > 0, "PROGRAM wrote nothing");
+}
+
 /// -p with a FOSTER_PARENT that is not foster's parent: the gate stops foster (120) before
 /// PROGRAM starts.
 fn pdeath_gone(mode: Mode) {
@@ -884,6 +936,7 @@ fn helper(args: &[String]) {
         "catch" => helper_catch(),
         "pdeath" => helper_pdeath(),
         "storm" => helper_storm(args[1].parse().unwrap(), args[2].parse().unwrap()),
+        "chatter" => helper_chatter(args[1].parse().unwrap()),
         other => panic!("unknown helper {other}"),
     }
 }
@@ -925,6 +978,26 @@ fn helper_catch() {
         println!("got {sig}");
         std::io::stdout().flush().unwrap();
         libc::_exit(128 + sig);
+    }
+}
+
+/// Ignores signal `sig`, says ready, then writes `program-line` lines to standard error, one
+/// `write` each, as fast as it can until its standard input closes; exits 0.
+fn helper_chatter(sig: i32) {
+    // SAFETY: signal() with SIG_IGN.
+    unsafe { libc::signal(sig, libc::SIG_IGN) };
+    std::thread::spawn(|| {
+        let mut b = [0u8; 1];
+        let _ = std::io::stdin().read(&mut b);
+        // SAFETY: ends the process at once (the writer loops forever).
+        unsafe { libc::_exit(0) };
+    });
+    println!("ready");
+    std::io::stdout().flush().unwrap();
+    let line = b"program-line\n";
+    loop {
+        // SAFETY: writes a static buffer.
+        unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
     }
 }
 

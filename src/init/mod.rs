@@ -11,7 +11,8 @@
 //! rest of the tree: SIGTERM, then SIGKILL after the grace, and exits when nothing is left.
 //!
 //! No async runtime and no `tracing` subscriber run on this path: foster init's log lines are
-//! written directly ([`level`]), so that the pages an idle init keeps resident are few.
+//! written directly ([`level`], [`write_line`]: one `write` per line, so that PROGRAM's output
+//! on the same pipe never tears them), so that the pages an idle init keeps resident are few.
 
 pub mod launch;
 pub mod resident;
@@ -101,9 +102,32 @@ pub fn level() -> i8 {
 macro_rules! say {
     ($lvl:expr, $($t:tt)*) => {
         if $crate::init::level() >= $lvl {
-            eprintln!("foster init: {}", format_args!($($t)*));
+            $crate::init::write_line(format_args!($($t)*));
         }
     };
+}
+
+/// Writes `foster init: MESSAGE` and a newline to standard error in one `write`: PROGRAM
+/// usually writes to the same pipe, and a line written in pieces (as `eprintln!` does on the
+/// unbuffered standard error) tears between them. A line of up to `PIPE_BUF` (4096) bytes
+/// reaches a pipe whole; a longer one, or a full pipe's partial write, goes on from where the
+/// kernel stopped.
+pub fn write_line(message: std::fmt::Arguments<'_>) {
+    use std::fmt::Write as _;
+    let mut line = String::with_capacity(160);
+    let _ = writeln!(line, "foster init: {message}");
+    let mut rest = line.as_bytes();
+    while !rest.is_empty() {
+        // SAFETY: writes from a live buffer of `rest.len()` bytes.
+        let n = unsafe { libc::write(libc::STDERR_FILENO, rest.as_ptr().cast(), rest.len()) };
+        if n > 0 {
+            rest = &rest[n as usize..];
+        } else if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+            continue;
+        } else {
+            return; // standard error is closed or broken: nothing more to say there
+        }
+    }
 }
 
 /// Runs `foster init` and returns its exit status. Must be called before any thread exists.
