@@ -408,10 +408,15 @@ fn process_group(mode: Mode) {
         } else {
             "echo program-got-TERM; echo program-done; exit 0"
         };
+        // The grandchild says child-ready itself, after its exec: a shell's background job
+        // forked but not yet exec'd still runs the forking shell's TERM trap handler, which
+        // swallows a SIGTERM (foster's forwarded one and --wait-all's both), so a readiness
+        // line printed by the forking shell let the test signal too early and the sleep lived
+        // until the grace's SIGKILL.
         let script = format!(
             r#"
             trap '{on_term}' TERM
-            sh -c 'trap "echo child-got-TERM; exit 0" TERM; sleep 1000 & echo child-ready; wait' &
+            sh -c 'trap "echo child-got-TERM; exit 0" TERM; sh -c "echo child-ready; exec sleep 1000" & wait' &
             echo program-ready
             wait; wait
             echo program-done
