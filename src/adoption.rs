@@ -61,6 +61,16 @@ impl Classification {
     pub fn is_expected(self) -> bool {
         self == Classification::Expected
     }
+
+    /// Its name for people (its JSON name with spaces): `expected`, `foreign reaper`, ...
+    pub fn text(self) -> &'static str {
+        match self {
+            Classification::Expected => "expected",
+            Classification::ForeignReaper => "foreign reaper",
+            Classification::Escaped => "escaped",
+            Classification::PidReused => "pid reused",
+        }
+    }
 }
 
 /// What the registry knows of one process.

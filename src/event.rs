@@ -2,10 +2,12 @@
 //!
 //! Owns [`Event`] (launch, exit, reparented, restart, give-up, signal, shutdown), its JSON form
 //! (one object per line, `"event"` naming the kind, `"ts_ms"` the wall-clock time in
-//! milliseconds since the Unix epoch) and [`EventLog`], the `--events-log FILE` writer (its
-//! rotation by size, its reopening on SIGUSR1). The control socket and the dashboard stream this
-//! same type.
+//! milliseconds since the Unix epoch), its one rendering for people (`Display`: `foster ctl
+//! events`, the dashboard's events pane, `foster demo`) and [`EventLog`], the `--events-log
+//! FILE` writer (its rotation by size, its reopening on SIGUSR1). The control socket and the
+//! dashboard stream this same type.
 
+use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -97,6 +99,164 @@ impl Event {
             Event::Reparented { classification, .. } => !classification.is_expected(),
             Event::GiveUp { .. } | Event::LaunchFailed { .. } => true,
             _ => false,
+        }
+    }
+}
+
+/// One event for people, on one line, without its time: the one rendering of an event, shared
+/// by `foster ctl events`, the dashboard's events pane and `foster demo`.
+///
+/// Every string an event carries (helper names from a configuration, error texts, signal names:
+/// text a peer sent) goes through [`crate::sanitize::escape`], so that `{}` is safe on a
+/// terminal. The alternate form `{:#}` leaves those strings as they are, for a caller that
+/// escapes the whole line itself when it draws it (the dashboard's events pane), so that they
+/// are not escaped twice. A pid of 0 (a process the reader's PID namespace could not see) is
+/// shown as `?`.
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let raw = f.alternate();
+        let text = |s: &str| -> String {
+            if raw {
+                s.to_string()
+            } else {
+                crate::sanitize::escape(s.as_bytes())
+            }
+        };
+        // "NAME " before a pid, when the process belongs to a helper.
+        let of = |h: &Option<String>| h.as_deref().map(|h| text(h) + " ").unwrap_or_default();
+        match self {
+            Event::Start {
+                supervisor,
+                contained,
+                ..
+            } => {
+                write!(f, "supervisor {} started", Pid(supervisor.pid))?;
+                if *contained {
+                    f.write_str(" (contained: own PID namespace)")?;
+                }
+                Ok(())
+            }
+            Event::Launch {
+                helper,
+                identity,
+                attempt,
+            } => {
+                write!(f, "launched {} as {}", text(helper), Pid(identity.pid))?;
+                if *attempt > 1 {
+                    write!(f, " (attempt {attempt})")?;
+                }
+                Ok(())
+            }
+            Event::LaunchFailed { helper, error } => {
+                write!(f, "{} failed to launch: {}", text(helper), text(error))
+            }
+            Event::Exit {
+                pid,
+                helper,
+                generation,
+                status,
+                ..
+            } => match generation {
+                Some(g) if *g != 1 => write!(
+                    f,
+                    "{}{} (generation {g}) ended: {status}",
+                    of(helper),
+                    Pid(*pid)
+                ),
+                _ => write!(f, "{}{} ended: {status}", of(helper), Pid(*pid)),
+            },
+            Event::Reparented {
+                identity,
+                helper,
+                generation,
+                from,
+                to,
+                expected,
+                classification,
+            } => {
+                write!(f, "{}{}", of(helper), Pid(identity.pid))?;
+                if let Some(g) = generation {
+                    write!(f, " (generation {g})")?;
+                }
+                write!(f, " orphaned: adopted by {}", Pid(to.pid))?;
+                if let Some(from) = from {
+                    write!(f, " (was under {})", Pid(from.pid))?;
+                }
+                if classification.is_expected() {
+                    return f.write_str(" as expected");
+                }
+                write!(f, " UNEXPECTED ({}", classification.text())?;
+                if let Some(x) = expected {
+                    write!(f, ", expected {}", Pid(x.pid))?;
+                }
+                f.write_str(")")
+            }
+            Event::Restart {
+                helper,
+                attempt,
+                delay_ms,
+            } => write!(
+                f,
+                "restarting {} in {} (restart {attempt} in a row)",
+                text(helper),
+                Millis(*delay_ms)
+            ),
+            Event::GiveUp { helper, restarts } => write!(
+                f,
+                "gave up on {} after {restarts} restarts in a row",
+                text(helper)
+            ),
+            Event::Signal {
+                target,
+                helper,
+                signal,
+                reason,
+            } => write!(
+                f,
+                "sent {} to {}{} ({})",
+                text(signal),
+                of(helper),
+                Pid(target.pid),
+                match reason {
+                    SignalReason::Stop => "stopping it",
+                    SignalReason::OrphanPolicy => "orphan policy",
+                    SignalReason::GraceExpired => "grace expired",
+                    SignalReason::Control => "asked through the control socket",
+                }
+            ),
+            Event::Shutdown { signal } => match signal {
+                Some(s) => write!(f, "shutting down ({})", text(s)),
+                None => f.write_str("shutting down (nothing left to supervise)"),
+            },
+            Event::Stopped { exit_status } => {
+                write!(f, "supervisor stopped, exit status {exit_status}")
+            }
+        }
+    }
+}
+
+/// A pid for people: `?` for 0.
+struct Pid(i32);
+impl fmt::Display for Pid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            0 => f.write_str("?"),
+            p => write!(f, "{p}"),
+        }
+    }
+}
+
+/// A delay in milliseconds for people: `250ms`, `30s`, `1.5s`.
+struct Millis(u64);
+impl fmt::Display for Millis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = self.0;
+        if ms < 1000 {
+            write!(f, "{ms}ms")
+        } else if ms % 1000 == 0 {
+            write!(f, "{}s", ms / 1000)
+        } else {
+            write!(f, "{:.1}s", ms as f64 / 1000.0)
         }
     }
 }
@@ -337,6 +497,106 @@ mod tests {
 
     fn len(p: &Path) -> u64 {
         std::fs::metadata(p).map_or(0, |m| m.len())
+    }
+
+    fn id(pid: i32) -> Identity {
+        Identity { pid, start_time: 1 }
+    }
+
+    #[test]
+    fn events_read_as_one_line_each_with_peer_text_escaped() {
+        let reparented = Event::Reparented {
+            identity: id(10),
+            helper: Some("orphaner".into()),
+            generation: Some(2),
+            from: Some(id(9)),
+            to: id(1),
+            expected: Some(id(5)),
+            classification: Classification::Escaped,
+        };
+        assert_eq!(
+            reparented.to_string(),
+            "orphaner 10 (generation 2) orphaned: adopted by 1 (was under 9) UNEXPECTED (escaped, \
+             expected 5)"
+        );
+        let cases = [
+            (
+                Event::Launch {
+                    helper: "web".into(),
+                    identity: id(101),
+                    attempt: 1,
+                },
+                "launched web as 101",
+            ),
+            (
+                Event::Launch {
+                    helper: "web".into(),
+                    identity: id(0),
+                    attempt: 2,
+                },
+                "launched web as ? (attempt 2)",
+            ),
+            (
+                Event::Exit {
+                    pid: 4730,
+                    identity: None,
+                    helper: Some("crasher".into()),
+                    generation: Some(1),
+                    status: ExitStatus::Exited { code: 3 },
+                },
+                "crasher 4730 ended: exit code 3",
+            ),
+            (
+                Event::Exit {
+                    pid: 12,
+                    identity: None,
+                    helper: None,
+                    generation: Some(3),
+                    status: ExitStatus::Signaled {
+                        signal: 15,
+                        core_dumped: false,
+                    },
+                },
+                "12 (generation 3) ended: killed by SIGTERM",
+            ),
+            (
+                Event::Restart {
+                    helper: "crasher".into(),
+                    attempt: 2,
+                    delay_ms: 1500,
+                },
+                "restarting crasher in 1.5s (restart 2 in a row)",
+            ),
+            (
+                Event::Signal {
+                    target: id(7),
+                    helper: None,
+                    signal: "SIGTERM".into(),
+                    reason: SignalReason::OrphanPolicy,
+                },
+                "sent SIGTERM to 7 (orphan policy)",
+            ),
+            (
+                Event::Shutdown { signal: None },
+                "shutting down (nothing left to supervise)",
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(e.to_string(), want);
+        }
+        // A helper name and an error with a terminal escape and a newline: escaped by `{}`,
+        // raw by `{:#}` (for a caller that escapes the whole line).
+        let hostile = Event::LaunchFailed {
+            helper: "a\x1b]0;owned\x07".into(),
+            error: "line\nnext".into(),
+        };
+        let shown = hostile.to_string();
+        assert!(!shown.chars().any(|c| c.is_control()), "{shown:?}");
+        assert_eq!(shown, r"a\e]0;owned\x07 failed to launch: line\nnext");
+        assert_eq!(
+            format!("{hostile:#}"),
+            "a\x1b]0;owned\x07 failed to launch: line\nnext"
+        );
     }
 
     #[test]

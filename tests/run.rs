@@ -1279,7 +1279,7 @@ fn ctl_from_the_host_shows_and_takes_host_pids_of_a_contained_tree() {
     assert!(text.contains(&format!("pid {helper:>7}")), "{text}");
     let events = String::from_utf8(ctl(&sock, &["events", "--no-follow"]).stdout).unwrap();
     assert!(
-        events.contains(&format!("launched {tag} as pid {helper} ")),
+        events.contains(&format!("launched {tag} as {helper}\n")),
         "{events}"
     );
     // A pid named from here is this namespace's.

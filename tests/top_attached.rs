@@ -13,7 +13,7 @@ use foster::control::protocol::{EventRecord, Reply, ReplyBody, Request, Status, 
 use foster::event::Event;
 use foster::identity::Identity;
 use foster::top::app::App;
-use foster::top::attached::{AttachedSource, Controller, event_text, policy_text, sample_of};
+use foster::top::attached::{AttachedSource, Controller, policy_text, sample_of};
 use foster::top::model::{Anomaly, Source, Tracker};
 
 /// The snapshot of docs/control.md, with one helper in a restart loop and a descendant whose
@@ -247,24 +247,31 @@ fn event_texts_and_policies_read_well() {
         policy_text("SIGRTMIN+3:notify:500ms"),
         "RTMIN+3→notify 500ms"
     );
-    let t = event_text(&Event::Reparented {
-        identity: id(10, 1),
-        helper: Some("orphaner".into()),
-        generation: Some(2),
-        from: Some(id(9, 1)),
-        to: id(1, 1),
-        expected: Some(id(5, 1)),
-        classification: foster::adoption::Classification::Escaped,
-    });
+    let t = format!(
+        "{:#}",
+        Event::Reparented {
+            identity: id(10, 1),
+            helper: Some("orphaner".into()),
+            generation: Some(2),
+            from: Some(id(9, 1)),
+            to: id(1, 1),
+            expected: Some(id(5, 1)),
+            classification: foster::adoption::Classification::Escaped,
+        }
+    );
     assert_eq!(
         t,
-        "orphaner 10 orphaned: adopted by 1 (was under 9) UNEXPECTED (escaped, expected 5)"
+        "orphaner 10 (generation 2) orphaned: adopted by 1 (was under 9) UNEXPECTED (escaped, \
+         expected 5)"
     );
-    let t = event_text(&Event::Restart {
-        helper: "crasher".into(),
-        attempt: 2,
-        delay_ms: 1500,
-    });
+    let t = format!(
+        "{:#}",
+        Event::Restart {
+            helper: "crasher".into(),
+            attempt: 2,
+            delay_ms: 1500,
+        }
+    );
     assert_eq!(t, "restarting crasher in 1.5s (restart 2 in a row)");
 }
 

@@ -16,11 +16,10 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
-use crate::control::nspid::{PidMap, pid_text};
+use crate::control::nspid::PidMap;
 use crate::control::protocol::{
     EventRecord, ProcessInfo, Reply, ReplyBody, Request, Role, Status, request_line,
 };
-use crate::event::Event;
 use crate::identity::Identity;
 use crate::sanitize::escape;
 
@@ -445,137 +444,9 @@ pub fn clock_text(ts_ms: u64) -> String {
     )
 }
 
-/// One event for people, without its time.
-pub fn describe(e: &Event) -> String {
-    let h = |name: &Option<String>| {
-        name.as_ref()
-            .map(|n| format!(" of {}", escape(n.as_bytes())))
-            .unwrap_or_default()
-    };
-    match e {
-        Event::Start {
-            supervisor,
-            contained,
-            ..
-        } => format!(
-            "supervisor {} started{}",
-            pid_text(supervisor.pid),
-            if *contained {
-                " (contained in its own PID namespace)"
-            } else {
-                ""
-            }
-        ),
-        Event::Launch {
-            helper,
-            identity,
-            attempt,
-        } => format!(
-            "launched {} as pid {} (launch {attempt})",
-            escape(helper.as_bytes()),
-            pid_text(identity.pid)
-        ),
-        Event::LaunchFailed { helper, error } => {
-            format!(
-                "{} failed to launch: {}",
-                escape(helper.as_bytes()),
-                escape(error.as_bytes())
-            )
-        }
-        Event::Exit {
-            pid,
-            helper,
-            generation,
-            status,
-            ..
-        } => match (generation, pid_text(*pid)) {
-            (Some(1), pid) => format!(
-                "helper {} (pid {pid}) ended: {status}",
-                helper
-                    .as_deref()
-                    .map(|n| escape(n.as_bytes()))
-                    .unwrap_or_default()
-            ),
-            (Some(g), pid) => format!("pid {pid} (generation {g}{}) ended: {status}", h(helper)),
-            (None, pid) => format!("pid {pid}{} ended: {status}", h(helper)),
-        },
-        Event::Reparented {
-            identity,
-            helper,
-            generation,
-            from,
-            to,
-            expected,
-            classification,
-        } => {
-            let class = serde_json::to_value(classification)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default()
-                .replace('_', " ");
-            let mut t = format!(
-                "pid {}{}{} orphaned",
-                pid_text(identity.pid),
-                generation
-                    .map(|g| format!(" (generation {g}"))
-                    .unwrap_or_default(),
-                if generation.is_some() {
-                    format!("{})", h(helper))
-                } else {
-                    h(helper)
-                }
-            );
-            if let Some(f) = from {
-                let _ = write!(t, " by the death of {}", pid_text(f.pid));
-            }
-            let _ = write!(t, ", adopted by {}: {class}", pid_text(to.pid));
-            if let Some(x) = expected.filter(|x| x != to) {
-                let _ = write!(t, " (expected {})", pid_text(x.pid));
-            }
-            t
-        }
-        Event::Restart {
-            helper,
-            attempt,
-            delay_ms,
-        } => format!(
-            "restarting {} in {} (restart {attempt} in a row)",
-            escape(helper.as_bytes()),
-            ms_text(*delay_ms)
-        ),
-        Event::GiveUp { helper, restarts } => format!(
-            "gave up on {} after {restarts} restarts in a row",
-            escape(helper.as_bytes())
-        ),
-        Event::Signal {
-            target,
-            helper,
-            signal,
-            reason,
-        } => {
-            let why = serde_json::to_value(reason)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default()
-                .replace('_', " ");
-            format!(
-                "sent {} to pid {}{} ({why})",
-                escape(signal.as_bytes()),
-                pid_text(target.pid),
-                h(helper)
-            )
-        }
-        Event::Shutdown { signal } => match signal {
-            Some(s) => format!("shutting down ({})", escape(s.as_bytes())),
-            None => "shutting down (nothing left to supervise)".to_string(),
-        },
-        Event::Stopped { exit_status } => format!("stopped, exit status {exit_status}"),
-    }
-}
-
 /// One streamed event as a line for people.
 pub fn render_event(r: &EventRecord) -> String {
-    format!("{}  {}", clock_text(r.ts_ms), describe(&r.event))
+    format!("{}  {}", clock_text(r.ts_ms), r.event)
 }
 
 /// Follows the events of `conn` (after sending `events`), handing each reply to `each` until

@@ -27,16 +27,6 @@ use crate::event::Event;
 use crate::identity::Identity;
 use crate::tree::{ScanOptions, Subtree};
 
-/// A pid for people: `?` for 0, a process the caller's namespace could not see (it ended
-/// before this client looked), else the number.
-pub fn pid_text(pid: i32) -> String {
-    if pid == 0 {
-        "?".to_string()
-    } else {
-        pid.to_string()
-    }
-}
-
 const NOT_THE_LISTENER: &str = "the process listening on the socket is not the supervisor it names";
 
 /// How many mappings of ended processes a [`PidMap`] keeps.
@@ -583,8 +573,6 @@ mod tests {
         };
         m.event(&mut exit);
         assert!(matches!(exit, Event::Exit { pid: 502, .. }), "{exit:?}");
-        assert_eq!(pid_text(0), "?");
-        assert_eq!(pid_text(502), "502");
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //!
 //! Also owns [`Controller`], which carries out the dashboard's actions through the socket
 //! (`signal`, `restart`, `stop`), and the conversion of the protocol's snapshot and events into
-//! the dashboard's [`Sample`] ([`sample_of`], [`event_text`]).
+//! the dashboard's [`Sample`] ([`sample_of`]; events as their `Display` says them).
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, BufRead, BufReader, Write};
@@ -20,11 +20,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::control::nspid::{PidMap, pid_text};
+use crate::control::nspid::PidMap;
 use crate::control::protocol::{
     EventRecord, HelperState, Reply, ReplyBody, Request, Role, Status, request_line,
 };
-use crate::event::{Event, SignalReason};
+use crate::event::Event;
 use crate::identity::Identity;
 use crate::top::model::{
     Adoption, EventLine, HelperDown, ProcInfo, RESTART_LOOP, Sample, Source, SourceError,
@@ -546,7 +546,8 @@ fn sample_with_items(status: &Status, items: &[Item], now_ms: u64) -> Sample {
         .iter()
         .map(|item| {
             let (ts_ms, text) = match item {
-                Item::Event(r) => (r.ts_ms, event_text(&r.event)),
+                // Escaped when the pane draws it: raw here, not escaped twice.
+                Item::Event(r) => (r.ts_ms, format!("{:#}", r.event)),
                 Item::Lagged { dropped, at_ms } => (
                     *at_ms,
                     format!("{dropped} events skipped: the dashboard did not read fast enough"),
@@ -602,132 +603,6 @@ pub fn policy_text(policy: &str) -> String {
         (Some(reaction), Some(grace)) => format!("{signal}→{reaction} {grace}"),
         (Some(reaction), None) => format!("{signal}→{reaction}"),
         _ => signal.to_string(),
-    }
-}
-
-/// One event as the events pane says it. Helper names are the configuration's text and are
-/// escaped when shown, like everything else.
-pub fn event_text(event: &Event) -> String {
-    let helper = |h: &Option<String>| match h {
-        Some(h) => format!("{h} "),
-        None => String::new(),
-    };
-    match event {
-        Event::Start {
-            supervisor,
-            contained,
-            ..
-        } => format!(
-            "supervisor {} started{}",
-            pid_text(supervisor.pid),
-            if *contained {
-                " (contained: own PID namespace)"
-            } else {
-                ""
-            }
-        ),
-        Event::Launch {
-            helper,
-            identity,
-            attempt,
-        } => {
-            if *attempt > 1 {
-                format!(
-                    "launched {helper} as {} (attempt {attempt})",
-                    pid_text(identity.pid)
-                )
-            } else {
-                format!("launched {helper} as {}", pid_text(identity.pid))
-            }
-        }
-        Event::LaunchFailed { helper, error } => format!("{helper} failed to launch: {error}"),
-        Event::Exit {
-            pid,
-            helper: h,
-            generation,
-            status,
-            ..
-        } => {
-            let pid = pid_text(*pid);
-            let who = match (h, generation) {
-                (Some(_), Some(1)) | (Some(_), None) => format!("{}{pid}", helper(h)),
-                (_, Some(g)) => format!("{}{pid} (generation {g})", helper(h)),
-                (None, None) => pid.clone(),
-            };
-            format!("{who} ended: {status}")
-        }
-        Event::Reparented {
-            identity,
-            helper: h,
-            from,
-            to,
-            classification,
-            expected,
-            ..
-        } => {
-            let from =
-                from.map_or_else(String::new, |f| format!(" (was under {})", pid_text(f.pid)));
-            let how = match classification {
-                crate::adoption::Classification::Expected => "as expected".to_string(),
-                c => format!(
-                    "UNEXPECTED ({}{})",
-                    serde_json::to_value(c)
-                        .ok()
-                        .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
-                        .unwrap_or_default(),
-                    expected.map_or(String::new(), |e| format!(", expected {}", pid_text(e.pid)))
-                ),
-            };
-            format!(
-                "{}{} orphaned: adopted by {}{from} {how}",
-                helper(h),
-                pid_text(identity.pid),
-                pid_text(to.pid)
-            )
-        }
-        Event::Restart {
-            helper,
-            attempt,
-            delay_ms,
-        } => format!(
-            "restarting {helper} in {} (restart {attempt} in a row)",
-            fmt_ms(*delay_ms)
-        ),
-        Event::GiveUp { helper, restarts } => {
-            format!("gave up on {helper} after {restarts} restarts in a row")
-        }
-        Event::Signal {
-            target,
-            helper: h,
-            signal,
-            reason,
-        } => format!(
-            "sent {signal} to {}{} ({})",
-            helper(h),
-            pid_text(target.pid),
-            match reason {
-                SignalReason::Stop => "stopping it",
-                SignalReason::OrphanPolicy => "orphan policy",
-                SignalReason::GraceExpired => "grace expired",
-                SignalReason::Control => "asked through the control socket",
-            }
-        ),
-        Event::Shutdown { signal } => match signal {
-            Some(s) => format!("shutting down ({s})"),
-            None => "shutting down".to_string(),
-        },
-        Event::Stopped { exit_status } => format!("supervisor stopped, exit status {exit_status}"),
-    }
-}
-
-/// A delay: `250ms`, `1.5s`, `30s`.
-fn fmt_ms(ms: u64) -> String {
-    if ms < 1000 {
-        format!("{ms}ms")
-    } else if ms % 1000 == 0 {
-        format!("{}s", ms / 1000)
-    } else {
-        format!("{:.1}s", ms as f64 / 1000.0)
     }
 }
 
