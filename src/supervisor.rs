@@ -185,6 +185,88 @@ impl AsRawFd for Fd {
     }
 }
 
+/// The supervision's phase: where the one shutdown stands. Its transitions are its methods:
+/// `Supervising` → `Stopping` ([`Stage::begin_stop`], once) → `Sweeping`
+/// ([`Stage::begin_sweep`]); [`Stage::mark_forced`] records, during the shutdown, that a grace
+/// ran out and something was SIGKILLed; [`Stage::exit_status`] reads the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Launching helpers and restarting them.
+    Supervising,
+    /// The orderly shutdown: stop signals sent, their graces running.
+    Stopping(Shutdown),
+    /// The final SIGKILL sweep of whatever is left, repeated on each SIGCHLD until foster has
+    /// no child.
+    Sweeping(Shutdown),
+}
+
+/// What a shutdown records for foster's exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Shutdown {
+    /// A signal or a `stop` request asked for it (else: nothing was left to supervise).
+    requested: bool,
+    /// A grace ran out and something had to be SIGKILLed.
+    forced: bool,
+}
+
+impl Stage {
+    /// Whether the shutdown has begun (stopping or sweeping).
+    fn shutting_down(self) -> bool {
+        self != Stage::Supervising
+    }
+
+    fn sweeping(self) -> bool {
+        matches!(self, Stage::Sweeping(_))
+    }
+
+    /// Supervising → Stopping. Returns false, and changes nothing, once the shutdown has begun.
+    fn begin_stop(&mut self, requested: bool) -> bool {
+        if self.shutting_down() {
+            return false;
+        }
+        *self = Stage::Stopping(Shutdown {
+            requested,
+            forced: false,
+        });
+        true
+    }
+
+    /// Stopping → Sweeping (sweeping again is no change).
+    fn begin_sweep(&mut self) {
+        *self = match *self {
+            Stage::Supervising => Stage::Sweeping(Shutdown {
+                requested: false,
+                forced: false,
+            }),
+            Stage::Stopping(s) | Stage::Sweeping(s) => Stage::Sweeping(s),
+        };
+    }
+
+    /// A grace ran out and something was SIGKILLed: recorded during the shutdown only (an
+    /// orphan's grace while supervising does not change foster's exit status).
+    fn mark_forced(&mut self) {
+        if let Stage::Stopping(s) | Stage::Sweeping(s) = self {
+            s.forced = true;
+        }
+    }
+
+    /// foster's exit status once nothing is left; `helpers_succeeded` says whether every
+    /// helper ended in success (asked only when no shutdown was requested).
+    fn exit_status(self, helpers_succeeded: impl FnOnce() -> bool) -> i32 {
+        match self {
+            Stage::Stopping(s) | Stage::Sweeping(s) if s.requested => {
+                if s.forced {
+                    EXIT_FORCED
+                } else {
+                    EXIT_OK
+                }
+            }
+            _ if helpers_succeeded() => EXIT_OK,
+            _ => EXIT_HELPER_FAILED,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Running,
@@ -229,11 +311,7 @@ struct Supervisor {
     adopted: HashMap<i32, Identity>,
     timers: BTreeMap<(Instant, u64), Timer>,
     timer_seq: u64,
-    scan_pending: bool,
-    shutting_down: bool,
-    requested: bool,
-    sweeping: bool,
-    forced: bool,
+    stage: Stage,
     /// What a grace already SIGKILLed: a helper's stop grace, then the final sweep, and the
     /// sweeps on the reaps that follow do not signal, or report, the same process again.
     killed: HashSet<Identity>,
@@ -286,11 +364,7 @@ impl Supervisor {
             adopted: HashMap::new(),
             timers: BTreeMap::new(),
             timer_seq: 0,
-            scan_pending: false,
-            shutting_down: false,
-            requested: false,
-            sweeping: false,
-            forced: false,
+            stage: Stage::Supervising,
             killed: HashSet::new(),
             events,
             events_lost: 0,
@@ -433,10 +507,10 @@ impl Supervisor {
             return None;
         }
         if has_children() {
-            if !self.shutting_down {
+            if !self.stage.shutting_down() {
                 // Every helper is done; what remains is adopted: end it the orderly way.
                 self.begin_shutdown(None);
-            } else if !self.sweeping
+            } else if !self.stage.sweeping()
                 && !self
                     .timers
                     .values()
@@ -446,17 +520,12 @@ impl Supervisor {
             }
             return None;
         }
-        Some(if self.requested {
-            if self.forced { EXIT_FORCED } else { EXIT_OK }
-        } else if self
-            .helpers
-            .iter()
-            .all(|h| matches!(h.phase, Phase::Ended(Some(s)) if s.success()))
-        {
-            EXIT_OK
-        } else {
-            EXIT_HELPER_FAILED
-        })
+        let helpers = &self.helpers;
+        Some(self.stage.exit_status(|| {
+            helpers
+                .iter()
+                .all(|h| matches!(h.phase, Phase::Ended(Some(s)) if s.success()))
+        }))
     }
 
     fn launch(&mut self, i: usize) {
@@ -607,12 +676,11 @@ impl Supervisor {
         }
         if helper_ended || parent_ended {
             self.rescan();
-        } else if unknown_orphan && !self.scan_pending {
+        } else if unknown_orphan && !self.timers.values().any(|t| *t == Timer::Scan) {
             // A burst of exits foster never saw: one deferred scan for the whole burst.
-            self.scan_pending = true;
             self.at(Duration::from_millis(50), Timer::Scan);
         }
-        if self.sweeping && has_children() {
+        if self.stage.sweeping() && has_children() {
             self.sweep();
         }
     }
@@ -634,7 +702,7 @@ impl Supervisor {
             generation: Some(1),
             status,
         });
-        if self.shutting_down {
+        if self.stage.shutting_down() {
             self.helpers[i].phase = Phase::Ended(Some(status));
             return;
         }
@@ -667,7 +735,6 @@ impl Supervisor {
     }
 
     fn rescan(&mut self) {
-        self.scan_pending = false;
         let changes = match self.tree.update() {
             Ok((changes, stats)) => {
                 debug!(?stats, changes = changes.len(), "read foster's subtree");
@@ -733,7 +800,7 @@ impl Supervisor {
             self.timers.remove(&key);
             match timer {
                 Timer::Restart(i) => {
-                    if !self.shutting_down && self.helpers[i].phase == Phase::Backoff {
+                    if !self.stage.shutting_down() && self.helpers[i].phase == Phase::Backoff {
                         self.launch(i);
                         self.on_sigchld();
                     }
@@ -741,7 +808,7 @@ impl Supervisor {
                 Timer::OrphanGrace(id) => {
                     if self.adopted.get(&id.pid) == Some(&id) {
                         let helper = self.registry.get(&id).and_then(|r| r.helper.clone());
-                        self.forced |= self.shutting_down;
+                        self.stage.mark_forced();
                         self.kill_after_grace(id, helper);
                     }
                 }
@@ -759,7 +826,7 @@ impl Supervisor {
                         }
                     }
                     for id in tree {
-                        self.forced = true;
+                        self.stage.mark_forced();
                         self.kill_after_grace(id, Some(name.clone()));
                     }
                     if !self
@@ -778,11 +845,9 @@ impl Supervisor {
 
     /// Starts the one orderly shutdown; later calls do nothing.
     fn begin_shutdown(&mut self, signal: Option<i32>) {
-        if self.shutting_down {
+        if !self.stage.begin_stop(signal.is_some()) {
             return;
         }
-        self.shutting_down = true;
-        self.requested = signal.is_some();
         self.emit(Event::Shutdown {
             signal: signal.map(signal_name),
         });
@@ -832,8 +897,6 @@ impl Supervisor {
             .unwrap_or_default()
     }
 
-    /// SIGKILL to every live process of the tree, deepest first; repeated on each SIGCHLD
-    /// until no child is left.
     /// SIGKILLs `id` once its grace is over, at most once per process.
     fn kill_after_grace(&mut self, id: Identity, helper: Option<String>) {
         if self.killed.insert(id) {
@@ -841,13 +904,15 @@ impl Supervisor {
         }
     }
 
+    /// SIGKILL to every live process of the tree, deepest first; repeated on each SIGCHLD
+    /// until no child is left.
     fn sweep(&mut self) {
-        self.sweeping = true;
+        self.stage.begin_sweep();
         self.timers.retain(|_, t| !matches!(t, Timer::StopGrace(_)));
         self.rescan();
         for id in self.registry.tree_deepest_first() {
             let helper = self.registry.get(&id).and_then(|r| r.helper.clone());
-            self.forced = true;
+            self.stage.mark_forced();
             self.kill_after_grace(id, helper);
         }
     }
@@ -886,5 +951,37 @@ pub fn has_children() -> bool {
 async fn sleep_until(when: Option<Instant>) {
     if let Some(w) = when {
         tokio::time::sleep_until(tokio::time::Instant::from_std(w)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stage_moves_forward_once_and_says_the_exit_status() {
+        let mut st = Stage::Supervising;
+        st.mark_forced(); // an orphan's grace while supervising: not a forced shutdown
+        assert_eq!(st, Stage::Supervising);
+        assert_eq!(st.exit_status(|| true), EXIT_OK);
+        assert_eq!(st.exit_status(|| false), EXIT_HELPER_FAILED);
+        assert!(st.begin_stop(true));
+        assert!(st.shutting_down() && !st.sweeping());
+        assert!(!st.begin_stop(false), "one shutdown only");
+        assert_eq!(
+            st.exit_status(|| false),
+            EXIT_OK,
+            "requested, nothing forced"
+        );
+        st.begin_sweep();
+        assert!(st.shutting_down() && st.sweeping());
+        st.mark_forced();
+        assert_eq!(st.exit_status(|| true), EXIT_FORCED);
+        // A shutdown nobody asked for (nothing left to supervise) reports the helpers.
+        let mut st = Stage::Supervising;
+        assert!(st.begin_stop(false));
+        st.mark_forced();
+        assert_eq!(st.exit_status(|| false), EXIT_HELPER_FAILED);
+        assert_eq!(st.exit_status(|| true), EXIT_OK);
     }
 }

@@ -153,7 +153,7 @@ impl Supervisor {
                     "control socket: stop requested by pid {} (uid {})",
                     cmd.peer.pid, cmd.peer.uid
                 );
-                let already = self.shutting_down;
+                let already = self.stage.shutting_down();
                 self.begin_shutdown(Some(libc::SIGTERM));
                 done(
                     "stop",
@@ -191,7 +191,7 @@ impl Supervisor {
         let Some(i) = self.config.helpers.iter().position(|h| h.name() == name) else {
             return self.no_such_helper(name);
         };
-        if self.shutting_down {
+        if self.stage.shutting_down() {
             return Reply::error(
                 ErrorKind::Refused,
                 format!("helper {name:?} is not restarted: the supervisor is shutting down"),
@@ -353,7 +353,7 @@ impl Supervisor {
                 config: self.control.config_path.clone(),
                 socket: self.control.socket_path().unwrap_or_default(),
                 contained: self.contained,
-                shutting_down: self.shutting_down,
+                shutting_down: self.stage.shutting_down(),
                 started_ms: self.control.started_ms,
             },
             helpers,
@@ -469,7 +469,9 @@ impl Supervisor {
         let cfg = &self.config.helpers[i];
         let running = h.pid.is_some() && h.phase == Phase::Running;
         let state = match h.phase {
-            Phase::Running if self.shutting_down || self.control.restarting.contains(&i) => {
+            Phase::Running
+                if self.stage.shutting_down() || self.control.restarting.contains(&i) =>
+            {
                 HelperState::Stopping
             }
             Phase::Running => HelperState::Running,
