@@ -1867,13 +1867,15 @@ pub fn enter_helper() -> i32 {
         let _ = writeln!(out, "{line}");
         let _ = out.flush();
     };
-    say("entered");
     let _ = std::thread::Builder::new().name("stdin".into()).spawn(|| {
         let mut buf = [0u8; 64];
         let mut input = std::io::stdin().lock();
         while matches!(input.read(&mut buf), Ok(n) if n > 0) {}
         std::process::exit(0)
     });
+    // Said once every thread exists: creating a thread blocks every signal in the creating
+    // thread for a moment, which a reader of /proc/PID/status could see.
+    say("entered");
     match gated.shutdown_owner {
         Some(owner) => {
             if let Ok(loss) = gated.losses.recv() {
