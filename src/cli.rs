@@ -100,8 +100,8 @@ pub struct ExecArgs {
     pub policy: Option<crate::policy::Policy>,
     /// This generation's parent-death signal (name or number; one whose default action ends
     /// a process).
-    #[arg(long, value_parser = crate::policy::parse_pdeath_signal)]
-    pub signal: Option<i32>,
+    #[arg(long, value_parser = crate::signal::Sig::parse_ending)]
+    pub signal: Option<crate::signal::Sig>,
     /// This generation's reaction: exit, notify or kill.
     #[arg(long)]
     pub reaction: Option<crate::policy::Reaction>,
@@ -329,9 +329,8 @@ pub enum CtlCommand {
     Signal {
         /// A helper name, a pid, or PID:STARTTIME.
         target: String,
-        /// TERM, SIGHUP, KILL, RTMIN+3, 15...
-        #[arg(value_parser = crate::policy::parse_signal)]
-        signal: i32,
+        /// TERM, SIGHUP, STOP, CONT, KILL, RTMIN+3, 15... (any signal).
+        signal: crate::signal::Sig,
     },
     /// Stop a helper (its stop signal and grace) and launch it again; launch it now if it is
     /// waiting for its backoff, ended or given up on.
@@ -545,7 +544,7 @@ fn exec(a: ExecArgs) -> ExitCode {
     let o = crate::chainload::ExecOptions {
         parent: a.parent,
         policy: a.policy,
-        signal: a.signal,
+        signal: a.signal.map(crate::signal::Sig::number),
         reaction: a.reaction,
         grace: a.grace,
         next: a.next,

@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use crate::policy::{MAX_GENERATIONS, Policy, PolicyError};
+use crate::signal::Sig;
 
 /// The largest configuration foster reads: 16 MiB. A larger file, or standard input that goes
 /// on longer, is an error (the bound is applied while reading, whatever the file claims).
@@ -83,7 +84,7 @@ pub struct Helper {
     pub backoff: Backoff,
     /// The signal that asks the helper to stop (default `TERM`; not one that stops it).
     #[serde(default = "default_stop_signal", deserialize_with = "stop_signal")]
-    pub stop_signal: SignalName,
+    pub stop_signal: Sig,
     /// How long the helper (and its tree) may take to stop before SIGKILL (default `10s`).
     #[serde(default = "default_stop_grace")]
     pub stop_grace: PositiveDuration,
@@ -124,8 +125,8 @@ impl Helper {
     }
 }
 
-fn default_stop_signal() -> SignalName {
-    SignalName(libc::SIGTERM)
+fn default_stop_signal() -> Sig {
+    Sig::TERM
 }
 
 fn default_stop_grace() -> PositiveDuration {
@@ -140,7 +141,7 @@ fn default_stop_grace() -> PositiveDuration {
 pub struct GenerationPolicy {
     /// The parent-death signal, when given (see [`GenerationPolicy::signal`]).
     #[serde(default)]
-    pub signal: Option<Spanned<SignalName>>,
+    pub signal: Option<Spanned<Sig>>,
     /// What the process does with it, when given (see [`GenerationPolicy::reaction`]).
     #[serde(default)]
     pub reaction: Option<Spanned<Reaction>>,
@@ -157,7 +158,7 @@ impl GenerationPolicy {
     /// The signal number: the one given, else `KILL` for reaction `kill`, else `TERM`.
     pub fn signal(&self) -> i32 {
         match (&self.signal, self.reaction()) {
-            (Some(s), _) => s.get_ref().0,
+            (Some(s), _) => s.get_ref().number(),
             (None, Reaction::Kill) => libc::SIGKILL,
             (None, _) => libc::SIGTERM,
         }
@@ -168,7 +169,7 @@ impl GenerationPolicy {
     pub fn reaction(&self) -> Reaction {
         match (&self.reaction, &self.signal) {
             (Some(r), _) => *r.get_ref(),
-            (None, Some(s)) if s.get_ref().0 == libc::SIGKILL => Reaction::Kill,
+            (None, Some(s)) if *s.get_ref() == Sig::KILL => Reaction::Kill,
             (None, _) => Reaction::Exit,
         }
     }
@@ -184,16 +185,16 @@ impl GenerationPolicy {
         }
     }
 
-    /// Checks the signal (one that ends a process, see [`crate::policy::ending_signal`]) and
+    /// Checks the signal (one that ends a process, see [`Sig::ending`]) and
     /// that the signal and the reaction agree; the error names the field at fault and where it
     /// was written.
     pub fn check(&self) -> Result<(), FieldError> {
-        let at = |s: &Option<Spanned<SignalName>>| s.as_ref().map(Spanned::span);
+        let at = |s: &Option<Spanned<Sig>>| s.as_ref().map(Spanned::span);
         if let Some(s) = &self.signal {
-            crate::policy::ending_signal(s.get_ref().0).map_err(|e| FieldError {
+            s.get_ref().ending().map_err(|e| FieldError {
                 field: "signal",
                 span: Some(s.span()),
-                message: e.0,
+                message: e.to_string(),
             })?;
         }
         self.to_policy().validate().map_err(|PolicyError(message)| {
@@ -362,63 +363,15 @@ impl<'de> Deserialize<'de> for CommandLine {
     }
 }
 
-/// A signal given by name (`TERM`, `SIGTERM`, `sigterm`, `RTMIN+3`) or number (`15`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(into = "String")]
-pub struct SignalName(pub i32);
-
-impl From<SignalName> for String {
-    fn from(s: SignalName) -> String {
-        crate::reaper::signal_name(s.0)
-    }
-}
-
-impl SignalName {
-    /// Parses the text forms above (those of [`crate::policy::signal_number`], `RTMAX-N`
-    /// included); the error says what was expected.
-    pub fn parse(text: &str) -> Result<SignalName, String> {
-        crate::policy::signal_number(text)
-            .map(SignalName)
-            .map_err(|_| {
-                format!(
-                    "unknown signal {text:?}: expected a name such as TERM, SIGTERM, HUP, KILL, \
-                     USR1, RTMIN+3, or a number from 1 to {}",
-                    crate::policy::max_signal()
-                )
-            })
-    }
-}
-
-impl<'de> Deserialize<'de> for SignalName {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Form {
-            Num(i64),
-            Text(String),
-        }
-        match Form::deserialize(d)
-            .map_err(|_| de::Error::custom("expected a signal name such as \"TERM\" or a number"))?
-        {
-            Form::Num(n) => SignalName::parse(&n.to_string()).map_err(de::Error::custom),
-            Form::Text(s) => SignalName::parse(&s).map_err(de::Error::custom),
-        }
-    }
-}
-
 /// `stop_signal`: a signal that asks the helper to end, so not one that stops it (`STOP`,
 /// `TSTP`, `TTIN`, `TTOU`: the helper would sit stopped through its whole grace). A signal a
 /// helper may handle as its stop request (`WINCH` for some servers) is accepted.
-fn stop_signal<'de, D: Deserializer<'de>>(d: D) -> Result<SignalName, D::Error> {
-    let s = SignalName::deserialize(d)?;
-    if matches!(
-        s.0,
-        libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
-    ) {
+fn stop_signal<'de, D: Deserializer<'de>>(d: D) -> Result<Sig, D::Error> {
+    let s = Sig::deserialize(d)?;
+    if s.stops() {
         return Err(de::Error::custom(format!(
-            "SIG{} stops the helper instead of asking it to end: expected a signal such as \
-             TERM, INT, HUP or QUIT",
-            crate::policy::signal_name(s.0)
+            "{s} stops the helper instead of asking it to end: expected a signal such as \
+             TERM, INT, HUP or QUIT"
         )));
     }
     Ok(s)
@@ -1034,7 +987,7 @@ mod tests {
             "{HELPER}[[helper.generation]]\nsignal = \"KILL\"\n"
         ));
         assert_eq!(c.helpers[0].generation(1).reaction(), Reaction::Kill);
-        assert_eq!(c.helpers[0].policy_chain().to_string(), "KILL:kill:5s");
+        assert_eq!(c.helpers[0].policy_chain().to_string(), "SIGKILL:kill:5s");
         let c = ok(&format!(
             "{HELPER}[[helper.generation]]\nreaction = \"kill\"\n"
         ));
@@ -1156,10 +1109,17 @@ mod tests {
             "2147483648",
         ] {
             let e = helper_err(&format!("stop_signal = \"{sig}\"\n"));
-            assert!(e.message.contains("unknown signal"), "{sig}: {e}");
+            assert!(
+                e.message.contains(&format!("signal {sig:?}: "))
+                    && (e
+                        .message
+                        .contains("expected RTMIN+N or RTMAX-N with N from 0 to")
+                        || e.message.contains("not a signal number (1 to")),
+                "{sig}: {e}"
+            );
         }
         let e = helper_err("stop_signal = 9223372036854775807\n");
-        assert!(e.message.contains("unknown signal"), "{e}");
+        assert!(e.message.contains("not a signal number"), "{e}");
     }
 
     #[test]
@@ -1322,19 +1282,6 @@ mod tests {
                 .unwrap_err()
                 .contains("unknown unit")
         );
-        assert_eq!(SignalName::parse("TERM").unwrap().0, libc::SIGTERM);
-        assert_eq!(SignalName::parse("sigkill").unwrap().0, libc::SIGKILL);
-        assert_eq!(SignalName::parse("9").unwrap().0, 9);
-        assert_eq!(
-            SignalName::parse("RTMIN+2").unwrap().0,
-            libc::SIGRTMIN() + 2
-        );
-        assert!(
-            SignalName::parse("TREM")
-                .unwrap_err()
-                .contains("unknown signal \"TREM\"")
-        );
-        assert!(SignalName::parse("0").is_err());
     }
 
     #[test]
@@ -1374,7 +1321,7 @@ command = "/bin/true"
         assert_eq!(a.command.program(), "/bin/sleep");
         assert_eq!(a.restart, RestartMode::OnFailure);
         assert_eq!(a.backoff.limit, 3);
-        assert_eq!(a.stop_signal.0, libc::SIGINT);
+        assert_eq!(a.stop_signal, Sig::INT);
         assert_eq!(a.generation(1).signal(), libc::SIGTERM);
         assert_eq!(a.generation(2).reaction(), Reaction::Kill);
         assert_eq!(a.generation(7).reaction(), Reaction::Kill);

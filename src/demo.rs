@@ -232,7 +232,7 @@ pub fn run(opts: &DemoOptions) -> io::Result<i32> {
         if !json {
             eprintln!(
                 "\n{}: stopping the supervisor (SIGTERM); it ends the whole tree...",
-                reaper::signal_name(sig)
+                crate::signal::name(sig)
             );
         }
     })?;

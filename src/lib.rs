@@ -60,6 +60,7 @@ pub mod qualify;
 pub mod reaper;
 pub mod restart;
 pub mod sanitize;
+pub mod signal;
 pub mod size;
 pub mod spawner;
 pub mod supervisor;

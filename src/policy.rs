@@ -9,7 +9,8 @@
 //!   older generation names a process that is not the actual parent, and the gate refuses it.
 //! - `FOSTER_POLICY=GEN[;GEN]...`: this generation's policy first, then the next generation's,
 //!   and so on. One generation is `SIGNAL[:REACTION[:GRACE]]`:
-//!   - `SIGNAL`: a name with or without `SIG` (`TERM`, `SIGHUP`, `RTMIN+2`) or a number;
+//!   - `SIGNAL`: a name with or without `SIG` (`TERM`, `SIGHUP`, `RTMIN+2`) or a number, one
+//!     whose default action ends a process;
 //!   - `REACTION`: `exit` (bounded cleanup, then exit within the grace), `notify` (close
 //!     admission, hand the event to the program's event loop) or `kill` (SIGKILL: nothing to
 //!     handle; the signal must then be `KILL` or left out);
@@ -20,13 +21,15 @@
 //!
 //! A generation with no next policy launches its own children unarmed unless they are given one.
 //!
-//! Also owns the signal vocabulary of policies: [`signal_number`] reads every form above,
-//! [`parse_signal`] refuses `STOP`, and [`ending_signal`] says whether a signal can serve as a
-//! parent-death or orphan signal at all. A chain names at most [`MAX_GENERATIONS`] generations.
+//! Signals are read and written by [`crate::signal`] (a generation's signal must end a process:
+//! [`Sig::ending`]); the text form writes them `SIGTERM`. A chain names at most
+//! [`MAX_GENERATIONS`] generations.
 
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
+
+use crate::signal::{Sig, SignalError};
 
 /// The environment variable carrying the expected parent identity, `PID:STARTTIME`.
 pub const ENV_PARENT: &str = "FOSTER_PARENT";
@@ -96,6 +99,12 @@ impl fmt::Display for PolicyError {
 
 impl std::error::Error for PolicyError {}
 
+impl From<SignalError> for PolicyError {
+    fn from(e: SignalError) -> PolicyError {
+        PolicyError(e.to_string())
+    }
+}
+
 /// One generation's parent-death policy, and the policy its children get.
 ///
 /// `signal` is a raw signal number so that the gate's own failure path (an invalid number, which
@@ -115,144 +124,15 @@ pub struct Policy {
 
 /// The highest signal number Linux accepts (`SIGRTMAX`).
 pub fn max_signal() -> i32 {
-    libc::SIGRTMAX()
+    Sig::max()
 }
 
-const NAMED: &[(&str, i32)] = &[
-    ("HUP", libc::SIGHUP),
-    ("INT", libc::SIGINT),
-    ("QUIT", libc::SIGQUIT),
-    ("ILL", libc::SIGILL),
-    ("TRAP", libc::SIGTRAP),
-    ("ABRT", libc::SIGABRT),
-    ("BUS", libc::SIGBUS),
-    ("FPE", libc::SIGFPE),
-    ("KILL", libc::SIGKILL),
-    ("USR1", libc::SIGUSR1),
-    ("SEGV", libc::SIGSEGV),
-    ("USR2", libc::SIGUSR2),
-    ("PIPE", libc::SIGPIPE),
-    ("ALRM", libc::SIGALRM),
-    ("TERM", libc::SIGTERM),
-    ("STKFLT", libc::SIGSTKFLT),
-    ("CHLD", libc::SIGCHLD),
-    ("CONT", libc::SIGCONT),
-    ("STOP", libc::SIGSTOP),
-    ("TSTP", libc::SIGTSTP),
-    ("TTIN", libc::SIGTTIN),
-    ("TTOU", libc::SIGTTOU),
-    ("URG", libc::SIGURG),
-    ("XCPU", libc::SIGXCPU),
-    ("XFSZ", libc::SIGXFSZ),
-    ("VTALRM", libc::SIGVTALRM),
-    ("PROF", libc::SIGPROF),
-    ("WINCH", libc::SIGWINCH),
-    ("IO", libc::SIGIO),
-    ("PWR", libc::SIGPWR),
-    ("SYS", libc::SIGSYS),
-];
-
-/// Resolves a signal written as a name with or without `SIG` (any case), `RTMIN`, `RTMIN+N`,
-/// `RTMAX`, `RTMAX-N`, or a decimal number, to its number: any signal Linux can deliver, from 1
-/// to `SIGRTMAX`. The error says what is wrong; callers add their own rules (see
-/// [`parse_signal`] and [`ending_signal`]).
-pub fn signal_number(s: &str) -> Result<i32, PolicyError> {
-    let bad = |why: &str| PolicyError(format!("signal {s:?}: {why}"));
-    let t = s.trim();
-    if t.is_empty() {
-        return Err(bad("empty"));
-    }
-    let n = if t.bytes().all(|b| b.is_ascii_digit()) {
-        t.parse::<i32>().map_err(|_| bad("number out of range"))?
-    } else {
-        let up = t.to_ascii_uppercase();
-        let name = up.strip_prefix("SIG").unwrap_or(&up);
-        if let Some(&(_, n)) = NAMED.iter().find(|(n, _)| *n == name) {
-            n
-        } else if let Some(off) = name.strip_prefix("RTMIN") {
-            libc::SIGRTMIN() + rt_offset(off, '+').ok_or_else(|| bad("expected RTMIN+N"))?
-        } else if let Some(off) = name.strip_prefix("RTMAX") {
-            libc::SIGRTMAX() - rt_offset(off, '-').ok_or_else(|| bad("expected RTMAX-N"))?
-        } else {
-            return Err(bad("unknown signal name"));
-        }
-    };
-    if n < 1 || n > max_signal() {
-        return Err(bad(&format!("not a signal number (1 to {})", max_signal())));
-    }
-    Ok(n)
-}
-
-/// Parses a signal (the forms of [`signal_number`]). Only signals Linux can deliver are
-/// accepted; `STOP` is refused (a stopped helper is not a reaction).
-pub fn parse_signal(s: &str) -> Result<i32, PolicyError> {
-    let n = signal_number(s)?;
-    if n == libc::SIGSTOP {
-        return Err(PolicyError(format!(
-            "signal {s:?}: SIGSTOP stops the helper instead of ending it; choose another"
-        )));
-    }
-    Ok(n)
-}
-
-/// Parses a parent-death or orphan signal: the forms of [`signal_number`], and only a signal
-/// whose default action ends a process ([`ending_signal`]).
-pub fn parse_pdeath_signal(s: &str) -> Result<i32, PolicyError> {
-    let n = signal_number(s)?;
-    ending_signal(n)?;
-    Ok(n)
-}
-
-/// Why `sig` cannot be a parent-death or orphan signal, or `Ok` when it can. Such a signal
-/// must end a process that does not handle it (its default action is to terminate): `STOP`,
-/// `TSTP`, `TTIN` and `TTOU` would leave the process stopped in the tree, and `CHLD`, `CONT`,
-/// `URG` and `WINCH` are ignored by default, so the process would go on running.
-pub fn ending_signal(sig: i32) -> Result<(), PolicyError> {
-    let why = match sig {
-        libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU => {
-            "it stops the process instead of ending it: the process would stay in the tree, \
-             stopped, until something sent it SIGKILL"
-        }
-        libc::SIGCHLD | libc::SIGCONT | libc::SIGURG | libc::SIGWINCH => {
-            "it is ignored by default: a process that does not handle it would go on running"
-        }
-        _ => return Ok(()),
-    };
-    Err(PolicyError(format!(
-        "SIG{} cannot be a parent-death or orphan signal: {why}; choose one whose default \
-         action ends a process, such as TERM, HUP, INT, USR1 or KILL",
-        signal_name(sig)
-    )))
-}
-
-/// `N` after `RTMIN+` / `RTMAX-` (the sign given), from 0 to the width of the real-time range.
-fn rt_offset(s: &str, sign: char) -> Option<i32> {
-    if s.is_empty() {
-        return Some(0);
-    }
-    let digits = s.strip_prefix(sign)?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let n: i32 = digits.parse().ok()?;
-    (0..=libc::SIGRTMAX() - libc::SIGRTMIN())
-        .contains(&n)
-        .then_some(n)
-}
-
-/// The short name of a signal (`TERM`, `RTMIN+2`), or its number when it has none.
+/// The short name of a signal (`TERM`), for messages that print `SIG{}`: being replaced by
+/// [`crate::signal::name`].
+#[doc(hidden)]
 pub fn signal_name(sig: i32) -> String {
-    if let Some((n, _)) = NAMED.iter().find(|(_, v)| *v == sig) {
-        return (*n).to_string();
-    }
-    let (min, max) = (libc::SIGRTMIN(), libc::SIGRTMAX());
-    if sig == min {
-        "RTMIN".into()
-    } else if sig > min && sig <= max {
-        format!("RTMIN+{}", sig - min)
-    } else {
-        sig.to_string()
-    }
+    let n = crate::signal::name(sig);
+    n.strip_prefix("SIG").map_or(n.clone(), str::to_string)
 }
 
 /// Parses a grace period: `500ms`, `5s`, `2m`, or a plain number of seconds.
@@ -329,8 +209,8 @@ impl Policy {
     pub fn validate(&self) -> Result<(), PolicyError> {
         match (self.reaction, self.signal == libc::SIGKILL) {
             (Reaction::Kill, false) => Err(PolicyError(format!(
-                "reaction kill is delivered as SIGKILL, not SIG{}: leave the signal out or use KILL",
-                signal_name(self.signal)
+                "reaction kill is delivered as SIGKILL, not {}: leave the signal out or use KILL",
+                crate::signal::name(self.signal)
             ))),
             (Reaction::Exit | Reaction::Notify, true) => Err(PolicyError(format!(
                 "SIGKILL cannot be handled, so reaction {} cannot run: use reaction kill or \
@@ -346,11 +226,11 @@ impl Policy {
         1 + self.next.as_ref().map_or(0, |n| n.depth())
     }
 
-    /// This generation alone, in text form (`TERM:exit:5s`).
+    /// This generation alone, in text form (`SIGTERM:exit:5s`).
     pub fn generation_text(&self) -> String {
         format!(
             "{}:{}:{}",
-            signal_name(self.signal),
+            crate::signal::name(self.signal),
             self.reaction,
             format_grace(self.grace)
         )
@@ -390,7 +270,9 @@ fn parse_generation(text: &str, index: usize) -> Result<Policy, PolicyError> {
             _ => return Err(ctx(PolicyError("the signal is missing".into()))),
         }
     } else {
-        parse_pdeath_signal(sig_text).map_err(ctx)?
+        Sig::parse_ending(sig_text)
+            .map_err(|e| ctx(e.into()))?
+            .number()
     };
     let reaction = reaction.unwrap_or(if signal == libc::SIGKILL {
         Reaction::Kill
@@ -445,70 +327,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn signal_forms_resolve_or_say_why_not() {
-        assert_eq!(signal_number("RTMAX"), Ok(libc::SIGRTMAX()));
-        assert_eq!(signal_number("rtmax-1"), Ok(libc::SIGRTMAX() - 1));
-        assert_eq!(
-            signal_number(&format!("RTMIN+{}", libc::SIGRTMAX() - libc::SIGRTMIN())),
-            Ok(libc::SIGRTMAX())
-        );
-        assert_eq!(signal_number("STOP"), Ok(libc::SIGSTOP));
-        for text in [
-            "RTMIN+2147483647",
-            "RTMIN+-5",
-            "RTMIN+",
-            "RTMAX-",
-            "rtmin+99",
-        ] {
-            assert!(signal_number(text).is_err(), "{text:?} was accepted");
-        }
-        assert!(parse_signal("STOP").is_err());
-    }
-
-    #[test]
-    fn only_signals_that_end_a_process_can_be_parent_death_signals() {
-        for sig in [
-            libc::SIGSTOP,
-            libc::SIGTSTP,
-            libc::SIGTTIN,
-            libc::SIGTTOU,
-            libc::SIGCHLD,
-            libc::SIGCONT,
-            libc::SIGURG,
-            libc::SIGWINCH,
-        ] {
-            let e = ending_signal(sig).unwrap_err().to_string();
-            assert!(
-                e.contains(&format!("SIG{} cannot be a parent-death", signal_name(sig))),
-                "{e}"
-            );
-        }
-        assert!(
-            ending_signal(libc::SIGCHLD)
-                .unwrap_err()
-                .0
-                .contains("ignored")
-        );
-        assert!(
-            ending_signal(libc::SIGSTOP)
-                .unwrap_err()
-                .0
-                .contains("stops")
-        );
-        for sig in [
-            libc::SIGKILL,
-            libc::SIGTERM,
-            libc::SIGHUP,
-            libc::SIGINT,
-            libc::SIGUSR1,
-            libc::SIGRTMIN(),
-            libc::SIGRTMAX(),
-        ] {
-            assert_eq!(ending_signal(sig), Ok(()), "{}", signal_name(sig));
-        }
-    }
-
-    #[test]
     fn inconsistent_policies_are_errors_not_panics() {
         assert!(Policy::checked(libc::SIGKILL, Reaction::Exit).is_err());
         assert!(Policy::checked(libc::SIGKILL, Reaction::Notify).is_err());
@@ -543,7 +361,7 @@ mod tests {
         assert_eq!(p.depth(), 3);
         assert_eq!(
             p.to_string(),
-            "TERM:exit:10s;KILL:kill:5s;USR1:notify:250ms"
+            "SIGTERM:exit:10s;SIGKILL:kill:5s;SIGUSR1:notify:250ms"
         );
         assert_eq!(p.to_string().parse::<Policy>().unwrap(), p);
     }
@@ -557,7 +375,7 @@ mod tests {
         let rt: Policy = "RTMIN+2:notify:1".parse().unwrap();
         assert_eq!(rt.signal, libc::SIGRTMIN() + 2);
         assert_eq!(rt.grace, Duration::from_secs(1));
-        assert_eq!(signal_name(rt.signal), "RTMIN+2");
+        assert_eq!(rt.generation_text(), "SIGRTMIN+2:notify:1s");
         assert_eq!(parse_grace("2m").unwrap(), Duration::from_secs(120));
     }
 
@@ -566,7 +384,7 @@ mod tests {
         for (text, why) in [
             ("", "policy is empty"),
             ("TERM:explode", "unknown reaction \"explode\""),
-            ("BOGUS", "unknown signal name"),
+            ("BOGUS", "unknown signal \"BOGUS\""),
             ("0", "not a signal number"),
             ("99", "not a signal number"),
             ("STOP", "SIGSTOP cannot be a parent-death or orphan signal"),
@@ -581,8 +399,8 @@ mod tests {
             ("RTMIN+2147483647", "expected RTMIN+N"),
             ("RTMIN+-5", "expected RTMIN+N"),
             ("RTMIN++5", "expected RTMIN+N"),
-            ("RTMAX-99", "expected RTMAX-N"),
-            ("99999999999", "number out of range"),
+            ("RTMAX-99", "expected RTMIN+N or RTMAX-N"),
+            ("99999999999", "not a signal number"),
         ] {
             let e = text.parse::<Policy>().unwrap_err().to_string();
             assert!(e.contains(why), "{text:?} gave {e:?}, wanted {why:?}");

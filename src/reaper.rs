@@ -61,8 +61,13 @@ pub fn is_blocked(sig: Signal) -> bool {
 pub enum ExitStatus {
     /// It called `exit(code)`.
     Exited { code: i32 },
-    /// A signal ended it (`signal` is the number; `core_dumped` when it left a core).
-    Signaled { signal: i32, core_dumped: bool },
+    /// A signal ended it (`signal` is the number, written by its name in JSON, `"SIGTERM"`;
+    /// `core_dumped` when it left a core).
+    Signaled {
+        #[serde(with = "crate::signal::number_as_name")]
+        signal: i32,
+        core_dumped: bool,
+    },
 }
 
 impl ExitStatus {
@@ -96,18 +101,6 @@ impl ExitStatus {
     }
 }
 
-/// The name of a signal number, `SIGTERM` style, or `signal N` for numbers nix does not name
-/// (real-time signals).
-pub fn signal_name(signal: i32) -> String {
-    match Signal::try_from(signal) {
-        Ok(s) => s.as_str().to_string(),
-        Err(_) if (libc::SIGRTMIN()..=libc::SIGRTMAX()).contains(&signal) => {
-            format!("SIGRTMIN+{}", signal - libc::SIGRTMIN())
-        }
-        Err(_) => format!("signal {signal}"),
-    }
-}
-
 impl fmt::Display for ExitStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
@@ -116,7 +109,7 @@ impl fmt::Display for ExitStatus {
                 signal,
                 core_dumped,
             } => {
-                write!(f, "killed by {}", signal_name(signal))?;
+                write!(f, "killed by {}", crate::signal::name(signal))?;
                 if core_dumped {
                     write!(f, " (core dumped)")?;
                 }
@@ -354,6 +347,15 @@ mod tests {
             "killed by SIGABRT (core dumped)"
         );
         assert_eq!(ExitStatus::Exited { code: 7 }.to_string(), "exit code 7");
-        assert_eq!(signal_name(libc::SIGRTMIN() + 2), "SIGRTMIN+2");
+        let killed = ExitStatus::Signaled {
+            signal: 15,
+            core_dumped: false,
+        };
+        let json = serde_json::to_string(&killed).unwrap();
+        assert_eq!(
+            json,
+            r#"{"how":"signaled","signal":"SIGTERM","core_dumped":false}"#
+        );
+        assert_eq!(serde_json::from_str::<ExitStatus>(&json).unwrap(), killed);
     }
 }

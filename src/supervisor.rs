@@ -39,8 +39,9 @@ use crate::adoption::{self, Registry};
 use crate::config::{Config, GenerationPolicy, Helper};
 use crate::event::{Event, EventLog, Record, SignalReason};
 use crate::identity::Identity;
-use crate::reaper::{ExitStatus, Reaper, Routed, signal_name};
+use crate::reaper::{ExitStatus, Reaper, Routed};
 use crate::restart::{Decision, RestartState};
+use crate::signal::name as signal_name;
 use crate::spawner::{ExecSignals, LaunchSpec, SpawnError, Spawner};
 use crate::tree::{ScanOptions, Subtree};
 
@@ -862,8 +863,11 @@ impl Supervisor {
         for i in 0..self.helpers.len() {
             if let (Some(_), Some(id)) = (self.helpers[i].pid, self.helpers[i].identity) {
                 let cfg = &self.config.helpers[i];
-                let (sig, grace, name) =
-                    (cfg.stop_signal.0, cfg.stop_grace.0, cfg.name().to_string());
+                let (sig, grace, name) = (
+                    cfg.stop_signal.number(),
+                    cfg.stop_grace.0,
+                    cfg.name().to_string(),
+                );
                 self.signal(id, Some(name), sig, SignalReason::Stop);
                 self.at(grace, Timer::StopGrace(i));
                 any = true;

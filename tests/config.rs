@@ -11,7 +11,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use foster::config::{Config, MIN_DURATION};
-use foster::policy::{Policy, ending_signal};
+use foster::policy::Policy;
+use foster::signal::Sig;
 use proptest::prelude::*;
 
 mod common;
@@ -210,7 +211,7 @@ fn signals_that_do_not_end_a_process_are_refused_as_parent_death_or_orphan_signa
         &d,
         "rt.toml",
         &format!("{HELPER}stop_signal = \"RTMIN+2147483647\"\n"),
-        &["unknown signal"],
+        &["signal \"RTMIN+2147483647\": expected RTMIN+N or RTMAX-N"],
     );
 }
 
@@ -295,7 +296,10 @@ fn read_holds(bytes: &[u8]) -> Result<(), TestCaseError> {
 /// What every valid configuration promises the supervisor.
 fn valid_holds(c: &Config) -> Result<(), TestCaseError> {
     prop_assert!(!c.helpers.is_empty());
-    ending_signal(c.supervisor.orphan_policy.signal()).map_err(|e| TestCaseError::fail(e.0))?;
+    Sig::new(c.supervisor.orphan_policy.signal())
+        .ok_or_else(|| TestCaseError::fail("not a signal"))?
+        .ending()
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
     c.supervisor
         .orphan_policy
         .check()
@@ -327,7 +331,10 @@ fn valid_holds(c: &Config) -> Result<(), TestCaseError> {
         while let (Some(p), Some(q)) = (g, b) {
             prop_assert_eq!((p.signal, p.reaction), (q.signal, q.reaction));
             p.validate().map_err(|e| TestCaseError::fail(e.0))?;
-            ending_signal(p.signal).map_err(|e| TestCaseError::fail(e.0))?;
+            Sig::new(p.signal)
+                .ok_or_else(|| TestCaseError::fail("not a signal"))?
+                .ending()
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
             prop_assert!(p.grace >= MIN_DURATION);
             g = p.next.as_deref();
             b = q.next.as_deref();

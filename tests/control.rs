@@ -600,7 +600,7 @@ fn status_json_reports_roles_and_expected_parents() {
     assert_eq!(ident(&orphan["parent"]), sup_id);
     assert_eq!(orphan["adoption"]["classification"], "expected");
     assert_eq!(ident(&orphan["adoption"]["to"]), sup_id);
-    assert_eq!(orphan["policy"], "USR1:notify:60s");
+    assert_eq!(orphan["policy"], "SIGUSR1:notify:60s");
     assert_ne!(pid_of(orphan), pid_of(sup));
     // The human form names the same roles.
     let out = run.ctl(&["status"]);
@@ -720,8 +720,76 @@ fn signal_reaches_the_tree_and_nothing_else() {
     let out = run.ctl(&["signal", "s", "USR1"]);
     assert!(out.status.success(), "{out:?}");
     let ev = c.until("the exit", |v| event_is(v, "exit"));
-    assert_eq!(ev["event"]["status"]["signal"], libc::SIGUSR1, "{ev}");
+    assert_eq!(ev["event"]["status"]["signal"], "SIGUSR1", "{ev}");
     run.stop();
+}
+
+/// The state letter of `/proc/PID/stat` (the field after the name's closing parenthesis).
+fn proc_state(pid: i64) -> char {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rfind(')')
+        .and_then(|i| stat[i + 1..].trim_start().chars().next())
+        .unwrap_or('?')
+}
+
+/// Waits until `pid`'s state is `want` (the kernel stops or resumes a process as the signal is
+/// delivered, just after `kill` returns).
+fn wait_state(pid: i64, want: char) {
+    let t = Instant::now();
+    while proc_state(pid) != want {
+        assert!(
+            t.elapsed() < LIMIT,
+            "pid {pid} stayed in state {} (wanted {want})",
+            proc_state(pid)
+        );
+        // Safety net only: the state changes as the signal is delivered.
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn signal_stop_and_cont_pause_and_resume_and_every_json_spells_signals_alike() {
+    let d = Dir::new("ctl", "stopcont");
+    // "keep" keeps the supervisor running once "s" has ended.
+    let cfg = d.file(
+        "a.toml",
+        "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n\
+         [[helper]]\nname = \"keep\"\ncommand = [\"sleep\", \"300\"]\n",
+    );
+    let sock = d.path("a.sock");
+    let run = Run::start(&cfg, &sock);
+    let v = Conn::open(&sock).unwrap().ask(r#"{"request":"status"}"#);
+    let hpid = v["status"]["helpers"][0]["identity"]["pid"]
+        .as_i64()
+        .unwrap();
+    let mut c = Conn::open(&sock).unwrap();
+    c.send(b"{\"request\":\"events\",\"backlog\":0}\n");
+    c.next();
+    // STOP and CONT are signals like any other for ctl (a parent-death rule does not apply).
+    for (sig, state) in [("STOP", 'T'), ("sigcont", 'S')] {
+        let out = run.ctl(&["signal", "s", sig]);
+        assert!(out.status.success(), "{sig}: {out:?}");
+        wait_state(hpid, state);
+        let ev = c.until("the signal event", |v| event_is(v, "signal"));
+        let want = format!("SIG{}", sig.to_uppercase().trim_start_matches("SIG"));
+        assert_eq!(ev["event"]["signal"], want.as_str(), "{ev}");
+    }
+    // One spelling: the signal event, the exit event and the status's last exit say SIGTERM.
+    let out = run.ctl(&["--json", "signal", "s", "15"]);
+    assert!(out.status.success(), "{out:?}");
+    let ev = c.until("the signal event", |v| event_is(v, "signal"));
+    assert_eq!(ev["event"]["signal"], "SIGTERM", "{ev}");
+    let ev = c.until("the exit", |v| event_is(v, "exit"));
+    assert_eq!(ev["event"]["status"]["signal"], "SIGTERM", "{ev}");
+    let out = run.ctl(&["--json", "status"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let last = &v["status"]["helpers"][0]["last_exit"];
+    assert_eq!(last["how"], "signaled", "{v}");
+    assert_eq!(last["signal"], "SIGTERM", "{v}");
+    let text = String::from_utf8(run.ctl(&["status"]).stdout).unwrap();
+    assert!(text.contains("SIGTERM"), "{text}");
+    run.stop();
+    assert_eq!(proc_state(hpid), '?', "the helper {hpid} is still there");
 }
 
 #[test]

@@ -51,8 +51,11 @@ fn a_passed_gate_execs_the_program_with_the_next_generation_environment() {
     let parts: Vec<&str> = line.split_whitespace().collect();
     // FOSTER_PARENT is the program's own identity, FOSTER_POLICY the next chain, FOSTER_GATED
     // what it was checked against and its own chain.
-    assert_eq!(parts[2], "USR1:notify:5s");
-    assert!(parts[3].ends_with(";HUP:exit:5s;USR1:notify:5s"), "{line}");
+    assert_eq!(parts[2], "SIGUSR1:notify:5s");
+    assert!(
+        parts[3].ends_with(";SIGHUP:exit:5s;SIGUSR1:notify:5s"),
+        "{line}"
+    );
     let pid: i32 = parts[1].split(':').next().unwrap().parse().unwrap();
     assert!(pid > 0);
 }

@@ -34,7 +34,7 @@ fn supervisor_gone_before_arming_is_caught_by_the_check() {
         return;
     };
     assert_eq!(r.observed_parent, "harness subreaper");
-    assert_eq!(r.prctl, "PR_SET_PDEATHSIG TERM, read back TERM");
+    assert_eq!(r.prctl, "PR_SET_PDEATHSIG SIGTERM, read back SIGTERM");
     assert_eq!(r.path, DeathPath::Check);
     assert_eq!(r.helper, "exited 120 (parent gone)");
     assert_eq!(r.target, "never started");
@@ -45,7 +45,7 @@ fn supervisor_gone_between_arm_and_check_is_caught() {
     let Some(r) = run("gone-between-arm-and-check") else {
         return;
     };
-    assert_eq!(r.prctl, "PR_SET_PDEATHSIG TERM, read back TERM");
+    assert_eq!(r.prctl, "PR_SET_PDEATHSIG SIGTERM, read back SIGTERM");
     assert!(
         matches!(r.path, DeathPath::Signal | DeathPath::Check),
         "{r:?}"
@@ -72,7 +72,7 @@ fn supervisor_gone_after_the_check_is_caught_by_the_signal() {
 fn no_death_serves_normally() {
     let Some(r) = run("normal") else { return };
     assert_eq!(r.observed_parent, "supervisor");
-    assert_eq!(r.prctl, "PR_SET_PDEATHSIG TERM, read back TERM");
+    assert_eq!(r.prctl, "PR_SET_PDEATHSIG SIGTERM, read back SIGTERM");
     assert_eq!(r.path, DeathPath::None);
     assert_eq!(r.helper, "exited 0, reaped by the supervisor");
     assert_eq!(r.target, "started");
@@ -92,7 +92,7 @@ fn signal_blocked_in_the_launcher_is_unblocked() {
     let Some(r) = run("signal-blocked") else {
         return;
     };
-    assert_eq!(r.prctl, "PR_SET_PDEATHSIG TERM, read back TERM");
+    assert_eq!(r.prctl, "PR_SET_PDEATHSIG SIGTERM, read back SIGTERM");
     assert_eq!(r.path, DeathPath::Signal);
     assert_eq!(r.helper, "killed by SIGTERM");
 }
@@ -164,7 +164,7 @@ fn credential_drop_before_arming_keeps_the_setting() {
     };
     assert_eq!(
         r.prctl,
-        "after setresuid(65534): PR_SET_PDEATHSIG TERM, read back TERM"
+        "after setresuid(65534): PR_SET_PDEATHSIG SIGTERM, read back SIGTERM"
     );
     assert_eq!(r.path, DeathPath::Signal);
     assert_eq!(r.helper, "killed by SIGTERM");
@@ -177,7 +177,7 @@ fn credential_drop_after_arming_clears_it_and_foster_exec_rearms() {
     };
     assert!(
         r.prctl
-            .starts_with("raw: armed TERM, read 0 after setresuid (cleared)"),
+            .starts_with("raw: armed SIGTERM, read 0 after setresuid (cleared)"),
         "{r:?}"
     );
     assert_eq!(r.path, DeathPath::Signal);
@@ -202,7 +202,10 @@ fn grandchild_through_foster_exec_gets_the_next_generation_policy() {
     let Some(r) = run("grandchild-next-generation") else {
         return;
     };
-    assert_eq!(r.prctl, "helper TERM; grandchild HUP (next generation)");
+    assert_eq!(
+        r.prctl,
+        "helper SIGTERM; grandchild SIGHUP (next generation)"
+    );
     assert_eq!(r.path, DeathPath::Signal);
     assert_eq!(r.helper, "grandchild killed by SIGHUP");
 }

@@ -697,7 +697,7 @@ fn policy(mode: Mode) {
         if with {
             assert_eq!(f[1], libc::SIGHUP.to_string(), "{text}");
             assert!(f[5].starts_with(&format!("{}:", f[3])), "{text}");
-            assert!(f[7].starts_with("KILL"), "{text}");
+            assert!(f[7].starts_with("SIGKILL"), "{text}");
         } else {
             assert_eq!(f[1], "0", "unarmed: {text}");
             assert_eq!(f.len(), 6, "no FOSTER_* variables: {text}");
@@ -795,7 +795,7 @@ fn log_lines_whole(mode: Mode) {
     drop(r.child.stdin.take()); // PROGRAM ends
     err.read_to_string(&mut text).unwrap();
     assert_eq!(r.wait(), 0, "{text}");
-    let want_tail = format!(" forwarded as {} to pid ", foster::reaper::signal_name(rt));
+    let want_tail = format!(" forwarded as {} to pid ", foster::signal::name(rt));
     let (mut program, mut ours) = (0, 0);
     for line in text.lines() {
         if line == "program-line" {

@@ -502,7 +502,9 @@ fn nested_supervisors_adopt_at_the_nearest_living_subreaper() {
     );
     // Top's generation-2 policy is KILL.
     top_ev.wait_for("survivor killed", |v| {
-        kind(v) == "exit" && v["identity"] == survivor["identity"] && v["status"]["signal"] == 9
+        kind(v) == "exit"
+            && v["identity"] == survivor["identity"]
+            && v["status"]["signal"] == "SIGKILL"
     });
     stop_leaving_nothing(&mut f, &mut top_ev, &format!("{tag}-survivor"));
 }
@@ -758,7 +760,7 @@ fn send(pid: i32, sig: i32) {
 }
 
 fn signal_text(sig: i32) -> String {
-    foster::reaper::signal_name(sig)
+    foster::signal::name(sig)
 }
 
 /// One signal sent for real to a `foster run` (with a helper, a control socket and its events

@@ -641,7 +641,7 @@ fn real_supervisor_readings(flags: &[&str]) {
     // A signal chosen in the dashboard goes through the supervisor to that process.
     let said = Controller::new(&sock).request(&Request::Signal {
         target: foster::control::protocol::Target::Identity(both[1]),
-        signal: foster::control::protocol::SignalArg(libc::SIGKILL),
+        signal: foster::signal::Sig::KILL,
     });
     assert!(
         said.as_ref()

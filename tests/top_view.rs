@@ -515,6 +515,7 @@ fn signal_picker_flow_and_subtree() {
     );
     app.on_key(key(KeyCode::Up)); // SIGALRM
     app.on_key(key(KeyCode::Down)); // back to SIGTERM
+    app.on_key(key(KeyCode::Down)); // SIGSTKFLT
     app.on_key(key(KeyCode::Down)); // SIGCHLD
     app.on_key(key(KeyCode::Enter));
     assert!(matches!(

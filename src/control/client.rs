@@ -492,7 +492,7 @@ pub enum CtlCommand {
     },
     Signal {
         target: String,
-        signal: i32,
+        signal: crate::signal::Sig,
     },
     Restart {
         helper: String,
@@ -548,7 +548,7 @@ pub fn ctl(
                 }
                 Err(e) => return Err(ClientError(format!("{e} (not_in_tree)"))),
             },
-            signal: crate::control::protocol::SignalArg(*signal),
+            signal: *signal,
         },
         CtlCommand::Restart { helper } => Request::Restart {
             helper: helper.clone(),

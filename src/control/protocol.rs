@@ -21,6 +21,7 @@ use crate::adoption::Classification;
 use crate::event::Event;
 use crate::identity::Identity;
 use crate::reaper::ExitStatus;
+use crate::signal::Sig;
 
 /// The protocol version every reply carries. A request may carry `"version"`; any other value
 /// than this one is refused with [`ErrorKind::Version`].
@@ -49,7 +50,7 @@ pub enum Request {
         follow: bool,
     },
     /// Send `signal` to `target`, a helper or a process inside the supervised tree.
-    Signal { target: Target, signal: SignalArg },
+    Signal { target: Target, signal: Sig },
     /// Restart a helper now: a running one is stopped (its stop signal, its grace, then
     /// SIGKILL) and launched again; one waiting for its backoff, ended or given up on is
     /// launched at once. Its backoff count starts over.
@@ -140,22 +141,6 @@ impl<'de> Deserialize<'de> for Target {
             Form::Text(t) => Ok(Target::parse(&t)),
             Form::Helper { helper } => Ok(Target::Helper(helper)),
         }
-    }
-}
-
-/// A signal as a request names it: a name (`"TERM"`, `"SIGTERM"`, `"RTMIN+3"`) or a number.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SignalArg(pub i32);
-
-impl Serialize for SignalArg {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&crate::reaper::signal_name(self.0))
-    }
-}
-
-impl<'de> Deserialize<'de> for SignalArg {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        crate::config::SignalName::deserialize(d).map(|s| SignalArg(s.0))
     }
 }
 
@@ -673,22 +658,22 @@ mod tests {
             },
             Request::Signal {
                 target: Target::Helper("web".into()),
-                signal: SignalArg(libc::SIGHUP),
+                signal: Sig::HUP,
             },
             Request::Signal {
                 target: Target::Helper("42".into()),
-                signal: SignalArg(libc::SIGUSR1),
+                signal: Sig::USR1,
             },
             Request::Signal {
                 target: Target::Pid(42),
-                signal: SignalArg(9),
+                signal: Sig::KILL,
             },
             Request::Signal {
                 target: Target::Identity(Identity {
                     pid: 42,
                     start_time: 7,
                 }),
-                signal: SignalArg(15),
+                signal: Sig::TERM,
             },
             Request::Restart {
                 helper: "db".into(),
@@ -714,14 +699,14 @@ mod tests {
             parse(r#"{"request":"signal","target":"web","signal":"SIGHUP"}"#).unwrap(),
             Request::Signal {
                 target: Target::Helper("web".into()),
-                signal: SignalArg(libc::SIGHUP)
+                signal: Sig::HUP
             }
         );
         assert_eq!(
             parse(r#"{"request":"signal","target":"1234","signal":15}"#).unwrap(),
             Request::Signal {
                 target: Target::Pid(1234),
-                signal: SignalArg(15)
+                signal: Sig::TERM
             }
         );
         assert_eq!(
@@ -787,7 +772,7 @@ mod tests {
             parse(r#"{"request":"signal","target":{"helper":"a"},"signal":"TERM"}"#).unwrap(),
             Request::Signal {
                 target: Target::Helper("a".into()),
-                signal: SignalArg(libc::SIGTERM)
+                signal: Sig::TERM
             }
         );
     }

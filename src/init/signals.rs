@@ -267,7 +267,7 @@ pub fn parse_signal(text: &str) -> Result<i32, String> {
 
 /// The name of a signal number, `SIGTERM` style (`SIGRTMIN+2`, `signal 32`).
 pub fn name(sig: i32) -> String {
-    crate::reaper::signal_name(sig)
+    crate::signal::name(sig)
 }
 
 /// The rewriting table: for each received signal, the one to send (0: drop it).

@@ -15,7 +15,7 @@ use super::{CaseRecord, Verdict};
 use crate::gate::{self, Barrier, DeathPath, GatePlan, SignalSetup, Step, Trace, TraceRecord};
 use crate::identity::Identity;
 use crate::lifeline::pidfd_open;
-use crate::policy::{self, Policy, Reaction};
+use crate::policy::{Policy, Reaction};
 use crate::spawner::{LaunchSpec, Spawner};
 
 /// One case: its name, what it is about, whether it needs root, and its scenario.
@@ -188,7 +188,7 @@ impl End {
                 };
                 format!("exited {c}{what}")
             }
-            End::Killed(s) => format!("killed by SIG{}", policy::signal_name(s)),
+            End::Killed(s) => format!("killed by {}", crate::signal::name(s)),
         }
     }
 
@@ -526,13 +526,13 @@ impl Root {
         match self.trace.last(pid, Step::Armed) {
             Some(r) if r.value == sig => format!(
                 "PR_SET_PDEATHSIG {}, read back {}",
-                policy::signal_name(sig),
-                policy::signal_name(r.value)
+                crate::signal::name(sig),
+                crate::signal::name(r.value)
             ),
             Some(r) => format!(
                 "read back {} instead of {}",
                 r.value,
-                policy::signal_name(sig)
+                crate::signal::name(sig)
             ),
             None => "not reached".into(),
         }
@@ -852,8 +852,8 @@ fn serving(r: &mut Root, s: i32, sig: i32) -> Outcome {
             o.check(
                 end == End::Killed(sig),
                 format!(
-                    "expected killed by SIG{}, got {}",
-                    policy::signal_name(sig),
+                    "expected killed by {}, got {}",
+                    crate::signal::name(sig),
                     end.text()
                 ),
             );
@@ -1016,8 +1016,8 @@ fn exec_failure(r: &mut Root) -> Outcome {
             .find(|t| t.step() == Some(Step::Armed))
             .map(|t| {
                 format!(
-                    "PR_SET_PDEATHSIG TERM, read back {}",
-                    policy::signal_name(t.value)
+                    "PR_SET_PDEATHSIG SIGTERM, read back {}",
+                    crate::signal::name(t.value)
                 )
             })
             .unwrap_or_else(|| "not reached".into());
@@ -1358,7 +1358,7 @@ fn cred_drop_after_arm(r: &mut Root) -> Outcome {
         "foster exec did not report the cleared setting and its re-arming",
     );
     o.prctl = format!(
-        "raw: armed TERM, read {raw} after setresuid (cleared); foster exec re-read 0 and re-armed TERM"
+        "raw: armed SIGTERM, read {raw} after setresuid (cleared); foster exec re-read 0 and re-armed SIGTERM"
     );
     o.checked =
         "the kernel clears the setting on a uid change; foster exec re-read it and re-armed".into();
@@ -1479,14 +1479,14 @@ fn grandchild_next_generation(r: &mut Root) -> Outcome {
     o.target = "started (grandchild)".into();
     let hid = Identity::of(h).map(|i| i.to_string()).unwrap_or_default();
     o.check(
-        gated == format!("{hid};HUP:exit:5s"),
+        gated == format!("{hid};SIGHUP:exit:5s"),
         format!("grandchild FOSTER_GATED is {gated:?}"),
     );
     o.observed_parent = "helper (its own launcher), checked by foster exec".into();
     o.prctl = format!(
-        "helper TERM; grandchild {}",
-        if gated.ends_with("HUP:exit:5s") {
-            "HUP (next generation)"
+        "helper SIGTERM; grandchild {}",
+        if gated.ends_with("SIGHUP:exit:5s") {
+            "SIGHUP (next generation)"
         } else {
             "?"
         }

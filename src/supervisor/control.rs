@@ -24,8 +24,9 @@ use crate::control::protocol::{
 use crate::control::server::{Bound, Command, Hub, Server};
 use crate::event::{Event, Record, SignalReason};
 use crate::identity::Identity;
-use crate::reaper::{ExitStatus, signal_name};
+use crate::reaper::ExitStatus;
 use crate::restart::RestartState;
+use crate::signal::name as signal_name;
 use crate::tree::{ProcessNode, ScanOptions, Scanner, Snapshot};
 
 /// What the supervisor keeps for its control socket.
@@ -146,7 +147,7 @@ impl Supervisor {
     pub(super) fn on_command(&mut self, cmd: Command) {
         let reply = match cmd.request {
             Request::Status => Reply::new(ReplyBody::Status(Box::new(self.status()))),
-            Request::Signal { target, signal } => self.ctl_signal(&target, signal.0),
+            Request::Signal { target, signal } => self.ctl_signal(&target, signal.number()),
             Request::Restart { helper } => self.ctl_restart(&helper),
             Request::Stop => {
                 info!(
@@ -207,7 +208,7 @@ impl Supervisor {
                     );
                 }
                 let cfg = &self.config.helpers[i];
-                let (sig, grace) = (cfg.stop_signal.0, cfg.stop_grace.0);
+                let (sig, grace) = (cfg.stop_signal.number(), cfg.stop_grace.0);
                 self.signal(id, Some(name.to_string()), sig, SignalReason::Control);
                 self.at(grace, Timer::RestartGrace(i, id));
                 done(

@@ -14,6 +14,7 @@ use nix::sys::signal::Signal;
 
 use crate::identity::Identity;
 use crate::sanitize::{escape, escape_args};
+use crate::signal::Sig;
 use crate::top::model::{Anomaly, Model, Node, fmt_age, fmt_bytes, fmt_cpu};
 
 /// One visible line of the tree, with everything the renderer shows.
@@ -136,35 +137,10 @@ pub enum Dialog {
     ConfirmControl(Control),
 }
 
-/// Signals offered by the picker, in signal-number order.
-pub const SIGNALS: &[Signal] = &[
-    Signal::SIGHUP,
-    Signal::SIGINT,
-    Signal::SIGQUIT,
-    Signal::SIGABRT,
-    Signal::SIGKILL,
-    Signal::SIGUSR1,
-    Signal::SIGSEGV,
-    Signal::SIGUSR2,
-    Signal::SIGPIPE,
-    Signal::SIGALRM,
-    Signal::SIGTERM,
-    Signal::SIGCHLD,
-    Signal::SIGCONT,
-    Signal::SIGSTOP,
-    Signal::SIGTSTP,
-    Signal::SIGTTIN,
-    Signal::SIGTTOU,
-    Signal::SIGURG,
-    Signal::SIGXCPU,
-    Signal::SIGXFSZ,
-    Signal::SIGVTALRM,
-    Signal::SIGPROF,
-    Signal::SIGWINCH,
-    Signal::SIGIO,
-    Signal::SIGPWR,
-    Signal::SIGSYS,
-];
+/// Signals offered by the picker: every signal with a standard name ([`Sig::standard`]), in
+/// signal-number order.
+pub static SIGNALS: std::sync::LazyLock<Vec<Signal>> =
+    std::sync::LazyLock::new(|| Sig::standard().filter_map(Sig::nix).collect());
 
 /// Where the picker's cursor starts.
 pub const DEFAULT_SIGNAL: Signal = Signal::SIGTERM;

@@ -41,7 +41,7 @@ use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use ratatui::layout::Rect;
 
-use crate::control::protocol::{Request as ControlRequest, SignalArg, Target};
+use crate::control::protocol::{Request as ControlRequest, Target};
 use crate::identity::{Identity, StatPath, StatRead};
 use crate::top::app::{App, Effect};
 use crate::top::event::{Msg, Request};
@@ -256,7 +256,7 @@ pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
                                     .map(|(id, name)| {
                                         let r = c.request(&ControlRequest::Signal {
                                             target: Target::Identity(id),
-                                            signal: SignalArg(signal as i32),
+                                            signal: signal.into(),
                                         });
                                         (id, name, r.map(drop))
                                     })

@@ -1,0 +1,409 @@
+//! Signals: the one vocabulary of signal names, numbers and default actions.
+//!
+//! Owns [`Sig`], any signal Linux can deliver (1 to `SIGRTMAX`): the standard ones of
+//! [`nix::sys::signal::Signal`] (whose table of names is the only one foster uses) and the
+//! real-time range. Every command reads a signal with [`Sig::parse`] and writes it with
+//! [`Sig`]'s `Display`, in text and in JSON alike:
+//!
+//! - read: a name with or without `SIG`, in any case (`TERM`, `SIGterm`, `IOT`, `POLL`),
+//!   `RTMIN`, `RTMIN+N`, `RTMAX`, `RTMAX-N`, or a decimal number;
+//! - written: `SIGTERM`, `SIGRTMIN`, `SIGRTMIN+N`; a number without a name (32 and 33, which
+//!   the C library keeps for itself) as its decimal number, which reads back as the same signal.
+//!
+//! Also owns what a signal does by default ([`Sig::default_action`]), and from it the rule for
+//! parent-death and orphan signals ([`Sig::ending`]: the signal must end a process that does not
+//! handle it). Sending is not restricted: `foster ctl signal` and the dashboard send any signal,
+//! `STOP` and `CONT` included.
+
+use std::fmt;
+use std::str::FromStr;
+
+use nix::sys::signal::Signal;
+use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
+
+/// A signal Linux can deliver: a number from 1 to [`Sig::max`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Sig(i32);
+
+/// What the kernel does with a signal nobody handles (`man 7 signal`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DefaultAction {
+    /// The process ends.
+    Terminate,
+    /// The process ends with a core dump.
+    Core,
+    /// The process stops.
+    Stop,
+    /// A stopped process goes on (and a running one ignores it).
+    Continue,
+    /// Nothing happens.
+    Ignore,
+}
+
+/// A signal could not be read, or cannot serve where it was given; the text says why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignalError {
+    /// The text names no signal.
+    #[error(
+        "unknown signal {0:?}: expected a name such as TERM, SIGTERM, HUP, KILL, USR1, RTMIN+3, \
+         or a number from 1 to {max}",
+        max = Sig::max()
+    )]
+    Unknown(String),
+    /// A number outside 1 to `SIGRTMAX`.
+    #[error("signal {0:?}: not a signal number (1 to {max})", max = Sig::max())]
+    OutOfRange(String),
+    /// `RTMIN+N` or `RTMAX-N` with `N` past the real-time range.
+    #[error(
+        "signal {0:?}: expected RTMIN+N or RTMAX-N with N from 0 to {width}",
+        width = Sig::max() - libc::SIGRTMIN()
+    )]
+    RealTime(String),
+    /// The signal does not end a process, so it cannot be a parent-death or orphan signal.
+    #[error(
+        "{0} cannot be a parent-death or orphan signal: {why}; choose one whose default \
+         action ends a process, such as TERM, HUP, INT, USR1 or KILL",
+        why = not_ending_why(*.0)
+    )]
+    NotEnding(Sig),
+}
+
+/// `text` as an error quotes it: at most 32 characters (an error names what was wrong, it does
+/// not echo a whole input back).
+fn shown(text: &str) -> String {
+    match text.char_indices().nth(32) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_string(),
+    }
+}
+
+fn not_ending_why(sig: Sig) -> &'static str {
+    match sig.default_action() {
+        DefaultAction::Stop => {
+            "it stops the process instead of ending it: the process would stay in the tree, \
+             stopped, until something sent it SIGKILL"
+        }
+        _ => "it is ignored by default: a process that does not handle it would go on running",
+    }
+}
+
+impl Sig {
+    pub const HUP: Sig = Sig::of(Signal::SIGHUP);
+    pub const INT: Sig = Sig::of(Signal::SIGINT);
+    pub const QUIT: Sig = Sig::of(Signal::SIGQUIT);
+    pub const KILL: Sig = Sig::of(Signal::SIGKILL);
+    pub const USR1: Sig = Sig::of(Signal::SIGUSR1);
+    pub const USR2: Sig = Sig::of(Signal::SIGUSR2);
+    pub const TERM: Sig = Sig::of(Signal::SIGTERM);
+    pub const CHLD: Sig = Sig::of(Signal::SIGCHLD);
+    pub const CONT: Sig = Sig::of(Signal::SIGCONT);
+    pub const STOP: Sig = Sig::of(Signal::SIGSTOP);
+
+    /// A standard signal.
+    pub const fn of(s: Signal) -> Sig {
+        Sig(s as i32)
+    }
+
+    /// The signal numbered `n`, when Linux can deliver one with that number.
+    pub fn new(n: i32) -> Option<Sig> {
+        (1..=Sig::max()).contains(&n).then_some(Sig(n))
+    }
+
+    /// The highest signal number (`SIGRTMAX`).
+    pub fn max() -> i32 {
+        libc::SIGRTMAX()
+    }
+
+    /// The signal's number.
+    pub const fn number(self) -> i32 {
+        self.0
+    }
+
+    /// The standard signal, or `None` for a real-time one (and 32, 33).
+    pub fn nix(self) -> Option<Signal> {
+        Signal::try_from(self.0).ok()
+    }
+
+    /// Every signal with a standard name, in number order.
+    pub fn standard() -> impl Iterator<Item = Sig> {
+        (1..libc::SIGRTMIN()).filter_map(|n| Signal::try_from(n).ok().map(Sig::of))
+    }
+
+    /// Reads the forms of the module docs: a name with or without `SIG` in any case, `RTMIN+N`,
+    /// `RTMAX-N`, or a number. Any signal Linux can deliver is accepted; callers that need one
+    /// that ends a process add [`Sig::ending`].
+    pub fn parse(text: &str) -> Result<Sig, SignalError> {
+        let t = text.trim();
+        if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+            return t
+                .parse::<i32>()
+                .ok()
+                .and_then(Sig::new)
+                .ok_or_else(|| SignalError::OutOfRange(shown(text)));
+        }
+        if t.len() > 16 {
+            return Err(SignalError::Unknown(shown(text)));
+        }
+        let up = t.to_ascii_uppercase();
+        let name = up.strip_prefix("SIG").unwrap_or(&up);
+        let (min, max) = (libc::SIGRTMIN(), Sig::max());
+        let rt = |rest: &str, sign: char| -> Result<i32, SignalError> {
+            if rest.is_empty() {
+                return Ok(0);
+            }
+            rest.strip_prefix(sign)
+                .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|d| d.parse::<i32>().ok())
+                .filter(|n| (0..=max - min).contains(n))
+                .ok_or_else(|| SignalError::RealTime(shown(text)))
+        };
+        match name {
+            "IOT" => Ok(Sig::of(Signal::SIGABRT)),
+            "POLL" => Ok(Sig::of(Signal::SIGIO)),
+            _ if name.starts_with("RTMIN") => Ok(Sig(min + rt(&name[5..], '+')?)),
+            _ if name.starts_with("RTMAX") => Ok(Sig(max - rt(&name[5..], '-')?)),
+            _ => Signal::from_str(&format!("SIG{name}"))
+                .map(Sig::of)
+                .map_err(|_| SignalError::Unknown(shown(text))),
+        }
+    }
+
+    /// What the kernel does with this signal when the process does not handle it.
+    pub fn default_action(self) -> DefaultAction {
+        use Signal::*;
+        match self.nix() {
+            Some(
+                SIGQUIT | SIGILL | SIGTRAP | SIGABRT | SIGBUS | SIGFPE | SIGSEGV | SIGXCPU
+                | SIGXFSZ | SIGSYS,
+            ) => DefaultAction::Core,
+            Some(SIGSTOP | SIGTSTP | SIGTTIN | SIGTTOU) => DefaultAction::Stop,
+            Some(SIGCONT) => DefaultAction::Continue,
+            Some(SIGCHLD | SIGURG | SIGWINCH) => DefaultAction::Ignore,
+            _ => DefaultAction::Terminate,
+        }
+    }
+
+    /// Whether the signal stops a process that does not handle it (`STOP`, `TSTP`, `TTIN`,
+    /// `TTOU`).
+    pub fn stops(self) -> bool {
+        self.default_action() == DefaultAction::Stop
+    }
+
+    /// `Ok` when the signal can be a parent-death or orphan signal: its default action ends a
+    /// process (`STOP`, `TSTP`, `TTIN`, `TTOU` would leave it stopped in the tree; `CHLD`,
+    /// `CONT`, `URG` and `WINCH` are ignored by default, so it would go on running).
+    pub fn ending(self) -> Result<Sig, SignalError> {
+        match self.default_action() {
+            DefaultAction::Terminate | DefaultAction::Core => Ok(self),
+            _ => Err(SignalError::NotEnding(self)),
+        }
+    }
+
+    /// [`Sig::parse`], then [`Sig::ending`]: a parent-death or orphan signal.
+    pub fn parse_ending(text: &str) -> Result<Sig, SignalError> {
+        Sig::parse(text)?.ending()
+    }
+}
+
+impl From<Signal> for Sig {
+    fn from(s: Signal) -> Sig {
+        Sig::of(s)
+    }
+}
+
+impl fmt::Display for Sig {
+    /// `SIGTERM`, `SIGRTMIN`, `SIGRTMIN+3`; `32` for a number without a name.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(s) = self.nix() {
+            return f.write_str(s.as_str());
+        }
+        let min = libc::SIGRTMIN();
+        match self.0 - min {
+            0 => f.write_str("SIGRTMIN"),
+            n if n > 0 => write!(f, "SIGRTMIN+{n}"),
+            _ => write!(f, "{}", self.0),
+        }
+    }
+}
+
+impl FromStr for Sig {
+    type Err = SignalError;
+    fn from_str(s: &str) -> Result<Sig, SignalError> {
+        Sig::parse(s)
+    }
+}
+
+impl Serialize for Sig {
+    /// The `Display` form, a string.
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Sig {
+    /// A name or a number, as a string or a JSON/TOML integer.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Sig, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Form {
+            Num(i64),
+            Text(String),
+        }
+        match Form::deserialize(d)
+            .map_err(|_| de::Error::custom("expected a signal name such as \"TERM\" or a number"))?
+        {
+            Form::Num(n) => Sig::parse(&n.to_string()).map_err(de::Error::custom),
+            Form::Text(s) => Sig::parse(&s).map_err(de::Error::custom),
+        }
+    }
+}
+
+/// serde for a signal kept as its raw number (`#[serde(with = "crate::signal::number_as_name")]`):
+/// written as [`Sig`]'s name, read from a name or a number. A number that names no signal is
+/// written as the number.
+pub mod number_as_name {
+    use super::Sig;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(n: &i32, s: S) -> Result<S::Ok, S::Error> {
+        match Sig::new(*n) {
+            Some(sig) => s.collect_str(&sig),
+            None => s.serialize_i32(*n),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<i32, D::Error> {
+        Sig::deserialize(d).map(Sig::number)
+    }
+}
+
+/// The name of signal number `n` ([`Sig`]'s `Display`), or `signal N` when no signal has that
+/// number.
+pub fn name(n: i32) -> String {
+    match Sig::new(n) {
+        Some(s) => s.to_string(),
+        None => format!("signal {n}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_form_reads() {
+        for (text, want) in [
+            ("TERM", libc::SIGTERM),
+            ("SIGTERM", libc::SIGTERM),
+            ("sigterm", libc::SIGTERM),
+            ("SigHup", libc::SIGHUP),
+            (" 15 ", libc::SIGTERM),
+            ("STOP", libc::SIGSTOP),
+            ("iot", libc::SIGABRT),
+            ("SIGPOLL", libc::SIGIO),
+            ("RTMIN", libc::SIGRTMIN()),
+            ("RTMIN+2", libc::SIGRTMIN() + 2),
+            ("sigrtmax-1", libc::SIGRTMAX() - 1),
+            ("RTMAX", libc::SIGRTMAX()),
+            ("32", 32),
+        ] {
+            assert_eq!(Sig::parse(text).map(Sig::number), Ok(want), "{text:?}");
+        }
+        assert_eq!(
+            Sig::parse(&format!("RTMIN+{}", libc::SIGRTMAX() - libc::SIGRTMIN())),
+            Ok(Sig(libc::SIGRTMAX()))
+        );
+    }
+
+    #[test]
+    fn errors_say_what_is_wrong() {
+        for (text, why) in [
+            ("", "unknown signal \"\""),
+            (
+                "BOGUS",
+                "unknown signal \"BOGUS\": expected a name such as TERM",
+            ),
+            ("SIG", "unknown signal"),
+            ("0", "not a signal number"),
+            ("65", "not a signal number"),
+            ("99999999999", "not a signal number"),
+            ("-1", "unknown signal"),
+            ("RTMIN+2147483647", "expected RTMIN+N or RTMAX-N"),
+            ("RTMIN+-5", "expected RTMIN+N"),
+            ("RTMIN+", "expected RTMIN+N"),
+            ("RTMIN++5", "expected RTMIN+N"),
+            ("RTMAX-", "expected RTMIN+N or RTMAX-N"),
+            ("RTMAX-99", "expected RTMIN+N or RTMAX-N"),
+            ("RTMAX+1", "expected RTMIN+N or RTMAX-N"),
+        ] {
+            let e = Sig::parse(text).unwrap_err().to_string();
+            assert!(e.contains(why), "{text:?} gave {e:?}, wanted {why:?}");
+        }
+    }
+
+    #[test]
+    fn one_spelling_that_reads_back() {
+        for n in 1..=Sig::max() {
+            let s = Sig::new(n).unwrap();
+            let text = s.to_string();
+            assert_eq!(Sig::parse(&text), Ok(s), "{text}");
+            assert_eq!(
+                serde_json::from_str::<Sig>(&serde_json::to_string(&s).unwrap()).unwrap(),
+                s
+            );
+            if n < libc::SIGRTMIN() && !matches!(n, 32 | 33) {
+                assert!(text.starts_with("SIG"), "{text}");
+            }
+        }
+        assert_eq!(Sig::TERM.to_string(), "SIGTERM");
+        assert_eq!(Sig(libc::SIGRTMIN()).to_string(), "SIGRTMIN");
+        assert_eq!(Sig(libc::SIGRTMIN() + 2).to_string(), "SIGRTMIN+2");
+        assert_eq!(serde_json::to_string(&Sig::KILL).unwrap(), "\"SIGKILL\"");
+        assert_eq!(serde_json::from_str::<Sig>("9").unwrap(), Sig::KILL);
+        assert!(serde_json::from_str::<Sig>("0").is_err());
+        assert_eq!(name(99), "signal 99");
+        assert_eq!(Sig::standard().count(), 31);
+    }
+
+    #[test]
+    fn only_signals_that_end_a_process_can_be_parent_death_signals() {
+        for s in [
+            Signal::SIGSTOP,
+            Signal::SIGTSTP,
+            Signal::SIGTTIN,
+            Signal::SIGTTOU,
+        ] {
+            let e = Sig::of(s).ending().unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("{s} cannot be a parent-death")),
+                "{e}"
+            );
+            assert!(e.contains("stops"), "{e}");
+            assert!(Sig::of(s).stops());
+        }
+        for s in [
+            Signal::SIGCHLD,
+            Signal::SIGCONT,
+            Signal::SIGURG,
+            Signal::SIGWINCH,
+        ] {
+            let e = Sig::of(s).ending().unwrap_err().to_string();
+            assert!(e.contains("ignored by default"), "{e}");
+            assert!(!Sig::of(s).stops());
+        }
+        for n in [
+            libc::SIGKILL,
+            libc::SIGTERM,
+            libc::SIGHUP,
+            libc::SIGINT,
+            libc::SIGUSR1,
+            libc::SIGQUIT,
+            libc::SIGRTMIN(),
+            libc::SIGRTMAX(),
+        ] {
+            assert!(Sig(n).ending().is_ok(), "{}", Sig(n));
+        }
+        assert!(Sig::parse_ending("STOP").is_err());
+        assert_eq!(Sig::parse_ending("hup"), Ok(Sig::HUP));
+    }
+}
