@@ -31,7 +31,7 @@ use crate::identity::Identity;
 use crate::lifeline::{Lifeline, pidfd_open};
 use crate::policy::{self, Policy, Reaction};
 use crate::procstat::StatFields;
-use crate::spawner::{CredentialError, Credentials, LaunchSpec, SpawnError, Spawner};
+use crate::spawner::{CredentialError, Credentials, ExecSignals, LaunchSpec, SpawnError, Spawner};
 
 /// The options of `foster exec`, already parsed.
 #[derive(Debug, Clone, Default)]
@@ -284,10 +284,6 @@ pub fn run(o: &ExecOptions) -> Result<i32, ExecError> {
                 None => std::env::remove_var(k),
             }
         }
-        // Rust starts with SIGPIPE ignored, and exec keeps "ignore": give the program default.
-        if exp.policy.signal != libc::SIGPIPE {
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-        }
     }
     let path = CString::new(resolved.as_os_str().as_bytes())
         .map_err(|_| err(EXIT_NOT_FOUND, "program path contains a NUL byte"))?;
@@ -300,8 +296,14 @@ pub fn run(o: &ExecOptions) -> Result<i32, ExecError> {
     }
     let mut ptrs: Vec<_> = argv.iter().map(|a| a.as_ptr()).collect();
     ptrs.push(std::ptr::null());
-    // SAFETY: NUL-terminated argv; environ is the process's.
-    unsafe { libc::execv(path.as_ptr(), ptrs.as_ptr()) };
+    // The program gets the signal state foster exec was started with (Rust's runtime ignores
+    // SIGPIPE, and exec keeps "ignore"), the armed signal neither blocked nor ignored.
+    let signals = ExecSignals::inherited().without(exp.policy.signal);
+    // SAFETY: single-threaded, just before exec; NUL-terminated argv, environ is the process's.
+    unsafe {
+        signals.apply();
+        libc::execv(path.as_ptr(), ptrs.as_ptr())
+    };
     let e = io::Error::last_os_error();
     let status = if e.raw_os_error() == Some(libc::ENOENT) {
         EXIT_NOT_FOUND

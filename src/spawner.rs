@@ -17,8 +17,10 @@
 //! caught signal handlers to default, applies stdio, credentials (group list, gid, uid, in that
 //! order, resolved from the user database before fork: [`Credentials`]) and the working
 //! directory, then runs the gate (**after** the credential change, since
-//! that change would clear the parent-death setting), then `execve`. Only raw syscalls run in the
-//! child: nothing allocates, nothing locks.
+//! that change would clear the parent-death setting), then sets the signal state it execs with
+//! ([`ExecSignals`]: by default the one this process was started with, so nothing foster
+//! changed for itself, such as the SIGPIPE Rust's runtime ignores, reaches the program), then
+//! `execve`. Only raw syscalls run in the child: nothing allocates, nothing locks.
 //!
 //! Why not `std::process::Command` with `pre_exec`: when exec or a `pre_exec` hook fails, std
 //! waits for the failed child itself and panics if that wait finds no child. With a reaper that
@@ -41,6 +43,7 @@ use crate::gate::{
     IdentitySlot, SignalSetup, TargetError, Trace,
 };
 use crate::identity::Identity;
+use crate::init::signals::{Inherited, SigBits};
 use crate::lifeline::pidfd_open;
 use crate::policy::{ENV_PARENT, Policy};
 
@@ -80,21 +83,64 @@ pub struct LaunchSpec {
     pub new_process_group: bool,
     /// Then make that group the foreground group of this terminal (`tcsetpgrp`).
     pub foreground_tty: Option<RawFd>,
-    /// The signal state the child execs with, applied after the gate; `None`: the gate's
-    /// (empty mask, this process's dispositions with caught handlers reset).
+    /// The signal state the child execs with, applied after the gate, just before `execve`;
+    /// `None`: [`ExecSignals::inherited`], the state this process was started with (so what
+    /// foster itself changed, SIGPIPE that Rust's runtime ignores, its blocked signals, its
+    /// handlers, is not passed on, and what its caller set is).
     pub exec_signals: Option<ExecSignals>,
 }
 
 /// A signal state to exec with (bit `n - 1` for signal `n`, signals 1..=64, the layout of
-/// `SigBlk`/`SigIgn` in `/proc/<pid>/status`): a container init passes on what it inherited.
-/// The policy's signal of a gated launch is taken out of both sets, or it would be armed in
-/// name only.
+/// `SigBlk`/`SigIgn` in `/proc/<pid>/status`): every disposition "ignore" or "default" (no
+/// handler of the launcher survives), and the mask. The policy's signal of a gated launch is
+/// taken out of both sets, or it would be armed in name only.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ExecSignals {
     /// Blocked signals.
     pub mask: u64,
     /// Signals whose disposition is "ignore"; every other one gets the default.
     pub ignored: u64,
+}
+
+impl ExecSignals {
+    /// The signal state this process was started with, recorded before `main` (before Rust's
+    /// runtime ignores SIGPIPE; see [`crate::init::signals::Inherited`]): what a program
+    /// launched by foster gets unless its launcher says otherwise (tini's rule: what the user
+    /// set is kept, what foster changed is not).
+    pub fn inherited() -> ExecSignals {
+        let i = Inherited::get();
+        ExecSignals {
+            mask: i.mask.0,
+            ignored: i.ignored.0,
+        }
+    }
+
+    /// The state with `sig` neither blocked nor ignored (a policy's signal).
+    pub fn without(self, sig: i32) -> ExecSignals {
+        if !(1..=64).contains(&sig) {
+            return self;
+        }
+        let bit = 1u64 << (sig - 1);
+        ExecSignals {
+            mask: self.mask & !bit,
+            ignored: self.ignored & !bit,
+        }
+    }
+
+    /// Sets every disposition to "ignore" or "default", then the mask. Async-signal-safe and
+    /// allocation-free. Returns false when the mask could not be set.
+    ///
+    /// # Safety
+    /// Only in a process about to exec with a single thread (a fresh child, `foster exec`):
+    /// dispositions are process-wide, the mask is the calling thread's.
+    pub unsafe fn apply(&self) -> bool {
+        let state = Inherited {
+            mask: SigBits(self.mask),
+            ignored: SigBits(self.ignored),
+        };
+        // SAFETY: the caller's contract is apply_in_child's.
+        unsafe { state.apply_in_child() }
+    }
 }
 
 impl LaunchSpec {
@@ -521,7 +567,7 @@ struct Prepared {
     gated: bool,
     new_process_group: bool,
     foreground_tty: RawFd,
-    exec_signals: Option<ExecSignals>,
+    exec_signals: ExecSignals,
 }
 
 fn prepare(
@@ -636,14 +682,14 @@ fn prepare(
         gated: spec.gated,
         new_process_group: spec.new_process_group || spec.foreground_tty.is_some(),
         foreground_tty: spec.foreground_tty.unwrap_or(-1),
-        exec_signals: spec.exec_signals.map(|mut e| {
-            if spec.gated && (1..=64).contains(&spec.policy.signal) {
-                let bit = 1u64 << (spec.policy.signal - 1);
-                e.mask &= !bit;
-                e.ignored &= !bit;
+        exec_signals: {
+            let e = spec.exec_signals.unwrap_or_else(ExecSignals::inherited);
+            if spec.gated {
+                e.without(spec.policy.signal)
+            } else {
+                e
             }
-            e
-        }),
+        },
     })
 }
 
@@ -709,33 +755,9 @@ unsafe fn child(p: &mut Prepared, report_fd: RawFd) -> ! {
                 fail(R_GATE, k, v, stop.exit_status());
             }
         }
-        if let Some(e) = p.exec_signals {
-            for sig in 1..=64 {
-                if sig == libc::SIGKILL || sig == libc::SIGSTOP || sig == 32 || sig == 33 {
-                    continue;
-                }
-                let mut act: libc::sigaction = std::mem::zeroed();
-                act.sa_sigaction = if e.ignored & (1u64 << (sig - 1)) != 0 {
-                    libc::SIG_IGN
-                } else {
-                    libc::SIG_DFL
-                };
-                libc::sigaction(sig, &act, std::ptr::null_mut());
-            }
-            let mut mask: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut mask);
-            for sig in 1..=64 {
-                if e.mask & (1u64 << (sig - 1)) != 0 {
-                    libc::sigaddset(&mut mask, sig);
-                }
-            }
-            libc::sigprocmask(libc::SIG_SETMASK, &mask, std::ptr::null_mut());
-        } else if !p.gated {
-            // What the gate would have done: an empty mask (every signal is blocked here).
-            let mut empty: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut empty);
-            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-        }
+        // The signal state to exec with, last: until here every signal but the armed one is
+        // blocked (since the clone), so one that arrives meanwhile stays pending for the program.
+        p.exec_signals.apply();
         libc::execve(p.path.as_ptr(), p.argv_ptrs.as_ptr(), p.envp.as_ptr());
         let e = last_errno();
         let status = if e == libc::ENOENT {

@@ -68,8 +68,9 @@ impl Trace {
 /// How the gate sets up the signal path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SignalSetup {
-    /// Before exec: the whole signal mask emptied (a launcher's mask is inherited otherwise) and
-    /// the signal's disposition reset to default, since exec keeps "ignore" but drops handlers.
+    /// Before exec: the signal unblocked (the rest of the mask is the launcher's to set: the
+    /// spawner sets the program's whole signal state after the gate) and its disposition reset
+    /// to default, since exec keeps "ignore" but drops handlers.
     ExecDefault,
     /// In-process (the in-process gate, `foster exec --watch`): the caller's mask is left as it
     /// is, whatever the reaction. The caller has blocked the signal and consumes it
@@ -169,10 +170,11 @@ impl GatePlan {
         // Step 2: the signal path.
         // SAFETY: sigemptyset/sigprocmask/sigaction on stack values: async-signal-safe.
         unsafe {
-            if self.setup == SignalSetup::ExecDefault {
-                let mut empty: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut empty);
-                if libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) != 0 {
+            if self.setup == SignalSetup::ExecDefault && (1..=policy::max_signal()).contains(&sig) {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, sig);
+                if libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) != 0 {
                     return Err(GateStop::SignalPathFailed { errno: errno() });
                 }
             }

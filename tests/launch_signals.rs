@@ -1,0 +1,269 @@
+//! The signal state a program launched by foster starts with, on every launch path: `foster
+//! exec`, `foster exec --watch`, `foster run`, `foster init` and `foster demo`. What foster
+//! changed for itself is not passed on (the SIGPIPE that Rust's runtime ignores, the signals
+//! foster blocks to read them from a signalfd, its handlers); what foster's caller set is kept
+//! (tini's rule), except that `foster run` gives its helpers an empty mask and that a gated
+//! program's parent-death signal is neither blocked nor ignored. Read from the launched
+//! program's own `/proc/PID/status` (`SigBlk`, `SigIgn`); `docs/signals.md` is the same table.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::{Dir, sigbit, status_sigset};
+use foster::identity::Identity;
+
+const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// The launched program: it prints its own mask and ignored set.
+const PROBE: [&str; 4] = ["/bin/grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status"];
+
+/// What the test's caller state is: SIGWINCH blocked (a signal no path forwards or handles)
+/// and SIGUSR2 ignored; with `pipe`, SIGPIPE ignored too (as a user may, and foster's runtime
+/// does for itself).
+#[derive(Clone, Copy)]
+struct Caller {
+    pipe: bool,
+}
+
+impl Caller {
+    fn mask(self) -> u64 {
+        sigbit(libc::SIGWINCH)
+    }
+
+    /// The ignored set foster starts with: this test's own (a Command child inherits it) less
+    /// the SIGPIPE its runtime ignores (a Command resets it), plus what the caller ignores.
+    fn ignored(self) -> u64 {
+        let mine = std::fs::read_to_string("/proc/self/status").unwrap();
+        let pipe = if self.pipe { sigbit(libc::SIGPIPE) } else { 0 };
+        (status_sigset(&mine, "SigIgn:") & !sigbit(libc::SIGPIPE)) | sigbit(libc::SIGUSR2) | pipe
+    }
+
+    /// `cmd` started in this state.
+    fn apply(self, cmd: &mut Command) {
+        let pipe = self.pipe;
+        // SAFETY: sigprocmask and signal with stack values, between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, libc::SIGWINCH);
+                libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+                libc::signal(libc::SIGUSR2, libc::SIG_IGN);
+                if pipe {
+                    libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+                }
+                Ok(())
+            });
+        }
+    }
+}
+
+/// (SigBlk, SigIgn) of the probe's output.
+fn probe_state(out: &str) -> (u64, u64) {
+    (status_sigset(out, "SigBlk:"), status_sigset(out, "SigIgn:"))
+}
+
+/// foster with `args` then the probe, in the caller's state, expecting this test process as
+/// the parent; the probe's state.
+fn probe_through(args: &[&str], caller: Caller) -> (u64, u64) {
+    let mut cmd = Command::new(FOSTER);
+    cmd.args(args)
+        .arg("--")
+        .args(PROBE)
+        .env("FOSTER_PARENT", Identity::current().unwrap().to_string())
+        .env_remove("FOSTER_POLICY")
+        .env_remove("FOSTER_GATED")
+        .stdin(Stdio::null());
+    caller.apply(&mut cmd);
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{args:?}: {out:?}");
+    probe_state(&String::from_utf8_lossy(&out.stdout))
+}
+
+fn check(path: &str, caller: Caller, got: (u64, u64), mask: u64) {
+    let want = (mask, caller.ignored());
+    assert_eq!(
+        got, want,
+        "{path} (caller's SIGPIPE ignored: {}): program's SigBlk {:#x}, SigIgn {:#x}; expected \
+         {:#x}, {:#x}",
+        caller.pipe, got.0, got.1, want.0, want.1
+    );
+}
+
+/// `foster exec`: in the caller's place, so the program gets the caller's state; foster exec
+/// used to empty the mask and set SIGPIPE to default even when the caller ignored it.
+#[test]
+fn exec_passes_on_the_callers_state() {
+    for pipe in [false, true] {
+        let caller = Caller { pipe };
+        check(
+            "exec",
+            caller,
+            probe_through(&["exec"], caller),
+            caller.mask(),
+        );
+    }
+}
+
+/// `foster exec --watch`: the program's parent is the watcher, whose own blocked signals and
+/// the SIGPIPE its runtime ignores were passed on (`SigIgn: 0x1000`).
+#[test]
+fn exec_watch_passes_on_the_callers_state_not_the_watchers() {
+    for pipe in [false, true] {
+        let caller = Caller { pipe };
+        let got = probe_through(&["exec", "--watch"], caller);
+        check("exec --watch", caller, got, caller.mask());
+    }
+}
+
+/// `foster init` (a verification: init restores what it inherited).
+#[test]
+fn init_passes_on_the_callers_state() {
+    for pipe in [false, true] {
+        let caller = Caller { pipe };
+        check(
+            "init",
+            caller,
+            probe_through(&["init"], caller),
+            caller.mask(),
+        );
+    }
+}
+
+/// `foster run` (a verification): helpers get an empty mask and the dispositions foster was
+/// started with.
+#[test]
+fn run_helpers_get_an_empty_mask_and_the_callers_dispositions() {
+    let d = Dir::new("launchsig", "run");
+    let cfg = d.file(
+        "c.toml",
+        &format!(
+            "[[helper]]\nname = \"probe\"\ncommand = {:?}\n",
+            PROBE.to_vec()
+        ),
+    );
+    for pipe in [false, true] {
+        let caller = Caller { pipe };
+        let mut cmd = Command::new(FOSTER);
+        cmd.args(["run", "--no-socket"])
+            .arg(&cfg)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        caller.apply(&mut cmd);
+        let mut f = cmd.spawn().unwrap();
+        // The probe's two lines, then an orderly shutdown.
+        let mut out = BufReader::new(f.stdout.take().unwrap());
+        let mut text = String::new();
+        for _ in 0..2 {
+            out.read_line(&mut text).unwrap();
+        }
+        // SAFETY: a signal to our own child.
+        unsafe { libc::kill(f.id() as i32, libc::SIGTERM) };
+        assert_eq!(f.wait().unwrap().code(), Some(0));
+        check("run", caller, probe_state(&text), 0);
+    }
+}
+
+/// Live (non-zombie) processes whose environment carries `FOSTER_DEMO=<demo>`, with their
+/// name.
+fn demo_processes(demo: u32) -> Vec<(i32, String)> {
+    let marker = format!("FOSTER_DEMO={demo}");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if env.split(|&b| b == 0).any(|v| v == marker.as_bytes())
+            && let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        {
+            out.push((pid, comm.trim().to_string()));
+        }
+    }
+    out
+}
+
+/// `foster demo`: it launches `foster run` through the spawner, which passed on the SIGPIPE
+/// the demo's runtime ignores; `foster run` took it for its caller's and gave it to every
+/// helper. The demo's helper shells must have the caller's dispositions.
+#[test]
+fn demo_helpers_get_the_callers_dispositions() {
+    let d = Dir::new("launchsig", "demo");
+    let caller = Caller { pipe: false };
+    let mut cmd = Command::new(FOSTER);
+    cmd.args(["demo", "--json", "--socket"])
+        .arg(d.path("demo.sock"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    caller.apply(&mut cmd);
+    struct Demo(Child);
+    impl Drop for Demo {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut demo = Demo(cmd.spawn().unwrap());
+    let pid = demo.0.id();
+    let (tx, rx) = mpsc::channel::<serde_json::Value>();
+    let out = demo.0.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines() {
+            let Ok(l) = l else { break };
+            if tx.send(serde_json::from_str(&l).unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    // Every helper launched (each has exec'd when its launch is reported).
+    let mut launched = std::collections::HashSet::new();
+    let t = Instant::now();
+    while launched.len() < 4 {
+        let v = rx
+            .recv_timeout(LIMIT.saturating_sub(t.elapsed()))
+            .expect("the demo's events");
+        if v["event"]["event"] == "launch" {
+            launched.insert(v["event"]["helper"].as_str().unwrap().to_string());
+        }
+    }
+    let shells: Vec<(i32, u64)> = demo_processes(pid)
+        .into_iter()
+        .filter(|(_, comm)| comm == "sh")
+        .filter_map(|(p, _)| {
+            let status = std::fs::read_to_string(format!("/proc/{p}/status")).ok()?;
+            Some((p, status_sigset(&status, "SigIgn:")))
+        })
+        .collect();
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let status = demo.0.wait().unwrap();
+    let t = Instant::now();
+    loop {
+        let left = demo_processes(pid);
+        if left.is_empty() {
+            break;
+        }
+        assert!(t.elapsed() < LIMIT, "demo processes left: {left:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert!(shells.len() >= 3, "the demo's helper shells: {shells:?}");
+    for (p, ignored) in shells {
+        assert_eq!(
+            ignored & (sigbit(libc::SIGPIPE) | sigbit(libc::SIGUSR2)),
+            sigbit(libc::SIGUSR2),
+            "demo shell {p}: SigIgn {ignored:#x}: SIGPIPE must be at its default, SIGUSR2 \
+             ignored as the caller had it"
+        );
+    }
+}
