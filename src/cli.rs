@@ -105,8 +105,8 @@ pub struct ExecArgs {
     /// This generation's reaction: exit, notify or kill.
     #[arg(long)]
     pub reaction: Option<crate::policy::Reaction>,
-    /// This generation's grace period (500ms, 5s, 2m).
-    #[arg(long, value_parser = crate::policy::parse_grace)]
+    /// This generation's grace period (500ms, 1.5s, 2m, or seconds alone; at least 1ms).
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse)]
     pub grace: Option<std::time::Duration>,
     /// The policy chain PROGRAM's children get (exported as FOSTER_POLICY).
     #[arg(long, value_name = "CHAIN")]
@@ -205,7 +205,7 @@ pub struct InitArgs {
     pub wait_all: bool,
     /// The grace of --wait-all between SIGTERM and SIGKILL (`500ms`, `5s`, `2m`, seconds).
     #[arg(long, value_name = "DURATION", env = "FOSTER_GRACE", default_value = "5s",
-          value_parser = parse_duration)]
+          value_parser = crate::duration::parse)]
     pub grace: std::time::Duration,
     /// Arm foster's own parent-death signal (checked against FOSTER_PARENT, or the parent
     /// foster started with).
@@ -239,28 +239,6 @@ fn parse_subreaper(s: &str) -> Result<crate::init::role::SubreaperWish, String> 
         "0" | "off" | "no" | "false" => Ok(SubreaperWish::Off),
         _ => Err(format!("{s:?}: expected auto, or 0/off")),
     }
-}
-
-/// Parses `500ms`, `5s`, `2m` or a plain number of seconds.
-pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    let t = s.trim();
-    let (num, unit) = match t.find(|c: char| !c.is_ascii_digit() && c != '.') {
-        Some(i) => (&t[..i], &t[i..]),
-        None => (t, "s"),
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?}: expected a duration like 500ms, 5s or 2m"))?;
-    let secs = match unit {
-        "ms" => v / 1000.0,
-        "s" => v,
-        "m" => v * 60.0,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?} (ms, s or m)")),
-    };
-    if !secs.is_finite() || !(0.0..=86_400.0).contains(&secs) {
-        return Err(format!("{s:?}: out of range"));
-    }
-    Ok(std::time::Duration::from_secs_f64(secs))
 }
 
 #[derive(Debug, Args)]

@@ -29,9 +29,10 @@ use crate::signal::Sig;
 /// on longer, is an error (the bound is applied while reading, whatever the file claims).
 pub const MAX_CONFIG_BYTES: u64 = 16 * 1024 * 1024;
 
-/// The shortest duration a configuration may give (a grace, a delay): 1 ms. Shorter ones,
-/// `"0.0000000001s"` as much as `"0s"`, are errors rather than rounded to zero.
-pub const MIN_DURATION: Duration = Duration::from_millis(1);
+/// The shortest duration a configuration may give (a grace, a delay): 1 ms
+/// ([`crate::duration::MIN`]). Shorter ones, `"0.0000000001s"` as much as `"0s"`, are errors
+/// rather than rounded to zero.
+pub const MIN_DURATION: Duration = crate::duration::MIN;
 
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
@@ -489,52 +490,18 @@ pub fn parse_id(kind: &str, text: &str) -> Result<String, String> {
     }
 }
 
-/// A duration of at least [`MIN_DURATION`], written `"250ms"`, `"5s"`, `"1.5s"`, `"2m"`, `"1h"`.
+/// A duration of at least [`MIN_DURATION`], written `"250ms"`, `"5s"`, `"1.5s"`, `"2m"`, `"1h"`
+/// ([`crate::duration`]'s grammar). A bare TOML number is refused: `grace = 500` could mean
+/// seconds or milliseconds, so a configuration writes the unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct PositiveDuration(pub Duration);
 
 impl PositiveDuration {
-    /// Parses the text forms above; the error says what was expected.
+    /// Parses the grammar of [`crate::duration`]; the error says what was expected.
     pub fn parse(text: &str) -> Result<PositiveDuration, String> {
-        let t = text.trim();
-        let expected = "expected a positive duration with a unit: \"250ms\", \"5s\", \"1.5s\", \
-                        \"2m\" or \"1h\"";
-        if t.starts_with('-') {
-            return Err(format!("negative duration {text:?}: {expected}"));
-        }
-        let split = t
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(t.len());
-        let (num, unit) = t.split_at(split);
-        let value: f64 = num
-            .parse()
-            .map_err(|_| format!("duration {text:?} has no number: {expected}"))?;
-        let scale = match unit.trim() {
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" | "min" => 60.0,
-            "h" => 3600.0,
-            "" => return Err(format!("duration {text:?} has no unit: {expected}")),
-            u => {
-                return Err(format!(
-                    "duration {text:?} has an unknown unit {u:?}: {expected}"
-                ));
-            }
-        };
-        let secs = value * scale;
-        if secs <= 0.0 {
-            return Err(format!("zero duration {text:?}: {expected}"));
-        }
-        if !secs.is_finite() || secs > 1e9 {
-            return Err(format!("duration {text:?} is too long: {expected}"));
-        }
-        let d = Duration::from_secs_f64(secs);
-        if d < MIN_DURATION {
-            return Err(format!(
-                "duration {text:?} is shorter than 1ms, the shortest foster accepts: {expected}"
-            ));
-        }
-        Ok(PositiveDuration(d))
+        crate::duration::parse(text)
+            .map(PositiveDuration)
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -1272,10 +1239,9 @@ mod tests {
                 .unwrap_err()
                 .contains("negative")
         );
-        assert!(
-            PositiveDuration::parse("5")
-                .unwrap_err()
-                .contains("no unit")
+        assert_eq!(
+            PositiveDuration::parse("5").unwrap().0,
+            Duration::from_secs(5)
         );
         assert!(
             PositiveDuration::parse("5 weeks")

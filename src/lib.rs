@@ -48,6 +48,7 @@ pub mod config;
 pub mod contain;
 pub mod control;
 pub mod demo;
+pub mod duration;
 pub mod event;
 pub mod gate;
 pub mod identity;

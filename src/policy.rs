@@ -14,7 +14,8 @@
 //!   - `REACTION`: `exit` (bounded cleanup, then exit within the grace), `notify` (close
 //!     admission, hand the event to the program's event loop) or `kill` (SIGKILL: nothing to
 //!     handle; the signal must then be `KILL` or left out);
-//!   - `GRACE`: `500ms`, `5s`, `2m`, or a plain number of seconds.
+//!   - `GRACE`: a duration of [`crate::duration`]'s grammar: `500ms`, `1.5s`, `2m`, or a plain
+//!     number of seconds; at least 1 ms.
 //!
 //!   Defaults: reaction `exit` (`kill` for `KILL`), grace `5s`. Examples: `TERM`,
 //!   `TERM:exit:10s;KILL`, `USR1:notify:2s;TERM:exit:1s`.
@@ -135,35 +136,6 @@ pub fn signal_name(sig: i32) -> String {
     n.strip_prefix("SIG").map_or(n.clone(), str::to_string)
 }
 
-/// Parses a grace period: `500ms`, `5s`, `2m`, or a plain number of seconds.
-pub fn parse_grace(s: &str) -> Result<Duration, PolicyError> {
-    let bad = |why: &str| PolicyError(format!("grace {s:?}: {why}"));
-    let t = s.trim();
-    let (num, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
-        Some(i) => t.split_at(i),
-        None => (t, "s"),
-    };
-    if num.is_empty() {
-        return Err(bad("expected a number followed by ms, s or m"));
-    }
-    let n: u64 = num.parse().map_err(|_| bad("number out of range"))?;
-    let d = match unit {
-        "ms" => Duration::from_millis(n),
-        "s" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n.checked_mul(60).ok_or_else(|| bad("out of range"))?),
-        _ => return Err(bad("unknown unit (expected ms, s or m)")),
-    };
-    Ok(d)
-}
-
-fn format_grace(d: Duration) -> String {
-    if d.subsec_millis() != 0 || d.as_secs() == 0 && !d.is_zero() {
-        format!("{}ms", d.as_millis())
-    } else {
-        format!("{}s", d.as_secs())
-    }
-}
-
 impl Policy {
     /// A policy with `signal` and `reaction`, the default grace and no next generation, or
     /// the error of [`Policy::validate`] when they are inconsistent.
@@ -232,7 +204,7 @@ impl Policy {
             "{}:{}:{}",
             crate::signal::name(self.signal),
             self.reaction,
-            format_grace(self.grace)
+            crate::duration::Text(self.grace)
         )
     }
 }
@@ -280,9 +252,8 @@ fn parse_generation(text: &str, index: usize) -> Result<Policy, PolicyError> {
         Reaction::Exit
     });
     let grace = grace_text
-        .map(parse_grace)
-        .transpose()
-        .map_err(ctx)?
+        .map(|g| crate::duration::parse(g).map_err(|e| ctx(PolicyError(e.to_string()))))
+        .transpose()?
         .unwrap_or(DEFAULT_GRACE);
     let p = Policy {
         signal,
@@ -376,7 +347,10 @@ mod tests {
         assert_eq!(rt.signal, libc::SIGRTMIN() + 2);
         assert_eq!(rt.grace, Duration::from_secs(1));
         assert_eq!(rt.generation_text(), "SIGRTMIN+2:notify:1s");
-        assert_eq!(parse_grace("2m").unwrap(), Duration::from_secs(120));
+        let p: Policy = "TERM:exit:1.5s;HUP:notify:2m".parse().unwrap();
+        assert_eq!(p.grace, Duration::from_millis(1500));
+        assert_eq!(p.next.as_ref().unwrap().grace, Duration::from_secs(120));
+        assert_eq!(p.to_string(), "SIGTERM:exit:1.5s;SIGHUP:notify:120s");
     }
 
     #[test]
@@ -391,7 +365,8 @@ mod tests {
             ("CHLD", "SIGCHLD cannot be a parent-death or orphan signal"),
             ("TERM:kill", "reaction kill is delivered as SIGKILL"),
             ("KILL:exit", "SIGKILL cannot be handled"),
-            ("TERM:exit:5h", "unknown unit"),
+            ("TERM:exit:5d", "unknown unit"),
+            ("TERM:exit:0s", "zero duration"),
             ("TERM:exit:5s:x", "expected SIGNAL[:REACTION[:GRACE]]"),
             ("TERM;", "generation 2"),
             ("TERM;HUP:nope", "generation 2 (\"HUP:nope\")"),

@@ -116,6 +116,86 @@ fn bad_policy_is_a_usage_error_naming_the_generation() {
     );
 }
 
+/// One duration grammar: what a configuration accepts, `foster exec --grace`, a policy's grace and
+/// `foster init --grace` accept too, and what one refuses (under 1 ms, no number, an unknown
+/// unit) they all refuse as usage errors.
+#[test]
+fn exec_takes_the_grace_forms_a_configuration_takes() {
+    for (grace, written) in [
+        ("1.5s", "1.5s"),
+        ("250ms", "250ms"),
+        ("2m", "120s"),
+        ("1h", "3600s"),
+        ("3", "3s"),
+    ] {
+        let o = sh(&format!(
+            r#"FOSTER_PARENT=$("$F" identity $$) "$F" exec --grace {grace} --policy 'TERM;HUP:exit:{grace}' -- /bin/sh -c 'echo "env $FOSTER_POLICY $FOSTER_GATED"'; echo "status $?""#
+        ));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains("status 0"), "{grace}: {o:?}");
+        let line = out.lines().find(|l| l.starts_with("env ")).unwrap();
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(parts[1], format!("SIGHUP:exit:{written}"), "{line}");
+        assert!(
+            parts[2].ends_with(&format!(";SIGTERM:exit:{written};SIGHUP:exit:{written}")),
+            "{line}"
+        );
+        let d = common::Dir::new("exec", "grace");
+        let cfg = d.file(
+            "a.toml",
+            &format!("[[helper]]\nname = \"a\"\ncommand = [\"true\"]\nstop_grace = \"{grace}\"\n"),
+        );
+        let o = Command::new(FOSTER)
+            .args(["run", "--check"])
+            .arg(&cfg)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "config {grace}: {o:?}");
+    }
+    for (grace, why) in [
+        ("0.5ms", "shorter than 1ms"),
+        ("0s", "zero duration"),
+        ("5d", "unknown unit \"d\""),
+        ("s", "has no number"),
+    ] {
+        for args in [
+            vec!["exec", "--grace", grace, "--", "true"],
+            vec![
+                "exec",
+                "--policy",
+                &format!("TERM:exit:{grace}"),
+                "--",
+                "true",
+            ],
+            vec!["init", "--wait-all", "--grace", grace, "--", "true"],
+        ] {
+            let o = Command::new(FOSTER)
+                .args(&args)
+                .env_remove("FOSTER_PARENT")
+                .env_remove("FOSTER_POLICY")
+                .env_remove("FOSTER_GRACE")
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+            assert!(err.contains(why), "{args:?}: {err}");
+        }
+        let d = common::Dir::new("exec", "badgrace");
+        let cfg = d.file(
+            "a.toml",
+            &format!("[[helper]]\nname = \"a\"\ncommand = [\"true\"]\nstop_grace = \"{grace}\"\n"),
+        );
+        let o = Command::new(FOSTER)
+            .args(["run", "--check"])
+            .arg(&cfg)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "config {grace}: {err}");
+        assert!(err.contains(why), "config {grace}: {err}");
+    }
+}
+
 #[test]
 fn a_parent_death_signal_that_does_not_end_a_process_is_a_usage_error() {
     // CHLD, WINCH, CONT and URG are ignored by default and STOP/TSTP stop: as a parent-death

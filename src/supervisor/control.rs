@@ -215,8 +215,9 @@ impl Supervisor {
                     "restart",
                     format!(
                         "sent {} to helper {name:?} ({id}); it is launched again when it ends \
-                         (SIGKILL after {grace:?})",
-                        signal_name(sig)
+                         (SIGKILL after {})",
+                        signal_name(sig),
+                        crate::duration::Text(grace)
                     ),
                 )
             }

@@ -62,41 +62,17 @@ pub struct TopOptions {
 /// The error of `foster top`.
 pub type TopError = Box<dyn std::error::Error + Send + Sync>;
 
-/// Parses a refresh interval: `1s`, `500ms`, `2.5s`, `1m`, or plain seconds (`2`). At least
-/// 100 ms.
+/// Parses a refresh interval: a duration of [`crate::duration`]'s grammar (`1s`, `500ms`,
+/// `2.5s`, `1m`, or plain seconds), from 100 ms to 1 hour.
 pub fn parse_interval(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let (num, unit) = match t.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
-        Some(i) => (&t[..i], t[i..].trim()),
-        None => (t, "s"),
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (examples: 1s, 500ms, 2.5s)"))?;
-    let secs = match unit {
-        "ms" => v / 1000.0,
-        "s" | "sec" => v,
-        "m" | "min" => v * 60.0,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s or m)")),
-    };
-    if !secs.is_finite() || secs < 0.1 {
+    let d = crate::duration::parse(s).map_err(|e| e.to_string())?;
+    if d < Duration::from_millis(100) {
         return Err(format!("{s:?}: the interval must be at least 100ms"));
     }
-    if secs > 3600.0 {
+    if d > Duration::from_secs(3600) {
         return Err(format!("{s:?}: the interval must be at most 1 hour"));
     }
-    Ok(Duration::from_secs_f64(secs))
-}
-
-/// The interval as the title shows it.
-fn interval_text(d: Duration) -> String {
-    if d.subsec_millis() == 0 {
-        format!("{}s", d.as_secs())
-    } else if d < Duration::from_secs(1) {
-        format!("{}ms", d.as_millis())
-    } else {
-        format!("{:.1}s", d.as_secs_f64())
-    }
+    Ok(d)
 }
 
 /// True while the terminal is in the dashboard's mode (raw, alternate screen).
@@ -231,7 +207,10 @@ pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
     let panic_key = test_panic_key();
     let controller = attached.as_ref().map(|(c, _)| c.clone());
 
-    let mut app = App::new(opts.collapse_depth, interval_text(opts.interval));
+    let mut app = App::new(
+        opts.collapse_depth,
+        crate::duration::Text(opts.interval).to_string(),
+    );
     let mut tracker = Tracker::new();
     let mut last_screen = None;
     loop {
