@@ -11,10 +11,11 @@
 //! The spawner thread records the expected parent identity before fork, builds the launch
 //! (argv, envp, the gate's [`GatePlan`]) entirely in advance, then forks with
 //! `clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD)`: like `posix_spawn`, the child borrows the
-//! launcher's memory on a stack of its own while the spawner thread waits for its exec (no page
-//! tables copied), and the pidfd is obtained atomically with the child, so it is never a pid
+//! launcher's memory on a stack of its own (a mapping with a `PROT_NONE` guard page below it)
+//! while the spawner thread waits for its exec (no page tables copied), and the pidfd is obtained atomically with the child, so it is never a pid
 //! some other process reused, even if the reaper reaps the child at once. The child resets
-//! caught signal handlers to default, applies stdio, credentials (group list, gid, uid, in that
+//! caught signal handlers to default, applies stdio (sources that are themselves standard
+//! numbers moved out of the way first; the spawner's own descriptors kept above 2), credentials (group list, gid, uid, in that
 //! order, resolved from the user database before fork: [`Credentials`]) and the working
 //! directory, then runs the gate (**after** the credential change, since
 //! that change would clear the parent-death setting), then sets the signal state it execs with
@@ -67,7 +68,8 @@ pub struct LaunchSpec {
     pub uid: Option<u32>,
     /// Working directory.
     pub cwd: Option<PathBuf>,
-    /// Standard input, output, error (inherited when `None`).
+    /// Standard input, output, error (inherited when `None`). Any descriptor will do, 0 to 2
+    /// included (stdin from this process's 1 and stdout from its 0 swap them).
     pub stdin: Option<OwnedFd>,
     pub stdout: Option<OwnedFd>,
     pub stderr: Option<OwnedFd>,
@@ -432,6 +434,7 @@ pub struct Spawner {
     tx: mpsc::Sender<(LaunchSpec, Reply)>,
     identity: Identity,
     thread_tid: i32,
+    child_stack: std::ops::Range<usize>,
 }
 
 impl Spawner {
@@ -442,6 +445,9 @@ impl Spawner {
         let identity = Identity::current().map_err(io::Error::other)?;
         let (tx, rx) = mpsc::channel::<(LaunchSpec, Reply)>();
         let (tid_tx, tid_rx) = mpsc::channel();
+        // The children's stack, mapped once: every launch reuses it.
+        let mut stack = ChildStack::map(CHILD_STACK)?;
+        let child_stack = stack.usable();
         std::thread::Builder::new()
             .name("foster-spawner".into())
             .spawn(move || {
@@ -449,15 +455,13 @@ impl Spawner {
                 let _ = tid_tx.send(unsafe { libc::gettid() });
                 // A pidfd of this process, inherited by each child until its exec (close-on-exec):
                 // the gate's lifeline when getppid() cannot tell.
-                let own_pidfd = pidfd_open(identity.pid).ok();
-                // The children's stack, allocated once: every launch reuses it.
-                let mut stack = vec![0u8; CHILD_STACK];
+                let own_pidfd = pidfd_open(identity.pid).and_then(above_stdio).ok();
                 for (spec, reply) in rx {
                     let r = launch_here(
                         spec,
                         identity,
                         own_pidfd.as_ref().map(|f| f.as_raw_fd()),
-                        &mut stack,
+                        stack.top(),
                     );
                     let _ = reply.send(r);
                 }
@@ -469,6 +473,7 @@ impl Spawner {
             tx,
             identity,
             thread_tid,
+            child_stack,
         })
     }
 
@@ -486,6 +491,12 @@ impl Spawner {
     /// The thread id of the spawner thread (the kernel's "parent" of every helper).
     pub fn thread_id(&self) -> i32 {
         self.thread_tid
+    }
+
+    /// The addresses of the stack the children run on between clone and exec (the page below
+    /// is the guard), for inspection (`/proc/self/maps`).
+    pub fn child_stack(&self) -> std::ops::Range<usize> {
+        self.child_stack.clone()
     }
 
     /// Launches a helper on the spawner thread; returns once it has exec'd or failed.
@@ -522,6 +533,61 @@ const SETUP_WHAT: [&str; 6] = [
 
 const CHILD_STACK: usize = 256 * 1024;
 
+/// The stack of the `CLONE_VM` child: a mapping of its own with a `PROT_NONE` guard page below
+/// it, so that an overflow faults in the child instead of writing into the launcher's memory
+/// (a heap buffer had nothing below it but other allocations).
+struct ChildStack {
+    base: *mut libc::c_void,
+    len: usize,
+    guard: usize,
+}
+
+// SAFETY: a private mapping owned by one value; moved once, to the spawner thread.
+unsafe impl Send for ChildStack {}
+
+impl ChildStack {
+    fn map(size: usize) -> io::Result<ChildStack> {
+        let guard = procfs::page_size() as usize;
+        let len = size.next_multiple_of(guard) + guard;
+        // SAFETY: a fresh anonymous mapping, then protection of its lowest page.
+        unsafe {
+            let base = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            );
+            if base == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            let stack = ChildStack { base, len, guard };
+            if libc::mprotect(base, guard, libc::PROT_NONE) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(stack)
+        }
+    }
+
+    /// The usable addresses, above the guard page.
+    fn usable(&self) -> std::ops::Range<usize> {
+        self.base as usize + self.guard..self.base as usize + self.len
+    }
+
+    /// The initial stack pointer (the stack grows down), 16-byte aligned.
+    fn top(&mut self) -> *mut libc::c_void {
+        (self.usable().end & !15) as *mut libc::c_void
+    }
+}
+
+impl Drop for ChildStack {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping; no child runs on it once the spawner thread ends.
+        unsafe { libc::munmap(self.base, self.len) };
+    }
+}
+
 struct ChildArgs {
     p: *mut Prepared,
     report_fd: RawFd,
@@ -533,6 +599,22 @@ extern "C" fn child_entry(arg: *mut libc::c_void) -> libc::c_int {
         let a = &mut *(arg as *mut ChildArgs);
         child(&mut *a.p, a.report_fd)
     }
+}
+
+/// `fd`, or a close-on-exec duplicate above 2 when it is 0, 1 or 2 (a launcher started with
+/// its standard descriptors closed): a descriptor the child uses itself must not be one of the
+/// numbers its stdio overwrites.
+fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    // SAFETY: duplicates a descriptor we own; the duplicate is owned from here on.
+    let d = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    if d < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(d) })
 }
 
 fn report(fd: RawFd, kind: u32, a: u32, b: i32) {
@@ -729,8 +811,29 @@ unsafe fn child(p: &mut Prepared, report_fd: RawFd) -> ! {
                 libc::tcsetpgrp(p.foreground_tty, libc::getpid());
             }
         }
-        for (i, &fd) in p.stdio.iter().enumerate() {
-            if fd >= 0 && libc::dup2(fd, i as i32) < 0 {
+        // Standard descriptors. A source that is another slot's number (stdin from 1, stdout
+        // from 0) would be overwritten by that slot's dup2 before its own: every source among
+        // 0..=2 that is not its own slot moves above 2 first (close-on-exec), as posix_spawn
+        // implementations do. A source on its own number is not duplicated (dup2(fd, fd) does
+        // nothing and would leave close-on-exec set): its flag is cleared instead.
+        let mut stdio = p.stdio;
+        for (i, fd) in stdio.iter_mut().enumerate() {
+            if (0..3).contains(fd) && *fd != i as RawFd {
+                *fd = libc::fcntl(*fd, libc::F_DUPFD_CLOEXEC, 3);
+                if *fd < 0 {
+                    fail(R_SETUP, 0, last_errno(), EXIT_GATE_ERROR);
+                }
+            }
+        }
+        for (i, &fd) in stdio.iter().enumerate() {
+            let ok = if fd < 0 {
+                true
+            } else if fd == i as RawFd {
+                libc::fcntl(fd, libc::F_SETFD, 0) == 0
+            } else {
+                libc::dup2(fd, i as RawFd) >= 0
+            };
+            if !ok {
                 fail(R_SETUP, 0, last_errno(), EXIT_GATE_ERROR);
             }
         }
@@ -773,7 +876,7 @@ fn launch_here(
     spec: LaunchSpec,
     me: Identity,
     own_pidfd: Option<RawFd>,
-    stack: &mut [u8],
+    stack_top: *mut libc::c_void,
 ) -> Result<Launched, SpawnError> {
     let mut p = prepare(&spec, me, own_pidfd)?;
     let _keep = (&p.argv, &p.env);
@@ -787,6 +890,7 @@ fn launch_here(
     }
     // SAFETY: fresh descriptors we own.
     let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let wr = above_stdio(wr).map_err(|e| SpawnError::Io("report pipe".into(), e))?;
 
     // Block every signal across the clone, so no handler of this process runs in the child
     // before it has reset them; the child's gate sets its own mask.
@@ -805,10 +909,9 @@ fn launch_here(
     let ret = unsafe {
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let top = stack.as_mut_ptr().add(stack.len()) as usize & !15;
         let r = libc::clone(
             child_entry,
-            top as *mut libc::c_void,
+            stack_top,
             libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
             (&mut args as *mut ChildArgs).cast(),
             &mut pidfd as *mut libc::c_int,
