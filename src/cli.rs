@@ -174,8 +174,8 @@ before PROGRAM, an empty PROGRAM).
 Signals forwarded: all but SIGCHLD, SIGKILL, SIGSTOP and the fault signals SIGSEGV, SIGBUS, \
 SIGFPE, SIGILL, SIGTRAP, SIGSYS. See docs/init.md.")]
 pub struct InitArgs {
-    /// Forward signals to PROGRAM's process group (PROGRAM then leads a group of its own)
-    /// instead of to PROGRAM alone.
+    /// Forward signals to PROGRAM's whole process group instead of to PROGRAM alone (PROGRAM
+    /// leads a process group of its own either way, as under tini).
     #[arg(short = 'g', long = "group", env = "FOSTER_KILL_PROCESS_GROUP",
           value_parser = clap::builder::BoolishValueParser::new())]
     pub group: bool,

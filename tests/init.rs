@@ -4,7 +4,8 @@
 //!
 //! Covers: 100 orphaned sleeps reaped with no zombie left; exit codes 0..=255 with and without
 //! `-e`; every forwarded signal reaching PROGRAM (128 + n), the default-terminating ones killing
-//! it; `--rewrite`; the process group with `-g` (and without it); PROGRAM's SigBlk/SigIgn equal
+//! it; `--rewrite`; the process group with `-g` (and without it); PROGRAM leading a group of
+//! its own (and a signal to foster's group reaching it once); PROGRAM's SigBlk/SigIgn equal
 //! to what foster inherited (SIGPIPE included); exec failures 126/127 naming PROGRAM; a
 //! 5,000-orphan storm with PROGRAM's own exit code intact; `--wait-all` killing a grandchild
 //! that ignores SIGTERM after the grace, and not waiting the grace for one that obeys; the
@@ -60,6 +61,7 @@ fn main() {
         ("pdeath_refuses_a_gone_parent", pdeath_gone),
         ("options_from_environment_variables", env_options),
         ("usage_errors_before_program", usage_errors),
+        ("program_leads_its_own_group", own_group),
         ("log_lines_are_written_whole", log_lines_whole),
     ];
     let mut ran = 0;
@@ -450,6 +452,60 @@ fn process_group(mode: Mode) {
         }
         assert_eq!(r.wait(), 0, "group {group}");
     }
+}
+
+/// PROGRAM leads a process group of its own, with -g or without, terminal or not (tini's
+/// default): its pgid is its pid, not foster's group.
+fn own_group(mode: Mode) {
+    for g in [false, true] {
+        let mut args = vec![];
+        if g {
+            args.push("-g");
+        }
+        let script = "echo $$ $(cut -d' ' -f5 /proc/$$/stat) $(cut -d' ' -f5 /proc/$PPID/stat)";
+        args.extend(["--", "sh", "-c", script]);
+        let out = foster(mode, &args).stdin(Stdio::null()).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let f: Vec<&str> = text.split_whitespace().collect();
+        assert_eq!(f.len(), 3, "{text}");
+        assert_eq!(
+            f[1], f[0],
+            "-g {g}: PROGRAM leads its group: pid pgid foster-pgid {text}"
+        );
+        assert_ne!(f[2], f[1], "-g {g}: not foster's group: {text}");
+    }
+    if mode == Mode::Pid1 {
+        return; // unshare shares foster's group there; the group signal below is for foster
+    }
+    // A signal to foster's whole group (a shell's foreground job whose standard input is not
+    // the terminal gets Ctrl-C that way) reaches PROGRAM once, through foster: in foster's
+    // group PROGRAM got it twice, directly and forwarded. Real-time signals, so that two
+    // copies would not merge and the lower one (counted) is taken and forwarded before the
+    // higher one (the end).
+    let me = me();
+    let (rt, end) = (libc::SIGRTMIN() + 6, libc::SIGRTMIN() + 7);
+    let mut cmd = foster(
+        mode,
+        &[
+            "--",
+            &me,
+            "--helper",
+            "count",
+            &rt.to_string(),
+            &end.to_string(),
+        ],
+    );
+    cmd.process_group(0);
+    let mut r = Running::start(mode, cmd);
+    r.until("ready");
+    let pid = r.foster_pid();
+    // SAFETY: kill with integers; foster leads the group made for it above.
+    assert_eq!(unsafe { libc::kill(-pid, rt) }, 0);
+    r.signal_foster(end);
+    let out = r.rest();
+    assert_eq!(out.trim(), "count 1", "{out}");
+    assert_eq!(r.wait(), 0);
 }
 
 /// PROGRAM's blocked and ignored signals are those foster was given (read from PROGRAM's own
@@ -942,6 +998,7 @@ fn helper(args: &[String]) {
         "pdeath" => helper_pdeath(),
         "storm" => helper_storm(args[1].parse().unwrap(), args[2].parse().unwrap()),
         "chatter" => helper_chatter(args[1].parse().unwrap()),
+        "count" => helper_count(args[1].parse().unwrap(), args[2].parse().unwrap()),
         other => panic!("unknown helper {other}"),
     }
 }
@@ -983,6 +1040,38 @@ fn helper_catch() {
         println!("got {sig}");
         std::io::stdout().flush().unwrap();
         libc::_exit(128 + sig);
+    }
+}
+
+/// Blocks `sig` and `end`, says ready, counts the `sig`s it takes until `end` arrives (then
+/// also those already pending), prints `count N` and exits 0.
+fn helper_count(sig: i32, end: i32) {
+    // SAFETY: sigset operations on stack values.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::sigaddset(&mut set, end);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        println!("ready");
+        std::io::stdout().flush().unwrap();
+        let mut n = 0;
+        loop {
+            let got = libc::sigwaitinfo(&set, std::ptr::null_mut());
+            if got == sig {
+                n += 1;
+            } else if got == end {
+                break;
+            }
+        }
+        let zero = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        while libc::sigtimedwait(&set, std::ptr::null_mut(), &zero) == sig {
+            n += 1;
+        }
+        println!("count {n}");
     }
 }
 

@@ -3,7 +3,7 @@
 //! Owns the translation of foster init's wishes into a [`LaunchSpec`] for the
 //! [`Spawner`](crate::spawner::Spawner) (the same long-lived creator thread and
 //! `clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD)` launch as `foster run`): PROGRAM's process
-//! group, the terminal's foreground group, the signal state foster inherited (dispositions and
+//! group (always one of its own, led by PROGRAM, as tini does), the terminal's foreground group, the signal state foster inherited (dispositions and
 //! mask, restored after the gate), and with `--policy` the gate (PROGRAM's parent-death signal
 //! armed, its parent checked, `FOSTER_PARENT`/`FOSTER_POLICY` for its children). Without
 //! `--policy` PROGRAM runs unarmed with foster's environment untouched, as under tini.
@@ -29,9 +29,7 @@ pub struct LaunchPlan {
     pub program: OsString,
     /// Its arguments.
     pub args: Vec<OsString>,
-    /// Put PROGRAM in a process group of its own (its pid).
-    pub own_group: bool,
-    /// Hand this terminal's foreground to PROGRAM's group (implies `own_group`).
+    /// Hand this terminal's foreground to PROGRAM's group.
     pub terminal: Option<Terminal>,
     /// The signal state PROGRAM gets back.
     pub inherited: Inherited,
@@ -73,7 +71,8 @@ pub fn launch(spawner: &Spawner, plan: &LaunchPlan) -> Result<Launched, LaunchEr
         plan.policy.clone().unwrap_or_else(Policy::term),
     );
     spec.gated = gated;
-    spec.new_process_group = plan.own_group || plan.terminal.is_some();
+    // PROGRAM always leads a process group of its own, as under tini (its isolate_child).
+    spec.new_process_group = true;
     spec.foreground_tty = plan.terminal.map(|t| t.fd);
     spec.exec_signals = Some(ExecSignals {
         mask: plan.inherited.mask.0,

@@ -46,7 +46,8 @@ pub struct Options {
     /// PROGRAM and its arguments.
     pub program: OsString,
     pub args: Vec<OsString>,
-    /// Forward signals to PROGRAM's process group instead of PROGRAM alone (`-g`).
+    /// Forward signals to PROGRAM's process group instead of PROGRAM alone (`-g`). PROGRAM
+    /// leads a process group of its own either way.
     pub group: bool,
     /// Signal rewriting (`--rewrite FROM:TO`).
     pub rewrites: Rewrites,
@@ -206,7 +207,6 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
     let plan = LaunchPlan {
         program: opts.program.clone(),
         args: opts.args.clone(),
-        own_group: opts.group,
         terminal,
         inherited,
         policy: opts.policy.clone(),
@@ -219,23 +219,17 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
         }
     };
     let program_pid = launched;
-    let own_group = opts.group || terminal.is_some();
-    let target = if opts.group && own_group {
+    let target = if opts.group {
         -program_pid
     } else {
         program_pid
     };
     say!(
         1,
-        "PROGRAM {} started as pid {program_pid}{}",
+        "PROGRAM {} started as pid {program_pid} in its own process group",
         crate::sanitize::escape(std::os::unix::ffi::OsStrExt::as_bytes(
             opts.program.as_os_str()
         )),
-        if own_group {
-            " in its own process group"
-        } else {
-            ""
-        }
     );
 
     let advised = resident::drop_startup_pages();
