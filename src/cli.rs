@@ -171,8 +171,8 @@ listed with -e; 126 when PROGRAM cannot be executed, 127 when it is not found; 1
 foster's parent already gone; 1 when foster itself fails; 2 for a usage error (an unknown option \
 before PROGRAM, an empty PROGRAM).
 
-Signals forwarded: all but SIGCHLD, SIGKILL, SIGSTOP and the fault signals SIGSEGV, SIGBUS, \
-SIGFPE, SIGILL, SIGTRAP, SIGSYS. See docs/init.md.")]
+Signals forwarded: all but SIGCHLD, SIGKILL and SIGSTOP; the fault signals (SIGSEGV, SIGBUS, \
+SIGFPE, SIGILL, SIGTRAP, SIGSYS) when a process sent them. See docs/init.md.")]
 pub struct InitArgs {
     /// Forward signals to PROGRAM's whole process group instead of to PROGRAM alone (PROGRAM
     /// leads a process group of its own either way, as under tini).

@@ -5,7 +5,8 @@
 //! Covers: 100 orphaned sleeps reaped with no zombie left; exit codes 0..=255 with and without
 //! `-e`; every forwarded signal reaching PROGRAM (128 + n), the default-terminating ones killing
 //! it; `--rewrite`; the process group with `-g` (and without it); PROGRAM leading a group of
-//! its own (and a signal to foster's group reaching it once); PROGRAM's SigBlk/SigIgn equal
+//! its own (and a signal to foster's group reaching it once); the fault signals sent by `kill`
+//! forwarded (SIGSEGV twice) while a real fault under foster's mask stays fatal; PROGRAM's SigBlk/SigIgn equal
 //! to what foster inherited (SIGPIPE included); exec failures 126/127 naming PROGRAM; a
 //! 5,000-orphan storm with PROGRAM's own exit code intact; `--wait-all` killing a grandchild
 //! that ignores SIGTERM after the grace, and not waiting the grace for one that obeys; the
@@ -62,6 +63,10 @@ fn main() {
         ("options_from_environment_variables", env_options),
         ("usage_errors_before_program", usage_errors),
         ("program_leads_its_own_group", own_group),
+        (
+            "fault_signals_sent_by_kill_are_forwarded",
+            fault_signals_from_kill,
+        ),
         ("log_lines_are_written_whole", log_lines_whole),
     ];
     let mut ran = 0;
@@ -85,6 +90,14 @@ fn main() {
     {
         pdeath_fires();
         println!("test pdeath_signal_reaches_program ... ok");
+        ran += 1;
+    }
+    if filter
+        .as_deref()
+        .is_none_or(|p| "real_faults_stay_fatal".contains(p))
+    {
+        real_faults_stay_fatal();
+        println!("test real_faults_stay_fatal ... ok");
         ran += 1;
     }
     if filter
@@ -139,6 +152,18 @@ impl Running {
         let mut child = cmd.stdout(Stdio::piped()).spawn().expect("spawn foster");
         let lines = BufReader::new(child.stdout.take().unwrap());
         Running { child, lines, mode }
+    }
+
+    /// Reads lines until one starts with `prefix`; returns the rest of that line.
+    fn until_prefix(&mut self, prefix: &str) -> String {
+        loop {
+            let mut l = String::new();
+            let n = self.lines.read_line(&mut l).unwrap();
+            assert!(n > 0, "stdout closed before {prefix:?}");
+            if let Some(rest) = l.trim_end().strip_prefix(prefix) {
+                return rest.to_string();
+            }
+        }
     }
 
     /// Reads lines until one equals `want`; returns those before it.
@@ -506,6 +531,159 @@ fn own_group(mode: Mode) {
     let out = r.rest();
     assert_eq!(out.trim(), "count 1", "{out}");
     assert_eq!(r.wait(), 0);
+}
+
+/// The fault signals, as `kill -SYS` and the like send them: foster forwards each (SIGSEGV
+/// twice: the first one left foster's runtime handler reset, and the second one killed it),
+/// stays up, and PROGRAM reports every one.
+fn fault_signals_from_kill(mode: Mode) {
+    let me = me();
+    let faults = [
+        libc::SIGSYS,
+        libc::SIGILL,
+        libc::SIGBUS,
+        libc::SIGFPE,
+        libc::SIGTRAP,
+        libc::SIGSEGV,
+        libc::SIGSEGV,
+    ];
+    let n = faults.len().to_string();
+    let mut cmd = foster(mode, &["--", &me, "--helper", "each", &n]);
+    no_core_files(&mut cmd);
+    let mut r = Running::start(mode, cmd);
+    let ready = r.until_prefix("ready ");
+    let program: i32 = ready.parse().unwrap();
+    // Opened while PROGRAM is foster's child (no reuse); to end it should foster die. As PID 1
+    // foster's death ends the namespace, PROGRAM with it (and `program` is a pid in there).
+    let program_fd = match mode {
+        // SAFETY: pidfd_open with integers.
+        Mode::Subreaper => (unsafe { libc::syscall(libc::SYS_pidfd_open, program, 0) }) as i32,
+        Mode::Pid1 => -1,
+    };
+    assert!(mode == Mode::Pid1 || program_fd >= 0);
+    let fpid = r.foster_pid();
+    // SAFETY: pidfd_open with integers.
+    let foster_fd = unsafe { libc::syscall(libc::SYS_pidfd_open, fpid, 0) } as i32;
+    assert!(foster_fd >= 0);
+    for sig in faults {
+        r.signal_foster(sig);
+        match line_unless_ended(&mut r, foster_fd) {
+            Ok(line) => assert_eq!(line, format!("got {sig}")),
+            Err(why) => {
+                // Tear down what is left (foster ignoring the signal as PID 1, or PROGRAM
+                // orphaned by foster's death) before failing.
+                for fd in [foster_fd, program_fd] {
+                    pidfd_kill(fd);
+                }
+                let status = wait_bounded(&mut r.child, Duration::from_secs(60));
+                panic!(
+                    "signal {sig}: {why}; foster's status {status} (child {} foster {fpid})",
+                    r.child.id()
+                );
+            }
+        }
+    }
+    assert_eq!(r.wait(), 0);
+    // SAFETY: closing our descriptors.
+    unsafe {
+        libc::close(foster_fd);
+        if program_fd >= 0 {
+            libc::close(program_fd);
+        }
+    }
+}
+
+/// foster's own mask (every forwarded signal blocked, a signalfd open on them, as
+/// `foster init` sets it) does not turn a real fault into a queued signal: the kernel forces
+/// each fault through the mask, and the process dies of it instead of running on.
+fn real_faults_stay_fatal() {
+    let mut kinds = vec![
+        ("SEGV", libc::SIGSEGV),
+        ("BUS", libc::SIGBUS),
+        ("SYS", libc::SIGSYS),
+    ];
+    if cfg!(target_arch = "x86_64") {
+        kinds.extend([
+            ("ILL", libc::SIGILL),
+            ("TRAP", libc::SIGTRAP),
+            ("FPE", libc::SIGFPE),
+        ]);
+    } else {
+        println!("note: not x86_64: the ILL, TRAP and FPE faults are skipped");
+    }
+    for (kind, sig) in kinds {
+        let mut cmd = Command::new(me());
+        cmd.args(["--helper", "fault", kind]);
+        no_core_files(&mut cmd);
+        let out = cmd.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("blocked"), "{kind}: {text}");
+        assert!(!text.contains("survived"), "{kind}: {text}");
+        assert_eq!(out.status.signal(), Some(sig), "{kind}: {:?}", out.status);
+    }
+}
+
+/// No core file from a process that dies of a fault signal here.
+fn no_core_files(cmd: &mut Command) {
+    // SAFETY: setrlimit with a stack value.
+    unsafe {
+        cmd.pre_exec(|| {
+            let none = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            libc::setrlimit(libc::RLIMIT_CORE, &none);
+            Ok(())
+        });
+    }
+}
+
+/// PROGRAM's next line, or why there is none: foster (its pidfd `foster_fd`) ended first, or
+/// nothing came within the safety net's 60 s.
+fn line_unless_ended(r: &mut Running, foster_fd: i32) -> Result<String, String> {
+    if r.lines.buffer().is_empty() {
+        let mut fds = [
+            libc::pollfd {
+                fd: r.lines.get_ref().as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: foster_fd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: two valid pollfds.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, 60_000) };
+        if n == 0 {
+            return Err("no line from PROGRAM within 60 s, foster still running".into());
+        }
+        if fds[0].revents == 0 {
+            return Err("foster ended".into());
+        }
+    }
+    let mut l = String::new();
+    match r.lines.read_line(&mut l).unwrap() {
+        0 => Err("PROGRAM's output closed".into()),
+        _ => Ok(l.trim_end().to_string()),
+    }
+}
+
+/// SIGKILL through a pidfd (none when `fd` is negative).
+fn pidfd_kill(fd: i32) {
+    if fd >= 0 {
+        // SAFETY: pidfd_send_signal on our descriptor, no siginfo.
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                fd,
+                libc::SIGKILL,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            )
+        };
+    }
 }
 
 /// PROGRAM's blocked and ignored signals are those foster was given (read from PROGRAM's own
@@ -999,6 +1177,8 @@ fn helper(args: &[String]) {
         "storm" => helper_storm(args[1].parse().unwrap(), args[2].parse().unwrap()),
         "chatter" => helper_chatter(args[1].parse().unwrap()),
         "count" => helper_count(args[1].parse().unwrap(), args[2].parse().unwrap()),
+        "each" => helper_each(args[1].parse().unwrap()),
+        "fault" => helper_fault(&args[1]),
         other => panic!("unknown helper {other}"),
     }
 }
@@ -1041,6 +1221,112 @@ fn helper_catch() {
         std::io::stdout().flush().unwrap();
         libc::_exit(128 + sig);
     }
+}
+
+/// Blocks every signal foster forwards, says `ready PID`, prints `got N` for each of the next
+/// `n` signals it takes, and exits 0.
+fn helper_each(n: usize) {
+    // SAFETY: sigset operations on stack values.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut set);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        println!("ready {}", std::process::id());
+        std::io::stdout().flush().unwrap();
+        for _ in 0..n {
+            let sig = libc::sigwaitinfo(&set, std::ptr::null_mut());
+            println!("got {sig}");
+            std::io::stdout().flush().unwrap();
+        }
+    }
+}
+
+/// Sets up foster init's signal state (every forwarded signal blocked, their signalfd open),
+/// says `blocked`, then makes a real fault of `kind`; says `survived` if it lives on.
+fn helper_fault(kind: &str) {
+    use foster::init::signals;
+    signals::block(signals::forwarded()).unwrap();
+    let _fd = signals::SignalFd::new(signals::forwarded()).unwrap();
+    println!("blocked");
+    std::io::stdout().flush().unwrap();
+    // SAFETY: each arm makes the fault it names, on purpose; none returns normally.
+    unsafe {
+        match kind {
+            "SEGV" => std::ptr::write_volatile(16 as *mut u8, 1),
+            "BUS" => {
+                // A shared mapping past the end of an empty file.
+                let fd = libc::memfd_create(c"fault".as_ptr(), 0);
+                let p = libc::mmap(
+                    std::ptr::null_mut(),
+                    4096,
+                    libc::PROT_READ,
+                    libc::MAP_SHARED,
+                    fd,
+                    0,
+                );
+                assert_ne!(p, libc::MAP_FAILED);
+                std::ptr::read_volatile(p as *const u8);
+            }
+            "SYS" => {
+                // seccomp: getppid traps (SIGSYS, forced by the kernel).
+                let ld = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
+                let filter = [
+                    libc::sock_filter {
+                        code: ld as u16,
+                        jt: 0,
+                        jf: 0,
+                        k: 0,
+                    },
+                    libc::sock_filter {
+                        code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+                        jt: 0,
+                        jf: 1,
+                        k: libc::SYS_getppid as u32,
+                    },
+                    libc::sock_filter {
+                        code: (libc::BPF_RET | libc::BPF_K) as u16,
+                        jt: 0,
+                        jf: 0,
+                        k: libc::SECCOMP_RET_TRAP,
+                    },
+                    libc::sock_filter {
+                        code: (libc::BPF_RET | libc::BPF_K) as u16,
+                        jt: 0,
+                        jf: 0,
+                        k: libc::SECCOMP_RET_ALLOW,
+                    },
+                ];
+                let prog = libc::sock_fprog {
+                    len: filter.len() as u16,
+                    filter: filter.as_ptr() as *mut libc::sock_filter,
+                };
+                assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+                assert_eq!(
+                    libc::syscall(
+                        libc::SYS_seccomp,
+                        libc::SECCOMP_SET_MODE_FILTER,
+                        0,
+                        &prog as *const libc::sock_fprog,
+                    ),
+                    0
+                );
+                libc::syscall(libc::SYS_getppid);
+            }
+            #[cfg(target_arch = "x86_64")]
+            "ILL" => std::arch::asm!("ud2"),
+            #[cfg(target_arch = "x86_64")]
+            "TRAP" => std::arch::asm!("int3"),
+            #[cfg(target_arch = "x86_64")]
+            "FPE" => std::arch::asm!(
+                "div {0:e}",
+                in(reg) 0u32,
+                inout("eax") 1u32 => _,
+                inout("edx") 0u32 => _,
+            ),
+            other => panic!("unknown fault {other}"),
+        }
+    }
+    println!("survived");
 }
 
 /// Blocks `sig` and `end`, says ready, counts the `sig`s it takes until `end` arrives (then

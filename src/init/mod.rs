@@ -290,6 +290,16 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
             let got = sfd.read(&mut infos);
             for info in &infos[..got] {
                 let sig = info.ssi_signo as i32;
+                if signals::FAULTS.contains(&sig) && !signals::sent_by_a_process(info) {
+                    say!(
+                        -1,
+                        "error: {} raised by the kernel (si_code {}), not sent by a process: \
+                         foster ends with it",
+                        signals::name(sig),
+                        info.ssi_code
+                    );
+                    signals::die_of(sig);
+                }
                 if phase != Phase::Running {
                     if phase != Phase::Killing
                         && matches!(sig, libc::SIGTERM | libc::SIGINT | libc::SIGQUIT)

@@ -7,10 +7,13 @@
 //!   "ignore" before `main`, so `main` is already too late to know what the caller gave us).
 //!   PROGRAM gets exactly that state back before it is exec'd ([`Inherited::apply_in_child`]).
 //! - **The forwarded set** ([`forwarded`]): every signal except SIGCHLD (the reaper's), SIGKILL
-//!   and SIGSTOP (cannot be caught), the synchronous fault signals SIGSEGV, SIGBUS, SIGFPE,
-//!   SIGILL, SIGTRAP and SIGSYS (they report a fault of foster itself: blocking them would not
-//!   stop the kernel from killing foster, and a forwarded fault would be a lie), and the two
-//!   real-time signals the C library keeps for itself (32 and 33).
+//!   and SIGSTOP (cannot be caught), and the two real-time signals the C library keeps for
+//!   itself (32 and 33). The synchronous fault signals ([`FAULTS`]: SIGSEGV, SIGBUS, SIGFPE,
+//!   SIGILL, SIGTRAP, SIGSYS) are in it too: blocked, one that another process sends with
+//!   `kill` or `sigqueue` waits on the signalfd and is forwarded like any other, while a real
+//!   fault of foster's own is still fatal, since the kernel forces a fault signal through the
+//!   mask (it unblocks it and resets its action to the default). [`sent_by_a_process`] tells
+//!   them apart on the signalfd by their `si_code`.
 //!   SIGTTIN, SIGTTOU and SIGTSTP are forwarded and, being blocked, never stop foster.
 //! - **Rewriting** ([`Rewrites`]): `TERM:QUIT` sends SIGQUIT where SIGTERM arrived; `TERM:0`
 //!   drops it.
@@ -89,7 +92,8 @@ impl SigBits {
     }
 }
 
-/// The synchronous fault signals: never blocked, never forwarded.
+/// The synchronous fault signals: forwarded when a process sent them ([`sent_by_a_process`]);
+/// a real fault of foster's own is forced through the mask by the kernel and ends foster.
 pub const FAULTS: [i32; 6] = [
     libc::SIGSEGV,
     libc::SIGBUS,
@@ -105,10 +109,35 @@ pub fn forwarded() -> SigBits {
     for sig in [libc::SIGCHLD, libc::SIGKILL, libc::SIGSTOP, 32, 33] {
         bits = bits.without(sig);
     }
-    for sig in FAULTS {
-        bits = bits.without(sig);
-    }
     bits
+}
+
+/// Whether a signal read from the signalfd was sent by a process (`kill`, `sigqueue`,
+/// `tgkill`, `pidfd_send_signal`, the parent-death signal: `si_code` `SI_USER`, `SI_QUEUE`,
+/// `SI_TKILL`, all zero or below) rather than raised by the kernel for a fault or an event
+/// (`si_code` above zero: `SEGV_MAPERR`, `BUS_MCEERR_AO`, `SI_KERNEL`...).
+pub fn sent_by_a_process(info: &libc::signalfd_siginfo) -> bool {
+    info.ssi_code <= 0
+}
+
+/// Ends foster with `sig` as a fault would: its default action restored, unblocked, raised
+/// (a core dump where the limits allow one). For a fault signal the kernel queued instead of
+/// forcing (none of foster's own making reaches the signalfd): foster does not forward what it
+/// did not receive from a process.
+pub fn die_of(sig: i32) -> ! {
+    // SAFETY: sigaction/sigprocmask/raise with stack values; nothing here returns normally.
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = libc::SIG_DFL;
+        libc::sigemptyset(&mut act.sa_mask);
+        libc::sigaction(sig, &act, std::ptr::null_mut());
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(sig);
+        libc::_exit(128 + sig)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -380,24 +409,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn forwarded_set_leaves_out_chld_faults_and_uncatchables() {
+    fn forwarded_set_leaves_out_chld_and_uncatchables() {
         let f = forwarded();
-        for sig in [
-            libc::SIGCHLD,
-            libc::SIGKILL,
-            libc::SIGSTOP,
-            libc::SIGSEGV,
-            libc::SIGBUS,
-            libc::SIGFPE,
-            libc::SIGILL,
-            libc::SIGTRAP,
-            libc::SIGSYS,
-            32,
-            33,
-        ] {
+        for sig in [libc::SIGCHLD, libc::SIGKILL, libc::SIGSTOP, 32, 33] {
             assert!(!f.contains(sig), "{sig} must not be forwarded");
         }
-        for sig in [
+        for sig in FAULTS.into_iter().chain([
             libc::SIGHUP,
             libc::SIGINT,
             libc::SIGQUIT,
@@ -411,7 +428,7 @@ mod tests {
             libc::SIGCONT,
             34,
             64,
-        ] {
+        ]) {
             assert!(f.contains(sig), "{sig} must be forwarded");
         }
     }
