@@ -5,8 +5,8 @@
 //! belongs to, and whether it is itself a subreaper (foster, a nested `foster run`, or a helper
 //! declared `subreaper = true`). It is filled from launches ([`Registry::expect_launch`]) and
 //! from the changes of foster's subtree ([`crate::tree::Subtree`]: [`Change::Spawned`],
-//! [`Change::Exited`], [`Change::Reparented`]) that the supervisor reads when an event (SIGCHLD)
-//! says the tree changed, never on a timer.
+//! [`Change::Exited`], [`Change::Reparented`]) that the supervisor reads when something of its
+//! tree ended (a SIGCHLD, or a watched parent's pidfd), never on a timer.
 //!
 //! When a process turns up under a new parent, the registry computes the nearest living
 //! ancestor subreaper it *should* have reached, walking the recorded expected parents (never

@@ -2,10 +2,11 @@
 //!
 //! Owns the life of one supervision: it makes foster a subreaper (verified with `PR_GET`),
 //! launches every helper through the [`Spawner`] thread (the gate, arm-then-check), routes the [`Reaper`]'s statuses to
-//! each helper's restart state machine, reads what changed in its [`Subtree`] when SIGCHLD says
-//! the tree changed (never on a timer) so that [`Registry`] can classify every adoption, applies the orphan
-//! policy of each adopted process's generation (its signal, its grace, then SIGKILL), and
-//! owns the one idempotent shutdown.
+//! each helper's restart state machine, reads what changed in its [`Subtree`] when something of
+//! the tree ended (a SIGCHLD, or the pidfd of a deeper parent, `watch.rs`; never on a timer) so
+//! that [`Registry`] can classify every adoption, applies the orphan policy of each adopted
+//! process's generation (its signal, its grace, then SIGKILL), and owns the one idempotent
+//! shutdown, whose progress is one phase type (`Stage`).
 //!
 //! ## Threads and signals
 //!
@@ -13,8 +14,9 @@
 //! every signal of [`signals`]' table there first (each signal whose default action would end
 //! foster: shutdown, reopen the logs, or ignore), so every thread created afterwards (the
 //! launcher, the runtime) has them blocked, and they are consumed only through signalfds. The
-//! event loop is a single-threaded tokio runtime: no timer is armed unless a restart delay or a
-//! grace period is pending, so an idle supervisor does not wake up.
+//! event loop is a single-threaded tokio runtime waiting on those signalfds, the parents' epoll
+//! (`watch.rs`) and the control socket: no timer is armed unless a restart delay or a grace
+//! period is pending, so an idle supervisor does not wake up.
 //!
 //! ## Exit statuses
 //!
@@ -22,6 +24,7 @@
 
 mod control;
 pub mod signals;
+mod watch;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::OsString;
@@ -306,6 +309,9 @@ struct Supervisor {
     registry: Registry,
     /// foster's subtree, read again (only what changed) when an event says it changed.
     tree: Subtree,
+    /// A pidfd for each parent of the tree below foster's children: their ends move children
+    /// without a SIGCHLD to foster.
+    watch: watch::ParentWatch,
     spawner: Spawner,
     helpers: Vec<HelperState>,
     /// Adopted children under an orphan policy: pid → identity.
@@ -356,6 +362,7 @@ impl Supervisor {
         Ok(Supervisor {
             registry: Registry::new(me),
             tree,
+            watch: watch::ParentWatch::new()?,
             config,
             contained,
             me,
@@ -418,6 +425,9 @@ impl Supervisor {
             unsafe { AsyncFd::register(Fd(self.reaper.raw_fd())) }.map_err(io::Error::from)?;
         let sigs = unsafe { AsyncFd::register(Fd(self.signal_fd.as_raw_fd())) }
             .map_err(io::Error::from)?;
+        // SAFETY: the watch's epoll descriptor, owned by `self` too, for the life of `self`.
+        let parents =
+            unsafe { AsyncFd::register(Fd(self.watch.raw_fd())) }.map_err(io::Error::from)?;
         let mut server = self.control.serve()?;
         self.emit(Event::Start {
             supervisor: self.me,
@@ -444,6 +454,14 @@ impl Supervisor {
                 g = chld.readable() => {
                     let mut g = g?;
                     self.on_sigchld();
+                    g.clear_ready();
+                }
+                g = parents.readable() => {
+                    let mut g = g?;
+                    // A parent of the tree ended: its children have a new parent already.
+                    if self.watch.take_ended() > 0 {
+                        self.rescan();
+                    }
                     g.clear_ready();
                 }
                 g = sigs.readable() => {
@@ -746,6 +764,19 @@ impl Supervisor {
                 return;
             }
         };
+        // Watch the parents this read found, before anything else can end.
+        let synced = self.watch.sync(self.tree.snapshot(), self.me);
+        if synced != watch::Synced::default() {
+            debug!(
+                ?synced,
+                watched = self.watch.len(),
+                "parents of the tree watched"
+            );
+        }
+        if synced.gone > 0 {
+            // A parent ended after the read: read again, on the loop's next turn.
+            self.at(Duration::ZERO, Timer::Scan);
+        }
         let adoptions = self.registry.observe(self.tree.snapshot(), &changes);
         for a in adoptions {
             self.emit(Event::Reparented {

@@ -57,6 +57,25 @@ impl Events {
             }
         }
     }
+    /// Like [`Events::wait_for`], with a deadline of its own.
+    fn wait_within(&mut self, limit: Duration, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        if let Some(v) = self.seen.iter().find(|v| pred(v)) {
+            return v.clone();
+        }
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(v) => {
+                    self.seen.push(v.clone());
+                    if pred(&v) {
+                        return v;
+                    }
+                }
+                Err(_) => panic!("no event {what} within {limit:?}; seen: {:#?}", self.seen),
+            }
+        }
+    }
     /// Every event until foster closes the log.
     fn rest(&mut self) -> &[Value] {
         while let Ok(v) = self.rx.recv_timeout(LIMIT) {
@@ -747,6 +766,84 @@ fn the_children_of_an_adopted_orphan_are_adopted_when_it_dies() {
     let left = processes_of_helper(&tag);
     kill_all(&left);
     assert!(left.is_empty(), "processes survived: {left:?}");
+}
+
+/// A helper's grandchild that ends leaves its own child to foster (the nearest subreaper), and
+/// the kernel sends foster no SIGCHLD for that: nothing but the grandchild's end says it
+/// happened. foster holds a pidfd for each process of its tree that has children, so the
+/// adoption is classified and its generation's policy applied at once. After the `status`
+/// request that makes foster read its tree (while the grandchild has its child), nothing in the
+/// scenario can wake foster but the grandchild's end: the helper execs instead of ending, and
+/// nothing else runs. Without the pidfd the events never come.
+#[test]
+fn an_adoption_that_brings_no_sigchld_is_noticed_at_once() {
+    let d = Dir::new("run", "nosigchld");
+    let tag = format!("nosigchld{}", std::process::id());
+    let (ready, gate) = (d.fifo("ready"), d.fifo("gate"));
+    // The helper → a middle shell (generation 2) → a sleep (generation 3); the middle shell
+    // ends on `gate`, and the helper then execs (no end, no SIGCHLD to foster).
+    let main = format!(
+        "/bin/sh -c 'sleep 1000 & echo $$ $! > {}; read x < {}' & wait; exec sleep 1000",
+        ready.display(),
+        gate.display()
+    );
+    let cfg = d.file(
+        "c.toml",
+        &format!(
+            "[[helper]]\nname = \"{tag}\"\ncommand = [\"/bin/sh\", \"-c\", \"{}\"]\n\
+             [[helper.generation]]\nsignal = \"TERM\"\n\
+             [[helper.generation]]\nsignal = \"TERM\"\n",
+            main.replace('\\', "\\\\").replace('"', "\\\""),
+        ),
+    );
+    let (fifo, sock) = (d.fifo("events"), d.path("s.sock"));
+    let mut f = Command::new(env!("CARGO_BIN_EXE_foster"))
+        .args(["run", "--socket"])
+        .arg(&sock)
+        .arg("--events-log")
+        .arg(&fifo)
+        .arg(&cfg)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ev = Events::open(&fifo);
+    let me = ev.wait_for("start", |v| kind(v) == "start")["supervisor"].clone();
+    ev.wait_for("launch", launch_of(&tag));
+    let line = {
+        let f = std::fs::File::open(&ready).unwrap();
+        let mut line = String::new();
+        BufReader::new(f).read_line(&mut line).unwrap();
+        line
+    };
+    let mut it = line.split_whitespace().map(|p| p.parse::<i32>().unwrap());
+    let (middle, sleep) = (it.next().unwrap(), it.next().unwrap());
+    assert_eq!(ppid_of(sleep), middle);
+    // foster reads its tree now, the middle shell with its child in it (a status is answered
+    // on the supervisor's loop after a read of what changed).
+    let status = raw_request(&sock, r#"{"request":"status"}"#);
+    let procs = status["status"]["processes"].as_array().unwrap();
+    assert!(procs.iter().any(|p| p["pid"] == sleep), "{status}");
+    // The middle shell ends: its sleep goes to foster, and foster gets no SIGCHLD for it.
+    std::fs::write(&gate, "go\n").unwrap();
+    let limit = Duration::from_secs(10);
+    let v = ev.wait_within(limit, "the sleep's adoption", |v| {
+        kind(v) == "reparented" && pid(v) == sleep
+    });
+    assert_eq!(v["classification"], "expected", "{v}");
+    assert_eq!(v["to"], me, "{v}");
+    assert_eq!(v["from"]["pid"], middle, "{v}");
+    assert_eq!(v["helper"], tag.as_str(), "{v}");
+    assert_eq!(v["generation"], 3, "{v}");
+    let s = ev.wait_within(limit, "the orphan policy's signal", |v| {
+        kind(v) == "signal" && v["reason"] == "orphan_policy" && pid_of_target(v) == sleep
+    });
+    assert!(s["signal"].as_str().unwrap().contains("TERM"), "{s}");
+    ev.wait_within(limit, "the sleep reaped", |v| {
+        kind(v) == "exit" && v["pid"].as_i64() == Some(i64::from(sleep))
+    });
+    stop_leaving_nothing(&mut f, &mut ev, &tag);
 }
 
 fn pid_of_target(v: &Value) -> i32 {

@@ -1,7 +1,8 @@
 //! One process's subtree, kept current by reading only what changed.
 //!
 //! Owns [`Subtree`]: the snapshot of a root process and its descendants, updated on demand
-//! (the supervisor asks when SIGCHLD says something ended, never on a timer). An update lists
+//! (the supervisor asks when something of its tree ended: a SIGCHLD, or the pidfd it holds for
+//! each parent of the snapshot; never on a timer). An update lists
 //! `/proc` once ([`Scanner::relist`]) and reads `stat` only for
 //!
 //! - the pids that appeared since the last update (new processes, or pids now held by another),
