@@ -68,21 +68,12 @@ pub struct ShutdownReport {
 }
 
 /// Why no guard was granted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Refused {
     /// Shutdown has begun, for this reason.
+    #[error("admission closed: shutting down ({0})")]
     ShuttingDown(ShutdownReason),
 }
-
-impl fmt::Display for Refused {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Refused::ShuttingDown(r) => write!(f, "admission closed: shutting down ({r})"),
-        }
-    }
-}
-
-impl std::error::Error for Refused {}
 
 #[derive(Debug)]
 struct State {

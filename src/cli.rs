@@ -1,14 +1,18 @@
 //! The command line: argument definitions and the dispatch to one entry point per subcommand.
 //!
-//! Owns nothing but parsing and routing; each subcommand's work lives in its domain module.
-//! Exit statuses common to every subcommand: 0 success, 1 a runtime error (printed as
-//! `foster: error: ...` on standard error), 2 a usage error (from clap).
+//! Owns nothing but parsing and routing; each subcommand's work lives in its domain module,
+//! and the one form of an error on standard error: `foster: error: MESSAGE` (written by
+//! [`crate::logging::report`]), for
+//! usage errors (clap's, followed by its usage line and hint) and runtime errors alike.
+//! Exit statuses common to every subcommand: 0 success, 1 a runtime error, 2 a usage error
+//! (clap's, or a [`UsageError`] found after parsing); `exec` and `init` add their own.
 
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
 use crate::identity::Identity;
+use crate::logging::report;
 
 /// foster: a process-tree manager for Linux.
 #[derive(Debug, Parser)]
@@ -129,12 +133,7 @@ pub struct ExecArgs {
     #[arg(long)]
     pub watch: bool,
     /// The program to run, and its arguments.
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "PROGRAM"
-    )]
+    #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM")]
     pub command: Vec<std::ffi::OsString>,
 }
 
@@ -379,12 +378,44 @@ pub struct TopArgs {
     pub collapse_depth: Option<usize>,
 }
 
-/// The error type of a subcommand: printed as `foster: error: ...`, exit status 1.
+/// The error type of a subcommand: printed as `foster: error: ...`, exit status 1 (2 for a
+/// [`UsageError`]).
 pub type CliError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A usage error found after parsing (a value no parser could check alone): exit status 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// A command line clap refused: its message in foster's form, then clap's usage line and hint,
+/// exit status 2. Help and version requests print as clap prints them (a missing subcommand's
+/// help with status 2).
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        // `foster ctl` alone: the help of what was left out, a usage error.
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            return ExitCode::from(2);
+        }
+        _ => {}
+    }
+    let text = e.render().to_string();
+    let text = text.strip_prefix("error: ").unwrap_or(&text);
+    report(text.trim_end());
+    ExitCode::from(2)
+}
 
 /// Parses the command line, sets up logging and runs the subcommand.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     let verbosity = cli.verbose as i8 - cli.quiet as i8;
     if let Command::Init(a) = cli.command {
         // No tracing subscriber and no runtime on the init path: see src/init/mod.rs.
@@ -394,8 +425,8 @@ pub fn main() -> ExitCode {
     match dispatch(cli.command) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("foster: error: {e}");
-            ExitCode::from(1)
+            report(&e);
+            ExitCode::from(if e.is::<UsageError>() { 2 } else { 1 })
         }
     }
 }
@@ -458,7 +489,7 @@ fn run(a: RunArgs) -> Result<ExitCode, CliError> {
     let config = match loaded {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("foster: error: {e}");
+            report(e);
             return Ok(ExitCode::from(2));
         }
     };
@@ -536,7 +567,7 @@ fn exec(a: ExecArgs) -> ExitCode {
     match crate::chainload::run(&o) {
         Ok(status) => ExitCode::from(status.clamp(0, 255) as u8),
         Err(e) => {
-            eprintln!("foster: exec: {e}");
+            report(&e);
             ExitCode::from(e.status.clamp(0, 255) as u8)
         }
     }
@@ -569,10 +600,10 @@ fn qualify(a: QualifyArgs) -> Result<ExitCode, CliError> {
     }
     for n in &a.cases {
         if cases::find(n).is_none() {
-            return Err(format!(
+            return Err(UsageError(format!(
                 "unknown case {n:?}; known cases: {}",
                 qualify::case_names().join(", ")
-            )
+            ))
             .into());
         }
     }
@@ -608,7 +639,7 @@ fn qualify_internal(a: QualifyInternalArgs) -> ExitCode {
         ("lifeline-helper", None) => ExitCode::from(cases::lifeline_helper().clamp(0, 255) as u8),
         ("enter-helper", None) => ExitCode::from(cases::enter_helper().clamp(0, 255) as u8),
         _ => {
-            eprintln!("foster: __qualify-internal: unknown role");
+            report("__qualify-internal: unknown role");
             ExitCode::from(2)
         }
     }

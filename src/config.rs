@@ -9,7 +9,6 @@
 //! back to a default. The reference of every key is `docs/run.md`.
 
 use std::collections::{BTreeMap, HashSet};
-use std::fmt;
 use std::fs::Metadata;
 use std::io::Read;
 use std::ops::Range;
@@ -531,8 +530,11 @@ impl<'de> Deserialize<'de> for PositiveDuration {
     }
 }
 
-/// A configuration that could not be loaded: where, which key, what was expected.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A configuration that could not be loaded: where, which key, what was expected. Shown as
+/// `FILE:LINE:COLUMN: key `KEY`: MESSAGE`, escaped for a terminal: the key and the message may
+/// quote the file's own text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.located())]
 pub struct ConfigError {
     /// The file.
     pub file: PathBuf,
@@ -545,27 +547,25 @@ pub struct ConfigError {
     pub message: String,
 }
 
-impl fmt::Display for ConfigError {
-    /// `FILE:LINE:COLUMN: key `KEY`: MESSAGE`, escaped for a terminal: the key and the message
-    /// may quote the file's own text.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl ConfigError {
+    /// The error as it is shown.
+    fn located(&self) -> String {
         use crate::sanitize::escape;
-        write!(f, "{}", escape(self.file.as_os_str().as_bytes()))?;
+        let mut out = escape(self.file.as_os_str().as_bytes()).to_string();
         if let Some(l) = self.line {
-            write!(f, ":{l}")?;
+            out.push_str(&format!(":{l}"));
             if let Some(c) = self.column {
-                write!(f, ":{c}")?;
+                out.push_str(&format!(":{c}"));
             }
         }
-        write!(f, ": ")?;
+        out.push_str(": ");
         if let Some(k) = &self.key {
-            write!(f, "key `{}`: ", escape(k.as_bytes()))?;
+            out.push_str(&format!("key `{}`: ", escape(k.as_bytes())));
         }
-        write!(f, "{}", escape(self.message.as_bytes()))
+        out.push_str(&escape(self.message.as_bytes()));
+        out
     }
-}
 
-impl ConfigError {
     /// An error about the file as a whole.
     fn whole(file: &Path, message: String) -> ConfigError {
         ConfigError {
@@ -602,8 +602,6 @@ fn regular_file(meta: &Metadata) -> Result<(), String> {
          to read standard input"
     ))
 }
-
-impl std::error::Error for ConfigError {}
 
 impl Config {
     /// Reads and validates `path`: a regular file (refused before it is opened, and checked

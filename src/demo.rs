@@ -260,7 +260,7 @@ fn print_events(socket: &Path, json: bool) {
     let mut conn = match Connection::connect(socket) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("foster demo: {e}");
+            crate::logging::report(format_args!("demo events: {e}"));
             return;
         }
     };
@@ -275,6 +275,6 @@ fn print_events(socket: &Path, json: bool) {
         Ok(true)
     });
     if let Err(e) = r {
-        eprintln!("foster demo: {e}");
+        crate::logging::report(format_args!("demo events: {e}"));
     }
 }

@@ -24,30 +24,21 @@ pub struct Identity {
 }
 
 /// Why an identity could not be captured or parsed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum IdentityError {
     /// No process has this pid (or it is not visible from here).
+    #[error("no process with pid {0}")]
     NoSuchProcess(i32),
     /// `/proc/<pid>/stat` exists but could not be read.
-    Unreadable(i32, io::Error),
+    #[error("cannot read /proc/{0}/stat: {1}")]
+    Unreadable(i32, #[source] io::Error),
     /// `/proc/<pid>/stat` did not parse.
-    BadStat(i32, StatError),
+    #[error("cannot parse /proc/{0}/stat: {1}")]
+    BadStat(i32, #[source] StatError),
     /// A text identity that is not `PID:STARTTIME`; the string says what is wrong.
+    #[error("{0}")]
     BadText(String),
 }
-
-impl fmt::Display for IdentityError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            IdentityError::NoSuchProcess(pid) => write!(f, "no process with pid {pid}"),
-            IdentityError::Unreadable(pid, e) => write!(f, "cannot read /proc/{pid}/stat: {e}"),
-            IdentityError::BadStat(pid, e) => write!(f, "cannot parse /proc/{pid}/stat: {e}"),
-            IdentityError::BadText(why) => write!(f, "{why}"),
-        }
-    }
-}
-
-impl std::error::Error for IdentityError {}
 
 impl Identity {
     /// Captures the identity of the process `pid` now.

@@ -27,6 +27,13 @@
 //! - [`demo`]: `foster demo`, a supervised example tree with every role.
 //! - [`cli`]: the command line and its dispatch.
 //!
+//! # Errors
+//!
+//! Each module's error is a `thiserror` type. Its message is whole (it already says its cause,
+//! `cannot read /proc/7/stat: Permission denied`), so it is shown alone; the cause is also kept
+//! as its `source()`, for code that needs the cause's kind (an errno, an `io::ErrorKind`). The
+//! command line shows every error one way, `foster: error: MESSAGE` ([`logging::report`]).
+//!
 //! # The creating-thread contract
 //!
 //! The kernel's "parent" for `PR_SET_PDEATHSIG` is the **thread** that created a process: when

@@ -1,6 +1,7 @@
 //! Diagnostics: where foster's own log lines go and how many there are.
 //!
-//! Owns the tracing subscriber. `RUST_LOG` wins when set; otherwise `-v` / `-q` move the level
+//! Owns the one form of an error on standard error, `foster: error: MESSAGE` ([`report`]), and
+//! the tracing subscriber. `RUST_LOG` wins when set; otherwise `-v` / `-q` move the level
 //! from the default `warn` (so `-v` is info, `-vv` debug, `-vvv` trace, `-q` errors only).
 //! Lines go to standard error, so standard output stays the command's own; colours only when
 //! standard error is a terminal, so a log file or a pipe gets plain text.
@@ -31,4 +32,12 @@ pub fn init(verbosity: i8) {
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .try_init();
+}
+
+/// Writes `foster: error: MESSAGE` and a newline to standard error in one write: the one form of
+/// every error foster reports there, usage and runtime errors alike.
+pub fn report(message: impl std::fmt::Display) {
+    use std::io::Write;
+    let line = format!("foster: error: {message}\n");
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }

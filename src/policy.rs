@@ -89,16 +89,9 @@ impl fmt::Display for Reaction {
 }
 
 /// A policy could not be parsed or is not consistent; the text says what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct PolicyError(pub String);
-
-impl fmt::Display for PolicyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for PolicyError {}
 
 impl From<SignalError> for PolicyError {
     fn from(e: SignalError) -> PolicyError {

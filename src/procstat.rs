@@ -8,39 +8,28 @@
 //! gate can call it between fork and exec on a stack buffer, and the tree scanner copies only
 //! what it keeps. Field numbers in this file are those of `proc_pid_stat(5)`, counting from 1.
 
-use std::fmt;
-
 /// Flag bit of field 9 (`flags`) marking a kernel thread (`PF_KTHREAD` in `include/linux/sched.h`).
 pub const PF_KTHREAD: u64 = 0x0020_0000;
 
 /// Why a `stat` line could not be parsed. Each variant names what was wrong.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum StatError {
     /// No `(` opening the command name (field 2).
+    #[error("no '(' opening the command name (field 2)")]
     NoOpenParen,
     /// No `)` closing the command name (field 2).
+    #[error("no ')' closing the command name (field 2)")]
     NoCloseParen,
     /// The pid before the name (field 1) is not a number.
+    #[error("field 1 (pid) is not a number")]
     BadPid,
     /// The line ends before field `.0`.
+    #[error("the line ends before field {0}")]
     MissingField(u8),
     /// Field `.0` is not the number it must be.
+    #[error("field {0} is not a number")]
     BadField(u8),
 }
-
-impl fmt::Display for StatError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StatError::NoOpenParen => write!(f, "no '(' opening the command name (field 2)"),
-            StatError::NoCloseParen => write!(f, "no ')' closing the command name (field 2)"),
-            StatError::BadPid => write!(f, "field 1 (pid) is not a number"),
-            StatError::MissingField(n) => write!(f, "the line ends before field {n}"),
-            StatError::BadField(n) => write!(f, "field {n} is not a number"),
-        }
-    }
-}
-
-impl std::error::Error for StatError {}
 
 /// The fields of one `stat` line, borrowing the name from the input. Allocation-free.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -99,7 +99,7 @@ fn an_empty_program_name_is_a_usage_error() {
         String::from_utf8_lossy(&o.stdout).contains("status 2\n"),
         "{o:?}"
     );
-    assert_eq!(err, "foster: exec: empty program name\n");
+    assert_eq!(err, "foster: error: empty program name\n");
 }
 
 #[test]

@@ -23,17 +23,33 @@ use crate::control::protocol::{
 use crate::identity::Identity;
 use crate::sanitize::escape;
 
-/// Why a client failed.
-#[derive(Debug)]
-pub struct ClientError(pub String);
-
-impl std::fmt::Display for ClientError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
+/// Why a client failed: the message says it all (the cause's text included); the cause, when
+/// there is one, is also kept as the error's source.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct ClientError {
+    message: String,
+    #[source]
+    source: Option<io::Error>,
 }
 
-impl std::error::Error for ClientError {}
+impl ClientError {
+    /// An error with no underlying cause.
+    pub fn new(message: impl Into<String>) -> ClientError {
+        ClientError {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// An error caused by `source` (`message` already names it).
+    pub fn caused(message: impl Into<String>, source: io::Error) -> ClientError {
+        ClientError {
+            message: message.into(),
+            source: Some(source),
+        }
+    }
+}
 
 /// A connection to a supervisor's control socket.
 #[derive(Debug)]
@@ -50,7 +66,7 @@ pub struct Connection {
 pub fn check_server(stream: &UnixStream, path: &Path) -> Result<(), ClientError> {
     let cred = nix::sys::socket::getsockopt(stream, nix::sys::socket::sockopt::PeerCredentials)
         .map_err(|e| {
-            ClientError(format!(
+            ClientError::new(format!(
                 "{}: cannot read the server's credentials (SO_PEERCRED): {e}; not talking to it",
                 path.display()
             ))
@@ -58,7 +74,7 @@ pub fn check_server(stream: &UnixStream, path: &Path) -> Result<(), ClientError>
     let me = nix::unistd::geteuid().as_raw();
     let uid = cred.uid();
     if uid != me && uid != 0 {
-        return Err(ClientError(format!(
+        return Err(ClientError::new(format!(
             "{}: the process listening there runs as uid {uid} (pid {}), not as you (uid {me}) \
              nor root: it is not your supervisor (was the socket or its directory taken over \
              by another user?); nothing was sent to it",
@@ -76,7 +92,7 @@ impl Connection {
     pub fn connect(path: &Path) -> Result<Connection, ClientError> {
         let stream = UnixStream::connect(path).map_err(|e| {
             let p = path.display();
-            ClientError(match e.raw_os_error() {
+            let message = match e.raw_os_error() {
                 Some(libc::ENOENT) => {
                     format!("no supervisor listening at {p}: is foster run running? use --socket")
                 }
@@ -90,12 +106,13 @@ impl Connection {
                 ),
                 Some(libc::ENOTSOCK) => format!("{p} is not a socket"),
                 _ => format!("cannot connect to {p}: {e}"),
-            })
+            };
+            ClientError::caused(message, e)
         })?;
         check_server(&stream, path)?;
         let writer = stream
             .try_clone()
-            .map_err(|e| ClientError(format!("{}: {e}", path.display())))?;
+            .map_err(|e| ClientError::caused(format!("{}: {e}", path.display()), e))?;
         Ok(Connection {
             path: path.to_path_buf(),
             reader: BufReader::new(stream),
@@ -116,10 +133,8 @@ impl Connection {
     /// Sends one request.
     pub fn send(&mut self, req: &Request) -> Result<(), ClientError> {
         self.writer.write_all(&request_line(req)).map_err(|e| {
-            ClientError(format!(
-                "{}: cannot send the request: {e}",
-                self.path.display()
-            ))
+            let message = format!("{}: cannot send the request: {e}", self.path.display());
+            ClientError::caused(message, e)
         })
     }
 
@@ -127,16 +142,14 @@ impl Connection {
     pub fn read(&mut self) -> Result<Option<Reply>, ClientError> {
         let mut line = String::new();
         let n = self.reader.read_line(&mut line).map_err(|e| {
-            ClientError(format!(
-                "{}: cannot read the reply: {e}",
-                self.path.display()
-            ))
+            let message = format!("{}: cannot read the reply: {e}", self.path.display());
+            ClientError::caused(message, e)
         })?;
         if n == 0 {
             return Ok(None);
         }
         serde_json::from_str(&line).map(Some).map_err(|e| {
-            ClientError(format!(
+            ClientError::new(format!(
                 "{}: the supervisor's reply is not understood ({}): {}",
                 self.path.display(),
                 escape(e.to_string().as_bytes()),
@@ -152,7 +165,7 @@ impl Connection {
         match self.read() {
             Ok(Some(r)) => Ok(r),
             Ok(None) => Err(sent.err().unwrap_or_else(|| {
-                ClientError(format!(
+                ClientError::new(format!(
                     "{}: the supervisor closed the connection without answering",
                     self.path.display()
                 ))
@@ -179,7 +192,7 @@ impl Connection {
 /// An error reply as a [`ClientError`] naming its kind (its message escaped).
 pub fn into_result(r: Reply) -> Result<ReplyBody, ClientError> {
     match r.body {
-        ReplyBody::Error(e) => Err(ClientError(format!(
+        ReplyBody::Error(e) => Err(ClientError::new(format!(
             "{} ({})",
             escape(e.message.as_bytes()),
             serde_json::to_value(e.kind)
@@ -192,7 +205,7 @@ pub fn into_result(r: Reply) -> Result<ReplyBody, ClientError> {
 }
 
 fn unexpected(body: &ReplyBody) -> ClientError {
-    ClientError(format!(
+    ClientError::new(format!(
         "unexpected reply from the supervisor: {}",
         escape(serde_json::to_string(body).unwrap_or_default().as_bytes())
     ))
@@ -208,13 +221,13 @@ pub fn find_default_socket() -> Result<PathBuf, ClientError> {
     match open_private_dir(&dir) {
         Ok(_) => {}
         Err(DirProblem::Missing) => {
-            return Err(ClientError(format!(
+            return Err(ClientError::new(format!(
                 "no supervisor socket in {} (no such directory): is foster run running? use \
                  --socket",
                 dir.display()
             )));
         }
-        Err(DirProblem::Refused(m)) => return Err(ClientError(m)),
+        Err(DirProblem::Refused(m)) => return Err(ClientError::new(m)),
     }
     let listening = listening_socket_paths();
     let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -230,11 +243,11 @@ pub fn find_default_socket() -> Result<PathBuf, ClientError> {
     found.sort();
     match found.len() {
         1 => Ok(found.remove(0)),
-        0 => Err(ClientError(format!(
+        0 => Err(ClientError::new(format!(
             "no supervisor socket in {}: is foster run running? use --socket",
             dir.display()
         ))),
-        _ => Err(ClientError(format!(
+        _ => Err(ClientError::new(format!(
             "several supervisor sockets in {}: choose one with --socket: {}",
             dir.display(),
             found
@@ -477,7 +490,7 @@ pub fn follow(
             Ok(true) => {}
             Ok(false) => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
-            Err(e) => return Err(ClientError(format!("cannot write: {e}"))),
+            Err(e) => return Err(ClientError::caused(format!("cannot write: {e}"), e)),
         }
     }
 }
@@ -514,7 +527,7 @@ pub fn ctl(
     };
     let mut conn = Connection::connect(&path)?;
     let mut pids = conn.pid_map();
-    let w = |e: io::Error| ClientError(format!("cannot write to standard output: {e}"));
+    let w = |e: io::Error| ClientError::caused(format!("cannot write to standard output: {e}"), e);
     let request = match cmd {
         CtlCommand::Status => Request::Status,
         CtlCommand::Events { backlog, follow: f } => {
@@ -544,9 +557,9 @@ pub fn ctl(
                 Err(e) if json => {
                     let r = Reply::error(crate::control::protocol::ErrorKind::NotInTree, &e);
                     out.write_all(&r.to_line()).map_err(w)?;
-                    return Err(ClientError(e));
+                    return Err(ClientError::new(e));
                 }
-                Err(e) => return Err(ClientError(format!("{e} (not_in_tree)"))),
+                Err(e) => return Err(ClientError::new(format!("{e} (not_in_tree)"))),
             },
             signal: *signal,
         },
@@ -591,7 +604,7 @@ pub fn ctl(
     if json {
         out.write_all(&reply.to_line()).map_err(w)?;
         return match reply.body {
-            ReplyBody::Error(e) => Err(ClientError(escape(e.message.as_bytes()))),
+            ReplyBody::Error(e) => Err(ClientError::new(escape(e.message.as_bytes()))),
             _ => Ok(()),
         };
     }

@@ -419,7 +419,8 @@ impl<'de> Deserialize<'de> for Bytes {
 }
 
 /// A request line that could not be taken: what kind of problem, and a message naming it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
 pub struct ProtocolError {
     pub kind: ErrorKind,
     pub message: String,
@@ -438,14 +439,6 @@ impl ProtocolError {
         Reply::error(self.kind, self.message.clone())
     }
 }
-
-impl fmt::Display for ProtocolError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for ProtocolError {}
 
 /// The request names the server knows, for error messages.
 pub const REQUESTS: &[&str] = &["status", "events", "signal", "restart", "stop"];

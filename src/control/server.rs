@@ -79,35 +79,23 @@ pub fn default_dir() -> PathBuf {
 }
 
 /// Why the socket could not be set up.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum BindError {
     /// A supervisor answers on this path: it is not taken over.
+    #[error(
+        "control socket {}: another supervisor is listening there; stop it or give another \
+         path with --socket",
+        .0.display()
+    )]
     Live(PathBuf),
     /// The socket's directory is not safe to use (or cannot be made); the message names it,
     /// its owner and its mode, and what to do.
+    #[error("control socket: {0}")]
     Dir(String),
     /// Anything else, with what was being done.
-    Io(PathBuf, String, io::Error),
+    #[error("control socket {path}: {1}: {2}", path = .0.display())]
+    Io(PathBuf, String, #[source] io::Error),
 }
-
-impl fmt::Display for BindError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BindError::Live(p) => write!(
-                f,
-                "control socket {}: another supervisor is listening there; stop it or give \
-                 another path with --socket",
-                p.display()
-            ),
-            BindError::Dir(m) => write!(f, "control socket: {m}"),
-            BindError::Io(p, what, e) => {
-                write!(f, "control socket {}: {what}: {e}", p.display())
-            }
-        }
-    }
-}
-
-impl std::error::Error for BindError {}
 
 /// What a socket's directory must be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

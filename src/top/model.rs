@@ -8,7 +8,6 @@
 //! helper restarting in a loop). Nothing here reads `/proc` or touches a terminal.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::Arc;
 
 use crate::identity::Identity;
@@ -122,16 +121,9 @@ pub struct EventLine {
 }
 
 /// Why a source could not produce a reading.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub struct SourceError(pub String);
-
-impl fmt::Display for SourceError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for SourceError {}
 
 /// Asks the data thread for a reading at once.
 pub type Waker = Box<dyn Fn() + Send + Sync>;

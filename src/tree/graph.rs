@@ -6,7 +6,6 @@
 //! listed by pid. [`Snapshot::subtree`] takes the part below any pid as a snapshot of its own.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -118,26 +117,15 @@ fn byte_strings<A: AsRef<[u8]>>(items: &[A]) -> Arc<[Vec<u8>]> {
 }
 
 /// Why a tree could not be read or a subtree taken.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum TreeError {
     /// No process with this pid is in the snapshot.
+    #[error("no process with pid {0}")]
     NoSuchProcess(i32),
     /// The `/proc` directory itself could not be opened or listed.
+    #[error("cannot list {}: {source}", path.display())]
     Proc { path: PathBuf, source: io::Error },
 }
-
-impl fmt::Display for TreeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TreeError::NoSuchProcess(pid) => write!(f, "no process with pid {pid}"),
-            TreeError::Proc { path, source } => {
-                write!(f, "cannot list {}: {source}", path.display())
-            }
-        }
-    }
-}
-
-impl std::error::Error for TreeError {}
 
 /// One reading of the process tree.
 #[derive(Debug, Clone, Default)]

@@ -16,7 +16,6 @@ pub mod render;
 pub mod scan;
 pub mod subtree;
 
-use std::fmt;
 use std::io::{self, Write};
 
 pub use diff::{Change, diff};
@@ -37,27 +36,18 @@ pub struct TreeRequest {
 }
 
 /// Why `foster tree` failed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// The scan failed.
+    #[error(transparent)]
     Tree(TreeError),
     /// The `--root` pid is not a process.
+    #[error("no process with pid {0} (given as --root)")]
     NoSuchRoot(i32),
     /// Standard output could not be written.
-    Output(io::Error),
+    #[error("cannot write the tree to standard output: {0}")]
+    Output(#[source] io::Error),
 }
-
-impl fmt::Display for RunError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RunError::Tree(e) => write!(f, "{e}"),
-            RunError::NoSuchRoot(pid) => write!(f, "no process with pid {pid} (given as --root)"),
-            RunError::Output(e) => write!(f, "cannot write the tree to standard output: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for RunError {}
 
 impl From<TreeError> for RunError {
     fn from(e: TreeError) -> Self {
