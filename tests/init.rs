@@ -13,7 +13,9 @@
 //! message when no subreaper is possible (a seccomp filter makes the prctl fail); a terminal
 //! session through a pseudo-terminal where Ctrl-C gives 130.
 //!
-//! Its own `main` (no libtest harness): the same binary doubles as PROGRAM (`--helper ...`).
+//! Its own `main` on `libtest-mimic` (each case a trial, `NAME::pid1` and `NAME::subreaper`;
+//! `--list`, name filters, `--exact` and `--ignored` as with libtest), because the same binary
+//! doubles as PROGRAM (`--helper ...`); the trials run one at a time.
 //! Synchronisation is by readiness lines on pipes; the only waits are bounded safety nets.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -21,6 +23,8 @@ use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use libtest_mimic::{Arguments, Completion, Trial};
 
 const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
 
@@ -31,21 +35,16 @@ enum Mode {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some("--helper") {
-        helper(&args[2..]);
+    let raw: Vec<String> = std::env::args().collect();
+    if raw.get(1).map(String::as_str) == Some("--helper") {
+        helper(&raw[2..]);
         return;
     }
-    let filter = args.get(1).filter(|a| !a.starts_with('-')).cloned();
+    let mut args = Arguments::from_args();
+    // One at a time: the cases count the children, groups and signals of foster and of this
+    // process, and one drives a terminal.
+    args.test_threads = Some(1);
     let is_root = unsafe { libc::geteuid() } == 0;
-    let mut modes = vec![Mode::Subreaper];
-    if is_root {
-        modes.insert(0, Mode::Pid1);
-    } else {
-        println!(
-            "note: not root: the PID-1 cases (unshare --pid) are skipped; subreaper cases run"
-        );
-    }
     type Case = (&'static str, fn(Mode));
     let cases: &[Case] = &[
         ("reaps_100_orphaned_sleeps", reaps_100_orphaned_sleeps),
@@ -69,46 +68,34 @@ fn main() {
         ),
         ("log_lines_are_written_whole", log_lines_whole),
     ];
-    let mut ran = 0;
-    for (name, f) in cases {
-        if filter.as_deref().is_some_and(|p| !name.contains(p)) {
-            continue;
+    let mut trials = Vec::new();
+    for &(name, f) in cases {
+        // Each case once per mode: NAME::pid1 and NAME::subreaper.
+        for mode in [Mode::Pid1, Mode::Subreaper] {
+            let label = format!("{name}::{}", format!("{mode:?}").to_lowercase());
+            trials.push(Trial::ignorable_test(label, move || {
+                if mode == Mode::Pid1 && !is_root {
+                    return Ok(Completion::ignored_with(
+                        "not root: the PID-1 cases (unshare --pid) need root",
+                    ));
+                }
+                f(mode);
+                Ok(Completion::Completed)
+            }));
         }
-        for &mode in &modes {
-            let t = Instant::now();
-            f(mode);
-            println!(
-                "test {name} [{mode:?}] ... ok ({} ms)",
-                t.elapsed().as_millis()
-            );
-            ran += 1;
-        }
     }
-    if filter
-        .as_deref()
-        .is_none_or(|p| "pdeath_signal_reaches_program".contains(p))
-    {
-        pdeath_fires();
-        println!("test pdeath_signal_reaches_program ... ok");
-        ran += 1;
+    let single: [(&str, fn()); 3] = [
+        ("pdeath_signal_reaches_program", pdeath_fires),
+        ("real_faults_stay_fatal", real_faults_stay_fatal),
+        ("no_subreaper_message", no_subreaper_message),
+    ];
+    for (name, f) in single {
+        trials.push(Trial::test(name, move || {
+            f();
+            Ok(())
+        }));
     }
-    if filter
-        .as_deref()
-        .is_none_or(|p| "real_faults_stay_fatal".contains(p))
-    {
-        real_faults_stay_fatal();
-        println!("test real_faults_stay_fatal ... ok");
-        ran += 1;
-    }
-    if filter
-        .as_deref()
-        .is_none_or(|p| "no_subreaper_message".contains(p))
-    {
-        no_subreaper_message();
-        println!("test no_subreaper_message ... ok");
-        ran += 1;
-    }
-    println!("init tests: {ran} ok");
+    libtest_mimic::run(&args, trials).exit();
 }
 
 // ---------------------------------------------------------------------------------------------

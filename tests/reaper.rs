@@ -1,6 +1,8 @@
-//! The reaper against real processes. Its own test binary without the libtest harness, because
-//! SIGCHLD must be blocked in the main thread before any other thread exists: the harness would
-//! start threads first.
+//! The reaper against real processes. Its own test binary on `libtest-mimic` rather than the
+//! libtest harness, because SIGCHLD must be blocked in the main thread before any other thread
+//! exists (the harness would start threads first), and the trials run one at a time on the main
+//! thread: each reaps every child of this process (a subreaper), so two at once would take each
+//! other's statuses. `--list`, name filters, `--exact` and `--ignored` work as with libtest.
 //!
 //! Covers: statuses routed to their registered owners (exit codes and signals), a process that
 //! ends before its owner registers still reaching the owner, and an orphan storm (thousands of
@@ -11,16 +13,38 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use foster::reaper::{self, ExitStatus, Reaper, Routed};
+use libtest_mimic::{Arguments, Trial};
 
 fn main() {
-    reaper::block_signals(&[]).unwrap();
-    // SAFETY: plain prctl.
-    let r = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    assert_eq!(r, 0, "PR_SET_CHILD_SUBREAPER");
-    refuses_without_blocked_sigchld();
-    exit_before_register_reaches_owner();
-    storm_with_known_codes();
-    println!("reaper tests: ok");
+    let mut args = Arguments::from_args();
+    // One at a time, on the main thread (see the header).
+    args.test_threads = Some(1);
+    if !args.list {
+        reaper::block_signals(&[]).unwrap();
+        // SAFETY: plain prctl.
+        let r = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+        assert_eq!(r, 0, "PR_SET_CHILD_SUBREAPER");
+    }
+    let trials = [
+        (
+            "refuses_without_blocked_sigchld",
+            refuses_without_blocked_sigchld as fn(),
+        ),
+        (
+            "exit_before_register_reaches_owner",
+            exit_before_register_reaches_owner,
+        ),
+        ("storm_with_known_codes", storm_with_known_codes),
+    ]
+    .into_iter()
+    .map(|(name, f)| {
+        Trial::test(name, move || {
+            f();
+            Ok(())
+        })
+    })
+    .collect();
+    libtest_mimic::run(&args, trials).exit();
 }
 
 #[allow(clippy::zombie_processes)] // the reaper, not the Child handle, waits for it
@@ -45,7 +69,6 @@ fn refuses_without_blocked_sigchld() {
     });
     let e = t.join().unwrap();
     assert!(e.contains("SIGCHLD is not blocked"), "{e}");
-    println!("test refuses_without_blocked_sigchld ... ok");
 }
 
 fn exit_before_register_reaches_owner() {
@@ -83,7 +106,6 @@ fn exit_before_register_reaches_owner() {
         }
         other => panic!("expected an owned status, got {other:?}"),
     }
-    println!("test exit_before_register_reaches_owner ... ok");
 }
 
 fn storm_with_known_codes() {
@@ -124,7 +146,6 @@ fn storm_with_known_codes() {
     let mut owned = HashMap::new();
     let mut orphans = 0usize;
     let deadline = Instant::now() + Duration::from_secs(120);
-    let mut wakeups = 0;
     loop {
         // No children left at all: every status has been collected.
         if owned.len() == expected.len() && no_children() {
@@ -136,7 +157,6 @@ fn storm_with_known_codes() {
             owned.len()
         );
         r.wait_readable(1000).unwrap();
-        wakeups += 1;
         for routed in r.reap() {
             match routed {
                 Routed::Owned { owner, reaped } => {
@@ -152,10 +172,6 @@ fn storm_with_known_codes() {
     // Each iteration's subshell is reaped by its maker; its /bin/true is adopted here.
     assert!(orphans == 3000, "only {orphans} orphans reaped");
     assert_eq!(zombies_of_self(), 0);
-    println!(
-        "test storm_with_known_codes ... ok ({} owned, {orphans} orphans, {wakeups} wake-ups)",
-        owned.len()
-    );
 }
 
 fn reap_until<T>(
