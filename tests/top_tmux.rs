@@ -2,37 +2,56 @@
 //! of processes this test starts. It sees them, collapses, filters, signals one with
 //! confirmation and sees it die, quits, and checks that the terminal was restored and that
 //! nothing is left running; then the same for a SIGTERM sent to the dashboard.
+//! Every tmux server it starts has its socket in a directory of the test's own and is checked gone,
+//! socket file included, at the end.
 
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use foster::identity::Identity;
 
+mod common;
+use common::Dir;
+
 const DEADLINE: Duration = Duration::from_secs(15);
 
-/// A tmux server of this test's own (its own socket), removed on drop.
+/// A tmux server of this test's own: its socket in a directory of the test's own (`-S`), not
+/// in the user's tmux directory; on drop the server is killed, checked gone by identity, and its
+/// socket file and directory removed and checked gone.
 struct Tmux {
-    socket: String,
+    _dir: Dir,
+    socket: std::path::PathBuf,
+    server: Identity,
 }
 
 impl Tmux {
     fn start(cmd: &str) -> Tmux {
         static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let socket = format!("foster-top-test-{}-{n}", std::process::id());
-        let t = Tmux { socket };
+        let dir = Dir::new("tmux", &n.to_string());
+        let socket = dir.path("sock");
+        let mut t = Tmux {
+            _dir: dir,
+            socket,
+            server: Identity {
+                pid: 0,
+                start_time: 0,
+            },
+        };
         let out = t.run(&["new-session", "-d", "-s", "t", "-x", "120", "-y", "40", cmd]);
         assert!(
             out.status.success(),
             "tmux new-session: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        let pid = t.display("#{pid}").parse().expect("the tmux server's pid");
+        t.server = Identity::of(pid).expect("the tmux server is running");
         t
     }
 
     fn run(&self, args: &[&str]) -> Output {
         Command::new("tmux")
-            .arg("-L")
+            .arg("-S")
             .arg(&self.socket)
             .args(args)
             .output()
@@ -81,6 +100,17 @@ impl Tmux {
 impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = self.run(&["kill-server"]);
+        let gone = wait_gone(self.server);
+        // The server leaves its socket file behind: remove it (the directory goes with `dir`).
+        let _ = std::fs::remove_file(&self.socket);
+        if !std::thread::panicking() {
+            assert!(gone, "the tmux server {} outlived the test", self.server);
+            assert!(
+                !self.socket.exists(),
+                "the tmux socket {} was left behind",
+                self.socket.display()
+            );
+        }
     }
 }
 
@@ -458,24 +488,6 @@ fn pid_of_role(screen: &str, role: &str, helper: &str) -> Option<i32> {
     })
 }
 
-/// A directory of this test process's own under the temporary directory, removed on drop.
-struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let d = std::env::temp_dir().join(format!("foster-top-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// `foster demo` in a terminal opens the dashboard on the demo's supervisor: every role is on
 /// screen; collapse, filter, a signal to a helper (confirmed) that the supervisor restarts; `q`
 /// quits and tears the whole demo down, which the test checks by pid.
@@ -487,13 +499,13 @@ fn demo_opens_the_dashboard_and_leaves_nothing_behind() {
     }
     // The demo's socket (and the log beside it) in a directory of this test's own, not the
     // user's default socket directory, where a demo may already be running.
-    let dir = TempDir::new("demo");
+    let dir = Dir::new("top", "demo");
     let t = Tmux::start("sh");
     t.text("S=$(stty -g)\n");
     t.text(&format!(
         "{} demo --socket {}; echo status=$?\n",
         env!("CARGO_BIN_EXE_foster"),
-        dir.0.join("demo.sock").display()
+        dir.path("demo.sock").display()
     ));
     // Every role, with the adopted orphan (the orphaner orphans one at once).
     let s = t.wait_for("every role of the demo", |s| {
