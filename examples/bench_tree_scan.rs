@@ -1,14 +1,19 @@
 //! In-process cost of a tree scan, as the supervisor and the dashboard pay it: the first scan
 //! (every `cmdline` read), then repeated scans (only `stat`, command lines from the cache), and
 //! a scan without command lines; the first scan also on one thread only. Prints medians over
-//! `RUNS` (default 50) scans.
+//! `RUNS` (default 50) scans. Then the parsing of `stat` alone, apart from the kernel's work:
+//! every process's `stat` read once into memory, then parsed `RUNS` times by `procfs`'s
+//! `Stat` (what the scanner uses) and by the allocation-free hand parser (what the gate uses).
 //!
 //! `cargo run --release --example bench_tree_scan [RUNS]`; `benches/tree.sh` runs it with its
 //! processes started.
 
 use std::time::{Duration, Instant};
 
+use foster::procstat::StatFields;
 use foster::tree::{ScanOptions, Scanner};
+use procfs::FromRead;
+use procfs::process::Stat;
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
@@ -57,6 +62,30 @@ fn main() {
         s.scan().expect("scan");
         bare.push(t.elapsed());
     }
+    // Parsing alone, on the bytes of every process's stat file.
+    let lines: Vec<Vec<u8>> = std::fs::read_dir("/proc")
+        .expect("list /proc")
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .as_encoded_bytes()
+                .iter()
+                .all(u8::is_ascii_digit)
+        })
+        .filter_map(|e| std::fs::read(e.path().join("stat")).ok())
+        .collect();
+    let pass = |f: &dyn Fn(&[u8]) -> bool| {
+        let mut times = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let t = Instant::now();
+            let ok = lines.iter().filter(|l| f(std::hint::black_box(l))).count();
+            times.push(t.elapsed());
+            assert_eq!(ok, lines.len(), "every stat line parses");
+        }
+        median(times)
+    };
+    let hand = pass(&|l| StatFields::parse(l).is_ok());
+    let library = pass(&|l| Stat::from_read(l).is_ok());
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     println!("processes: {procs}, runs: {runs} (medians)");
     println!(
@@ -74,5 +103,17 @@ fn main() {
     println!(
         "scan without cmdline (stat only):            {:.2} ms",
         ms(median(bare))
+    );
+    let per = |d: Duration| d.as_secs_f64() * 1e9 / lines.len().max(1) as f64;
+    println!(
+        "parsing alone, {} stat lines, procfs Stat:   {:.3} ms ({:.0} ns a line)",
+        lines.len(),
+        ms(library),
+        per(library)
+    );
+    println!(
+        "parsing alone, the hand parser (gate's):     {:.3} ms ({:.0} ns a line)",
+        ms(hand),
+        per(hand)
     );
 }

@@ -1,12 +1,16 @@
-//! The `/proc/<pid>/stat` parser.
+//! The `/proc/<pid>/stat` format's hand parser, allocation-free.
 //!
-//! Owns one thing: turning the bytes of a `stat` file into fields, correctly for every name the
-//! kernel allows. `comm` (field 2) sits between parentheses and may itself hold `)`, `(`, spaces,
-//! newlines and bytes that are not UTF-8, so the name ends at the **last** `)` of the line.
+//! Owns two things: where a `stat` line's command name (field 2) begins and ends, and
+//! [`StatFields::parse`], the fields foster needs from a line. `comm` sits between parentheses
+//! and may itself hold `)`, `(`, spaces, newlines and bytes that are not UTF-8, so the name ends at
+//! the **last** `)` of the line ([`split`]).
 //!
-//! [`StatFields::parse`] borrows the name from the input and allocates nothing, so the startup
-//! gate can call it between fork and exec on a stack buffer, and the tree scanner copies only
-//! what it keeps. Field numbers in this file are those of `proc_pid_stat(5)`, counting from 1.
+//! This parser is written by hand on purpose: the startup gate calls it between fork and exec,
+//! on a stack buffer, where nothing may allocate (and `chainload`, `identity`, `init` and
+//! `spawner` use it for one-off reads). The tree scanner reads its many lines through `procfs`'s
+//! `Stat` instead (it follows the kernel's format), and takes only the raw name from [`split`]:
+//! procfs holds the name as a lossy `String`, and foster shows a name's exact bytes, escaped.
+//! Field numbers in this file are those of `proc_pid_stat(5)`, counting from 1.
 
 /// Flag bit of field 9 (`flags`) marking a kernel thread (`PF_KTHREAD` in `include/linux/sched.h`).
 pub const PF_KTHREAD: u64 = 0x0020_0000;
@@ -106,26 +110,54 @@ fn parse_i32(tok: &[u8]) -> Option<i32> {
     parse_i64(tok).and_then(|v| i32::try_from(v).ok())
 }
 
+/// A `stat` line cut around its command name, borrowing from the line. Allocation-free.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parts<'a> {
+    /// Field 1.
+    pub pid: i32,
+    /// Field 2, raw bytes without the parentheses.
+    pub comm: &'a [u8],
+    /// Everything after the `)` that closes the name: a space, then field 3 onwards.
+    pub rest: &'a [u8],
+}
+
+/// Cuts a `stat` line around its command name, which runs from the first `(` to the **last**
+/// `)`. The line must have the kernel's shape there (`"%d (%s) %c ..."`): a positive pid and one
+/// space before the `(`, and after the `)` one space and a field. Allocation-free.
+pub fn split(line: &[u8]) -> Result<Parts<'_>, StatError> {
+    let open = line
+        .iter()
+        .position(|&b| b == b'(')
+        .ok_or(StatError::NoOpenParen)?;
+    let close = line
+        .iter()
+        .rposition(|&b| b == b')')
+        .ok_or(StatError::NoCloseParen)?;
+    if close < open {
+        return Err(StatError::NoCloseParen);
+    }
+    let pid = line[..open]
+        .strip_suffix(b" ")
+        .and_then(parse_i32)
+        .filter(|p| *p > 0)
+        .ok_or(StatError::BadPid)?;
+    let rest = &line[close + 1..];
+    match rest {
+        [b' ', f, ..] if !f.is_ascii_whitespace() => {}
+        _ => return Err(StatError::MissingField(3)),
+    }
+    Ok(Parts {
+        pid,
+        comm: &line[open + 1..close],
+        rest,
+    })
+}
+
 impl<'a> StatFields<'a> {
-    /// Parses one `stat` line. The name ends at the last `)` of `line`.
+    /// Parses one `stat` line. The name ends at the last `)` of `line` ([`split`]).
     pub fn parse(line: &'a [u8]) -> Result<Self, StatError> {
-        let open = line
-            .iter()
-            .position(|&b| b == b'(')
-            .ok_or(StatError::NoOpenParen)?;
-        let close = line
-            .iter()
-            .rposition(|&b| b == b')')
-            .ok_or(StatError::NoCloseParen)?;
-        if close < open {
-            return Err(StatError::NoCloseParen);
-        }
-        let pid_tok = line[..open].strip_suffix(b" ").unwrap_or(&line[..open]);
-        let pid = parse_i32(pid_tok)
-            .filter(|p| *p > 0)
-            .ok_or(StatError::BadPid)?;
-        let comm = &line[open + 1..close];
-        let mut rest = &line[close + 1..];
+        let Parts { pid, comm, rest } = split(line)?;
+        let mut rest = rest;
 
         // Fields 3 to 24, in order; the ones foster keeps are picked out as they pass.
         let mut f = StatFields {
@@ -279,6 +311,31 @@ mod tests {
             StatFields::parse(b"12 (sleep) S 1").unwrap_err(),
             StatError::MissingField(5)
         );
+        // The kernel's shape around the name: one space each side, a pid before it.
+        for bad in [
+            &b"12(sleep) S 1"[..],
+            b"(sleep) S 1",
+            b" (sleep) S 1",
+            b"-1 (x) S 1",
+        ] {
+            assert_eq!(
+                StatFields::parse(bad).unwrap_err(),
+                StatError::BadPid,
+                "{bad:?}"
+            );
+        }
+        for bad in [
+            &b"12 (sleep)S 1"[..],
+            b"12 (sleep)",
+            b"12 (sleep) ",
+            b"12 (x)  S",
+        ] {
+            assert_eq!(
+                StatFields::parse(bad).unwrap_err(),
+                StatError::MissingField(3),
+                "{bad:?}"
+            );
+        }
         assert_eq!(
             StatFields::parse(b"12 (sleep) S x").unwrap_err(),
             StatError::BadField(4)

@@ -2,12 +2,16 @@
 //!
 //! Owns [`Scanner`]: it lists `/proc` once per scan (raw `getdents64` into a reused buffer),
 //! reads every pid's `stat` every scan, and reads `cmdline` only once per new identity, keeping
-//! it in a cache keyed by [`Identity`] that forgets identities no longer present. The uid is the
+//! it in a cache keyed by [`Identity`] that forgets identities no longer present. The `stat`
+//! bytes, read by the scanner's own I/O path, are parsed by `procfs`'s [`Stat`] (it follows the
+//! kernel's format); only the name comes from [`procstat::split`], since procfs holds it as a
+//! lossy `String` and foster keeps a name's exact bytes ([`parse_stat`]). The uid is the
 //! owner of the opened `stat` file (`fstat` on the descriptor already open): the kernel gives
 //! every inode under `/proc/<pid>` the same owner as the directory, and `status` would triple
 //! the cost. Kernel threads are marked and not read further. A pid that vanishes mid-scan, a file
 //! that cannot be read (`EACCES`, `hidepid`) or does not parse is counted in [`ScanStats`] and
-//! skipped; none aborts the scan.
+//! skipped; none aborts the scan. The `NSpid` line of `status` is parsed by hand
+//! ([`parse_nspid`] says why).
 //!
 //! A cached command line is read again when the name changes or when the address of the argument
 //! area (field 48 of `stat`, `arg_start`) moves: both change on `execve`, so an exec under the
@@ -22,8 +26,11 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use procfs::FromRead;
+use procfs::process::Stat;
+
 use crate::identity::Identity;
-use crate::procstat::StatFields;
+use crate::procstat::{self, PF_KTHREAD};
 use crate::tree::graph::{ProcessNode, Snapshot, TreeError};
 
 /// What a scan reads.
@@ -211,14 +218,17 @@ fn read_at(dir: i32, path: &[u8], buf: &mut Vec<u8>, want_uid: bool) -> Result<u
     }
 }
 
-/// Field `n` (1-based, `n >= 3`) of a `stat` line as a number, counting from after the name.
-fn stat_field(line: &[u8], n: usize) -> Option<u64> {
-    let close = line.iter().rposition(|&b| b == b')')?;
-    let tok = line[close + 1..]
-        .split(|&b| b == b' ' || b == b'\n')
-        .filter(|t| !t.is_empty())
-        .nth(n - 3)?;
-    std::str::from_utf8(tok).ok()?.parse().ok()
+/// One `stat` line: its fields through procfs's [`Stat`], and its name's exact bytes from
+/// [`procstat::split`] (procfs replaces the bytes of a name that are not UTF-8). `None` when the
+/// line does not parse.
+///
+/// [`procstat::split`] also checks the line's shape around the name first: procfs cuts the line
+/// at one byte before the first `(` and two after the last `)`, and panics when those are not
+/// where the kernel puts them (a line from a hand-made proc root could be anything).
+pub(crate) fn parse_stat(line: &[u8]) -> Option<(&[u8], Stat)> {
+    let parts = procstat::split(line).ok()?;
+    let stat = Stat::from_read(line).ok()?;
+    Some((parts.comm, stat))
 }
 
 /// Splits a `cmdline` buffer at NUL into arguments (the final NUL ends the last one).
@@ -613,16 +623,21 @@ impl Ctx<'_> {
                 out.stats.vanished += 1;
                 continue;
             }
-            let Ok(f) = StatFields::parse(buf) else {
+            let Some((comm, f)) = parse_stat(buf) else {
                 out.stats.failed += 1;
                 continue;
             };
             let identity = Identity {
                 pid: f.pid,
-                start_time: f.start_time,
+                start_time: f.starttime,
             };
-            let kernel_thread = f.is_kernel_thread();
-            let zombie = matches!(f.state, b'Z' | b'X');
+            let kernel_thread = u64::from(f.flags) & PF_KTHREAD != 0;
+            // The state is one ASCII letter; anything else is shown as `?`.
+            let state = u8::try_from(f.state)
+                .ok()
+                .filter(u8::is_ascii_graphic)
+                .unwrap_or(b'?');
+            let zombie = matches!(state, b'Z' | b'X');
             let mut node = ProcessNode {
                 identity,
                 pid: f.pid,
@@ -630,19 +645,19 @@ impl Ctx<'_> {
                 parent: None,
                 pgrp: f.pgrp,
                 session: f.session,
-                state: f.state,
+                state,
                 uid,
-                comm: f.comm.to_vec(),
+                comm: comm.to_vec(),
                 cmdline: self.empty.clone(),
                 environ: self.empty.clone(),
-                start_time: f.start_time,
+                start_time: f.starttime,
                 num_threads: f.num_threads,
-                rss_bytes: f.rss.max(0) as u64 * self.page_size,
-                cpu_ticks: f.utime + f.stime,
+                rss_bytes: f.rss.saturating_mul(self.page_size),
+                cpu_ticks: f.utime.saturating_add(f.stime),
                 kernel_thread,
             };
             if self.cmdline && !kernel_thread {
-                let arg_start = stat_field(buf, 48).unwrap_or(0);
+                let arg_start = f.arg_start.unwrap_or(0);
                 node.cmdline = self.cmdline_of(&node, arg_start, zombie, buf, &mut out);
             }
             out.nodes.push(node);
@@ -699,6 +714,8 @@ impl Ctx<'_> {
 
 /// The pids of the `NSpid:` line of a `/proc/<pid>/status` text, outermost namespace first.
 /// `None` without that line (a kernel before 4.1) or with a field that is not a positive pid.
+/// Read by hand, not through procfs's `Status`: that refuses the whole file when the process's
+/// name (the `Name:` line, raw bytes) is not UTF-8, and needs some twenty other lines.
 pub fn parse_nspid(status: &[u8]) -> Option<Vec<i32>> {
     let line = status
         .split(|&b| b == b'\n')
@@ -755,6 +772,22 @@ mod tests {
         assert_eq!(nspid(me), Some(mine));
     }
 
+    /// Why `NSpid` is not read through procfs's `Status`: the kernel writes a name's bytes
+    /// into `Name:` as they are (only `\\` and newlines are escaped), and procfs refuses the
+    /// whole file when they are not UTF-8, so a process could hide its `NSpid` by its name.
+    #[test]
+    fn nspid_survives_a_name_that_is_not_utf8() {
+        use procfs::FromBufRead;
+        let mine = std::fs::read("/proc/self/status").unwrap();
+        assert!(procfs::process::Status::from_buf_read(&mine[..]).is_ok());
+        let mut hostile = b"Name:\t\xff\xfe)\n".to_vec();
+        let after_name = mine.iter().position(|&b| b == b'\n').unwrap() + 1;
+        hostile.extend_from_slice(&mine[after_name..]);
+        assert!(procfs::process::Status::from_buf_read(&hostile[..]).is_err());
+        assert_eq!(parse_nspid(&hostile), parse_nspid(&mine));
+        assert!(parse_nspid(&hostile).is_some());
+    }
+
     #[test]
     fn paths_are_built_without_allocating() {
         let mut p = [0u8; 40];
@@ -791,12 +824,125 @@ mod tests {
         assert_eq!(parse_pid(b"99999999999"), None);
     }
 
+    /// A `stat` line as the kernel writes it (52 fields), with this name and a few fields set.
+    fn stat_line(name: &[u8], pid: i32, ppid: i32, start: u64, arg_start: u64) -> Vec<u8> {
+        let mut v = format!("{pid} (").into_bytes();
+        v.extend_from_slice(name);
+        v.extend_from_slice(
+            format!(
+                ") S {ppid} {pid} {pid} 34816 -1 4194560 12 0 3 0 17 9 0 0 20 0 3 0 {start} \
+                 11534336 812 18446744073709551615 1 1 0 0 0 0 0 0 65536 0 0 0 17 1 0 0 0 0 0 \
+                 4096 4200 4250 {arg_start} 4300 4400 4500 0\n"
+            )
+            .as_bytes(),
+        );
+        v
+    }
+
+    /// Hostile names: the fields come right after the last `)`, the name keeps its exact bytes
+    /// (procfs alone would have replaced those that are not UTF-8), and the hand parser agrees.
     #[test]
-    fn stat_field_after_hostile_name() {
-        let line = b"5 (a) 1 2 3) S 1 5 5 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 77 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 4242 4300 4400 4500 0\n";
-        assert_eq!(stat_field(line, 22), Some(77));
-        assert_eq!(stat_field(line, 48), Some(4242));
-        assert_eq!(stat_field(line, 99), None);
+    fn stat_lines_with_hostile_names_keep_the_exact_name() {
+        let long_kthread = [b'k'; 64]; // a kernel thread's name in `stat` can reach 64 bytes
+        let very_long = [b')'; 4096];
+        let names: &[&[u8]] = &[
+            b"sleep",
+            b"a) 1 2 3) S 9",
+            b")",
+            b") (x) y",
+            b"(",
+            b"a b  c",
+            b" ",
+            b"new\nline\xff\xfe",
+            b"\n",
+            b"\xff\xfe\x80",
+            b"\xe2\x82)",
+            b"\x1b]0;owned\x07",
+            b"\0",
+            b"",
+            b"exactly15bytes!",
+            &long_kthread,
+            &very_long,
+        ];
+        for name in names {
+            let line = stat_line(name, 4242, 17, 123456, 0x7ffd_0000);
+            let (comm, f) = parse_stat(&line).unwrap_or_else(|| panic!("{name:?}"));
+            assert_eq!(comm, *name);
+            assert_eq!((f.pid, f.ppid, f.pgrp, f.session), (4242, 17, 4242, 4242));
+            assert_eq!(f.state, 'S');
+            assert_eq!(f.starttime, 123456);
+            assert_eq!(f.arg_start, Some(0x7ffd_0000));
+            assert_eq!((f.utime, f.stime, f.num_threads, f.rss), (17, 9, 3, 812));
+            assert_eq!(u64::from(f.flags) & PF_KTHREAD, 0);
+            let h = procstat::StatFields::parse(&line).unwrap();
+            assert_eq!(h.comm, comm);
+            assert_eq!((h.pid, h.ppid, h.start_time), (f.pid, f.ppid, f.starttime));
+            if std::str::from_utf8(name).is_err() {
+                assert_ne!(f.comm.as_bytes(), *name, "procfs's name is lossy");
+            }
+        }
+    }
+
+    /// Lines without the kernel's shape around the name are refused, never a panic (procfs
+    /// alone panics on several of these).
+    #[test]
+    fn malformed_stat_lines_are_refused() {
+        for line in [
+            &b""[..],
+            b"(x) S 1 2 3",
+            b" (x) S 1 2 3",
+            b"1(x) S 1 2 3",
+            b"1 (x)",
+            b"1 (x) ",
+            b"1 (x)\n",
+            b"1 (x)S 1",
+            b"1 (x)\xff\xff 1",
+            b"1 (x) \xe2\x82 1",
+            b"1 ) (x S 1",
+            b"\xe2\x82\xac (x) S 1",
+            b"1 (x) S 1 2",
+            b"1 (x) S x 2 3 4",
+        ] {
+            assert!(parse_stat(line).is_none(), "{line:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// Any name the kernel could show, and longer: the exact bytes back, and the same
+        /// fields as the hand parser.
+        #[test]
+        fn any_name_round_trips(
+            name in proptest::collection::vec(proptest::num::u8::ANY, 0..300),
+            pid in 1..i32::MAX,
+            ppid in 0..i32::MAX,
+            start: u64,
+            arg_start: u64,
+        ) {
+            let line = stat_line(&name, pid, ppid, start, arg_start);
+            let (comm, f) = parse_stat(&line).expect("a kernel-shaped line parses");
+            proptest::prop_assert_eq!(comm, &name[..]);
+            proptest::prop_assert_eq!((f.pid, f.ppid, f.starttime), (pid, ppid, start));
+            proptest::prop_assert_eq!(f.arg_start, Some(arg_start));
+            let h = procstat::StatFields::parse(&line).unwrap();
+            proptest::prop_assert_eq!(h.comm, comm);
+        }
+
+        /// No line panics: any bytes, and lines built from the characters the cutting looks at.
+        #[test]
+        fn no_line_panics(
+            raw in proptest::collection::vec(proptest::num::u8::ANY, 0..200),
+            parts in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    &b"1"[..], b" ", b"(", b")", b"S", b"\n", b"\xff", b"\xe2\x82", b"-", b"0",
+                ]),
+                0..40,
+            ),
+        ) {
+            let _ = parse_stat(&raw);
+            let _ = parse_stat(&parts.concat());
+        }
     }
 
     #[test]
