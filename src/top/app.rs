@@ -249,7 +249,7 @@ impl App {
         self.source_error = None;
         // Start collapsed below the collapse depth, once per identity.
         if let Some(limit) = self.collapse_depth {
-            let mut stack: Vec<(Identity, usize)> = model.roots.iter().map(|r| (*r, 0)).collect();
+            let mut stack: Vec<(Identity, usize)> = model.roots().map(|r| (r, 0)).collect();
             while let Some((id, depth)) = stack.pop() {
                 if self.seen.insert(id) && depth >= limit {
                     self.collapsed.insert(id);
@@ -361,9 +361,9 @@ impl App {
         let mut include: HashSet<Identity> = HashSet::new();
         let mut forced_open: HashSet<Identity> = HashSet::new();
         if filtering {
-            for (id, n) in &m.nodes {
+            for n in m.nodes.values() {
                 if self.matches(n, &needle) {
-                    matched.insert(*id);
+                    matched.insert(n.info.id);
                 }
             }
             for id in &matched {
@@ -387,7 +387,7 @@ impl App {
 
         let mut rows = Vec::new();
         // (node, depth, "is last" flags of its ancestors and itself)
-        let roots: Vec<Identity> = m.roots.iter().copied().filter(visible).collect();
+        let roots: Vec<Identity> = m.roots().filter(visible).collect();
         let mut stack: Vec<(Identity, usize, Vec<bool>)> = Vec::new();
         for (i, r) in roots.iter().enumerate().rev() {
             stack.push((*r, 0, vec![i + 1 == roots.len()]));
@@ -669,9 +669,9 @@ impl App {
                 self.collapsed = self
                     .model
                     .nodes
-                    .iter()
-                    .filter(|(_, n)| !n.children.is_empty())
-                    .map(|(i, _)| *i)
+                    .values()
+                    .filter(|n| !n.children.is_empty())
+                    .map(|n| n.info.id)
                     .collect();
                 self.relayout();
             }
@@ -713,20 +713,7 @@ impl App {
                 self.message = Some(if self.paused { "paused" } else { "resumed" }.to_string());
                 if !self.paused {
                     // Drop the exited rows now rather than at the next reading.
-                    let live: Vec<Identity> = self
-                        .model
-                        .nodes
-                        .iter()
-                        .filter(|(_, n)| n.exited)
-                        .map(|(i, _)| *i)
-                        .collect();
-                    if !live.is_empty() {
-                        let gone: HashSet<Identity> = live.into_iter().collect();
-                        self.model.nodes.retain(|i, _| !gone.contains(i));
-                        self.model.roots.retain(|i| !gone.contains(i));
-                        for n in self.model.nodes.values_mut() {
-                            n.children.retain(|i| !gone.contains(i));
-                        }
+                    if self.model.drop_exited() {
                         self.relayout();
                     }
                     return vec![Effect::Refresh];

@@ -5,12 +5,15 @@
 //! [`Model`]: the processes of a sample arranged as a tree keyed by [`Identity`], with CPU%
 //! computed from clock-tick deltas between two readings and the anomalies foster flags (a parent
 //! other than the expected one, an unexpected adoption, a zombie its live parent does not reap, a
-//! helper restarting in a loop). Nothing here reads `/proc` or touches a terminal.
+//! helper restarting in a loop). The tree is the tree layer's graph ([`Forest`], the structure
+//! of a `/proc` snapshot), its subtree and ancestor queries petgraph's traversals. Nothing here
+//! reads `/proc` or touches a terminal.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::identity::Identity;
+use crate::tree::{Forest, Member};
 
 /// A zombie counts as "not reaped" once it has been seen for this long under a live parent.
 /// Shorter would flag every process between its exit and its parent's `wait`; PID 1 of some
@@ -240,7 +243,8 @@ impl Anomaly {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Node {
     pub info: ProcInfo,
-    /// Children present in the model, oldest first.
+    /// Children present in the model, oldest first: the model's graph's edges, filled in when
+    /// the model is built.
     pub children: Vec<Identity>,
     /// CPU use since the previous reading, in percent of one core; `None` on its first reading.
     pub cpu_pct: Option<f64>,
@@ -251,45 +255,49 @@ pub struct Node {
     pub exited: bool,
 }
 
+impl Member for Node {
+    fn identity(&self) -> Identity {
+        self.info.id
+    }
+    fn parent(&self) -> Option<Identity> {
+        self.info.parent
+    }
+}
+
 /// A reading arranged as a tree, with rates and anomalies computed.
-#[derive(Clone, Debug, PartialEq, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Model {
     pub origin: String,
     pub supervised: bool,
     pub hz: u64,
     pub now_ticks: u64,
-    pub nodes: HashMap<Identity, Node>,
-    /// Processes without a parent in the model (PID 1, the `--root` process...), oldest first.
-    pub roots: Vec<Identity>,
+    /// The processes as a forest: a process whose parent is in the model is its child, any
+    /// other (PID 1, the `--root` process...) a root; roots and children oldest first.
+    pub nodes: Forest<Node>,
     pub events: Vec<EventLine>,
 }
 
 impl Model {
+    /// `nodes` as the model's forest, each node's `children` filled in from it.
+    fn forest(nodes: Vec<Node>) -> Forest<Node> {
+        let mut forest = Forest::new(nodes, |n| (n.info.id.start_time, n.info.id.pid));
+        forest.fill_children(|n, kids| n.children = kids);
+        forest
+    }
+
+    /// The roots (processes without a parent in the model), oldest first.
+    pub fn roots(&self) -> impl Iterator<Item = Identity> + '_ {
+        self.nodes.roots().map(|n| n.info.id)
+    }
+
     /// The identities of `id`'s ancestors in the model, nearest first.
     pub fn ancestors(&self, id: Identity) -> Vec<Identity> {
-        let mut out = Vec::new();
-        let mut cur = self.nodes.get(&id).and_then(|n| n.info.parent);
-        while let Some(p) = cur {
-            if !self.nodes.contains_key(&p) || out.contains(&p) {
-                break;
-            }
-            out.push(p);
-            cur = self.nodes[&p].info.parent;
-        }
-        out
+        self.nodes.ancestors(&id).map(|n| n.info.id).collect()
     }
 
     /// `id` and all its descendants, parents before children.
     pub fn subtree(&self, id: Identity) -> Vec<Identity> {
-        let mut out = Vec::new();
-        let mut stack = vec![id];
-        while let Some(i) = stack.pop() {
-            if let Some(n) = self.nodes.get(&i) {
-                out.push(i);
-                stack.extend(n.children.iter().rev().copied());
-            }
-        }
-        out
+        self.nodes.descendants(&id).map(|n| n.info.id).collect()
     }
 
     /// The number of processes in the model.
@@ -305,40 +313,35 @@ impl Model {
     /// Keeps the processes of `old` that are missing here, marked exited, under their parent when
     /// it is still here (pause mode).
     pub fn carry_exited(&mut self, old: &Model) {
-        let mut carried: Vec<Identity> = Vec::new();
-        for (id, node) in &old.nodes {
-            if !self.nodes.contains_key(id) {
-                let mut n = node.clone();
-                n.exited = true;
-                n.cpu_pct = None;
-                n.children.clear();
-                self.nodes.insert(*id, n);
-                carried.push(*id);
-            }
-        }
+        let carried: Vec<Node> = old
+            .nodes
+            .values()
+            .filter(|n| !self.nodes.contains_key(&n.info.id))
+            .map(|n| Node {
+                exited: true,
+                cpu_pct: None,
+                ..n.clone()
+            })
+            .collect();
         if carried.is_empty() {
             return;
         }
-        carried.sort_by_key(|i| (i.start_time, i.pid));
-        for id in carried {
-            let parent = self.nodes[&id]
-                .info
-                .parent
-                .filter(|p| self.nodes.contains_key(p));
-            match parent {
-                Some(p) => self.nodes.get_mut(&p).unwrap().children.push(id),
-                None => self.roots.push(id),
-            }
+        let mut all: Vec<Node> = std::mem::take(&mut self.nodes).into_values().collect();
+        all.extend(carried);
+        self.nodes = Model::forest(all);
+    }
+
+    /// Drops the processes marked exited (the view is resumed); false when there were none.
+    pub fn drop_exited(&mut self) -> bool {
+        if !self.nodes.values().any(|n| n.exited) {
+            return false;
         }
-        let ids: Vec<Identity> = self.nodes.keys().copied().collect();
-        for id in ids {
-            self.nodes
-                .get_mut(&id)
-                .unwrap()
-                .children
-                .sort_by_key(|i| (i.start_time, i.pid));
-        }
-        self.roots.sort_by_key(|i| (i.start_time, i.pid));
+        let live = std::mem::take(&mut self.nodes)
+            .into_values()
+            .filter(|n| !n.exited)
+            .collect();
+        self.nodes = Model::forest(live);
+        true
     }
 }
 
@@ -368,7 +371,7 @@ impl Tracker {
         // soon for a rate (a tick is 10 ms). Then the last rates stay, and so does the baseline.
         let too_soon = !self.prev_ticks.is_empty() && elapsed < (hz / 4).max(1);
 
-        let mut nodes: HashMap<Identity, Node> = HashMap::with_capacity(sample.procs.len());
+        let mut nodes: Vec<Node> = Vec::with_capacity(sample.procs.len());
         let mut ticks = HashMap::with_capacity(sample.procs.len());
         let mut pcts = HashMap::with_capacity(sample.procs.len());
         for info in sample.procs {
@@ -390,17 +393,14 @@ impl Tracker {
             };
             ticks.insert(info.id, baseline);
             let age_secs = now.saturating_sub(info.id.start_time) / hz;
-            nodes.insert(
-                info.id,
-                Node {
-                    info,
-                    children: Vec::new(),
-                    cpu_pct,
-                    age_secs,
-                    anomalies: Vec::new(),
-                    exited: false,
-                },
-            );
+            nodes.push(Node {
+                info,
+                children: Vec::new(),
+                cpu_pct,
+                age_secs,
+                anomalies: Vec::new(),
+                exited: false,
+            });
         }
         self.prev_ticks = ticks;
         self.prev_pct = pcts;
@@ -408,27 +408,14 @@ impl Tracker {
             self.prev_now = now;
         }
 
-        // Link children to parents; a parent missing from the reading makes a root.
-        let mut roots = Vec::new();
-        let mut links: Vec<(Identity, Identity)> = Vec::new();
-        for (id, n) in &nodes {
-            match n.info.parent.filter(|p| nodes.contains_key(p) && p != id) {
-                Some(p) => links.push((p, *id)),
-                None => roots.push(*id),
-            }
-        }
-        for (p, c) in links {
-            nodes.get_mut(&p).unwrap().children.push(c);
-        }
-        for n in nodes.values_mut() {
-            n.children.sort_by_key(|i| (i.start_time, i.pid));
-        }
-        roots.sort_by_key(|i| (i.start_time, i.pid));
+        // The tree: a parent missing from the reading makes a root.
+        let mut nodes = Model::forest(nodes);
 
         // Anomalies.
         let mut zombie_since = HashMap::new();
         let mut found: Vec<(Identity, Anomaly)> = Vec::new();
-        for (id, n) in &nodes {
+        for n in nodes.values() {
+            let id = &n.info.id;
             if n.info.state == b'Z' {
                 let since = *self.zombie_since.get(id).unwrap_or(&now);
                 zombie_since.insert(*id, since);
@@ -492,7 +479,6 @@ impl Tracker {
             hz,
             now_ticks: now,
             nodes,
-            roots,
             events: sample.events,
         }
     }
@@ -528,5 +514,101 @@ pub fn fmt_cpu(pct: Option<f64>) -> String {
         Some(p) if p < 99.95 => format!("{p:.1}"),
         Some(p) => format!("{p:.0}"),
         None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn proc(pid: i32, parent: Option<i32>, state: u8) -> ProcInfo {
+        let id = |pid: i32| Identity {
+            pid,
+            start_time: 1000 + pid as u64,
+        };
+        ProcInfo {
+            id: id(pid),
+            parent: parent.map(id),
+            ppid: parent.unwrap_or(0),
+            state,
+            cpu_ticks: 0,
+            rss_bytes: 0,
+            comm: format!("p{pid}").into_bytes(),
+            cmdline: Arc::from(Vec::new()),
+            supervision: None,
+        }
+    }
+
+    fn sample(procs: Vec<ProcInfo>) -> Sample {
+        Sample {
+            origin: "test".into(),
+            now_ticks: 100_000,
+            hz: 100,
+            procs,
+            ..Sample::default()
+        }
+    }
+
+    fn pids(ids: &[Identity]) -> Vec<i32> {
+        ids.iter().map(|i| i.pid).collect()
+    }
+
+    /// The tree comes from the graph: roots and children oldest first, subtrees parents first,
+    /// ancestors nearest first.
+    #[test]
+    fn the_tree_is_the_graph_oldest_first() {
+        // Start times follow pids: 30 is younger than 20.
+        let m = Tracker::new().update(sample(vec![
+            proc(30, Some(1), b'S'),
+            proc(1, None, b'S'),
+            proc(40, Some(20), b'S'),
+            proc(20, Some(1), b'S'),
+            proc(50, Some(999), b'S'), // parent not in the reading: a root
+        ]));
+        let roots: Vec<i32> = m.roots().map(|i| i.pid).collect();
+        assert_eq!(roots, vec![1, 50]);
+        let init = m.roots().next().unwrap();
+        assert_eq!(pids(&m.nodes[&init].children), vec![20, 30]);
+        assert_eq!(pids(&m.subtree(init)), vec![1, 20, 40, 30]);
+        let forty = m.nodes.keys().find(|i| i.pid == 40).copied().unwrap();
+        assert_eq!(pids(&m.ancestors(forty)), vec![20, 1]);
+        assert_eq!(m.len(), 5);
+    }
+
+    /// Parent links that form a cycle (no kernel makes one; a peer's reading could) end the
+    /// walks instead of looping for ever.
+    #[test]
+    fn a_cycle_of_parents_ends_the_walks() {
+        let m = Tracker::new().update(sample(vec![
+            proc(1, None, b'S'),
+            proc(10, Some(11), b'S'),
+            proc(11, Some(10), b'S'),
+        ]));
+        let ten = m.nodes.keys().find(|i| i.pid == 10).copied().unwrap();
+        let mut sub = pids(&m.subtree(ten));
+        sub.sort();
+        assert_eq!(sub, vec![10, 11]);
+        assert_eq!(pids(&m.ancestors(ten)), vec![11]);
+    }
+
+    /// Paused, an exited process stays under its parent; resumed, it goes.
+    #[test]
+    fn exited_processes_are_carried_then_dropped() {
+        let mut t = Tracker::new();
+        let before = t.update(sample(vec![
+            proc(1, None, b'S'),
+            proc(20, Some(1), b'S'),
+            proc(21, Some(20), b'S'),
+        ]));
+        let mut now = t.update(sample(vec![proc(1, None, b'S'), proc(20, Some(1), b'S')]));
+        now.carry_exited(&before);
+        let twenty = now.nodes.keys().find(|i| i.pid == 20).copied().unwrap();
+        assert_eq!(pids(&now.nodes[&twenty].children), vec![21]);
+        let gone = now.nodes[&twenty].children[0];
+        assert!(now.nodes[&gone].exited);
+        assert!(now.drop_exited());
+        assert!(now.nodes[&twenty].children.is_empty());
+        assert!(!now.nodes.contains_key(&gone));
+        assert!(!now.drop_exited());
     }
 }

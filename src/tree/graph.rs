@@ -1,17 +1,23 @@
-//! The snapshot: one reading of the process tree as a graph.
+//! The process tree as a graph: the one tree structure of foster.
 //!
-//! Owns [`Snapshot`], a petgraph [`StableGraph`] whose nodes are [`ProcessNode`]s keyed by
-//! [`Identity`] and whose edges run from parent to child, with maps from identity and from pid
-//! to node. A root is a process whose parent is pid 0 or not in the snapshot. Children are always
-//! listed by pid. [`Snapshot::subtree`] takes the part below any pid as a snapshot of its own.
+//! Owns [`Forest`], a petgraph [`StableGraph`] of processes keyed by [`Identity`], edges running
+//! from parent to child, children kept in an order chosen when it is built; its queries are
+//! petgraph's own traversals (`neighbors_directed`, [`Dfs`] for a subtree, a [`Dfs`] over the
+//! [`Reversed`] graph for the ancestors). [`Snapshot`] is one reading of `/proc`: a forest of
+//! [`ProcessNode`]s, children by pid, with a map from pid to identity; a root is a process whose
+//! parent is pid 0 or not in the snapshot. [`Snapshot::subtree`] takes the part below any pid as
+//! a snapshot of its own. The dashboard's model is a forest of its own nodes
+//! (`crate::top::model`), built by the same code.
 
 use std::collections::HashMap;
 use std::io;
+use std::ops::Index;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use petgraph::Direction;
 use petgraph::stable_graph::{NodeIndex, StableGraph};
+use petgraph::visit::{Dfs, Reversed, Walker};
 
 use crate::identity::Identity;
 use crate::tree::scan::ScanStats;
@@ -127,13 +133,225 @@ pub enum TreeError {
     Proc { path: PathBuf, source: io::Error },
 }
 
+/// What a node of a [`Forest`] says about its place: its own key and its parent's.
+pub trait Member {
+    /// The node's key.
+    fn identity(&self) -> Identity;
+    /// Its parent's key, when it has one (the parent need not be in the forest).
+    fn parent(&self) -> Option<Identity>;
+}
+
+impl Member for ProcessNode {
+    fn identity(&self) -> Identity {
+        self.identity
+    }
+    fn parent(&self) -> Option<Identity> {
+        self.parent
+    }
+}
+
+/// Processes as a forest: a petgraph graph keyed by [`Identity`], edges from parent to child.
+/// A node whose parent is in the forest (and is not itself) is that parent's child; any other
+/// node is a root. Roots and each node's children are listed in the order chosen when the
+/// forest was built.
+#[derive(Debug, Clone)]
+pub struct Forest<N> {
+    graph: StableGraph<N, ()>,
+    index: HashMap<Identity, NodeIndex>,
+    roots: Vec<NodeIndex>,
+}
+
+impl<N> Default for Forest<N> {
+    fn default() -> Self {
+        Forest {
+            graph: StableGraph::default(),
+            index: HashMap::new(),
+            roots: Vec::new(),
+        }
+    }
+}
+
+impl<N: Member> Forest<N> {
+    /// The forest of `nodes`, roots and children listed by `key`, ascending. Of two nodes with
+    /// the same identity, the last is kept.
+    pub fn new<K: Ord>(nodes: Vec<N>, key: impl Fn(&N) -> K) -> Forest<N> {
+        let mut graph = StableGraph::with_capacity(nodes.len(), nodes.len());
+        let mut index = HashMap::with_capacity(nodes.len());
+        for n in nodes {
+            let id = n.identity();
+            let ix = graph.add_node(n);
+            if let Some(old) = index.insert(id, ix) {
+                graph.remove_node(old);
+            }
+        }
+        let mut order: Vec<(K, NodeIndex)> = graph
+            .node_indices()
+            .map(|ix| (key(&graph[ix]), ix))
+            .collect();
+        order.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        // Edges go in in order; petgraph lists a node's edges newest first, so `children`
+        // reverses them and a depth-first walk (which takes the last pushed first) goes in order.
+        let mut roots = Vec::new();
+        for (_, ix) in order {
+            let own = graph[ix].identity();
+            match graph[ix]
+                .parent()
+                .filter(|p| *p != own)
+                .and_then(|p| index.get(&p).copied())
+            {
+                Some(parent) => {
+                    graph.add_edge(parent, ix, ());
+                }
+                None => roots.push(ix),
+            }
+        }
+        Forest {
+            graph,
+            index,
+            roots,
+        }
+    }
+}
+
+impl<N> Forest<N> {
+    /// The underlying graph: edges run from parent to child.
+    pub fn graph(&self) -> &StableGraph<N, ()> {
+        &self.graph
+    }
+
+    /// How many nodes the forest holds.
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// True when the forest holds no node.
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    /// The node with this identity.
+    pub fn get(&self, id: &Identity) -> Option<&N> {
+        self.index.get(id).map(|&ix| &self.graph[ix])
+    }
+
+    /// The node with this identity, mutably. Its identity and parent are the forest's keys:
+    /// changing them does not move it.
+    pub fn get_mut(&mut self, id: &Identity) -> Option<&mut N> {
+        self.index.get(id).map(|&ix| &mut self.graph[ix])
+    }
+
+    /// True when the node with this identity is in the forest.
+    pub fn contains_key(&self, id: &Identity) -> bool {
+        self.index.contains_key(id)
+    }
+
+    /// Every identity, in no particular order.
+    pub fn keys(&self) -> impl Iterator<Item = &Identity> {
+        self.index.keys()
+    }
+
+    /// Every node, in no particular order.
+    pub fn values(&self) -> impl Iterator<Item = &N> {
+        self.graph.node_weights()
+    }
+
+    /// Every node, mutably, in no particular order (see [`Forest::get_mut`]).
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut N> {
+        self.graph.node_weights_mut()
+    }
+
+    /// Takes the nodes out, in no particular order.
+    pub fn into_values(self) -> impl Iterator<Item = N> {
+        let mut graph = self.graph;
+        let indices: Vec<NodeIndex> = graph.node_indices().collect();
+        indices
+            .into_iter()
+            .filter_map(move |ix| graph.remove_node(ix))
+    }
+
+    /// Hands each node the identities of its children, in order: for a node type that keeps
+    /// them (the dashboard's rows are drawn from such a list).
+    pub fn fill_children(&mut self, mut set: impl FnMut(&mut N, Vec<Identity>))
+    where
+        N: Member,
+    {
+        let indices: Vec<NodeIndex> = self.graph.node_indices().collect();
+        for ix in indices {
+            let mut kids: Vec<Identity> = self
+                .graph
+                .neighbors_directed(ix, Direction::Outgoing)
+                .map(|c| self.graph[c].identity())
+                .collect();
+            kids.reverse();
+            set(&mut self.graph[ix], kids);
+        }
+    }
+
+    /// The roots, in order.
+    pub fn roots(&self) -> impl Iterator<Item = &N> {
+        self.roots.iter().map(|&ix| &self.graph[ix])
+    }
+
+    /// The children of `id`, in order (empty when `id` is not in the forest).
+    pub fn children(&self, id: &Identity) -> Vec<&N> {
+        let Some(&ix) = self.index.get(id) else {
+            return Vec::new();
+        };
+        let mut v: Vec<&N> = self
+            .graph
+            .neighbors_directed(ix, Direction::Outgoing)
+            .map(|c| &self.graph[c])
+            .collect();
+        v.reverse();
+        v
+    }
+
+    /// The parent of `id`, when both are in the forest.
+    pub fn parent(&self, id: &Identity) -> Option<&N> {
+        let &ix = self.index.get(id)?;
+        self.graph
+            .neighbors_directed(ix, Direction::Incoming)
+            .next()
+            .map(|p| &self.graph[p])
+    }
+
+    /// The ancestors of `id` in the forest, nearest first (empty when `id` is not in it).
+    pub fn ancestors(&self, id: &Identity) -> impl Iterator<Item = &N> {
+        let start = self.index.get(id).copied();
+        let up = Reversed(&self.graph);
+        start
+            .map(|ix| Dfs::new(up, ix).iter(up).skip(1))
+            .into_iter()
+            .flatten()
+            .map(|ix| &self.graph[ix])
+    }
+
+    /// `id` and all its descendants, depth first, parents before their children, children in
+    /// order (empty when `id` is not in the forest).
+    pub fn descendants(&self, id: &Identity) -> impl Iterator<Item = &N> {
+        let start = self.index.get(id).copied();
+        start
+            .map(|ix| Dfs::new(&self.graph, ix).iter(&self.graph))
+            .into_iter()
+            .flatten()
+            .map(|ix| &self.graph[ix])
+    }
+}
+
+impl<N> Index<&Identity> for Forest<N> {
+    type Output = N;
+
+    /// The node with this identity; panics when it is not in the forest, as a map's index does.
+    fn index(&self, id: &Identity) -> &N {
+        &self.graph[self.index[id]]
+    }
+}
+
 /// One reading of the process tree.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
-    graph: StableGraph<ProcessNode, ()>,
-    by_identity: HashMap<Identity, NodeIndex>,
+    forest: Forest<ProcessNode>,
     by_pid: HashMap<i32, Identity>,
-    roots: Vec<NodeIndex>,
     /// What the scan that made this snapshot skipped (zero for hand-built ones).
     pub stats: ScanStats,
 }
@@ -145,14 +363,13 @@ impl Snapshot {
     pub fn from_nodes(mut nodes: Vec<ProcessNode>) -> Snapshot {
         nodes.sort_unstable_by_key(|n| n.pid);
         nodes.dedup_by_key(|n| n.pid);
-        let mut graph = StableGraph::with_capacity(nodes.len(), nodes.len());
-        let mut by_identity = HashMap::with_capacity(nodes.len());
         let mut by_pid = HashMap::with_capacity(nodes.len());
         let mut pid_start = HashMap::with_capacity(nodes.len());
         for n in &nodes {
             pid_start.insert(n.pid, n.start_time);
+            by_pid.insert(n.pid, n.identity);
         }
-        for mut n in nodes {
+        for n in &mut nodes {
             if n.ppid > 0 {
                 if let Some(&start) = pid_start.get(&n.ppid) {
                     if start <= n.start_time {
@@ -163,54 +380,42 @@ impl Snapshot {
                     }
                 }
             }
-            let id = n.identity;
-            let ix = graph.add_node(n);
-            by_identity.insert(id, ix);
-            by_pid.insert(id.pid, id);
         }
-        let mut roots = Vec::new();
-        let indices: Vec<NodeIndex> = graph.node_indices().collect();
-        for ix in indices {
-            match graph[ix].parent.and_then(|p| by_identity.get(&p).copied()) {
-                Some(parent_ix) => {
-                    graph.add_edge(parent_ix, ix, ());
-                }
-                None => roots.push(ix),
-            }
-        }
-        roots.sort_unstable_by_key(|&ix| graph[ix].pid);
         Snapshot {
-            graph,
-            by_identity,
+            forest: Forest::new(nodes, |n| n.pid),
             by_pid,
-            roots,
             stats: ScanStats::default(),
         }
     }
 
+    /// The processes as a forest, children by pid.
+    pub fn forest(&self) -> &Forest<ProcessNode> {
+        &self.forest
+    }
+
     /// The underlying graph: edges run from parent to child.
     pub fn graph(&self) -> &StableGraph<ProcessNode, ()> {
-        &self.graph
+        self.forest.graph()
     }
 
     /// How many processes the snapshot holds.
     pub fn len(&self) -> usize {
-        self.by_identity.len()
+        self.forest.len()
     }
 
     /// True when the snapshot holds no process.
     pub fn is_empty(&self) -> bool {
-        self.by_identity.is_empty()
+        self.forest.is_empty()
     }
 
     /// The process with this identity.
     pub fn get(&self, id: &Identity) -> Option<&ProcessNode> {
-        self.by_identity.get(id).map(|&ix| &self.graph[ix])
+        self.forest.get(id)
     }
 
     /// True when the process with this identity is in the snapshot.
     pub fn contains(&self, id: &Identity) -> bool {
-        self.by_identity.contains_key(id)
+        self.forest.contains_key(id)
     }
 
     /// The identity that held `pid` in this snapshot.
@@ -225,37 +430,38 @@ impl Snapshot {
 
     /// Every process, in no particular order.
     pub fn nodes(&self) -> impl Iterator<Item = &ProcessNode> {
-        self.graph.node_weights()
+        self.forest.values()
     }
 
     /// Every process, mutably, for filling in what a scan left out. The identity, pid and
     /// parent fields are the snapshot's keys: changing them breaks its maps.
     pub(crate) fn nodes_mut(&mut self) -> impl Iterator<Item = &mut ProcessNode> {
-        self.graph.node_weights_mut()
+        self.forest.values_mut()
     }
 
     /// The roots (parent pid 0 or parent not in the snapshot), by pid.
     pub fn roots(&self) -> impl Iterator<Item = &ProcessNode> {
-        self.roots.iter().map(|&ix| &self.graph[ix])
+        self.forest.roots()
     }
 
     /// The children of `id`, by pid (empty when `id` is not in the snapshot).
     pub fn children(&self, id: &Identity) -> Vec<&ProcessNode> {
-        let Some(&ix) = self.by_identity.get(id) else {
-            return Vec::new();
-        };
-        let mut v: Vec<&ProcessNode> = self
-            .graph
-            .neighbors_directed(ix, Direction::Outgoing)
-            .map(|c| &self.graph[c])
-            .collect();
-        v.sort_unstable_by_key(|n| n.pid);
-        v
+        self.forest.children(id)
     }
 
     /// The parent of `id`, when it is in the snapshot.
     pub fn parent(&self, id: &Identity) -> Option<&ProcessNode> {
-        self.get(id)?.parent.and_then(|p| self.get(&p))
+        self.forest.parent(id)
+    }
+
+    /// The ancestors of `id` in the snapshot, nearest first.
+    pub fn ancestors(&self, id: &Identity) -> impl Iterator<Item = &ProcessNode> {
+        self.forest.ancestors(id)
+    }
+
+    /// `id` and its descendants, parents first, children by pid.
+    pub fn descendants(&self, id: &Identity) -> impl Iterator<Item = &ProcessNode> {
+        self.forest.descendants(id)
     }
 
     /// The process at `root_pid` and all its descendants, as a snapshot whose only root is it.
@@ -264,12 +470,7 @@ impl Snapshot {
         let root = self
             .identity_of(root_pid)
             .ok_or(TreeError::NoSuchProcess(root_pid))?;
-        let mut nodes = Vec::new();
-        let mut stack = vec![self.by_identity[&root]];
-        while let Some(ix) = stack.pop() {
-            nodes.push(self.graph[ix].clone());
-            stack.extend(self.graph.neighbors_directed(ix, Direction::Outgoing));
-        }
+        let nodes = self.descendants(&root).cloned().collect();
         let mut sub = Snapshot::from_nodes(nodes);
         sub.stats = self.stats;
         Ok(sub)
@@ -332,5 +533,72 @@ mod tests {
         let e = fixture().subtree(12345).unwrap_err();
         assert!(matches!(e, TreeError::NoSuchProcess(12345)));
         assert_eq!(e.to_string(), "no process with pid 12345");
+    }
+
+    fn pids<'a>(it: impl Iterator<Item = &'a ProcessNode>) -> Vec<i32> {
+        it.map(|n| n.pid).collect()
+    }
+
+    #[test]
+    fn ancestors_and_descendants_walk_the_graph_in_order() {
+        let s = fixture();
+        let id = |pid| s.identity_of(pid).unwrap();
+        assert_eq!(pids(s.ancestors(&id(40))), vec![20, 1]);
+        assert_eq!(pids(s.ancestors(&id(1))), Vec::<i32>::new());
+        // 80's parent pid 70 started after it: no parent, no ancestors.
+        assert_eq!(pids(s.ancestors(&id(80))), Vec::<i32>::new());
+        // Parents first, children by pid.
+        assert_eq!(pids(s.descendants(&id(1))), vec![1, 20, 40, 30, 70]);
+        assert_eq!(pids(s.descendants(&id(40))), vec![40]);
+        let gone = Identity {
+            pid: 999,
+            start_time: 1,
+        };
+        assert_eq!(pids(s.descendants(&gone)), Vec::<i32>::new());
+        assert_eq!(pids(s.ancestors(&gone)), Vec::<i32>::new());
+        assert!(s.children(&gone).is_empty());
+    }
+
+    #[test]
+    fn a_forest_lists_roots_and_children_by_its_key() {
+        // Ordered by start time, not by pid: the dashboard's order.
+        let nodes = vec![
+            ProcessNode::new(1, 0, 10, b"init"),
+            ProcessNode::new(9, 1, 20, b"old"),
+            ProcessNode::new(3, 1, 30, b"young"),
+            ProcessNode::new(5, 1, 25, b"middle"),
+            ProcessNode::new(7, 0, 5, b"first-root"),
+        ];
+        let linked: Vec<ProcessNode> = nodes
+            .into_iter()
+            .map(|mut n| {
+                n.parent = (n.ppid > 0).then_some(Identity {
+                    pid: n.ppid,
+                    start_time: 10,
+                });
+                n
+            })
+            .collect();
+        let f = Forest::new(linked, |n| (n.start_time, n.pid));
+        assert_eq!(pids(f.roots()), vec![7, 1]);
+        let init = Identity {
+            pid: 1,
+            start_time: 10,
+        };
+        assert_eq!(pids(f.children(&init).into_iter()), vec![9, 5, 3]);
+        assert_eq!(pids(f.descendants(&init)), vec![1, 9, 5, 3]);
+        assert_eq!(f[&init].comm, b"init");
+        assert_eq!(f.len(), 5);
+        assert_eq!(f.parent(&f.children(&init)[0].identity).unwrap().pid, 1);
+    }
+
+    #[test]
+    fn a_node_that_names_itself_as_parent_is_a_root() {
+        let mut n = ProcessNode::new(4, 4, 10, b"self");
+        n.parent = Some(n.identity);
+        let f = Forest::new(vec![n.clone()], |n| n.pid);
+        assert_eq!(pids(f.roots()), vec![4]);
+        assert_eq!(pids(f.ancestors(&n.identity)), Vec::<i32>::new());
+        assert_eq!(pids(f.descendants(&n.identity)), vec![4]);
     }
 }

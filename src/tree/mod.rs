@@ -3,7 +3,8 @@
 //!
 //! - [`scan`]: the [`Scanner`] that reads `/proc` into a [`Snapshot`], caching what is costly per
 //!   identity.
-//! - [`graph`]: the [`Snapshot`], a petgraph graph of [`ProcessNode`]s keyed by identity.
+//! - [`graph`]: the [`Forest`], a petgraph graph of processes keyed by identity with its
+//!   traversals, and the [`Snapshot`], a forest of [`ProcessNode`]s.
 //! - [`diff`]: the [`Change`] events between two snapshots.
 //! - [`subtree`]: one process's [`Subtree`], kept current by reading only what changed.
 //! - [`render`]: pstree-like text, JSON and Graphviz output.
@@ -19,7 +20,7 @@ pub mod subtree;
 use std::io::{self, Write};
 
 pub use diff::{Change, diff};
-pub use graph::{ProcessNode, Snapshot, TreeError};
+pub use graph::{Forest, Member, ProcessNode, Snapshot, TreeError};
 pub use render::Format;
 pub use scan::{Relisting, ScanOptions, ScanStats, Scanner, nspid, parse_nspid};
 pub use subtree::{Subtree, UpdateStats};
