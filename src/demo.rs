@@ -174,7 +174,7 @@ impl Demo {
                         on_stop(si.ssi_signo as i32);
                     }
                     stopping = true;
-                    crate::supervisor::send_to_identity(self.supervisor, libc::SIGTERM);
+                    let _ = crate::identity::signal(self.supervisor, libc::SIGTERM);
                 }
             }
             if fds[0].revents != 0 {

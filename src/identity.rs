@@ -1,15 +1,24 @@
-//! Process identity: a pid bound to its start time.
+//! Process identity: a pid bound to its start time, and a reference that holds the process.
 //!
 //! Owns [`Identity`], the `(pid, starttime)` pair that names one process for its whole life, so
 //! that a reused pid never passes for the process that held it before. Its text form
 //! `PID:STARTTIME` is how identities travel through the environment (`FOSTER_PARENT`) and on
 //! the command line (`foster identity PID`). [`StatPath`] is the allocation-free way to re-read a
 //! known pid's start time between fork and exec.
+//!
+//! Also owns [`ProcessRef`], an identity with, where foster holds one, a pidfd of the process:
+//! the one way foster opens a pidfd ([`pidfd_open`]), checks that it holds the process named
+//! (the pidfd is opened first and the start time read after, the order of systemd's
+//! `pidref_verify`, so a pid reused in between is never taken for the process), signals it and
+//! waits for its end. Signalling a process by identity ([`signal`]) is that reference opened,
+//! checked, signalled and closed.
 
 use std::ffi::CString;
 use std::fmt;
 use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::str::FromStr;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -38,6 +47,9 @@ pub enum IdentityError {
     /// A text identity that is not `PID:STARTTIME`; the string says what is wrong.
     #[error("{0}")]
     BadText(String),
+    /// `pidfd_open` failed for another reason than the process being gone.
+    #[error("pidfd_open of pid {0}: {1}")]
+    Pidfd(i32, #[source] io::Error),
 }
 
 impl Identity {
@@ -197,6 +209,171 @@ impl StatPath {
     }
 }
 
+/// Opens a pidfd for `pid` (close-on-exec): foster's one `pidfd_open`. It holds whatever
+/// process has the pid now; [`ProcessRef::open`] checks that it is the one expected.
+pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+    pidfd_open_flags(pid, 0)
+}
+
+/// Opens a pidfd for the thread `tid` (`PIDFD_THREAD`, Linux 6.9): readable once that thread
+/// has ended.
+pub fn pidfd_open_thread(tid: i32) -> io::Result<OwnedFd> {
+    const PIDFD_THREAD: libc::c_int = libc::O_EXCL;
+    pidfd_open_flags(tid, PIDFD_THREAD)
+}
+
+fn pidfd_open_flags(pid: i32, flags: libc::c_int) -> io::Result<OwnedFd> {
+    // SAFETY: a plain syscall with integer arguments.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Sends `sig` to the process `pidfd` holds (no siginfo, no flags).
+pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: i32) -> io::Result<()> {
+    // SAFETY: a live descriptor and integer arguments; no siginfo.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Polls `fd` for readability with a timeout (`None`: forever); true when readable. A pidfd is
+/// readable once its process has ended.
+pub fn poll_readable(fd: RawFd, timeout: Option<Duration>) -> bool {
+    let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
+    loop {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd on the stack.
+        let n = unsafe { libc::poll(&mut p, 1, ms) };
+        if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            continue;
+        }
+        return n > 0 && p.revents != 0;
+    }
+}
+
+/// A process named by its identity and, when foster holds one, its pidfd ("pinned"): while the
+/// pidfd is held, the pid cannot pass to another process unnoticed, a signal reaches this
+/// process or none, and its end can be waited for.
+#[derive(Debug)]
+pub struct ProcessRef {
+    id: Identity,
+    pidfd: Option<OwnedFd>,
+}
+
+impl ProcessRef {
+    /// Opens a pidfd for `id.pid`, then checks that the process it holds is `id` (its start
+    /// time read again now that the pidfd pins it). [`IdentityError::NoSuchProcess`] when the
+    /// process has ended or the pid names another process.
+    pub fn open(id: Identity) -> Result<ProcessRef, IdentityError> {
+        let pidfd = match pidfd_open(id.pid) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+                return Err(IdentityError::NoSuchProcess(id.pid));
+            }
+            Err(e) => return Err(IdentityError::Pidfd(id.pid, e)),
+        };
+        let r = ProcessRef::pinned(id, pidfd);
+        if !r.verify() {
+            return Err(IdentityError::NoSuchProcess(id.pid));
+        }
+        Ok(r)
+    }
+
+    /// A reference to `id` holding `pidfd`, a pidfd known to hold that very process (the one
+    /// `clone(CLONE_PIDFD)` returned for it, or one already checked).
+    pub fn pinned(id: Identity, pidfd: OwnedFd) -> ProcessRef {
+        ProcessRef {
+            id,
+            pidfd: Some(pidfd),
+        }
+    }
+
+    /// A reference to `id` without a pidfd: each operation opens one and checks it first.
+    pub fn unpinned(id: Identity) -> ProcessRef {
+        ProcessRef { id, pidfd: None }
+    }
+
+    /// The process's identity.
+    pub fn identity(&self) -> Identity {
+        self.id
+    }
+
+    /// The pidfd, when held.
+    pub fn pidfd(&self) -> Option<BorrowedFd<'_>> {
+        self.pidfd.as_ref().map(AsFd::as_fd)
+    }
+
+    /// The pidfd, when held, given up to the caller.
+    pub fn into_pidfd(self) -> Option<OwnedFd> {
+        self.pidfd
+    }
+
+    /// Whether the pid still names this process (a zombie counts): its start time is read
+    /// again.
+    pub fn verify(&self) -> bool {
+        self.id.is_alive()
+    }
+
+    /// Whether the process has ended (a zombie has): the pidfd polled without waiting, or,
+    /// without one, the identity checked.
+    pub fn has_ended(&self) -> bool {
+        match &self.pidfd {
+            Some(fd) => poll_readable(fd.as_raw_fd(), Some(Duration::ZERO)),
+            None => !self.verify(),
+        }
+    }
+
+    /// Blocks until the process ends or `timeout` passes (`None`: no limit); true when it
+    /// ended. Without a pidfd nothing can be waited on: it says whether the process has ended
+    /// now.
+    pub fn wait(&self, timeout: Option<Duration>) -> bool {
+        match &self.pidfd {
+            Some(fd) => poll_readable(fd.as_raw_fd(), timeout),
+            None => self.has_ended(),
+        }
+    }
+
+    /// Sends `sig` to this process and no other: through the held pidfd, or through one opened
+    /// and checked now. `ESRCH` when the process is gone (or the pid names another one).
+    pub fn signal(&self, sig: i32) -> io::Result<()> {
+        match &self.pidfd {
+            Some(fd) => pidfd_send_signal(fd.as_fd(), sig),
+            None => {
+                let r = ProcessRef::open(self.id).map_err(|e| match e {
+                    IdentityError::Pidfd(_, e) => e,
+                    _ => io::Error::from_raw_os_error(libc::ESRCH),
+                })?;
+                r.signal(sig)
+            }
+        }
+    }
+}
+
+/// Sends `sig` to the process `id` only if it still is that process: a pidfd opened, the
+/// identity checked, the signal sent through the pidfd ([`ProcessRef::signal`]).
+pub fn signal(id: Identity, sig: i32) -> io::Result<()> {
+    ProcessRef::unpinned(id).signal(sig)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,6 +463,45 @@ mod tests {
             Identity::of(0),
             Err(IdentityError::NoSuchProcess(0))
         ));
+    }
+
+    #[test]
+    fn a_reference_signals_its_process_and_no_other() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let id = Identity::of(child.id() as i32).unwrap();
+        let r = ProcessRef::open(id).unwrap();
+        assert!(r.verify() && !r.has_ended());
+        assert!(!r.wait(Some(Duration::from_millis(1))));
+        // Another start time under the same pid is another process: never signalled.
+        let other = Identity {
+            pid: id.pid,
+            start_time: id.start_time + 1,
+        };
+        assert!(matches!(
+            ProcessRef::open(other),
+            Err(IdentityError::NoSuchProcess(_))
+        ));
+        assert_eq!(
+            signal(other, libc::SIGKILL).unwrap_err().raw_os_error(),
+            Some(libc::ESRCH)
+        );
+        assert!(r.verify(), "the check let a signal through");
+        signal(id, libc::SIGSTOP).unwrap();
+        signal(id, libc::SIGCONT).unwrap();
+        r.signal(libc::SIGKILL).unwrap();
+        assert!(r.wait(Some(Duration::from_secs(10))), "never ended");
+        assert!(r.has_ended());
+        child.wait().unwrap();
+        // Reaped: the held pidfd reports it gone, the identity names nothing.
+        assert_eq!(
+            r.signal(libc::SIGKILL).unwrap_err().raw_os_error(),
+            Some(libc::ESRCH)
+        );
+        assert!(!ProcessRef::unpinned(id).verify());
+        assert!(ProcessRef::open(id).is_err());
     }
 
     #[test]

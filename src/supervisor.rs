@@ -813,7 +813,7 @@ impl Supervisor {
     /// Sends `sig` to `target` after checking it is still that process (pidfd, then the start
     /// time re-read), so that a reused pid is never signalled.
     fn signal(&mut self, target: Identity, helper: Option<String>, sig: i32, reason: SignalReason) {
-        if send_to_identity(target, sig) {
+        if crate::identity::signal(target, sig).is_ok() {
             self.emit(Event::Signal {
                 target,
                 helper,
@@ -951,21 +951,6 @@ impl Supervisor {
             self.kill_after_grace(id, helper);
         }
     }
-}
-
-/// Sends `sig` to the process `target` only if it still is that process.
-pub fn send_to_identity(target: Identity, sig: i32) -> bool {
-    // SAFETY: pidfd_open with a pid and no flags.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, target.pid, 0) } as i32;
-    if fd < 0 {
-        return false;
-    }
-    let ok = Identity::of(target.pid).is_ok_and(|now| now == target)
-        // SAFETY: a pidfd we own; no siginfo.
-        && unsafe { libc::syscall(libc::SYS_pidfd_send_signal, fd, sig, std::ptr::null::<libc::siginfo_t>(), 0) } == 0;
-    // SAFETY: our fd.
-    unsafe { libc::close(fd) };
-    ok
 }
 
 /// Whether foster has any child left (running or a zombie), without consuming a status.

@@ -14,7 +14,7 @@ use super::barrier::{self, LineReader, TraceReader, pipe, write_all};
 use super::{CaseRecord, Verdict};
 use crate::gate::{self, Barrier, DeathPath, GatePlan, SignalSetup, Step, Trace, TraceRecord};
 use crate::identity::Identity;
-use crate::lifeline::pidfd_open;
+use crate::identity::pidfd_open;
 use crate::policy::{Policy, Reaction};
 use crate::spawner::{LaunchSpec, Spawner};
 
@@ -1082,14 +1082,9 @@ fn prctl_failure(r: &mut Root) -> Outcome {
 
 /// Waits until thread `tid` of this process is gone (a thread pidfd, else /proc), bounded.
 fn wait_thread_gone(tid: i32) {
-    const PIDFD_THREAD: libc::c_int = libc::O_EXCL;
-    // SAFETY: a plain syscall.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, tid, PIDFD_THREAD) };
     let deadline = Instant::now() + Duration::from_secs(10);
-    if fd >= 0 {
-        barrier::readable(fd as RawFd, Some(Duration::from_secs(10)));
-        // SAFETY: ours.
-        unsafe { libc::close(fd as RawFd) };
+    if let Ok(fd) = crate::identity::pidfd_open_thread(tid) {
+        barrier::readable(fd.as_raw_fd(), Some(Duration::from_secs(10)));
     }
     // The task directory goes once the thread is released: after the kernel reparented and
     // signalled its children. Bounded wait on that condition.

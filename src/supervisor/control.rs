@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use tracing::info;
 
-use super::{Phase, Supervisor, Timer, send_to_identity};
+use super::{Phase, Supervisor, Timer};
 use crate::control::protocol::{
     AdoptionInfo, Bytes, ErrorKind, HelperInfo, HelperState, ProcessInfo, Reply, ReplyBody,
     Request, Role, Status, SupervisorInfo, Target,
@@ -309,7 +309,7 @@ impl Supervisor {
                 (id, helper)
             }
         };
-        if send_to_identity(id, sig) {
+        if crate::identity::signal(id, sig).is_ok() {
             self.emit(Event::Signal {
                 target: id,
                 helper: helper.clone(),

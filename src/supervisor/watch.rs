@@ -46,8 +46,7 @@ use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTime
 use nix::sys::resource::{Resource, getrlimit, setrlimit};
 use tracing::{debug, info, warn};
 
-use crate::identity::Identity;
-use crate::lifeline::pidfd_open;
+use crate::identity::{Identity, IdentityError, ProcessRef};
 use crate::tree::Snapshot;
 
 /// Descriptors left for everything else foster holds (control clients, logs, signalfds, the
@@ -190,16 +189,13 @@ impl ParentWatch {
 
     /// Opens and registers the pidfd of `id`: false when `id` has ended already.
     fn open(&mut self, id: Identity) -> io::Result<bool> {
-        let fd = match pidfd_open(id.pid) {
-            Ok(fd) => fd,
-            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(false),
-            Err(e) => return Err(e),
-        };
         // The pidfd holds whatever process had the pid: it must still be `id` (an ended one
         // that was reaped has no /proc entry, or another start time under a reused pid).
-        if Identity::of(id.pid).ok() != Some(id) {
-            return Ok(false);
-        }
+        let fd = match ProcessRef::open(id).map(ProcessRef::into_pidfd) {
+            Ok(Some(fd)) => fd,
+            Err(IdentityError::Pidfd(_, e)) => return Err(e),
+            Ok(None) | Err(_) => return Ok(false),
+        };
         let raw = fd.as_raw_fd();
         self.epoll
             .add(fd.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, raw as u64))

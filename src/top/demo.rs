@@ -28,7 +28,7 @@ pub fn run(socket: Option<std::path::PathBuf>) -> Result<ExitCode, TopError> {
     });
     // The terminal may be gone (SIGHUP): these lines are best effort, the teardown is not.
     say("foster demo: stopping the supervisor; it ends the whole tree...");
-    crate::supervisor::send_to_identity(d.supervisor, libc::SIGTERM);
+    let _ = crate::identity::signal(d.supervisor, libc::SIGTERM);
     let status = d.wait(|_| {})?;
     let code = status.shell_code();
     let clean = code == crate::supervisor::EXIT_OK || code == crate::supervisor::EXIT_FORCED;

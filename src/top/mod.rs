@@ -42,7 +42,7 @@ use ratatui::backend::CrosstermBackend;
 use ratatui::layout::Rect;
 
 use crate::control::protocol::{Request as ControlRequest, Target};
-use crate::identity::{Identity, StatPath, StatRead};
+use crate::identity::Identity;
 use crate::top::app::{App, Effect};
 use crate::top::event::{Msg, Request};
 use crate::top::model::{Source, Tracker};
@@ -118,34 +118,12 @@ fn enter_terminal() -> io::Result<(Terminal<CrosstermBackend<Stdout>>, TerminalG
     Ok((terminal, guard))
 }
 
-/// Sends `signal` to the process `id` through a pidfd: the pidfd is opened first, then the
-/// process's start time is checked, so the signal cannot reach a process that took the pid over.
-/// A pid that is gone, or now names another process, gives `ESRCH`.
+/// Sends `signal` to the process `id` and no other ([`crate::identity::signal`]: a pidfd
+/// opened, the start time checked, the signal sent through it). A pid that is gone, or now
+/// names another process, gives `ESRCH`.
 pub fn send_signal(id: Identity, signal: Signal) -> Result<(), Errno> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, id.pid, 0) };
-    if fd < 0 {
-        return Err(Errno::last());
-    }
-    let fd = fd as i32;
-    let result = if StatPath::new(id.pid).read_start_time() != StatRead::StartTime(id.start_time) {
-        Err(Errno::ESRCH)
-    } else {
-        // SAFETY: fd is the pidfd opened above; no siginfo, no flags.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                fd,
-                signal as i32,
-                std::ptr::null::<libc::siginfo_t>(),
-                0,
-            )
-        };
-        if r < 0 { Err(Errno::last()) } else { Ok(()) }
-    };
-    // SAFETY: fd is ours and closed once.
-    unsafe { libc::close(fd) };
-    result
+    crate::identity::signal(id, signal as i32)
+        .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
 }
 
 /// Runs `work` on a thread of its own and posts its message: a request to the supervisor may
