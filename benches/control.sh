@@ -24,7 +24,9 @@ stop_grace = "2s"
 EOT
   i=$((i+1))
 done
-$FOSTER run --socket "$SOCK" "$CFG" &
+# Uncontained: $PID is the supervisor itself (contained, it would be the outer foster, which
+# only waits for its init).
+$FOSTER run --no-contain --socket "$SOCK" "$CFG" &
 PID=$!
 trap '$FOSTER ctl --socket "$SOCK" stop >/dev/null 2>&1 || kill $PID; wait $PID 2>/dev/null; rm -rf "$DIR"' EXIT
 # Set-up: wait until the whole tree is there (a benchmark may wait; tests may not).

@@ -25,7 +25,8 @@ command = ["sleep", "100000"]
 name = "pool"
 command = ["/bin/sh", "-c", "sleep 100000 & sleep 100000 & wait"]
 EOT
-"$FOSTER" -q run --socket "$DIR/s.sock" "$DIR/quiet.toml" &
+# Uncontained: $SUP is the supervisor itself (contained, it would be the outer foster).
+"$FOSTER" -q run --no-contain --socket "$DIR/s.sock" "$DIR/quiet.toml" &
 SUP=$!
 cleanup() {
     tmux -L "$SOCK" kill-server 2>/dev/null || true

@@ -247,10 +247,15 @@ pub struct RunArgs {
     /// Validate the configuration and exit: 0 when valid, 2 with the error when not.
     #[arg(long)]
     pub check: bool,
-    /// Run the tree in a new PID namespace with foster as its init, so that even a SIGKILL of
-    /// foster ends every descendant.
-    #[arg(long)]
+    /// Require what is the default when it can be had: the tree in a new PID namespace with
+    /// foster as its init, so that even a SIGKILL of foster ends every descendant; fail when no
+    /// PID namespace can be created (as root, or through a user namespace).
+    #[arg(long, conflicts_with = "no_contain")]
     pub contain: bool,
+    /// Keep the tree in foster's own PID namespace (helpers see the host's pids; a SIGKILL of
+    /// foster leaves running the descendants that armed no parent-death signal).
+    #[arg(long)]
+    pub no_contain: bool,
     /// Append every event (launch, exit, reparented, restart, signal) as a JSON line to FILE.
     /// SIGUSR1 reopens it (after an outside rotation).
     #[arg(long, value_name = "FILE")]
@@ -503,7 +508,11 @@ fn run(a: RunArgs) -> Result<ExitCode, CliError> {
         return Ok(ExitCode::SUCCESS);
     }
     let options = crate::supervisor::Options {
-        contain: a.contain,
+        contain: match (a.contain, a.no_contain) {
+            (true, _) => crate::contain::Contain::Required,
+            (_, true) => crate::contain::Contain::Off,
+            _ => crate::contain::Contain::Auto,
+        },
         events_log: a.events_log,
         events_log_rotation: crate::event::Rotation {
             max_size: a.events_log_max_size,

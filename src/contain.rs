@@ -1,34 +1,310 @@
-//! `foster run --contain`: the supervised tree in a new PID namespace, foster as its init.
+//! Containment of `foster run`: the supervised tree in a new PID namespace, foster as its init.
 //!
-//! Owns the split into two processes. The outer foster unshares a PID and a mount namespace
-//! and forks once (on the main thread, before any other thread exists: the only fork of
-//! `foster run` outside the launcher thread). The child is PID 1 of the new namespace: it arms
-//! `PR_SET_PDEATHSIG(SIGKILL)`, then checks through a pidfd of the outer foster (opened before
-//! the fork) that the outer one is still alive, mounts a fresh `/proc`, and goes on to
+//! Owns the choice ([`Contain`]: by default the tree is contained whenever foster can create a
+//! PID namespace; `--contain` requires it, `--no-contain` opts out) and the split into two
+//! processes. The choice is made first thing, before any thread exists. As root, foster
+//! unshares a PID and a mount namespace (`CLONE_NEWPID | CLONE_NEWNS`); otherwise (or as root
+//! without `CAP_SYS_ADMIN`) it goes through an unprivileged user namespace where the kernel
+//! allows one (`CLONE_NEWUSER` too, its uid and gid mapped to themselves, `setgroups` denied).
+//! A probe decides first: a throwaway child does every step (unshare, the maps, a fork, a
+//! private `/` and a fresh `/proc` mounted by the new namespace's first process) and reports the
+//! first that failed, so that a refusal (sysctls, AppArmor, a seccomp filter, a `/proc` not
+//! fully visible in a container) is known before foster commits to anything. When no way works,
+//! foster says why in one warning line and runs uncontained (an error with `--contain`). A
+//! foster launched by a contained foster (its `FOSTER_SUPERVISOR` is PID 1 of its namespace) is
+//! contained already, and does not nest another namespace unless `--contain` asks.
+//!
+//! Contained, the outer foster forks once (on the main thread: the only fork of `foster run`
+//! outside the launcher thread, the probe's aside). The child is PID 1 of the new namespace: it
+//! arms `PR_SET_PDEATHSIG(SIGKILL)`, then checks through a pidfd of the outer foster (opened
+//! before the fork) that the outer one is still alive, mounts a fresh `/proc`, and goes on to
 //! supervise. When that init ends, for any reason, the kernel kills every process of the
-//! namespace, armed or not; a SIGKILL of the outer foster reaches the init by its
-//! parent-death signal. The outer foster forwards every signal of the supervisor's table
-//! ([`crate::supervisor::signals::handled`]) to the init, which acts on it (its own parent's death
-//! as SIGTERM), reaps it, and exits with its status.
+//! namespace, armed or not; a SIGKILL of the outer foster reaches the init by its parent-death
+//! signal. The outer foster forwards every signal of the supervisor's table
+//! ([`crate::supervisor::signals::handled`]) to the init, which acts on it (its own parent's
+//! death as SIGTERM), reaps it, and exits with its status.
 
 use std::io;
 
+use nix::errno::Errno;
 use nix::sched::{CloneFlags, unshare};
 use nix::sys::signal::SigSet;
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::unistd::{ForkResult, fork};
+use tracing::{info, warn};
 
 use crate::reaper::{Reaper, Routed};
 
-/// Enters the namespace. Returns `Some(status)` in the outer process once the contained tree
-/// has ended, `None` in the init inside, which goes on to supervise.
-pub fn enter() -> io::Result<Option<i32>> {
-    unshare(CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWNS).map_err(|e| {
-        io::Error::other(format!(
-            "--contain needs a new PID and mount namespace (unshare: {e}); run as root or with \
-             CAP_SYS_ADMIN"
-        ))
-    })?;
+/// Whether `foster run` contains its tree.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Contain {
+    /// Contained when foster can create a PID namespace; else one warning, and uncontained.
+    #[default]
+    Auto,
+    /// `--contain`: contained, or an error.
+    Required,
+    /// `--no-contain`: in foster's own PID namespace.
+    Off,
+}
+
+/// Where [`enter`] left this process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entered {
+    /// The outer foster, once the contained tree has ended: exit with this status.
+    Ended(i32),
+    /// The init of the new namespace: supervise, contained.
+    Init,
+    /// Nothing changed: supervise, uncontained.
+    Uncontained,
+}
+
+/// The ways to a new PID namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Way {
+    /// `CLONE_NEWPID | CLONE_NEWNS`: needs `CAP_SYS_ADMIN`.
+    Privileged,
+    /// With `CLONE_NEWUSER`, this uid and gid mapped to themselves.
+    UserNamespace { uid: u32, gid: u32 },
+}
+
+/// Contains the tree as `mode` asks. `credentials` names a helper that sets `user` or `group`,
+/// if any: a user namespace maps only foster's own uid and denies `setgroups`, so for root such
+/// a helper rules that way out. Call it before any thread exists.
+pub fn enter(mode: Contain, credentials: Option<&str>) -> io::Result<Entered> {
+    if mode == Contain::Off {
+        return Ok(Entered::Uncontained);
+    }
+    if mode == Contain::Auto && launched_by_namespace_init() {
+        // A namespace of our own would add nothing: when that init ends, the kernel ends
+        // this whole namespace, ours included; and while it lives, it adopts what we leave.
+        info!("not contained again: the foster that launched this one is its namespace's init");
+        return Ok(Entered::Uncontained);
+    }
+    let mut why = Vec::new();
+    let mut chosen = None;
+    for way in ways() {
+        let ruled_out = match (way, credentials) {
+            // Root's helper may run as another user, which a user namespace cannot give. (Not
+            // root, such a helper fails at launch in any case: setgroups needs CAP_SETGID.)
+            (Way::UserNamespace { uid: 0, .. }, Some(h)) => Some(format!(
+                "helper \"{}\" sets user or group, which a user namespace cannot give",
+                crate::sanitize::escape(h.as_bytes())
+            )),
+            (Way::UserNamespace { .. }, _) => userns_disabled(),
+            (Way::Privileged, _) => None,
+        };
+        match ruled_out.map_or_else(|| probe(way), Err) {
+            Ok(()) => {
+                chosen = Some(way);
+                break;
+            }
+            Err(e) => why.push(e),
+        }
+    }
+    let Some(way) = chosen else {
+        let why = why.join("; ");
+        if mode == Contain::Required {
+            return Err(io::Error::other(format!(
+                "--contain: cannot create a PID namespace: {why}"
+            )));
+        }
+        warn!(
+            "not contained: cannot create a PID namespace ({why}); if foster is SIGKILLed, the \
+             descendants that armed no parent-death signal keep running; --no-contain runs \
+             uncontained without this warning"
+        );
+        return Ok(Entered::Uncontained);
+    };
+    unshare_into(way).map_err(|e| io::Error::other(format!("containing the tree: {e}")))?;
+    if let Way::UserNamespace { uid, .. } = way {
+        info!("contained through a user namespace (uid {uid} mapped to itself)");
+    }
+    split(way).map(|r| r.map_or(Entered::Init, Entered::Ended))
+}
+
+/// Whether this foster is a helper (or a descendant of one) of a foster that is PID 1 of this
+/// PID namespace: `FOSTER_SUPERVISOR` names that process, pid and start time.
+fn launched_by_namespace_init() -> bool {
+    std::env::var(crate::adoption::ENV_SUPERVISOR)
+        .ok()
+        .and_then(|v| v.parse::<crate::identity::Identity>().ok())
+        .is_some_and(|sup| sup.pid == 1 && crate::identity::Identity::of(1).is_ok_and(|i| i == sup))
+}
+
+/// The ways worth trying here, in order.
+fn ways() -> Vec<Way> {
+    // SAFETY: plain getters.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let userns = Way::UserNamespace { uid, gid };
+    if uid == 0 {
+        vec![Way::Privileged, userns]
+    } else {
+        vec![userns]
+    }
+}
+
+/// A sysctl's value, trimmed.
+fn sysctl(path: &str) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// Why user namespaces are off here, when a sysctl says so (no probe needed).
+fn userns_disabled() -> Option<String> {
+    if sysctl("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {
+        return Some("user namespaces are disabled (sysctl user.max_user_namespaces=0)".into());
+    }
+    // SAFETY: plain getter.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root && sysctl("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") {
+        return Some(
+            "unprivileged user namespaces are disabled (sysctl \
+             kernel.unprivileged_userns_clone=0)"
+                .into(),
+        );
+    }
+    None
+}
+
+/// What a refusal of a user namespace means here.
+fn userns_refused(step: &str, e: Errno) -> String {
+    if e == Errno::ENOSPC {
+        let max = sysctl("/proc/sys/user/max_user_namespaces").unwrap_or_default();
+        return format!(
+            "{step}: the limit of user namespaces is reached (user.max_user_namespaces={max})"
+        );
+    }
+    if sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
+        return format!(
+            "{step}: {e}: AppArmor restricts unprivileged user namespaces (sysctl \
+             kernel.apparmor_restrict_unprivileged_userns=1)"
+        );
+    }
+    format!("{step}: {e}")
+}
+
+/// Moves this process into the new namespaces (its children will be in the new PID one).
+fn unshare_into(way: Way) -> Result<(), String> {
+    match way {
+        Way::Privileged => {
+            unshare(CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWNS).map_err(|e| {
+                if e == Errno::EPERM {
+                    "unshare(CLONE_NEWPID|CLONE_NEWNS): EPERM (no CAP_SYS_ADMIN)".to_string()
+                } else {
+                    format!("unshare(CLONE_NEWPID|CLONE_NEWNS): {e}")
+                }
+            })
+        }
+        Way::UserNamespace { uid, gid } => {
+            unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWNS)
+                .map_err(|e| {
+                    userns_refused("unshare(CLONE_NEWUSER|CLONE_NEWPID|CLONE_NEWNS)", e)
+                })?;
+            for (file, text) in [
+                ("/proc/self/setgroups", "deny".to_string()),
+                ("/proc/self/uid_map", format!("{uid} {uid} 1")),
+                ("/proc/self/gid_map", format!("{gid} {gid} 1")),
+            ] {
+                std::fs::write(file, text).map_err(|e| {
+                    userns_refused(
+                        &format!("writing {file}"),
+                        Errno::from_raw(e.raw_os_error().unwrap_or(0)),
+                    )
+                })?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// In the first process of the new PID namespace: `/` private (nothing mounted here reaches
+/// the rest of the system) and a fresh `/proc` of the new namespace.
+fn mount_proc(way: Way) -> Result<(), String> {
+    use nix::mount::{MsFlags, mount};
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| format!("making / private: {e}"))?;
+    mount(
+        Some("proc"),
+        "/proc",
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None::<&str>,
+    )
+    .map_err(|e| match (way, e) {
+        (Way::UserNamespace { .. }, Errno::EPERM) => "mounting a fresh /proc: EPERM (/proc is \
+             not fully visible here: parts of it are covered, as in many containers)"
+            .to_string(),
+        _ => format!("mounting a fresh /proc: {e}"),
+    })
+}
+
+/// Tries `way` in a throwaway child: every step of it, up to the fresh `/proc` mounted by the
+/// first process of the new PID namespace. The error names the first step that failed.
+fn probe(way: Way) -> Result<(), String> {
+    use std::io::Read;
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| format!("probe: pipe: {e}"))?;
+    // In the children: say what failed on the pipe, exit.
+    let fail = |w: &std::os::fd::OwnedFd, what: String| -> ! {
+        let _ = nix::unistd::write(w, what.as_bytes());
+        // SAFETY: ends a forked child without running the parent's exit handlers.
+        unsafe { libc::_exit(1) }
+    };
+    // SAFETY: single-threaded here (see `enter`); the child only makes system calls and
+    // small allocations, then exits.
+    match unsafe { fork() }.map_err(|e| format!("probe: fork: {e}"))? {
+        ForkResult::Child => {
+            drop(r);
+            if let Err(e) = unshare_into(way) {
+                fail(&w, e);
+            }
+            // SAFETY: as above, still single-threaded.
+            match unsafe { fork() } {
+                Err(e) => fail(&w, format!("fork into the new PID namespace: {e}")),
+                Ok(ForkResult::Child) => {
+                    if let Err(e) = mount_proc(way) {
+                        fail(&w, e);
+                    }
+                    // SAFETY: as above.
+                    unsafe { libc::_exit(0) }
+                }
+                Ok(ForkResult::Parent { child }) => {
+                    let code = match nix::sys::wait::waitpid(child, None) {
+                        Ok(nix::sys::wait::WaitStatus::Exited(_, 0)) => 0,
+                        _ => 1,
+                    };
+                    // SAFETY: as above.
+                    unsafe { libc::_exit(code) }
+                }
+            }
+        }
+        ForkResult::Parent { child } => {
+            drop(w);
+            let mut said = String::new();
+            let _ = std::fs::File::from(r).take(4096).read_to_string(&mut said);
+            let status = nix::sys::wait::waitpid(child, None);
+            match status {
+                Ok(nix::sys::wait::WaitStatus::Exited(_, 0)) if said.is_empty() => Ok(()),
+                _ if !said.is_empty() => Err(said),
+                Ok(nix::sys::wait::WaitStatus::Signaled(_, sig, _)) => Err(format!(
+                    "the probe of a new PID namespace was killed by {sig} (a seccomp filter?)"
+                )),
+                other => Err(format!("the probe of a new PID namespace ended: {other:?}")),
+            }
+        }
+    }
+}
+
+/// Forks the init of the new PID namespace. Returns `Some(status)` in the outer process once
+/// the contained tree has ended, `None` in the init inside, which goes on to supervise.
+fn split(way: Way) -> io::Result<Option<i32>> {
     // SAFETY: pidfd_open of ourselves.
     let outer = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) } as i32;
     if outer < 0 {
@@ -64,23 +340,8 @@ pub fn enter() -> io::Result<Option<i32>> {
                 }
                 libc::close(outer);
             }
-            use nix::mount::{MsFlags, mount};
-            mount(
-                None::<&str>,
-                "/",
-                None::<&str>,
-                MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-                None::<&str>,
-            )
-            .map_err(|e| io::Error::other(format!("making / private: {e}")))?;
-            mount(
-                Some("proc"),
-                "/proc",
-                Some("proc"),
-                MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-                None::<&str>,
-            )
-            .map_err(|e| io::Error::other(format!("mounting /proc: {e}")))?;
+            // The way was probed: a failure now is an error (the init exits, so does the tree).
+            mount_proc(way).map_err(io::Error::other)?;
             Ok(None)
         }
         ForkResult::Parent { child } => {

@@ -4,7 +4,9 @@
 //! launches `foster run` on the embedded [`CONFIG`] (`examples/demo.toml`, given on standard
 //! input) through the parent-death gate, handing it the listening socket; so the demo can
 //! connect at once, and the supervisor gets SIGTERM (its orderly shutdown) if the demo dies,
-//! even by SIGKILL. As root the supervisor also runs `--contain`ed, in its own PID namespace.
+//! even by SIGKILL. The supervisor contains its tree in its own PID namespace wherever it can
+//! (`foster run`'s default: as root, or through a user namespace), and the status says whether
+//! it did.
 //! The demo then follows the supervisor's events through the socket and prints them; SIGINT
 //! and SIGTERM are forwarded to the supervisor as SIGTERM, and the demo exits with its status
 //! once it has ended.
@@ -93,7 +95,6 @@ pub fn start(opts: &DemoOptions) -> io::Result<Demo> {
         w.write_all(CONFIG.as_bytes())?;
     }
     let exe = std::env::current_exe()?;
-    let contained = nix::unistd::geteuid().is_root();
     let mut args: Vec<std::ffi::OsString> = vec![
         "run".into(),
         "--socket".into(),
@@ -101,9 +102,6 @@ pub fn start(opts: &DemoOptions) -> io::Result<Demo> {
         "--socket-fd".into(),
         listener.as_raw_fd().to_string().into(),
     ];
-    if contained {
-        args.push("--contain".into());
-    }
     args.push("-".into());
     let mut spec = LaunchSpec::new(&exe, args, Policy::term());
     spec.stdin = Some(config_r);
@@ -130,6 +128,10 @@ pub fn start(opts: &DemoOptions) -> io::Result<Demo> {
     drop(listener);
     let pid = launched.map_err(|e| io::Error::other(format!("cannot start foster run: {e}")))?;
     let supervisor = Identity::of(pid).unwrap_or(Identity { pid, start_time: 0 });
+    // Whether it could contain its tree: its status says (it answers once it runs).
+    let contained = Connection::connect(&path)
+        .and_then(|mut c| c.status())
+        .is_ok_and(|s| s.supervisor.contained);
     Ok(Demo {
         supervisor,
         socket: path,

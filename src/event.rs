@@ -179,7 +179,8 @@ impl fmt::Display for Event {
                     write!(f, " (generation {g})")?;
                 }
                 write!(f, " orphaned: adopted by {}", Pid(to.pid))?;
-                if let Some(from) = from {
+                // Its former parent, unless it ended before the reader's namespace saw it.
+                if let Some(from) = from.filter(|from| from.pid != 0) {
                     write!(f, " (was under {})", Pid(from.pid))?;
                 }
                 if classification.is_expected() {

@@ -40,6 +40,7 @@ use tracing::{debug, info, warn};
 
 use crate::adoption::{self, Registry};
 use crate::config::{Config, GenerationPolicy, Helper};
+use crate::contain::{Contain, Entered};
 use crate::event::{Event, EventLog, Record, SignalReason};
 use crate::identity::Identity;
 use crate::reaper::{ExitStatus, Reaper, Routed};
@@ -62,8 +63,8 @@ pub const EXIT_FORCED: i32 = 4;
 /// Options of `foster run` besides the configuration.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
-    /// Run the tree in a new PID namespace with foster as its init.
-    pub contain: bool,
+    /// Whether to run the tree in a new PID namespace with foster as its init.
+    pub contain: Contain,
     /// Append events as JSON lines here.
     pub events_log: Option<PathBuf>,
     /// When to rotate the events log.
@@ -94,11 +95,16 @@ pub enum SocketOption {
 /// before any other thread exists (see the module docs).
 pub fn run(config: Config, options: Options) -> io::Result<i32> {
     signals::block()?;
-    if options.contain {
-        if let Some(code) = crate::contain::enter()? {
-            return Ok(code); // the outer process: the contained tree has ended
-        }
-    }
+    let credentials = config
+        .helpers
+        .iter()
+        .find(|h| h.user.is_some() || h.group.is_some())
+        .map(|h| h.name());
+    let contained = match crate::contain::enter(options.contain, credentials)? {
+        Entered::Ended(code) => return Ok(code), // the outer process: the tree has ended
+        Entered::Init => true,
+        Entered::Uncontained => false,
+    };
     become_subreaper()?;
     let events = match &options.events_log {
         Some(p) => Some(EventLog::open(p, options.events_log_rotation)?),
@@ -110,7 +116,7 @@ pub fn run(config: Config, options: Options) -> io::Result<i32> {
         .enable_time()
         .enable_io()
         .build()?;
-    let mut sup = Supervisor::new(config, options.contain, events)?;
+    let mut sup = Supervisor::new(config, contained, events)?;
     sup.control = control::Control::new(options.config_path.clone(), bound);
     rt.block_on(sup.run())
 }

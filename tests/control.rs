@@ -758,7 +758,10 @@ fn signal_stop_and_cont_pause_and_resume_and_every_json_spells_signals_alike() {
     );
     let sock = d.path("a.sock");
     let run = Run::start(&cfg, &sock);
-    let v = Conn::open(&sock).unwrap().ask(r#"{"request":"status"}"#);
+    // The helper's pid here, through foster ctl: the supervisor may be contained, and the raw
+    // protocol carries its namespace's pids.
+    let out = run.ctl(&["--json", "status"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let hpid = v["status"]["helpers"][0]["identity"]["pid"]
         .as_i64()
         .unwrap();

@@ -1,7 +1,6 @@
 //! `foster run` end to end, on real processes. Synchronisation is the events log, read from a
 //! FIFO as foster writes it; deadlines are only safety nets.
 
-use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -115,13 +114,21 @@ fn foster(args: &[&str]) -> Child {
 /// Starts `foster run --events-log FIFO CONFIG`, the FIFO made in `d` under `name`, and opens
 /// its events.
 fn run_logged(d: &Dir, name: &str, cfg: &Path) -> (Child, Events) {
+    run_logged_with(d, name, cfg, &[])
+}
+
+/// [`run_logged`] with more options of `foster run` (`--no-contain` for a test that compares
+/// the events' pids with this namespace's: a contained foster reports its namespace's).
+fn run_logged_with(d: &Dir, name: &str, cfg: &Path, flags: &[&str]) -> (Child, Events) {
     let fifo = d.fifo(name);
-    let f = foster(&[
-        "run",
+    let mut args = vec!["run"];
+    args.extend_from_slice(flags);
+    args.extend([
         "--events-log",
         fifo.to_str().unwrap(),
         cfg.to_str().unwrap(),
     ]);
+    let f = foster(&args);
     let ev = Events::open(&fifo);
     (f, ev)
 }
@@ -465,14 +472,15 @@ fn nested_supervisors_adopt_at_the_nearest_living_subreaper() {
         "top.toml",
         &format!(
             "[[helper]]\nname = \"{tag}-nested\"\n\
-             command = [\"{exe}\", \"run\", \"--no-socket\", \"--events-log\", \"{}\", \"{}\"]\n\
+             command = [\"{exe}\", \"run\", \"--no-socket\", \"--no-contain\", \"--events-log\", \"{}\", \"{}\"]\n\
              [[helper.generation]]\nsignal = \"TERM\"\n\
              [[helper.generation]]\nsignal = \"KILL\"\nreaction = \"kill\"\ngrace = \"1s\"\n",
             inner_fifo.display(),
             inner.display()
         ),
     );
-    let (mut f, mut top_ev) = run_logged(&d, "top-events", &top);
+    // Uncontained, both: the test compares the events' pids with this namespace's.
+    let (mut f, mut top_ev) = run_logged_with(&d, "top-events", &top, &["--no-contain"]);
     let mut in_ev = Events::open(&inner_fifo);
     let nested = top_ev.wait_for("launch nested", launch_of(&format!("{tag}-nested")));
     let start = in_ev.wait_for("inner start", |v| kind(v) == "start");
@@ -528,19 +536,30 @@ fn nested_supervisors_adopt_at_the_nearest_living_subreaper() {
     stop_leaving_nothing(&mut f, &mut top_ev, &format!("{tag}-survivor"));
 }
 
+/// SIGKILL of foster (the OOM killer's way). By default, as root, the tree is contained: the
+/// helper runs in a new PID namespace (its `NSpid` seen from here has two entries, the last the
+/// pid its launch event names) and the kernel ends every process of it, the unarmed
+/// grandchildren too; `--contain` is the same, required. With `--no-contain` (the only case run
+/// when not root) the helper is in this namespace, the gated helper ends by its own parent-death
+/// policy, and its unarmed children survive, reparented past foster.
 #[test]
-fn sigkill_of_foster_ends_gated_helpers_and_contain_ends_everything() {
+fn sigkill_of_foster_ends_the_contained_tree_and_only_armed_processes_uncontained() {
     let d = Dir::new("run", "kill");
     let tag = format!("kill{}", std::process::id());
-    for contain in [false, true] {
-        if contain && !is_root() {
-            eprintln!("skipping --contain: needs root for a PID and mount namespace");
-            continue;
-        }
-        let name = format!("{tag}-{contain}");
-        let ready = d.fifo(&format!("ready{contain}"));
+    let cases: &[&[&str]] = if is_root() {
+        &[&[], &["--contain"], &["--no-contain"]]
+    } else {
+        eprintln!(
+            "skipping the contained cases: they need root here (see tests of user namespaces)"
+        );
+        &[&["--no-contain"]]
+    };
+    for (n, &flags) in cases.iter().enumerate() {
+        let contained = !flags.contains(&"--no-contain");
+        let name = format!("{tag}-{n}");
+        let ready = d.fifo(&format!("ready{n}"));
         let cfg = d.file(
-            &format!("c{contain}.toml"),
+            &format!("c{n}.toml"),
             &format!(
                 "[[helper]]\nname = \"{name}\"\n\
                  command = [\"/bin/sh\", \"-c\", \"sleep 1000 & sleep 1000 & echo ready > {}; wait\"]\n\
@@ -548,54 +567,57 @@ fn sigkill_of_foster_ends_gated_helpers_and_contain_ends_everything() {
                 ready.display()
             ),
         );
-        let fifo = d.fifo(&format!("events{contain}"));
-        let mut args = vec!["run", "--events-log", fifo.to_str().unwrap()];
-        if contain {
-            args.push("--contain");
-        }
-        args.push(cfg.to_str().unwrap());
-        let mut f = foster(&args);
-        let mut ev = Events::open(&fifo);
+        let (mut f, mut ev) = run_logged_with(&d, &format!("events{n}"), &cfg, flags);
+        let _stop = StopOnPanic(f.id() as i32);
         let launched = ev.wait_for("launch", launch_of(&name));
         // Both sleeps exist before the kill.
         wait_ready(&ready);
         let procs = processes_of_helper(&name);
-        assert_eq!(procs.len(), 3, "the helper and its two children");
-        // The helper's pid as seen from here: the launch event's, unless foster is contained
-        // (then the event holds the pid inside the namespace): the one whose parent is foster.
-        let sh = if contain {
-            *procs
-                .iter()
-                .find(|&&p| !procs.contains(&ppid_of(p)))
-                .expect("the helper among the processes")
-        } else {
-            pid(&launched)
-        };
+        assert_eq!(procs.len(), 3, "{flags:?}: the helper and its two children");
+        let sh = *procs
+            .iter()
+            .find(|&&p| !procs.contains(&ppid_of(p)))
+            .expect("the helper among the processes");
+        let ns = nspid(sh);
+        assert_eq!(
+            ns.len(),
+            if contained { 2 } else { 1 },
+            "{flags:?}: NSpid {ns:?}"
+        );
+        assert_eq!(
+            ns.last().copied(),
+            Some(pid(&launched)),
+            "{flags:?}: NSpid {ns:?}"
+        );
         f.kill().unwrap(); // SIGKILL
         let _ = f.wait();
-        // The gated helper (sh, pid of the launch event seen from outside when not contained)
-        // ends within its 2 s grace.
-        let ended: HashMap<i32, bool> = procs
-            .iter()
-            .map(|&p| (p, wait_gone(p, Duration::from_millis(2500))))
-            .collect();
+        // The gated helper ends within its 2 s grace, contained or not.
         assert!(
-            ended[&sh],
-            "the gated helper outlived foster's SIGKILL (contain={contain})"
+            wait_gone(sh, Duration::from_millis(2500)),
+            "{flags:?}: the gated helper outlived foster's SIGKILL"
         );
-        let left = processes_of_helper(&name);
-        kill_all(&left);
-        if contain {
+        let sleeps: Vec<i32> = procs.iter().copied().filter(|&p| p != sh).collect();
+        let survived: Vec<i32> = sleeps
+            .iter()
+            .copied()
+            .filter(|&p| !wait_gone(p, if contained { LIMIT } else { Duration::ZERO }))
+            .collect();
+        kill_all(&survived);
+        for p in &survived {
+            assert!(wait_gone(*p, LIMIT));
+        }
+        if contained {
             assert!(
-                left.is_empty(),
-                "--contain: unarmed descendants survived: {left:?}"
+                survived.is_empty(),
+                "{flags:?}: unarmed descendants survived: {survived:?}"
             );
         } else {
-            // Unarmed grandchildren are not protected without --contain (documented): they
-            // were reparented past foster. Nothing to assert but that we cleaned them up.
-            for p in &left {
-                assert!(wait_gone(*p, Duration::from_secs(5)));
-            }
+            // Unarmed children are not protected uncontained (documented): they were
+            // reparented past foster, alive.
+            assert_eq!(
+                survived, sleeps,
+                "--no-contain: the unarmed children live on"
+            );
         }
     }
 }
@@ -688,7 +710,8 @@ fn an_undeclared_subreaper_is_a_foreign_reaper() {
             tick("tick2", &tick2),
         ),
     );
-    let (mut f, mut ev) = run_logged(&d, "events", &cfg);
+    // Uncontained: the helper's pids are compared with the events'.
+    let (mut f, mut ev) = run_logged_with(&d, "events", &cfg, &["--no-contain"]);
     let me = ev.wait_for("start", |v| kind(v) == "start")["supervisor"].clone();
     let reaper = ev.wait_for("launch reaper", launch_of(&format!("{tag}-reaper")));
     let line = {
@@ -737,7 +760,8 @@ fn the_children_of_an_adopted_orphan_are_adopted_when_it_dies() {
             ready.display()
         ),
     );
-    let (mut f, mut ev) = run_logged(&d, "events", &cfg);
+    // Uncontained: the helper is killed by the pid its launch event names.
+    let (mut f, mut ev) = run_logged_with(&d, "events", &cfg, &["--no-contain"]);
     let helper = pid(&ev.wait_for("launch", launch_of(&tag)));
     wait_ready(&ready); // the grandchild sleep exists
     nix::sys::signal::kill(
@@ -797,8 +821,9 @@ fn an_adoption_that_brings_no_sigchld_is_noticed_at_once() {
         ),
     );
     let (fifo, sock) = (d.fifo("events"), d.path("s.sock"));
+    // Uncontained: the pids the helper writes are compared with the events' and this /proc.
     let mut f = Command::new(env!("CARGO_BIN_EXE_foster"))
-        .args(["run", "--socket"])
+        .args(["run", "--no-contain", "--socket"])
         .arg(&sock)
         .arg("--events-log")
         .arg(&fifo)
@@ -878,9 +903,7 @@ fn signal_case(d: &Dir, sig: i32, contain: bool) -> String {
         .arg(&sock)
         .arg("--events-log")
         .arg(&fifo);
-    if contain {
-        cmd.arg("--contain");
-    }
+    cmd.arg(if contain { "--contain" } else { "--no-contain" });
     let mut f = cmd
         .arg(&cfg)
         .stdin(Stdio::null())
@@ -1134,13 +1157,14 @@ fn a_nested_foster_ends_in_order_on_any_parent_death_signal() {
         "top.toml",
         &format!(
             "[[helper]]\nname = \"{tag}\"\n\
-             command = [\"{exe}\", \"run\", \"--no-socket\", \"--events-log\", \"{}\", \"{}\"]\n\
+             command = [\"{exe}\", \"run\", \"--no-socket\", \"--no-contain\", \"--events-log\", \"{}\", \"{}\"]\n\
              [[helper.generation]]\nsignal = \"USR2\"\n",
             inner_fifo.display(),
             inner.display()
         ),
     );
-    let (mut f, mut top_ev) = run_logged(&d, "top-events", &top);
+    // Uncontained, both: contained, the kernel would end the nested foster with its namespace.
+    let (mut f, mut top_ev) = run_logged_with(&d, "top-events", &top, &["--no-contain"]);
     let mut in_ev = Events::open(&inner_fifo);
     let nested = pid(&top_ev.wait_for("launch nested", launch_of(&tag)));
     in_ev.wait_for("launch leaf", launch_of(&format!("{tag}-leaf")));
@@ -1276,6 +1300,18 @@ fn a_helper_with_user_alone_gets_the_users_groups() {
 
 // ---- pids across PID namespaces ----
 
+/// Ends a foster with SIGTERM (its orderly shutdown, which ends its tree) when a test fails
+/// half-way; a test that passes has ended it already.
+struct StopOnPanic(i32);
+impl Drop for StopOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            // SAFETY: plain kill of a child of this test.
+            unsafe { libc::kill(self.0, libc::SIGTERM) };
+        }
+    }
+}
+
 /// The `NSpid` line of a process seen from here, outermost first.
 fn nspid(pid: i32) -> Vec<i32> {
     foster::tree::nspid(pid).unwrap_or_default()
@@ -1301,10 +1337,10 @@ fn ctl(sock: &Path, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-/// A contained supervisor knows the pids of its own namespace; `foster ctl` run from here shows
-/// this namespace's: each process's pid here has an `NSpid` whose last entry is the pid the
-/// supervisor knows, with the same start time; the events say the same pids; and a pid named
-/// from here reaches that process, while one outside the tree is refused.
+/// A contained supervisor (the default, as root) knows the pids of its own namespace; `foster
+/// ctl` run from here shows this namespace's: each process's pid here has an `NSpid` whose last
+/// entry is the pid the supervisor knows, with the same start time; the events say the same
+/// pids; and a pid named from here reaches that process, while one outside the tree is refused.
 #[test]
 fn ctl_from_the_host_shows_and_takes_host_pids_of_a_contained_tree() {
     if !is_root() {
@@ -1325,7 +1361,7 @@ fn ctl_from_the_host_shows_and_takes_host_pids_of_a_contained_tree() {
     let fifo = d.fifo("events");
     let sock = d.path("s.sock");
     let mut f = Command::new(env!("CARGO_BIN_EXE_foster"))
-        .args(["run", "--contain", "--socket"])
+        .args(["run", "--socket"]) // contained: the default, as root
         .arg(&sock)
         .arg("--events-log")
         .arg(&fifo)
@@ -1335,6 +1371,7 @@ fn ctl_from_the_host_shows_and_takes_host_pids_of_a_contained_tree() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let _stop = StopOnPanic(f.id() as i32);
     let mut ev = Events::open(&fifo);
     let launched = ev.wait_for("launch", launch_of(&tag));
     wait_ready(&ready);
@@ -1405,4 +1442,339 @@ fn ctl_from_the_host_shows_and_takes_host_pids_of_a_contained_tree() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("not inside the supervised tree"));
     stop_leaving_nothing(&mut f, &mut ev, &tag);
+}
+
+// ---- containment of an unprivileged foster ----
+
+const NOBODY: u32 = 65534;
+
+/// A command run as uid and gid 65534 with no supplementary group, its home, runtime and
+/// temporary directories in `home`.
+fn as_nobody(home: &Path, program: &str, args: &[&str]) -> Command {
+    let mut c = Command::new("setpriv");
+    c.arg(format!("--reuid={NOBODY}"))
+        .arg(format!("--regid={NOBODY}"))
+        .arg("--clear-groups")
+        .arg("env")
+        .arg(format!("HOME={}", home.display()))
+        .arg(format!("XDG_RUNTIME_DIR={}", home.display()))
+        .arg(format!("TMPDIR={}", home.display()))
+        .arg(program)
+        .args(args)
+        .stdin(Stdio::null());
+    c
+}
+
+/// Makes `p` belong to uid and gid 65534.
+fn give_to_nobody(p: &Path) -> &Path {
+    let id = Some(NOBODY);
+    nix::unistd::chown(
+        p,
+        id.map(nix::unistd::Uid::from_raw),
+        id.map(nix::unistd::Gid::from_raw),
+    )
+    .unwrap();
+    p
+}
+
+fn setpriv_missing() -> bool {
+    Command::new("setpriv").arg("--version").output().is_err()
+}
+
+/// Not root, foster contains its tree through a user namespace where the kernel allows one
+/// (as `unshare --user --pid --fork --mount-proc` does for that user): the helper is in a new
+/// PID namespace and runs as the user, `foster ctl` from here shows this namespace's pids, and
+/// SIGKILL of foster ends the unarmed grandchildren too. Where the kernel does not allow it,
+/// foster says so in one warning line and runs uncontained.
+#[test]
+fn an_unprivileged_foster_contains_through_a_user_namespace_where_the_kernel_allows_it() {
+    if !is_root() || setpriv_missing() {
+        eprintln!("skipping: runs foster as uid {NOBODY} through setpriv, which needs root");
+        return;
+    }
+    let d = Dir::new("run", "userns");
+    let home = give_to_nobody(&d.0);
+    let tag = format!("userns{}", std::process::id());
+    let ready = d.fifo("ready");
+    give_to_nobody(&ready);
+    let fifo = d.fifo("events");
+    give_to_nobody(&fifo);
+    let sock = d.path("s.sock");
+    let cfg = d.file(
+        "c.toml",
+        &format!(
+            "[[helper]]\nname = \"{tag}\"\n\
+             command = [\"/bin/sh\", \"-c\", \"sleep 1000 & sleep 1000 & echo ready > {}; wait\"]\n",
+            ready.display()
+        ),
+    );
+    let foster_exe = env!("CARGO_BIN_EXE_foster");
+    let allowed = as_nobody(
+        home,
+        "unshare",
+        &["--user", "--pid", "--fork", "--mount-proc", "true"],
+    )
+    .stderr(Stdio::null())
+    .status()
+    .unwrap()
+    .success();
+    let sock_arg = sock.to_str().unwrap();
+    let mut f = as_nobody(
+        home,
+        foster_exe,
+        &[
+            "run",
+            "--socket",
+            sock_arg,
+            "--events-log",
+            fifo.to_str().unwrap(),
+            cfg.to_str().unwrap(),
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let _stop = StopOnPanic(f.id() as i32);
+    let mut ev = Events::open(&fifo);
+    let launched = ev.wait_for("launch", launch_of(&tag));
+    wait_ready(&ready);
+    let procs = processes_of_helper(&tag);
+    assert_eq!(procs.len(), 3, "the helper and its two children");
+    let sh = *procs
+        .iter()
+        .find(|&&p| !procs.contains(&ppid_of(p)))
+        .expect("the helper among the processes");
+    let ns = nspid(sh);
+    let uid = foster::tree::Scanner::new(foster::tree::ScanOptions::default())
+        .unwrap()
+        .scan_pids(&[sh])
+        .by_pid(sh)
+        .map(|n| n.uid);
+    assert_eq!(uid, Some(NOBODY), "the helper runs as the user");
+    if !allowed {
+        eprintln!("user namespaces are not allowed here for uid {NOBODY}: checking the warning");
+        stop_leaving_nothing(&mut f, &mut ev, &tag);
+        let err = String::from_utf8(f.wait_with_output().unwrap().stderr).unwrap();
+        let warned: Vec<&str> = err
+            .lines()
+            .filter(|l| l.contains("not contained:"))
+            .collect();
+        assert_eq!(warned.len(), 1, "one warning line: {err}");
+        assert_eq!(ns.len(), 1, "uncontained: {ns:?}");
+        return;
+    }
+    assert_eq!(ns.len(), 2, "a new PID namespace: NSpid {ns:?}");
+    assert_eq!(ns.last().copied(), Some(pid(&launched)), "NSpid {ns:?}");
+    // The user's foster ctl, from here: this namespace's pids.
+    let out = as_nobody(
+        home,
+        foster_exe,
+        &["ctl", "--socket", sock_arg, "--json", "status"],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let helper = &v["status"]["helpers"][0]["identity"];
+    assert_eq!(helper["pid"], sh, "{v}");
+    for p in v["status"]["processes"].as_array().unwrap() {
+        let here = p["pid"].as_i64().unwrap() as i32;
+        let id = foster::identity::Identity::of(here).expect("a pid of this namespace");
+        assert_eq!(Value::from(id.start_time), p["start_time"], "{p}");
+    }
+    f.kill().unwrap(); // SIGKILL
+    let out = f.wait_with_output().unwrap();
+    let survived: Vec<i32> = procs
+        .iter()
+        .copied()
+        .filter(|&p| !wait_gone(p, LIMIT))
+        .collect();
+    kill_all(&survived);
+    assert!(
+        survived.is_empty(),
+        "unarmed descendants survived: {survived:?}"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("not contained"), "{err}");
+}
+
+/// Where no PID namespace can be had (here: a `/proc` partly covered, as in many containers,
+/// which a user namespace may not mount afresh), foster says why in one warning line and runs
+/// uncontained; `--no-contain` runs the same without the warning; `--contain` fails, starting
+/// nothing.
+#[test]
+fn without_a_pid_namespace_foster_says_why_in_one_line_and_runs_uncontained() {
+    if !is_root() || setpriv_missing() {
+        eprintln!("skipping: covers /proc in a mount namespace of its own, which needs root");
+        return;
+    }
+    let d = Dir::new("run", "nons");
+    let home = give_to_nobody(&d.0).to_path_buf();
+    let tag = format!("nons{}", std::process::id());
+    let ready = d.fifo("ready");
+    give_to_nobody(&ready);
+    let cfg = d.file(
+        "c.toml",
+        &format!(
+            "[[helper]]\nname = \"{tag}\"\n\
+             command = [\"/bin/sh\", \"-c\", \"echo ready > {}; exec sleep 1000\"]\n",
+            ready.display()
+        ),
+    );
+    for mode in ["", "--no-contain", "--contain"] {
+        let fifo = d.fifo(&format!("events{mode}"));
+        give_to_nobody(&fifo);
+        let run = as_nobody(
+            &home,
+            env!("CARGO_BIN_EXE_foster"),
+            &[
+                "run",
+                "--no-socket",
+                "--events-log",
+                fifo.to_str().unwrap(),
+                cfg.to_str().unwrap(),
+            ],
+        );
+        let mut words: Vec<String> = std::iter::once(run.get_program())
+            .chain(run.get_args())
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        if !mode.is_empty() {
+            words.insert(
+                words.iter().position(|w| w == "run").unwrap() + 1,
+                mode.into(),
+            );
+        }
+        // A mount namespace of its own where /proc/sys is covered: /proc is not fully visible.
+        let script = "mount -t tmpfs none /proc/sys && exec \"$@\"";
+        let mut f = Command::new("unshare")
+            .args([
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                script,
+                "sh",
+            ])
+            .args(&words)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let _stop = StopOnPanic(f.id() as i32);
+        if mode == "--contain" {
+            let out = f.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{err}");
+            assert!(
+                err.contains("--contain: cannot create a PID namespace"),
+                "{err}"
+            );
+            assert!(processes_of_helper(&tag).is_empty(), "nothing started");
+            continue;
+        }
+        let mut ev = Events::open(&fifo);
+        let launched = ev.wait_for("launch", launch_of(&tag));
+        let start = ev.wait_for("start", |v| kind(v) == "start");
+        assert_eq!(start["contained"], false, "{start}");
+        wait_ready(&ready);
+        assert_eq!(nspid(pid(&launched)), vec![pid(&launched)], "uncontained");
+        stop_leaving_nothing(&mut f, &mut ev, &tag);
+        let err = String::from_utf8(f.wait_with_output().unwrap().stderr).unwrap();
+        let warned: Vec<&str> = err
+            .lines()
+            .filter(|l| l.contains("not contained"))
+            .collect();
+        if mode.is_empty() {
+            assert_eq!(warned.len(), 1, "one warning line: {err}");
+            assert!(warned[0].contains("WARN"), "{err}");
+            assert!(
+                warned[0].contains("cannot create a PID namespace ("),
+                "it says why: {err}"
+            );
+        } else {
+            assert!(warned.is_empty(), "--no-contain: no warning: {err}");
+        }
+    }
+}
+
+/// Root without `CAP_SYS_ADMIN` (a container's root, often) cannot create a PID namespace
+/// directly, but can through a user namespace mapping uid 0 to itself: the tree is contained.
+/// Not when a helper sets `user` or `group`: a user namespace has no other uid to give, so
+/// foster says so and runs uncontained, the helper as the user it asked for.
+#[test]
+fn root_without_cap_sys_admin_contains_through_a_user_namespace_unless_a_helper_sets_a_user() {
+    if !is_root() || setpriv_missing() {
+        eprintln!("skipping: drops CAP_SYS_ADMIN from root through setpriv");
+        return;
+    }
+    let d = Dir::new("run", "capless");
+    let allowed = Command::new("setpriv")
+        .args(["--bounding-set=-sys_admin", "--inh-caps=-sys_admin"])
+        .args([
+            "unshare",
+            "--user",
+            "--map-root-user",
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "true",
+        ])
+        .stderr(Stdio::null())
+        .status()
+        .unwrap()
+        .success();
+    for user in [None, Some("nobody")] {
+        let cfg = d.file(
+            "c.toml",
+            &format!(
+                "[[helper]]\nname = \"capless\"\ncommand = [\"/bin/true\"]\n{}",
+                user.map(|u| format!("user = \"{u}\"\n"))
+                    .unwrap_or_default()
+            ),
+        );
+        let log = d.path(&format!("events-{}", user.unwrap_or("root")));
+        let out = Command::new("setpriv")
+            .args(["--bounding-set=-sys_admin", "--inh-caps=-sys_admin"])
+            .arg(env!("CARGO_BIN_EXE_foster"))
+            .args(["run", "--no-socket", "--events-log"])
+            .arg(&log)
+            .arg(&cfg)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{user:?}: {err}");
+        let events: Vec<Value> = std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let start = events.iter().find(|v| kind(v) == "start").expect("a start");
+        let warned: Vec<&str> = err
+            .lines()
+            .filter(|l| l.contains("not contained:"))
+            .collect();
+        match user {
+            None if !allowed => {
+                eprintln!("user namespaces are not allowed here: the warning only");
+                assert_eq!(warned.len(), 1, "{err}");
+            }
+            None => {
+                assert_eq!(start["contained"], true, "{start}");
+                assert!(warned.is_empty(), "{err}");
+            }
+            Some(_) => {
+                assert_eq!(start["contained"], false, "{start}");
+                assert_eq!(warned.len(), 1, "{err}");
+                assert!(
+                    warned[0].contains("helper \"capless\" sets user or group"),
+                    "{err}"
+                );
+            }
+        }
+    }
 }

@@ -568,6 +568,9 @@ pub fn ctl(
         },
         CtlCommand::Stop => Request::Stop,
     };
+    if matches!(request, Request::Signal { .. } | Request::Restart { .. }) {
+        pids.learn(); // the reply may name a process the request ends
+    }
     let mut reply = conn.exchange(&request)?;
     pids.reply(&mut reply.body);
     if let Some(why) = pids.untranslated() {

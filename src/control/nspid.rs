@@ -165,6 +165,15 @@ impl PidMap {
         }
     }
 
+    /// Reads the supervisor's tree now, so that the processes a request is about are known
+    /// even if the request ends them before its reply is translated (`signal`, `restart`).
+    pub fn learn(&mut self) {
+        if let View::Below(b) = &mut self.view {
+            b.refresh();
+            b.fresh = false;
+        }
+    }
+
     /// Translates the pids of a reply (a status or an event).
     pub fn reply(&mut self, body: &mut ReplyBody) {
         match body {

@@ -278,7 +278,8 @@ pub struct SupervisorInfo {
     pub config: String,
     /// The control socket's path.
     pub socket: String,
-    /// Whether the tree runs in its own PID namespace (`--contain`).
+    /// Whether the tree runs in its own PID namespace (contained: `foster run`'s default where
+    /// it can be had).
     pub contained: bool,
     /// Whether the orderly shutdown has begun.
     pub shutting_down: bool,

@@ -637,6 +637,7 @@ impl Controller {
             other => (other.clone(), None),
         };
         let asked = asked.as_ref().map(|(s, g)| (s, g));
+        pids.learn(); // the reply may name a process the request ends
         match conn
             .call(&req)
             .map_err(|e| SourceError(pids.message(&e.0, asked)))
