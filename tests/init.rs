@@ -6,7 +6,8 @@
 //! `-e`; every forwarded signal reaching PROGRAM (128 + n), the default-terminating ones killing
 //! it; `--rewrite`; the process group with `-g` (and without it); PROGRAM leading a group of
 //! its own (and a signal to foster's group reaching it once); the fault signals sent by `kill`
-//! forwarded (SIGSEGV twice) while a real fault under foster's mask stays fatal; PROGRAM's SigBlk/SigIgn equal
+//! forwarded (SIGSEGV twice) while a real fault under foster's mask stays fatal; an interactive
+//! bash's job control (Ctrl-Z, `jobs`, `fg`) around foster on a pseudo-terminal; PROGRAM's SigBlk/SigIgn equal
 //! to what foster inherited (SIGPIPE included); exec failures 126/127 naming PROGRAM; a
 //! 5,000-orphan storm with PROGRAM's own exit code intact; `--wait-all` killing a grandchild
 //! that ignores SIGTERM after the grace, and not waiting the grace for one that obeys; the
@@ -84,8 +85,9 @@ fn main() {
             }));
         }
     }
-    let single: [(&str, fn()); 3] = [
+    let single: [(&str, fn()); 4] = [
         ("pdeath_signal_reaches_program", pdeath_fires),
+        ("job_control_ctrl_z_and_fg", job_control),
         ("real_faults_stay_fatal", real_faults_stay_fatal),
         ("no_subreaper_message", no_subreaper_message),
     ];
@@ -894,6 +896,176 @@ fn tty_ctrl_c(mode: Mode) {
         "foster itself got SIGINT: {err}"
     );
     let _ = mode;
+}
+
+/// An interactive shell's job control around `foster init` (not PID 1): Ctrl-Z stops PROGRAM
+/// and then foster, so the shell sees its job stopped and takes its prompt back (it hung,
+/// waiting for a foster that kept running); `fg` resumes both, and PROGRAM has the terminal
+/// again: it reads the line typed next.
+fn job_control() {
+    let pty = nix::pty::openpty(None, None).unwrap();
+    let (master, slave) = (pty.master, pty.slave);
+    let (rd, wr) = nix::unistd::pipe().unwrap();
+    let mut cmd = Command::new("bash");
+    cmd.args(["--norc", "--noprofile", "--noediting", "-i"])
+        .env("PS1", "$ ")
+        .env("TERM", "dumb")
+        .env("HISTFILE", "/dev/null")
+        .env_remove("PROMPT_COMMAND")
+        .env_remove("FOSTER_SUBREAPER")
+        .env_remove("FOSTER_VERBOSITY");
+    let (slave_fd, wr_fd) = (slave.as_raw_fd(), wr.as_raw_fd());
+    // SAFETY: only async-signal-safe calls on descriptors opened before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::setsid();
+            libc::ioctl(slave_fd, libc::TIOCSCTTY, 0);
+            for fd in 0..3 {
+                libc::dup2(slave_fd, fd);
+            }
+            libc::dup2(wr_fd, 3);
+            Ok(())
+        });
+    }
+    let mut bash = cmd.spawn().unwrap();
+    drop((slave, wr));
+    let log = PtyLog::start(master.try_clone().unwrap());
+    let mut tty = std::fs::File::from(master);
+    let mut marks = BufReader::new(std::fs::File::from(rd));
+    let mut procs: Vec<i32> = Vec::new(); // pidfds of foster and PROGRAM, for the teardown
+    let result = (|| -> Result<(), String> {
+        tty.write_all(b"echo up-$((6*7))\n").unwrap();
+        log.wait_for("up-42")?;
+        let line =
+            format!("{FOSTER} init -v -- sh -c 'echo ready-$$ >&3; read x; echo got-$x >&3'\n");
+        tty.write_all(line.as_bytes()).unwrap();
+        let l = read_mark(&mut marks)?;
+        let program: i32 = l
+            .trim()
+            .strip_prefix("ready-")
+            .ok_or(format!("PROGRAM said {l:?}"))?
+            .parse()
+            .unwrap();
+        let foster = stat_fields(program).unwrap().0;
+        for pid in [foster, program] {
+            // SAFETY: pidfd_open with integers: both live in bash's tree now.
+            procs.push(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32);
+        }
+        tty.write_all(b"\x1a").unwrap(); // Ctrl-Z
+        log.wait_for("Stopped")?;
+        tty.write_all(b"jobs -l; echo jobs-$((6*7))\n").unwrap();
+        log.wait_for("jobs-42")?;
+        for pid in [foster, program] {
+            let state = stat_fields(pid).map(|f| f.1 as char);
+            if state != Some('T') {
+                return Err(format!("pid {pid} is {state:?}, not stopped"));
+            }
+        }
+        // fg, then a line for PROGRAM: it reads it only if it runs in the foreground again.
+        tty.write_all(b"fg\nhello\n").unwrap();
+        let l = read_mark(&mut marks)?;
+        if l.trim() != "got-hello" {
+            return Err(format!("PROGRAM said {l:?} after fg"));
+        }
+        tty.write_all(b"echo status-$?-$((6*7))\n").unwrap();
+        log.wait_for("status-0-42")?;
+        tty.write_all(b"exit\n").unwrap();
+        Ok(())
+    })();
+    for &fd in &procs {
+        if result.is_err() {
+            pidfd_kill(fd);
+        }
+        // SAFETY: our descriptor.
+        unsafe { libc::close(fd) };
+    }
+    if result.is_err() {
+        let _ = bash.kill();
+    }
+    let st = wait_bounded(&mut bash, Duration::from_secs(30));
+    if let Err(e) = result {
+        panic!("{e}; the terminal showed:\n{}", log.text());
+    }
+    assert!(
+        st.success(),
+        "bash: {st:?}; the terminal showed:\n{}",
+        log.text()
+    );
+    let text = log.text();
+    assert!(
+        text.contains("PROGRAM stopped by SIGTSTP: foster stops too"),
+        "{text}"
+    );
+}
+
+/// The next line on `marks`, within a 30 s safety net.
+fn read_mark(marks: &mut BufReader<std::fs::File>) -> Result<String, String> {
+    if marks.buffer().is_empty() {
+        let mut p = libc::pollfd {
+            fd: marks.get_ref().as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        if unsafe { libc::poll(&mut p, 1, 30_000) } != 1 {
+            return Err("PROGRAM said nothing within 30 s".into());
+        }
+    }
+    let mut l = String::new();
+    marks.read_line(&mut l).unwrap();
+    Ok(l)
+}
+
+/// What a pseudo-terminal's master side shows, read by a thread of its own.
+struct PtyLog {
+    text: std::sync::Arc<(std::sync::Mutex<(String, usize)>, std::sync::Condvar)>,
+}
+
+impl PtyLog {
+    fn start(master: std::os::fd::OwnedFd) -> PtyLog {
+        let text = std::sync::Arc::new((
+            std::sync::Mutex::new((String::new(), 0)),
+            std::sync::Condvar::new(),
+        ));
+        let t = text.clone();
+        std::thread::spawn(move || {
+            let mut f = std::fs::File::from(master);
+            let mut buf = [0u8; 4096];
+            // Ends with EIO once the last process holding the terminal is gone.
+            while let Ok(n @ 1..) = f.read(&mut buf) {
+                let (lock, cv) = &*t;
+                lock.lock()
+                    .unwrap()
+                    .0
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+                cv.notify_all();
+            }
+        });
+        PtyLog { text }
+    }
+
+    /// Waits (a 30 s safety net) until `needle` shows after what earlier waits matched.
+    fn wait_for(&self, needle: &str) -> Result<(), String> {
+        let (lock, cv) = &*self.text;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut g = lock.lock().unwrap();
+        loop {
+            let (text, from) = &mut *g;
+            if let Some(i) = text[*from..].find(needle) {
+                *from += i + needle.len();
+                return Ok(());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(format!("{needle:?} never showed on the terminal"));
+            }
+            g = cv.wait_timeout(g, left).unwrap().0;
+        }
+    }
+
+    fn text(&self) -> String {
+        self.text.0.lock().unwrap().0.clone()
+    }
 }
 
 /// --policy: PROGRAM starts through the gate, armed, with FOSTER_PARENT naming itself (the

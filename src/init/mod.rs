@@ -3,7 +3,9 @@
 //! Owns the init's life: block the forwarded signals and SIGCHLD before anything else, settle
 //! the role (PID 1, child subreaper, or neither, said plainly: [`role`]), arm foster's own
 //! parent-death signal when asked, launch PROGRAM ([`launch`]) with the signal state foster
-//! inherited ([`signals`]) and, on a terminal, the foreground ([`tty`]); then one `poll` over two
+//! inherited ([`signals`]) and, on a terminal, the foreground and job control ([`tty`]: when
+//! PROGRAM stops on Ctrl-Z, foster stops too, and resumes PROGRAM when continued); then one
+//! `poll` over two
 //! signalfds (the reaper's SIGCHLD and the forwarded signals), with no timeout: idle, foster
 //! never wakes. Every zombie is reaped by [`crate::reaper`], every forwarded signal goes to
 //! PROGRAM or its process group (rewritten when asked). When PROGRAM ends foster exits with its
@@ -204,6 +206,9 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
             t.foster_group
         );
     }
+    // Job control through foster: not as PID 1, which no signal stops and whose parent (a
+    // container runtime) runs no job control.
+    let job_control = terminal.filter(|_| role != Role::Pid1);
     let plan = LaunchPlan {
         program: opts.program.clone(),
         args: opts.args.clone(),
@@ -361,6 +366,27 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
                     }
                     Routed::Orphan(o) => say!(2, "reaped pid {}: {}", o.pid, o.status),
                 }
+            }
+            if let Some(t) = job_control
+                && program_status.is_none()
+                && let Some(sig) = tty::stopped_by_terminal_signal(program_pid)
+            {
+                say!(
+                    1,
+                    "PROGRAM stopped by {}: foster stops too, so that the shell sees its job \
+                     stopped",
+                    signals::name(sig)
+                );
+                let foreground = t.suspend_then_resume(program_pid);
+                say!(
+                    1,
+                    "continued: SIGCONT to PROGRAM's process group{}",
+                    if foreground {
+                        ", the terminal's foreground handed back to it"
+                    } else {
+                        " (in the background: the terminal stays where it is)"
+                    }
+                );
             }
             if phase == Phase::Running
                 && let Some(status) = program_status

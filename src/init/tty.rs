@@ -9,6 +9,14 @@
 //!
 //! foster never stops on SIGTTIN or SIGTTOU: both are blocked (and forwarded when someone sends
 //! them), and a blocked SIGTTOU lets `tcsetpgrp` from a background group through.
+//!
+//! Also owns job control through foster, when foster is not PID 1 and was started in the
+//! foreground of its terminal (a shell's foreground job): Ctrl-Z stops PROGRAM's group (the
+//! foreground), and the shell above waits for *foster*, its job. So when PROGRAM stops on a
+//! terminal stop signal (SIGTSTP, SIGTTIN, SIGTTOU: [`stopped_by_terminal_signal`]), foster
+//! stops itself with SIGSTOP; when the shell continues it (`fg`, `bg`), foster gives the
+//! foreground back to PROGRAM's group if its own group holds it (`fg`; after `bg` the shell
+//! keeps it) and sends SIGCONT to PROGRAM's group ([`Terminal::suspend_then_resume`]).
 
 use std::os::fd::RawFd;
 
@@ -51,6 +59,23 @@ impl Terminal {
         unsafe { libc::tcsetpgrp(self.fd, libc::getpid()) == 0 }
     }
 
+    /// Stops foster (SIGSTOP: the terminal stop signals are blocked in foster, they would not
+    /// stop it) and, once continued, hands the foreground to PROGRAM's group (`program`, its
+    /// leader) when foster's group holds it, and sends SIGCONT to that group. Returns whether
+    /// the foreground was handed over.
+    pub fn suspend_then_resume(&self, program: i32) -> bool {
+        // SAFETY: kill/tcgetpgrp/getpgrp/tcsetpgrp with integers; SIGTTOU is blocked in foster.
+        unsafe {
+            // A signal foster sends itself, unblocked, is acted on before kill returns: foster
+            // is stopped there, and goes on from here when continued.
+            libc::kill(libc::getpid(), libc::SIGSTOP);
+            let foreground = libc::tcgetpgrp(self.fd) == libc::getpgrp();
+            let handed = foreground && libc::tcsetpgrp(self.fd, program) == 0;
+            libc::kill(-program, libc::SIGCONT);
+            handed
+        }
+    }
+
     /// In foster after PROGRAM ended: the foreground back to foster's group (so the shell that
     /// started foster finds its terminal as it left it). Errors are ignored: the terminal may be
     /// gone.
@@ -62,4 +87,27 @@ impl Terminal {
             }
         }
     }
+}
+
+/// The terminal stop signal (SIGTSTP, SIGTTIN, SIGTTOU) that has stopped PROGRAM (`program`,
+/// foster's child) since the last call, if any: `waitid(P_PID, program, WSTOPPED | WNOHANG)`,
+/// which takes the stop report and leaves every exit to the reaper. A stop by another signal
+/// (SIGSTOP from a debugger or `kill`) is taken and ignored: foster stops only for the ones the
+/// terminal and the shell's job control use.
+pub fn stopped_by_terminal_signal(program: i32) -> Option<i32> {
+    // SAFETY: an all-zero siginfo_t is valid; waitid fills it.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waitid on our own child, writing into `info`.
+    let r = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            program as libc::id_t,
+            &mut info,
+            libc::WSTOPPED | libc::WNOHANG,
+        )
+    };
+    // SAFETY: si_pid and si_status are set by waitid for a reported child (si_pid 0: none).
+    let (pid, status) = unsafe { (info.si_pid(), info.si_status()) };
+    let stopped = r == 0 && pid == program && info.si_code == libc::CLD_STOPPED;
+    (stopped && matches!(status, libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU)).then_some(status)
 }
