@@ -207,10 +207,11 @@ pub struct InitArgs {
           value_parser = crate::duration::parse)]
     pub grace: std::time::Duration,
     /// Arm foster's own parent-death signal (checked against FOSTER_PARENT, or the parent
-    /// foster started with).
-    #[arg(short = 'p', long = "pdeath-signal", value_name = "SIGNAL",
-          env = "FOSTER_PDEATH_SIGNAL", value_parser = crate::init::signals::parse_signal)]
-    pub pdeath: Option<i32>,
+    /// foster started with): SIGNAL[:exit[:GRACE]]. When the parent dies PROGRAM gets the
+    /// signal, and SIGKILL (its group with -g) if it is still there after GRACE (default 5s).
+    #[arg(short = 'p', long = "pdeath-signal", value_name = "SIGNAL[:exit[:GRACE]]",
+          env = "FOSTER_PDEATH_SIGNAL", value_parser = crate::init::parse_pdeath)]
+    pub pdeath: Option<crate::policy::Policy>,
     /// Give PROGRAM a parent-death policy chain (`TERM:exit:5s;KILL`, see docs/gate.md):
     /// PROGRAM starts through the gate, armed and checked against foster. Default: unarmed.
     #[arg(long, value_name = "CHAIN", env = "FOSTER_INIT_POLICY")]

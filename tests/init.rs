@@ -7,7 +7,8 @@
 //! it; `--rewrite`; the process group with `-g` (and without it); PROGRAM leading a group of
 //! its own (and a signal to foster's group reaching it once); the fault signals sent by `kill`
 //! forwarded (SIGSEGV twice) while a real fault under foster's mask stays fatal; an interactive
-//! bash's job control (Ctrl-Z, `jobs`, `fg`) around foster on a pseudo-terminal; PROGRAM's SigBlk/SigIgn equal
+//! bash's job control (Ctrl-Z, `jobs`, `fg`) around foster on a pseudo-terminal; `-p` with a
+//! grace: SIGKILL to a PROGRAM that outlives it after the parent's death; PROGRAM's SigBlk/SigIgn equal
 //! to what foster inherited (SIGPIPE included); exec failures 126/127 naming PROGRAM; a
 //! 5,000-orphan storm with PROGRAM's own exit code intact; `--wait-all` killing a grandchild
 //! that ignores SIGTERM after the grace, and not waiting the grace for one that obeys; the
@@ -67,6 +68,7 @@ fn main() {
             "fault_signals_sent_by_kill_are_forwarded",
             fault_signals_from_kill,
         ),
+        ("pdeath_grace_then_sigkill", pdeath_grace),
         ("log_lines_are_written_whole", log_lines_whole),
     ];
     let mut trials = Vec::new();
@@ -1228,6 +1230,80 @@ fn pdeath_gone(mode: Mode) {
     assert_eq!(out.status.code(), Some(120), "{err}");
     assert!(out.stdout.is_empty(), "PROGRAM must not start");
     assert!(err.contains("-p SIGTERM") && err.contains(&stale), "{err}");
+}
+
+/// -p TERM:exit:300ms: foster's parent dies (SIGKILL), foster forwards SIGTERM to PROGRAM,
+/// which ignores it; after the grace foster SIGKILLs PROGRAM and exits. As a subreaper the
+/// parent is a shell; as PID 1 it is `unshare`, outside foster's namespace.
+fn pdeath_grace(mode: Mode) {
+    let prog = "trap '' TERM; echo ready; exec sleep 1000";
+    let pdeath = "TERM:exit:300ms";
+    let mut parent = match mode {
+        Mode::Subreaper => {
+            let mut c = Command::new("sh");
+            c.args([
+                "-c",
+                r#""$FOSTER" init -v -p "$P" -- sh -c "$PROG" & read x"#,
+            ])
+            .env("FOSTER", FOSTER)
+            .env("P", pdeath)
+            .env("PROG", prog)
+            .env_remove("FOSTER_PARENT")
+            .env_remove("FOSTER_SUBREAPER")
+            .env_remove("FOSTER_VERBOSITY");
+            c
+        }
+        Mode::Pid1 => foster(mode, &["-v", "-p", pdeath, "--", "sh", "-c", prog]),
+    };
+    parent
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut r = Running::start(mode, parent);
+    r.until("ready");
+    let foster_pid = children_of(r.child.id() as i32)[0];
+    let program = children_of(foster_pid)[0];
+    // SAFETY: pidfd_open with integers; both are alive, in the tree of our child.
+    let fds: Vec<i32> = [foster_pid, program]
+        .iter()
+        .map(|&p| unsafe { libc::syscall(libc::SYS_pidfd_open, p, 0) } as i32)
+        .collect();
+    assert!(fds.iter().all(|&fd| fd >= 0));
+    let mut err = r.child.stderr.take().unwrap();
+    let t = Instant::now();
+    r.child.kill().unwrap(); // foster's parent
+    r.child.wait().unwrap();
+    let mut p = libc::pollfd {
+        fd: fds[0],
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd. A 30 s safety net: foster ends 300 ms after its parent.
+    let ended = unsafe { libc::poll(&mut p, 1, 30_000) } == 1;
+    if !ended {
+        fds.iter().for_each(|&fd| pidfd_kill(fd));
+    }
+    let mut log = String::new();
+    err.read_to_string(&mut log).unwrap();
+    assert!(
+        ended,
+        "foster and PROGRAM still run 30 s after the parent died: {log}"
+    );
+    assert!(t.elapsed() >= Duration::from_millis(300), "{log}");
+    assert!(log.contains("reports the parent's death"), "{log}");
+    assert!(log.contains("outlived the grace of 300ms"), "{log}");
+    assert!(log.contains("ended: killed by SIGKILL"), "{log}");
+    let mut p = libc::pollfd {
+        fd: fds[1],
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd; readable once PROGRAM has ended.
+    assert_eq!(unsafe { libc::poll(&mut p, 1, 0) }, 1, "PROGRAM still runs");
+    for fd in fds {
+        // SAFETY: our descriptors.
+        unsafe { libc::close(fd) };
+    }
 }
 
 /// -p TERM: foster's parent dies (SIGKILL), the kernel sends foster SIGTERM, foster forwards it

@@ -61,8 +61,10 @@ pub struct Options {
     pub wait_all: bool,
     /// How long the rest of the tree has between SIGTERM and SIGKILL.
     pub grace: Duration,
-    /// foster's own parent-death signal (`-p`).
-    pub pdeath: Option<i32>,
+    /// foster's own parent-death policy (`-p SIGNAL[:exit[:GRACE]]`, one generation): the
+    /// signal is forwarded to PROGRAM when the parent dies, and PROGRAM (its group with `-g`)
+    /// gets SIGKILL if it is still there after the grace.
+    pub pdeath: Option<Policy>,
     /// PROGRAM's parent-death policy chain (`--policy`); `None`: PROGRAM runs unarmed.
     pub policy: Option<Policy>,
     /// Log verbosity: -2 nothing, -1 errors, 0 warnings, 1 decisions, 2 every reap and signal.
@@ -177,9 +179,10 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
         );
     }
 
-    if let Some(sig) = opts.pdeath {
-        arm_own_pdeath(sig, first_parent)?;
-    }
+    let own_pdeath = match &opts.pdeath {
+        Some(policy) => Some(arm_own_pdeath(policy, first_parent)?),
+        None => None,
+    };
 
     let mut reaper: Reaper<()> =
         Reaper::new().map_err(|e| format!("cannot start the reaper: {e}"))?;
@@ -246,6 +249,8 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
 
     let mut program_status: Option<ExitStatus> = None;
     let mut phase = Phase::Running;
+    // -p: once the parent has died, when PROGRAM gets SIGKILL if it has not ended.
+    let mut kill_program_at: Option<Instant> = None;
     let mut reaped = Vec::with_capacity(64);
     // SAFETY: an all-zero signalfd_siginfo is a valid value.
     let mut infos: [libc::signalfd_siginfo; 16] = unsafe { std::mem::zeroed() };
@@ -262,12 +267,17 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
         },
     ];
     loop {
-        let timeout = match phase {
-            Phase::Draining(deadline) => {
+        let deadline = match phase {
+            Phase::Draining(deadline) => Some(deadline),
+            Phase::Running => kill_program_at,
+            Phase::Killing => None,
+        };
+        let timeout = match deadline {
+            Some(deadline) => {
                 let left = deadline.saturating_duration_since(Instant::now());
-                left.as_millis().min(i32::MAX as u128) as i32 + 1
+                left.as_millis().min(i32::MAX as u128 - 1) as i32 + 1
             }
-            _ => -1,
+            None => -1,
         };
         fds[0].revents = 0;
         fds[1].revents = 0;
@@ -279,6 +289,33 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
                 continue;
             }
             return Err(format!("poll: {e}"));
+        }
+        if phase == Phase::Running
+            && let Some(at) = kill_program_at
+            && Instant::now() >= at
+        {
+            kill_program_at = None;
+            let grace = own_pdeath.as_ref().map_or(Duration::ZERO, |p| p.grace);
+            // SAFETY: kill with plain integers; PROGRAM is not reaped yet (Running), so its
+            // pid and group still name it.
+            let r = unsafe { libc::kill(target, libc::SIGKILL) };
+            say!(
+                1,
+                "-p: PROGRAM outlived the grace of {} after the parent's death: SIGKILL to {} \
+                 {}{}",
+                crate::duration::Text(grace),
+                if target < 0 {
+                    "its process group"
+                } else {
+                    "pid"
+                },
+                target.abs(),
+                if r == 0 {
+                    String::new()
+                } else {
+                    format!(" failed: {}", io::Error::last_os_error())
+                }
+            );
         }
         if let Phase::Draining(deadline) = phase
             && Instant::now() >= deadline
@@ -324,6 +361,20 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
                         );
                     }
                     continue;
+                }
+                if let Some(p) = &own_pdeath
+                    && sig == p.signal
+                    && kill_program_at.is_none()
+                    && p.reports_death(info)
+                {
+                    kill_program_at = Some(Instant::now() + p.grace);
+                    say!(
+                        1,
+                        "-p: {} reports the parent's death; PROGRAM gets it and has {} to end \
+                         before SIGKILL",
+                        signals::name(sig),
+                        crate::duration::Text(p.grace)
+                    );
                 }
                 let to = opts.rewrites.map(sig);
                 if to == 0 {
@@ -440,6 +491,50 @@ fn launch_program(spawner: &Spawner, plan: &LaunchPlan) -> Result<i32, launch::L
     Ok(pid)
 }
 
+/// foster's own parent-death signal, armed by `-p`, and what its arrival means.
+#[derive(Debug)]
+struct OwnPdeath {
+    signal: i32,
+    grace: Duration,
+    /// The parent's pid, when foster can see it; `None` as PID 1 of a namespace whose parent
+    /// lives outside it.
+    parent: Option<i32>,
+}
+
+impl OwnPdeath {
+    /// Whether this arrival of the armed signal reports the parent's death. When foster can
+    /// see its parent: the kernel reparents foster before it sends the signal, so `getppid()`
+    /// no longer names that parent (a plain `kill` of the same signal leaves it). As a
+    /// namespace's PID 1: the signal came from outside the namespace (`ssi_pid` 0), as the
+    /// dying parent's does, and as the container runtime's own signals do; foster cannot tell
+    /// those apart.
+    fn reports_death(&self, info: &libc::signalfd_siginfo) -> bool {
+        match self.parent {
+            Some(pid) => nix::unistd::getppid().as_raw() != pid,
+            None => info.ssi_pid == 0,
+        }
+    }
+}
+
+/// Reads `-p`'s value: one policy generation, `SIGNAL[:exit[:GRACE]]` (the grace defaults to
+/// the policy's 5 s), or `KILL` (reaction `kill`).
+pub fn parse_pdeath(text: &str) -> Result<Policy, String> {
+    let policy: Policy = text.parse().map_err(|e| format!("{e}"))?;
+    if policy.next.is_some() {
+        return Err(format!(
+            "{text:?}: one generation only (SIGNAL[:exit[:GRACE]]): -p is foster's own; give \
+             PROGRAM's chain with --policy"
+        ));
+    }
+    if policy.reaction == Reaction::Notify {
+        return Err(format!(
+            "{text:?}: reaction notify is for a program that handles the event itself; foster \
+             forwards the signal to PROGRAM (exit) or dies at once (kill)"
+        ));
+    }
+    Ok(policy)
+}
+
 /// Arms foster's own parent-death signal through the gate, in-process: foster blocks the
 /// signal and consumes it on its forwarding signalfd (so it reaches PROGRAM like any other
 /// forwarded signal), the gate arms it, reads it back and checks that the parent is still the
@@ -447,7 +542,8 @@ fn launch_program(spawner: &Spawner, plan: &LaunchPlan) -> Result<i32, launch::L
 /// already gone stops foster before PROGRAM starts (status 120). When the parent lives in
 /// another PID namespace (`getppid()` is 0: foster is a container's PID 1), the signal is armed
 /// but cannot be re-checked, and foster says so.
-fn arm_own_pdeath(sig: i32, first_parent: Option<Identity>) -> Result<(), String> {
+fn arm_own_pdeath(policy: &Policy, first_parent: Option<Identity>) -> Result<OwnPdeath, String> {
+    let sig = policy.signal;
     let sname = signals::name(sig);
     if sig != libc::SIGKILL && !signals::forwarded().contains(sig) {
         return Err(format!(
@@ -461,14 +557,13 @@ fn arm_own_pdeath(sig: i32, first_parent: Option<Identity>) -> Result<(), String
         ),
         Err(_) => first_parent,
     };
-    let reaction = if sig == libc::SIGKILL {
-        Reaction::Kill
-    } else {
-        Reaction::Exit
-    };
-    let policy = Policy::new(sig, reaction);
     let in_other_namespace = nix::unistd::getppid().as_raw() == 0;
     let expected = if in_other_namespace { None } else { expected };
+    let armed = |parent: Option<i32>| OwnPdeath {
+        signal: sig,
+        grace: policy.grace,
+        parent,
+    };
     let Some(expected) = expected else {
         // SAFETY: prctl with integer arguments.
         if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) } != 0 {
@@ -482,12 +577,12 @@ fn arm_own_pdeath(sig: i32, first_parent: Option<Identity>) -> Result<(), String
             "-p {sname}: armed; the parent lives in another PID namespace (getppid() is 0), so \
              it cannot be re-checked"
         );
-        return Ok(());
+        return Ok(armed(None));
     };
-    match GatePlan::new(expected, &policy, SignalSetup::Consumed).run() {
+    match GatePlan::new(expected, policy, SignalSetup::Consumed).run() {
         Ok(_) => {
             say!(1, "-p {sname}: armed, read back, parent {expected} checked");
-            Ok(())
+            Ok(armed(Some(expected.pid)))
         }
         Err(stop @ GateStop::ParentGone { .. }) => {
             say!(
@@ -584,5 +679,30 @@ fn send_checked(id: Identity, sig: i32) -> bool {
             std::ptr::null::<libc::siginfo_t>(),
             0,
         ) == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pdeath_takes_one_generation_with_its_grace() {
+        let p = parse_pdeath("TERM").unwrap();
+        assert_eq!(
+            (p.signal, p.reaction, p.grace),
+            (libc::SIGTERM, Reaction::Exit, crate::policy::DEFAULT_GRACE)
+        );
+        let p = parse_pdeath("HUP:exit:300ms").unwrap();
+        assert_eq!(p.grace, Duration::from_millis(300));
+        assert_eq!(parse_pdeath("KILL").unwrap().reaction, Reaction::Kill);
+        assert!(
+            parse_pdeath("TERM;KILL")
+                .unwrap_err()
+                .contains("one generation")
+        );
+        assert!(parse_pdeath("USR1:notify").unwrap_err().contains("notify"));
+        assert!(parse_pdeath("STOP").is_err());
+        assert!(parse_pdeath("TERM:kill").is_err());
     }
 }
