@@ -4,16 +4,16 @@
 //!
 //! Covers: 100 orphaned sleeps reaped with no zombie left; exit codes 0..=255 with and without
 //! `-e`; every forwarded signal reaching PROGRAM (128 + n), the default-terminating ones killing
-//! it; `--rewrite`; the process group with `-g` (and without it); PROGRAM leading a group of
-//! its own (and a signal to foster's group reaching it once); the fault signals sent by `kill`
+//! it; `--rewrite`; the process group with `-g` (and without it); PROGRAM leading a group of its
+//! own (and a signal to foster's group reaching it once); the fault signals sent by `kill`
 //! forwarded (SIGSEGV twice) while a real fault under foster's mask stays fatal; an interactive
-//! bash's job control (Ctrl-Z, `jobs`, `fg`) around foster on a pseudo-terminal; `-p` with a
-//! grace: SIGKILL to a PROGRAM that outlives it after the parent's death; PROGRAM's SigBlk/SigIgn equal
-//! to what foster inherited (SIGPIPE included); exec failures 126/127 naming PROGRAM; a
-//! 5,000-orphan storm with PROGRAM's own exit code intact; `--wait-all` killing a grandchild
-//! that ignores SIGTERM after the grace, and not waiting the grace for one that obeys; the
-//! message when no subreaper is possible (a seccomp filter makes the prctl fail); a terminal
-//! session through a pseudo-terminal where Ctrl-C gives 130.
+//! bash's job control (Ctrl-Z, `jobs`, `fg`) around foster on a pseudo-terminal; `-p` with a grace:
+//! SIGKILL to a PROGRAM that outlives it after the parent's death; PROGRAM's SigBlk/SigIgn equal to
+//! what foster inherited (SIGPIPE included); exec failures 126/127 naming PROGRAM; a 5,000-orphan
+//! storm with PROGRAM's own exit code intact; `--wait-all` killing a grandchild that ignores
+//! SIGTERM after the grace, and not waiting the grace for one that obeys; the message when no
+//! subreaper is possible (a seccomp filter makes the prctl fail); a terminal session through a
+//! pseudo-terminal where Ctrl-C gives 130.
 //!
 //! Its own `main` on `libtest-mimic` (each case a trial, `NAME::pid1` and `NAME::subreaper`;
 //! `--list`, name filters, `--exact` and `--ignored` as with libtest), because the same binary
