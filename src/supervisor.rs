@@ -42,7 +42,7 @@ use crate::adoption::{self, Registry};
 use crate::config::{Config, GenerationPolicy, Helper};
 use crate::contain::{Contain, Entered};
 use crate::event::{Event, EventLog, Record, SignalReason};
-use crate::identity::Identity;
+use crate::identity::{Identity, ProcessRef};
 use crate::reaper::{ExitStatus, Reaper, Routed};
 use crate::restart::{Decision, RestartState};
 use crate::signal::name as signal_name;
@@ -290,6 +290,9 @@ enum Phase {
 struct HelperState {
     pid: Option<i32>,
     identity: Option<Identity>,
+    /// The running helper, held by the pidfd `clone` returned with it: its signals go through
+    /// that pidfd, which cannot name another process.
+    process: Option<ProcessRef>,
     started: Instant,
     attempt: u32,
     restart: RestartState,
@@ -353,6 +356,7 @@ impl Supervisor {
             .map(|_| HelperState {
                 pid: None,
                 identity: None,
+                process: None,
                 started: Instant::now(),
                 attempt: 0,
                 restart: RestartState::default(),
@@ -569,9 +573,13 @@ impl Supervisor {
         };
         let spawner = &self.spawner;
         let mut failed: Option<String> = None;
+        let mut pidfd = None;
         let result: Result<i32, SpawnError> =
             self.reaper.launch(i, || match spawner.launch(spec) {
-                Ok(l) => Ok(l.pid),
+                Ok(l) => {
+                    pidfd = Some(l.pidfd);
+                    Ok(l.pid)
+                }
                 // A child was created and stopped by the gate or by exec: its status is the
                 // helper's exit (127, 126, the gate's), routed like any other.
                 Err(e) => match e.pid() {
@@ -590,10 +598,12 @@ impl Supervisor {
                         error,
                     });
                 }
+                // Read while the pid is foster's unreaped child: it names this helper.
                 let identity = Identity::of(pid).unwrap_or(Identity { pid, start_time: 0 });
                 let h = &mut self.helpers[i];
                 h.pid = Some(pid);
                 h.identity = Some(identity);
+                h.process = pidfd.map(|fd| ProcessRef::pinned(identity, fd));
                 h.started = Instant::now();
                 h.attempt += 1;
                 h.phase = Phase::Running;
@@ -715,6 +725,7 @@ impl Supervisor {
         let h = &mut self.helpers[i];
         let pid = h.pid.take().unwrap_or(0);
         let identity = h.identity;
+        h.process = None;
         let ran_for = h.started.elapsed();
         self.registry.reaped(pid);
         if let Some(id) = identity {
@@ -816,10 +827,24 @@ impl Supervisor {
         }
     }
 
-    /// Sends `sig` to `target` after checking it is still that process (pidfd, then the start
-    /// time re-read), so that a reused pid is never signalled.
+    /// Sends `sig` to `target` and no other process: through the pidfd held for a running
+    /// helper, else through one opened and checked now ([`crate::identity::signal`]), so that a
+    /// reused pid is never signalled.
+    fn send(&self, target: Identity, sig: i32) -> io::Result<()> {
+        let held = self
+            .helpers
+            .iter()
+            .filter_map(|h| h.process.as_ref())
+            .find(|p| p.identity() == target);
+        match held {
+            Some(p) => p.signal(sig),
+            None => crate::identity::signal(target, sig),
+        }
+    }
+
+    /// [`Supervisor::send`], then the `signal` event when it was sent.
     fn signal(&mut self, target: Identity, helper: Option<String>, sig: i32, reason: SignalReason) {
-        if crate::identity::signal(target, sig).is_ok() {
+        if self.send(target, sig).is_ok() {
             self.emit(Event::Signal {
                 target,
                 helper,

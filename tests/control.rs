@@ -795,6 +795,71 @@ fn signal_stop_and_cont_pause_and_resume_and_every_json_spells_signals_alike() {
     assert_eq!(proc_state(hpid), '?', "the helper {hpid} is still there");
 }
 
+/// The pids whose pidfds `pid` holds (`Pid:` of each `anon_inode:[pidfd]` descriptor's fdinfo).
+fn pidfds_held_by(pid: u32) -> Vec<i64> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+    {
+        let link = std::fs::read_link(e.path()).unwrap_or_default();
+        if link.to_string_lossy() != "anon_inode:[pidfd]" {
+            continue;
+        }
+        let info = std::fs::read_to_string(format!(
+            "/proc/{pid}/fdinfo/{}",
+            e.file_name().to_string_lossy()
+        ))
+        .unwrap_or_default();
+        if let Some(p) = info.lines().find_map(|l| l.strip_prefix("Pid:")) {
+            out.push(p.trim().parse().unwrap_or(0));
+        }
+    }
+    out
+}
+
+/// A helper is held by the pidfd `clone` returned with it for as long as it runs, and signalled
+/// through it; the pidfd goes with the helper.
+#[test]
+fn a_running_helper_is_held_by_its_pidfd() {
+    let d = Dir::new("ctl", "pidfd");
+    let cfg = d.file(
+        "a.toml",
+        "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n\
+         [[helper]]\nname = \"keep\"\ncommand = [\"sleep\", \"300\"]\n",
+    );
+    let sock = d.path("a.sock");
+    let run = Run::start(&cfg, &sock);
+    // Pids as this test's namespace sees them (the supervisor may be contained).
+    let out = run.ctl(&["--json", "status"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sup = v["status"]["supervisor"]["identity"]["pid"]
+        .as_u64()
+        .unwrap() as u32;
+    let hpid = |i: usize| {
+        v["status"]["helpers"][i]["identity"]["pid"]
+            .as_i64()
+            .unwrap()
+    };
+    let held = pidfds_held_by(sup);
+    assert!(
+        held.contains(&hpid(0)) && held.contains(&hpid(1)),
+        "{held:?}"
+    );
+    let mut c = Conn::open(&sock).unwrap();
+    c.send(b"{\"request\":\"events\",\"backlog\":0}\n");
+    c.next();
+    let out = run.ctl(&["signal", "s", "KILL"]);
+    assert!(out.status.success(), "{out:?}");
+    c.until("the exit", |v| {
+        event_is(v, "exit") && v["event"]["helper"] == "s"
+    });
+    let held = pidfds_held_by(sup);
+    assert!(!held.contains(&hpid(0)), "{held:?}");
+    assert!(held.contains(&hpid(1)), "{held:?}");
+    run.stop();
+}
+
 #[test]
 fn stale_socket_replaced_live_one_not_stolen() {
     let d = Dir::new("ctl", "stale");

@@ -309,7 +309,7 @@ impl Supervisor {
                 (id, helper)
             }
         };
-        if crate::identity::signal(id, sig).is_ok() {
+        if self.send(id, sig).is_ok() {
             self.emit(Event::Signal {
                 target: id,
                 helper: helper.clone(),
