@@ -28,7 +28,7 @@ use crate::gate::{
     self, EXIT_GATE_ERROR, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, Expectation, GatePlan, SignalSetup,
 };
 use crate::identity::Identity;
-use crate::lifeline::{Lifeline, pidfd_open};
+use crate::lifeline::Lifeline;
 use crate::policy::{self, Policy, Reaction};
 use crate::procstat::StatFields;
 use crate::spawner::{CredentialError, Credentials, ExecSignals, LaunchSpec, SpawnError, Spawner};
@@ -223,6 +223,29 @@ fn gate_error(stop: gate::GateStop, expected: Identity) -> ExecError {
     err(stop.exit_status(), msg)
 }
 
+/// The expected parent's pidfd for the gate: the one the launcher handed down
+/// (`FOSTER_PARENT_PIDFD`, for a parent in another PID namespace), or one opened here by pid
+/// with the identity re-checked, or none (the parent is already gone, or cannot be seen).
+fn parent_pidfd(exp: &Expectation) -> Result<Option<OwnedFd>, ExecError> {
+    let inherited =
+        gate::parent_pidfd_from_env(exp.parent).map_err(|e| err(EXIT_GATE_ERROR, e.to_string()))?;
+    Ok(inherited.or_else(|| Lifeline::open(exp.parent).ok().map(Lifeline::into_pidfd)))
+}
+
+fn log_passage(passage: gate::Passage, exp: &Expectation) {
+    let sig = crate::signal::name(exp.policy.signal);
+    match passage {
+        gate::Passage::Verified => {
+            tracing::info!("armed {sig} and checked parent {}", exp.parent)
+        }
+        gate::Passage::Lifeline => tracing::info!(
+            "armed {sig}; getppid() is 0 (the parent lives in another PID namespace): the \
+             expected parent {}'s pidfd says it lives",
+            exp.parent
+        ),
+    }
+}
+
 /// Runs `foster exec`. Returns only on failure (without `--watch`), or with the status to exit
 /// with (with `--watch`).
 pub fn run(o: &ExecOptions) -> Result<i32, ExecError> {
@@ -249,18 +272,15 @@ pub fn run(o: &ExecOptions) -> Result<i32, ExecError> {
         return watch(o, &exp, resolved, &credentials);
     }
     // A pidfd of the expected parent, when it can be had: a second opinion in the check, and
-    // the only one when getppid() cannot tell.
-    let lifeline = pidfd_open(exp.parent.pid).ok();
+    // the only one when getppid() cannot tell (the one the launcher handed down, or one opened
+    // here by pid with the identity re-checked).
+    let lifeline = parent_pidfd(&exp)?;
     let mut plan = GatePlan::new(exp.parent, &exp.policy, SignalSetup::ExecDefault);
     if let Some(fd) = &lifeline {
         plan = plan.with_lifeline_fd(fd.as_raw_fd());
     }
-    plan.run().map_err(|s| gate_error(s, exp.parent))?;
-    tracing::info!(
-        "armed SIG{} and checked parent {}",
-        policy::signal_name(exp.policy.signal),
-        exp.parent
-    );
+    let passage = plan.run().map_err(|s| gate_error(s, exp.parent))?;
+    log_passage(passage, &exp);
     if credentials.changes() {
         change_credentials(&credentials)?;
         let now = pdeathsig_now();
@@ -364,10 +384,18 @@ fn watch(
     };
     // The watcher's mask stays as it is, whatever the reaction: the signals it forwards are
     // blocked above and read from the signalfd, and SIGKILL needs no signal path.
-    let plan = GatePlan::new(exp.parent, &exp.policy, SignalSetup::Consumed);
-    plan.run().map_err(|s| gate_error(s, exp.parent))?;
-    let lifeline = Lifeline::open(exp.parent)
-        .map_err(|e| err(gate::EXIT_PARENT_GONE, format!("lifeline: {e}")))?;
+    let early = parent_pidfd(&exp)?;
+    let mut plan = GatePlan::new(exp.parent, &exp.policy, SignalSetup::Consumed);
+    if let Some(fd) = &early {
+        plan = plan.with_lifeline_fd(fd.as_raw_fd());
+    }
+    let passage = plan.run().map_err(|s| gate_error(s, exp.parent))?;
+    log_passage(passage, exp);
+    let lifeline = match early {
+        Some(fd) => Lifeline::adopt(exp.parent, fd),
+        None => Lifeline::open(exp.parent)
+            .map_err(|e| err(gate::EXIT_PARENT_GONE, format!("lifeline: {e}")))?,
+    };
     if credentials.changes() {
         change_credentials(credentials)?;
         if pdeathsig_now() != sig {

@@ -52,7 +52,9 @@ pub enum Command {
     /// `FOSTER_PARENT=$(foster identity $$) foster exec -- worker &`), the policy from the
     /// options or FOSTER_POLICY (default TERM:exit:5s). Exit statuses when PROGRAM does not
     /// start: 120 parent gone, 121 prctl failed, 122 cannot tell, 123 set-id target refused,
-    /// 124 lifeline lost, 125 gate error, 126 not executable, 127 not found.
+    /// 124 lifeline lost, 125 gate error, 126 not executable, 127 not found. A parent in
+    /// another PID namespace is checked through the pidfd its launcher hands down in
+    /// FOSTER_PARENT_PIDFD.
     Exec(ExecArgs),
     /// The live dashboard of a process tree: the whole system, a subtree, or a supervisor.
     Top(TopArgs),

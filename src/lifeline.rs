@@ -5,7 +5,8 @@
 //! is never taken for the parent (the order systemd's `pidref_verify` uses). The pidfd becomes
 //! readable when that process ends, whichever thread created the helper and whatever happened to
 //! the parent-death signal (cleared by a credential change, the kernel race noted in the 6.18
-//! cycle, a parent in another PID namespace). It is an ordinary descriptor: poll it in an event
+//! cycle, a parent in another PID namespace: there the launcher hands the pidfd down, since it
+//! cannot be opened by pid, see [`Lifeline::adopt`]). It is an ordinary descriptor: poll it in an event
 //! loop ([`AsRawFd`]), or use [`Lifeline::is_lost`] / [`Lifeline::wait`].
 
 use std::fmt;
@@ -91,6 +92,19 @@ impl Lifeline {
             return Err(LifelineError::Gone(expected));
         }
         Ok(l)
+    }
+
+    /// A lifeline on a pidfd of `expected` that the launcher handed down (`FOSTER_PARENT_PIDFD`,
+    /// checked by [`crate::gate::parent_pidfd_from_env`]): for a parent this process cannot
+    /// open by pid (another PID namespace). Not checked for an exit here: the gate polls it
+    /// after arming.
+    pub fn adopt(expected: Identity, pidfd: OwnedFd) -> Lifeline {
+        Lifeline { expected, pidfd }
+    }
+
+    /// The pidfd, for a caller that only needs the descriptor.
+    pub fn into_pidfd(self) -> OwnedFd {
+        self.pidfd
     }
 
     /// The identity this lifeline follows.

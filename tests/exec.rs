@@ -770,3 +770,79 @@ fn watch_sends_sigkill_once_after_the_grace_and_waits() {
         err.lines().take(5).collect::<Vec<_>>().join("\n")
     );
 }
+
+/// `foster exec` expecting this test process, with `FOSTER_PARENT_PIDFD=value` and, on
+/// descriptor 10 of the child, a pidfd of `pidfd_of` (a pid; 0 for none, -1 for this test
+/// process): (status, stdout, stderr).
+fn exec_with_parent_pidfd(value: &str, pidfd_of: i32, program: &str) -> (i32, String, String) {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(FOSTER);
+    cmd.args(["exec", "--", "/bin/sh", "-c", program])
+        .env(
+            "FOSTER_PARENT",
+            foster::identity::Identity::current().unwrap().to_string(),
+        )
+        .env("FOSTER_PARENT_PIDFD", value)
+        .env_remove("FOSTER_POLICY")
+        .env_remove("FOSTER_GATED")
+        .stdin(Stdio::null());
+    // SAFETY: pidfd_open, dup2 and close between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if pidfd_of != 0 {
+                let pid = if pidfd_of < 0 {
+                    libc::getppid()
+                } else {
+                    pidfd_of
+                };
+                let fd = libc::syscall(libc::SYS_pidfd_open, pid, 0) as i32;
+                if fd < 0 || libc::dup2(fd, 10) != 10 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                libc::close(fd);
+            }
+            Ok(())
+        });
+    }
+    let o = cmd.output().unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// A pidfd of the expected parent handed down in `FOSTER_PARENT_PIDFD` is checked: an open
+/// descriptor, a pidfd, of the expected process where `/proc` can tell. Anything else is a
+/// gate error naming the variable.
+#[test]
+fn foster_parent_pidfd_must_be_a_pidfd_of_the_expected_parent() {
+    for (value, of, want) in [
+        ("ten", 0, "expected a descriptor number"),
+        ("-3", 0, "expected a descriptor number"),
+        ("900", 0, "not an open descriptor"),
+        ("0", 0, "not a pidfd"),
+        ("10", 1, "a pidfd of process 1, not of the expected parent"),
+    ] {
+        let (status, out, err) = exec_with_parent_pidfd(value, of, "echo ran");
+        assert_eq!(status, 125, "FOSTER_PARENT_PIDFD={value}: {out} {err}");
+        assert!(
+            err.contains(&format!("FOSTER_PARENT_PIDFD={value}: {want}")),
+            "FOSTER_PARENT_PIDFD={value}: {err}"
+        );
+        assert!(out.is_empty(), "the program ran: {out}");
+    }
+}
+
+/// The right pidfd passes, and is not passed on: neither the variable nor the descriptor
+/// reaches the program.
+#[test]
+fn foster_parent_pidfd_of_the_parent_passes_and_is_not_passed_on() {
+    let (status, out, err) = exec_with_parent_pidfd(
+        "10",
+        -1,
+        r#"echo "var ${FOSTER_PARENT_PIDFD-unset}"; if [ -e /proc/$$/fd/10 ]; then echo "fd open"; else echo "fd closed"; fi"#,
+    );
+    assert_eq!(status, 0, "{err}");
+    assert_eq!(out, "var unset\nfd closed\n", "{err}");
+}

@@ -1,16 +1,25 @@
 //! What a process must expect of its parent, and what it passes on.
 //!
 //! Owns [`Expectation`], read from `FOSTER_PARENT` and `FOSTER_POLICY` (or `FOSTER_GATED` in a
-//! process foster already gated) by [`Expectation::from_env`], and [`env_for_children`], the
-//! variables a gated process hands its children.
+//! process foster already gated) by [`Expectation::from_env`]; the expected parent's pidfd a
+//! launcher hands down across PID namespaces ([`parent_pidfd_from_env`],
+//! `FOSTER_PARENT_PIDFD`); and [`env_for_children`], the variables a gated process hands its
+//! children.
 
 use std::fmt;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
 use crate::identity::Identity;
+use crate::lifeline::poll_readable;
 use crate::policy::{ENV_PARENT, ENV_POLICY, Policy};
 
 /// The environment variable that keeps, in a gated process, what it was checked against.
 pub const ENV_GATED: &str = "FOSTER_GATED";
+
+/// The environment variable naming an inherited descriptor (`FOSTER_PARENT_PIDFD=N`) that is a
+/// pidfd of the expected parent: how a launcher lets the gate check a parent it cannot see
+/// (`getppid()` is 0 when the parent lives in another PID namespace).
+pub const ENV_PARENT_PIDFD: &str = "FOSTER_PARENT_PIDFD";
 
 /// What a process expects of its parent: read from the environment by [`Expectation::from_env`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,9 +101,81 @@ impl Expectation {
     }
 }
 
+/// The `Pid:` line of `/proc/self/fdinfo/<fd>`: `None` when the descriptor is not a pidfd (or
+/// its fdinfo cannot be read); the pid as this `/proc` sees it, 0 when the process is not
+/// visible there (another PID namespace), -1 when it has exited.
+fn pidfd_pid(fd: RawFd) -> Option<i64> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(format!("/proc/self/fdinfo/{fd}"))
+        .ok()?
+        .take(4096)
+        .read_to_string(&mut text)
+        .ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("Pid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The expected parent's pidfd named by `FOSTER_PARENT_PIDFD`, when the variable is set: an
+/// open descriptor, a pidfd (its fdinfo has a `Pid:` line), and of the expected process where
+/// this `/proc` can tell (a visible pid must be `expected`'s, with its start time; a process
+/// this `/proc` cannot see, `Pid: 0`, is taken on the launcher's word, and one that has exited
+/// is left for the gate to report). The descriptor is then made close-on-exec and owned by the
+/// caller; the caller removes the variable from what it passes on ([`env_for_children`] does).
+pub fn parent_pidfd_from_env(expected: Identity) -> Result<Option<OwnedFd>, EnvError> {
+    let text = match std::env::var(ENV_PARENT_PIDFD) {
+        Ok(t) => t,
+        Err(std::env::VarError::NotPresent) => return Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            return Err(EnvError(format!("{ENV_PARENT_PIDFD} is not valid text")));
+        }
+    };
+    let bad = |what: &str| {
+        EnvError(format!(
+            "{ENV_PARENT_PIDFD}={}: {what}",
+            crate::sanitize::escape(text.as_bytes())
+        ))
+    };
+    let fd: RawFd = match text.parse() {
+        Ok(fd) if fd >= 0 && text.len() <= 10 => fd,
+        _ => return Err(bad("expected a descriptor number")),
+    };
+    // SAFETY: F_GETFD only reads the flags of a descriptor number.
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        return Err(bad("not an open descriptor"));
+    }
+    let Some(pid) = pidfd_pid(fd) else {
+        return Err(bad("not a pidfd (no Pid: line in /proc/self/fdinfo)"));
+    };
+    let exited = || poll_readable(fd, Some(std::time::Duration::ZERO));
+    if pid > 0 {
+        if pid != i64::from(expected.pid) {
+            return Err(bad(&format!(
+                "a pidfd of process {pid}, not of the expected parent {expected}"
+            )));
+        }
+        // Read while the pidfd pins the process: alive after the read, the pid was still its.
+        let now = Identity::of(expected.pid).ok();
+        if now != Some(expected) && !exited() {
+            return Err(bad(&format!(
+                "a pidfd of {}, not of the expected parent {expected}",
+                now.map_or_else(|| pid.to_string(), |i| i.to_string())
+            )));
+        }
+    }
+    // SAFETY: sets close-on-exec on the open descriptor checked above, which the caller owns
+    // from here on (it was inherited for this process to take).
+    unsafe {
+        libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        Ok(Some(OwnedFd::from_raw_fd(fd)))
+    }
+}
+
 /// The environment a gated process passes on: `FOSTER_PARENT` = itself, `FOSTER_POLICY` = the
 /// next generation's chain (removed when there is none), `FOSTER_GATED` = what it was checked
-/// against. Returned as (name, value-or-None-to-remove).
+/// against; `FOSTER_PARENT_PIDFD` removed (its descriptor was this process's, close-on-exec).
+/// Returned as (name, value-or-None-to-remove).
 pub fn env_for_children(
     me: Identity,
     expected: Identity,
@@ -107,5 +188,6 @@ pub fn env_for_children(
             policy.next.as_ref().map(|n| n.to_string()),
         ),
         (ENV_GATED.into(), Some(format!("{expected};{policy}"))),
+        (ENV_PARENT_PIDFD.into(), None),
     ]
 }

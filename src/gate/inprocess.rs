@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::Instant;
 
-use super::expect::{EnvError, Expectation};
+use super::expect::{ENV_PARENT_PIDFD, EnvError, Expectation, parent_pidfd_from_env};
 use super::plan::{GatePlan, SignalSetup};
 use super::{DeathPath, EXIT_GATE_ERROR, EXIT_LIFELINE, GateStop};
 use crate::admission::{Admission, ShutdownOwner, ShutdownReason};
@@ -85,20 +85,37 @@ impl std::error::Error for EnterError {}
 ///
 /// It reads the expectation from the environment, blocks the policy's signal and opens a
 /// signalfd for it (the one synchronous consumer), runs [`GatePlan::run`], opens the lifeline
-/// (a pidfd of the expected parent, identity re-checked) and starts one watcher thread that
-/// polls both. A delivered signal is checked against the expected identity first: if the
-/// parent process is still the expected one (a thread of it exited), it is counted as a false
-/// alarm and ignored. On a real loss the watcher requests shutdown (closing admission); with
+/// (a pidfd of the expected parent, identity re-checked; or the one the launcher handed down in
+/// `FOSTER_PARENT_PIDFD`, which it takes and removes from the environment, for a parent in
+/// another PID namespace: [`parent_pidfd_from_env`](super::parent_pidfd_from_env)) and starts
+/// one watcher thread that polls both. A delivered signal is checked against the expected
+/// identity first: if the parent process is still the expected one (a thread of it exited), it
+/// is counted as a false alarm and ignored; a parent this process cannot see (`getppid()` is 0)
+/// cannot be checked, so there the signal is the loss. On a real loss the watcher requests shutdown (closing admission); with
 /// `exit` it then owns shutdown, waits for in-flight guards up to the grace and exits the
 /// process (status 128+signal for the signal path, [`EXIT_LIFELINE`] for the lifeline); with
 /// `notify` it sends a [`Loss`] to the program, which owns shutdown.
 pub fn enter(default_policy: Option<&Policy>) -> Result<Gated, EnterError> {
     let expectation = Expectation::from_env(default_policy).map_err(EnterError::Env)?;
-    enter_with(expectation)
+    let pidfd = parent_pidfd_from_env(expectation.parent).map_err(EnterError::Env)?;
+    if pidfd.is_some() {
+        // SAFETY: called first thing in main, before any thread (see above).
+        unsafe { std::env::remove_var(ENV_PARENT_PIDFD) };
+    }
+    enter_with_pidfd(expectation, pidfd)
 }
 
 /// [`enter`] with an explicit expectation instead of the environment.
 pub fn enter_with(expectation: Expectation) -> Result<Gated, EnterError> {
+    enter_with_pidfd(expectation, None)
+}
+
+/// [`enter_with`], with a pidfd of the expected parent to use as the lifeline (the gate's only
+/// way to check a parent in another PID namespace) instead of one opened by pid.
+pub fn enter_with_pidfd(
+    expectation: Expectation,
+    parent_pidfd: Option<OwnedFd>,
+) -> Result<Gated, EnterError> {
     let policy = expectation.policy.clone();
     let sig = policy.signal;
     let consumed = policy.reaction != Reaction::Kill;
@@ -123,15 +140,21 @@ pub fn enter_with(expectation: Expectation) -> Result<Gated, EnterError> {
         }
     }
     // The caller's mask stays as it is, whatever the reaction (SIGKILL needs no signal path).
-    let plan = GatePlan::new(expectation.parent, &policy, SignalSetup::Consumed);
+    let mut plan = GatePlan::new(expectation.parent, &policy, SignalSetup::Consumed);
+    if let Some(fd) = &parent_pidfd {
+        plan = plan.with_lifeline_fd(fd.as_raw_fd());
+    }
     plan.run().map_err(EnterError::Stop)?;
-    let lifeline = Lifeline::open(expectation.parent).map_err(|e| match e {
-        crate::lifeline::LifelineError::Gone(_) => EnterError::Stop(GateStop::ParentGone {
-            ppid: nix::unistd::getppid().as_raw(),
-            path: DeathPath::Lifeline,
-        }),
-        e => EnterError::Setup(e.to_string()),
-    })?;
+    let lifeline = match parent_pidfd {
+        Some(fd) => Lifeline::adopt(expectation.parent, fd),
+        None => Lifeline::open(expectation.parent).map_err(|e| match e {
+            crate::lifeline::LifelineError::Gone(_) => EnterError::Stop(GateStop::ParentGone {
+                ppid: nix::unistd::getppid().as_raw(),
+                path: DeathPath::Lifeline,
+            }),
+            e => EnterError::Setup(e.to_string()),
+        })?,
+    };
     let lifeline = Arc::new(lifeline);
     let (admission, owner) = Admission::new(Some(lifeline.clone()));
     let (tx, rx) = mpsc::channel();

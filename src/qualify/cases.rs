@@ -158,6 +158,27 @@ pub static CASES: &[CaseDef] = &[
         needs_root: None,
         run: lifeline_only,
     },
+    CaseDef {
+        name: "notify",
+        death: "supervisor killed while an in-process helper with reaction notify serves",
+        expect: "the loss reaches the program's event loop; it drains and exits 0 itself",
+        needs_root: None,
+        run: notify,
+    },
+    CaseDef {
+        name: "other-pidns-exec",
+        death: "supervisor killed; its child, in another PID namespace, ran foster exec",
+        expect: "122 without FOSTER_PARENT_PIDFD; with it the pidfd decides: killed by SIGTERM",
+        needs_root: Some("a PID namespace needs root"),
+        run: other_pidns_exec,
+    },
+    CaseDef {
+        name: "other-pidns-in-process",
+        death: "supervisor killed; its child, in another PID namespace, used the in-process gate",
+        expect: "122 without FOSTER_PARENT_PIDFD; with it the pidfd decides: exits 143",
+        needs_root: Some("a PID namespace needs root"),
+        run: other_pidns_in_process,
+    },
 ];
 
 /// The case named `name`.
@@ -1844,7 +1865,8 @@ pub fn lifeline_helper() -> i32 {
 }
 
 /// A Rust program behind the in-process gate (`foster __qualify-internal enter-helper`):
-/// [`gate::enter`] with what the environment says, then `entered` on standard output. It serves
+/// [`gate::enter`] with what the environment says, then `entered PPID` on standard output
+/// (`getppid()` as the gate saw it). It serves
 /// until its standard input ends (then exits 0) or, with the `notify` reaction, until the loss
 /// reaches its event loop: it prints `loss PATH`, drains admission within the grace and exits
 /// 0, owning its shutdown. (With `exit` the gate's watcher ends it, with `kill` the kernel.)
@@ -1862,6 +1884,8 @@ pub fn enter_helper() -> i32 {
         let _ = writeln!(out, "{line}");
         let _ = out.flush();
     };
+    // SAFETY: plain getppid.
+    let ppid = unsafe { libc::getppid() };
     let _ = std::thread::Builder::new().name("stdin".into()).spawn(|| {
         let mut buf = [0u8; 64];
         let mut input = std::io::stdin().lock();
@@ -1870,7 +1894,7 @@ pub fn enter_helper() -> i32 {
     });
     // Said once every thread exists: creating a thread blocks every signal in the creating
     // thread for a moment, which a reader of /proc/PID/status could see.
-    say("entered");
+    say(&format!("entered {ppid}"));
     match gated.shutdown_owner {
         Some(owner) => {
             if let Ok(loss) = gated.losses.recv() {
@@ -1883,4 +1907,273 @@ pub fn enter_helper() -> i32 {
             std::thread::park();
         },
     }
+}
+
+/// The end a wait status describes.
+fn end_of_status(status: i32) -> End {
+    if libc::WIFSIGNALED(status) {
+        End::Killed(libc::WTERMSIG(status))
+    } else {
+        End::Exited(libc::WEXITSTATUS(status))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The notify reaction.
+
+fn notify(r: &mut Root) -> Outcome {
+    let foster = r.foster.to_string_lossy().into_owned();
+    let mut o = Outcome::default();
+    let s = r.simple_supervisor(
+        move |f| {
+            let policy =
+                Policy::new(libc::SIGTERM, Reaction::Notify).with_grace(Duration::from_secs(2));
+            let mut spec = f.spec(&foster, &["__qualify-internal", "enter-helper"], policy, 0);
+            // Served until the loss (its standard input ends only at the case's teardown).
+            spec.stdin = SupFds::dup(f.hold_r);
+            spec
+        },
+        false,
+    );
+    let h = match r.launched() {
+        Ok(h) => h,
+        Err(e) => {
+            o.problems.push(e);
+            return o;
+        }
+    };
+    if r.out.expect("entered", r.soon()).is_none() {
+        o.problems
+            .push("the helper never passed its in-process gate".into());
+        return o;
+    }
+    o.target = "started".into();
+    r.trace.drain();
+    o.prctl = r.armed_text(h, libc::SIGTERM);
+    o.observed_parent = r.observed_at_check(h);
+    let t = r.kill_and_reap(s);
+    let loss = r.out.expect("loss", r.soon());
+    o.path = match loss.as_deref() {
+        Some("signal") => Some(DeathPath::Signal),
+        Some("lifeline") => Some(DeathPath::Lifeline),
+        _ => None,
+    };
+    o.check(
+        o.path == Some(DeathPath::Signal),
+        format!("expected the loss by the signal in the program's event loop, got {loss:?}"),
+    );
+    match wait_end(h, r.soon()) {
+        Some((end, at)) => {
+            o.time_ms = Some(ms(t, at));
+            o.helper = format!(
+                "told of the loss ({}), exited {}",
+                loss.unwrap_or_default(),
+                {
+                    match end {
+                        End::Exited(c) => c.to_string(),
+                        e => e.text(),
+                    }
+                }
+            );
+            o.check(
+                end == End::Exited(0),
+                format!(
+                    "expected the program to end itself with 0, got {}",
+                    end.text()
+                ),
+            );
+        }
+        None => o.problems.push("the helper outlived the loss".into()),
+    }
+    o.checked = "the signal closed admission and reached the program's event loop, which owned \
+                 its shutdown: drained within the grace, exited 0"
+        .into();
+    o
+}
+
+// ---------------------------------------------------------------------------------------------
+// A parent in another PID namespace.
+
+/// The supervisor of the PID-namespace cases: it makes its children's PID namespace a new one,
+/// forks that namespace's init (a harness process that only waits for the case's teardown; it
+/// says `init PID`), then runs `args` twice with itself as the expected parent: once without
+/// `FOSTER_PARENT_PIDFD` (it says `status END`), once with a pidfd of itself under that name (it
+/// says `launched PID`), then holds. Each child's parent (this supervisor) lives outside the
+/// child's namespace: `getppid()` is 0 there. At this supervisor's death its children go to the
+/// nearest subreaper of its own namespace, the case root.
+fn pidns_supervisor(fds: SupFds, foster: &str, args: &[&str]) -> i32 {
+    use std::process::{Command, Stdio};
+    let Ok(me) = Identity::current() else {
+        return 70;
+    };
+    // SAFETY: unshare in a single-threaded process (forked by the case root).
+    if unsafe { libc::unshare(libc::CLONE_NEWPID) } != 0 {
+        fds.say(&format!(
+            "error unshare: {}",
+            std::io::Error::last_os_error()
+        ));
+        return 71;
+    }
+    // The namespace's init (PID 1 there), so that the programs are not: the kernel discards a
+    // signal at its default disposition sent to a namespace's init.
+    let init = fork_run(move || {
+        fds.hold();
+        0
+    });
+    if init < 0 {
+        return 72;
+    }
+    fds.say(&format!("init {init}"));
+    let command = |pidfd: Option<RawFd>| {
+        let mut c = Command::new(foster);
+        c.args(args)
+            .env(crate::policy::ENV_PARENT, me.to_string())
+            .env(crate::policy::ENV_POLICY, "TERM:exit:2s")
+            .env("RUST_LOG", "foster=info")
+            .env_remove(gate::ENV_GATED)
+            .env_remove(gate::ENV_PARENT_PIDFD);
+        if let Some(fd) = pidfd {
+            c.env(gate::ENV_PARENT_PIDFD, fd.to_string());
+        }
+        if let (Some(i), Some(o), Some(e)) = (
+            SupFds::dup(fds.hold_r),
+            SupFds::dup(fds.out_w),
+            SupFds::dup(fds.err_w),
+        ) {
+            c.stdin(Stdio::from(i))
+                .stdout(Stdio::from(o))
+                .stderr(Stdio::from(e));
+        }
+        c
+    };
+    // Without the pidfd: the gate cannot tell.
+    match command(None).status() {
+        Ok(st) => {
+            use std::os::unix::process::ExitStatusExt;
+            fds.say(&format!("status {}", end_of_status(st.into_raw()).wire()));
+        }
+        Err(e) => fds.say(&format!("error {e}")),
+    }
+    // With a pidfd of this supervisor, inherited (not close-on-exec).
+    let Ok(own) = pidfd_open(me.pid) else {
+        return 73;
+    };
+    // SAFETY: a duplicate without close-on-exec, above the standard descriptors.
+    let fd = unsafe { libc::fcntl(own.as_raw_fd(), libc::F_DUPFD, 10) };
+    match command(Some(fd)).spawn() {
+        Ok(child) => fds.say(&format!("launched {}", child.id())),
+        Err(e) => fds.say(&format!("error {e}")),
+    }
+    fds.hold();
+    0
+}
+
+fn other_pidns(r: &mut Root, in_process: bool) -> Outcome {
+    let mut o = Outcome::default();
+    let foster = r.foster.to_string_lossy().into_owned();
+    let (args, ready): (&[&str], &str) = if in_process {
+        (&["__qualify-internal", "enter-helper"], "entered")
+    } else {
+        (
+            &[
+                "-v",
+                "exec",
+                "--",
+                "/bin/sh",
+                "-c",
+                r#"echo "started $PPID"; exec sleep 30"#,
+            ],
+            "started",
+        )
+    };
+    let s = r.supervisor(move |fds| pidns_supervisor(fds, &foster, args));
+    match r.sup.expect("init", r.soon()).and_then(|p| p.parse().ok()) {
+        Some(init) => r.name(init, "namespace init", true),
+        None => {
+            o.problems.push("no PID namespace".into());
+            return o;
+        }
+    }
+    // Without the pidfd.
+    let without = r.sup.next_line(r.soon()).unwrap_or_default();
+    let without = without.strip_prefix("status ").and_then(End::parse);
+    o.check(
+        without == Some(End::Exited(gate::EXIT_CANNOT_TELL)),
+        format!("without FOSTER_PARENT_PIDFD: expected exit 122, got {without:?}"),
+    );
+    // With it.
+    let h = match r.launched() {
+        Ok(h) => h,
+        Err(e) => {
+            o.problems.push(e);
+            return o;
+        }
+    };
+    let seen = r.out.expect(ready, r.soon());
+    o.check(
+        seen.as_deref() == Some("0"),
+        format!("the program did not say getppid() was 0: {seen:?}"),
+    );
+    o.target = if seen.is_some() {
+        "started".into()
+    } else {
+        "never started".into()
+    };
+    let mut vouched = false;
+    while let Some(l) = r.err.next_line(Instant::now()) {
+        vouched |= l.contains("getppid() is 0") && l.contains("pidfd says it lives");
+    }
+    if !in_process {
+        o.check(vouched, "foster exec did not say the pidfd decided");
+    }
+    o.observed_parent = "none visible (0); the inherited pidfd said the supervisor lives".into();
+    o.prctl = format!(
+        "{} armed SIGTERM",
+        if in_process {
+            "the in-process gate"
+        } else {
+            "foster exec"
+        }
+    );
+    let t = r.kill_and_reap(s);
+    let want = if in_process {
+        End::Exited(128 + libc::SIGTERM)
+    } else {
+        End::Killed(libc::SIGTERM)
+    };
+    match wait_end(h, r.soon()) {
+        Some((end, at)) => {
+            o.time_ms = Some(ms(t, at));
+            o.path = Some(if end == want {
+                DeathPath::Signal
+            } else {
+                DeathPath::None
+            });
+            o.helper = format!(
+                "without the pidfd: {}; with it: {}",
+                without.map_or_else(|| "no status".into(), |e| e.text()),
+                end.text()
+            );
+            o.check(
+                end == want,
+                format!("expected {}, got {}", want.text(), end.text()),
+            );
+        }
+        None => o
+            .problems
+            .push("the program outlived its supervisor in the other namespace".into()),
+    }
+    o.checked = "getppid() is 0 across PID namespaces: without the pidfd the gate refuses (122); \
+                 with it the gate passes on the pidfd's word, and the armed signal reports the \
+                 supervisor's death"
+        .into();
+    o
+}
+
+fn other_pidns_exec(r: &mut Root) -> Outcome {
+    other_pidns(r, false)
+}
+
+fn other_pidns_in_process(r: &mut Root) -> Outcome {
+    other_pidns(r, true)
 }
