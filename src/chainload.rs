@@ -384,7 +384,7 @@ fn watch(
     };
     // The watcher's mask stays as it is, whatever the reaction: the signals it forwards are
     // blocked above and read from the signalfd, and SIGKILL needs no signal path.
-    let early = parent_pidfd(&exp)?;
+    let early = parent_pidfd(exp)?;
     let mut plan = GatePlan::new(exp.parent, &exp.policy, SignalSetup::Consumed);
     if let Some(fd) = &early {
         plan = plan.with_lifeline_fd(fd.as_raw_fd());
