@@ -16,7 +16,7 @@ const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
 const LIMIT: Duration = Duration::from_secs(30);
 
 mod common;
-use common::{Dir, is_root};
+use common::{Dir, is_root, process, processes_with_env};
 
 /// A `foster run` under test; SIGKILLed and reaped on drop if still running.
 struct Run {
@@ -724,12 +724,9 @@ fn signal_reaches_the_tree_and_nothing_else() {
     run.stop();
 }
 
-/// The state letter of `/proc/PID/stat` (the field after the name's closing parenthesis).
+/// The state letter of process `pid` (`?` once it is gone).
 fn proc_state(pid: i64) -> char {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    stat.rfind(')')
-        .and_then(|i| stat[i + 1..].trim_start().chars().next())
-        .unwrap_or('?')
+    process(pid as i32).map_or('?', |p| p.state as char)
 }
 
 /// Waits until `pid`'s state is `want` (the kernel stops or resumes a process as the signal is
@@ -913,20 +910,10 @@ fn ctl_without_a_supervisor_says_so() {
 
 /// Pids of live (non-zombie) processes whose environment carries FOSTER_DEMO=<demo>.
 fn demo_processes(demo: u32) -> Vec<i32> {
-    let marker = format!("FOSTER_DEMO={demo}");
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        if env.split(|&b| b == 0).any(|v| v == marker.as_bytes()) {
-            out.push(pid);
-        }
-    }
-    out
+    processes_with_env(&format!("FOSTER_DEMO={demo}"))
+        .iter()
+        .map(|p| p.pid)
+        .collect()
 }
 
 fn demo(stop: libc::c_int) {

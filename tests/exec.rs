@@ -260,16 +260,7 @@ fn watch_delivers_the_signal_to_its_program_when_the_parent_dies() {
     let wfd = pidfd_open(watcher).unwrap();
     let pfd = pidfd_open(program).unwrap();
     // The program's parent is the watcher.
-    let stat = std::fs::read_to_string(format!("/proc/{program}/stat")).unwrap();
-    let ppid: i32 = stat
-        .rsplit(')')
-        .next()
-        .unwrap()
-        .split_whitespace()
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
+    let ppid = common::process(program).expect("the program runs").ppid;
     assert_eq!(ppid, watcher);
     parent.kill().unwrap();
     parent.wait().unwrap();
@@ -327,8 +318,7 @@ fn read_to_end_within(fd: OwnedFd, what: &str) -> Vec<u8> {
 }
 
 fn state_of(pid: i32) -> u8 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    stat.rsplit(')').next().unwrap().trim_start().as_bytes()[0]
+    common::process(pid).expect("the process is there").state
 }
 
 /// A forked subreaper S and its process group, killed and reaped if the test fails midway.

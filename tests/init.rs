@@ -28,6 +28,9 @@ use std::time::{Duration, Instant};
 
 use libtest_mimic::{Arguments, Completion, Trial};
 
+mod common;
+use common::{children_of, process};
+
 const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -225,29 +228,6 @@ fn wait_bounded(child: &mut Child, limit: Duration) -> std::process::ExitStatus 
         }
     }
     child.wait().unwrap()
-}
-
-fn stat_fields(pid: i32) -> Option<(i32, u8, String)> {
-    let s = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
-    let f = foster::procstat::StatFields::parse(&s).ok()?;
-    Some((
-        f.ppid,
-        f.state,
-        String::from_utf8_lossy(f.comm).into_owned(),
-    ))
-}
-
-fn children_of(parent: i32) -> Vec<i32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        if stat_fields(pid).is_some_and(|(ppid, _, _)| ppid == parent) {
-            out.push(pid);
-        }
-    }
-    out
 }
 
 fn run_status(mode: Mode, args: &[&str]) -> (i32, String) {
@@ -840,7 +820,7 @@ fn wait_all(mode: Mode) {
         }
         if mode == Mode::Subreaper {
             // Reaped by foster before it exited: no such process, not even a zombie.
-            assert!(stat_fields(gpid).is_none(), "grandchild {gpid} still there");
+            assert!(process(gpid).is_none(), "grandchild {gpid} still there");
         }
     }
 }

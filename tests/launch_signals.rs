@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{Dir, sigbit, status_sigset};
+use common::{Dir, processes_with_env, sigbit, status_sigset};
 use foster::identity::Identity;
 
 const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
@@ -174,22 +174,10 @@ fn run_helpers_get_an_empty_mask_and_the_callers_dispositions() {
 /// Live (non-zombie) processes whose environment carries `FOSTER_DEMO=<demo>`, with their
 /// name.
 fn demo_processes(demo: u32) -> Vec<(i32, String)> {
-    let marker = format!("FOSTER_DEMO={demo}");
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        if env.split(|&b| b == 0).any(|v| v == marker.as_bytes())
-            && let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        {
-            out.push((pid, comm.trim().to_string()));
-        }
-    }
-    out
+    processes_with_env(&format!("FOSTER_DEMO={demo}"))
+        .into_iter()
+        .map(|p| (p.pid, String::from_utf8_lossy(&p.comm).into_owned()))
+        .collect()
 }
 
 /// `foster demo`: it launches `foster run` through the spawner, which passed on the SIGPIPE

@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 use foster::reaper::{self, ExitStatus, Reaper, Routed};
 use libtest_mimic::{Arguments, Trial};
 
+mod common;
+use common::{process, processes};
+
 fn main() {
     let mut args = Arguments::from_args();
     // One at a time, on the main thread (see the header).
@@ -90,8 +93,7 @@ fn exit_before_register_reaches_owner() {
             // SAFETY: our fd.
             unsafe { libc::close(pidfd) };
             // Now the child is a zombie, before registration; a reap here would be a bug.
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-            let state = stat.rsplit(')').next().unwrap().trim_start().as_bytes()[0];
+            let state = process(pid).expect("the child is there").state;
             assert_eq!(state, b'Z', "child should be a zombie before registration");
             Ok(pid)
         })
@@ -205,19 +207,8 @@ fn no_children() -> bool {
 
 fn zombies_of_self() -> usize {
     let me = std::process::id() as i32;
-    let mut n = 0;
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        if let Ok(f) = foster::procstat::StatFields::parse(&stat) {
-            if f.ppid == me && f.state == b'Z' {
-                n += 1;
-            }
-        }
-    }
-    n
+    processes()
+        .nodes()
+        .filter(|n| n.ppid == me && n.is_zombie())
+        .count()
 }

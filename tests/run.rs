@@ -12,7 +12,7 @@ use serde_json::Value;
 const LIMIT: Duration = Duration::from_secs(30);
 
 mod common;
-use common::{Dir, is_root};
+use common::{Dir, is_root, process, processes, processes_with_env};
 
 /// Lines of an events log, read on a thread.
 struct Events {
@@ -171,31 +171,18 @@ fn wait_gone(pid: i32, limit: Duration) -> bool {
 /// its exec shows an empty environment for an instant (the new image's is not set up yet), and
 /// a helper's "ready" barrier, written after its forks, does not wait for its children's execs.
 fn processes_of_helper(name: &str) -> Vec<i32> {
-    let needle = format!("FOSTER_HELPER={name}");
-    let mut live = Vec::new(); // (pid, ppid, marked)
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(p) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Some(ppid) = std::fs::read(format!("/proc/{p}/stat")).ok().and_then(|s| {
-            foster::procstat::StatFields::parse(&s)
-                .ok()
-                .filter(|f| f.state != b'Z')
-                .map(|f| f.ppid)
-        }) else {
-            continue;
-        };
-        let marked = std::fs::read(format!("/proc/{p}/environ"))
-            .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == needle.as_bytes()));
-        live.push((p, ppid, marked));
-    }
-    let mut out: Vec<i32> = live.iter().filter(|l| l.2).map(|l| l.0).collect();
+    let mut out: Vec<i32> = processes_with_env(&format!("FOSTER_HELPER={name}"))
+        .iter()
+        .map(|p| p.pid)
+        .collect();
+    let snap = processes();
     let mut i = 0;
     while i < out.len() {
-        let parent = out[i];
-        for &(p, ppid, _) in &live {
-            if ppid == parent && !out.contains(&p) {
-                out.push(p);
+        if let Some(id) = snap.identity_of(out[i]) {
+            for c in snap.children(&id) {
+                if !c.is_zombie() && !out.contains(&c.pid) {
+                    out.push(c.pid);
+                }
             }
         }
         i += 1;
@@ -212,10 +199,7 @@ fn wait_ready(fifo: &Path) {
 }
 
 fn ppid_of(p: i32) -> i32 {
-    let s = std::fs::read(format!("/proc/{p}/stat")).unwrap_or_default();
-    foster::procstat::StatFields::parse(&s)
-        .map(|f| f.ppid)
-        .unwrap_or(0)
+    process(p).map_or(0, |n| n.ppid)
 }
 
 fn kill_all(pids: &[i32]) {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use foster::identity::Identity;
 
 mod common;
-use common::Dir;
+use common::{Dir, descendants_of};
 
 const DEADLINE: Duration = Duration::from_secs(15);
 
@@ -130,23 +130,6 @@ fn tmux_available() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// The children of `pid` (from every process's stat: no `children` file needed).
-fn children_of(pid: i32) -> Vec<i32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-            continue;
-        };
-        if let Ok(b) = std::fs::read(format!("/proc/{p}/stat"))
-            && let Ok(f) = foster::procstat::StatFields::parse(&b)
-            && f.ppid == pid
-        {
-            out.push(p);
-        }
-    }
-    out
-}
-
 fn wait_gone(id: Identity) -> bool {
     let start = Instant::now();
     while id.is_alive() {
@@ -183,19 +166,14 @@ impl Subtree {
         let start = Instant::now();
         // The outer sleep may still be forking: wait until all five are there.
         loop {
-            let mut pids = vec![root_pid];
-            let mut i = 0;
-            while i < pids.len() {
-                pids.extend(children_of(pids[i]));
-                i += 1;
-            }
-            if pids.len() == 5 {
-                all = pids.iter().map(|p| Identity::of(*p).unwrap()).collect();
+            let below = descendants_of(root_pid);
+            if below.len() == 4 {
+                all.extend(below);
                 break;
             }
             assert!(
                 start.elapsed() < DEADLINE,
-                "subtree never had five processes: {pids:?}"
+                "subtree never had five processes: {root_pid} and {below:?}"
             );
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -262,17 +240,12 @@ fn dashboard_pid(t: &Tmux) -> Identity {
     let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_foster")).unwrap();
     let start = Instant::now();
     loop {
-        let mut pids = vec![pane];
-        let mut i = 0;
-        while i < pids.len() {
-            pids.extend(children_of(pids[i]));
-            i += 1;
-        }
+        let pids = std::iter::once(pane).chain(descendants_of(pane).into_iter().map(|id| id.pid));
         if let Some(p) = pids
-            .iter()
+            .into_iter()
             .find(|p| std::fs::read_link(format!("/proc/{p}/exe")).is_ok_and(|e| e == exe))
         {
-            return Identity::of(*p).unwrap();
+            return Identity::of(p).unwrap();
         }
         assert!(start.elapsed() < DEADLINE, "the dashboard did not start");
         std::thread::sleep(Duration::from_millis(20));
@@ -455,20 +428,6 @@ fn a_panic_restores_the_terminal() {
         s.lines().any(|l| l.trim() == "modes-same"),
         "raw mode was not undone after the panic:\n{s}"
     );
-}
-
-/// Every process below `pid` (from /proc), children before grandchildren.
-fn descendants_of(pid: i32) -> Vec<Identity> {
-    let mut pids = vec![pid];
-    let mut i = 0;
-    while i < pids.len() {
-        pids.extend(children_of(pids[i]));
-        i += 1;
-    }
-    pids[1..]
-        .iter()
-        .filter_map(|p| Identity::of(*p).ok())
-        .collect()
 }
 
 /// The table row of `pid` on the screen, if shown.

@@ -1,10 +1,16 @@
 //! Scaffolding shared by the integration tests: a temporary directory of the test's own,
-//! removed on drop, with files and FIFOs in it.
+//! removed on drop, with files and FIFOs in it; the tests' one way to read the process tree
+//! (the product's own walker, `foster::tree::Scanner`); ids and signal sets of
+//! `/proc/<pid>/status`.
 
 #![allow(dead_code)] // each test binary uses its own part of it
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
+
+use foster::identity::Identity;
+use foster::tree::graph::{ProcessNode, Snapshot};
+use foster::tree::scan::{ScanOptions, Scanner};
 
 pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
@@ -122,4 +128,70 @@ pub fn sigset_of(pid: i32, field: &str) -> u64 {
 /// The bit of signal `sig` in a `/proc` signal set.
 pub fn sigbit(sig: i32) -> u64 {
     1u64 << (sig - 1)
+}
+
+// ---- The process tree, read by the product's walker ----
+
+/// A scanner on `/proc` working on the calling thread (a test may have blocked signals in it),
+/// without command lines.
+fn scanner() -> Scanner {
+    Scanner::new(ScanOptions {
+        cmdline: false,
+        threads: 1,
+        ..ScanOptions::default()
+    })
+    .expect("open /proc")
+}
+
+/// Every process of the machine, now.
+pub fn processes() -> Snapshot {
+    scanner().scan().expect("list /proc")
+}
+
+/// Process `pid` now (its state, parent, name...), `None` once it is gone (reaped).
+pub fn process(pid: i32) -> Option<ProcessNode> {
+    scanner().scan_pids(&[pid]).by_pid(pid).cloned()
+}
+
+/// The children of `pid` now, by pid.
+pub fn children_of(pid: i32) -> Vec<i32> {
+    let snap = processes();
+    match snap.identity_of(pid) {
+        Some(id) => snap.children(&id).iter().map(|n| n.pid).collect(),
+        None => Vec::new(),
+    }
+}
+
+/// Every process below `pid` now, children before grandchildren (`pid` itself not included).
+pub fn descendants_of(pid: i32) -> Vec<Identity> {
+    let snap = processes();
+    let Some(root) = snap.identity_of(pid) else {
+        return Vec::new();
+    };
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        let below: Vec<Identity> = snap.children(&out[i]).iter().map(|n| n.identity).collect();
+        out.extend(below);
+        i += 1;
+    }
+    out.remove(0);
+    out
+}
+
+/// The processes whose environment holds the entry `entry` (`NAME=VALUE`), now; zombies have
+/// no environment and are never among them.
+pub fn processes_with_env(entry: &str) -> Vec<ProcessNode> {
+    let mut s = scanner();
+    let mut nodes: Vec<ProcessNode> = s
+        .scan()
+        .expect("list /proc")
+        .nodes()
+        .filter(|n| !n.kernel_thread)
+        .cloned()
+        .collect();
+    let mut refs: Vec<&mut ProcessNode> = nodes.iter_mut().collect();
+    s.read_environ(&mut refs, entry.as_bytes());
+    nodes.retain(|n| n.environ.iter().any(|v| v == entry.as_bytes()));
+    nodes
 }
