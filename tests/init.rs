@@ -928,7 +928,7 @@ fn job_control() {
             .ok_or(format!("PROGRAM said {l:?}"))?
             .parse()
             .unwrap();
-        let foster = stat_fields(program).unwrap().0;
+        let foster = process(program).unwrap().ppid;
         for pid in [foster, program] {
             // SAFETY: pidfd_open with integers: both live in bash's tree now.
             procs.push(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32);
@@ -938,7 +938,7 @@ fn job_control() {
         tty.write_all(b"jobs -l; echo jobs-$((6*7))\n").unwrap();
         log.wait_for("jobs-42")?;
         for pid in [foster, program] {
-            let state = stat_fields(pid).map(|f| f.1 as char);
+            let state = process(pid).map(|p| p.state as char);
             if state != Some('T') {
                 return Err(format!("pid {pid} is {state:?}, not stopped"));
             }
