@@ -661,7 +661,7 @@ fn init(a: InitArgs, verbosity: i8) -> ExitCode {
     let rewrites = match crate::init::signals::Rewrites::parse(&a.rewrite) {
         Ok(r) => r,
         Err(e) => {
-            crate::init::write_line(format_args!("error: {e}"));
+            report(e);
             return ExitCode::from(2);
         }
     };
@@ -669,7 +669,7 @@ fn init(a: InitArgs, verbosity: i8) -> ExitCode {
     let program = command.next().expect("clap requires PROGRAM");
     if program.is_empty() {
         // Joined to a PATH directory, an empty name would name the directory itself.
-        crate::init::write_line(format_args!("error: empty program name"));
+        report("empty program name");
         return ExitCode::from(2);
     }
     let mut opts = crate::init::Options::new(program, command.collect());

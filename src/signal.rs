@@ -14,9 +14,18 @@
 //! parent-death and orphan signals ([`Sig::ending`]: the signal must end a process that does not
 //! handle it). Sending is not restricted: `foster ctl signal` and the dashboard send any signal,
 //! `STOP` and `CONT` included.
+//!
+//! And sets of signals: [`SigBits`], signals 1..=64 as bit `n - 1` for signal `n` (the layout of
+//! `SigBlk`/`SigIgn` in `/proc/<pid>/status`), [`block`], and [`Inherited`], the signal state
+//! foster was started with. A constructor in `.init_array` records the mask and the ignored
+//! signals *before* Rust's runtime starts (the runtime sets SIGPIPE to "ignore" before `main`,
+//! so `main` is already too late to know what the caller gave us); every program foster
+//! launches gets exactly that state back before its exec ([`Inherited::apply_in_child`]).
 
 use std::fmt;
+use std::io;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use nix::sys::signal::Signal;
 use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
@@ -286,6 +295,179 @@ pub fn name(n: i32) -> String {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Sets of signals.
+
+/// The highest signal number a set holds.
+pub const MAX_SIGNAL: i32 = 64;
+
+/// A set of signals 1..=64, bit `n - 1` for signal `n`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SigBits(pub u64);
+
+impl SigBits {
+    /// The empty set.
+    pub const EMPTY: SigBits = SigBits(0);
+
+    /// Whether `sig` is in the set.
+    pub fn contains(self, sig: i32) -> bool {
+        (1..=MAX_SIGNAL).contains(&sig) && self.0 & (1u64 << (sig - 1)) != 0
+    }
+
+    /// The set with `sig` added.
+    pub fn with(self, sig: i32) -> SigBits {
+        if (1..=MAX_SIGNAL).contains(&sig) {
+            SigBits(self.0 | (1u64 << (sig - 1)))
+        } else {
+            self
+        }
+    }
+
+    /// The set with `sig` removed.
+    pub fn without(self, sig: i32) -> SigBits {
+        if (1..=MAX_SIGNAL).contains(&sig) {
+            SigBits(self.0 & !(1u64 << (sig - 1)))
+        } else {
+            self
+        }
+    }
+
+    /// The C form.
+    pub fn to_sigset(self) -> libc::sigset_t {
+        // SAFETY: sigemptyset/sigaddset on a stack value.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for sig in 1..=MAX_SIGNAL {
+                if self.contains(sig) {
+                    libc::sigaddset(&mut set, sig);
+                }
+            }
+            set
+        }
+    }
+
+    /// From the C form.
+    pub fn from_sigset(set: &libc::sigset_t) -> SigBits {
+        let mut bits = SigBits::EMPTY;
+        for sig in 1..=MAX_SIGNAL {
+            // SAFETY: sigismember reads a valid set.
+            if unsafe { libc::sigismember(set, sig) } == 1 {
+                bits = bits.with(sig);
+            }
+        }
+        bits
+    }
+
+    /// Parses the hexadecimal form of `/proc/<pid>/status` (`SigBlk:\t0000000000010000`).
+    pub fn from_hex(s: &str) -> Option<SigBits> {
+        u64::from_str_radix(s.trim(), 16).ok().map(SigBits)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The inherited state, recorded before Rust's runtime runs.
+
+static CAPTURED: AtomicBool = AtomicBool::new(false);
+static INHERITED_MASK: AtomicU64 = AtomicU64::new(0);
+static INHERITED_IGNORED: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn capture_inherited() {
+    // SAFETY: sigprocmask and sigaction reading into stack values; nothing else runs yet.
+    unsafe {
+        let mut mask: libc::sigset_t = std::mem::zeroed();
+        if libc::sigprocmask(libc::SIG_BLOCK, std::ptr::null(), &mut mask) != 0 {
+            return;
+        }
+        let mut ignored = 0u64;
+        for sig in 1..=MAX_SIGNAL {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) == 0
+                && old.sa_sigaction == libc::SIG_IGN
+            {
+                ignored |= 1u64 << (sig - 1);
+            }
+        }
+        INHERITED_MASK.store(SigBits::from_sigset(&mask).0, Ordering::Relaxed);
+        INHERITED_IGNORED.store(ignored, Ordering::Relaxed);
+        CAPTURED.store(true, Ordering::Release);
+    }
+}
+
+/// Runs [`capture_inherited`] before `main` (and before the runtime ignores SIGPIPE).
+#[used]
+#[unsafe(link_section = ".init_array")]
+static CAPTURE_INHERITED: extern "C" fn() = capture_inherited;
+
+/// The signal state foster was started with: what PROGRAM gets back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Inherited {
+    /// Blocked signals.
+    pub mask: SigBits,
+    /// Signals whose disposition was "ignore" (every other one was "default": exec resets
+    /// caught handlers).
+    pub ignored: SigBits,
+}
+
+impl Inherited {
+    /// What was recorded before `main`. When the constructor did not run (foster embedded in
+    /// another binary), the current mask and the current ignored set, less the SIGPIPE that
+    /// Rust's runtime ignores.
+    pub fn get() -> Inherited {
+        // Referencing the constructor keeps its object file in the link.
+        std::hint::black_box(&CAPTURE_INHERITED);
+        if CAPTURED.load(Ordering::Acquire) {
+            return Inherited {
+                mask: SigBits(INHERITED_MASK.load(Ordering::Relaxed)),
+                ignored: SigBits(INHERITED_IGNORED.load(Ordering::Relaxed)),
+            };
+        }
+        capture_inherited();
+        Inherited {
+            mask: SigBits(INHERITED_MASK.load(Ordering::Relaxed)),
+            ignored: SigBits(INHERITED_IGNORED.load(Ordering::Relaxed)).without(libc::SIGPIPE),
+        }
+    }
+
+    /// Between fork and exec: every disposition back to "ignore" or "default" as inherited,
+    /// then the inherited mask. Async-signal-safe, allocation-free.
+    ///
+    /// # Safety
+    /// Only for a freshly forked, single-threaded child about to exec.
+    pub unsafe fn apply_in_child(&self) -> bool {
+        // SAFETY: sigaction/sigprocmask with stack values.
+        unsafe {
+            for sig in 1..=MAX_SIGNAL {
+                if sig == libc::SIGKILL || sig == libc::SIGSTOP || sig == 32 || sig == 33 {
+                    continue;
+                }
+                let mut act: libc::sigaction = std::mem::zeroed();
+                act.sa_sigaction = if self.ignored.contains(sig) {
+                    libc::SIG_IGN
+                } else {
+                    libc::SIG_DFL
+                };
+                libc::sigemptyset(&mut act.sa_mask);
+                libc::sigaction(sig, &act, std::ptr::null_mut());
+            }
+            let mask = self.mask.to_sigset();
+            libc::sigprocmask(libc::SIG_SETMASK, &mask, std::ptr::null_mut()) == 0
+        }
+    }
+}
+
+/// Blocks `set` in the calling thread (and every thread it creates later).
+pub fn block(set: SigBits) -> io::Result<()> {
+    let s = set.to_sigset();
+    // SAFETY: a valid set on the stack.
+    let r = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &s, std::ptr::null_mut()) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(r))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -405,5 +587,23 @@ mod tests {
         }
         assert!(Sig::parse_ending("STOP").is_err());
         assert_eq!(Sig::parse_ending("hup"), Ok(Sig::HUP));
+    }
+
+    #[test]
+    fn bits_round_trip_through_sigset_and_hex() {
+        let b = SigBits::EMPTY.with(1).with(17).with(64);
+        assert_eq!(SigBits::from_sigset(&b.to_sigset()), b);
+        assert_eq!(
+            SigBits::from_hex("0000000000010000"),
+            Some(SigBits::EMPTY.with(17))
+        );
+    }
+
+    #[test]
+    fn inherited_state_was_captured_before_main() {
+        // The test harness does not block or ignore anything itself; the constructor ran.
+        let i = Inherited::get();
+        assert!(CAPTURED.load(Ordering::Acquire));
+        assert!(!i.mask.contains(libc::SIGKILL));
     }
 }

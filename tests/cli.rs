@@ -37,6 +37,15 @@ fn usage_errors_are_foster_error_lines_with_status_2() {
         (&["qualify", "--case", "nope"], "unknown case \"nope\""),
         (&["demo", "--bogus"], "--bogus"),
         (&["init", "-z", "--", "true"], "-z"),
+        (
+            &["init", "--rewrite", "X", "--", "true"],
+            "expected FROM:TO",
+        ),
+        (
+            &["init", "--rewrite", "BOGUS:TERM", "--", "true"],
+            "unknown signal \"BOGUS\"",
+        ),
+        (&["init", "--", ""], "empty program name"),
         (&["bogus"], "bogus"),
     ] {
         let (code, err) = foster(args);
@@ -69,6 +78,11 @@ fn runtime_errors_are_the_same_lines() {
             "no supervisor listening at /nonexistent/foster.sock",
         ),
         (&["exec", "--", "true"], 125, "FOSTER_PARENT is not set"),
+        (
+            &["init", "--", "/nonexistent/program"],
+            127,
+            "cannot run /nonexistent/program",
+        ),
         (
             &["run", "/nonexistent/foster.toml"],
             2,

@@ -16,10 +16,10 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-use super::signals::Inherited;
 use super::tty::Terminal;
 use crate::gate::TargetError;
 use crate::policy::Policy;
+use crate::signal::Inherited;
 use crate::spawner::{ExecSignals, LaunchSpec, SpawnError, Spawner};
 
 /// Everything the launch needs.

@@ -24,7 +24,7 @@ pub mod tty;
 
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicI8, Ordering};
 use std::time::{Duration, Instant};
 
@@ -103,7 +103,17 @@ pub fn level() -> i8 {
     LEVEL.load(Ordering::Relaxed)
 }
 
-/// Writes one log line at `lvl` (0 warning, 1 decision, 2 reap/signal, -1 error).
+/// Writes an error, `foster: error: MESSAGE` as every command writes one
+/// ([`crate::logging::report`]), unless `-qq` silenced errors.
+macro_rules! say_error {
+    ($($t:tt)*) => {
+        if $crate::init::level() >= -1 {
+            $crate::logging::report(format_args!($($t)*));
+        }
+    };
+}
+
+/// Writes one log line at `lvl` (0 warning, 1 decision, 2 reap/signal; errors: [`say_error`]).
 macro_rules! say {
     ($lvl:expr, $($t:tt)*) => {
         if $crate::init::level() >= $lvl {
@@ -112,27 +122,13 @@ macro_rules! say {
     };
 }
 
-/// Writes `foster init: MESSAGE` and a newline to standard error in one `write`: PROGRAM
-/// usually writes to the same pipe, and a line written in pieces (as `eprintln!` does on the
-/// unbuffered standard error) tears between them. A line of up to `PIPE_BUF` (4096) bytes
-/// reaches a pipe whole; a longer one, or a full pipe's partial write, goes on from where the
-/// kernel stopped.
+/// Writes `foster init: MESSAGE` and a newline to standard error in one `write`
+/// ([`crate::logging::write_stderr`]): PROGRAM usually writes to the same pipe.
 pub fn write_line(message: std::fmt::Arguments<'_>) {
     use std::fmt::Write as _;
     let mut line = String::with_capacity(160);
     let _ = writeln!(line, "foster init: {message}");
-    let mut rest = line.as_bytes();
-    while !rest.is_empty() {
-        // SAFETY: writes from a live buffer of `rest.len()` bytes.
-        let n = unsafe { libc::write(libc::STDERR_FILENO, rest.as_ptr().cast(), rest.len()) };
-        if n > 0 {
-            rest = &rest[n as usize..];
-        } else if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-            continue;
-        } else {
-            return; // standard error is closed or broken: nothing more to say there
-        }
-    }
+    crate::logging::write_stderr(&line);
 }
 
 /// Runs `foster init` and returns its exit status. Must be called before any thread exists.
@@ -141,7 +137,7 @@ pub fn run(opts: &Options) -> i32 {
     match run_inner(opts) {
         Ok(code) => code,
         Err(e) => {
-            say!(-1, "error: {e}");
+            say_error!("{e}");
             1
         }
     }
@@ -222,7 +218,7 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
     let launched = match reaper.launch((), || launch_program(&spawner, &plan)) {
         Ok(l) => l,
         Err(e) => {
-            say!(-1, "error: {e}");
+            say_error!("{e}");
             return Ok(e.status);
         }
     };
@@ -333,11 +329,10 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
             for info in &infos[..got] {
                 let sig = info.ssi_signo as i32;
                 if signals::FAULTS.contains(&sig) && !signals::sent_by_a_process(info) {
-                    say!(
-                        -1,
-                        "error: {} raised by the kernel (si_code {}), not sent by a process: \
-                         foster ends with it",
-                        signals::name(sig),
+                    say_error!(
+                        "{} raised by the kernel (si_code {}), not sent by a process: foster \
+                         ends with it",
+                        crate::signal::name(sig),
                         info.ssi_code
                     );
                     signals::die_of(sig);
@@ -349,7 +344,7 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
                         say!(
                             1,
                             "{} while the tree drains: SIGKILL to what is left now",
-                            signals::name(sig)
+                            crate::signal::name(sig)
                         );
                         signal_rest(&role, libc::SIGKILL);
                         phase = Phase::Killing;
@@ -357,7 +352,7 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
                         say!(
                             2,
                             "{} received after PROGRAM ended: ignored",
-                            signals::name(sig)
+                            crate::signal::name(sig)
                         );
                     }
                     continue;
@@ -372,7 +367,7 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
                         1,
                         "-p: {} reports the parent's death; PROGRAM gets it and has {} to end \
                          before SIGKILL",
-                        signals::name(sig),
+                        crate::signal::name(sig),
                         crate::duration::Text(p.grace)
                     );
                 }
@@ -381,7 +376,7 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
                     say!(
                         2,
                         "{} from pid {} dropped (--rewrite)",
-                        signals::name(sig),
+                        crate::signal::name(sig),
                         info.ssi_pid
                     );
                     continue;
@@ -397,9 +392,9 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
                     say!(
                         2,
                         "{} from pid {} forwarded as {} to {} {}{err}",
-                        signals::name(sig),
+                        crate::signal::name(sig),
                         info.ssi_pid,
-                        signals::name(to),
+                        crate::signal::name(to),
                         if target < 0 { "process group" } else { "pid" },
                         target.abs()
                     );
@@ -426,7 +421,7 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
                     1,
                     "PROGRAM stopped by {}: foster stops too, so that the shell sees its job \
                      stopped",
-                    signals::name(sig)
+                    crate::signal::name(sig)
                 );
                 let foreground = t.suspend_then_resume(program_pid);
                 say!(
@@ -486,7 +481,7 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
 fn launch_program(spawner: &Spawner, plan: &LaunchPlan) -> Result<i32, launch::LaunchError> {
     let Launched { pid, failed } = launch::launch(spawner, plan)?;
     if let Some(why) = failed {
-        say!(-1, "error: {why}");
+        say_error!("{why}");
     }
     Ok(pid)
 }
@@ -544,7 +539,7 @@ pub fn parse_pdeath(text: &str) -> Result<Policy, String> {
 /// but cannot be re-checked, and foster says so.
 fn arm_own_pdeath(policy: &Policy, first_parent: Option<Identity>) -> Result<OwnPdeath, String> {
     let sig = policy.signal;
-    let sname = signals::name(sig);
+    let sname = crate::signal::name(sig);
     if sig != libc::SIGKILL && !signals::forwarded().contains(sig) {
         return Err(format!(
             "-p {sname}: not a signal foster can receive and forward (use TERM, HUP, KILL...)"
@@ -585,10 +580,7 @@ fn arm_own_pdeath(policy: &Policy, first_parent: Option<Identity>) -> Result<Own
             Ok(armed(Some(expected.pid)))
         }
         Err(stop @ GateStop::ParentGone { .. }) => {
-            say!(
-                -1,
-                "error: -p {sname}: {stop}; expected {expected}: not starting PROGRAM"
-            );
+            say_error!("-p {sname}: {stop}; expected {expected}: not starting PROGRAM");
             std::process::exit(stop.exit_status());
         }
         Err(stop) => Err(format!("-p {sname}: {stop}")),
@@ -605,18 +597,18 @@ fn signal_rest(role: &Role, sig: i32) {
         say!(
             2,
             "{} to every process of the namespace: {}",
-            signals::name(sig),
+            crate::signal::name(sig),
             if r == 0 { "sent" } else { "none left" }
         );
         return;
     }
     let me = std::process::id() as i32;
     for id in descendants(me) {
-        let sent = send_checked(id, sig);
+        let sent = crate::identity::signal(id, sig).is_ok();
         say!(
             2,
             "{} to descendant {id}: {}",
-            signals::name(sig),
+            crate::signal::name(sig),
             if sent { "sent" } else { "gone" }
         );
     }
@@ -656,30 +648,6 @@ pub fn descendants(root: i32) -> Vec<Identity> {
         }
     }
     out
-}
-
-/// Sends `sig` to `id` through a pidfd, after checking the pid still names `id`.
-fn send_checked(id: Identity, sig: i32) -> bool {
-    // SAFETY: pidfd_open with plain integers; a fresh descriptor on success.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, id.pid, 0) };
-    if fd < 0 {
-        return false;
-    }
-    // SAFETY: fd is fresh and ours.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-    if !id.is_alive() {
-        return false; // the pid now names another process
-    }
-    // SAFETY: pidfd_send_signal on our descriptor, no siginfo.
-    unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            fd.as_raw_fd(),
-            sig,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        ) == 0
-    }
 }
 
 #[cfg(test)]

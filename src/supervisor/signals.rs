@@ -31,7 +31,7 @@
 use std::io;
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use crate::init::signals::{Inherited, SigBits};
+use crate::signal::{Inherited, SigBits};
 
 /// What `foster run` does with a signal it handles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,7 +129,7 @@ pub fn block() -> io::Result<()> {
         // SAFETY: plain getppid.
         PPID_AT_START.store(unsafe { libc::getppid() }, Ordering::Relaxed);
     }
-    crate::init::signals::block(handled().with(libc::SIGCHLD))
+    crate::signal::block(handled().with(libc::SIGCHLD))
 }
 
 /// Whether `sig` is foster's parent-death signal (armed by the gate of the foster that launched
