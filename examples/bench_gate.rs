@@ -16,7 +16,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use foster::lifeline::{pidfd_open, poll_readable};
+use foster::identity::{pidfd_open, poll_readable};
 use foster::policy::Policy;
 use foster::spawner::{LaunchSpec, Spawner};
 

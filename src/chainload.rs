@@ -19,7 +19,7 @@
 
 use std::ffi::{CString, OsString};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use crate::gate::{
     self, EXIT_GATE_ERROR, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, Expectation, GatePlan, SignalSetup,
 };
-use crate::identity::Identity;
+use crate::identity::{Identity, pidfd_send_signal};
 use crate::lifeline::Lifeline;
 use crate::policy::{self, Policy, Reaction};
 use crate::procstat::StatFields;
@@ -61,19 +61,12 @@ pub struct ExecOptions {
 }
 
 /// An error that ends `foster exec` with a documented status.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
 pub struct ExecError {
     pub status: i32,
     pub message: String,
 }
-
-impl std::fmt::Display for ExecError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for ExecError {}
 
 /// The status of a usage error (as clap's own): a bad argument, found before anything runs.
 pub const EXIT_USAGE: i32 = 2;
@@ -466,16 +459,8 @@ fn watch(
         }
         if n == 0 && lost_at.is_some() {
             tracing::warn!("program {} outlived the grace: SIGKILL", child.pid);
-            // SAFETY: the pidfd pins our own child.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_pidfd_send_signal,
-                    child.pidfd.as_raw_fd(),
-                    libc::SIGKILL,
-                    0,
-                    0,
-                )
-            };
+            // The pidfd pins our own child.
+            let _ = pidfd_send_signal(child.pidfd.as_fd(), libc::SIGKILL);
             // Nothing is left to decide: wait for its end alone, with no timeout (a large
             // process takes a while to exit; the signals that arrive meanwhile stay pending).
             return Ok(reap(child.pid));
@@ -497,16 +482,8 @@ fn watch(
             if s == sig && !parent_ok && lost_at.is_none() {
                 loss = Some("signal");
             } else {
-                // SAFETY: the pidfd pins our own child.
-                unsafe {
-                    libc::syscall(
-                        libc::SYS_pidfd_send_signal,
-                        child.pidfd.as_raw_fd(),
-                        s,
-                        0,
-                        0,
-                    )
-                };
+                // The pidfd pins our own child.
+                let _ = pidfd_send_signal(child.pidfd.as_fd(), s);
             }
         }
         if fds[2].revents != 0 && lost_at.is_none() && loss.is_none() {
@@ -514,21 +491,13 @@ fn watch(
         }
         if let Some(path) = loss {
             eprintln!(
-                "foster: parent {} lost ({path}): sending SIG{} to {}",
+                "foster: parent {} lost ({path}): sending {} to {}",
                 exp.parent,
-                policy::signal_name(sig),
+                crate::signal::name(sig),
                 child.pid
             );
-            // SAFETY: the pidfd pins our own child.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_pidfd_send_signal,
-                    child.pidfd.as_raw_fd(),
-                    sig,
-                    0,
-                    0,
-                )
-            };
+            // The pidfd pins our own child.
+            let _ = pidfd_send_signal(child.pidfd.as_fd(), sig);
             lost_at = Some(Instant::now());
         }
     }

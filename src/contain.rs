@@ -25,6 +25,7 @@
 //! death as SIGTERM), reaps it, and exits with its status.
 
 use std::io;
+use std::os::fd::AsRawFd;
 
 use nix::errno::Errno;
 use nix::sched::{CloneFlags, unshare};
@@ -305,14 +306,9 @@ fn probe(way: Way) -> Result<(), String> {
 /// Forks the init of the new PID namespace. Returns `Some(status)` in the outer process once
 /// the contained tree has ended, `None` in the init inside, which goes on to supervise.
 fn split(way: Way) -> io::Result<Option<i32>> {
-    // SAFETY: pidfd_open of ourselves.
-    let outer = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) } as i32;
-    if outer < 0 {
-        return Err(io::Error::other(format!(
-            "pidfd_open: {}",
-            io::Error::last_os_error()
-        )));
-    }
+    let outer_fd = crate::identity::pidfd_open(std::process::id() as i32)
+        .map_err(|e| io::Error::other(format!("pidfd_open: {e}")))?;
+    let outer = outer_fd.as_raw_fd();
     let mut reaper: Reaper<()> = Reaper::new()?;
     // SAFETY: single-threaded here (run() is called before any thread exists).
     match unsafe { fork() }.map_err(io::Error::from)? {
@@ -338,15 +334,14 @@ fn split(way: Way) -> io::Result<Option<i32>> {
                 if libc::poll(&mut p, 1, 0) != 0 {
                     libc::_exit(1); // the outer foster already ended
                 }
-                libc::close(outer);
             }
+            drop(outer_fd);
             // The way was probed: a failure now is an error (the init exits, so does the tree).
             mount_proc(way).map_err(io::Error::other)?;
             Ok(None)
         }
         ForkResult::Parent { child } => {
-            // SAFETY: our fd.
-            unsafe { libc::close(outer) };
+            drop(outer_fd);
             let init = child.as_raw();
             reaper.register(init, ());
             use crate::supervisor::signals;

@@ -116,19 +116,6 @@ pub struct Policy {
     pub next: Option<Box<Policy>>,
 }
 
-/// The highest signal number Linux accepts (`SIGRTMAX`).
-pub fn max_signal() -> i32 {
-    Sig::max()
-}
-
-/// The short name of a signal (`TERM`), for messages that print `SIG{}`: being replaced by
-/// [`crate::signal::name`].
-#[doc(hidden)]
-pub fn signal_name(sig: i32) -> String {
-    let n = crate::signal::name(sig);
-    n.strip_prefix("SIG").map_or(n.clone(), str::to_string)
-}
-
 impl Policy {
     /// A policy with `signal` and `reaction`, the default grace and no next generation, or
     /// the error of [`Policy::validate`] when they are inconsistent.

@@ -31,7 +31,6 @@
 //! and the child ends with the gate's documented exit status.
 
 use std::ffi::{CString, OsStr, OsString};
-use std::fmt;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -44,9 +43,9 @@ use crate::gate::{
     IdentitySlot, SignalSetup, TargetError, Trace,
 };
 use crate::identity::Identity;
-use crate::init::signals::{Inherited, SigBits};
-use crate::lifeline::pidfd_open;
+use crate::identity::pidfd_open;
 use crate::policy::{ENV_PARENT, Policy};
+use crate::signal::{Inherited, SigBits};
 
 /// What to launch and under which policy.
 #[derive(Debug)]
@@ -106,7 +105,7 @@ pub struct ExecSignals {
 
 impl ExecSignals {
     /// The signal state this process was started with, recorded before `main` (before Rust's
-    /// runtime ignores SIGPIPE; see [`crate::init::signals::Inherited`]): what a program
+    /// runtime ignores SIGPIPE; see [`crate::signal::Inherited`]): what a program
     /// launched by foster gets unless its launcher says otherwise (tini's rule: what the user
     /// set is kept, what foster changed is not).
     pub fn inherited() -> ExecSignals {
@@ -185,23 +184,28 @@ pub struct Launched {
 
 /// Why a launch failed. When a child was created (`pid` set), it has exited with the gate's
 /// documented status and is a zombie for the reaper to reap; the spawner never waits.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum SpawnError {
     /// The target was refused before fork (not found, set-id, file capabilities...).
+    #[error(transparent)]
     Target(TargetError),
     /// The gate stopped the child.
+    #[error("helper {pid} stopped by the gate: {stop}")]
     Gate {
         pid: i32,
         pidfd: OwnedFd,
+        #[source]
         stop: GateStop,
     },
     /// `execve` failed with this errno (status 126, or 127 for ENOENT).
+    #[error("helper {pid}: exec failed: {}", io::Error::from_raw_os_error(*errno))]
     Exec {
         pid: i32,
         pidfd: OwnedFd,
         errno: i32,
     },
     /// A step before the gate (stdio, credentials, directory) failed with this errno.
+    #[error("helper {pid}: {what} failed: {}", io::Error::from_raw_os_error(*errno))]
     Setup {
         pid: i32,
         pidfd: OwnedFd,
@@ -209,10 +213,13 @@ pub enum SpawnError {
         errno: i32,
     },
     /// The requested uid/gid cannot be resolved into credentials (before fork).
+    #[error(transparent)]
     Credentials(CredentialError),
     /// Preparing or forking failed in the launcher.
-    Io(String, io::Error),
+    #[error("{0}: {1}")]
+    Io(String, #[source] io::Error),
     /// The spawner thread is gone.
+    #[error("the spawner thread is gone")]
     SpawnerGone,
 }
 
@@ -228,52 +235,16 @@ impl SpawnError {
     }
 }
 
-impl fmt::Display for SpawnError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SpawnError::Target(e) => write!(f, "{e}"),
-            SpawnError::Gate { pid, stop, .. } => {
-                write!(f, "helper {pid} stopped by the gate: {stop}")
-            }
-            SpawnError::Exec { pid, errno, .. } => write!(
-                f,
-                "helper {pid}: exec failed: {}",
-                io::Error::from_raw_os_error(*errno)
-            ),
-            SpawnError::Setup {
-                pid, what, errno, ..
-            } => write!(
-                f,
-                "helper {pid}: {what} failed: {}",
-                io::Error::from_raw_os_error(*errno)
-            ),
-            SpawnError::Credentials(e) => write!(f, "{e}"),
-            SpawnError::Io(what, e) => write!(f, "{what}: {e}"),
-            SpawnError::SpawnerGone => write!(f, "the spawner thread is gone"),
-        }
-    }
-}
-
-impl std::error::Error for SpawnError {}
-
 /// Why a requested uid/gid could not be resolved into [`Credentials`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CredentialError {
     /// The request itself is refused (`(uid_t)-1`, a uid without a group to take).
+    #[error("{0}")]
     Refused(String),
     /// The user database could not be read.
+    #[error("{0}")]
     Lookup(String),
 }
-
-impl fmt::Display for CredentialError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CredentialError::Refused(m) | CredentialError::Lookup(m) => f.write_str(m),
-        }
-    }
-}
-
-impl std::error::Error for CredentialError {}
 
 /// `(uid_t)-1` and `(gid_t)-1`: "no change" to `setresuid`/`setresgid`, never an id to run as.
 pub const NO_CHANGE_ID: u32 = u32::MAX;
@@ -777,7 +748,7 @@ fn prepare(
 
 /// The signals this process catches with a handler (dispositions are process-wide).
 fn caught_signals() -> Vec<i32> {
-    (1..=crate::policy::max_signal())
+    (1..=crate::signal::Sig::max())
         .filter(|&sig| sig != libc::SIGKILL && sig != libc::SIGSTOP)
         .filter(|&sig| {
             // SAFETY: queries a disposition into a stack struct.

@@ -11,7 +11,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use foster::lifeline::{pidfd_open, poll_readable};
+use foster::identity::{pidfd_open, poll_readable};
 
 const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
 
@@ -785,11 +785,10 @@ fn exec_with_parent_pidfd(value: &str, pidfd_of: i32, program: &str) -> (i32, St
                 } else {
                     pidfd_of
                 };
-                let fd = libc::syscall(libc::SYS_pidfd_open, pid, 0) as i32;
-                if fd < 0 || libc::dup2(fd, 10) != 10 {
+                let fd = foster::identity::pidfd_open(pid)?;
+                if libc::dup2(fd.as_raw_fd(), 10) != 10 {
                     return Err(std::io::Error::last_os_error());
                 }
-                libc::close(fd);
             }
             Ok(())
         });

@@ -207,8 +207,7 @@ impl Running {
 fn wait_bounded(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
     let deadline = Instant::now() + limit;
     // A pidfd turns readable when the child ends: no polling loop.
-    // SAFETY: pidfd_open on our own unreaped child.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id() as i32, 0) } as i32;
+    let fd = raw_pidfd(child.id() as i32);
     if fd >= 0 {
         let mut p = libc::pollfd {
             fd,
@@ -527,14 +526,12 @@ fn fault_signals_from_kill(mode: Mode) {
     // Opened while PROGRAM is foster's child (no reuse); to end it should foster die. As PID 1
     // foster's death ends the namespace, PROGRAM with it (and `program` is a pid in there).
     let program_fd = match mode {
-        // SAFETY: pidfd_open with integers.
-        Mode::Subreaper => (unsafe { libc::syscall(libc::SYS_pidfd_open, program, 0) }) as i32,
+        Mode::Subreaper => raw_pidfd(program),
         Mode::Pid1 => -1,
     };
     assert!(mode == Mode::Pid1 || program_fd >= 0);
     let fpid = r.foster_pid();
-    // SAFETY: pidfd_open with integers.
-    let foster_fd = unsafe { libc::syscall(libc::SYS_pidfd_open, fpid, 0) } as i32;
+    let foster_fd = raw_pidfd(fpid);
     assert!(foster_fd >= 0);
     for sig in faults {
         r.signal_foster(sig);
@@ -644,16 +641,9 @@ fn line_unless_ended(r: &mut Running, foster_fd: i32) -> Result<String, String> 
 /// SIGKILL through a pidfd (none when `fd` is negative).
 fn pidfd_kill(fd: i32) {
     if fd >= 0 {
-        // SAFETY: pidfd_send_signal on our descriptor, no siginfo.
-        unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                fd,
-                libc::SIGKILL,
-                std::ptr::null::<libc::siginfo_t>(),
-                0,
-            )
-        };
+        // SAFETY: `fd` is a pidfd this test holds open.
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+        let _ = foster::identity::pidfd_send_signal(fd, libc::SIGKILL);
     }
 }
 
@@ -930,8 +920,8 @@ fn job_control() {
             .unwrap();
         let foster = process(program).unwrap().ppid;
         for pid in [foster, program] {
-            // SAFETY: pidfd_open with integers: both live in bash's tree now.
-            procs.push(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32);
+            // Both live in bash's tree now.
+            procs.push(raw_pidfd(pid));
         }
         tty.write_all(b"\x1a").unwrap(); // Ctrl-Z
         log.wait_for("Stopped")?;
@@ -1243,10 +1233,10 @@ fn pdeath_grace(mode: Mode) {
     r.until("ready");
     let foster_pid = children_of(r.child.id() as i32)[0];
     let program = children_of(foster_pid)[0];
-    // SAFETY: pidfd_open with integers; both are alive, in the tree of our child.
+    // Both are alive, in the tree of our child.
     let fds: Vec<i32> = [foster_pid, program]
         .iter()
-        .map(|&p| unsafe { libc::syscall(libc::SYS_pidfd_open, p, 0) } as i32)
+        .map(|&p| raw_pidfd(p))
         .collect();
     assert!(fds.iter().all(|&fd| fd >= 0));
     let mut err = r.child.stderr.take().unwrap();
@@ -1648,4 +1638,10 @@ fn helper_storm(n: usize, code: i32) {
     println!("storm-done");
     std::io::stdout().flush().unwrap();
     std::process::exit(code);
+}
+
+/// A pidfd of `pid` as a raw descriptor the test closes or leaves to its end (-1 on failure).
+fn raw_pidfd(pid: i32) -> i32 {
+    use std::os::fd::IntoRawFd;
+    foster::identity::pidfd_open(pid).map_or(-1, IntoRawFd::into_raw_fd)
 }

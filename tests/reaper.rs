@@ -80,8 +80,8 @@ fn exit_before_register_reaches_owner() {
         .launch("quick", || -> Result<i32, ()> {
             let pid = spawn("exit 42");
             // A pidfd becomes readable once the process has ended (is a zombie).
-            // SAFETY: pidfd_open on an own unreaped child.
-            let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+            let pidfd =
+                foster::identity::pidfd_open(pid).map_or(-1, std::os::fd::IntoRawFd::into_raw_fd);
             assert!(pidfd >= 0, "pidfd_open");
             let mut pfd = libc::pollfd {
                 fd: pidfd,

@@ -151,19 +151,10 @@ fn wait_exit(child: &mut Child) -> i32 {
 
 /// Waits (pidfd poll, no sleeping) until `pid` has ended or `limit` passes; true if it ended.
 fn wait_gone(pid: i32, limit: Duration) -> bool {
-    // SAFETY: plain syscalls on our own fd.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
-    if fd < 0 {
+    let Ok(fd) = foster::identity::pidfd_open(pid) else {
         return true;
-    }
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
     };
-    let r = unsafe { libc::poll(&mut p, 1, limit.as_millis() as i32) };
-    unsafe { libc::close(fd) };
-    r == 1
+    foster::identity::poll_readable(std::os::fd::AsRawFd::as_raw_fd(&fd), Some(limit))
 }
 
 /// Live processes whose environment says they descend from the helper `name`, and the

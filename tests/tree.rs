@@ -989,18 +989,15 @@ fn subtree_follows_a_zombie_parents_child_out() {
     );
     // P exits; this test does not reap it yet.
     writeln!(p.stdin.take().unwrap(), "go").unwrap();
-    // SAFETY: pidfd of our own child; poll for its exit (not its reaping) with a deadline.
-    unsafe {
-        let fd = libc::syscall(libc::SYS_pidfd_open, p_pid, 0) as i32;
-        assert!(fd >= 0);
-        let mut pfd = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        assert_eq!(libc::poll(&mut pfd, 1, 10_000), 1, "P did not exit");
-        libc::close(fd);
-    }
+    // A pidfd of our own child: poll for its exit (not its reaping) with a deadline.
+    let fd = foster::identity::pidfd_open(p_pid).unwrap();
+    assert!(
+        foster::identity::poll_readable(
+            std::os::fd::AsRawFd::as_raw_fd(&fd),
+            Some(std::time::Duration::from_secs(10))
+        ),
+        "P did not exit"
+    );
     let (changes, _) = tree.update().unwrap();
     let moved = changes
         .iter()

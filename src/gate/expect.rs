@@ -6,11 +6,10 @@
 //! `FOSTER_PARENT_PIDFD`); and [`env_for_children`], the variables a gated process hands its
 //! children.
 
-use std::fmt;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
 use crate::identity::Identity;
-use crate::lifeline::poll_readable;
+use crate::identity::poll_readable;
 use crate::policy::{ENV_PARENT, ENV_POLICY, Policy};
 
 /// The environment variable that keeps, in a gated process, what it was checked against.
@@ -31,16 +30,9 @@ pub struct Expectation {
 }
 
 /// The environment did not say what to expect; the text names the variable and the problem.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct EnvError(pub String);
-
-impl fmt::Display for EnvError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for EnvError {}
 
 impl Expectation {
     /// Reads `FOSTER_PARENT` and `FOSTER_POLICY` (or, when `FOSTER_PARENT` names this very

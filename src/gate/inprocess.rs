@@ -4,7 +4,6 @@
 //! the calling process, the lifeline opened) and the watcher thread that polls both channels
 //! and, on a real loss, closes admission and runs the policy's reaction.
 
-use std::fmt;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
@@ -47,13 +46,16 @@ pub struct Gated {
 }
 
 /// Why the in-process gate could not let the process go on.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum EnterError {
     /// The environment did not say what to expect.
+    #[error(transparent)]
     Env(EnvError),
     /// The gate stopped (parent gone, prctl failed...).
+    #[error(transparent)]
     Stop(GateStop),
     /// Setting up the consumer (signalfd, thread) or the lifeline failed.
+    #[error("{0}")]
     Setup(String),
 }
 
@@ -66,18 +68,6 @@ impl EnterError {
         }
     }
 }
-
-impl fmt::Display for EnterError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            EnterError::Env(e) => write!(f, "{e}"),
-            EnterError::Stop(s) => write!(f, "{s}"),
-            EnterError::Setup(s) => write!(f, "{s}"),
-        }
-    }
-}
-
-impl std::error::Error for EnterError {}
 
 /// Form (b): the in-process gate a Rust helper calls first thing in `main`, before it starts
 /// any thread (the signal must be blocked in every thread, and threads inherit the mask of the

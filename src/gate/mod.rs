@@ -102,21 +102,54 @@ impl fmt::Display for DeathPath {
 }
 
 /// Why the gate stopped the helper. Each maps to one exit status ([`GateStop::exit_status`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum GateStop {
     /// The expected parent is gone or is not the parent (`ppid` is what `getppid()` said), found
     /// by `path` (the check, or the lifeline when `getppid()` could not tell).
+    #[error("{}", parent_gone(*ppid, *path))]
     ParentGone { ppid: i32, path: DeathPath },
     /// `getppid()` returned 0 and no lifeline was given.
+    #[error(
+        "cannot tell whether the parent lives: getppid() is 0 (parent in another PID namespace) \
+         and no lifeline was given"
+    )]
     CannotTell,
     /// `prctl(PR_SET_PDEATHSIG)` failed with this errno.
+    #[error("prctl(PR_SET_PDEATHSIG) failed: {}", io::Error::from_raw_os_error(*errno))]
     ArmFailed { errno: i32 },
     /// `PR_GET_PDEATHSIG` read back `got` instead of the armed signal.
+    #[error("PR_GET_PDEATHSIG read back {got} instead of the armed signal")]
     ArmNotKept { got: i32 },
     /// A step before arming failed (`sigprocmask`/`sigaction`) with this errno.
+    #[error(
+        "cannot set up the signal path (mask or disposition): {}",
+        io::Error::from_raw_os_error(*errno)
+    )]
     SignalPathFailed { errno: i32 },
     /// The parent's `stat` could not be read (errno, 0 for a parse failure).
+    #[error("{}", check_unreadable(*errno))]
     CheckUnreadable { errno: i32 },
+}
+
+fn parent_gone(ppid: i32, path: DeathPath) -> String {
+    match path {
+        DeathPath::Lifeline => {
+            format!("the expected parent is gone (the lifeline reported it; getppid() is {ppid})")
+        }
+        _ => format!(
+            "the expected parent is gone or is not this process's parent (getppid() is {ppid})"
+        ),
+    }
+}
+
+fn check_unreadable(errno: i32) -> String {
+    match errno {
+        0 => "cannot parse the expected parent's /proc stat file".into(),
+        e => format!(
+            "cannot read the expected parent's /proc stat file: {}",
+            io::Error::from_raw_os_error(e)
+        ),
+    }
 }
 
 impl GateStop {
@@ -168,55 +201,6 @@ impl GateStop {
         })
     }
 }
-
-impl fmt::Display for GateStop {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            GateStop::ParentGone {
-                ppid,
-                path: DeathPath::Lifeline,
-            } => write!(
-                f,
-                "the expected parent is gone (the lifeline reported it; getppid() is {ppid})"
-            ),
-            GateStop::ParentGone { ppid, .. } => write!(
-                f,
-                "the expected parent is gone or is not this process's parent (getppid() is {ppid})"
-            ),
-            GateStop::CannotTell => write!(
-                f,
-                "cannot tell whether the parent lives: getppid() is 0 (parent in another PID \
-                 namespace) and no lifeline was given"
-            ),
-            GateStop::ArmFailed { errno } => write!(
-                f,
-                "prctl(PR_SET_PDEATHSIG) failed: {}",
-                io::Error::from_raw_os_error(errno)
-            ),
-            GateStop::ArmNotKept { got } => {
-                write!(
-                    f,
-                    "PR_GET_PDEATHSIG read back {got} instead of the armed signal"
-                )
-            }
-            GateStop::SignalPathFailed { errno } => write!(
-                f,
-                "cannot set up the signal path (mask or disposition): {}",
-                io::Error::from_raw_os_error(errno)
-            ),
-            GateStop::CheckUnreadable { errno: 0 } => {
-                write!(f, "cannot parse the expected parent's /proc stat file")
-            }
-            GateStop::CheckUnreadable { errno } => write!(
-                f,
-                "cannot read the expected parent's /proc stat file: {}",
-                io::Error::from_raw_os_error(errno)
-            ),
-        }
-    }
-}
-
-impl std::error::Error for GateStop {}
 
 /// How a passed gate confirmed the parent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -14,8 +14,9 @@ use std::os::fd::RawFd;
 use super::trace::{Barrier, Step, TraceRecord};
 use super::{DeathPath, GateStop, Passage};
 use crate::identity::{Identity, StatPath, StatRead};
-use crate::policy::{self, Policy, Reaction};
+use crate::policy::{Policy, Reaction};
 use crate::procstat::StatFields;
+use crate::signal::Sig;
 
 /// Qualification hooks: a descriptor that receives a [`TraceRecord`] at every step, and barriers
 /// at which the gate blocks reading one byte from `go_fd` (end of file also releases it). Both
@@ -170,7 +171,7 @@ impl GatePlan {
         // Step 2: the signal path.
         // SAFETY: sigemptyset/sigprocmask/sigaction on stack values: async-signal-safe.
         unsafe {
-            if self.setup == SignalSetup::ExecDefault && (1..=policy::max_signal()).contains(&sig) {
+            if self.setup == SignalSetup::ExecDefault && (1..=Sig::max()).contains(&sig) {
                 let mut set: libc::sigset_t = std::mem::zeroed();
                 libc::sigemptyset(&mut set);
                 libc::sigaddset(&mut set, sig);
@@ -178,7 +179,7 @@ impl GatePlan {
                     return Err(GateStop::SignalPathFailed { errno: errno() });
                 }
             }
-            if self.reaction != Reaction::Kill && (1..=policy::max_signal()).contains(&sig) {
+            if self.reaction != Reaction::Kill && (1..=Sig::max()).contains(&sig) {
                 let mut old: libc::sigaction = std::mem::zeroed();
                 if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
                     return Err(GateStop::SignalPathFailed { errno: errno() });

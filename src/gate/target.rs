@@ -4,7 +4,6 @@
 //! before fork.
 
 use std::ffi::CString;
-use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -12,19 +11,42 @@ use std::path::{Path, PathBuf};
 use super::{EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_REFUSED_TARGET};
 
 /// Why a target program was refused or could not be resolved.
-#[derive(Debug)]
+/// Names are escaped: a program name may come from a configuration file.
+#[derive(Debug, thiserror::Error)]
 pub enum TargetError {
     /// Not found in `PATH` (a name without `/`), or the path does not exist; an empty name
     /// (refused by the callers before any search) shows as "empty program name".
+    #[error("{}", not_found(.0))]
     NotFound(PathBuf),
     /// Exists but is not an executable regular file.
+    #[error("{}: not an executable regular file", show(.0))]
     NotExecutable(PathBuf),
     /// Set-user-ID: its exec would clear the parent-death signal.
+    #[error("{} is set-user-ID: {SETID_TAIL}", show(.0))]
     SetUid(PathBuf),
     /// Set-group-ID: its exec would clear the parent-death signal.
+    #[error("{} is set-group-ID: {SETID_TAIL}", show(.0))]
     SetGid(PathBuf),
     /// Has file capabilities (`security.capability`): its exec would clear the signal.
+    #[error("{} has file capabilities: {SETID_TAIL}", show(.0))]
     FileCaps(PathBuf),
+}
+
+const SETID_TAIL: &str = "its exec would clear the parent-death signal; pass --allow-setid to \
+                          run it anyway, unsupervised after exec";
+
+fn show(p: &Path) -> String {
+    crate::sanitize::escape(p.as_os_str().as_bytes()).to_string()
+}
+
+fn not_found(p: &Path) -> String {
+    if p.as_os_str().is_empty() {
+        "empty program name".into()
+    } else if !p.as_os_str().as_bytes().contains(&b'/') {
+        format!("{}: not found in PATH", show(p))
+    } else {
+        format!("{}: no such file", show(p))
+    }
 }
 
 impl TargetError {
@@ -45,32 +67,6 @@ impl TargetError {
         )
     }
 }
-
-impl fmt::Display for TargetError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let tail = "its exec would clear the parent-death signal; pass --allow-setid to run it \
-                    anyway, unsupervised after exec";
-        // Names are escaped: a program name may come from a configuration file.
-        let show = |p: &PathBuf| crate::sanitize::escape(p.as_os_str().as_bytes());
-        match self {
-            TargetError::NotFound(p) if p.as_os_str().is_empty() => {
-                write!(f, "empty program name")
-            }
-            TargetError::NotFound(p) if !p.as_os_str().as_bytes().contains(&b'/') => {
-                write!(f, "{}: not found in PATH", show(p))
-            }
-            TargetError::NotFound(p) => write!(f, "{}: no such file", show(p)),
-            TargetError::NotExecutable(p) => {
-                write!(f, "{}: not an executable regular file", show(p))
-            }
-            TargetError::SetUid(p) => write!(f, "{} is set-user-ID: {tail}", show(p)),
-            TargetError::SetGid(p) => write!(f, "{} is set-group-ID: {tail}", show(p)),
-            TargetError::FileCaps(p) => write!(f, "{} has file capabilities: {tail}", show(p)),
-        }
-    }
-}
-
-impl std::error::Error for TargetError {}
 
 /// Resolves `program` like `execvp` does (a name without `/` is searched in `PATH`).
 pub fn resolve_program(program: &Path) -> Result<PathBuf, TargetError> {

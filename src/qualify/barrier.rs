@@ -23,7 +23,7 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 
 /// True when `fd` became readable (or hung up) within `timeout` (`None`: no bound).
 pub fn readable(fd: RawFd, timeout: Option<Duration>) -> bool {
-    crate::lifeline::poll_readable(fd, timeout)
+    crate::identity::poll_readable(fd, timeout)
 }
 
 /// Reads exactly `buf.len()` bytes unless end of file or the deadline comes first.

@@ -297,7 +297,7 @@ mod tests {
         assert!(w.watches(&deep));
         assert_eq!(w.take_ended(), 0);
         child.kill().unwrap();
-        assert!(crate::lifeline::poll_readable(
+        assert!(crate::identity::poll_readable(
             w.raw_fd(),
             Some(std::time::Duration::from_secs(10))
         ));
