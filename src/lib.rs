@@ -1,11 +1,18 @@
 //! foster: a process-tree manager for Linux.
 //!
-//! The layers, each using only those listed above it here (see `docs/architecture.md`):
+//! The layers, each using only those listed above it here (see `docs/architecture.md`, which
+//! also shows how a launch and a death flow through them):
 //!
 //! - [`procstat`]: the `/proc/<pid>/stat` parser, allocation-free.
-//! - [`identity`]: `(pid, starttime)`, its `PID:STARTTIME` text form.
 //! - [`sanitize`]: escaping process names before they reach a terminal.
+//! - [`signal`]: signals: one parser, one spelling (`SIGTERM`), default actions, signal sets,
+//!   the signal state foster was started with.
+//! - [`duration`]: durations as people write them (`250ms`, `1.5s`, `2m`): one parser, one
+//!   writer.
+//! - [`logging`]: the tracing subscriber behind `-v` / `-q` / `RUST_LOG`, the one error line.
 //! - [`size`]: sizes in bytes as people write them (`10MiB`, `1G`).
+//! - [`identity`]: `(pid, starttime)`, its `PID:STARTTIME` text form; [`identity::ProcessRef`],
+//!   the one way to hold, check, signal and wait for a process through a pidfd.
 //! - [`tree`]: `/proc` scanned into a graph keyed by identity, snapshot diffs, renderings.
 //! - [`policy`]: parent-death policies per generation and their environment encoding.
 //! - [`lifeline`]: a pidfd of the verified expected parent, the second liveness channel.
@@ -14,17 +21,17 @@
 //! - [`spawner`]: the one long-lived thread on which every fork happens.
 //! - [`chainload`]: `foster exec`, the gate as a chain-loading command.
 //! - [`qualify`]: the lifecycle harness behind `foster qualify` and the gate's tests.
-//! - [`logging`]: the tracing subscriber behind `-v` / `-q` / `RUST_LOG`.
 //! - [`reaper`]: the one owner of all waiting: SIGCHLD through signalfd, routed statuses.
 //! - [`adoption`]: expected identities; classification of reparented processes.
 //! - [`event`]: supervision events and the JSON-lines events log.
-//! - [`restart`]: a helper's restart/backoff state machine.
-//! - [`supervisor`], [`contain`]: `foster run` and `--contain`.
-//! - [`init`]: `foster init`, a container's PID 1 on the reaper: reaping, forwarding, TTY.
 //! - [`config`]: the TOML configuration of `foster run`.
+//! - [`restart`]: a helper's restart/backoff state machine.
+//! - [`init`]: `foster init`, a container's PID 1 on the reaper: reaping, forwarding, TTY.
 //! - [`control`]: the control socket: protocol, server, `foster ctl` client.
-//! - [`top`]: the live dashboard, `foster top`.
+//! - [`supervisor`], [`contain`]: `foster run` and its containment (one layer: each uses the
+//!   other).
 //! - [`demo`]: `foster demo`, a supervised example tree with every role.
+//! - [`top`]: the live dashboard, `foster top`.
 //! - [`cli`]: the command line and its dispatch.
 //!
 //! # Errors
