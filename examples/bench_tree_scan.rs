@@ -3,7 +3,9 @@
 //! a scan without command lines; the first scan also on one thread only. Prints medians over
 //! `RUNS` (default 50) scans. Then the parsing of `stat` alone, apart from the kernel's work:
 //! every process's `stat` read once into memory, then parsed `RUNS` times by `procfs`'s
-//! `Stat` (what the scanner uses) and by the allocation-free hand parser (what the gate uses).
+//! `Stat` (what the scanner uses) and by the allocation-free hand parser (what the gate uses);
+//! and the dashboard's scan (one thread, cached command lines) with and without reading each
+//! process's owner, alternated, in the thread's CPU time.
 //!
 //! `cargo run --release --example bench_tree_scan [RUNS]`; `benches/tree.sh` runs it with its
 //! processes started.
@@ -14,6 +16,17 @@ use foster::procstat::StatFields;
 use foster::tree::{ScanOptions, Scanner};
 use procfs::FromRead;
 use procfs::process::Stat;
+
+/// This thread's CPU time.
+fn cpu_now() -> Duration {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes one timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
@@ -62,6 +75,30 @@ fn main() {
         s.scan().expect("scan");
         bare.push(t.elapsed());
     }
+    // The dashboard's scan (one thread, command lines from the cache) with and without the
+    // owner's `fstat`, alternated scan by scan; the thread's CPU time.
+    let dashboard = |uid: bool| {
+        let mut s = Scanner::new(ScanOptions {
+            threads: 1,
+            uid,
+            ..ScanOptions::default()
+        })
+        .unwrap();
+        s.scan().expect("scan");
+        s
+    };
+    let (mut with_uid, mut without_uid) = (dashboard(true), dashboard(false));
+    let (mut owner, mut no_owner) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        for (s, times) in [
+            (&mut with_uid, &mut owner),
+            (&mut without_uid, &mut no_owner),
+        ] {
+            let t = cpu_now();
+            s.scan().expect("scan");
+            times.push(cpu_now() - t);
+        }
+    }
     // Parsing alone, on the bytes of every process's stat file.
     let lines: Vec<Vec<u8>> = std::fs::read_dir("/proc")
         .expect("list /proc")
@@ -103,6 +140,14 @@ fn main() {
     println!(
         "scan without cmdline (stat only):            {:.2} ms",
         ms(median(bare))
+    );
+    println!(
+        "one thread, cached cmdline, with owner (fstat): {:.2} ms of CPU",
+        ms(median(owner))
+    );
+    println!(
+        "the same without the owner (the dashboard's):  {:.2} ms of CPU",
+        ms(median(no_owner))
     );
     let per = |d: Duration| d.as_secs_f64() * 1e9 / lines.len().max(1) as f64;
     println!(

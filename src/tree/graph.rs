@@ -363,22 +363,13 @@ impl Snapshot {
     pub fn from_nodes(mut nodes: Vec<ProcessNode>) -> Snapshot {
         nodes.sort_unstable_by_key(|n| n.pid);
         nodes.dedup_by_key(|n| n.pid);
-        let mut by_pid = HashMap::with_capacity(nodes.len());
-        let mut pid_start = HashMap::with_capacity(nodes.len());
-        for n in &nodes {
-            pid_start.insert(n.pid, n.start_time);
-            by_pid.insert(n.pid, n.identity);
-        }
+        let by_pid: HashMap<i32, Identity> = nodes.iter().map(|n| (n.pid, n.identity)).collect();
         for n in &mut nodes {
-            if n.ppid > 0 {
-                if let Some(&start) = pid_start.get(&n.ppid) {
-                    if start <= n.start_time {
-                        n.parent = Some(Identity {
-                            pid: n.ppid,
-                            start_time: start,
-                        });
-                    }
-                }
+            if n.ppid > 0
+                && let Some(p) = by_pid.get(&n.ppid)
+                && p.start_time <= n.start_time
+            {
+                n.parent = Some(*p);
             }
         }
         Snapshot {

@@ -43,6 +43,9 @@ pub struct ScanOptions {
     /// Threads a large scan is split over (1: the calling thread only). Default: the number of
     /// CPUs this process may run on, at most 4.
     pub threads: usize,
+    /// Read each process's owner (`fstat` of its open `stat` file, one system call a process).
+    /// Off, every node's `uid` is 0: for a reader that never shows it (the dashboard).
+    pub uid: bool,
 }
 
 impl Default for ScanOptions {
@@ -52,6 +55,7 @@ impl Default for ScanOptions {
             cmdline: true,
             proc_root: PathBuf::from("/proc"),
             threads: cpus.min(4),
+            uid: true,
         }
     }
 }
@@ -413,6 +417,7 @@ impl Scanner {
         let ctx = Ctx {
             dir: self.proc_fd.as_raw_fd(),
             cmdline: self.opts.cmdline,
+            uid: self.opts.uid,
             cache: &self.cache,
             empty: &self.empty,
             page_size: self.page_size,
@@ -577,6 +582,7 @@ pub const PARALLEL_MIN: usize = 256;
 struct Ctx<'a> {
     dir: i32,
     cmdline: bool,
+    uid: bool,
     cache: &'a HashMap<Identity, CacheEntry>,
     empty: &'a Arc<[Vec<u8>]>,
     page_size: u64,
@@ -604,7 +610,7 @@ impl Ctx<'_> {
         let mut path = [0u8; 40];
         for &pid in pids {
             let len = pid_path(&mut path, pid, b"stat");
-            let uid = match read_at(self.dir, &path[..len], buf, true) {
+            let uid = match read_at(self.dir, &path[..len], buf, self.uid) {
                 Ok(uid) => uid,
                 Err(ReadError::Gone) => {
                     out.stats.vanished += 1;
@@ -1035,6 +1041,35 @@ mod tests {
             assert_eq!(snap.stats.cmdline_reads, PARALLEL_MIN + 1);
             assert_eq!(snap.stats.cmdline_unreadable, PARALLEL_MIN);
         }
+    }
+
+    /// The owner is the owner of the `stat` file, read only when asked for.
+    #[test]
+    fn the_owner_is_read_only_when_asked_for() {
+        let root = std::env::temp_dir().join(format!("foster-owner-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("7")).unwrap();
+        let stat = root.join("7/stat");
+        std::fs::write(&stat, stat_line(b"x", 7, 1, 42, 0)).unwrap();
+        let mine = unsafe { libc::geteuid() };
+        let owner = if mine == 0 {
+            // Root gives the file away, so that the owner read cannot be root's by chance.
+            std::os::unix::fs::chown(&stat, Some(4321), None).unwrap();
+            4321
+        } else {
+            mine
+        };
+        for (uid, want) in [(true, owner), (false, 0)] {
+            let mut s = Scanner::new(ScanOptions {
+                proc_root: root.clone(),
+                uid,
+                ..ScanOptions::default()
+            })
+            .unwrap();
+            let snap = s.scan().unwrap();
+            assert_eq!(snap.by_pid(7).unwrap().uid, want, "uid: {uid}");
+        }
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
