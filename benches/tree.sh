@@ -3,6 +3,10 @@
 # N extra processes, against pstree, ps and a raw read of every stat file, in one hyperfine run.
 # Starts N sleeps under one parent shell and stops them by pid afterwards.
 # Usage: benches/tree.sh [N]   (default 1000; RUNS=30 runs at least; more hyperfine options in HYPERFINE_OPTS)
+# With BASELINE=/path/to/another/foster, also an interleaved comparison on a shared machine: each
+# of ROUNDS rounds (default 40) runs that binary's `tree -a --root 1`, this one's and pstree one
+# after the other; printed are each command's median wall time and median CPU time (user +
+# system, from bash's `time`), so that load changing during the run hits all three alike.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-1000}
@@ -69,3 +73,22 @@ if command -v jq >/dev/null; then
 fi
 echo
 target/release/examples/bench_tree_scan 50
+
+if [ -n "${BASELINE:-}" ]; then
+    echo
+    echo "interleaved, ${ROUNDS:-40} rounds (medians, ms), load $(cut -d' ' -f1 /proc/loadavg):"
+    TIMEFORMAT='%R %U %S'
+    cmds=("$BASELINE tree -a --root 1" "$foster tree -a --root 1" "pstree -p -a")
+    for _ in $(seq "${ROUNDS:-40}"); do
+        for i in 0 1 2; do
+            # shellcheck disable=SC2086
+            { time ${cmds[$i]} >/dev/null 2>&1; } 2>> "$work/times.$i"
+        done
+    done
+    printf 'wall\tcpu\tcommand\n'
+    for i in 0 1 2; do
+        wall=$(awk '{ print $1 * 1000 }' "$work/times.$i" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+        cpu=$(awk '{ print ($2 + $3) * 1000 }' "$work/times.$i" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+        printf '%s\t%s\t%s\n' "$wall" "$cpu" "${cmds[$i]}"
+    done
+fi
