@@ -519,6 +519,74 @@ fn missing_root_is_a_clear_error() {
     }
 }
 
+/// JSON shows each process's owner (the one form that does: text and dot skip reading it).
+#[test]
+fn json_shows_the_owner() {
+    // SAFETY: reads this process's effective uid.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to start a process of another user");
+        return;
+    }
+    let _serial = serial();
+    const OWNER: u32 = 4321;
+    let (ready_r, ready_w) = pipe();
+    let (release_r, release_w) = pipe();
+    let child = fork();
+    if child == 0 {
+        close(ready_r);
+        close(release_w);
+        // SAFETY: raw syscalls only. Dumpable again after the uid change, so that its /proc
+        // entries belong to its new owner rather than to root.
+        unsafe {
+            if libc::setresgid(OWNER, OWNER, OWNER) != 0
+                || libc::setresuid(OWNER, OWNER, OWNER) != 0
+            {
+                child_exit(1);
+            }
+            libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
+        }
+        child_write(ready_w);
+        child_wait(release_r);
+        child_exit(0);
+    }
+    let mut group = Group {
+        leader: child,
+        reaped: false,
+    };
+    close(ready_w);
+    close(release_r);
+    assert_eq!(
+        read_deadline(ready_r, 20),
+        Some(1),
+        "the child changed its uid"
+    );
+    close(ready_r);
+    let out = foster()
+        .args(["tree", "--json", "--root", &child.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc[0]["pid"], child);
+    assert_eq!(doc[0]["uid"], OWNER);
+    let text = foster()
+        .args(["tree", "--root", &child.to_string()])
+        .output()
+        .unwrap();
+    assert!(text.status.success());
+    assert!(String::from_utf8_lossy(&text.stdout).starts_with(&format!("{child} S ")));
+    close(release_w);
+    let status = group.reap(20);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{status}"
+    );
+}
+
 #[test]
 fn whole_system_json_is_consistent() {
     let out = foster().args(["tree", "--json"]).output().unwrap();

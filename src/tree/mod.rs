@@ -57,13 +57,16 @@ impl From<TreeError> for RunError {
 }
 
 /// Runs `foster tree`: one scan, the subtree if asked, rendered to `out`. Command lines are read
-/// only when they are shown (`-a`, `--json`), and with `--root` only for the subtree. A reader
-/// that closes the pipe early (`| head`) is not an error.
+/// only when they are shown (`-a`, `--json`), and with `--root` only for the subtree; owners only
+/// for JSON, the one form that shows them. A reader that closes the pipe early (`| head`) is not
+/// an error.
 pub fn run(req: &TreeRequest, out: &mut dyn Write) -> Result<(), RunError> {
     let want_cmdline = req.arguments || req.format == Format::Json;
     // With --root, command lines are read after the subtree is known, only for it.
+    // The owner is shown only in JSON: text and dot skip its `fstat`, one a process.
     let opts = ScanOptions {
         cmdline: want_cmdline && req.root.is_none(),
+        uid: req.format == Format::Json,
         ..ScanOptions::default()
     };
     let mut scanner = Scanner::new(opts)?;
