@@ -167,13 +167,21 @@ impl Subtree {
         // The outer sleep may still be forking: wait until all five are there.
         loop {
             let below = descendants_of(root_pid);
-            if below.len() == 4 {
+            // Forked is not enough: each sleep must have exec'd (its command line shows its
+            // argument), or a lookup by argument races the exec.
+            let execed = |arg: &str| {
+                below.iter().any(|id| {
+                    std::fs::read(format!("/proc/{}/cmdline", id.pid))
+                        .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == arg.as_bytes()))
+                })
+            };
+            if below.len() == 4 && ["1001", "1002", "1003"].into_iter().all(execed) {
                 all.extend(below);
                 break;
             }
             assert!(
                 start.elapsed() < DEADLINE,
-                "subtree never had five processes: {root_pid} and {below:?}"
+                "subtree never had five processes with the sleeps exec'd: {root_pid} and {below:?}"
             );
             std::thread::sleep(Duration::from_millis(10));
         }
