@@ -420,6 +420,9 @@ fn usage_error(e: clap::Error) -> ExitCode {
 
 /// Parses the command line, sets up logging and runs the subcommand.
 pub fn main() -> ExitCode {
+    // Before anything else, while there is one thread: a `kill -32` or `-33` from outside must
+    // not end foster (see signal::ignore_reserved).
+    crate::signal::ignore_reserved();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),

@@ -6,7 +6,7 @@
 //! - [`procstat`]: the `/proc/<pid>/stat` parser, allocation-free.
 //! - [`sanitize`]: escaping process names before they reach a terminal.
 //! - [`signal`]: signals: one parser, one spelling (`SIGTERM`), default actions, signal sets,
-//!   the signal state foster was started with.
+//!   the signal state foster was started with, the C library's 32 and 33 ignored at start.
 //! - [`duration`]: durations as people write them (`250ms`, `1.5s`, `2m`): one parser, one
 //!   writer.
 //! - [`logging`]: the tracing subscriber behind `-v` / `-q` / `RUST_LOG`, the one error line.

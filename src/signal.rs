@@ -21,6 +21,16 @@
 //! signals *before* Rust's runtime starts (the runtime sets SIGPIPE to "ignore" before `main`,
 //! so `main` is already too late to know what the caller gave us); every program foster
 //! launches gets exactly that state back before its exec ([`Inherited::apply_in_child`]).
+//!
+//! And signals 32 and 33 ([`LIBC_RESERVED`]), which the C library keeps for its threads
+//! (SIGCANCEL, SIGSETXID) and whose `sigaction` it refuses: their default action ends a process,
+//! and the C library installs its handlers only when it needs them (at the first
+//! `pthread_cancel`, at the first thread), so a `kill -32` from outside would end foster.
+//! [`ignore_reserved`], called first thing by every command, sets "ignore" on those still at
+//! their default; the C library's own handler, when it comes, replaces it (and ignores a signal
+//! it did not send). They are read and set with the raw `rt_sigaction` system call, recorded
+//! in [`Inherited`] like the others, and given back to launched programs as foster was started
+//! with them.
 
 use std::fmt;
 use std::io;
@@ -368,6 +378,127 @@ impl SigBits {
 // ---------------------------------------------------------------------------------------------
 // The inherited state, recorded before Rust's runtime runs.
 
+/// Signals 32 and 33: the C library's own (glibc's SIGCANCEL and SIGSETXID), below
+/// `SIGRTMIN`. Its `sigaction` refuses them; [`raw_disposition`] and [`set_raw_disposition`]
+/// reach them.
+pub const LIBC_RESERVED: [i32; 2] = [32, 33];
+
+/// A signal's disposition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Disposition {
+    /// `SIG_DFL`.
+    Default,
+    /// `SIG_IGN`.
+    Ignore,
+    /// A handler.
+    Caught,
+}
+
+/// The kernel's `struct sigaction` of `rt_sigaction` (not the C library's, whose mask is 1024
+/// bits): handler, flags, restorer where the architecture has `SA_RESTORER`, a 64-bit mask.
+#[repr(C)]
+struct KernelSigaction {
+    handler: usize,
+    flags: libc::c_ulong,
+    #[cfg(not(any(target_arch = "riscv64", target_arch = "loongarch64")))]
+    restorer: usize,
+    mask: u64,
+}
+
+// MIPS puts the flags first and has a 128-bit mask: not supported.
+#[cfg(any(target_arch = "mips", target_arch = "mips64"))]
+compile_error!("signal::KernelSigaction: the MIPS layout of struct sigaction is not written");
+
+/// `sig`'s disposition, read with the raw `rt_sigaction` system call (for 32 and 33 too).
+/// Async-signal-safe. `None` for a number the kernel refuses.
+pub fn raw_disposition(sig: i32) -> Option<Disposition> {
+    let mut old = KernelSigaction {
+        handler: 0,
+        flags: 0,
+        #[cfg(not(any(target_arch = "riscv64", target_arch = "loongarch64")))]
+        restorer: 0,
+        mask: 0,
+    };
+    // SAFETY: rt_sigaction reading into a stack value of the kernel's layout; sigsetsize 8.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            sig,
+            std::ptr::null::<KernelSigaction>(),
+            &mut old as *mut KernelSigaction,
+            8usize,
+        )
+    };
+    (r == 0).then_some(match old.handler {
+        h if h == libc::SIG_DFL => Disposition::Default,
+        h if h == libc::SIG_IGN => Disposition::Ignore,
+        _ => Disposition::Caught,
+    })
+}
+
+/// Sets `sig`'s disposition to "ignore" (`ignore`) or "default" with the raw `rt_sigaction`
+/// system call (for 32 and 33 too); false when the kernel refused. Async-signal-safe.
+///
+/// # Safety
+/// Dispositions are process-wide: the caller must not take a disposition from code that
+/// relies on it (the C library's handlers of 32 and 33 in a process with threads).
+pub unsafe fn set_raw_disposition(sig: i32, ignore: bool) -> bool {
+    let act = KernelSigaction {
+        handler: if ignore { libc::SIG_IGN } else { libc::SIG_DFL },
+        flags: 0,
+        #[cfg(not(any(target_arch = "riscv64", target_arch = "loongarch64")))]
+        restorer: 0,
+        mask: 0,
+    };
+    // SAFETY: rt_sigaction with a stack value of the kernel's layout; sigsetsize 8.
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            sig,
+            &act as *const KernelSigaction,
+            std::ptr::null_mut::<KernelSigaction>(),
+            8usize,
+        ) == 0
+    }
+}
+
+/// Ignores each of 32 and 33 whose disposition is still the default, so that a `kill -32` or
+/// `kill -33` from outside does not end foster: every command calls it first thing, before any
+/// thread exists. A handler already installed (by the C library) is left alone, and one
+/// installed later replaces the "ignore" (glibc installs SIGSETXID's at the first thread,
+/// SIGCANCEL's at the first `pthread_cancel`; both ignore a signal they did not send).
+/// Programs foster launches get these two back as foster was started with them
+/// ([`Inherited::apply_in_child`]). Returns the signals it set to "ignore".
+pub fn ignore_reserved() -> SigBits {
+    let mut set = SigBits::EMPTY;
+    for sig in LIBC_RESERVED {
+        // SAFETY: only a default disposition is replaced; no code relies on one.
+        if raw_disposition(sig) == Some(Disposition::Default)
+            && unsafe { set_raw_disposition(sig, true) }
+        {
+            set = set.with(sig);
+        }
+    }
+    set
+}
+
+/// For a `std::process::Command` that foster starts: 32 and 33 back, in the child, to what
+/// foster was started with (a `Command` passes foster's own "ignore" of them on; the spawner and
+/// `foster exec` give a program the whole inherited state instead).
+pub fn reserved_as_inherited(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let ignored = Inherited::get().ignored;
+    // SAFETY: rt_sigaction with stack values, between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            for sig in LIBC_RESERVED {
+                set_raw_disposition(sig, ignored.contains(sig));
+            }
+            Ok(())
+        });
+    }
+}
+
 static CAPTURED: AtomicBool = AtomicBool::new(false);
 static INHERITED_MASK: AtomicU64 = AtomicU64::new(0);
 static INHERITED_IGNORED: AtomicU64 = AtomicU64::new(0);
@@ -381,10 +512,15 @@ extern "C" fn capture_inherited() {
         }
         let mut ignored = 0u64;
         for sig in 1..=MAX_SIGNAL {
-            let mut old: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(sig, std::ptr::null(), &mut old) == 0
-                && old.sa_sigaction == libc::SIG_IGN
-            {
+            // The C library refuses to read 32 and 33: the raw system call reads them.
+            let ign = if LIBC_RESERVED.contains(&sig) {
+                raw_disposition(sig) == Some(Disposition::Ignore)
+            } else {
+                let mut old: libc::sigaction = std::mem::zeroed();
+                libc::sigaction(sig, std::ptr::null(), &mut old) == 0
+                    && old.sa_sigaction == libc::SIG_IGN
+            };
+            if ign {
                 ignored |= 1u64 << (sig - 1);
             }
         }
@@ -429,16 +565,22 @@ impl Inherited {
         }
     }
 
-    /// Between fork and exec: every disposition back to "ignore" or "default" as inherited,
-    /// then the inherited mask. Async-signal-safe, allocation-free.
+    /// Between fork and exec: every disposition back to "ignore" or "default" as inherited
+    /// (32 and 33 too, through the raw system call: foster's "ignore" of them is its own, see
+    /// [`ignore_reserved`]), then the inherited mask. Async-signal-safe, allocation-free.
     ///
     /// # Safety
-    /// Only for a freshly forked, single-threaded child about to exec.
+    /// Only for a freshly forked, single-threaded child about to exec (with a signal handler
+    /// table of its own: not `CLONE_SIGHAND`).
     pub unsafe fn apply_in_child(&self) -> bool {
-        // SAFETY: sigaction/sigprocmask with stack values.
+        // SAFETY: sigaction/sigprocmask/rt_sigaction with stack values.
         unsafe {
             for sig in 1..=MAX_SIGNAL {
-                if sig == libc::SIGKILL || sig == libc::SIGSTOP || sig == 32 || sig == 33 {
+                if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                    continue;
+                }
+                if LIBC_RESERVED.contains(&sig) {
+                    set_raw_disposition(sig, self.ignored.contains(sig));
                     continue;
                 }
                 let mut act: libc::sigaction = std::mem::zeroed();
@@ -597,6 +739,33 @@ mod tests {
             SigBits::from_hex("0000000000010000"),
             Some(SigBits::EMPTY.with(17))
         );
+    }
+
+    /// The kernel's `struct sigaction` as written here reads what `/proc/self/status` says of
+    /// every signal, 32 and 33 included.
+    #[test]
+    fn raw_dispositions_agree_with_proc() {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(SigBits::from_hex)
+                .unwrap()
+        };
+        let (ign, cgt) = (field("SigIgn:"), field("SigCgt:"));
+        for sig in 1..=MAX_SIGNAL {
+            let want = if ign.contains(sig) {
+                Disposition::Ignore
+            } else if cgt.contains(sig) {
+                Disposition::Caught
+            } else {
+                Disposition::Default
+            };
+            assert_eq!(raw_disposition(sig), Some(want), "signal {sig}");
+        }
+        assert_eq!(raw_disposition(0), None);
+        assert_eq!(raw_disposition(65), None);
     }
 
     #[test]

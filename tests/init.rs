@@ -6,7 +6,8 @@
 //! `-e`; every forwarded signal reaching PROGRAM (128 + n), the default-terminating ones killing
 //! it; `--rewrite`; the process group with `-g` (and without it); PROGRAM leading a group of its
 //! own (and a signal to foster's group reaching it once); the fault signals sent by `kill`
-//! forwarded (SIGSEGV twice) while a real fault under foster's mask stays fatal; an interactive
+//! forwarded (SIGSEGV twice) while a real fault under foster's mask stays fatal; signals 32 and
+//! 33 (the C library's) neither ending foster nor forwarded; an interactive
 //! bash's job control (Ctrl-Z, `jobs`, `fg`) around foster on a pseudo-terminal; `-p` with a grace:
 //! SIGKILL to a PROGRAM that outlives it after the parent's death; PROGRAM's SigBlk/SigIgn equal to
 //! what foster inherited (SIGPIPE included); exec failures 126/127 naming PROGRAM; a 5,000-orphan
@@ -72,6 +73,7 @@ fn main() {
             fault_signals_from_kill,
         ),
         ("pdeath_grace_then_sigkill", pdeath_grace),
+        ("signals_32_and_33_spare_foster", reserved_signals),
         ("log_lines_are_written_whole", log_lines_whole),
     ];
     let mut trials = Vec::new();
@@ -549,6 +551,48 @@ fn fault_signals_from_kill(mode: Mode) {
                     r.child.id()
                 );
             }
+        }
+    }
+    assert_eq!(r.wait(), 0);
+    // SAFETY: closing our descriptors.
+    unsafe {
+        libc::close(foster_fd);
+        if program_fd >= 0 {
+            libc::close(program_fd);
+        }
+    }
+}
+
+/// Signals 32 and 33, the C library's own, sent by `kill`: foster neither dies of them (their
+/// default action would end it, PROGRAM running on) nor forwards them (PROGRAM, which cannot
+/// block them, would die of them); the SIGTERM after them reaches PROGRAM, which reports it as
+/// the first signal it took.
+fn reserved_signals(mode: Mode) {
+    let me = me();
+    let mut cmd = foster(mode, &["--", &me, "--helper", "each", "1"]);
+    common::libc_signals_at_default(&mut cmd);
+    let mut r = Running::start(mode, cmd);
+    let program: i32 = r.until_prefix("ready ").parse().unwrap();
+    // As in fault_signals_from_kill: PROGRAM's pidfd to end it should foster die first.
+    let program_fd = match mode {
+        Mode::Subreaper => raw_pidfd(program),
+        Mode::Pid1 => -1,
+    };
+    assert!(mode == Mode::Pid1 || program_fd >= 0);
+    let fpid = r.foster_pid();
+    let foster_fd = raw_pidfd(fpid);
+    assert!(foster_fd >= 0);
+    for sig in [32, 33, libc::SIGTERM] {
+        r.signal_foster(sig);
+    }
+    match line_unless_ended(&mut r, foster_fd) {
+        Ok(line) => assert_eq!(line, format!("got {}", libc::SIGTERM)),
+        Err(why) => {
+            for fd in [foster_fd, program_fd] {
+                pidfd_kill(fd);
+            }
+            let status = wait_bounded(&mut r.child, Duration::from_secs(60));
+            panic!("signals 32, 33, then TERM: {why}; foster's status {status}");
         }
     }
     assert_eq!(r.wait(), 0);

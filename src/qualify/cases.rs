@@ -1409,18 +1409,19 @@ fn setuid_target(r: &mut Root) -> Outcome {
         format!("the Spawner did not refuse: {line}"),
     );
     let run = |extra: &[&str]| {
-        std::process::Command::new(&r.foster)
-            .args([
-                "exec",
-                "--parent",
-                &Identity::current()
-                    .map(|i| i.to_string())
-                    .unwrap_or_default(),
-            ])
-            .args(extra)
-            .arg("--")
-            .arg(&path)
-            .output()
+        let mut c = std::process::Command::new(&r.foster);
+        crate::signal::reserved_as_inherited(&mut c);
+        c.args([
+            "exec",
+            "--parent",
+            &Identity::current()
+                .map(|i| i.to_string())
+                .unwrap_or_default(),
+        ])
+        .args(extra)
+        .arg("--")
+        .arg(&path)
+        .output()
     };
     let refused = run(&[]);
     let allowed = run(&["--allow-setid"]);
@@ -2026,6 +2027,7 @@ fn pidns_supervisor(fds: SupFds, foster: &str, args: &[&str]) -> i32 {
     fds.say(&format!("init {init}"));
     let command = |pidfd: Option<RawFd>| {
         let mut c = Command::new(foster);
+        crate::signal::reserved_as_inherited(&mut c);
         c.args(args)
             .env(crate::policy::ENV_PARENT, me.to_string())
             .env(crate::policy::ENV_POLICY, "TERM:exit:2s")

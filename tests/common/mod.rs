@@ -130,6 +130,23 @@ pub fn sigbit(sig: i32) -> u64 {
     1u64 << (sig - 1)
 }
 
+/// `cmd` starts with signals 32 and 33 (the C library's) at their default, as a shell's fork
+/// and exec give them: this test process may have them ignored (the C library's `posix_spawn`,
+/// which cargo's launch of a test uses, gives a child both ignored), and a child would inherit
+/// that.
+pub fn libc_signals_at_default(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: rt_sigaction with stack values, between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            for sig in foster::signal::LIBC_RESERVED {
+                foster::signal::set_raw_disposition(sig, false);
+            }
+            Ok(())
+        });
+    }
+}
+
 // ---- The process tree, read by the product's walker ----
 
 /// A scanner on `/proc` working on the calling thread (a test may have blocked signals in it),
