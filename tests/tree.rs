@@ -1090,3 +1090,123 @@ fn subtree_follows_a_zombie_parents_child_out() {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// `tree::children_of` and `tree::descendants_of`, the one-off questions the library and the
+/// tests ask, on a tree built for them: A with children B (with D below it) and C, a zombie A has
+/// not reaped yet.
+#[test]
+fn children_and_descendants_of_one_process() {
+    let _serial = serial();
+    let (ready_r, ready_w) = pipe();
+    let (release_r, release_w) = pipe();
+    let a = fork();
+    if a == 0 {
+        // A: its own group; starts B (and through it D), then C, which ends at once.
+        // SAFETY: raw syscalls only.
+        unsafe { libc::setpgid(0, 0) };
+        close(release_w);
+        close(ready_r);
+        let b = fork();
+        if b == 0 {
+            let d = fork();
+            if d == 0 {
+                close(ready_w);
+                child_wait(release_r);
+                child_exit(0);
+            }
+            close(ready_w);
+            child_wait(release_r);
+            child_reap(d);
+            child_exit(0);
+        }
+        let c = fork();
+        if c == 0 {
+            child_exit(0);
+        }
+        // C is a zombie once it has ended and until A reaps it.
+        // SAFETY: a zeroed siginfo is a valid output buffer; waits for an own child.
+        unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            libc::waitid(
+                libc::P_PID,
+                c as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            );
+        }
+        close(ready_w);
+        child_wait(release_r);
+        child_reap(b);
+        child_reap(c);
+        child_exit(0);
+    }
+    let mut group = Group {
+        leader: a,
+        reaped: false,
+    };
+    close(ready_w);
+    close(release_r);
+    // End of file once A, B and D have started and C has ended.
+    assert_eq!(read_deadline(ready_r, 20), None);
+    close(ready_r);
+
+    let kids = foster::tree::children_of(a).unwrap();
+    assert_eq!(kids.len(), 2, "A's children: {kids:?}");
+    assert!(kids[0].pid < kids[1].pid, "children by pid: {kids:?}");
+    assert!(kids.iter().all(|k| k.ppid == a));
+    let zombies: Vec<i32> = kids
+        .iter()
+        .filter(|k| k.is_zombie())
+        .map(|k| k.pid)
+        .collect();
+    assert_eq!(zombies.len(), 1, "C is among them, a zombie: {kids:?}");
+    let c = zombies[0];
+    let b = kids.iter().find(|k| k.pid != c).unwrap().pid;
+
+    let below = foster::tree::descendants_of(a).unwrap();
+    let pids: Vec<i32> = below.iter().map(|n| n.pid).collect();
+    assert_eq!(below.len(), 3, "A's descendants: {pids:?}");
+    assert!(!pids.contains(&a), "A itself is not among its descendants");
+    let d = below
+        .iter()
+        .find(|n| n.ppid == b)
+        .expect("D, B's child")
+        .pid;
+    let at = |pid| pids.iter().position(|&p| p == pid).unwrap();
+    assert!(at(b) < at(d), "parents before their children: {pids:?}");
+    assert!(pids.contains(&c));
+    assert_eq!(
+        foster::tree::children_of(b)
+            .unwrap()
+            .iter()
+            .map(|n| n.pid)
+            .collect::<Vec<_>>(),
+        vec![d]
+    );
+    assert!(foster::tree::children_of(d).unwrap().is_empty());
+    assert!(foster::tree::descendants_of(d).unwrap().is_empty());
+
+    // From this process: A, then everything below it.
+    let me = std::process::id() as i32;
+    let mine: Vec<i32> = foster::tree::descendants_of(me)
+        .unwrap()
+        .iter()
+        .map(|n| n.pid)
+        .collect();
+    let pos = |pid| mine.iter().position(|&p| p == pid);
+    assert!(
+        pos(a) < pos(b) && pos(b) < pos(d) && pos(a) < pos(c),
+        "{mine:?}"
+    );
+    assert!(pos(a).is_some());
+    // No process has pid i32::MAX (pid_max is at most 2^22).
+    assert!(foster::tree::children_of(i32::MAX).unwrap().is_empty());
+    assert!(foster::tree::descendants_of(i32::MAX).unwrap().is_empty());
+
+    let ids: Vec<Identity> = below.iter().map(|n| n.identity).collect();
+    close(release_w);
+    let status = group.reap(20);
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+    assert_all_gone(&ids);
+    assert!(foster::tree::children_of(a).unwrap().is_empty());
+}

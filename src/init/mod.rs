@@ -588,7 +588,8 @@ fn arm_own_pdeath(policy: &Policy, first_parent: Option<Identity>) -> Result<Own
 }
 
 /// Sends `sig` to the rest of the tree: as PID 1 every other process of the namespace
-/// (`kill(-1)`), otherwise every descendant of foster, each by a pidfd opened and checked
+/// (`kill(-1)`), otherwise every descendant of foster ([`crate::tree::descendants_of`]: one
+/// scan of `/proc` on this thread, no other thread started), each by a pidfd opened and checked
 /// against the identity the scan saw.
 fn signal_rest(role: &Role, sig: i32) {
     if *role == Role::Pid1 {
@@ -603,7 +604,14 @@ fn signal_rest(role: &Role, sig: i32) {
         return;
     }
     let me = std::process::id() as i32;
-    for id in descendants(me) {
+    let below = match crate::tree::descendants_of(me) {
+        Ok(below) => below,
+        Err(e) => {
+            say_error!("cannot list the rest of the tree: {e}");
+            return;
+        }
+    };
+    for id in below.iter().map(|n| n.identity) {
         let sent = crate::identity::signal(id, sig).is_ok();
         say!(
             2,
@@ -612,42 +620,6 @@ fn signal_rest(role: &Role, sig: i32) {
             if sent { "sent" } else { "gone" }
         );
     }
-}
-
-/// Every descendant of `root` in `/proc`, by identity.
-pub fn descendants(root: i32) -> Vec<Identity> {
-    let mut procs: Vec<(i32, i32, u64)> = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut buf = Vec::with_capacity(512);
-    for entry in dir.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        buf.clear();
-        let Ok(mut f) = std::fs::File::open(format!("/proc/{pid}/stat")) else {
-            continue; // gone since the readdir
-        };
-        if io::Read::read_to_end(&mut f, &mut buf).is_err() {
-            continue;
-        }
-        if let Ok(s) = crate::procstat::StatFields::parse(&buf) {
-            procs.push((s.pid, s.ppid, s.start_time));
-        }
-    }
-    let mut out = Vec::new();
-    let mut frontier = vec![root];
-    while let Some(parent) = frontier.pop() {
-        for &(pid, ppid, start_time) in &procs {
-            if ppid == parent && pid != root {
-                out.push(Identity { pid, start_time });
-                frontier.push(pid);
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]

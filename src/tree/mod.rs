@@ -9,7 +9,9 @@
 //! - [`subtree`]: one process's [`Subtree`], kept current by reading only what changed.
 //! - [`render`]: pstree-like text, JSON and Graphviz output.
 //!
-//! [`run`] is the `foster tree` command on top of them.
+//! [`run`] is the `foster tree` command on top of them; [`children_of`] and [`descendants_of`]
+//! answer the one-off questions about one process that the other modules and the tests ask, by
+//! the same scan.
 
 pub mod diff;
 pub mod graph;
@@ -54,6 +56,38 @@ impl From<TreeError> for RunError {
     fn from(e: TreeError) -> Self {
         RunError::Tree(e)
     }
+}
+
+/// A scanner for one question: on the calling thread (its caller may have blocked signals in
+/// it, or may fork later and want no other thread to have existed), without command lines.
+fn one_off() -> Result<Scanner, TreeError> {
+    Scanner::new(ScanOptions {
+        cmdline: false,
+        threads: 1,
+        ..ScanOptions::default()
+    })
+}
+
+/// The children of `pid` now, by pid (none when `pid` is not a process). A child is a process
+/// whose parent is `pid` and that did not start before it (so not a child of an earlier holder
+/// of a reused pid); zombies are among them.
+pub fn children_of(pid: i32) -> Result<Vec<ProcessNode>, TreeError> {
+    let snap = one_off()?.scan()?;
+    Ok(match snap.identity_of(pid) {
+        Some(id) => snap.children(&id).into_iter().cloned().collect(),
+        None => Vec::new(),
+    })
+}
+
+/// Every process below `pid` now, `pid` itself excluded, parents before their children (none
+/// when `pid` is not a process): its children as [`children_of`] says, theirs, and so on, from
+/// one scan.
+pub fn descendants_of(pid: i32) -> Result<Vec<ProcessNode>, TreeError> {
+    let snap = one_off()?.scan()?;
+    Ok(match snap.identity_of(pid) {
+        Some(id) => snap.descendants(&id).skip(1).cloned().collect(),
+        None => Vec::new(),
+    })
 }
 
 /// Runs `foster tree`: one scan, the subtree if asked, rendered to `out`. Command lines are read

@@ -172,28 +172,14 @@ pub fn process(pid: i32) -> Option<ProcessNode> {
 
 /// The children of `pid` now, by pid.
 pub fn children_of(pid: i32) -> Vec<i32> {
-    let snap = processes();
-    match snap.identity_of(pid) {
-        Some(id) => snap.children(&id).iter().map(|n| n.pid).collect(),
-        None => Vec::new(),
-    }
+    let kids = foster::tree::children_of(pid).expect("list /proc");
+    kids.iter().map(|n| n.pid).collect()
 }
 
-/// Every process below `pid` now, children before grandchildren (`pid` itself not included).
+/// Every process below `pid` now, parents before their children (`pid` itself not included).
 pub fn descendants_of(pid: i32) -> Vec<Identity> {
-    let snap = processes();
-    let Some(root) = snap.identity_of(pid) else {
-        return Vec::new();
-    };
-    let mut out = vec![root];
-    let mut i = 0;
-    while i < out.len() {
-        let below: Vec<Identity> = snap.children(&out[i]).iter().map(|n| n.identity).collect();
-        out.extend(below);
-        i += 1;
-    }
-    out.remove(0);
-    out
+    let below = foster::tree::descendants_of(pid).expect("list /proc");
+    below.iter().map(|n| n.identity).collect()
 }
 
 /// The processes whose environment holds the entry `entry` (`NAME=VALUE`), now; zombies have
