@@ -644,15 +644,18 @@ fn qualify(a: QualifyArgs) -> Result<ExitCode, CliError> {
 }
 
 fn qualify_internal(a: QualifyInternalArgs) -> ExitCode {
-    use crate::qualify::cases;
-    match (a.role.as_str(), a.name) {
-        ("case", Some(name)) if cases::find(&name).is_some() => {
-            let rec = cases::run_in_root(&name);
+    use crate::qualify::{cases, harness};
+    let case = a.name.as_deref().and_then(cases::find);
+    match (a.role.as_str(), a.name, case) {
+        ("case", Some(_), Some(def)) => {
+            let rec = harness::run_in_root(def);
             println!("{}", serde_json::to_string(&rec).unwrap_or_default());
             ExitCode::SUCCESS
         }
-        ("lifeline-helper", None) => ExitCode::from(cases::lifeline_helper().clamp(0, 255) as u8),
-        ("enter-helper", None) => ExitCode::from(cases::enter_helper().clamp(0, 255) as u8),
+        ("lifeline-helper", None, _) => {
+            ExitCode::from(cases::lifeline_helper().clamp(0, 255) as u8)
+        }
+        ("enter-helper", None, _) => ExitCode::from(cases::enter_helper().clamp(0, 255) as u8),
         _ => {
             report("__qualify-internal: unknown role");
             ExitCode::from(2)

@@ -1,34 +1,26 @@
-//! The qualification cases and the case root that runs one.
+//! The qualification cases: what each does, what it expects, and the programs it runs.
 //!
-//! Owns each case's scenario, expected outcome and verdict. A case root (see the module above)
-//! is single-threaded when it forks, so the processes it forks (supervisors, raw subreapers) may
-//! run ordinary Rust code; helpers are launched by those supervisors through the real
-//! [`Spawner`] and gate, and targets are real programs (`/bin/sh`, `sleep`, `foster exec`).
+//! Owns each case's scenario, expected outcome and checks: the table of cases ([`CASES`]), the
+//! scenarios their case roots run (on the harness of [`super::harness`]: its [`Root`], its
+//! observed ends and shared checks), and the programs some cases run as helpers
+//! ([`lifeline_helper`], [`enter_helper`]). A case root is single-threaded when it forks, so the
+//! processes it forks (supervisors, raw subreapers) may run ordinary Rust code; helpers are
+//! launched by those supervisors through the real [`Spawner`] and gate, and targets are real
+//! programs (`/bin/sh`, `sleep`, `foster exec`).
 
-use std::ffi::OsString;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::path::PathBuf;
+use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
-use super::barrier::{self, LineReader, TraceReader, pipe, write_all};
-use super::{CaseRecord, Verdict};
+use super::barrier::{self, pipe, write_all};
+use super::harness::{
+    CaseDef, End, Outcome, Root, SupFds, end_of_status, fork_run, ms, sigkill, started_text,
+    wait_end,
+};
 use crate::gate::{self, Barrier, DeathPath, GatePlan, SignalSetup, Step, Trace, TraceRecord};
 use crate::identity::Identity;
 use crate::identity::pidfd_open;
 use crate::policy::{Policy, Reaction};
-use crate::spawner::{LaunchSpec, Spawner};
-
-/// One case: its name, what it is about, whether it needs root, and its scenario.
-pub struct CaseDef {
-    pub name: &'static str,
-    /// The death the case causes, in words (the matrix's second column).
-    pub death: &'static str,
-    /// The expected outcome, in words.
-    pub expect: &'static str,
-    /// Why the case needs root, when it does.
-    pub needs_root: Option<&'static str>,
-    run: fn(&mut Root) -> Outcome,
-}
+use crate::spawner::Spawner;
 
 /// Every case, in matrix order.
 pub static CASES: &[CaseDef] = &[
@@ -185,538 +177,6 @@ pub static CASES: &[CaseDef] = &[
 pub fn find(name: &str) -> Option<&'static CaseDef> {
     CASES.iter().find(|c| c.name == name)
 }
-
-/// How a process ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum End {
-    Exited(i32),
-    Killed(i32),
-}
-
-impl End {
-    fn text(self) -> String {
-        match self {
-            End::Exited(c) => {
-                let what = match c {
-                    gate::EXIT_PARENT_GONE => " (parent gone)",
-                    gate::EXIT_ARM_FAILED => " (prctl failed)",
-                    gate::EXIT_CANNOT_TELL => " (cannot tell)",
-                    gate::EXIT_REFUSED_TARGET => " (target refused)",
-                    gate::EXIT_LIFELINE => " (lifeline lost)",
-                    gate::EXIT_NOT_FOUND => " (exec: not found)",
-                    gate::EXIT_NOT_EXECUTABLE => " (exec: not executable)",
-                    _ => "",
-                };
-                format!("exited {c}{what}")
-            }
-            End::Killed(s) => format!("killed by {}", crate::signal::name(s)),
-        }
-    }
-
-    fn parse(s: &str) -> Option<End> {
-        let (k, v) = s.split_once(' ')?;
-        let v: i32 = v.trim().parse().ok()?;
-        match k {
-            "exited" => Some(End::Exited(v)),
-            "killed" => Some(End::Killed(v)),
-            _ => None,
-        }
-    }
-
-    fn wire(self) -> String {
-        match self {
-            End::Exited(c) => format!("exited {c}"),
-            End::Killed(s) => format!("killed {s}"),
-        }
-    }
-}
-
-fn end_of(info: &libc::siginfo_t) -> End {
-    // SAFETY: filled by waitid for an ended child.
-    let st = unsafe { info.si_status() };
-    if info.si_code == libc::CLD_EXITED {
-        End::Exited(st)
-    } else {
-        End::Killed(st)
-    }
-}
-
-/// Waits for the end of `pid`, a child of the calling process (own or adopted), until the
-/// deadline; reaps it. Returns the end and the monotonic time it was observed.
-pub fn wait_end(pid: i32, deadline: Instant) -> Option<(End, Instant)> {
-    let pidfd = pidfd_open(pid).ok();
-    let mut retried = false;
-    loop {
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: waits for one pid, without blocking.
-        let r = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                pid as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOHANG,
-            )
-        };
-        let now = Instant::now();
-        if r == 0 && unsafe { info.si_pid() } == pid {
-            return Some((end_of(&info), now));
-        }
-        let echild = r != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD);
-        if r != 0 && !echild && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR)
-        {
-            return None;
-        }
-        let left = deadline.saturating_duration_since(now);
-        if left.is_zero() {
-            return None;
-        }
-        // Not (yet) this process's child: it is adopted when its parent exits, which happens
-        // before it can end from that death. Once its pidfd says it ended, one more try.
-        match &pidfd {
-            Some(fd) => {
-                let ended = barrier::readable(fd.as_raw_fd(), Some(left));
-                if echild && ended && retried {
-                    return None;
-                }
-                retried |= echild && ended;
-            }
-            None => return None,
-        }
-    }
-}
-
-/// What a scenario found; turned into a [`CaseRecord`] by the runner.
-#[derive(Default)]
-struct Outcome {
-    expected_parent: String,
-    observed_parent: String,
-    prctl: String,
-    path: Option<DeathPath>,
-    helper: String,
-    target: String,
-    time_ms: Option<f64>,
-    /// Empty when every expectation held; otherwise what did not.
-    problems: Vec<String>,
-    checked: String,
-}
-
-impl Outcome {
-    fn check(&mut self, ok: bool, what: impl Into<String>) {
-        if !ok {
-            self.problems.push(what.into());
-        }
-    }
-}
-
-/// The descriptors a supervisor needs, as raw numbers valid in the forked process.
-#[derive(Clone, Copy)]
-struct SupFds {
-    trace_w: RawFd,
-    go_r: RawFd,
-    out_w: RawFd,
-    err_w: RawFd,
-    sup_w: RawFd,
-    hold_r: RawFd,
-}
-
-impl SupFds {
-    fn say(&self, line: &str) {
-        write_all(self.sup_w, format!("{line}\n").as_bytes());
-    }
-
-    /// Blocks until the case root closes the hold pipe (or kills this process).
-    fn hold(&self) {
-        let mut b = [0u8; 1];
-        loop {
-            // SAFETY: reads one byte.
-            let n = unsafe { libc::read(self.hold_r, b.as_mut_ptr().cast(), 1) };
-            if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            return;
-        }
-    }
-
-    fn dup(fd: RawFd) -> Option<OwnedFd> {
-        // SAFETY: duplicates a descriptor we hold, close-on-exec.
-        let d = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
-        (d >= 0).then(|| unsafe { std::os::fd::FromRawFd::from_raw_fd(d) })
-    }
-
-    fn trace(&self, barriers: u8) -> Trace {
-        Trace {
-            fd: self.trace_w,
-            go_fd: self.go_r,
-            barriers,
-        }
-    }
-
-    /// A spec whose stdout/stderr go to the case root and whose gate reports to it.
-    fn spec(&self, program: &str, args: &[&str], policy: Policy, barriers: u8) -> LaunchSpec {
-        let mut s = LaunchSpec::new(program, args.iter().map(OsString::from), policy);
-        s.stdout = SupFds::dup(self.out_w);
-        s.stderr = SupFds::dup(self.err_w);
-        s.trace = Some(self.trace(barriers));
-        s
-    }
-
-    /// Launches, says `launched PID` or `error ...`; for a failed launch that created a child,
-    /// reaps it (this supervisor is its parent) and says `status ...`. Returns the pid.
-    fn launch(&self, sp: &Spawner, spec: LaunchSpec) -> Option<i32> {
-        match sp.launch(spec) {
-            Ok(l) => {
-                self.say(&format!("launched {}", l.pid));
-                Some(l.pid)
-            }
-            Err(e) => {
-                self.say(&format!("error {e}"));
-                if let Some(pid) = e.pid()
-                    && let Some((end, _)) = wait_end(pid, Instant::now() + Duration::from_secs(20))
-                {
-                    self.say(&format!("status {}", end.wire()));
-                }
-                None
-            }
-        }
-    }
-
-    fn reap_and_report(&self, pid: i32) {
-        if let Some((end, _)) = wait_end(pid, Instant::now() + Duration::from_secs(30)) {
-            self.say(&format!("status {}", end.wire()));
-        }
-    }
-}
-
-/// The case root's state: its pipes, the roles of the pids it knows, its deadline.
-pub struct Root {
-    me: i32,
-    foster: PathBuf,
-    fds: SupFds,
-    trace: TraceReader,
-    go_w: OwnedFd,
-    out: LineReader,
-    err: LineReader,
-    sup: LineReader,
-    hold_w: Option<OwnedFd>,
-    _keep: Vec<OwnedFd>,
-    roles: Vec<(i32, String)>,
-    harness: Vec<i32>,
-    deadline: Instant,
-}
-
-fn fork_run(f: impl FnOnce() -> i32) -> i32 {
-    // SAFETY: the case root is single-threaded when it forks (checked in `run_in_root`); the
-    // child runs `f` and exits without returning.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(101);
-        // SAFETY: ends the forked process without running the parent's exit handlers.
-        unsafe { libc::_exit(code) };
-    }
-    pid
-}
-
-fn sigkill(pid: i32) -> Instant {
-    // SAFETY: a signal to a process of this case's own tree.
-    unsafe { libc::kill(pid, libc::SIGKILL) };
-    Instant::now()
-}
-
-impl Root {
-    fn new(foster: PathBuf) -> std::io::Result<Root> {
-        let (trace_r, trace_w) = pipe()?;
-        let (go_r, go_w) = pipe()?;
-        let (out_r, out_w) = pipe()?;
-        let (err_r, err_w) = pipe()?;
-        let (sup_r, sup_w) = pipe()?;
-        let (hold_r, hold_w) = pipe()?;
-        let fds = SupFds {
-            trace_w: trace_w.as_raw_fd(),
-            go_r: go_r.as_raw_fd(),
-            out_w: out_w.as_raw_fd(),
-            err_w: err_w.as_raw_fd(),
-            sup_w: sup_w.as_raw_fd(),
-            hold_r: hold_r.as_raw_fd(),
-        };
-        let me = std::process::id() as i32;
-        Ok(Root {
-            me,
-            foster,
-            fds,
-            trace: TraceReader::new(trace_r),
-            go_w,
-            out: LineReader::new(out_r),
-            err: LineReader::new(err_r),
-            sup: LineReader::new(sup_r),
-            hold_w: Some(hold_w),
-            _keep: vec![trace_w, go_r, out_w, err_w, sup_w, hold_r],
-            roles: vec![(me, "harness subreaper".into()), (1, "PID 1".into())],
-            harness: Vec::new(),
-            deadline: Instant::now() + Duration::from_secs(40),
-        })
-    }
-
-    fn soon(&self) -> Instant {
-        self.deadline.min(Instant::now() + Duration::from_secs(15))
-    }
-
-    fn role(&self, pid: i32) -> String {
-        self.roles
-            .iter()
-            .find(|(p, _)| *p == pid)
-            .map(|(_, r)| r.clone())
-            .unwrap_or_else(|| {
-                if pid == 0 {
-                    "none visible (0)".into()
-                } else {
-                    "another process".into()
-                }
-            })
-    }
-
-    fn name(&mut self, pid: i32, role: &str, harness: bool) {
-        self.roles.push((pid, role.into()));
-        if harness {
-            self.harness.push(pid);
-        }
-    }
-
-    /// Forks a supervisor that runs `f` with the pipes; registers it as `supervisor`.
-    fn supervisor(&mut self, f: impl FnOnce(SupFds) -> i32) -> i32 {
-        let fds = self.fds;
-        let pid = fork_run(move || f(fds));
-        self.name(pid, "supervisor", true);
-        pid
-    }
-
-    /// The supervisor most cases use: a Spawner launching `spec` built by `make`, then holding.
-    fn simple_supervisor(
-        &mut self,
-        make: impl FnOnce(&SupFds) -> LaunchSpec,
-        then_reap: bool,
-    ) -> i32 {
-        self.supervisor(move |fds| {
-            let Ok(sp) = Spawner::start() else { return 70 };
-            let spec = make(&fds);
-            if let Some(pid) = fds.launch(&sp, spec)
-                && then_reap
-            {
-                fds.reap_and_report(pid);
-            }
-            fds.hold();
-            0
-        })
-    }
-
-    fn launched(&mut self) -> Result<i32, String> {
-        let line = self
-            .sup
-            .next_line(self.soon())
-            .ok_or("the supervisor said nothing")?;
-        match line.strip_prefix("launched ") {
-            Some(p) => {
-                let pid: i32 = p.parse().map_err(|_| format!("bad line {line:?}"))?;
-                self.name(pid, "helper", false);
-                Ok(pid)
-            }
-            None => Err(format!("launch failed: {line}")),
-        }
-    }
-
-    fn release(&self) {
-        write_all(self.go_w.as_raw_fd(), b"g");
-    }
-
-    /// Kills a harness process of this tree and reaps it (it is the root's child).
-    fn kill_and_reap(&mut self, pid: i32) -> Instant {
-        let t = sigkill(pid);
-        let _ = wait_end(pid, self.soon());
-        t
-    }
-
-    /// Whether the target printed `started` (reads only what is already in the pipe).
-    fn target_started(&mut self) -> bool {
-        let mut started = false;
-        while let Some(l) = self.out.next_line(Instant::now()) {
-            started |= l.starts_with("started");
-        }
-        started
-    }
-
-    fn armed_text(&self, pid: i32, sig: i32) -> String {
-        match self.trace.last(pid, Step::Armed) {
-            Some(r) if r.value == sig => format!(
-                "PR_SET_PDEATHSIG {}, read back {}",
-                crate::signal::name(sig),
-                crate::signal::name(r.value)
-            ),
-            Some(r) => format!(
-                "read back {} instead of {}",
-                r.value,
-                crate::signal::name(sig)
-            ),
-            None => "not reached".into(),
-        }
-    }
-
-    fn observed_at_check(&self, pid: i32) -> String {
-        match self.trace.last(pid, Step::Checked) {
-            Some(r) => self.role(r.ppid),
-            None => "not checked (ended before)".into(),
-        }
-    }
-
-    /// Ends everything left in the tree, by pid: the root's children (own and adopted) are
-    /// killed and reaped until none is left. Returns how many non-harness processes were still
-    /// running.
-    fn teardown(&mut self) -> usize {
-        self.hold_w = None;
-        let mut leftovers = 0;
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let kids = children_of(self.me);
-            for (pid, state) in &kids {
-                if *state != b'Z' {
-                    if !self.harness.contains(pid) {
-                        leftovers += 1;
-                    }
-                    sigkill(*pid);
-                }
-            }
-            let mut status = 0;
-            // SAFETY: the case root owns every process of its tree; waiting for any is its job.
-            let r = unsafe {
-                libc::waitpid(
-                    -1,
-                    &mut status,
-                    if kids.is_empty() { libc::WNOHANG } else { 0 },
-                )
-            };
-            if (r < 0 && kids.is_empty()) || Instant::now() > deadline {
-                break;
-            }
-            if r == 0 && kids.is_empty() {
-                break;
-            }
-        }
-        leftovers
-    }
-}
-
-/// The children of `ppid` (pid, state), from `/proc`.
-fn children_of(ppid: i32) -> Vec<(i32, u8)> {
-    let mut out = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        let Ok(b) = std::fs::read(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        if let Ok(f) = crate::procstat::StatFields::parse(&b)
-            && f.ppid == ppid
-        {
-            out.push((pid, f.state));
-        }
-    }
-    out
-}
-
-fn is_root() -> bool {
-    // SAFETY: no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-fn threads_of_self() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .map(|d| d.count())
-        .unwrap_or(0)
-}
-
-/// The entry point of a case root (`foster __qualify-internal case NAME`): runs the case and
-/// returns its record. Must be called in a fresh, single-threaded process.
-pub fn run_in_root(name: &str) -> CaseRecord {
-    let def = find(name).expect("caller checked the name");
-    let mut rec = CaseRecord {
-        case: def.name.into(),
-        death: def.death.into(),
-        expected_parent: "supervisor".into(),
-        observed_parent: String::new(),
-        prctl: String::new(),
-        path: DeathPath::None,
-        helper: String::new(),
-        target: String::new(),
-        leftovers: "none".into(),
-        verdict: Verdict::Pass,
-        reason: String::new(),
-        time_ms: None,
-    };
-    if let Some(why) = def.needs_root
-        && !is_root()
-    {
-        rec.verdict = Verdict::Skip;
-        rec.reason = format!("not root: {why}");
-        return rec;
-    }
-    if threads_of_self() != 1 {
-        rec.verdict = Verdict::Fail;
-        rec.reason = "the case root is not single-threaded; it cannot fork safely".into();
-        return rec;
-    }
-    // SAFETY: prctl with integer arguments.
-    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
-        rec.verdict = Verdict::Fail;
-        rec.reason = format!(
-            "PR_SET_CHILD_SUBREAPER: {}",
-            std::io::Error::last_os_error()
-        );
-        return rec;
-    }
-    let foster = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("foster"));
-    let mut root = match Root::new(foster) {
-        Ok(r) => r,
-        Err(e) => {
-            rec.verdict = Verdict::Fail;
-            rec.reason = format!("pipes: {e}");
-            return rec;
-        }
-    };
-    let out = (def.run)(&mut root);
-    let leftovers = root.teardown();
-    if !out.expected_parent.is_empty() {
-        rec.expected_parent = out.expected_parent;
-    }
-    rec.observed_parent = out.observed_parent;
-    rec.prctl = out.prctl;
-    rec.path = out.path.unwrap_or(DeathPath::None);
-    rec.helper = out.helper;
-    rec.target = out.target;
-    rec.time_ms = out.time_ms;
-    if leftovers > 0 {
-        rec.leftovers = format!("{leftovers} still running, killed by the harness");
-    }
-    let mut problems = out.problems;
-    if leftovers > 0 {
-        problems.push(format!(
-            "{leftovers} process(es) of the case were still running"
-        ));
-    }
-    if problems.is_empty() {
-        rec.reason = out.checked;
-    } else {
-        rec.verdict = Verdict::Fail;
-        rec.reason = problems.join("; ");
-    }
-    rec
-}
-
-fn ms(from: Instant, to: Instant) -> f64 {
-    to.saturating_duration_since(from).as_secs_f64() * 1e3
-}
-
 const SERVE: &[&str] = &["-c", "echo started; exec sleep 30"];
 
 // ---------------------------------------------------------------------------------------------
@@ -762,11 +222,7 @@ fn ordering(r: &mut Root, barrier: Barrier, wait: Step, armed: bool) -> (Outcome
     o.prctl = r.armed_text(h, libc::SIGTERM);
     o.observed_parent = r.observed_at_check(h);
     let started = r.target_started();
-    o.target = if started {
-        "started".into()
-    } else {
-        "never started".into()
-    };
+    o.target = started_text(started);
     o.path = Some(match end {
         End::Killed(libc::SIGTERM) => DeathPath::Signal,
         End::Exited(gate::EXIT_PARENT_GONE) => DeathPath::Check,
@@ -861,26 +317,13 @@ fn serving(r: &mut Root, s: i32, sig: i32) -> Outcome {
     o.prctl = r.armed_text(h, sig);
     o.observed_parent = r.observed_at_check(h);
     let t = r.kill_and_reap(s);
-    match wait_end(h, r.soon()) {
-        Some((end, at)) => {
-            o.time_ms = Some(ms(t, at));
-            o.helper = end.text();
-            o.path = Some(if end == End::Killed(sig) {
-                DeathPath::Signal
-            } else {
-                DeathPath::None
-            });
-            o.check(
-                end == End::Killed(sig),
-                format!(
-                    "expected killed by {}, got {}",
-                    crate::signal::name(sig),
-                    end.text()
-                ),
-            );
-        }
-        None => o.problems.push("the target outlived its supervisor".into()),
-    }
+    o.ended(
+        r.end_after(h, t),
+        End::Killed(sig),
+        Some(DeathPath::Signal),
+        End::text,
+        "the target outlived its supervisor",
+    );
     o
 }
 
@@ -944,29 +387,18 @@ fn normal(r: &mut Root) -> Outcome {
             return o;
         }
     };
-    let end = r
-        .sup
-        .expect("status", r.soon())
-        .and_then(|s| End::parse(&s));
+    let end = r.reported_end();
     r.trace.drain();
     o.prctl = r.armed_text(h, libc::SIGTERM);
     o.observed_parent = r.observed_at_check(h);
-    o.path = Some(DeathPath::None);
-    o.target = if r.target_started() {
-        "started".into()
-    } else {
-        "never started".into()
-    };
-    match end {
-        Some(e) => {
-            o.helper = format!("{}, reaped by the supervisor", e.text());
-            o.check(
-                e == End::Exited(0),
-                format!("expected exit 0, got {}", e.text()),
-            );
-        }
-        None => o.problems.push("the supervisor reported no status".into()),
-    }
+    o.target = started_text(r.target_started());
+    o.ended(
+        end,
+        End::Exited(0),
+        Some(DeathPath::None),
+        reaped_by_the_supervisor,
+        "the supervisor reported no status",
+    );
     o.check(o.target == "started", "the target did not start");
     o.check(
         o.observed_parent == "supervisor",
@@ -976,26 +408,9 @@ fn normal(r: &mut Root) -> Outcome {
     o
 }
 
-fn failed_launch(r: &mut Root, o: &mut Outcome) -> Option<(String, End)> {
-    let line = r.sup.next_line(r.soon());
-    let Some(err) = line
-        .as_deref()
-        .and_then(|l| l.strip_prefix("error "))
-        .map(String::from)
-    else {
-        o.problems
-            .push(format!("expected a launch error, got {line:?}"));
-        return None;
-    };
-    let end = r
-        .sup
-        .expect("status", r.soon())
-        .and_then(|s| End::parse(&s));
-    let Some(end) = end else {
-        o.problems.push("no status for the failed helper".into());
-        return None;
-    };
-    Some((err, end))
+/// The end of a helper its supervisor reaped, in words.
+fn reaped_by_the_supervisor(end: End) -> String {
+    format!("{}, reaped by the supervisor", end.text())
 }
 
 fn exec_failure(r: &mut Root) -> Outcome {
@@ -1005,15 +420,17 @@ fn exec_failure(r: &mut Root) -> Outcome {
     let _ = std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755));
     let path = script.to_string_lossy().into_owned();
     r.simple_supervisor(move |f| f.spec(&path, &[], Policy::term(), 0), false);
-    if let Some((err, end)) = failed_launch(r, &mut o) {
-        o.helper = format!("{}, reaped by the supervisor", end.text());
+    if let Some((err, end)) = r.failed_launch(&mut o) {
         o.check(
             err.contains("No such file"),
             format!("launcher error does not name ENOENT: {err}"),
         );
-        o.check(
-            end == End::Exited(gate::EXIT_NOT_FOUND),
-            format!("expected exit 127, got {}", end.text()),
+        o.ended(
+            end,
+            End::Exited(gate::EXIT_NOT_FOUND),
+            Some(DeathPath::None),
+            reaped_by_the_supervisor,
+            "no status for the failed helper",
         );
         r.trace.drain();
         o.check(
@@ -1044,12 +461,7 @@ fn exec_failure(r: &mut Root) -> Outcome {
             .unwrap_or_else(|| "not reached".into());
     }
     let _ = std::fs::remove_file(&script);
-    o.path = Some(DeathPath::None);
-    o.target = if r.target_started() {
-        "started".into()
-    } else {
-        "never started".into()
-    };
+    o.target = started_text(r.target_started());
     o.checked = "exec failed after the gate; ENOENT reached the launcher, status 127, no wait by the launcher".into();
     o
 }
@@ -1063,15 +475,17 @@ fn prctl_failure(r: &mut Root) -> Outcome {
         next: None,
     };
     r.simple_supervisor(move |f| f.spec("/bin/sh", SERVE, bad, 0), false);
-    if let Some((err, end)) = failed_launch(r, &mut o) {
-        o.helper = format!("{}, reaped by the supervisor", end.text());
+    if let Some((err, end)) = r.failed_launch(&mut o) {
         o.check(
             err.contains("prctl(PR_SET_PDEATHSIG) failed") && err.contains("Invalid argument"),
             format!("launcher error: {err}"),
         );
-        o.check(
-            end == End::Exited(gate::EXIT_ARM_FAILED),
-            format!("expected exit 121, got {}", end.text()),
+        o.ended(
+            end,
+            End::Exited(gate::EXIT_ARM_FAILED),
+            Some(DeathPath::None),
+            reaped_by_the_supervisor,
+            "no status for the failed helper",
         );
         o.prctl = "EINVAL for signal 65".into();
     }
@@ -1084,12 +498,7 @@ fn prctl_failure(r: &mut Root) -> Outcome {
             .any(|t| t.step() == Some(Step::Checked)),
         "the gate checked after a failed prctl",
     );
-    o.path = Some(DeathPath::None);
-    o.target = if r.target_started() {
-        "started".into()
-    } else {
-        "never started".into()
-    };
+    o.target = started_text(r.target_started());
     o.check(
         o.target == "never started",
         "the target started unsupervised",
@@ -1168,10 +577,7 @@ fn thread_exit_raw(r: &mut Root) -> Outcome {
         }
     };
     r.name(h, "raw child", false);
-    let end = r
-        .sup
-        .expect("status", r.soon())
-        .and_then(|s| End::parse(&s));
+    let end = r.reported_end();
     r.trace.drain();
     o.prctl = r.armed_text(h, libc::SIGTERM);
     o.observed_parent = r.observed_at_check(h);
@@ -1180,23 +586,13 @@ fn thread_exit_raw(r: &mut Root) -> Outcome {
         o.observed_parent == "supervisor",
         "the raw child did not see the supervisor at its check",
     );
-    match end {
-        Some(e) => {
-            o.helper = format!("{} while the supervisor lived", e.text());
-            o.path = Some(if e == End::Killed(libc::SIGTERM) {
-                DeathPath::Signal
-            } else {
-                DeathPath::None
-            });
-            o.check(
-                e == End::Killed(libc::SIGTERM),
-                format!("expected killed by SIGTERM, got {}", e.text()),
-            );
-        }
-        None => o
-            .problems
-            .push("the raw child was not signalled when its creating thread exited".into()),
-    }
+    o.ended(
+        end,
+        End::Killed(libc::SIGTERM),
+        Some(DeathPath::Signal),
+        |e| format!("{} while the supervisor lived", e.text()),
+        "the raw child was not signalled when its creating thread exited",
+    );
     o.checked = "the kernel signals on the creating thread's exit: the fact the Spawner's long-lived thread avoids".into();
     o
 }
@@ -1252,25 +648,18 @@ fn thread_exit_spawner(r: &mut Root) -> Outcome {
     o.prctl = r.armed_text(h, libc::SIGTERM);
     o.observed_parent = r.observed_at_check(h);
     let t = r.kill_and_reap(s);
-    match wait_end(h, r.soon()) {
-        Some((end, at)) => {
-            o.time_ms = Some(ms(t, at));
-            o.helper = format!(
+    o.ended(
+        r.end_after(h, t),
+        End::Killed(libc::SIGTERM),
+        Some(DeathPath::Signal),
+        |e| {
+            format!(
                 "alive after the worker's exit; {} with the supervisor",
-                end.text()
-            );
-            o.path = Some(if end == End::Killed(libc::SIGTERM) {
-                DeathPath::Signal
-            } else {
-                DeathPath::None
-            });
-            o.check(
-                end == End::Killed(libc::SIGTERM),
-                format!("expected killed by SIGTERM, got {}", end.text()),
-            );
-        }
-        None => o.problems.push("the helper outlived its supervisor".into()),
-    }
+                e.text()
+            )
+        },
+        "the helper outlived its supervisor",
+    );
     o.checked =
         "the requesting thread's exit did not signal the helper; the supervisor's death did".into();
     o
@@ -1509,25 +898,13 @@ fn grandchild_next_generation(r: &mut Root) -> Outcome {
         }
     );
     let t = sigkill(h);
-    match wait_end(g, r.soon()) {
-        Some((end, at)) => {
-            o.time_ms = Some(ms(t, at));
-            o.helper = format!("grandchild {}", end.text());
-            o.path = Some(if end == End::Killed(libc::SIGHUP) {
-                DeathPath::Signal
-            } else {
-                DeathPath::None
-            });
-            o.check(
-                end == End::Killed(libc::SIGHUP),
-                format!(
-                    "expected the grandchild killed by SIGHUP, got {}",
-                    end.text()
-                ),
-            );
-        }
-        None => o.problems.push("the grandchild outlived its parent".into()),
-    }
+    o.ended(
+        r.end_after(g, t),
+        End::Killed(libc::SIGHUP),
+        Some(DeathPath::Signal),
+        |e| format!("grandchild {}", e.text()),
+        "the grandchild outlived its parent",
+    );
     o.checked = "foster exec in the helper's child armed the next generation's signal (HUP)".into();
     o
 }
@@ -1725,7 +1102,7 @@ FOSTER_PARENT="$$:1" "$FOSTER_BIN" exec -- /bin/echo started; echo "reused $?""#
     }
     let stale = r.out.expect("stale", r.soon());
     let reused = r.out.expect("reused", r.soon());
-    let _ = r.sup.expect("status", r.soon());
+    let _ = r.reported_end();
     o.check(
         stale.as_deref() == Some("120"),
         format!("inherited FOSTER_PARENT: foster exec gave {stale:?}, expected 120"),
@@ -1753,11 +1130,7 @@ FOSTER_PARENT="$$:1" "$FOSTER_BIN" exec -- /bin/echo started; echo "reused $?""#
         stale.unwrap_or_default(),
         reused.unwrap_or_default()
     );
-    o.target = if started {
-        "started".into()
-    } else {
-        "never started".into()
-    };
+    o.target = started_text(started);
     o.checked = "identity compared with pid and start time; stale and reused values refused".into();
     o
 }
@@ -1801,24 +1174,13 @@ fn lifeline_only(r: &mut Root) -> Outcome {
     );
     o.observed_parent = r.observed_at_check(h);
     let t = r.kill_and_reap(s);
-    match wait_end(h, r.soon()) {
-        Some((end, at)) => {
-            o.time_ms = Some(ms(t, at));
-            o.helper = end.text();
-            o.path = Some(if end == End::Exited(gate::EXIT_LIFELINE) {
-                DeathPath::Lifeline
-            } else {
-                DeathPath::None
-            });
-            o.check(
-                end == End::Exited(gate::EXIT_LIFELINE),
-                format!("expected exit 124, got {}", end.text()),
-            );
-        }
-        None => o
-            .problems
-            .push("the helper outlived its supervisor: the lifeline did not report".into()),
-    }
+    o.ended(
+        r.end_after(h, t),
+        End::Exited(gate::EXIT_LIFELINE),
+        Some(DeathPath::Lifeline),
+        End::text,
+        "the helper outlived its supervisor: the lifeline did not report",
+    );
     o.checked = "no signal was armed any more; the pidfd lifeline reported the loss".into();
     o
 }
@@ -1910,15 +1272,6 @@ pub fn enter_helper() -> i32 {
     }
 }
 
-/// The end a wait status describes.
-fn end_of_status(status: i32) -> End {
-    if libc::WIFSIGNALED(status) {
-        End::Killed(libc::WTERMSIG(status))
-    } else {
-        End::Exited(libc::WEXITSTATUS(status))
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // The notify reaction.
 
@@ -1963,29 +1316,23 @@ fn notify(r: &mut Root) -> Outcome {
         o.path == Some(DeathPath::Signal),
         format!("expected the loss by the signal in the program's event loop, got {loss:?}"),
     );
-    match wait_end(h, r.soon()) {
-        Some((end, at)) => {
-            o.time_ms = Some(ms(t, at));
-            o.helper = format!(
-                "told of the loss ({}), exited {}",
-                loss.unwrap_or_default(),
-                {
-                    match end {
-                        End::Exited(c) => c.to_string(),
-                        e => e.text(),
-                    }
-                }
-            );
-            o.check(
-                end == End::Exited(0),
-                format!(
-                    "expected the program to end itself with 0, got {}",
-                    end.text()
-                ),
-            );
-        }
-        None => o.problems.push("the helper outlived the loss".into()),
-    }
+    // The path is the one the program was told of, not one its end shows.
+    o.ended(
+        r.end_after(h, t),
+        End::Exited(0),
+        None,
+        |e| {
+            let code = match e {
+                End::Exited(c) => c.to_string(),
+                e => e.text(),
+            };
+            format!(
+                "told of the loss ({}), exited {code}",
+                loss.unwrap_or_default()
+            )
+        },
+        "the helper outlived the loss",
+    );
     o.checked = "the signal closed admission and reached the program's event loop, which owned \
                  its shutdown: drained within the grace, exited 0"
         .into();
@@ -2116,11 +1463,7 @@ fn other_pidns(r: &mut Root, in_process: bool) -> Outcome {
         seen.as_deref() == Some("0"),
         format!("the program did not say getppid() was 0: {seen:?}"),
     );
-    o.target = if seen.is_some() {
-        "started".into()
-    } else {
-        "never started".into()
-    };
+    o.target = started_text(seen.is_some());
     let mut vouched = false;
     while let Some(l) = r.err.next_line(Instant::now()) {
         vouched |= l.contains("getppid() is 0") && l.contains("pidfd says it lives");
@@ -2143,28 +1486,19 @@ fn other_pidns(r: &mut Root, in_process: bool) -> Outcome {
     } else {
         End::Killed(libc::SIGTERM)
     };
-    match wait_end(h, r.soon()) {
-        Some((end, at)) => {
-            o.time_ms = Some(ms(t, at));
-            o.path = Some(if end == want {
-                DeathPath::Signal
-            } else {
-                DeathPath::None
-            });
-            o.helper = format!(
+    o.ended(
+        r.end_after(h, t),
+        want,
+        Some(DeathPath::Signal),
+        |e| {
+            format!(
                 "without the pidfd: {}; with it: {}",
-                without.map_or_else(|| "no status".into(), |e| e.text()),
-                end.text()
-            );
-            o.check(
-                end == want,
-                format!("expected {}, got {}", want.text(), end.text()),
-            );
-        }
-        None => o
-            .problems
-            .push("the program outlived its supervisor in the other namespace".into()),
-    }
+                without.map_or_else(|| "no status".into(), End::text),
+                e.text()
+            )
+        },
+        "the program outlived its supervisor in the other namespace",
+    );
     o.checked = "getppid() is 0 across PID namespaces: without the pidfd the gate refuses (122); \
                  with it the gate passes on the pidfd's word, and the armed signal reports the \
                  supervisor's death"

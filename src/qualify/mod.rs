@@ -9,11 +9,14 @@
 //! that process and reads the record; the integration tests call the same function.
 //!
 //! - [`barrier`]: pipes, trace readers, bounded waits on descriptors (never sleeps).
-//! - [`cases`]: the cases, what each expects, and the code its case root runs.
+//! - [`harness`]: the case root's state, running a case in it, observing how a process ended,
+//!   the checks every case shares, the teardown, the record.
+//! - [`cases`]: the cases, what each expects, and the programs they run.
 //! - [`render`]: the table for people, the Markdown lifecycle matrix, JSON.
 
 pub mod barrier;
 pub mod cases;
+pub mod harness;
 pub mod render;
 
 use std::io::Read;
