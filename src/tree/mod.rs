@@ -59,18 +59,20 @@ impl From<TreeError> for RunError {
 }
 
 /// A scanner for one question: on the calling thread (its caller may have blocked signals in
-/// it, or may fork later and want no other thread to have existed), without command lines.
+/// it, or may fork later and want no other thread to have existed), without command lines or
+/// owners (the nodes it gives have none: `cmdline` empty, `uid` 0).
 fn one_off() -> Result<Scanner, TreeError> {
     Scanner::new(ScanOptions {
         cmdline: false,
         threads: 1,
+        uid: false,
         ..ScanOptions::default()
     })
 }
 
-/// The children of `pid` now, by pid (none when `pid` is not a process). A child is a process
-/// whose parent is `pid` and that did not start before it (so not a child of an earlier holder
-/// of a reused pid); zombies are among them.
+/// The children of `pid` now, by pid (none when `pid` is not a process), read without command
+/// lines or owners. A child is a process whose parent is `pid` and that did not start before it
+/// (so not a child of an earlier holder of a reused pid); zombies are among them.
 pub fn children_of(pid: i32) -> Result<Vec<ProcessNode>, TreeError> {
     let snap = one_off()?.scan()?;
     Ok(match snap.identity_of(pid) {
