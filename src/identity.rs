@@ -9,9 +9,9 @@
 //! Also owns [`ProcessRef`], an identity with, where foster holds one, a pidfd of the process:
 //! the one way foster opens a pidfd ([`pidfd_open`]), checks that it holds the process named
 //! (the pidfd is opened first and the start time read after, the order of systemd's
-//! `pidref_verify`, so a pid reused in between is never taken for the process), signals it and
-//! waits for its end. Signalling a process by identity ([`signal`]) is that reference opened,
-//! checked, signalled and closed.
+//! `pidref_verify`, so a pid reused in between is never taken for the process), signals it (or
+//! the process group it leads) and waits for its end. Signalling a process by identity
+//! ([`signal`]) is that reference opened, checked, signalled and closed.
 
 use std::ffi::CString;
 use std::fmt;
@@ -234,6 +234,14 @@ fn pidfd_open_flags(pid: i32, flags: libc::c_int) -> io::Result<OwnedFd> {
 
 /// Sends `sig` to the process `pidfd` holds (no siginfo, no flags).
 pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: i32) -> io::Result<()> {
+    pidfd_send_signal_flags(pidfd, sig, 0)
+}
+
+/// `pidfd_send_signal` with `PIDFD_SIGNAL_PROCESS_GROUP` (Linux 6.9): to the process group whose
+/// id is the pid `pidfd` holds.
+const PIDFD_SIGNAL_PROCESS_GROUP: libc::c_uint = 1 << 2;
+
+fn pidfd_send_signal_flags(pidfd: BorrowedFd<'_>, sig: i32, flags: libc::c_uint) -> io::Result<()> {
     // SAFETY: a live descriptor and integer arguments; no siginfo.
     let r = unsafe {
         libc::syscall(
@@ -241,7 +249,7 @@ pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: i32) -> io::Result<()> {
             pidfd.as_raw_fd(),
             sig,
             std::ptr::null::<libc::siginfo_t>(),
-            0,
+            flags,
         )
     };
     if r < 0 {
@@ -364,6 +372,26 @@ impl ProcessRef {
                 })?;
                 r.signal(sig)
             }
+        }
+    }
+
+    /// Sends `sig` to the process group this process leads (the group whose id is its pid):
+    /// through the held pidfd with `PIDFD_SIGNAL_PROCESS_GROUP` (Linux 6.9), which names that
+    /// group and no other even once its leader has been reaped; without a pidfd, or on an older
+    /// kernel (`EINVAL`), `kill(-pid)`, which names the right group while this process is an
+    /// unreaped child of the caller. `ESRCH` when the group is empty.
+    pub fn signal_group(&self, sig: i32) -> io::Result<()> {
+        if let Some(fd) = &self.pidfd {
+            match pidfd_send_signal_flags(fd.as_fd(), sig, PIDFD_SIGNAL_PROCESS_GROUP) {
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+                r => return r,
+            }
+        }
+        // SAFETY: kill with integers.
+        if unsafe { libc::kill(-self.id.pid, sig) } == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
         }
     }
 }
@@ -502,6 +530,36 @@ mod tests {
         );
         assert!(!ProcessRef::unpinned(id).verify());
         assert!(ProcessRef::open(id).is_err());
+    }
+
+    /// A group leader's reference signals its whole group, and still names that group once the
+    /// leader is reaped.
+    #[test]
+    fn a_reference_signals_the_group_its_process_leads() {
+        use std::io::BufRead;
+        use std::os::unix::process::CommandExt;
+        let mut leader = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & echo $!; wait"])
+            .process_group(0)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(leader.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let member = ProcessRef::open(Identity::of(line.trim().parse().unwrap()).unwrap()).unwrap();
+        let id = Identity::of(leader.id() as i32).unwrap();
+        let r = ProcessRef::pinned(id, pidfd_open(id.pid).unwrap());
+        // The leader alone first, reaped: its group lives on in the member.
+        r.signal(libc::SIGKILL).unwrap();
+        leader.wait().unwrap();
+        assert!(!member.has_ended());
+        r.signal_group(libc::SIGKILL).unwrap();
+        assert!(
+            member.wait(Some(Duration::from_secs(10))),
+            "the member outlived its group's signal"
+        );
     }
 
     #[test]

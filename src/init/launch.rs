@@ -13,6 +13,7 @@
 //! for its pid.
 
 use std::ffi::OsString;
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
@@ -39,9 +40,11 @@ pub struct LaunchPlan {
 
 /// A created PROGRAM. When `failed` is set, the child ended before or instead of its exec
 /// (exec failure, gate stop) with the status it will be reaped with; the text says why.
+/// Otherwise `pidfd` is the pidfd `clone` returned with it.
 #[derive(Debug)]
 pub struct Launched {
     pub pid: i32,
+    pub pidfd: Option<OwnedFd>,
     pub failed: Option<String>,
 }
 
@@ -81,6 +84,7 @@ pub fn launch(spawner: &Spawner, plan: &LaunchPlan) -> Result<Launched, LaunchEr
     match spawner.launch(spec) {
         Ok(l) => Ok(Launched {
             pid: l.pid,
+            pidfd: Some(l.pidfd),
             failed: None,
         }),
         Err(SpawnError::Target(e)) => {
@@ -107,6 +111,7 @@ pub fn launch(spawner: &Spawner, plan: &LaunchPlan) -> Result<Launched, LaunchEr
         }
         Err(SpawnError::Exec { pid, errno, .. }) => Ok(Launched {
             pid,
+            pidfd: None,
             failed: Some(format!(
                 "cannot execute {}: {}",
                 name(&plan.program),
@@ -115,6 +120,7 @@ pub fn launch(spawner: &Spawner, plan: &LaunchPlan) -> Result<Launched, LaunchEr
         }),
         Err(SpawnError::Gate { pid, stop, .. }) => Ok(Launched {
             pid,
+            pidfd: None,
             failed: Some(format!(
                 "{} stopped by the gate before its exec: {stop}",
                 name(&plan.program)
@@ -124,6 +130,7 @@ pub fn launch(spawner: &Spawner, plan: &LaunchPlan) -> Result<Launched, LaunchEr
             pid, what, errno, ..
         }) => Ok(Launched {
             pid,
+            pidfd: None,
             failed: Some(format!(
                 "{}: {what} failed: {}",
                 name(&plan.program),

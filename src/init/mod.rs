@@ -8,7 +8,8 @@
 //! `poll` over two
 //! signalfds (the reaper's SIGCHLD and the forwarded signals), with no timeout: idle, foster
 //! never wakes. Every zombie is reaped by [`crate::reaper`], every forwarded signal goes to
-//! PROGRAM or its process group (rewritten when asked). When PROGRAM ends foster exits with its
+//! PROGRAM or its process group (rewritten when asked), through the pidfd `clone` returned with
+//! PROGRAM (held in an [`identity::ProcessRef`](crate::identity::ProcessRef)). When PROGRAM ends foster exits with its
 //! status (code, or 128 + signal; `-e` maps codes to 0), or with `--wait-all` first ends the
 //! rest of the tree: SIGTERM, then SIGKILL after the grace, and exits when nothing is left.
 //!
@@ -24,11 +25,11 @@ pub mod tty;
 
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicI8, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::identity::Identity;
+use crate::identity::{Identity, ProcessRef};
 use crate::reaper::{ExitStatus, Reaper, Routed};
 
 use self::launch::{LaunchPlan, Launched};
@@ -215,7 +216,8 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
         inherited,
         policy: opts.policy.clone(),
     };
-    let launched = match reaper.launch((), || launch_program(&spawner, &plan)) {
+    let mut pidfd = None;
+    let launched = match reaper.launch((), || launch_program(&spawner, &plan, &mut pidfd)) {
         Ok(l) => l,
         Err(e) => {
             say_error!("{e}");
@@ -223,10 +225,18 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
         }
     };
     let program_pid = launched;
-    let target = if opts.group {
-        -program_pid
-    } else {
-        program_pid
+    // PROGRAM held by the pidfd clone returned with it (read while it is an unreaped child, so
+    // the pid names it): every signal foster sends it goes through that pidfd.
+    let identity = Identity::of(program_pid).unwrap_or(Identity {
+        pid: program_pid,
+        start_time: 0,
+    });
+    let program = Program {
+        process: match pidfd {
+            Some(fd) => ProcessRef::pinned(identity, fd),
+            None => ProcessRef::unpinned(identity),
+        },
+        group: opts.group,
     };
     say!(
         1,
@@ -292,24 +302,15 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
         {
             kill_program_at = None;
             let grace = own_pdeath.as_ref().map_or(Duration::ZERO, |p| p.grace);
-            // SAFETY: kill with plain integers; PROGRAM is not reaped yet (Running), so its
-            // pid and group still name it.
-            let r = unsafe { libc::kill(target, libc::SIGKILL) };
+            let r = program.send(libc::SIGKILL);
             say!(
                 1,
-                "-p: PROGRAM outlived the grace of {} after the parent's death: SIGKILL to {} \
-                 {}{}",
+                "-p: PROGRAM outlived the grace of {} after the parent's death: SIGKILL to {}{}",
                 crate::duration::Text(grace),
-                if target < 0 {
-                    "its process group"
-                } else {
-                    "pid"
-                },
-                target.abs(),
-                if r == 0 {
-                    String::new()
-                } else {
-                    format!(" failed: {}", io::Error::last_os_error())
+                program,
+                match r {
+                    Ok(()) => String::new(),
+                    Err(e) => format!(" failed: {e}"),
                 }
             );
         }
@@ -381,22 +382,18 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
                     );
                     continue;
                 }
-                // SAFETY: kill with plain integers.
-                let r = unsafe { libc::kill(target, to) };
+                let r = program.send(to);
                 if level() >= 2 {
-                    let err = if r == 0 {
-                        String::new()
-                    } else {
-                        format!(" failed: {}", io::Error::last_os_error())
+                    let err = match r {
+                        Ok(()) => String::new(),
+                        Err(e) => format!(" failed: {e}"),
                     };
                     say!(
                         2,
-                        "{} from pid {} forwarded as {} to {} {}{err}",
+                        "{} from pid {} forwarded as {} to {program}{err}",
                         crate::signal::name(sig),
                         info.ssi_pid,
                         crate::signal::name(to),
-                        if target < 0 { "process group" } else { "pid" },
-                        target.abs()
                     );
                 }
             }
@@ -477,13 +474,49 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
 }
 
 /// Creates PROGRAM: the one place foster init launches. A failed exec or a gate stop still
-/// yields the pid (the child ended with its status and is the reaper's), after saying why.
-fn launch_program(spawner: &Spawner, plan: &LaunchPlan) -> Result<i32, launch::LaunchError> {
-    let Launched { pid, failed } = launch::launch(spawner, plan)?;
+/// yields the pid (the child ended with its status and is the reaper's), after saying why;
+/// the pidfd `clone` returned with a PROGRAM that runs goes to `pidfd`.
+fn launch_program(
+    spawner: &Spawner,
+    plan: &LaunchPlan,
+    pidfd: &mut Option<OwnedFd>,
+) -> Result<i32, launch::LaunchError> {
+    let Launched {
+        pid,
+        pidfd: fd,
+        failed,
+    } = launch::launch(spawner, plan)?;
     if let Some(why) = failed {
         say_error!("{why}");
     }
+    *pidfd = fd;
     Ok(pid)
+}
+
+/// Where foster's signals to PROGRAM go: PROGRAM itself, or with `-g` the process group it
+/// leads, through the pidfd held for it ([`ProcessRef::signal`],
+/// [`ProcessRef::signal_group`]): neither can reach a process that reused its pid.
+struct Program {
+    process: ProcessRef,
+    group: bool,
+}
+
+impl Program {
+    fn send(&self, sig: i32) -> io::Result<()> {
+        if self.group {
+            self.process.signal_group(sig)
+        } else {
+            self.process.signal(sig)
+        }
+    }
+}
+
+impl std::fmt::Display for Program {
+    /// `pid N`, or `process group N`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = if self.group { "process group" } else { "pid" };
+        write!(f, "{what} {}", self.process.identity().pid)
+    }
 }
 
 /// foster's own parent-death signal, armed by `-p`, and what its arrival means.
