@@ -247,7 +247,9 @@ fn parse_subreaper(s: &str) -> Result<crate::init::role::SubreaperWish, String> 
 pub struct RunArgs {
     /// The configuration file (`-`: read it from standard input).
     pub config: std::path::PathBuf,
-    /// Validate the configuration and exit: 0 when valid, 2 with the error when not.
+    /// Validate the configuration and exit: 0 when valid, 2 with every mistake when not. Besides
+    /// the file itself, checks each helper's program (found, executable by its user), working
+    /// directory, user and group on this system.
     #[arg(long)]
     pub check: bool,
     /// Require what is the default when it can be had: the tree in a new PID namespace with
@@ -491,16 +493,23 @@ fn dispatch(command: Command) -> Result<ExitCode, CliError> {
 }
 
 fn run(a: RunArgs) -> Result<ExitCode, CliError> {
+    use crate::config::{Config, Scope};
     let stdin = a.config.as_os_str() == "-";
+    // --check also checks the file against this system (programs, directories, users).
+    let scope = if a.check { Scope::System } else { Scope::File };
     let loaded = if stdin {
-        crate::config::Config::read(std::path::Path::new("<stdin>"), std::io::stdin().lock())
+        let name = std::path::Path::new("<stdin>");
+        Config::read_with(name, std::io::stdin().lock(), scope)
     } else {
-        crate::config::Config::load(&a.config)
+        Config::load_with(&a.config, scope)
     };
     let config = match loaded {
         Ok(c) => c,
         Err(e) => {
-            report(e);
+            // Every mistake of the file, one `foster: error:` line each.
+            for line in e.lines() {
+                report(line);
+            }
             return Ok(ExitCode::from(2));
         }
     };

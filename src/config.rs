@@ -4,11 +4,19 @@
 //! at most [`MAX_CONFIG_BYTES`], read with that bound) and returns either a config that every
 //! later step can trust (names unique, commands non-empty, signals known and fit for their use,
 //! policies consistent, durations at least [`MIN_DURATION`], environment names and user and
-//! group ids usable) or one [`ConfigError`] naming the file, line, column, key and what was
-//! expected. No input panics. Unknown keys are errors, so a misspelt key never silently falls
-//! back to a default. The reference of every key is `docs/run.md`.
+//! group ids usable) or [`ConfigErrors`]: every mistake of the file at once (`collect.rs`),
+//! each naming the file, line, column, helper, key and what was expected (a syntax error stops
+//! the reading, and comes alone). [`Scope::System`] (`foster run --check`) also checks the file
+//! against the system the helpers would run on (`system.rs`: programs, working directories,
+//! users and groups). No input panics. Unknown keys are errors, so a misspelt key never silently
+//! falls back to a default. The reference of every key is `docs/run.md`.
 
-use std::collections::{BTreeMap, HashSet};
+mod collect;
+mod system;
+
+pub use collect::MAX_MISTAKES;
+
+use std::collections::BTreeMap;
 use std::fs::Metadata;
 use std::io::Read;
 use std::ops::Range;
@@ -340,7 +348,12 @@ impl<'de> Deserialize<'de> for CommandLine {
             List(Vec<String>),
             One(String),
         }
-        let words = match Form::deserialize(d).map_err(|_| {
+        let words = match Form::deserialize(d).map_err(|e: D::Error| {
+            // A command left out is told as such (serde asks for a missing field through the
+            // same path).
+            if e.to_string().starts_with("missing field") {
+                return e;
+            }
             de::Error::custom(
                 "expected a list of strings, program first: command = [\"/bin/sleep\", \"60\"]",
             )
@@ -530,9 +543,9 @@ impl<'de> Deserialize<'de> for PositiveDuration {
     }
 }
 
-/// A configuration that could not be loaded: where, which key, what was expected. Shown as
-/// `FILE:LINE:COLUMN: key `KEY`: MESSAGE`, escaped for a terminal: the key and the message may
-/// quote the file's own text.
+/// One mistake of a configuration: where, which helper and key, what was expected. Shown as
+/// `FILE:LINE:COLUMN: helper "NAME": key `KEY`: MESSAGE`, escaped for a terminal: the name, the
+/// key and the message may quote the file's own text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}", self.located())]
 pub struct ConfigError {
@@ -541,6 +554,8 @@ pub struct ConfigError {
     /// 1-based line and column of the problem, when known.
     pub line: Option<usize>,
     pub column: Option<usize>,
+    /// The name of the helper at fault, when the mistake is in a helper that has one.
+    pub helper: Option<String>,
     /// The key at fault, as a dotted path with the table (`helper[2].stop_grace`), when known.
     pub key: Option<String>,
     /// What was wrong and what was expected.
@@ -559,6 +574,9 @@ impl ConfigError {
             }
         }
         out.push_str(": ");
+        if let Some(h) = &self.helper {
+            out.push_str(&format!("helper \"{}\": ", escape(h.as_bytes())));
+        }
         if let Some(k) = &self.key {
             out.push_str(&format!("key `{}`: ", escape(k.as_bytes())));
         }
@@ -572,10 +590,99 @@ impl ConfigError {
             file: file.to_path_buf(),
             line: None,
             column: None,
+            helper: None,
             key: None,
             message,
         }
     }
+}
+
+/// Every mistake of a configuration (at least one), in the order of the file: one per line
+/// when shown. A syntax error comes alone, since the parser stops at it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.lines().join("\n"))]
+pub struct ConfigErrors {
+    errors: Vec<ConfigError>,
+    /// Reading stopped after [`MAX_MISTAKES`]: more may follow.
+    more: bool,
+}
+
+impl ConfigErrors {
+    /// The mistakes, sorted by their place (those without one last), the first
+    /// [`MAX_MISTAKES`] of them; never empty.
+    fn new(file: &Path, mut errors: Vec<ConfigError>, more: bool) -> ConfigErrors {
+        if errors.is_empty() {
+            errors.push(ConfigError::whole(
+                file,
+                "the configuration cannot be read".into(),
+            ));
+        }
+        errors.sort_by_key(|e| (e.line.unwrap_or(usize::MAX), e.column.unwrap_or(0)));
+        let more = more || errors.len() > MAX_MISTAKES;
+        errors.truncate(MAX_MISTAKES);
+        ConfigErrors { errors, more }
+    }
+
+    /// The first mistake of the file.
+    pub fn first(&self) -> &ConfigError {
+        &self.errors[0]
+    }
+
+    /// Every mistake, in the order of the file.
+    pub fn iter(&self) -> std::slice::Iter<'_, ConfigError> {
+        self.errors.iter()
+    }
+
+    /// How many mistakes were found.
+    pub fn len(&self) -> usize {
+        self.errors.len()
+    }
+
+    /// Never true: there is at least one mistake (for clippy's `len_without_is_empty`).
+    pub fn is_empty(&self) -> bool {
+        self.errors.is_empty()
+    }
+
+    /// Whether reading stopped at [`MAX_MISTAKES`] mistakes, so more may follow.
+    pub fn more(&self) -> bool {
+        self.more
+    }
+
+    /// Each mistake as it is shown, then a last line when more may follow.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.errors.iter().map(ToString::to_string).collect();
+        if self.more {
+            out.push(format!(
+                "{}: more mistakes may follow: the first {} are shown",
+                crate::sanitize::escape(self.errors[0].file.as_os_str().as_bytes()),
+                self.errors.len()
+            ));
+        }
+        out
+    }
+}
+
+impl From<ConfigError> for ConfigErrors {
+    fn from(e: ConfigError) -> ConfigErrors {
+        ConfigErrors {
+            errors: vec![e],
+            more: false,
+        }
+    }
+}
+
+/// What a reading checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Scope {
+    /// The file alone: what `foster run` checks before it starts anything.
+    #[default]
+    File,
+    /// The file, and the system the helpers would run on: each program found and executable
+    /// by the user its helper runs as, each working directory a directory that user can enter,
+    /// each user and group known to the user database (`foster run --check`). What is true now
+    /// may not be at launch: a launch that fails then counts as an exit (127 for a program not
+    /// found) and goes through the restart rules.
+    System,
 }
 
 /// Refuses what is not a regular file (a directory, FIFO, device or socket): reading one could
@@ -606,7 +713,12 @@ fn regular_file(meta: &Metadata) -> Result<(), String> {
 impl Config {
     /// Reads and validates `path`: a regular file (refused before it is opened, and checked
     /// again on the descriptor opened), read through [`Config::read`].
-    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+        Config::load_with(path, Scope::File)
+    }
+
+    /// [`Config::load`], checking what `scope` says.
+    pub fn load_with(path: &Path, scope: Scope) -> Result<Config, ConfigErrors> {
         let fail = |message: String| ConfigError::whole(path, message);
         let cannot = |e: std::io::Error| fail(format!("cannot read the configuration: {e}"));
         regular_file(&std::fs::metadata(path).map_err(cannot)?).map_err(fail)?;
@@ -619,22 +731,27 @@ impl Config {
         let meta = file.metadata().map_err(cannot)?;
         regular_file(&meta).map_err(fail)?;
         if meta.len() > MAX_CONFIG_BYTES {
-            return Err(fail(too_large()));
+            return Err(fail(too_large()).into());
         }
-        Config::read(path, file)
+        Config::read_with(path, file, scope)
     }
 
     /// Reads at most [`MAX_CONFIG_BYTES`] from `input` (a file, or standard input for `-`),
     /// then parses it as [`Config::parse`] does; `file` names it in errors. More input than
     /// the bound, or text that is not UTF-8, is an error.
-    pub fn read(file: &Path, input: impl Read) -> Result<Config, ConfigError> {
+    pub fn read(file: &Path, input: impl Read) -> Result<Config, ConfigErrors> {
+        Config::read_with(file, input, Scope::File)
+    }
+
+    /// [`Config::read`], checking what `scope` says.
+    pub fn read_with(file: &Path, input: impl Read, scope: Scope) -> Result<Config, ConfigErrors> {
         let mut bytes = Vec::new();
         input
             .take(MAX_CONFIG_BYTES + 1)
             .read_to_end(&mut bytes)
             .map_err(|e| ConfigError::whole(file, format!("cannot read the configuration: {e}")))?;
         if bytes.len() as u64 > MAX_CONFIG_BYTES {
-            return Err(ConfigError::whole(file, too_large()));
+            return Err(ConfigError::whole(file, too_large()).into());
         }
         let text = match String::from_utf8(bytes) {
             Ok(text) => text,
@@ -647,116 +764,128 @@ impl Config {
                     file: file.to_path_buf(),
                     line: Some(line),
                     column: Some(column),
+                    helper: None,
                     key: None,
                     message: format!(
                         "the configuration is not UTF-8 text: byte 0x{:02x} cannot start a \
                          character here",
                         bytes.get(good).copied().unwrap_or_default()
                     ),
-                });
+                }
+                .into());
             }
         };
-        Config::parse(file, &text)
+        Config::parse_with(file, &text, scope)
     }
 
     /// Parses and validates `text`, naming `file` in errors.
-    pub fn parse(file: &Path, text: &str) -> Result<Config, ConfigError> {
-        let config: Config = toml::from_str(text).map_err(|e| {
-            let msg = e.message().trim_end().to_string();
-            at_span(file, text, e.span(), msg)
-        })?;
-        config.validate(file, text)?;
-        Ok(config)
+    pub fn parse(file: &Path, text: &str) -> Result<Config, ConfigErrors> {
+        Config::parse_with(file, text, Scope::File)
     }
 
-    fn validate(&self, file: &Path, text: &str) -> Result<(), ConfigError> {
-        let at = |span: Option<Range<usize>>, key: String, message: String| {
-            let (line, column) = span
-                .and_then(|s| line_col(text, s.start))
-                .map_or((None, None), |(l, c)| (Some(l), Some(c)));
-            ConfigError {
-                file: file.to_path_buf(),
-                line,
-                column,
-                key: Some(key),
-                message,
+    /// [`Config::parse`], checking what `scope` says: every mistake is collected (see
+    /// `collect.rs`), then the checks across fields run on what could be read, then, for
+    /// [`Scope::System`], the checks against the system.
+    pub fn parse_with(file: &Path, text: &str, scope: Scope) -> Result<Config, ConfigErrors> {
+        let doc = collect::Document::parse(file, text)?;
+        let read = doc.deserialize::<Config>();
+        let mut errors = read.mistakes.clone();
+        if let Some(config) = &read.value {
+            config.validate(&doc, &read, &mut errors);
+            if scope == Scope::System {
+                system::check(config, &doc, &read, &mut errors);
             }
-        };
-        if let Err(e) = self.supervisor.orphan_policy.check() {
-            return Err(at(
+        }
+        match read.value {
+            Some(config) if errors.is_empty() => Ok(config),
+            _ => Err(ConfigErrors::new(file, errors, read.more)),
+        }
+    }
+
+    /// The checks across fields, on what could be read; those that involve a field taken out
+    /// for a mistake of its own are skipped.
+    fn validate(
+        &self,
+        doc: &collect::Document<'_>,
+        read: &collect::Read<Config>,
+        errors: &mut Vec<ConfigError>,
+    ) {
+        use collect::KeyPath;
+        let orphan = KeyPath::root().key("supervisor").key("orphan_policy");
+        if !read.skipped(&orphan)
+            && let Err(e) = self.supervisor.orphan_policy.check()
+        {
+            errors.push(doc.error_at(
+                &orphan.key(e.field),
                 e.span,
-                format!("supervisor.orphan_policy.{}", e.field),
                 format!("the orphan policy: {}", e.message),
             ));
         }
-        if self.helpers.is_empty() {
-            return Err(ConfigError {
-                file: file.to_path_buf(),
-                line: None,
-                column: None,
-                key: None,
-                message: "no helper declared: expected at least one [[helper]] table with a name \
-                          and a command"
+        let helpers = KeyPath::root().key("helper");
+        if self.helpers.is_empty() && !read.skipped(&helpers) {
+            errors.push(ConfigError::whole(
+                doc.file(),
+                "no helper declared: expected at least one [[helper]] table with a name and a \
+                 command"
                     .into(),
-            });
+            ));
         }
-        let mut seen: HashSet<&str> = HashSet::new();
-        for h in &self.helpers {
-            if !seen.insert(h.name()) {
-                return Err(at_span(
-                    file,
-                    text,
-                    Some(h.name.span()),
-                    format!(
-                        "duplicate helper name {:?}: each helper needs its own name",
-                        h.name()
-                    ),
-                ));
-            }
-        }
+        let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
         for (hi, h) in self.helpers.iter().enumerate() {
-            if h.generations.len() > MAX_GENERATIONS {
-                return Err(at(
-                    Some(h.name.span()),
-                    format!("helper[{}].generation", hi + 1),
+            let at = helpers.index(hi);
+            let name = at.key("name");
+            if !read.skipped(&name) {
+                if let Some(first) = seen.get(h.name()) {
+                    errors.push(doc.error_at(
+                        &name,
+                        Some(h.name.span()),
+                        format!(
+                            "duplicate helper name {:?}: helper[{}] has it already; each \
+                             helper needs its own name",
+                            h.name(),
+                            first + 1
+                        ),
+                    ));
+                } else {
+                    seen.insert(h.name(), hi);
+                }
+            }
+            let generations = at.key("generation");
+            if h.generations.len() > MAX_GENERATIONS && !read.skipped(&generations) {
+                errors.push(doc.error_at(
+                    &generations,
+                    None,
                     format!(
-                        "helper {:?} declares {} generations: at most {MAX_GENERATIONS} (the \
-                         last one applies to every deeper generation)",
-                        h.name(),
+                        "{} generations declared: at most {MAX_GENERATIONS} (the last one \
+                         applies to every deeper generation)",
                         h.generations.len()
                     ),
                 ));
             }
             for (gi, g) in h.generations.iter().enumerate() {
+                let at = generations.index(gi);
+                if read.skipped(&at) {
+                    continue;
+                }
                 if let Err(e) = g.check() {
-                    return Err(at(
-                        e.span.or(Some(h.name.span())),
-                        format!("helper[{}].generation[{}].{}", hi + 1, gi + 1, e.field),
-                        format!(
-                            "helper {:?}, generation {}, {}: {}",
-                            h.name(),
-                            gi + 1,
-                            e.field,
-                            e.message
-                        ),
-                    ));
+                    errors.push(doc.error_at(&at.key(e.field), e.span, e.message));
                 }
             }
+            let backoff = at.key("backoff");
             let b = &h.backoff;
-            if b.max < b.initial {
-                return Err(ConfigError {
-                    file: file.to_path_buf(),
-                    line: line_col(text, h.name.span().start).map(|x| x.0),
-                    column: None,
-                    key: Some(format!("helper {:?} backoff.max", h.name())),
-                    message: format!(
-                        "backoff.max ({:?}) is shorter than backoff.initial ({:?}): expected max >= initial",
-                        b.max.0, b.initial.0
+            if b.max < b.initial && !read.skipped(&backoff) {
+                errors.push(doc.error_at(
+                    &backoff.key("max"),
+                    None,
+                    format!(
+                        "backoff.max ({}) is shorter than backoff.initial ({}): expected max >= \
+                         initial",
+                        crate::duration::Text(b.max.0),
+                        crate::duration::Text(b.initial.0)
                     ),
-                });
+                ));
             }
         }
-        Ok(())
     }
 
     /// Looks a helper up by name.
@@ -805,13 +934,7 @@ fn at_span(
     message: String,
 ) -> ConfigError {
     let Some(span) = span else {
-        return ConfigError {
-            file: file.to_path_buf(),
-            line: None,
-            column: None,
-            key: None,
-            message,
-        };
+        return ConfigError::whole(file, message);
     };
     let (line, column) = match line_col(text, span.start) {
         Some((l, c)) => (Some(l), Some(c)),
@@ -822,6 +945,7 @@ fn at_span(
         file: file.to_path_buf(),
         line,
         column,
+        helper: None,
         key,
         message,
     }
@@ -930,8 +1054,12 @@ fn table_at(text: &str, offset: usize) -> Option<String> {
 mod tests {
     use super::*;
 
+    /// The first mistake of `text`.
     fn err(text: &str) -> ConfigError {
-        Config::parse(Path::new("f.toml"), text).unwrap_err()
+        Config::parse(Path::new("f.toml"), text)
+            .unwrap_err()
+            .first()
+            .clone()
     }
 
     const HELPER: &str = "[[helper]]\nname = \"a\"\ncommand = [\"x\"]\n";
@@ -969,8 +1097,12 @@ mod tests {
                 "{e}"
             );
             assert_eq!((e.line, e.column), (Some(8), Some(12)), "{e}");
+            assert_eq!(e.helper.as_deref(), Some("a"), "{e}");
             assert!(
-                e.message.contains("helper \"a\", generation 2, reaction"),
+                e.to_string().contains(&format!(
+                    "f.toml:8:12: helper \"a\": key `helper[1].generation[2].reaction`: \
+                     SIGKILL cannot be handled, so reaction {reaction} cannot run"
+                )),
                 "{e}"
             );
             assert!(e.message.contains("SIGKILL cannot be handled"), "{e}");
@@ -1187,13 +1319,19 @@ mod tests {
 
     #[test]
     fn reading_is_bounded_and_wants_utf8() {
-        let e = Config::read(Path::new("-"), std::io::repeat(b'#')).unwrap_err();
+        let e = Config::read(Path::new("-"), std::io::repeat(b'#'))
+            .unwrap_err()
+            .first()
+            .clone();
         assert!(e.message.contains("larger than 16 MiB"), "{e}");
         let fits = format!("{HELPER}{}", "#".repeat(1000));
         assert!(Config::read(Path::new("-"), fits.as_bytes()).is_ok());
         let mut bytes = HELPER.as_bytes().to_vec();
         bytes.extend_from_slice(b"# caf\xc3\xa9 \xff\n");
-        let e = Config::read(Path::new("-"), &bytes[..]).unwrap_err();
+        let e = Config::read(Path::new("-"), &bytes[..])
+            .unwrap_err()
+            .first()
+            .clone();
         assert!(e.message.contains("not UTF-8"), "{e}");
         assert!(e.message.contains("0xff"), "{e}");
         assert_eq!((e.line, e.column), (Some(4), Some(8)), "{e}");
@@ -1294,8 +1432,121 @@ command = "/bin/true"
     }
 
     #[test]
+    fn every_mistake_of_a_file_is_reported_at_once_in_its_order() {
+        let text = "[[helper]]\nname = \"web\"\ncommand = [\"x\"]\nstop_grace = \"0s\"\n\
+                    restart = \"often\"\nbackoff = { initial = \"1h\", max = \"0ms\" }\n\
+                    [[helper]]\nname = \"web\"\ncommand = []\nuser = -1\ncolour = 1\n\
+                    [[helper.generation]]\nsignal = \"KILL\"\nreaction = \"exit\"\n\
+                    [[helper]]\ncommand = 5\n";
+        let all = Config::parse(Path::new("f.toml"), text).unwrap_err();
+        let got: Vec<(Option<usize>, Option<&str>, Option<&str>)> = all
+            .iter()
+            .map(|e| (e.line, e.helper.as_deref(), e.key.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some(4), Some("web"), Some("helper[1].stop_grace")),
+                (Some(5), Some("web"), Some("helper[1].restart")),
+                (Some(6), Some("web"), Some("helper[1].backoff.max")),
+                (Some(8), Some("web"), Some("helper[2].name")),
+                (Some(9), Some("web"), Some("helper[2].command")),
+                (Some(10), Some("web"), Some("helper[2].user")),
+                (Some(11), Some("web"), Some("helper[2].colour")),
+                (
+                    Some(14),
+                    Some("web"),
+                    Some("helper[2].generation[1].reaction")
+                ),
+                (Some(15), None, Some("helper[3].name")),
+                (Some(16), None, Some("helper[3].command")),
+            ],
+            "{all}"
+        );
+        let shown = all.to_string();
+        assert_eq!(shown.lines().count(), 10, "{shown}");
+        assert!(
+            shown.starts_with("f.toml:4:14: helper \"web\": key `helper[1].stop_grace`: zero"),
+            "{shown}"
+        );
+        // A field taken out for its own mistake is not checked again against the others: the
+        // zero max is one mistake, not also "shorter than the initial delay".
+        assert!(!shown.contains("shorter than backoff.initial"), "{shown}");
+        assert!(
+            shown.contains("duplicate helper name \"web\": helper[1] has it"),
+            "{shown}"
+        );
+        // A helper whose name is missing is not a duplicate of another without one.
+        let e = Config::parse(
+            Path::new("f.toml"),
+            "[[helper]]\ncommand = \"x\"\n[[helper]]\ncommand = \"y\"\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.len(), 2, "{e}");
+        assert!(e.iter().all(|e| e.message == "missing field `name`"), "{e}");
+    }
+
+    #[test]
+    fn cross_field_checks_run_when_their_fields_were_read() {
+        let e = helper_err("backoff = { initial = \"2s\", max = \"1s\" }\n");
+        assert_eq!(e.key.as_deref(), Some("helper[1].backoff.max"), "{e}");
+        assert_eq!((e.line, e.column), (Some(4), Some(35)), "{e}");
+        assert!(
+            e.message
+                .contains("backoff.max (1s) is shorter than backoff.initial (2s)"),
+            "{e}"
+        );
+        let e = Config::parse(
+            Path::new("f.toml"),
+            &format!("{HELPER}backoff = {{ initial = \"2x\", max = \"500ms\" }}\n"),
+        )
+        .unwrap_err();
+        // Not also "max shorter than initial": the default initial (1s) stands in for the one
+        // written wrong, and is not compared.
+        assert_eq!(e.len(), 1, "{e}");
+        assert_eq!(
+            e.first().key.as_deref(),
+            Some("helper[1].backoff.initial"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_file_of_many_mistakes_stops_at_the_bound_and_says_so() {
+        let one = "[[helper]]\nname = \"h\"\ncommand = [\"x\"]\nstop_grace = \"0s\"\n";
+        let text: String = (0..MAX_MISTAKES + 20)
+            .map(|i| one.replace("\"h\"", &format!("\"h{i}\"")))
+            .collect();
+        let e = Config::parse(Path::new("f.toml"), &text).unwrap_err();
+        assert_eq!(e.len(), MAX_MISTAKES);
+        assert!(e.more());
+        let lines = e.lines();
+        assert_eq!(lines.len(), MAX_MISTAKES + 1);
+        assert_eq!(
+            lines.last().unwrap(),
+            "f.toml: more mistakes may follow: the first 100 are shown"
+        );
+        // The checks across fields are bounded too: 119 duplicates of one name.
+        let one = "[[helper]]\nname = \"h\"\ncommand = [\"x\"]\n";
+        let e = Config::parse(Path::new("f.toml"), &one.repeat(MAX_MISTAKES + 20)).unwrap_err();
+        assert_eq!((e.len(), e.more()), (MAX_MISTAKES, true));
+        assert_eq!(e.first().key.as_deref(), Some("helper[2].name"));
+    }
+
+    #[test]
     fn each_mistake_has_its_own_message() {
-        let e = err("[[helper]]\nname = \"a\"\ncomand = [\"x\"]\n");
+        let all = Config::parse(
+            Path::new("f.toml"),
+            "[[helper]]\nname = \"a\"\ncomand = [\"x\"]\n",
+        )
+        .unwrap_err();
+        assert_eq!(all.len(), 2, "{all}");
+        // In the order of the file: the table that lacks its command, then the misspelt key.
+        let e = all.first();
+        assert_eq!((e.line, e.column), (Some(1), Some(1)), "{e}");
+        assert!(e.message.contains("missing field `command`"), "{e}");
+        assert_eq!(e.key.as_deref(), Some("helper[1].command"), "{e}");
+        let e = all.iter().nth(1).unwrap();
         assert_eq!(e.line, Some(3));
         assert!(e.message.contains("unknown field `comand`"), "{e}");
         assert_eq!(e.key.as_deref(), Some("helper[1].comand"), "{e}");

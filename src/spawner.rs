@@ -246,6 +246,44 @@ pub enum CredentialError {
     Lookup(String),
 }
 
+/// A `user` as a configuration writes it (a name, or a uid as digits:
+/// [`crate::config::parse_id`]'s forms) → the uid to [`Credentials::resolve`]: a name through
+/// the user database, digits as they are (whether that uid needs an entry is `resolve`'s rule).
+/// The one lookup of a helper's user, for its launch and for `foster run --check`.
+pub fn user_id(user: &str) -> Result<u32, CredentialError> {
+    if let Ok(uid) = user.parse::<u32>() {
+        return Ok(uid);
+    }
+    match nix::unistd::User::from_name(user) {
+        Ok(Some(pw)) => Ok(pw.uid.as_raw()),
+        Ok(None) => Err(CredentialError::Refused(format!(
+            "no user {user:?} in the user database: expected the name of an existing user, or \
+             a uid"
+        ))),
+        Err(e) => Err(CredentialError::Lookup(format!(
+            "user {user:?}: cannot read the user database: {e}"
+        ))),
+    }
+}
+
+/// A `group` as a configuration writes it → the gid, as [`user_id`] does for a user: a name
+/// through the group database, digits as they are.
+pub fn group_id(group: &str) -> Result<u32, CredentialError> {
+    if let Ok(gid) = group.parse::<u32>() {
+        return Ok(gid);
+    }
+    match nix::unistd::Group::from_name(group) {
+        Ok(Some(gr)) => Ok(gr.gid.as_raw()),
+        Ok(None) => Err(CredentialError::Refused(format!(
+            "no group {group:?} in the group database: expected the name of an existing \
+             group, or a gid"
+        ))),
+        Err(e) => Err(CredentialError::Lookup(format!(
+            "group {group:?}: cannot read the group database: {e}"
+        ))),
+    }
+}
+
 /// `(uid_t)-1` and `(gid_t)-1`: "no change" to `setresuid`/`setresgid`, never an id to run as.
 pub const NO_CHANGE_ID: u32 = u32::MAX;
 

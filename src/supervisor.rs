@@ -46,7 +46,9 @@ use crate::identity::{Identity, ProcessRef};
 use crate::reaper::{ExitStatus, Reaper, Routed};
 use crate::restart::{Decision, RestartState};
 use crate::signal::name as signal_name;
-use crate::spawner::{ExecSignals, LaunchSpec, SpawnError, Spawner};
+use crate::spawner::{
+    CredentialError, ExecSignals, LaunchSpec, SpawnError, Spawner, group_id, user_id,
+};
 use crate::tree::{ScanOptions, Subtree};
 
 /// Every helper ended successfully, or a requested shutdown ended everything within its grace.
@@ -565,7 +567,7 @@ impl Supervisor {
             Err(e) => {
                 self.emit(Event::LaunchFailed {
                     helper: name,
-                    error: e,
+                    error: e.to_string(),
                 });
                 self.helpers[i].phase = Phase::Ended(None);
                 return;
@@ -626,7 +628,7 @@ impl Supervisor {
         }
     }
 
-    fn spec(&self, h: &Helper) -> Result<LaunchSpec, String> {
+    fn spec(&self, h: &Helper) -> Result<LaunchSpec, CredentialError> {
         let mut env: Vec<(OsString, Option<OsString>)> = h
             .env
             .iter()
@@ -641,26 +643,10 @@ impl Supervisor {
         if let Ok(exe) = std::env::current_exe() {
             env.push(("FOSTER_EXE".into(), Some(exe.into_os_string())));
         }
-        let (mut uid, mut gid) = (None, None);
-        if let Some(u) = &h.user {
-            let user = match u.parse::<u32>() {
-                Ok(n) => nix::unistd::User::from_uid(n.into()),
-                Err(_) => nix::unistd::User::from_name(u),
-            }
-            .map_err(|e| format!("user {u:?}: {e}"))?
-            .ok_or_else(|| format!("no user {u:?}"))?;
-            uid = Some(user.uid.as_raw());
-            gid = Some(user.gid.as_raw());
-        }
-        if let Some(g) = &h.group {
-            let group = match g.parse::<u32>() {
-                Ok(n) => nix::unistd::Group::from_gid(n.into()),
-                Err(_) => nix::unistd::Group::from_name(g),
-            }
-            .map_err(|e| format!("group {g:?}: {e}"))?
-            .ok_or_else(|| format!("no group {g:?}"))?;
-            gid = Some(group.gid.as_raw());
-        }
+        // Names through the user database, as `foster run --check` reads them; the spawner
+        // thread resolves the ids into credentials (the user's groups) before its fork.
+        let uid = h.user.as_deref().map(user_id).transpose()?;
+        let gid = h.group.as_deref().map(group_id).transpose()?;
         let mut spec = LaunchSpec::new(h.command.program(), h.command.args(), h.policy_chain());
         spec.env = env;
         spec.cwd = h.cwd.clone();

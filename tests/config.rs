@@ -102,8 +102,9 @@ fn kill_with_a_reaction_that_cannot_run_is_an_error_naming_helper_generation_and
                  [[helper.generation]]\nsignal = \"KILL\"\nreaction = \"{reaction}\"\n"
             ),
             &[
-                &format!("{reaction}.toml:8:12: key `helper[1].generation[2].reaction`"),
-                "helper \"a\", generation 2, reaction",
+                &format!(
+                    "{reaction}.toml:8:12: helper \"a\": key `helper[1].generation[2].reaction`"
+                ),
                 "SIGKILL cannot be handled",
             ],
         );
@@ -249,6 +250,137 @@ fn durations_environment_and_ids_are_checked_where_they_are_written() {
     );
 }
 
+/// `foster run --check` checks the file against this system too: a program not found, one
+/// that is not executable, a missing working directory, an unknown user and group; and it
+/// reports them all in one run, with the file's own mistakes, each at its place.
+#[test]
+fn check_reports_every_mistake_of_a_file_and_of_the_system_at_once() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = Dir::new("config", "system");
+    let plain = d.file("plain", "data\n");
+    let sub = d.path("sub");
+    std::fs::create_dir(&sub).unwrap();
+    let gone = d.path("gone");
+    let missing = format!("foster-no-such-program-{}", std::process::id());
+    let text = format!(
+        "[[helper]]\nname = \"missing\"\ncommand = [\"{missing}\", \"--flag\"]\n\
+         [[helper]]\nname = \"plain\"\ncommand = [\"{plain}\"]\n\
+         [[helper]]\nname = \"dir\"\ncommand = \"{sub}\"\n\
+         [[helper]]\nname = \"cwd\"\ncommand = [\"/bin/true\"]\ncwd = \"{gone}\"\n\
+         [[helper]]\nname = \"cwd-file\"\ncommand = [\"/bin/true\"]\ncwd = \"{plain}\"\n\
+         [[helper]]\nname = \"who\"\ncommand = [\"/bin/true\"]\n\
+         user = \"foster-no-such-user\"\ngroup = \"foster-no-such-group\"\n\
+         [[helper]]\nname = \"grace\"\ncommand = [\"/bin/true\"]\nstop_grace = \"0s\"\n\
+         colour = \"red\"\n",
+        plain = plain.display(),
+        sub = sub.display(),
+        gone = gone.display(),
+    );
+    let (code, err) = check(&d, "all.toml", &text);
+    assert_eq!(code, Some(2), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    let want = [
+        format!(
+            "all.toml:3:12: helper \"missing\": key `helper[1].command`: program \"{missing}\" \
+             is not found in PATH ("
+        ),
+        format!(
+            "all.toml:6:12: helper \"plain\": key `helper[2].command`: program \"{}\": {} is a \
+             regular file without an execute bit: expected an executable file (at launch: exit \
+             status 126)",
+            plain.display(),
+            plain.display()
+        ),
+        format!(
+            "all.toml:9:11: helper \"dir\": key `helper[3].command`: program \"{}\": {} is a \
+             directory: expected an executable file (at launch: exit status 126)",
+            sub.display(),
+            sub.display()
+        ),
+        format!(
+            "all.toml:13:7: helper \"cwd\": key `helper[4].cwd`: working directory {}: no such \
+             directory: expected an existing directory (at launch: exit status 125)",
+            gone.display()
+        ),
+        format!(
+            "all.toml:17:7: helper \"cwd-file\": key `helper[5].cwd`: working directory {} is a \
+             regular file: expected a directory (at launch: exit status 125)",
+            plain.display()
+        ),
+        "all.toml:21:8: helper \"who\": key `helper[6].user`: no user \"foster-no-such-user\" \
+         in the user database: expected the name of an existing user, or a uid (at launch: \
+         exit status 125)"
+            .to_string(),
+        "all.toml:22:9: helper \"who\": key `helper[6].group`: no group \
+         \"foster-no-such-group\" in the group database: expected the name of an existing \
+         group, or a gid (at launch: exit status 125)"
+            .to_string(),
+        "all.toml:26:14: helper \"grace\": key `helper[7].stop_grace`: zero duration \"0s\""
+            .to_string(),
+        "all.toml:27:1: helper \"grace\": key `helper[7].colour`: unknown field `colour`"
+            .to_string(),
+    ];
+    assert_eq!(lines.len(), want.len(), "{err}");
+    for (line, want) in lines.iter().zip(&want) {
+        assert!(
+            line.starts_with(&format!("foster: error: {}/{want}", d.0.display())),
+            "wanted {want:?}\n got {line:?}"
+        );
+    }
+    assert!(
+        lines[0].ends_with("(at launch: exit status 127)"),
+        "{}",
+        lines[0]
+    );
+
+    // The user a helper runs as: a program and a directory that user cannot reach.
+    let Ok(Some(nobody)) = nix::unistd::User::from_name("nobody") else {
+        println!("part skipped: no user nobody");
+        return;
+    };
+    if nix::unistd::geteuid() == nobody.uid {
+        println!("part skipped: running as nobody");
+        return;
+    }
+    let private = d.path("private");
+    std::fs::create_dir(&private).unwrap();
+    let program = private.join("server");
+    std::fs::write(&program, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let text = format!(
+        "[[helper]]\nname = \"mine\"\ncommand = [\"{p}\"]\ncwd = \"{dir}\"\n\
+         [[helper]]\nname = \"theirs\"\ncommand = [\"{p}\"]\ncwd = \"{dir}\"\n\
+         user = \"nobody\"\n",
+        p = program.display(),
+        dir = private.display(),
+    );
+    let (code, err) = check(&d, "nobody.toml", &text);
+    assert_eq!(code, Some(2), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 2, "only the helper run as nobody: {err}");
+    let uid = nobody.uid.as_raw();
+    assert!(
+        lines[0].contains(&format!(
+            "nobody.toml:7:12: helper \"theirs\": key `helper[2].command`: program \"{}\": user \
+             \"nobody\" (uid {uid}) may not enter {} (mode 0700",
+            program.display(),
+            private.display()
+        )),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].contains(&format!(
+            "nobody.toml:8:7: helper \"theirs\": key `helper[2].cwd`: working directory {}: \
+             user \"nobody\" (uid {uid}) may not enter it (mode 0700",
+            private.display()
+        )),
+        "{}",
+        lines[1]
+    );
+}
+
 /// A numeric `user` and `group` reach the helper: it runs as uid and gid 65534.
 #[test]
 fn a_helper_runs_as_the_numeric_user_and_group_given() {
@@ -279,15 +411,24 @@ fn a_helper_runs_as_the_numeric_user_and_group_given() {
 fn read_holds(bytes: &[u8]) -> Result<(), TestCaseError> {
     match Config::read(Path::new("gen.toml"), bytes) {
         Ok(c) => valid_holds(&c),
-        Err(e) => {
-            prop_assert!(!e.message.is_empty(), "an error without a message");
-            let shown = e.to_string();
-            prop_assert!(shown.starts_with("gen.toml"), "{}", shown);
-            prop_assert!(
-                !shown.chars().any(|c| c.is_control()),
-                "unescaped: {:?}",
-                shown
-            );
+        Err(all) => {
+            prop_assert!(!all.is_empty());
+            for e in all.iter() {
+                prop_assert!(!e.message.is_empty(), "an error without a message");
+                let shown = e.to_string();
+                prop_assert!(shown.starts_with("gen.toml"), "{}", shown);
+                prop_assert!(
+                    !shown.chars().any(|c| c.is_control()),
+                    "unescaped: {:?}",
+                    shown
+                );
+            }
+            // In the order of the file.
+            let places: Vec<_> = all
+                .iter()
+                .map(|e| (e.line.unwrap_or(usize::MAX), e.column.unwrap_or(0)))
+                .collect();
+            prop_assert!(places.windows(2).all(|w| w[0] <= w[1]), "{:?}", places);
             Ok(())
         }
     }
