@@ -37,8 +37,17 @@ pub enum Event {
         identity: Identity,
         attempt: u32,
     },
-    /// A helper could not be started.
-    LaunchFailed { helper: String, error: String },
+    /// A helper could not be started: why, and the exit status that counts as its end when
+    /// no process of it was created (a program not found: 127; the restart rules take it as
+    /// any exit). Without `status`, the process that was created (stopped by the gate or a
+    /// failed exec) ends with its own status, an `exit` event that follows; or the failure was
+    /// foster's own and the helper is not started again.
+    LaunchFailed {
+        helper: String,
+        error: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<ExitStatus>,
+    },
     /// A process foster reaped ended: a helper (with its name) or an adopted process.
     Exit {
         pid: i32,
@@ -147,8 +156,16 @@ impl fmt::Display for Event {
                 }
                 Ok(())
             }
-            Event::LaunchFailed { helper, error } => {
-                write!(f, "{} failed to launch: {}", text(helper), text(error))
+            Event::LaunchFailed {
+                helper,
+                error,
+                status,
+            } => {
+                write!(f, "{} failed to launch: {}", text(helper), text(error))?;
+                match status {
+                    Some(s) => write!(f, " (counts as {s})"),
+                    None => Ok(()),
+                }
             }
             Event::Exit {
                 pid,
@@ -492,6 +509,7 @@ mod tests {
             event: Event::LaunchFailed {
                 helper: helper.to_string(),
                 error: String::new(),
+                status: None,
             },
         }
     }
@@ -561,6 +579,15 @@ mod tests {
                 "12 (generation 3) ended: killed by SIGTERM",
             ),
             (
+                Event::LaunchFailed {
+                    helper: "web".into(),
+                    error: "exec failed: ENOENT: nginx: not found in PATH".into(),
+                    status: Some(ExitStatus::Exited { code: 127 }),
+                },
+                "web failed to launch: exec failed: ENOENT: nginx: not found in PATH (counts \
+                 as exit code 127)",
+            ),
+            (
                 Event::Restart {
                     helper: "crasher".into(),
                     attempt: 2,
@@ -590,6 +617,7 @@ mod tests {
         let hostile = Event::LaunchFailed {
             helper: "a\x1b]0;owned\x07".into(),
             error: "line\nnext".into(),
+            status: None,
         };
         let shown = hostile.to_string();
         assert!(!shown.chars().any(|c| c.is_control()), "{shown:?}");

@@ -233,6 +233,21 @@ impl SpawnError {
             _ => None,
         }
     }
+
+    /// The exit status a launch that failed before any child was created counts as, when what
+    /// failed is the launched program's (its file, its credentials) and not the launcher's:
+    /// what its child would have ended with, as a shell's would. 127 not found and 126 not
+    /// executable ([`TargetError::exit_status`], 123 for a refused set-id target), 125 for
+    /// credentials the user database cannot give (the gate's status for a failed credential
+    /// change). `None` when a child was created (its own status reaches the reaper) and for
+    /// the launcher's own failures: its thread gone, `clone` or a pipe failing.
+    pub fn status_without_child(&self) -> Option<i32> {
+        match self {
+            SpawnError::Target(e) => Some(e.exit_status()),
+            SpawnError::Credentials(_) => Some(EXIT_GATE_ERROR),
+            _ => None,
+        }
+    }
 }
 
 /// Why a requested uid/gid could not be resolved into [`Credentials`].

@@ -564,14 +564,7 @@ impl Supervisor {
         let name = helper.name().to_string();
         let spec = match self.spec(&helper) {
             Ok(s) => s,
-            Err(e) => {
-                self.emit(Event::LaunchFailed {
-                    helper: name,
-                    error: e.to_string(),
-                });
-                self.helpers[i].phase = Phase::Ended(None);
-                return;
-            }
+            Err(e) => return self.launch_error(i, SpawnError::Credentials(e)),
         };
         let spawner = &self.spawner;
         let mut failed: Option<String> = None;
@@ -598,6 +591,7 @@ impl Supervisor {
                     self.emit(Event::LaunchFailed {
                         helper: name.clone(),
                         error,
+                        status: None,
                     });
                 }
                 // Read while the pid is foster's unreaped child: it names this helper.
@@ -618,14 +612,46 @@ impl Supervisor {
                     attempt,
                 });
             }
-            Err(e) => {
-                self.emit(Event::LaunchFailed {
-                    helper: name,
-                    error: e.to_string(),
-                });
-                self.helpers[i].phase = Phase::Ended(None);
-            }
+            Err(e) => self.launch_error(i, e),
         }
+    }
+
+    /// A launch of helper `i` that failed before any process of it was created. When the
+    /// failure is the helper's (its program not found or not executable, its user unknown:
+    /// [`SpawnError::status_without_child`]), it counts as an exit with the status its process
+    /// would have had, 127 for a program not found as in a shell, and goes through the restart
+    /// rules like any exit (ending in `give_up` when it keeps failing). When it is foster's
+    /// own (the spawner thread gone, `clone` failing), the helper ends there, unrestarted.
+    fn launch_error(&mut self, i: usize, e: SpawnError) {
+        let helper = self.config.helpers[i].name().to_string();
+        let Some(code) = e.status_without_child() else {
+            self.emit(Event::LaunchFailed {
+                helper,
+                error: e.to_string(),
+                status: None,
+            });
+            self.helpers[i].phase = Phase::Ended(None);
+            return;
+        };
+        let error = match &e {
+            SpawnError::Target(t) => match t.exec_errno() {
+                Some(errno) => {
+                    format!("exec failed: {:?}: {t}", nix::errno::Errno::from_raw(errno))
+                }
+                None => t.to_string(),
+            },
+            _ => e.to_string(),
+        };
+        let status = ExitStatus::Exited { code };
+        let h = &mut self.helpers[i];
+        h.attempt += 1;
+        h.started = Instant::now();
+        self.emit(Event::LaunchFailed {
+            helper,
+            error,
+            status: Some(status),
+        });
+        self.helper_ended(i, status, Duration::ZERO);
     }
 
     fn spec(&self, h: &Helper) -> Result<LaunchSpec, CredentialError> {
@@ -720,10 +746,18 @@ impl Supervisor {
         self.emit(Event::Exit {
             pid,
             identity,
-            helper: Some(name.clone()),
+            helper: Some(name),
             generation: Some(1),
             status,
         });
+        self.helper_ended(i, status, ran_for);
+    }
+
+    /// Helper `i` ended with `status` after a run of `ran_for` (its process exited, or its
+    /// launch failed before any process existed): restart it, give up on it, or leave it ended,
+    /// as its restart rules say.
+    fn helper_ended(&mut self, i: usize, status: ExitStatus, ran_for: Duration) {
+        let name = self.config.helpers[i].name().to_string();
         if self.stage.shutting_down() {
             self.helpers[i].phase = Phase::Ended(Some(status));
             return;

@@ -309,6 +309,94 @@ fn restart_backoff_and_limit() {
     assert_eq!(give_up["restarts"], 4);
 }
 
+/// A program that cannot be found at launch (there when `--check` ran, removed since) is an
+/// exit with 127, as in a shell: restarted by the helper's rules, then given up on; one that
+/// is not executable is a 126. foster then ends with status 3, as for any helper given up on.
+#[test]
+fn a_program_missing_at_launch_exits_127_through_the_restart_rules() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = Dir::new("run", "missing");
+    let program = d.file("server", "#!/bin/sh\nexit 0\n");
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let plain = d.file("plain", "not a program\n");
+    let cfg = d.file(
+        "c.toml",
+        &format!(
+            "[[helper]]\nname = \"gone\"\ncommand = [\"{}\"]\nrestart = \"on-failure\"\n\
+             backoff = {{ initial = \"10ms\", max = \"20ms\", limit = 2 }}\n\
+             [[helper]]\nname = \"plain\"\ncommand = \"{}\"\n",
+            program.display(),
+            plain.display()
+        ),
+    );
+    let out = foster(&["run", "--check", cfg.to_str().unwrap()])
+        .wait_with_output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "the plain file is refused: {err}"
+    );
+    assert!(err.contains("key `helper[2].command`"), "{err}");
+    assert!(!err.contains("helper[1]"), "the program is there: {err}");
+    std::fs::remove_file(&program).unwrap();
+
+    let (mut f, mut ev) = run_logged(&d, "events", &cfg);
+    let all = ev.rest().to_vec();
+    assert_eq!(wait_exit(&mut f), 3, "a helper given up on: exit status 3");
+    let of = |helper: &str| -> Vec<Value> {
+        all.iter()
+            .filter(|v| v["helper"] == helper)
+            .cloned()
+            .collect()
+    };
+    let gone = of("gone");
+    let kinds: Vec<&str> = gone.iter().map(kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            "launch_failed",
+            "restart",
+            "launch_failed",
+            "restart",
+            "launch_failed",
+            "give_up"
+        ],
+        "{gone:#?}"
+    );
+    for v in gone.iter().filter(|v| kind(v) == "launch_failed") {
+        assert_eq!(v["status"]["how"], "exited", "{v}");
+        assert_eq!(v["status"]["code"], 127, "{v}");
+        let error = v["error"].as_str().unwrap();
+        assert!(error.starts_with("exec failed: ENOENT: "), "{error}");
+        assert!(error.contains("server: no such file"), "{error}");
+    }
+    assert_eq!(gone[5]["restarts"], 2);
+    let delays: Vec<u64> = gone
+        .iter()
+        .filter(|v| kind(v) == "restart")
+        .map(|v| v["delay_ms"].as_u64().unwrap())
+        .collect();
+    assert_eq!(delays, [10, 20]);
+    // restart = "never": one 126, and that is all.
+    let plain = of("plain");
+    assert_eq!(plain.len(), 1, "{plain:#?}");
+    assert_eq!(kind(&plain[0]), "launch_failed");
+    assert_eq!(plain[0]["status"]["code"], 126);
+    assert!(
+        plain[0]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("exec failed: EACCES: "),
+        "{}",
+        plain[0]
+    );
+    let last = all.last().unwrap();
+    assert_eq!(kind(last), "stopped");
+    assert_eq!(last["exit_status"], 3);
+}
+
 #[test]
 fn sigterm_ends_the_whole_tree_with_documented_status() {
     let d = Dir::new("run", "term");

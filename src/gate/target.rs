@@ -59,6 +59,17 @@ impl TargetError {
         }
     }
 
+    /// The errno `execve` gives for what this error found before it, when it is one `execve`
+    /// would have met: `ENOENT` for a program not found, `EACCES` for one not executable (a
+    /// directory too); `None` for a refusal of foster's (set-id, file capabilities).
+    pub fn exec_errno(&self) -> Option<i32> {
+        match self {
+            TargetError::NotFound(_) => Some(libc::ENOENT),
+            TargetError::NotExecutable(_) => Some(libc::EACCES),
+            _ => None,
+        }
+    }
+
     /// True for set-user-ID, set-group-ID and file-capability refusals.
     pub fn is_privileged(&self) -> bool {
         matches!(
