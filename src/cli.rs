@@ -280,6 +280,11 @@ pub struct RunArgs {
     /// Do not open a control socket.
     #[arg(long)]
     pub no_socket: bool,
+    /// What goes on standard output for the helpers' captured lines: `text` (NAME | line,
+    /// NAME ! line for standard error), `json` (one object per line), or `none` (only kept
+    /// and logged). See docs/output.md.
+    #[arg(long, value_name = "FORMAT", default_value = "text")]
+    pub output: crate::output::Format,
     /// Serve the control socket bound at --socket and inherited as this descriptor.
     #[arg(long, hide = true, requires = "socket", value_name = "FD")]
     pub socket_fd: Option<i32>,
@@ -545,6 +550,7 @@ fn run(a: RunArgs) -> Result<ExitCode, CliError> {
             (None, false) => crate::supervisor::SocketOption::Default,
         },
         config_path: (!stdin).then(|| a.config.clone()),
+        relay: a.output,
     };
     let code = crate::supervisor::run(config, options)?;
     Ok(ExitCode::from(code.clamp(0, 255) as u8))

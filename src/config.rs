@@ -103,6 +103,10 @@ pub struct Helper {
     /// children, and so on; the last one applies to every deeper generation.
     #[serde(default, rename = "generation")]
     pub generations: Vec<GenerationPolicy>,
+    /// Where its standard output and error go: `capture` (the default: kept, relayed named,
+    /// logged), `inherit` (foster's own) or `null`.
+    #[serde(default)]
+    pub output: crate::output::Mode,
 }
 
 impl Helper {
@@ -1297,6 +1301,23 @@ mod tests {
         let e = helper_err("group = 4294967295\n");
         assert!(e.message.contains("(gid_t)-1"), "{e}");
         assert_eq!(e.key.as_deref(), Some("helper[1].group"), "{e}");
+    }
+
+    #[test]
+    fn output_is_capture_inherit_or_null() {
+        use crate::output::Mode;
+        assert_eq!(ok(HELPER).helpers[0].output, Mode::Capture);
+        for (text, mode) in [
+            ("capture", Mode::Capture),
+            ("inherit", Mode::Inherit),
+            ("null", Mode::Null),
+        ] {
+            let c = ok(&format!("{HELPER}output = \"{text}\"\n"));
+            assert_eq!(c.helpers[0].output, mode);
+        }
+        let e = helper_err("output = \"file\"\n");
+        assert_eq!(e.key.as_deref(), Some("helper[1].output"), "{e}");
+        assert!(e.message.contains("`capture`, `inherit`, `null`"), "{e}");
     }
 
     #[test]

@@ -43,7 +43,9 @@ pub struct DemoOptions {
     /// The control socket (default: `demo.sock` in the default socket directory).
     pub socket: Option<PathBuf>,
     /// Send the supervisor's standard output and error to a file beside the socket (its path
-    /// with `.log`) instead of the terminal, which the dashboard owns.
+    /// with `.log`) instead of the terminal, which the dashboard owns; the helpers' lines are
+    /// then kept but not relayed (`foster run --output none`). Otherwise they are relayed among
+    /// the events (as JSON with `json`).
     pub log_to_file: bool,
 }
 
@@ -102,6 +104,19 @@ pub fn start(opts: &DemoOptions) -> io::Result<Demo> {
         "--socket-fd".into(),
         listener.as_raw_fd().to_string().into(),
     ];
+    // The helpers' output: not on the terminal while the dashboard owns it (kept, for its
+    // log pane), as JSON among JSON events, else named lines among the events.
+    args.push("--output".into());
+    args.push(
+        if opts.log_to_file {
+            "none"
+        } else if opts.json {
+            "json"
+        } else {
+            "text"
+        }
+        .into(),
+    );
     args.push("-".into());
     let mut spec = LaunchSpec::new(&exe, args, Policy::term());
     spec.stdin = Some(config_r);

@@ -1,6 +1,7 @@
 //! Supervision events: what `foster run` reports, in one type.
 //!
-//! Owns [`Event`] (launch, exit, reparented, restart, give-up, signal, shutdown), its JSON form
+//! Owns [`Event`] (launch, exit, reparented, restart, give-up, signal, output dropped,
+//! shutdown), its JSON form
 //! (one object per line, `"event"` naming the kind, `"ts_ms"` the wall-clock time in
 //! milliseconds since the Unix epoch), its one rendering for people (`Display`: `foster ctl
 //! events`, the dashboard's events pane, `foster demo`) and [`EventLog`], the `--events-log
@@ -81,6 +82,10 @@ pub enum Event {
         signal: String,
         reason: SignalReason,
     },
+    /// `lines` lines of a helper's output were not relayed to foster's standard output, which
+    /// did not take them fast enough, since the last such event (they are still kept and
+    /// logged; see `docs/output.md`).
+    OutputDropped { helper: String, lines: u64 },
     /// Orderly shutdown began (the signal that asked for it, if any).
     Shutdown { signal: Option<String> },
     /// foster is exiting with this status.
@@ -106,7 +111,7 @@ impl Event {
     pub fn is_warning(&self) -> bool {
         match self {
             Event::Reparented { classification, .. } => !classification.is_expected(),
-            Event::GiveUp { .. } | Event::LaunchFailed { .. } => true,
+            Event::GiveUp { .. } | Event::LaunchFailed { .. } | Event::OutputDropped { .. } => true,
             _ => false,
         }
     }
@@ -241,6 +246,13 @@ impl fmt::Display for Event {
                     SignalReason::GraceExpired => "grace expired",
                     SignalReason::Control => "asked through the control socket",
                 }
+            ),
+            Event::OutputDropped { helper, lines } => write!(
+                f,
+                "{lines} line{} of {}'s output not shown: foster's standard output is too slow \
+                 (they are kept and logged)",
+                if *lines == 1 { "" } else { "s" },
+                text(helper)
             ),
             Event::Shutdown { signal } => match signal {
                 Some(s) => write!(f, "shutting down ({})", text(s)),
@@ -603,6 +615,14 @@ mod tests {
                     reason: SignalReason::OrphanPolicy,
                 },
                 "sent SIGTERM to 7 (orphan policy)",
+            ),
+            (
+                Event::OutputDropped {
+                    helper: "web".into(),
+                    lines: 120,
+                },
+                "120 lines of web's output not shown: foster's standard output is too slow \
+                 (they are kept and logged)",
             ),
             (
                 Event::Shutdown { signal: None },

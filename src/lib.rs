@@ -23,6 +23,7 @@
 //! - [`qualify`]: the lifecycle harness behind `foster qualify` and the gate's tests.
 //! - [`reaper`]: the one owner of all waiting: SIGCHLD through signalfd, routed statuses.
 //! - [`adoption`]: expected identities; classification of reparented processes.
+//! - [`output`]: helpers' output: captured through pipes, cut into lines, kept, relayed named.
 //! - [`event`]: supervision events and the JSON-lines events log.
 //! - [`config`]: the TOML configuration of `foster run`.
 //! - [`restart`]: a helper's restart/backoff state machine.
@@ -69,6 +70,7 @@ pub mod identity;
 pub mod init;
 pub mod lifeline;
 pub mod logging;
+pub mod output;
 pub mod policy;
 pub mod procstat;
 pub mod qualify;

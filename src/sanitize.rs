@@ -65,6 +65,24 @@ pub fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<St
 /// are not UTF-8 as `\xNN`.
 pub fn escape(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len());
+    escape_to(bytes, &mut out);
+    out
+}
+
+/// [`escape`], appended to `out` (a line being built): printable ASCII other than `\` is
+/// copied as it is, without going through characters.
+pub fn escape_into(bytes: &[u8], out: &mut Vec<u8>) {
+    if bytes
+        .iter()
+        .all(|&b| (0x20..0x7f).contains(&b) && b != b'\\')
+    {
+        out.extend_from_slice(bytes);
+    } else {
+        out.extend_from_slice(escape(bytes).as_bytes());
+    }
+}
+
+fn escape_to(bytes: &[u8], out: &mut String) {
     for chunk in bytes.utf8_chunks() {
         for c in chunk.valid().chars() {
             match c {
@@ -86,7 +104,6 @@ pub fn escape(bytes: &[u8]) -> String {
             let _ = write!(out, "\\x{b:02x}");
         }
     }
-    out
 }
 
 /// Like [`escape`], for a command line: arguments joined by spaces, each escaped.

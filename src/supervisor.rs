@@ -13,10 +13,12 @@
 //! [`run`] is called on the main thread before any other thread exists. It blocks SIGCHLD and
 //! every signal of [`signals`]' table there first (each signal whose default action would end
 //! foster: shutdown, reopen the logs, or ignore), so every thread created afterwards (the
-//! launcher, the runtime) has them blocked, and they are consumed only through signalfds. The
-//! event loop is a single-threaded tokio runtime waiting on those signalfds, the parents' epoll
-//! (`watch.rs`) and the control socket: no timer is armed unless a restart delay or a grace
-//! period is pending, so an idle supervisor does not wake up.
+//! launcher, the output's reader and relay, the runtime) has them blocked, and they are
+//! consumed only through signalfds. The event loop is a single-threaded tokio runtime waiting
+//! on those signalfds, the parents' epoll (`watch.rs`), the control socket and the output's
+//! reports ([`crate::output`]): no timer is armed unless a restart delay or a grace period is
+//! pending, so an idle supervisor does not wake up. The helpers' output is read, kept and
+//! relayed on threads of its own, never on this loop.
 //!
 //! ## Exit statuses
 //!
@@ -75,6 +77,8 @@ pub struct Options {
     pub socket: SocketOption,
     /// The configuration file, as given (shown by `status`, names the default socket).
     pub config_path: Option<PathBuf>,
+    /// What foster writes on its standard output for its helpers' captured lines.
+    pub relay: crate::output::Format,
 }
 
 /// Where the control socket goes.
@@ -114,13 +118,27 @@ pub fn run(config: Config, options: Options) -> io::Result<i32> {
     };
     // Bound before any thread exists: binding sets the umask for an instant.
     let bound = bind_socket(&options)?;
+    // The output threads start here, after the signals are blocked: they inherit the mask.
+    let output = crate::output::start(&helper_outputs(&config), options.relay)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .enable_io()
         .build()?;
-    let mut sup = Supervisor::new(config, contained, events)?;
+    let mut sup = Supervisor::new(config, contained, events, output)?;
     sup.control = control::Control::new(options.config_path.clone(), bound);
     rt.block_on(sup.run())
+}
+
+/// What the output capture needs of each helper.
+fn helper_outputs(config: &Config) -> Vec<crate::output::HelperOutput> {
+    config
+        .helpers
+        .iter()
+        .map(|h| crate::output::HelperOutput {
+            name: h.name().to_string(),
+            mode: h.output,
+        })
+        .collect()
 }
 
 /// Binds the control socket `options` ask for.
@@ -341,10 +359,17 @@ struct Supervisor {
     /// The ignored signals already logged.
     ignored_logged: signals::Logged,
     control: control::Control,
+    /// The helpers' output: pipes, kept lines, relay (taken at the end, to be finished).
+    output: Option<crate::output::Capture>,
 }
 
 impl Supervisor {
-    fn new(config: Config, contained: bool, events: Option<EventLog>) -> io::Result<Supervisor> {
+    fn new(
+        config: Config,
+        contained: bool,
+        events: Option<EventLog>,
+        output: crate::output::Capture,
+    ) -> io::Result<Supervisor> {
         let me = Identity::current().map_err(io::Error::other)?;
         let reaper = Reaper::new()?;
         // SAFETY: a set built by sigemptyset/sigaddset.
@@ -391,6 +416,7 @@ impl Supervisor {
             signal_fd,
             ignored_logged: signals::Logged::default(),
             control: control::Control::new(None, None),
+            output: Some(output),
         })
     }
 
@@ -455,6 +481,12 @@ impl Supervisor {
         self.rescan();
         loop {
             if let Some(code) = self.finished() {
+                // Nothing of the tree is left: the last lines, then the last counts.
+                if let Some(output) = self.output.take() {
+                    for r in output.finish() {
+                        self.on_output_report(r);
+                    }
+                }
                 self.emit(Event::Stopped { exit_status: code });
                 if let Some(s) = server.take() {
                     s.finish(Duration::from_millis(300)).await;
@@ -485,7 +517,17 @@ impl Supervisor {
                     g.clear_ready();
                 }
                 _ = sleep_until(next), if next.is_some() => self.fire_timers(),
+                r = output_report(&mut self.output) => self.on_output_report(r),
                 cmd = control::recv(&mut server) => self.on_command(cmd),
+            }
+        }
+    }
+
+    /// A report of the output's reading thread.
+    fn on_output_report(&mut self, r: crate::output::Report) {
+        match r {
+            crate::output::Report::Dropped { helper, lines } => {
+                self.emit(Event::OutputDropped { helper, lines })
             }
         }
     }
@@ -562,10 +604,19 @@ impl Supervisor {
     fn launch(&mut self, i: usize) {
         let helper = self.config.helpers[i].clone();
         let name = helper.name().to_string();
-        let spec = match self.spec(&helper) {
+        let mut spec = match self.spec(&helper) {
             Ok(s) => s,
             Err(e) => return self.launch_error(i, SpawnError::Credentials(e)),
         };
+        if let Some(output) = &self.output {
+            match output.stdio(i) {
+                Ok(stdio) => (spec.stdout, spec.stderr) = stdio,
+                Err(e) => {
+                    let e = SpawnError::Io("cannot copy its output pipes".into(), e);
+                    return self.launch_error(i, e);
+                }
+            }
+        }
         let spawner = &self.spawner;
         let mut failed: Option<String> = None;
         let mut pidfd = None;
@@ -1017,6 +1068,14 @@ pub fn has_children() -> bool {
         )
     };
     r == 0
+}
+
+/// The next report of the output's reading thread (pending forever without one).
+async fn output_report(output: &mut Option<crate::output::Capture>) -> crate::output::Report {
+    match output {
+        Some(o) => o.report().await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn sleep_until(when: Option<Instant>) {

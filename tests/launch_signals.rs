@@ -154,7 +154,7 @@ fn run_helpers_get_an_empty_mask_and_the_callers_dispositions() {
     let cfg = d.file(
         "c.toml",
         &format!(
-            "[[helper]]\nname = \"probe\"\ncommand = {:?}\n",
+            "[[helper]]\nname = \"probe\"\noutput = \"inherit\"\ncommand = {:?}\n",
             PROBE.to_vec()
         ),
     );

@@ -1097,7 +1097,7 @@ fn helpers_get_a_clean_signal_state_and_inherited_ignores_stay() {
     let cfg = d.file(
         "c.toml",
         &format!(
-            "[[helper]]\nname = \"{tag}-probe\"\n\
+            "[[helper]]\nname = \"{tag}-probe\"\noutput = \"inherit\"\n\
              command = [\"/bin/grep\", \"-E\", \"^Sig(Blk|Ign)\", \"/proc/self/status\"]\n\
              [[helper]]\nname = \"{tag}\"\ncommand = [\"/bin/sleep\", \"1000\"]\n"
         ),
@@ -1321,7 +1321,7 @@ fn a_helper_with_user_alone_gets_the_users_groups() {
     // Each probe prints one line: its tag, then its Uid, Gid and Groups lines.
     let probe = |name: &str, user: &str| {
         format!(
-            "[[helper]]\nname = \"{tag}-{name}\"\nuser = \"{user}\"\n\
+            "[[helper]]\nname = \"{tag}-{name}\"\nuser = \"{user}\"\noutput = \"inherit\"\n\
              command = [\"/usr/bin/awk\", \"-v\", \"t={name}\", \
              \"/^(Uid|Gid|Groups):/ {{ printf \\\"%s\\\\n\\\", $0 }} END {{ print t }}\", \
              \"/proc/self/status\"]\n"

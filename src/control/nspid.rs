@@ -257,6 +257,7 @@ impl PidMap {
             Event::LaunchFailed { .. }
             | Event::Restart { .. }
             | Event::GiveUp { .. }
+            | Event::OutputDropped { .. }
             | Event::Shutdown { .. }
             | Event::Stopped { .. } => {}
         }

@@ -1,7 +1,8 @@
 //! `foster demo` in a terminal: the dashboard attached to the demo's supervisor.
 //!
 //! Owns [`run`]: it starts the demo's supervisor ([`crate::demo::start`], its output sent to a
-//! log file so that nothing but the dashboard writes to the terminal), runs the dashboard on its
+//! log file and its helpers' lines kept but not relayed, so that nothing but the dashboard
+//! writes to the terminal), runs the dashboard on its
 //! control socket, and, however the dashboard ends (`q`, a termination signal, an error), stops
 //! the supervisor (SIGTERM: its orderly shutdown, which ends the whole tree) and waits until it
 //! has ended, so that nothing the demo started is left running.

@@ -1,0 +1,488 @@
+//! Capture: the pipes of every helper and the one thread that reads them.
+//!
+//! Owns [`start`] and [`Capture`], what the supervisor holds: for each helper whose output is
+//! captured, two pipes (standard output, standard error) made once and kept for the helper's
+//! whole life; foster keeps their write ends (close-on-exec) and hands a copy of each to every
+//! launch ([`Capture::stdio`]), so whatever of the helper's tree still writes, and a helper
+//! that printed and exited at once, reach the same pipe. The read ends (non-blocking) sit in
+//! one epoll on a thread of their own, which waits without a timeout unless a count of lines
+//! not relayed is due (see the module docs of [`crate::output`]): an idle helper costs foster
+//! no wake-up. Each readable pipe is read in 64 KiB chunks (a few per turn, so that one helper
+//! cannot starve the others), cut into lines, and each line kept, written and offered to the
+//! relay; log files are flushed whenever epoll has nothing more ready, so no timer is needed.
+//!
+//! Counts of lines the relay could not take go to the supervisor as [`Report`]s, at most one
+//! per helper per [`REPORT_EVERY`] while they go on, and one when they stop.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::mpsc as std_mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use nix::fcntl::OFlag;
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
+use nix::sys::eventfd::{EfdFlags, EventFd};
+use tokio::sync::mpsc as tokio_mpsc;
+use tracing::warn;
+
+use super::line::Splitter;
+use super::relay::{Format, Offer, Relay};
+use super::{Line, Mode, Output, Stream, ring};
+
+/// Counts of lines not relayed are reported at most this often per helper.
+pub const REPORT_EVERY: Duration = Duration::from_secs(1);
+
+/// Bytes read at once from a pipe.
+const CHUNK: usize = 64 * 1024;
+
+/// Chunks read from one pipe before the others get their turn.
+const CHUNKS_PER_TURN: usize = 4;
+
+/// At foster's end, what is read from a pipe at most (its writers are gone: what is left is
+/// the pipe's buffer; this bounds a writer outside the tree that got the descriptor somehow).
+const FINAL_DRAIN: usize = 16 << 20;
+
+/// What a helper's output needs: its name and where its output goes.
+#[derive(Debug, Clone)]
+pub struct HelperOutput {
+    pub name: String,
+    pub mode: Mode,
+}
+
+/// Something the reading thread tells the supervisor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Report {
+    /// `lines` lines of `helper` were not relayed to foster's standard output (its queue was
+    /// full) since the last report.
+    Dropped { helper: String, lines: u64 },
+}
+
+/// Where a helper's standard output and error go, held for its life.
+#[derive(Debug)]
+enum Stdio {
+    /// The write ends of its two pipes.
+    Pipes {
+        out: OwnedFd,
+        err: OwnedFd,
+    },
+    Inherit,
+    /// `/dev/null`, open for writing.
+    Null(OwnedFd),
+}
+
+enum Command {
+    /// Read what is left, flush everything, end.
+    Finish,
+}
+
+/// The capture of every helper's output, held by the supervisor.
+#[derive(Debug)]
+pub struct Capture {
+    output: Arc<Output>,
+    stdio: Vec<Stdio>,
+    commands: std_mpsc::Sender<Command>,
+    wake: Option<Arc<EventFd>>,
+    reports: tokio_mpsc::UnboundedReceiver<Report>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Makes the pipes of every helper whose output is captured and starts the reading thread
+/// (and the relay thread, unless `format` is [`Format::None`]); no thread when no helper is
+/// captured. Threads started here inherit the caller's signal mask.
+pub fn start(helpers: &[HelperOutput], format: Format) -> io::Result<Capture> {
+    let names: Vec<&str> = helpers.iter().map(|h| h.name.as_str()).collect();
+    let output = Arc::new(Output::new(
+        &names,
+        ring::DEFAULT_LINES,
+        ring::DEFAULT_BYTES,
+    ));
+    let (reports_tx, reports) = tokio_mpsc::unbounded_channel();
+    let (commands, commands_rx) = std_mpsc::channel();
+    let mut stdio = Vec::with_capacity(helpers.len());
+    let mut sources = Vec::new();
+    let mut null: Option<OwnedFd> = None;
+    for (i, h) in helpers.iter().enumerate() {
+        stdio.push(match h.mode {
+            Mode::Inherit => Stdio::Inherit,
+            Mode::Null => {
+                let fd = match &null {
+                    Some(fd) => fd.try_clone()?,
+                    None => null.insert(open_null()?).try_clone()?,
+                };
+                Stdio::Null(fd)
+            }
+            Mode::Capture => {
+                let (out_r, out) = pipe()?;
+                let (err_r, err) = pipe()?;
+                for (fd, stream) in [(out_r, Stream::Stdout), (err_r, Stream::Stderr)] {
+                    sources.push(Source {
+                        helper: i,
+                        stream,
+                        fd,
+                        split: Splitter::new(),
+                        open: true,
+                    });
+                }
+                Stdio::Pipes { out, err }
+            }
+        });
+    }
+    if sources.is_empty() {
+        return Ok(Capture {
+            output,
+            stdio,
+            commands,
+            wake: None,
+            reports,
+            thread: None,
+        });
+    }
+    let relay = match format {
+        Format::None => None,
+        _ => {
+            let out = nix::unistd::dup(std::io::stdout().as_fd()).map_err(io::Error::from)?;
+            // Relayed names: the captured helpers'.
+            let relayed: Vec<&str> = helpers
+                .iter()
+                .filter(|h| h.mode == Mode::Capture)
+                .map(|h| h.name.as_str())
+                .collect();
+            let colour = super::relay::colour_for(&out);
+            Some(Relay::start(out, format, &relayed, colour)?)
+        }
+    };
+    let wake = Arc::new(
+        EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
+            .map_err(io::Error::from)?,
+    );
+    let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(io::Error::from)?;
+    for (k, s) in sources.iter().enumerate() {
+        epoll
+            .add(s.fd.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, k as u64))
+            .map_err(io::Error::from)?;
+    }
+    epoll
+        .add(wake.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, WAKE))
+        .map_err(io::Error::from)?;
+    let mut reader = Reader {
+        epoll,
+        sources,
+        output: output.clone(),
+        relay,
+        drops: helpers.iter().map(|_| Drops::default()).collect(),
+        reports: reports_tx,
+        names: names.iter().map(|n| n.to_string()).collect(),
+        buf: vec![0; CHUNK],
+        pieces: Vec::new(),
+        lines: Vec::new(),
+        wake: wake.clone(),
+        commands: commands_rx,
+        finishing: false,
+    };
+    let thread = std::thread::Builder::new()
+        .name("foster-output".into())
+        .spawn(move || reader.run())?;
+    Ok(Capture {
+        output,
+        stdio,
+        commands,
+        wake: Some(wake),
+        reports,
+        thread: Some(thread),
+    })
+}
+
+/// A pipe: (read end, non-blocking; write end), both close-on-exec.
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(io::Error::from)?;
+    let flags = nix::fcntl::fcntl(&r, nix::fcntl::FcntlArg::F_GETFL).map_err(io::Error::from)?;
+    nix::fcntl::fcntl(
+        &r,
+        nix::fcntl::FcntlArg::F_SETFL(OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK),
+    )
+    .map_err(io::Error::from)?;
+    Ok((r, w))
+}
+
+fn open_null() -> io::Result<OwnedFd> {
+    Ok(std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/null")?
+        .into())
+}
+
+impl Capture {
+    /// The kept lines and live followers of every helper.
+    pub fn output(&self) -> &Arc<Output> {
+        &self.output
+    }
+
+    /// The standard output and error for a launch of helper `i` (`None`: foster's own): copies
+    /// of its pipes' write ends, or of `/dev/null`.
+    pub fn stdio(&self, i: usize) -> io::Result<(Option<OwnedFd>, Option<OwnedFd>)> {
+        Ok(match self.stdio.get(i) {
+            Some(Stdio::Pipes { out, err }) => (Some(out.try_clone()?), Some(err.try_clone()?)),
+            Some(Stdio::Null(fd)) => (Some(fd.try_clone()?), Some(fd.try_clone()?)),
+            Some(Stdio::Inherit) | None => (None, None),
+        })
+    }
+
+    /// The next report of the reading thread (pending forever when there is none to come).
+    pub async fn report(&mut self) -> Report {
+        match self.reports.recv().await {
+            Some(r) => r,
+            None => std::future::pending().await,
+        }
+    }
+
+    fn command(&self, c: Command) -> bool {
+        let Some(wake) = &self.wake else {
+            return false;
+        };
+        if self.commands.send(c).is_err() {
+            return false;
+        }
+        let _ = wake.write(1);
+        true
+    }
+
+    /// foster's end: closes foster's write ends, reads what the pipes still hold, flushes the
+    /// log files, lets the relay write what it has queued (see [`Relay::finish`]), and returns
+    /// the reports not yet taken. Call it once nothing of the tree is left.
+    pub fn finish(mut self) -> Vec<Report> {
+        self.stdio.clear();
+        if self.command(Command::Finish) {
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
+        }
+        let mut left = Vec::new();
+        while let Ok(r) = self.reports.try_recv() {
+            left.push(r);
+        }
+        left
+    }
+}
+
+/// epoll's data for the command eventfd.
+const WAKE: u64 = u64::MAX;
+
+struct Source {
+    helper: usize,
+    stream: Stream,
+    fd: OwnedFd,
+    split: Splitter,
+    open: bool,
+}
+
+/// Lines of one helper the relay could not take.
+#[derive(Debug, Default)]
+struct Drops {
+    /// Not yet reported.
+    pending: u64,
+    /// The last report.
+    last: Option<Instant>,
+}
+
+impl Drops {
+    /// Whether its count may be reported at `now`.
+    fn due(&self, now: Instant) -> bool {
+        self.last.is_none_or(|t| now >= t + REPORT_EVERY)
+    }
+
+    /// When its count may be reported (`now` when it may already).
+    fn due_at(&self, now: Instant) -> Instant {
+        self.last.map_or(now, |t| (t + REPORT_EVERY).max(now))
+    }
+}
+
+struct Reader {
+    epoll: Epoll,
+    sources: Vec<Source>,
+    output: Arc<Output>,
+    relay: Option<Relay>,
+    drops: Vec<Drops>,
+    reports: tokio_mpsc::UnboundedSender<Report>,
+    names: Vec<String>,
+    buf: Vec<u8>,
+    pieces: Vec<(Box<[u8]>, bool)>,
+    lines: Vec<Arc<Line>>,
+    wake: Arc<EventFd>,
+    commands: std_mpsc::Receiver<Command>,
+    finishing: bool,
+}
+
+/// Milliseconds since the Unix epoch, now.
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Reader {
+    fn run(&mut self) {
+        let mut events = vec![EpollEvent::empty(); 64];
+        while !self.finishing {
+            let mut n = self.wait(&mut events, EpollTimeout::ZERO);
+            if n == 0 {
+                // Nothing more ready: what is buffered goes out now, not on a timer.
+                self.idle();
+                n = self.wait(&mut events, self.timeout());
+            }
+            for e in &events[..n] {
+                match e.data() {
+                    WAKE => self.commands(),
+                    k => self.read(k as usize, CHUNKS_PER_TURN * CHUNK),
+                }
+            }
+            self.report(false);
+        }
+        self.end();
+    }
+
+    fn wait(&self, events: &mut [EpollEvent], timeout: EpollTimeout) -> usize {
+        loop {
+            match self.epoll.wait(events, timeout) {
+                Ok(n) => return n,
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => {
+                    warn!("epoll_wait on the helpers' output pipes: {e}");
+                    return 0;
+                }
+            }
+        }
+    }
+
+    /// No timeout, unless a count of lines not relayed waits for its turn.
+    fn timeout(&self) -> EpollTimeout {
+        let now = Instant::now();
+        let due = self
+            .drops
+            .iter()
+            .filter(|d| d.pending > 0)
+            .map(|d| d.due_at(now))
+            .min();
+        match due {
+            None => EpollTimeout::NONE,
+            Some(t) => {
+                let left = t.saturating_duration_since(now);
+                // Rounded up: a timeout of 0 ms before the instant would spin.
+                let ms = left.as_micros().div_ceil(1000).min(i32::MAX as u128);
+                EpollTimeout::try_from(ms as i32).unwrap_or(EpollTimeout::NONE)
+            }
+        }
+    }
+
+    fn commands(&mut self) {
+        let _ = self.wake.read();
+        while let Ok(c) = self.commands.try_recv() {
+            match c {
+                Command::Finish => self.finishing = true,
+            }
+        }
+    }
+
+    /// Reads source `k`: until the pipe is empty or `budget` bytes were read.
+    fn read(&mut self, k: usize, budget: usize) {
+        let mut left = budget;
+        while self.sources[k].open && left > 0 {
+            let fd = self.sources[k].fd.as_raw_fd();
+            // SAFETY: reads into our own buffer of its length.
+            let n = unsafe { libc::read(fd, self.buf.as_mut_ptr().cast(), self.buf.len()) };
+            if n < 0 {
+                match io::Error::last_os_error().kind() {
+                    io::ErrorKind::Interrupted => continue,
+                    io::ErrorKind::WouldBlock => return,
+                    _ => {
+                        warn!(
+                            "cannot read the {} of helper {}: {}; it is no longer captured",
+                            self.sources[k].stream.name(),
+                            self.names[self.sources[k].helper],
+                            io::Error::last_os_error()
+                        );
+                        self.close(k);
+                        return;
+                    }
+                }
+            }
+            if n == 0 {
+                self.close(k);
+                return;
+            }
+            let n = n as usize;
+            left = left.saturating_sub(n);
+            let s = &mut self.sources[k];
+            let pieces = &mut self.pieces;
+            s.split
+                .feed(&self.buf[..n], |p, cont| pieces.push((Box::from(p), cont)));
+            self.deliver(k);
+        }
+    }
+
+    /// Every writer is gone: the last line, and the pipe leaves the epoll.
+    fn close(&mut self, k: usize) {
+        let s = &mut self.sources[k];
+        s.open = false;
+        let _ = self.epoll.delete(s.fd.as_fd());
+        let pieces = &mut self.pieces;
+        s.split.finish(|p, cont| pieces.push((Box::from(p), cont)));
+        self.deliver(k);
+    }
+
+    /// The pieces cut from source `k`: kept, sent to followers, offered to the relay.
+    fn deliver(&mut self, k: usize) {
+        if self.pieces.is_empty() {
+            return;
+        }
+        let (i, stream) = (self.sources[k].helper, self.sources[k].stream);
+        self.output
+            .publish(i, stream, now_ms(), &mut self.pieces, &mut self.lines);
+        for line in self.lines.drain(..) {
+            if let Some(relay) = &self.relay
+                && relay.offer(&line) == Offer::Full
+            {
+                self.drops[i].pending += 1;
+            }
+        }
+    }
+
+    /// Nothing is ready.
+    fn idle(&mut self) {
+        self.report(false);
+    }
+
+    /// Reports the counts that are due (all of them when `all`).
+    fn report(&mut self, all: bool) {
+        let now = Instant::now();
+        for (i, d) in self.drops.iter_mut().enumerate() {
+            if d.pending > 0 && (all || d.due(now)) {
+                let _ = self.reports.send(Report::Dropped {
+                    helper: self.names[i].clone(),
+                    lines: d.pending,
+                });
+                d.pending = 0;
+                d.last = Some(now);
+            }
+        }
+    }
+
+    /// foster's end: what the pipes still hold, the lines held, the last counts, the relay.
+    fn end(&mut self) {
+        for k in 0..self.sources.len() {
+            self.read(k, FINAL_DRAIN);
+            if self.sources[k].open {
+                let s = &mut self.sources[k];
+                let pieces = &mut self.pieces;
+                s.split.finish(|p, cont| pieces.push((Box::from(p), cont)));
+                self.deliver(k);
+            }
+        }
+        self.idle();
+        self.report(true);
+        if let Some(r) = self.relay.take() {
+            r.finish();
+        }
+    }
+}

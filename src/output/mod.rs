@@ -1,0 +1,319 @@
+//! The output of helpers: captured, cut into lines, kept, written to files, relayed, streamed.
+//!
+//! Each helper whose `output` is `capture` (the default) writes its standard output and error
+//! into two pipes foster makes once for it and keeps for its whole life, across restarts: every
+//! launch gets a copy of the write ends, so the helper's whole tree, grandchildren and adopted
+//! orphans of earlier launches included, writes into the same two pipes and stays attributed to
+//! it, and what a helper printed just before it exited is still in the pipe when foster reads.
+//!
+//! One thread of its own reads every pipe (`capture.rs`: epoll, no timeout, so an idle helper
+//! costs no wake-up), cuts the bytes into lines (`line.rs`, at most [`line::MAX_LINE`] a piece),
+//! and for each line: keeps it in the helper's [`ring::Ring`] and sends it to the live
+//! followers ([`Output`]), appends it to the helper's log file when one is configured
+//! (`file.rs`), and offers it to the relay (`relay.rs`), which writes `NAME | line` (or JSON)
+//! to foster's standard output from a thread of its own.
+//!
+//! **What is never lost, and what may be.** The ring, the files and the followers' broadcast
+//! get every line. A slow disk slows the reading thread, and through the pipe the helper: a log
+//! file is a record, and it waits for the disk as the helper would have. foster's own standard
+//! output is a terminal or a pipe someone else reads: it must never stall the helpers, so the
+//! relay takes lines through a bounded queue, and when the queue is full the line is not
+//! relayed (it is still kept and written): the count of lines not relayed is reported per
+//! helper as the `output_dropped` event, at most once a second while it goes on and once when
+//! it ends. A follower that lags behind the broadcast is told how many lines it missed.
+//! `docs/output.md` is the reference.
+
+mod capture;
+pub mod line;
+mod relay;
+pub mod ring;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
+
+pub use capture::{Capture, HelperOutput, Report, start};
+pub use relay::Format;
+
+/// Lines a live follower may be behind before it loses the oldest (and is told how many).
+pub const FOLLOW_RING: usize = 1024;
+
+/// Where a helper's standard output and error go (`output` in the configuration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Into foster's pipes: kept, logged, relayed (the default).
+    #[default]
+    Capture,
+    /// foster's own standard output and error, as they are (for interactive use).
+    Inherit,
+    /// `/dev/null`.
+    Null,
+}
+
+/// Which of a helper's two streams a line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+impl Stream {
+    /// `stdout` or `stderr`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        }
+    }
+}
+
+/// One line of a helper's output (or one piece of a line longer than [`line::MAX_LINE`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    /// Counts every line of this supervisor from 1, all helpers together: the order lines
+    /// were read in, and a gap a follower can see.
+    pub seq: u64,
+    /// The helper whose pipe it came through.
+    pub helper: Arc<str>,
+    pub stream: Stream,
+    /// When foster read it, milliseconds since the Unix epoch (the events log's clock).
+    pub ts_ms: u64,
+    /// The line goes on in the next piece of the same helper and stream (it was longer than
+    /// [`line::MAX_LINE`]).
+    pub continued: bool,
+    /// The line's bytes, newline excluded, exactly as written.
+    pub bytes: Box<[u8]>,
+}
+
+impl ring::Weigh for Arc<Line> {
+    fn weight(&self) -> usize {
+        self.bytes.len() + self.helper.len()
+    }
+}
+
+/// The JSON form of a line (`--output json`, and the control socket's): `helper`, `stream`,
+/// `pid` (always null: a pipe does not say which process of the helper's tree wrote), `ts_ms`,
+/// `text` (the bytes as UTF-8, each invalid sequence as U+FFFD), `text_escaped` when the bytes
+/// are not valid UTF-8 (the exact bytes in [`crate::sanitize::escape`]'s lossless form, as
+/// `foster tree --json` gives names), and `continued: true` on a piece that the next one
+/// continues.
+impl Serialize for Line {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let utf8 = std::str::from_utf8(&self.bytes).ok();
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("helper", &*self.helper)?;
+        m.serialize_entry("stream", &self.stream)?;
+        m.serialize_entry("pid", &None::<i32>)?;
+        m.serialize_entry("ts_ms", &self.ts_ms)?;
+        match utf8 {
+            Some(t) => m.serialize_entry("text", t)?,
+            None => {
+                m.serialize_entry("text", &String::from_utf8_lossy(&self.bytes))?;
+                m.serialize_entry("text_escaped", &crate::sanitize::escape(&self.bytes))?;
+            }
+        }
+        if self.continued {
+            m.serialize_entry("continued", &true)?;
+        }
+        m.end()
+    }
+}
+
+/// The kept lines asked for, and a receiver of every line after them ([`Output::follow`]).
+pub type Following = (Vec<Arc<Line>>, broadcast::Receiver<Arc<Line>>);
+
+/// No helper of that name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no helper named {:?}", crate::sanitize::escape(.0.as_bytes()))]
+pub struct UnknownHelper(pub String);
+
+/// The kept lines of every helper and the live followers: shared by the reading thread, which
+/// adds lines, and whoever shows them (the control socket, the dashboard).
+#[derive(Debug)]
+pub struct Output {
+    names: Vec<Arc<str>>,
+    kept: Mutex<Kept>,
+}
+
+#[derive(Debug)]
+struct Kept {
+    seq: u64,
+    rings: Vec<ring::Ring<Arc<Line>>>,
+    tx: broadcast::Sender<Arc<Line>>,
+}
+
+impl Output {
+    /// Kept lines for these helpers (in configuration order), each ring within `max_lines`
+    /// and `max_bytes`.
+    pub fn new(names: &[&str], max_lines: usize, max_bytes: usize) -> Output {
+        let (tx, _) = broadcast::channel(FOLLOW_RING);
+        Output {
+            names: names.iter().map(|n| Arc::from(*n)).collect(),
+            kept: Mutex::new(Kept {
+                seq: 0,
+                rings: names
+                    .iter()
+                    .map(|_| ring::Ring::new(max_lines, max_bytes))
+                    .collect(),
+                tx,
+            }),
+        }
+    }
+
+    /// The helpers, in configuration order.
+    pub fn helpers(&self) -> &[Arc<str>] {
+        &self.names
+    }
+
+    fn index(&self, helper: &str) -> Result<usize, UnknownHelper> {
+        self.names
+            .iter()
+            .position(|n| &**n == helper)
+            .ok_or_else(|| UnknownHelper(helper.to_string()))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.kept.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every line from now on, of every helper, in the order read. Never blocks the reading
+    /// thread: a receiver more than [`FOLLOW_RING`] lines behind loses the oldest and gets
+    /// `RecvError::Lagged(n)`, the number it missed, then goes on from the oldest still held.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Line>> {
+        self.lock().tx.subscribe()
+    }
+
+    /// The last `n` kept lines of `helper` (of every helper, merged in the order read, when
+    /// `None`), oldest first.
+    pub fn tail(&self, helper: Option<&str>, n: usize) -> Result<Vec<Arc<Line>>, UnknownHelper> {
+        let only = helper.map(|h| self.index(h)).transpose()?;
+        Ok(tail_of(&self.lock(), only, n))
+    }
+
+    /// [`Output::tail`] and [`Output::subscribe`] at one instant: no line is in both, none is
+    /// missed between them (`ctl logs -n N -f`).
+    pub fn follow(&self, helper: Option<&str>, n: usize) -> Result<Following, UnknownHelper> {
+        let only = helper.map(|h| self.index(h)).transpose()?;
+        let g = self.lock();
+        Ok((tail_of(&g, only, n), g.tx.subscribe()))
+    }
+
+    /// Numbers the lines read for helper `i`, keeps them and sends them to the followers (one
+    /// lock for the lot); the numbered lines are appended to `out`.
+    fn publish(
+        &self,
+        i: usize,
+        stream: Stream,
+        ts_ms: u64,
+        pieces: &mut Vec<(Box<[u8]>, bool)>,
+        out: &mut Vec<Arc<Line>>,
+    ) {
+        if pieces.is_empty() {
+            return;
+        }
+        let mut g = self.lock();
+        let g = &mut *g;
+        for (bytes, continued) in pieces.drain(..) {
+            g.seq += 1;
+            let line = Arc::new(Line {
+                seq: g.seq,
+                helper: self.names[i].clone(),
+                stream,
+                ts_ms,
+                continued,
+                bytes,
+            });
+            g.rings[i].push(line.clone());
+            // No follower: nothing is held (the broadcast refuses it at once).
+            let _ = g.tx.send(line.clone());
+            out.push(line);
+        }
+    }
+}
+
+fn tail_of(g: &Kept, only: Option<usize>, n: usize) -> Vec<Arc<Line>> {
+    match only {
+        Some(i) => g.rings[i].tail(n).cloned().collect(),
+        None => {
+            // The last n of all rings, by sequence number.
+            let mut all: BTreeMap<u64, &Arc<Line>> = BTreeMap::new();
+            for r in &g.rings {
+                for l in r.tail(n) {
+                    all.insert(l.seq, l);
+                    if all.len() > n {
+                        all.pop_first();
+                    }
+                }
+            }
+            all.into_values().cloned().collect()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pieces(v: &[&[u8]]) -> Vec<(Box<[u8]>, bool)> {
+        v.iter().map(|b| (Box::from(*b), false)).collect()
+    }
+
+    #[test]
+    fn tail_and_follow_see_each_line_once_in_order() {
+        let o = Output::new(&["a", "b"], 3, 1 << 20);
+        let mut out = Vec::new();
+        o.publish(0, Stream::Stdout, 1, &mut pieces(&[b"a1", b"a2"]), &mut out);
+        o.publish(1, Stream::Stderr, 2, &mut pieces(&[b"b1"]), &mut out);
+        o.publish(0, Stream::Stdout, 3, &mut pieces(&[b"a3", b"a4"]), &mut out);
+        assert_eq!(out.len(), 5);
+        let text = |v: &[Arc<Line>]| {
+            v.iter()
+                .map(|l| String::from_utf8_lossy(&l.bytes).into_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(text(&o.tail(Some("a"), 10).unwrap()), ["a2", "a3", "a4"]);
+        assert_eq!(text(&o.tail(Some("b"), 10).unwrap()), ["b1"]);
+        assert_eq!(text(&o.tail(None, 3).unwrap()), ["b1", "a3", "a4"]);
+        assert_eq!(text(&o.tail(None, 10).unwrap()), ["a2", "b1", "a3", "a4"]);
+        assert!(o.tail(Some("c"), 1).is_err());
+        let (past, mut rx) = o.follow(Some("b"), 5).unwrap();
+        assert_eq!(text(&past), ["b1"]);
+        o.publish(1, Stream::Stdout, 4, &mut pieces(&[b"b2"]), &mut out);
+        let next = rx.try_recv().unwrap();
+        assert_eq!((&*next.bytes, next.seq), (&b"b2"[..], 6));
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn json_keeps_the_bytes() {
+        let line = Line {
+            seq: 1,
+            helper: Arc::from("web"),
+            stream: Stream::Stderr,
+            ts_ms: 7,
+            continued: true,
+            bytes: Box::from(&b"a\x1b[31m\xff"[..]),
+        };
+        let v: serde_json::Value =
+            serde_json::from_str(&crate::sanitize::to_json(&line).unwrap()).unwrap();
+        assert_eq!(v["helper"], "web");
+        assert_eq!(v["stream"], "stderr");
+        assert!(v["pid"].is_null());
+        assert_eq!(v["ts_ms"], 7);
+        assert_eq!(v["text"], "a\x1b[31m\u{fffd}");
+        assert_eq!(v["text_escaped"], "a\\e[31m\\xff");
+        assert_eq!(v["continued"], true);
+        let plain = Line {
+            continued: false,
+            bytes: Box::from(&b"ok"[..]),
+            ..line
+        };
+        let v = serde_json::to_value(&plain).unwrap();
+        assert!(v.get("text_escaped").is_none() && v.get("continued").is_none());
+    }
+}

@@ -1,0 +1,345 @@
+//! The relay: helpers' lines on foster's standard output, named.
+//!
+//! Owns [`Relay`], a thread of its own that writes the lines it is offered to foster's standard
+//! output, and the two forms it writes ([`Format`]):
+//!
+//! - text: `NAME | line` for standard output and `NAME ! line` for standard error, names
+//!   padded to the longest, each line escaped for a terminal ([`crate::sanitize::escape`]:
+//!   ESC, other control bytes and bytes that are not UTF-8 shown as `\e`, `\xNN`...; always,
+//!   since a file written today is shown on a terminal tomorrow); a piece of a line longer than
+//!   the bound ends with `…` when the next piece continues it. Colours (one per helper, the `!`
+//!   red) only when standard output is a terminal and `NO_COLOR` is unset or empty.
+//! - JSON: one object per line ([`super::Line`]'s form), written with
+//!   [`crate::sanitize::to_json`] so that it is safe on a terminal too.
+//!
+//! The queue between the reading thread and this one is bounded in lines ([`QUEUE_LINES`]) and
+//! in bytes ([`QUEUE_BYTES`]): [`Relay::offer`] never waits; when the queue is full it says so
+//! and the caller counts the line as not relayed. Writes are buffered and flushed whenever the
+//! queue is empty. When standard output is closed (`EPIPE`) or fails, relaying ends for the
+//! rest of the run, with one warning.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, mpsc};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tracing::warn;
+
+use super::{Line, Stream};
+
+/// Lines the relay may have queued.
+pub const QUEUE_LINES: usize = 8192;
+
+/// Bytes of lines the relay may have queued: 4 MiB.
+pub const QUEUE_BYTES: usize = 4 << 20;
+
+/// How long foster's end waits for a relay that writes nothing more (its standard output is
+/// not read) before it gives up on the lines still queued.
+pub const FINISH_STALL: Duration = Duration::from_secs(1);
+
+/// What foster writes on its standard output for its helpers' lines (`foster run --output`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Format {
+    /// `NAME | line`, `NAME ! line` for standard error.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+    /// Nothing: lines are only kept and written to log files (`foster demo`'s dashboard).
+    None,
+}
+
+/// What became of a line offered to the relay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offer {
+    Queued,
+    /// The queue is full: not relayed.
+    Full,
+    /// The relay has ended (standard output closed).
+    Closed,
+}
+
+/// The relay thread and its queue.
+#[derive(Debug)]
+pub struct Relay {
+    tx: Option<SyncSender<Arc<Line>>>,
+    shared: Arc<Shared>,
+    done: Receiver<()>,
+    thread: Option<JoinHandle<()>>,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    /// Bytes queued.
+    queued: AtomicUsize,
+    /// Bytes written so far (progress, for [`Relay::finish`]).
+    written: AtomicU64,
+    closed: AtomicBool,
+}
+
+impl Relay {
+    /// Starts relaying to `out` (a copy of foster's standard output) in `format`, for
+    /// helpers named `names` (the padding is the longest of them). `colour` for a terminal.
+    pub fn start(out: OwnedFd, format: Format, names: &[&str], colour: bool) -> io::Result<Relay> {
+        let (tx, rx) = mpsc::sync_channel(QUEUE_LINES);
+        let (done_tx, done) = mpsc::channel();
+        let shared = Arc::new(Shared::default());
+        let prefixes = Prefixes::new(names, colour);
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("foster-relay".into())
+            .spawn(move || {
+                run(rx, File::from(out), format, &prefixes, &s);
+                let _ = done_tx.send(());
+            })?;
+        Ok(Relay {
+            tx: Some(tx),
+            shared,
+            done,
+            thread: Some(thread),
+        })
+    }
+
+    /// Queues `line` unless the queue is full or the relay has ended. Never blocks.
+    pub fn offer(&self, line: &Arc<Line>) -> Offer {
+        let Some(tx) = &self.tx else {
+            return Offer::Closed;
+        };
+        if self.shared.closed.load(Ordering::Relaxed) {
+            return Offer::Closed;
+        }
+        let len = line.bytes.len() + 64;
+        if self.shared.queued.load(Ordering::Relaxed) + len > QUEUE_BYTES {
+            return Offer::Full;
+        }
+        self.shared.queued.fetch_add(len, Ordering::Relaxed);
+        match tx.try_send(line.clone()) {
+            Ok(()) => Offer::Queued,
+            Err(e) => {
+                self.shared.queued.fetch_sub(len, Ordering::Relaxed);
+                match e {
+                    TrySendError::Full(_) => Offer::Full,
+                    TrySendError::Disconnected(_) => Offer::Closed,
+                }
+            }
+        }
+    }
+
+    /// Writes what is queued and ends the thread; waits as long as it makes progress, and no
+    /// more than [`FINISH_STALL`] after it stops making any (a standard output nobody reads).
+    pub fn finish(mut self) {
+        drop(self.tx.take());
+        let mut seen = self.shared.written.load(Ordering::Relaxed);
+        loop {
+            match self.done.recv_timeout(FINISH_STALL) {
+                Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => {
+                    let now = self.shared.written.load(Ordering::Relaxed);
+                    if now == seen {
+                        warn!(
+                            "foster's standard output takes nothing: the helpers' last lines \
+                             are not relayed (the kept lines and log files have them)"
+                        );
+                        // The thread is left blocked in its write; the process is ending.
+                        self.thread.take();
+                        return;
+                    }
+                    seen = now;
+                }
+            }
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The start of each relayed line, per helper and stream.
+#[derive(Debug)]
+struct Prefixes {
+    /// (standard output's, standard error's) per helper, by name.
+    by_name: std::collections::HashMap<Arc<str>, (String, String)>,
+    /// The names' width, for a helper not named at start (shown without colour).
+    fallback_pad: usize,
+}
+
+/// Colours of names, one per helper in turn (red is kept for standard error's mark).
+const PALETTE: [&str; 6] = ["36", "33", "32", "35", "34", "96"];
+
+impl Prefixes {
+    fn new(names: &[&str], colour: bool) -> Prefixes {
+        let width = names
+            .iter()
+            .map(|n| crate::sanitize::escape(n.as_bytes()).chars().count())
+            .max()
+            .unwrap_or(0);
+        let by_name = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let c = colour.then(|| PALETTE[i % PALETTE.len()]);
+                (
+                    Arc::from(*n),
+                    (prefix(n, width, c, false), prefix(n, width, c, true)),
+                )
+            })
+            .collect();
+        Prefixes {
+            by_name,
+            fallback_pad: width,
+        }
+    }
+
+    fn get(&self, line: &Line) -> std::borrow::Cow<'_, str> {
+        let err = line.stream == Stream::Stderr;
+        match self.by_name.get(&line.helper) {
+            Some((o, e)) => std::borrow::Cow::Borrowed(if err { e } else { o }),
+            None => std::borrow::Cow::Owned(prefix(&line.helper, self.fallback_pad, None, err)),
+        }
+    }
+}
+
+/// `NAME   | ` or `NAME   ! `, coloured when `colour` gives the name's colour.
+fn prefix(name: &str, width: usize, colour: Option<&str>, stderr: bool) -> String {
+    let shown = crate::sanitize::escape(name.as_bytes());
+    let pad = " ".repeat(width.saturating_sub(shown.chars().count()));
+    match (colour, stderr) {
+        (None, false) => format!("{shown}{pad} | "),
+        (None, true) => format!("{shown}{pad} ! "),
+        (Some(c), false) => format!("\x1b[{c}m{shown}{pad}\x1b[0m | "),
+        (Some(c), true) => format!("\x1b[{c}m{shown}{pad}\x1b[0m \x1b[31m!\x1b[0m "),
+    }
+}
+
+/// Whether the relay should colour: standard output a terminal, `NO_COLOR` unset or empty.
+pub fn colour_for(out: &impl AsFd) -> bool {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    !no_color && nix::unistd::isatty(out.as_fd()).unwrap_or(false)
+}
+
+/// One relayed line in `format`, newline included, appended to `buf`.
+fn render(buf: &mut Vec<u8>, line: &Line, format: Format, prefixes: &Prefixes) {
+    match format {
+        Format::Text | Format::None => {
+            buf.extend_from_slice(prefixes.get(line).as_bytes());
+            crate::sanitize::escape_into(&line.bytes, buf);
+            if line.continued {
+                buf.extend_from_slice("…".as_bytes());
+            }
+        }
+        Format::Json => match crate::sanitize::to_json(line) {
+            Ok(j) => buf.extend_from_slice(j.as_bytes()),
+            Err(_) => return,
+        },
+    }
+    buf.push(b'\n');
+}
+
+fn run(rx: Receiver<Arc<Line>>, out: File, format: Format, prefixes: &Prefixes, s: &Shared) {
+    let mut w = BufWriter::with_capacity(64 * 1024, out);
+    let mut buf = Vec::with_capacity(1024);
+    let mut failed = false;
+    let mut next = rx.recv().ok();
+    while let Some(line) = next {
+        s.queued.fetch_sub(line.bytes.len() + 64, Ordering::Relaxed);
+        if !failed {
+            buf.clear();
+            render(&mut buf, &line, format, prefixes);
+            if let Err(e) = w.write_all(&buf) {
+                failed = fail(s, &e);
+            }
+            s.written.fetch_add(buf.len() as u64, Ordering::Relaxed);
+        }
+        drop(line);
+        next = match rx.try_recv() {
+            Ok(l) => Some(l),
+            Err(mpsc::TryRecvError::Empty) => {
+                if !failed && let Err(e) = w.flush() {
+                    failed = fail(s, &e);
+                }
+                rx.recv().ok()
+            }
+            Err(mpsc::TryRecvError::Disconnected) => None,
+        };
+    }
+    if !failed {
+        let _ = w.flush();
+    }
+}
+
+/// Relaying ends for good: one warning (none for a reader that went away).
+fn fail(s: &Shared, e: &io::Error) -> bool {
+    s.closed.store(true, Ordering::Relaxed);
+    if e.kind() != io::ErrorKind::BrokenPipe {
+        warn!(
+            "cannot write the helpers' output to foster's standard output: {e}; it is no longer relayed (the kept lines and log files have it)"
+        );
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(helper: &str, stream: Stream, bytes: &[u8], continued: bool) -> Line {
+        Line {
+            seq: 1,
+            helper: Arc::from(helper),
+            stream,
+            ts_ms: 5,
+            continued,
+            bytes: Box::from(bytes),
+        }
+    }
+
+    fn text(p: &Prefixes, l: &Line, f: Format) -> String {
+        let mut b = Vec::new();
+        render(&mut b, l, f, p);
+        String::from_utf8(b).unwrap()
+    }
+
+    #[test]
+    fn lines_are_named_padded_marked_and_escaped() {
+        let p = Prefixes::new(&["web", "db-primary"], false);
+        assert_eq!(
+            text(
+                &p,
+                &line("web", Stream::Stdout, b"hello", false),
+                Format::Text
+            ),
+            "web        | hello\n"
+        );
+        assert_eq!(
+            text(
+                &p,
+                &line("db-primary", Stream::Stderr, b"oops", false),
+                Format::Text
+            ),
+            "db-primary ! oops\n"
+        );
+        assert_eq!(
+            text(
+                &p,
+                &line("web", Stream::Stdout, b"\x1b]0;x\x07\xff", true),
+                Format::Text
+            ),
+            "web        | \\e]0;x\\x07\\xff…\n"
+        );
+        let j = text(
+            &p,
+            &line("web", Stream::Stdout, b"a\x1bb", false),
+            Format::Json,
+        );
+        assert!(!j.contains('\x1b'), "{j:?}");
+        let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+        assert_eq!(v["text"], "a\x1bb");
+        let c = Prefixes::new(&["web", "db"], true);
+        let shown = text(&c, &line("db", Stream::Stderr, b"x", false), Format::Text);
+        assert_eq!(shown, "\x1b[33mdb \x1b[0m \x1b[31m!\x1b[0m x\n");
+    }
+}

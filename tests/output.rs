@@ -1,0 +1,488 @@
+//! Helpers' output under `foster run`, end to end, on real processes: captured through foster's
+//! pipes (the helper's whole tree, orphans included), relayed named, kept, bounded under a
+//! flood. Ordering comes from the events log (a FIFO read as foster writes it) and from FIFOs
+//! the helpers wait on; deadlines are only safety nets.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+mod common;
+use common::Dir;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// `foster run --no-socket --no-contain ARGS...`: uncontained, so that the child's pid is the
+/// supervisor itself (its memory is read) and the events' pids are this namespace's.
+fn foster(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_foster"))
+        .args(["run", "--no-socket", "--no-contain"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// A running foster that is stopped (SIGTERM: its orderly shutdown ends its tree) and waited
+/// for when the test ends, passed or failed.
+struct Run(Child);
+
+impl std::ops::Deref for Run {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Run {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            term(&self.0);
+            if !std::thread::panicking() {
+                wait_exit(&mut self.0);
+            } else {
+                let _ = wait_exit_quietly(&mut self.0);
+            }
+        }
+    }
+}
+
+/// [`wait_exit`] without a panic: `None` when it had to be killed.
+fn wait_exit_quietly(f: &mut Child) -> Option<i32> {
+    let deadline = Instant::now() + LIMIT;
+    while Instant::now() < deadline {
+        if let Ok(Some(st)) = f.try_wait() {
+            return st.code();
+        }
+        if let Ok(fd) = foster::identity::pidfd_open(f.id() as i32) {
+            foster::identity::poll_readable(
+                std::os::fd::AsRawFd::as_raw_fd(&fd),
+                Some(Duration::from_millis(500)),
+            );
+        }
+    }
+    let _ = f.kill();
+    let _ = f.wait();
+    None
+}
+
+/// Lines of a stream, read on a thread.
+struct Lines {
+    rx: mpsc::Receiver<Vec<u8>>,
+    seen: Vec<Vec<u8>>,
+}
+
+impl Lines {
+    fn read(r: impl Read + Send + 'static) -> Lines {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(r);
+            loop {
+                let mut l = Vec::new();
+                match r.read_until(b'\n', &mut l) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        if l.last() == Some(&b'\n') {
+                            l.pop();
+                        }
+                        if tx.send(l).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        Lines {
+            rx,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits for a line `pred` holds for.
+    fn wait_for(&mut self, what: &str, pred: impl Fn(&[u8]) -> bool) -> Vec<u8> {
+        if let Some(l) = self.seen.iter().find(|l| pred(l)) {
+            return l.clone();
+        }
+        let deadline = Instant::now() + LIMIT;
+        loop {
+            match self
+                .rx
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok(l) => {
+                    self.seen.push(l.clone());
+                    if pred(&l) {
+                        return l;
+                    }
+                }
+                Err(_) => panic!("no line {what}; seen: {:#?}", self.text()),
+            }
+        }
+    }
+
+    /// Every line until the stream ends.
+    fn rest(&mut self) -> &[Vec<u8>] {
+        while let Ok(l) = self.rx.recv_timeout(LIMIT) {
+            self.seen.push(l);
+        }
+        &self.seen
+    }
+
+    fn text(&self) -> Vec<String> {
+        self.seen
+            .iter()
+            .map(|l| String::from_utf8_lossy(l).into_owned())
+            .collect()
+    }
+}
+
+/// The events of an events log FIFO, as JSON values.
+struct Events(Lines);
+
+impl Events {
+    fn open(fifo: &Path) -> Events {
+        let fifo = fifo.to_path_buf();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let f = std::fs::File::open(&fifo).unwrap();
+            for l in BufReader::new(f).split(b'\n') {
+                let Ok(l) = l else { break };
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        Events(Lines {
+            rx,
+            seen: Vec::new(),
+        })
+    }
+
+    fn wait_for(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let l = self.0.wait_for(what, |l| {
+            serde_json::from_slice::<Value>(l).is_ok_and(|v| pred(&v))
+        });
+        serde_json::from_slice(&l).unwrap()
+    }
+
+    /// The next event, whatever it is.
+    fn next(&mut self, what: &str) -> Value {
+        let l = match self.0.rx.recv_timeout(LIMIT) {
+            Ok(l) => l,
+            Err(_) => panic!("no event {what}; seen: {:#?}", self.0.text()),
+        };
+        self.0.seen.push(l.clone());
+        serde_json::from_slice(&l).unwrap()
+    }
+
+    fn all(&self) -> Vec<Value> {
+        self.0
+            .seen
+            .iter()
+            .map(|l| serde_json::from_slice(l).unwrap())
+            .collect()
+    }
+}
+
+fn kind(v: &Value) -> &str {
+    v["event"].as_str().unwrap_or("")
+}
+
+fn term(f: &Child) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(f.id() as i32),
+        nix::sys::signal::SIGTERM,
+    )
+    .unwrap();
+}
+
+/// Waits for foster's exit (its stdout and stderr drained on threads, so that it never blocks
+/// on them), killing it past the deadline.
+fn wait_exit(f: &mut Child) -> i32 {
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        if let Some(st) = f.try_wait().unwrap() {
+            use std::os::unix::process::ExitStatusExt;
+            return st.code().unwrap_or_else(|| 128 + st.signal().unwrap());
+        }
+        if Instant::now() > deadline {
+            let _ = f.kill();
+            panic!("foster did not exit in time");
+        }
+        if let Ok(fd) = foster::identity::pidfd_open(f.id() as i32) {
+            foster::identity::poll_readable(
+                std::os::fd::AsRawFd::as_raw_fd(&fd),
+                Some(Duration::from_millis(500)),
+            );
+        }
+    }
+}
+
+/// A TOML string literal of `s` (a literal string: no escapes are read in it).
+fn lit(s: &str) -> String {
+    assert!(!s.contains("'''"));
+    format!("'''{s}'''")
+}
+
+#[test]
+fn lines_of_a_helper_its_grandchild_and_an_adopted_orphan_arrive_named() {
+    let d = Dir::new("output", "tree");
+    let (go, ready, stop) = (d.fifo("go"), d.fifo("ready"), d.fifo("stop"));
+    // helper → child → grandchild; the child exits at once, so the grandchild is adopted by
+    // foster (which reads its tree on the SIGCHLD of the other helper's end); the grandchild
+    // writes its last line only once the test has seen that adoption.
+    let script = format!(
+        "echo from the helper; \
+         sh -c 'sh -c \"trap \\\"\\\" USR1; echo from the grandchild; read x < {go}; echo from the orphan\" & exit 0'; \
+         echo > {ready}; exec sleep 1000",
+        go = go.display(),
+        ready = ready.display()
+    );
+    let cfg = d.file(
+        "c.toml",
+        &format!(
+            "[[helper]]\nname = \"tree\"\ncommand = [\"/bin/sh\", \"-c\", {}]\n\
+             [[helper.generation]]\n[[helper.generation]]\nsignal = \"USR1\"\n\
+             reaction = \"notify\"\ngrace = \"60s\"\n\
+             [[helper]]\nname = \"other-helper\"\ncommand = [\"/bin/sh\", \"-c\", {}]\n",
+            lit(&script),
+            lit(&format!("echo other; read x < {}", stop.display()))
+        ),
+    );
+    let fifo = d.fifo("events");
+    let mut f = Run(foster(&[
+        "--events-log",
+        fifo.to_str().unwrap(),
+        cfg.to_str().unwrap(),
+    ]));
+    let mut ev = Events::open(&fifo);
+    let mut out = Lines::read(f.stdout.take().unwrap());
+    let _err = Lines::read(f.stderr.take().unwrap());
+    // The helper's child has ended; the other helper's end makes foster read its tree.
+    let mut line = String::new();
+    BufReader::new(std::fs::File::open(&ready).unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    writeln!(std::fs::OpenOptions::new().write(true).open(&stop).unwrap()).unwrap();
+    let adopted = ev.wait_for("the grandchild adopted by foster", |v| {
+        kind(v) == "reparented" && v["helper"] == "tree" && v["classification"] == "expected"
+    });
+    assert_eq!(adopted["to"]["pid"], f.id(), "adopted by foster: {adopted}");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&go)
+        .unwrap()
+        .write_all(b"go\n")
+        .unwrap();
+    out.wait_for("from the orphan", |l| l.ends_with(b"from the orphan"));
+    out.wait_for("from other", |l| l.ends_with(b"other"));
+    term(&f);
+    out.rest();
+    assert_eq!(wait_exit(&mut f), 0);
+    let text = out.text();
+    for want in [
+        "tree         | from the helper",
+        "tree         | from the grandchild",
+        "tree         | from the orphan",
+        "other-helper | other",
+    ] {
+        assert!(text.iter().any(|l| l == want), "{want:?} in {text:#?}");
+    }
+    assert!(
+        text.iter()
+            .all(|l| l.starts_with("tree         | ") || l.starts_with("other-helper | ")),
+        "every line named, names padded: {text:#?}"
+    );
+}
+
+#[test]
+fn a_helper_that_prints_and_exits_at_once_loses_no_line() {
+    let d = Dir::new("output", "quick");
+    let cfg = d.file(
+        "c.toml",
+        &format!(
+            "[[helper]]\nname = \"quick\"\ncommand = [\"/bin/sh\", \"-c\", {}]\n",
+            lit("i=0; while [ $i -lt 300 ]; do echo line $i; echo err $i >&2; i=$((i+1)); done")
+        ),
+    );
+    for run in 0..15 {
+        let f = foster(&[cfg.to_str().unwrap()]);
+        let o = f.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "run {run}: {o:?}");
+        let text = String::from_utf8(o.stdout).unwrap();
+        let outs: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("quick | "))
+            .collect();
+        let errs: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("quick ! "))
+            .collect();
+        let want = |p: &str| (0..300).map(|i| format!("{p} {i}")).collect::<Vec<_>>();
+        assert_eq!(outs, want("line"), "run {run}: standard output, in order");
+        assert_eq!(errs, want("err"), "run {run}: standard error, in order");
+        assert_eq!(text.lines().count(), 600, "run {run}: nothing else");
+    }
+}
+
+#[test]
+fn a_line_of_one_mebibyte_arrives_split_and_marked() {
+    let d = Dir::new("output", "long");
+    let cfg = d.file(
+        "c.toml",
+        &format!(
+            "[[helper]]\nname = \"long\"\ncommand = [\"/bin/sh\", \"-c\", {}]\n",
+            lit("head -c 1048576 /dev/zero | tr '\\0' x; echo; echo after")
+        ),
+    );
+    let f = foster(&["--output", "json", cfg.to_str().unwrap()]);
+    let o = f.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let lines: Vec<Value> = o
+        .stdout
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 17, "16 pieces of 64 KiB and one more line");
+    let mut joined = String::new();
+    for (i, l) in lines[..16].iter().enumerate() {
+        assert_eq!(l["helper"], "long");
+        assert_eq!(l["stream"], "stdout");
+        assert!(l["pid"].is_null());
+        let t = l["text"].as_str().unwrap();
+        assert_eq!(t.len(), 64 * 1024, "piece {i}");
+        assert_eq!(
+            l.get("continued").is_some(),
+            i < 15,
+            "piece {i}: {:?}",
+            l.get("continued")
+        );
+        joined.push_str(t);
+    }
+    assert_eq!(joined, "x".repeat(1 << 20));
+    assert_eq!(lines[16]["text"], "after");
+}
+
+#[test]
+fn invalid_utf8_and_terminal_escapes_are_kept_in_json_and_escaped_on_the_relay() {
+    let d = Dir::new("output", "bytes");
+    let cfg = d.file(
+        "c.toml",
+        &format!(
+            "[[helper]]\nname = \"bytes\"\ncommand = [\"/bin/sh\", \"-c\", {}]\n",
+            lit("printf 'a\\033]0;owned\\007\\377z\\n'")
+        ),
+    );
+    let o = foster(&[cfg.to_str().unwrap()]).wait_with_output().unwrap();
+    assert_eq!(o.stdout, b"bytes | a\\e]0;owned\\x07\\xffz\n");
+    let o = foster(&["--output", "json", cfg.to_str().unwrap()])
+        .wait_with_output()
+        .unwrap();
+    assert!(
+        !o.stdout.iter().any(|&b| b == 0x1b || b == 0x07),
+        "the JSON is safe on a terminal: {:?}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["text"], "a\x1b]0;owned\x07\u{fffd}z");
+    assert_eq!(v["text_escaped"], "a\\e]0;owned\\x07\\xffz");
+}
+
+#[test]
+fn inherit_and_null_leave_the_output_as_configured() {
+    let d = Dir::new("output", "modes");
+    let cfg = d.file(
+        "c.toml",
+        "[[helper]]\nname = \"raw\"\noutput = \"inherit\"\n\
+         command = [\"/bin/sh\", \"-c\", \"echo raw line\"]\n\
+         [[helper]]\nname = \"gone\"\noutput = \"null\"\n\
+         command = [\"/bin/sh\", \"-c\", \"echo lost; echo lost too >&2\"]\n",
+    );
+    let o = foster(&[cfg.to_str().unwrap()]).wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert_eq!(o.stdout, b"raw line\n");
+    assert!(
+        !String::from_utf8_lossy(&o.stderr).contains("lost"),
+        "{o:?}"
+    );
+}
+
+/// VmRSS of `pid`, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let l = s.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    l.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_flood_keeps_foster_bounded_and_another_helper_restarting() {
+    let d = Dir::new("output", "flood");
+    let line = "f".repeat(100);
+    let cfg = d.file(
+        "c.toml",
+        &format!(
+            "[[helper]]\nname = \"flood\"\ncommand = [\"yes\", \"{line}\"]\n\
+             [[helper]]\nname = \"crasher\"\ncommand = [\"/bin/sh\", \"-c\", \"exit 3\"]\n\
+             restart = \"always\"\nbackoff = {{ initial = \"50ms\", max = \"50ms\", limit = 100000 }}\n"
+        ),
+    );
+    let fifo = d.fifo("events");
+    // Its standard output is a pipe nobody reads: the relay stalls at once.
+    let mut f = Run(foster(&[
+        "--events-log",
+        fifo.to_str().unwrap(),
+        cfg.to_str().unwrap(),
+    ]));
+    let pid = f.id();
+    let _err = Lines::read(f.stderr.take().unwrap());
+    let mut ev = Events::open(&fifo);
+    let restarts = |ev: &Events| {
+        ev.all()
+            .iter()
+            .filter(|v| kind(v) == "restart" && v["helper"] == "crasher")
+            .count()
+    };
+    ev.wait_for("lines of the flood not relayed", |v| {
+        kind(v) == "output_dropped" && v["helper"] == "flood"
+    });
+    let before = rss_kib(pid);
+    let seen = restarts(&ev);
+    // Restarts go on while the flood does, and memory stays flat.
+    while restarts(&ev) < seen + 20 {
+        ev.next("the crasher's next restart");
+    }
+    let drops: Vec<Value> = ev
+        .all()
+        .into_iter()
+        .filter(|v| kind(v) == "output_dropped")
+        .collect();
+    let after = rss_kib(pid);
+    assert!(
+        after < before + 32 * 1024 && after < 96 * 1024,
+        "VmRSS {before} KiB then {after} KiB"
+    );
+    assert!(drops.iter().all(|v| v["lines"].as_u64() > Some(0)));
+    // At most one report a second (the events' times are when the supervisor's loop took
+    // them, a little after they were sent: one more is allowed for that).
+    let ts = |v: &Value| v["ts_ms"].as_u64().unwrap();
+    let span = ts(drops.last().unwrap()) - ts(&drops[0]);
+    assert!(
+        drops.len() as u64 <= span / 1000 + 2,
+        "at most one report a second: {drops:#?}"
+    );
+    term(&f);
+    assert_eq!(wait_exit(&mut f), 0);
+}
