@@ -16,6 +16,12 @@
 //! SIGKILLs it. Without `--watch` nothing of foster remains after exec, so no lifeline can be
 //! held for a program that does not hold one itself (a Rust program can, with
 //! [`crate::gate::enter`]).
+//!
+//! As PID 1 of its PID namespace (a container's entrypoint, `unshare --pid --fork`), `foster
+//! exec` does not exec the program in its place unless the signal is SIGKILL: the kernel
+//! discards a signal at its default disposition sent to a namespace's init, so the program
+//! would be armed in name only. It stays as the program's init and watcher, as `--watch` does,
+//! and also reaps the orphans the namespace leaves to its init.
 
 use std::ffi::{CString, OsString};
 use std::io;
@@ -264,6 +270,17 @@ pub fn run(o: &ExecOptions) -> Result<i32, ExecError> {
     if o.watch {
         return watch(o, &exp, resolved, &credentials);
     }
+    if namespace_init() && exp.policy.signal != libc::SIGKILL {
+        // Exec'd in this place, the program would be PID 1 of the namespace, where the kernel
+        // discards its parent-death signal (at its default disposition): the gate refuses that
+        // (GateStop::NamespaceInit). foster stays instead, as the program's init and watcher.
+        tracing::info!(
+            "PID 1 of its PID namespace: the kernel would discard {} sent to the program as the \
+             namespace's init, so foster stays as its init and watcher (as with --watch)",
+            crate::signal::name(exp.policy.signal)
+        );
+        return watch(o, &exp, resolved, &credentials);
+    }
     // A pidfd of the expected parent, when it can be had: a second opinion in the check, and
     // the only one when getppid() cannot tell (the one the launcher handed down, or one opened
     // here by pid with the identity re-checked).
@@ -329,6 +346,12 @@ pub fn run(o: &ExecOptions) -> Result<i32, ExecError> {
     ))
 }
 
+/// Whether this process is PID 1 of its PID namespace: a namespace's init, to which the kernel
+/// delivers no signal at its default disposition, and which adopts the namespace's orphans.
+fn namespace_init() -> bool {
+    std::process::id() == 1
+}
+
 const FORWARDED: [i32; 6] = [
     libc::SIGTERM,
     libc::SIGINT,
@@ -355,6 +378,8 @@ fn watch(
     credentials: &Credentials,
 ) -> Result<i32, ExecError> {
     let sig = exp.policy.signal;
+    // As PID 1 of its namespace the watcher adopts the namespace's orphans: it reaps them.
+    let init = namespace_init();
     // The signal path first: block the policy signal and the forwarded ones, consume them here.
     let sfd = unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
@@ -364,6 +389,9 @@ fn watch(
         }
         if sig != libc::SIGKILL {
             libc::sigaddset(&mut set, sig);
+        }
+        if init {
+            libc::sigaddset(&mut set, libc::SIGCHLD);
         }
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC);
@@ -477,6 +505,13 @@ fn watch(
                 )
             };
             let s = info.ssi_signo as i32;
+            if s == libc::SIGCHLD {
+                // Only as a namespace's init: its orphans (and perhaps the program) ended.
+                if let Some(status) = reap_adopted(child.pid) {
+                    return Ok(status);
+                }
+                continue;
+            }
             let parent_ok =
                 nix::unistd::getppid().as_raw() == exp.parent.pid && exp.parent.is_alive();
             if s == sig && !parent_ok && lost_at.is_none() {
@@ -500,6 +535,35 @@ fn watch(
             let _ = pidfd_send_signal(child.pidfd.as_fd(), sig);
             lost_at = Some(Instant::now());
         }
+    }
+}
+
+/// As PID 1 of its namespace: reaps every child that has ended, the orphans the namespace left
+/// to its init (each said at debug level) and the program; the program's status as a shell
+/// would give it, when it was among them.
+fn reap_adopted(program: i32) -> Option<i32> {
+    loop {
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waits for any child of ours, without blocking, into a stack struct.
+        let r = unsafe { libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOHANG) };
+        if r != 0 {
+            if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return None; // ECHILD: no child left
+        }
+        // SAFETY: filled by waitid (si_pid 0: none has ended).
+        let pid = unsafe { info.si_pid() };
+        if pid == 0 {
+            return None;
+        }
+        if pid == program {
+            return Some(status_of(&info));
+        }
+        tracing::debug!(
+            "reaped pid {pid}, an orphan of the namespace (status {})",
+            status_of(&info)
+        );
     }
 }
 

@@ -1,12 +1,14 @@
 //! `foster exec` as a user meets it: its errors and exit statuses, the gate's refusal telling a
 //! parent that died from a stale `FOSTER_PARENT`, and `--watch` delivering the policy's signal
-//! to its program when the parent dies. Real processes, pipe and FIFO synchronisation.
+//! to its program when the parent dies; as PID 1 of a PID namespace, foster exec staying as its
+//! program's init (the signal delivered, the namespace's orphans reaped). Real processes, pipe
+//! and FIFO synchronisation.
 
 mod common;
 
 use std::ffi::CString;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -834,4 +836,183 @@ fn foster_parent_pidfd_of_the_parent_passes_and_is_not_passed_on() {
     );
     assert_eq!(status, 0, "{err}");
     assert_eq!(out, "var unset\nfd closed\n", "{err}");
+}
+
+/// `foster ARGS -- /bin/sh -c PROGRAM` as PID 1 of a new PID namespace (`unshare --pid --fork
+/// --mount-proc`, root only), expecting `unshare` as its parent: a shell takes its own identity
+/// and execs `unshare` in its place (the same process), with a pidfd of itself handed down on
+/// descriptor 10 (`FOSTER_PARENT_PIDFD`: that parent lives outside the namespace). `env` is
+/// added to the environment. The child is that shell, then `unshare`.
+fn exec_as_namespace_init(
+    args: &[&str],
+    program: &str,
+    env: &[(&str, &str)],
+) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new("/bin/sh");
+    cmd.args([
+        "-c",
+        r#"export FOSTER_PARENT="$("$F" identity $$)"; exec unshare --pid --fork --mount-proc "$F" "$@""#,
+        "sh",
+    ])
+    .args(args)
+    .args(["--", "/bin/sh", "-c", program])
+    .env("F", FOSTER)
+    .env("FOSTER_PARENT_PIDFD", "10")
+    .env_remove("FOSTER_POLICY")
+    .env_remove("FOSTER_GATED")
+    .envs(env.iter().copied())
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    // SAFETY: pidfd_open and dup2 between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let fd = pidfd_open(libc::getpid())?;
+            if libc::dup2(fd.as_raw_fd(), 10) != 10 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn().unwrap()
+}
+
+/// What a namespace test started: `unshare` (this test's child), killed and reaped on drop, and
+/// pidfds of what ran in the namespace, SIGKILLed on drop should the test fail midway.
+struct Namespace {
+    unshare: std::process::Child,
+    inside: Vec<OwnedFd>,
+}
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        for fd in &self.inside {
+            let _ = foster::identity::pidfd_send_signal(fd.as_fd(), libc::SIGKILL);
+        }
+        let _ = self.unshare.kill();
+        let _ = self.unshare.wait();
+        for fd in &self.inside {
+            assert!(
+                poll_readable(fd.as_raw_fd(), Some(Duration::from_secs(20))),
+                "a process of the namespace survived the teardown"
+            );
+        }
+    }
+}
+
+/// The namespace's init (`unshare`'s child) and the program: the init itself when the program
+/// was exec'd in its place, else the init's one child.
+fn init_and_program(unshare: i32) -> (i32, i32) {
+    let init = common::children_of(unshare)[0];
+    let program = common::children_of(init).first().copied().unwrap_or(init);
+    (init, program)
+}
+
+/// As PID 1 of a PID namespace, `foster exec` used to exec its program in its place: the
+/// program, the namespace's init, never got its parent-death signal (the kernel discards a
+/// signal at its default disposition sent to a namespace's init) and ran on, reparented, after
+/// its parent's death. foster now stays as the namespace's init and watches: the program gets
+/// the signal when the parent dies.
+#[test]
+fn as_a_namespaces_init_it_stays_and_the_program_gets_the_signal() {
+    if !common::is_root() {
+        eprintln!("skipping: a new PID namespace needs root");
+        return;
+    }
+    let child = exec_as_namespace_init(&["-v", "exec"], "echo ready; exec sleep 1000", &[]);
+    let mut ns = Namespace {
+        unshare: child,
+        inside: Vec::new(),
+    };
+    let mut out = BufReader::new(ns.unshare.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    let (init, program) = init_and_program(ns.unshare.id() as i32);
+    let ifd = pidfd_open(init).unwrap();
+    let pfd = pidfd_open(program).unwrap();
+    ns.inside = vec![pfd.try_clone().unwrap(), ifd.try_clone().unwrap()];
+    // The parent dies.
+    ns.unshare.kill().unwrap();
+    ns.unshare.wait().unwrap();
+    assert!(
+        poll_readable(pfd.as_raw_fd(), Some(Duration::from_secs(10))),
+        "the program outlived its parent (pid {program}; the namespace's init is {init})"
+    );
+    assert!(
+        poll_readable(ifd.as_raw_fd(), Some(Duration::from_secs(10))),
+        "the namespace's init outlived its parent"
+    );
+    assert_ne!(program, init, "the program was the namespace's init");
+    let err = String::from_utf8_lossy(&read_to_end_within(
+        ns.unshare.stderr.take().unwrap().into(),
+        "foster exec's standard error",
+    ))
+    .into_owned();
+    assert!(
+        err.contains("PID 1 of its PID namespace") && err.contains("stays as its init"),
+        "{err}"
+    );
+    assert!(
+        err.contains("lost (signal): sending SIGTERM to")
+            || err.contains("lost (lifeline): sending SIGTERM to"),
+        "{err}"
+    );
+}
+
+/// As the namespace's init, foster exec reaps the orphans the namespace leaves to it: a
+/// grandchild of the program whose parent has gone ends, and foster reaps it (said at debug
+/// level); exec'd in foster's place, a program that never waits left it a zombie.
+#[test]
+fn as_a_namespaces_init_it_reaps_the_orphans() {
+    if !common::is_root() {
+        eprintln!("skipping: a new PID namespace needs root");
+        return;
+    }
+    let dir = common::Dir::new("exec", "nsorphan");
+    let gate = dir.fifo("go");
+    // The orphan says its pid (the namespace's) and waits on the FIFO; its parent, a
+    // subshell, has gone by then; the program never waits for anything.
+    let program = r#"p=$( (sh -c 'echo $$; exec cat "$G" >/dev/null' &) ); echo "orphan $p"; exec sleep 1000"#;
+    let gate_text = gate.to_string_lossy().into_owned();
+    let child = exec_as_namespace_init(&["-vv", "exec"], program, &[("G", &gate_text)]);
+    let mut ns = Namespace {
+        unshare: child,
+        inside: Vec::new(),
+    };
+    // Standard error line by line on a thread.
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let err = ns.unshare.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(err).lines() {
+            let Ok(l) = l else { break };
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let mut out = BufReader::new(ns.unshare.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let orphan = line
+        .trim()
+        .strip_prefix("orphan ")
+        .unwrap_or_else(|| panic!("{line:?}"))
+        .to_string();
+    let (init, program) = init_and_program(ns.unshare.id() as i32);
+    ns.inside = vec![pidfd_open(program).unwrap(), pidfd_open(init).unwrap()];
+    // Opening the FIFO waits for the orphan's cat; closing it ends the orphan.
+    drop(std::fs::OpenOptions::new().write(true).open(&gate).unwrap());
+    let want = format!("reaped pid {orphan}, an orphan of the namespace (status 0)");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut seen = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) if l.contains(&want) => break,
+            Ok(l) => seen.push(l),
+            Err(_) => panic!("nobody reaped the orphan {orphan}; standard error: {seen:#?}"),
+        }
+    }
 }

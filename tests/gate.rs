@@ -351,3 +351,50 @@ fn the_in_process_gate_keeps_the_callers_mask_whatever_the_reaction() {
         assert_eq!(status.code(), Some(0), "{policy}: {status:?}");
     }
 }
+
+/// `/bin/echo ran` launched through the gate (`GatePlan::install`, the exec-time setup) with
+/// `policy`, expecting this test process, from a thread that first made its children's PID
+/// namespace a new one: the program is PID 1 there. A pidfd of this process is the lifeline
+/// (`getppid()` is 0 there). What `output()` gave.
+fn gated_as_namespace_init(policy: &str) -> std::io::Result<std::process::Output> {
+    use std::os::fd::AsRawFd;
+    let me = Identity::current().unwrap();
+    let policy: foster::policy::Policy = policy.parse().unwrap();
+    std::thread::spawn(move || {
+        let lifeline = foster::identity::pidfd_open(me.pid).unwrap();
+        // SAFETY: unshare changes this thread's namespace for children only; the thread
+        // forks once (a namespace ends with its first process) and then ends.
+        assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWPID) }, 0, "unshare");
+        let mut cmd = Command::new("/bin/echo");
+        cmd.arg("ran").stdin(Stdio::null());
+        foster::gate::GatePlan::new(me, &policy, foster::gate::SignalSetup::ExecDefault)
+            .with_lifeline_fd(lifeline.as_raw_fd())
+            .install(&mut cmd);
+        cmd.output()
+    })
+    .join()
+    .unwrap()
+}
+
+/// A program that would be PID 1 of its PID namespace is refused by the gate: the kernel
+/// discards a signal at its default disposition sent to a namespace's init, so its
+/// parent-death signal could never arrive. With SIGKILL (which the kernel delivers from an
+/// ancestor namespace) it runs.
+#[test]
+fn the_gate_refuses_a_program_that_would_be_its_namespaces_init() {
+    if !common::is_root() {
+        eprintln!("skipping: a new PID namespace needs root");
+        return;
+    }
+    match gated_as_namespace_init("TERM") {
+        Ok(out) => panic!(
+            "the program ran as PID 1, armed in name only: {:?} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout)
+        ),
+        Err(e) => assert_eq!(e.raw_os_error(), Some(libc::EPROTO), "{e}"),
+    }
+    let out = gated_as_namespace_init("KILL").expect("the gate refused SIGKILL");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ran\n");
+}

@@ -5,7 +5,9 @@
 //! 1. the launcher records the expected parent identity **before** fork ([`GatePlan::new`]);
 //! 2. the child establishes its signal path: the chosen signal unblocked (or blocked and consumed
 //!    by a synchronous consumer, in-process), its disposition not "ignore";
-//! 3. `prctl(PR_SET_PDEATHSIG, sig)`, checked, then read back with `PR_GET_PDEATHSIG`;
+//! 3. `prctl(PR_SET_PDEATHSIG, sig)`, checked, then read back with `PR_GET_PDEATHSIG`; before
+//!    an exec, refused when the signal could never arrive (the process is PID 1 of its PID
+//!    namespace, and the signal is not SIGKILL: [`GateStop::NamespaceInit`]);
 //! 4. `getppid()` and the parent's start time compared with the expected identity;
 //! 5. on a mismatch the parent-gone path at once: the target never starts;
 //! 6. on a match, on under the armed policy. `getppid() == 0` (the parent lives in another PID
@@ -60,7 +62,8 @@ pub use self::trace::{Barrier, Step, TraceRecord};
 
 /// The expected parent is gone, or is not this process's parent (the check path).
 pub const EXIT_PARENT_GONE: i32 = 120;
-/// `prctl(PR_SET_PDEATHSIG)` failed, or `PR_GET_PDEATHSIG` read back another value.
+/// `prctl(PR_SET_PDEATHSIG)` failed, or `PR_GET_PDEATHSIG` read back another value, or the
+/// signal could never arrive (the program would be PID 1 of its PID namespace).
 pub const EXIT_ARM_FAILED: i32 = 121;
 /// `getppid()` returned 0 (parent in another PID namespace) and no lifeline could decide.
 pub const EXIT_CANNOT_TELL: i32 = 122;
@@ -120,6 +123,17 @@ pub enum GateStop {
     /// `PR_GET_PDEATHSIG` read back `got` instead of the armed signal.
     #[error("PR_GET_PDEATHSIG read back {got} instead of the armed signal")]
     ArmNotKept { got: i32 },
+    /// The process about to exec is PID 1 of its PID namespace and `signal` is not SIGKILL: the
+    /// kernel discards a signal at its default disposition sent to a namespace's init, so the
+    /// program would be armed in name only.
+    #[error(
+        "this process is PID 1 of its PID namespace, and the kernel discards {} (at its default \
+         disposition after exec) sent to a namespace's init: the parent-death signal would never \
+         arrive; give the namespace an init of its own (foster init, or foster exec, which stays \
+         as the program's init when it is PID 1) and launch the program under it, or arm KILL",
+        crate::signal::name(*signal)
+    )]
+    NamespaceInit { signal: i32 },
     /// A step before arming failed (`sigprocmask`/`sigaction`) with this errno.
     #[error(
         "cannot set up the signal path (mask or disposition): {}",
@@ -162,7 +176,9 @@ impl GateStop {
             } => EXIT_LIFELINE,
             GateStop::ParentGone { .. } => EXIT_PARENT_GONE,
             GateStop::CannotTell => EXIT_CANNOT_TELL,
-            GateStop::ArmFailed { .. } | GateStop::ArmNotKept { .. } => EXIT_ARM_FAILED,
+            GateStop::ArmFailed { .. }
+            | GateStop::ArmNotKept { .. }
+            | GateStop::NamespaceInit { .. } => EXIT_ARM_FAILED,
             GateStop::SignalPathFailed { .. } | GateStop::CheckUnreadable { .. } => EXIT_GATE_ERROR,
         }
     }
@@ -178,6 +194,7 @@ impl GateStop {
             GateStop::ArmNotKept { got } => (5, got),
             GateStop::SignalPathFailed { errno } => (6, errno),
             GateStop::CheckUnreadable { errno } => (7, errno),
+            GateStop::NamespaceInit { signal } => (8, signal),
         }
     }
 
@@ -197,6 +214,7 @@ impl GateStop {
             5 => GateStop::ArmNotKept { got: value },
             6 => GateStop::SignalPathFailed { errno: value },
             7 => GateStop::CheckUnreadable { errno: value },
+            8 => GateStop::NamespaceInit { signal: value },
             _ => return None,
         })
     }
@@ -233,6 +251,9 @@ mod tests {
             GateStop::ArmNotKept { got: 0 },
             GateStop::SignalPathFailed { errno: 1 },
             GateStop::CheckUnreadable { errno: 13 },
+            GateStop::NamespaceInit {
+                signal: libc::SIGTERM,
+            },
         ] {
             let (k, v) = s.encode();
             assert_eq!(GateStop::decode(k, v), Some(s));
@@ -246,6 +267,16 @@ mod tests {
             GateStop::ArmFailed { errno: 22 }
                 .to_string()
                 .contains("Invalid argument")
+        );
+        let ns = GateStop::NamespaceInit {
+            signal: libc::SIGTERM,
+        };
+        assert_eq!(ns.exit_status(), EXIT_ARM_FAILED);
+        assert!(
+            ns.to_string().starts_with(
+                "this process is PID 1 of its PID namespace, and the kernel discards SIGTERM"
+            ),
+            "{ns}"
         );
     }
 }

@@ -71,7 +71,8 @@ impl Trace {
 pub enum SignalSetup {
     /// Before exec: the signal unblocked (the rest of the mask is the launcher's to set: the
     /// spawner sets the program's whole signal state after the gate) and its disposition reset
-    /// to default, since exec keeps "ignore" but drops handlers.
+    /// to default, since exec keeps "ignore" but drops handlers. A process that is PID 1 of its
+    /// PID namespace is refused (but for SIGKILL): the kernel would discard the signal.
     ExecDefault,
     /// In-process (the in-process gate, `foster exec --watch`): the caller's mask is left as it
     /// is, whatever the reaction. The caller has blocked the signal and consumes it
@@ -221,6 +222,15 @@ impl GatePlan {
             t.record(Step::Armed, 0, got);
             if got != sig {
                 return Err(GateStop::ArmNotKept { got });
+            }
+            // Armed, but could it arrive? The kernel discards a signal at its default
+            // disposition sent to the init of a PID namespace (SIGKILL from an ancestor
+            // namespace aside, and a parent always lives in one), and after exec the signal is
+            // at its default: a program that is PID 1 would be armed in name only. (Consumed
+            // in-process, the signal is blocked, and a blocked signal is queued.)
+            if self.setup == SignalSetup::ExecDefault && sig != libc::SIGKILL && libc::getpid() == 1
+            {
+                return Err(GateStop::NamespaceInit { signal: sig });
             }
         }
         t.barrier(Barrier::BeforeCheck);
