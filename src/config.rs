@@ -792,7 +792,7 @@ impl Config {
     /// [`Scope::System`], the checks against the system.
     pub fn parse_with(file: &Path, text: &str, scope: Scope) -> Result<Config, ConfigErrors> {
         let doc = collect::Document::parse(file, text)?;
-        let read = doc.deserialize::<Config>();
+        let read = doc.deserialize::<Config, Helper>("helper", |c, helpers| c.helpers = helpers);
         let mut errors = read.mistakes.clone();
         if let Some(config) = &read.value {
             config.validate(&doc, &read, &mut errors);
@@ -1505,6 +1505,27 @@ command = "/bin/true"
         .unwrap_err();
         assert_eq!(e.len(), 2, "{e}");
         assert!(e.iter().all(|e| e.message == "missing field `name`"), "{e}");
+    }
+
+    #[test]
+    fn helpers_that_are_not_tables_are_one_mistake_each() {
+        let e = Config::parse(Path::new("f.toml"), "helper = 5\n").unwrap_err();
+        assert_eq!(e.len(), 1, "not also \"no helper declared\": {e}");
+        assert_eq!(e.first().key.as_deref(), Some("helper"), "{e}");
+        assert!(e.first().message.contains("expected a sequence"), "{e}");
+        let e = Config::parse(
+            Path::new("f.toml"),
+            "helper = [1, { name = \"a\", command = \"x\", stop_grace = \"0s\" }, \"b\"]\n",
+        )
+        .unwrap_err();
+        let keys: Vec<_> = e.iter().map(|e| e.key.as_deref().unwrap_or("")).collect();
+        assert_eq!(
+            keys,
+            ["helper[1]", "helper[2].stop_grace", "helper[3]"],
+            "{e}"
+        );
+        assert!(e.first().message.contains("expected struct Helper"), "{e}");
+        assert_eq!(e.iter().nth(1).unwrap().helper.as_deref(), Some("a"), "{e}");
     }
 
     #[test]

@@ -5,8 +5,10 @@
 //! ([`DeTable`]); a syntax error stops it, so syntax errors come one at a time. serde then stops
 //! at the first field it cannot take: [`Document::deserialize`] notes that mistake, takes the
 //! field out of the tree (the deepest key whose key or value holds the place of the error) and
-//! deserializes again, until the rest goes through. A required field that is missing, or that
-//! was taken out, gets a placeholder so that the other fields of its table are still read. The
+//! deserializes again, until the rest goes through; each element of the long array of the file
+//! (the helpers) is read apart, so that a mistake costs a new reading of its helper only. A
+//! required field that is missing, or that was taken out, gets a placeholder so that the other
+//! fields of its table are still read. The
 //! checks that follow (`Config::validate`, the system checks of `--check`) skip what was taken
 //! out ([`Read::taken_out`]), so no mistake is reported twice and none is reported about a
 //! default that stands in for a field written wrong. At most [`MAX_MISTAKES`] are collected.
@@ -117,11 +119,11 @@ impl<T> Read<T> {
     }
 }
 
-/// A parsed file: its name, its text and the tree of what was written where.
+/// A parsed file: its name, its text and the tree of what was written where (a table).
 pub struct Document<'i> {
     file: &'i Path,
     text: &'i str,
-    root: Spanned<DeTable<'i>>,
+    root: Spanned<DeValue<'i>>,
 }
 
 /// The place given to a placeholder: past the end of any file, so that an error at it is
@@ -134,7 +136,11 @@ impl<'i> Document<'i> {
     /// Parses `text` (the syntax only); the error is the first syntax error, located.
     pub fn parse(file: &'i Path, text: &'i str) -> Result<Document<'i>, ConfigErrors> {
         match DeTable::parse(text) {
-            Ok(root) => Ok(Document { file, text, root }),
+            Ok(root) => {
+                let span = root.span();
+                let root = Spanned::new(span, DeValue::Table(root.into_inner()));
+                Ok(Document { file, text, root })
+            }
             Err(e) => Err(at_span(file, text, e.span(), e.message().trim_end().to_string()).into()),
         }
     }
@@ -145,49 +151,90 @@ impl<'i> Document<'i> {
     }
 
     /// Deserializes the whole file as `T`, collecting every mistake serde finds (see the
-    /// module's documentation).
-    pub fn deserialize<T: Deserialize<'i>>(&self) -> Read<T> {
-        let mut root = self.root.get_ref().clone();
+    /// module's documentation): the file without its array `key` (of tables, `[[key]]`) as
+    /// `T`, then each element of that array as `E`, given to `T` by `set`. A mistake then costs
+    /// a new reading of its element, not of the whole file (a file of a hundred thousand
+    /// helpers with a mistake in each of the first hundred would otherwise be read again a
+    /// hundred times). A `key` that is not an array is read with the rest, and refused as `T`
+    /// says.
+    pub fn deserialize<T: Deserialize<'i>, E: Deserialize<'i>>(
+        &self,
+        key: &str,
+        set: impl FnOnce(&mut T, Vec<E>),
+    ) -> Read<T> {
         let mut read = Read {
             value: None,
             mistakes: Vec::new(),
             taken_out: Vec::new(),
             more: false,
         };
+        let mut rest = self.root.clone();
+        let mut elements = Vec::new();
+        if let DeValue::Table(t) = rest.get_mut()
+            && let Some(v) = t.get_mut(key)
+            && let DeValue::Array(a) = v.get_mut()
+        {
+            elements = std::mem::replace(a, std::iter::empty().collect())
+                .into_iter()
+                .collect();
+        }
+        let value = self.read_value::<T, T>(&KeyPath::root(), rest, &mut read);
+        let base = KeyPath::root().key(key);
+        let mut read_elements = Vec::with_capacity(elements.len());
+        for (i, e) in elements.into_iter().enumerate() {
+            read_elements.push(self.read_value::<E, T>(&base.index(i), e, &mut read));
+        }
+        // An element that could not be read at all leaves the others without their places.
+        let all: Option<Vec<E>> = read_elements.into_iter().collect();
+        read.value = value.zip(all).map(|(mut v, all)| {
+            set(&mut v, all);
+            v
+        });
+        read
+    }
+
+    /// Deserializes `value`, written at `base`, as `T`: on each error, the mistake is noted
+    /// (in `read`) and the field at fault taken out, then `value` is read again.
+    fn read_value<T: Deserialize<'i>, R>(
+        &self,
+        base: &KeyPath,
+        mut value: Spanned<DeValue<'i>>,
+        read: &mut Read<R>,
+    ) -> Option<T> {
         let mut placed: Vec<KeyPath> = Vec::new();
+        let abs = |rel: &KeyPath| {
+            let mut p = base.clone();
+            p.0.extend(rel.0.iter().cloned());
+            p
+        };
         loop {
-            let whole = Spanned::new(self.root.span(), DeValue::Table(root.clone()));
-            let e = match T::deserialize(ValueDeserializer::from(whole)) {
-                Ok(v) => {
-                    read.value = Some(v);
-                    return read;
-                }
+            let e = match T::deserialize(ValueDeserializer::from(value.clone())) {
+                Ok(v) => return Some(v),
                 Err(e) => e,
             };
             if read.mistakes.len() >= MAX_MISTAKES {
                 read.more = true;
-                return read;
+                return None;
             }
             let message = e.message().trim_end().to_string();
             let Some(at) = e.span() else {
-                read.mistakes
-                    .push(self.error_at(&KeyPath::root(), None, message));
-                return read;
+                read.mistakes.push(self.error_at(base, None, message));
+                return None;
             };
             if at == placeholder_span() {
                 // A placeholder that does not fit: nothing more can be read past it.
-                return read;
+                return None;
             }
-            let node = deepest(&root, &at);
+            let node = deepest(value.get_ref(), &at);
             if let Some(field) = missing_field(&message).map(str::to_string) {
                 let field = field.as_str();
-                let path = node.key(field);
+                let path = abs(&node.key(field));
                 if !read.taken_out.contains(&path) {
                     read.mistakes.push(self.error_at(&path, Some(at), message));
                     read.taken_out.push(path.clone());
                 }
-                if placed.contains(&path) || !place(&mut root, &node, field) {
-                    return read;
+                if placed.contains(&path) || !place(value.get_mut(), &node, field) {
+                    return None;
                 }
                 placed.push(path);
                 continue;
@@ -195,84 +242,61 @@ impl<'i> Document<'i> {
             // An error about a table as a whole after a key of it was taken out: a required
             // field whose type words its absence its own way. That key's mistake was reported
             // already: its placeholder goes in.
+            let table = abs(&node);
             let retaken = read.taken_out.iter().rev().find(|t| {
-                t.0.len() == node.0.len() + 1 && t.overlaps(&node) && !placed.contains(t)
+                t.0.len() == table.0.len() + 1 && t.overlaps(&table) && !placed.contains(t)
             });
-            if let Some(path) = retaken.filter(|_| self.is_table_at(&node, &at)).cloned() {
+            if let Some(path) = retaken.filter(|_| self.is_table_at(&table, &at)).cloned() {
                 let Some(Step::Key(field)) = path.0.last() else {
-                    return read;
+                    return None;
                 };
-                if !place(&mut root, &node, field) {
-                    return read;
+                if !place(value.get_mut(), &node, field) {
+                    return None;
                 }
                 placed.push(path);
                 continue;
             }
-            read.mistakes.push(self.error_at(&node, Some(at), message));
+            read.mistakes.push(self.error_at(&table, Some(at), message));
             let key = node.to_last_key();
-            if key.0.is_empty() || !take_out(&mut root, &key) {
-                return read;
+            if key.0.is_empty() || !take_out(value.get_mut(), &key) {
+                return None;
             }
-            read.taken_out.push(key);
+            read.taken_out.push(abs(&key));
         }
+    }
+
+    /// The value at `path` as written, if it was.
+    fn get(&self, path: &KeyPath) -> Option<&Spanned<DeValue<'i>>> {
+        let mut here = &self.root;
+        for step in &path.0 {
+            here = match step {
+                Step::Key(k) => here.get_ref().as_table()?.get(k.as_str())?,
+                Step::Index(i) => here.get_ref().as_array()?.get(*i)?,
+            };
+        }
+        Some(here)
     }
 
     /// Where the value at `path` was written: its span, or that of the nearest table or array
     /// it would be in (a default that was not written).
     pub fn span_of(&self, path: &KeyPath) -> Option<Range<usize>> {
-        let mut span = None;
-        let mut here: &DeValue<'_> = &DeValue::Boolean(false);
-        let root = self.root.get_ref();
-        for (n, step) in path.0.iter().enumerate() {
-            let next = match (n, step) {
-                (0, Step::Key(k)) => root.get(k.as_str()),
-                (_, Step::Key(k)) => here.as_table().and_then(|t| t.get(k.as_str())),
-                (_, Step::Index(i)) => here.as_array().and_then(|a| a.get(*i)),
-            };
-            match next {
-                Some(v) => {
-                    span = Some(v.span());
-                    here = v.get_ref();
-                }
-                None => break,
-            }
-        }
-        span
+        (0..=path.0.len())
+            .rev()
+            .find_map(|n| self.get(&KeyPath(path.0[..n].to_vec())))
+            .map(Spanned::span)
     }
 
     /// Whether `path` leads to a table written at `at` (its header, or its braces).
     fn is_table_at(&self, path: &KeyPath, at: &Range<usize>) -> bool {
-        let mut here = self.root.get_ref();
-        let mut span = self.root.span();
-        let mut value: Option<&DeValue<'_>> = None;
-        for step in &path.0 {
-            let next = match (step, value) {
-                (Step::Key(k), None) => here.get(k.as_str()),
-                (Step::Key(k), Some(DeValue::Table(t))) => t.get(k.as_str()),
-                (Step::Index(i), Some(DeValue::Array(a))) => a.get(*i),
-                _ => None,
-            };
-            let Some(next) = next else { return false };
-            span = next.span();
-            value = Some(next.get_ref());
-            if let DeValue::Table(t) = next.get_ref() {
-                here = t;
-            }
-        }
-        span == *at && value.is_none_or(|v| v.is_table())
+        self.get(path)
+            .is_some_and(|v| v.span() == *at && v.get_ref().is_table())
     }
 
     /// The name of the helper `path` is in (`helper[N]...`), when it was written as a string.
     pub fn helper_name(&self, path: &KeyPath) -> Option<String> {
         match path.0.as_slice() {
             [Step::Key(k), Step::Index(i), ..] if k == "helper" => self
-                .root
-                .get_ref()
-                .get("helper")
-                .and_then(|h| h.get_ref().as_array())
-                .and_then(|a| a.get(*i))
-                .and_then(|t| t.get_ref().as_table())
-                .and_then(|t| t.get("name"))
+                .get(&KeyPath::root().key("helper").index(*i).key("name"))
                 .and_then(|n| n.get_ref().as_str())
                 .filter(|n| !n.is_empty())
                 .map(str::to_string),
@@ -319,58 +343,54 @@ fn holds(outer: &Range<usize>, inner: &Range<usize>) -> bool {
 /// The deepest key or array element whose key or value holds `at` (the root when none does).
 /// Every node is visited: a table opened by a header (`[[helper]]`) has the header as its
 /// span, not the keys that follow it.
-fn deepest(root: &DeTable<'_>, at: &Range<usize>) -> KeyPath {
-    fn table(t: &DeTable<'_>, path: &mut KeyPath, at: &Range<usize>, best: &mut KeyPath) {
-        for (k, v) in t.iter() {
-            path.0.push(Step::Key(k.get_ref().to_string()));
-            if (holds(&k.span(), at) || holds(&v.span(), at)) && path.0.len() > best.0.len() {
+fn deepest(root: &DeValue<'_>, at: &Range<usize>) -> KeyPath {
+    fn value(v: &DeValue<'_>, path: &mut KeyPath, at: &Range<usize>, best: &mut KeyPath) {
+        let mut visit = |step: Step, key: Option<Range<usize>>, v: &Spanned<DeValue<'_>>| {
+            path.0.push(step);
+            let here = key.is_some_and(|k| holds(&k, at)) || holds(&v.span(), at);
+            if here && path.0.len() > best.0.len() {
                 *best = path.clone();
             }
             value(v.get_ref(), path, at, best);
             path.0.pop();
-        }
-    }
-    fn value(v: &DeValue<'_>, path: &mut KeyPath, at: &Range<usize>, best: &mut KeyPath) {
+        };
         match v {
-            DeValue::Table(t) => table(t, path, at, best),
+            DeValue::Table(t) => {
+                for (k, v) in t.iter() {
+                    visit(Step::Key(k.get_ref().to_string()), Some(k.span()), v);
+                }
+            }
             DeValue::Array(a) => {
                 for (i, e) in a.iter().enumerate() {
-                    path.0.push(Step::Index(i));
-                    if holds(&e.span(), at) && path.0.len() > best.0.len() {
-                        *best = path.clone();
-                    }
-                    value(e.get_ref(), path, at, best);
-                    path.0.pop();
+                    visit(Step::Index(i), None, e);
                 }
             }
             _ => {}
         }
     }
     let mut best = KeyPath::root();
-    table(root, &mut KeyPath::root(), at, &mut best);
+    value(root, &mut KeyPath::root(), at, &mut best);
     best
 }
 
-/// The table at `path` (the root for an empty path), to change.
-fn table_mut<'a, 'i>(root: &'a mut DeTable<'i>, path: &KeyPath) -> Option<&'a mut DeTable<'i>> {
-    let mut here: &'a mut DeTable<'i> = root;
-    let mut steps = path.0.iter().peekable();
-    while let Some(step) = steps.next() {
-        let Step::Key(k) = step else { return None };
-        let mut v: &'a mut DeValue<'i> = here.get_mut(k.as_str())?.get_mut();
-        while let Some(Step::Index(i)) = steps.peek() {
-            let DeValue::Array(a) = v else { return None };
-            v = a.get_mut(*i)?.get_mut();
-            steps.next();
-        }
-        let DeValue::Table(t) = v else { return None };
-        here = t;
+/// The table at `path` under `root` (`root` itself for an empty path), to change.
+fn table_mut<'a, 'i>(root: &'a mut DeValue<'i>, path: &KeyPath) -> Option<&'a mut DeTable<'i>> {
+    let mut here: &'a mut DeValue<'i> = root;
+    for step in &path.0 {
+        here = match (step, here) {
+            (Step::Key(k), DeValue::Table(t)) => t.get_mut(k.as_str())?.get_mut(),
+            (Step::Index(i), DeValue::Array(a)) => a.get_mut(*i)?.get_mut(),
+            _ => return None,
+        };
     }
-    Some(here)
+    match here {
+        DeValue::Table(t) => Some(t),
+        _ => None,
+    }
 }
 
 /// Takes the key at `path` out of its table; false when there is none.
-fn take_out(root: &mut DeTable<'_>, path: &KeyPath) -> bool {
+fn take_out(root: &mut DeValue<'_>, path: &KeyPath) -> bool {
     let Some((Step::Key(k), parent)) = path.0.split_last() else {
         return false;
     };
@@ -381,7 +401,7 @@ fn take_out(root: &mut DeTable<'_>, path: &KeyPath) -> bool {
 
 /// Puts a placeholder for the required `field` into the table at `table`: a string, which
 /// every required field takes (a name, a command given as its program alone).
-fn place(root: &mut DeTable<'_>, table: &KeyPath, field: &str) -> bool {
+fn place(root: &mut DeValue<'_>, table: &KeyPath, field: &str) -> bool {
     let Some(t) = table_mut(root, table) else {
         return false;
     };
