@@ -22,11 +22,13 @@ use crate::logging::report;
                    adoption checks, container init and a live dashboard"
 )]
 pub struct Cli {
-    /// More log lines on standard error (-v info, -vv debug, -vvv trace). RUST_LOG overrides.
+    /// More lines on standard error: -v the detail of what foster run does (expected adoptions,
+    /// every process's end, stop signals) and info lines, -vv debug, -vvv trace. RUST_LOG
+    /// overrides the log lines' level.
     // display_order: listed after a subcommand's own options, not among them.
     #[arg(short, long, action = clap::ArgAction::Count, global = true, display_order = 900)]
     pub verbose: u8,
-    /// Fewer log lines (-q errors only, -qq none).
+    /// Fewer lines on standard error: -q errors only (foster run says nothing else).
     #[arg(short, long, action = clap::ArgAction::Count, global = true, display_order = 901)]
     pub quiet: u8,
     #[command(subcommand)]

@@ -3,10 +3,11 @@
 //! Owns [`Event`] (launch, exit, reparented, restart, give-up, signal, output dropped,
 //! shutdown), its JSON form
 //! (one object per line, `"event"` naming the kind, `"ts_ms"` the wall-clock time in
-//! milliseconds since the Unix epoch), its one rendering for people (`Display`: `foster ctl
-//! events`, the dashboard's events pane, `foster demo`) and [`EventLog`], the `--events-log
-//! FILE` writer (its rotation by size, its reopening on SIGUSR1). The control socket and the
-//! dashboard stream this same type.
+//! milliseconds since the Unix epoch), its one rendering for people (`Display`: `foster run`'s
+//! lines on standard error, which [`Narration`] picks by verbosity, `foster ctl events`, the
+//! dashboard's events pane, `foster demo`) and [`EventLog`], the `--events-log FILE` writer (its
+//! rotation by size, its reopening on SIGUSR1). The control socket and the dashboard stream this
+//! same type.
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -79,8 +80,14 @@ pub enum Event {
     Signal {
         target: Identity,
         helper: Option<String>,
+        /// The target's generation (1: the helper itself), when foster knows it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        generation: Option<u32>,
         signal: String,
         reason: SignalReason,
+        /// The grace before SIGKILL that this signal starts (a stop signal, an orphan policy).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        grace_ms: Option<u64>,
     },
     /// `lines` lines of a helper's output were not relayed to foster's standard output, which
     /// did not take them fast enough, since the last such event (they are still kept and
@@ -115,17 +122,93 @@ impl Event {
             _ => false,
         }
     }
+
+    /// The process this event is about as its line names it, escaped: `crasher[4730]`,
+    /// `orphaner's grandchild 4801` (the target of a signal); None for an event about no one
+    /// process.
+    pub fn process(&self) -> Option<String> {
+        let text = |h: &Option<String>| h.as_deref().map(|h| crate::sanitize::escape(h.as_bytes()));
+        let who = match self {
+            Event::Launch {
+                helper, identity, ..
+            } => Who {
+                helper: Some(crate::sanitize::escape(helper.as_bytes())),
+                generation: Some(1),
+                pid: identity.pid,
+            },
+            Event::Exit {
+                pid,
+                helper,
+                generation,
+                ..
+            } => Who {
+                helper: text(helper),
+                generation: *generation,
+                pid: *pid,
+            },
+            Event::Reparented {
+                identity,
+                helper,
+                generation,
+                ..
+            } => Who {
+                helper: text(helper),
+                generation: *generation,
+                pid: identity.pid,
+            },
+            Event::Signal {
+                target,
+                helper,
+                generation,
+                reason,
+                ..
+            } => Who {
+                helper: text(helper),
+                generation: generation.or((*reason == SignalReason::Stop).then_some(1)),
+                pid: target.pid,
+            },
+            _ => return None,
+        };
+        Some(who.to_string())
+    }
+
+    /// Whether this is the end of a helper itself (not of one of its descendants).
+    pub fn is_helper_exit(&self) -> bool {
+        matches!(
+            self,
+            Event::Exit {
+                helper: Some(_),
+                generation: Some(1),
+                ..
+            }
+        )
+    }
+
+    /// Whether this event is detail, on standard error with `-v` only: an expected adoption,
+    /// the end of a process that is not a helper itself, a stop signal (the helper's end says
+    /// how it stopped).
+    pub fn is_detail(&self) -> bool {
+        match self {
+            Event::Reparented { classification, .. } => classification.is_expected(),
+            Event::Exit { .. } => !self.is_helper_exit(),
+            Event::Signal { reason, .. } => *reason == SignalReason::Stop,
+            _ => false,
+        }
+    }
 }
 
 /// One event for people, on one line, without its time: the one rendering of an event, shared
-/// by `foster ctl events`, the dashboard's events pane and `foster demo`.
+/// by `foster run`'s lines on standard error ([`Narration`]), `foster ctl events`, the
+/// dashboard's events pane and `foster demo`. A process reads as its helper's name and pid,
+/// `crasher[4730]`, or as its kin, `orphaner's grandchild 4801`; a status in words, `exited with
+/// code 3`, `was killed by SIGKILL`.
 ///
-/// Every string an event carries (helper names from a configuration, error texts, signal names:
-/// text a peer sent) goes through [`crate::sanitize::escape`], so that `{}` is safe on a
-/// terminal. The alternate form `{:#}` leaves those strings as they are, for a caller that
-/// escapes the whole line itself when it draws it (the dashboard's events pane), so that they
-/// are not escaped twice. A pid of 0 (a process the reader's PID namespace could not see) is
-/// shown as `?`.
+/// Every string an event carries (helper names from a configuration, error texts, signal names,
+/// the socket's path: text a peer sent) goes through [`crate::sanitize::escape`], so that `{}`
+/// is safe on a terminal. The alternate form `{:#}` leaves those strings as they are, for a
+/// caller that escapes the whole line itself when it draws it (the dashboard's events pane), so
+/// that they are not escaped twice. A pid of 0 (a process the reader's PID namespace could not
+/// see) is shown as `?`.
 impl fmt::Display for Event {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let raw = f.alternate();
@@ -136,17 +219,23 @@ impl fmt::Display for Event {
                 crate::sanitize::escape(s.as_bytes())
             }
         };
-        // "NAME " before a pid, when the process belongs to a helper.
-        let of = |h: &Option<String>| h.as_deref().map(|h| text(h) + " ").unwrap_or_default();
+        let who = |helper: &Option<String>, generation: Option<u32>, pid: i32| Who {
+            helper: helper.as_deref().map(text),
+            generation,
+            pid,
+        };
         match self {
             Event::Start {
                 supervisor,
                 contained,
-                ..
+                socket,
             } => {
                 write!(f, "supervisor {} started", Pid(supervisor.pid))?;
                 if *contained {
-                    f.write_str(" (contained: own PID namespace)")?;
+                    f.write_str(", in a PID namespace of its own")?;
+                }
+                if let Some(s) = socket {
+                    write!(f, "; control socket {}", text(s))?;
                 }
                 Ok(())
             }
@@ -155,7 +244,11 @@ impl fmt::Display for Event {
                 identity,
                 attempt,
             } => {
-                write!(f, "launched {} as {}", text(helper), Pid(identity.pid))?;
+                write!(
+                    f,
+                    "{} launched",
+                    who(&Some(helper.clone()), Some(1), identity.pid)
+                )?;
                 if *attempt > 1 {
                     write!(f, " (attempt {attempt})")?;
                 }
@@ -166,7 +259,7 @@ impl fmt::Display for Event {
                 error,
                 status,
             } => {
-                write!(f, "{} failed to launch: {}", text(helper), text(error))?;
+                write!(f, "{} could not be launched: {}", text(helper), text(error))?;
                 match status {
                     Some(s) => write!(f, " (counts as {s})"),
                     None => Ok(()),
@@ -178,15 +271,7 @@ impl fmt::Display for Event {
                 generation,
                 status,
                 ..
-            } => match generation {
-                Some(g) if *g != 1 => write!(
-                    f,
-                    "{}{} (generation {g}) ended: {status}",
-                    of(helper),
-                    Pid(*pid)
-                ),
-                _ => write!(f, "{}{} ended: {status}", of(helper), Pid(*pid)),
-            },
+            } => write!(f, "{} {}", who(helper, *generation, *pid), Ended(*status)),
             Event::Reparented {
                 identity,
                 helper,
@@ -196,57 +281,66 @@ impl fmt::Display for Event {
                 expected,
                 classification,
             } => {
-                write!(f, "{}{}", of(helper), Pid(identity.pid))?;
-                if let Some(g) = generation {
-                    write!(f, " (generation {g})")?;
-                }
-                write!(f, " orphaned: adopted by {}", Pid(to.pid))?;
+                write!(f, "{}", who(helper, *generation, identity.pid))?;
                 // Its former parent, unless it ended before the reader's namespace saw it.
-                if let Some(from) = from.filter(|from| from.pid != 0) {
-                    write!(f, " (was under {})", Pid(from.pid))?;
+                match from.filter(|from| from.pid != 0) {
+                    Some(from) => write!(
+                        f,
+                        " lost its parent {} and was adopted by {}",
+                        Pid(from.pid),
+                        Pid(to.pid)
+                    )?,
+                    None => write!(f, " was orphaned and adopted by {}", Pid(to.pid))?,
                 }
                 if classification.is_expected() {
-                    return f.write_str(" as expected");
+                    return f.write_str(", as expected");
                 }
-                write!(f, " UNEXPECTED ({}", classification.text())?;
+                write!(f, ": UNEXPECTED ({}", classification.text())?;
                 if let Some(x) = expected {
-                    write!(f, ", expected {}", Pid(x.pid))?;
+                    write!(f, "; expected {}", Pid(x.pid))?;
                 }
                 f.write_str(")")
             }
-            Event::Restart {
-                helper,
-                attempt,
-                delay_ms,
-            } => write!(
-                f,
-                "restarting {} in {} (restart {attempt} in a row)",
-                text(helper),
-                Millis(*delay_ms)
-            ),
-            Event::GiveUp { helper, restarts } => write!(
-                f,
-                "gave up on {} after {restarts} restarts in a row",
-                text(helper)
-            ),
+            Event::Restart { helper, .. } | Event::GiveUp { helper, .. } => {
+                write!(f, "{}: {}", text(helper), Decided(self))
+            }
             Event::Signal {
                 target,
                 helper,
+                generation,
                 signal,
                 reason,
-            } => write!(
-                f,
-                "sent {} to {}{} ({})",
-                text(signal),
-                of(helper),
-                Pid(target.pid),
+                grace_ms,
+            } => {
+                // A stop signal goes to a helper itself (an older supervisor did not say so).
+                let generation = generation.or((*reason == SignalReason::Stop).then_some(1));
+                write!(
+                    f,
+                    "sent {} to {}",
+                    text(signal),
+                    who(helper, generation, target.pid)
+                )?;
+                let then = grace_ms
+                    .map(|g| format!("SIGKILL after {}", Millis(g)))
+                    .unwrap_or_default();
                 match reason {
-                    SignalReason::Stop => "stopping it",
-                    SignalReason::OrphanPolicy => "orphan policy",
-                    SignalReason::GraceExpired => "grace expired",
-                    SignalReason::Control => "asked through the control socket",
+                    SignalReason::Stop if then.is_empty() => f.write_str(" to stop it"),
+                    SignalReason::Stop => write!(f, " to stop it ({then})"),
+                    SignalReason::OrphanPolicy if then.is_empty() => {
+                        f.write_str(" (orphan policy)")
+                    }
+                    SignalReason::OrphanPolicy => write!(f, " (orphan policy; {then})"),
+                    SignalReason::GraceExpired => {
+                        f.write_str(" (still running at the end of its grace)")
+                    }
+                    SignalReason::Control if then.is_empty() => {
+                        f.write_str(" (asked through the control socket)")
+                    }
+                    SignalReason::Control => {
+                        write!(f, " (asked through the control socket; {then})")
+                    }
                 }
-            ),
+            }
             Event::OutputDropped { helper, lines } => write!(
                 f,
                 "{lines} line{} of {}'s output not shown: foster's standard output is too slow \
@@ -255,13 +349,121 @@ impl fmt::Display for Event {
                 text(helper)
             ),
             Event::Shutdown { signal } => match signal {
-                Some(s) => write!(f, "shutting down ({})", text(s)),
-                None => f.write_str("shutting down (nothing left to supervise)"),
+                Some(s) => write!(f, "shutting down on {}: stopping every helper", text(s)),
+                None => f.write_str("shutting down: no helper is left running"),
             },
             Event::Stopped { exit_status } => {
-                write!(f, "supervisor stopped, exit status {exit_status}")
+                write!(f, "supervisor stopped with exit status {exit_status}")?;
+                match status_words(*exit_status) {
+                    Some(w) => write!(f, " ({w})"),
+                    None => Ok(()),
+                }
             }
         }
+    }
+}
+
+/// What `foster run`'s exit statuses mean, in words (the table of `docs/run.md`; the numbers
+/// are `supervisor::EXIT_*`).
+pub fn status_words(code: i32) -> Option<&'static str> {
+    Some(match code {
+        0 => "everything ended in order",
+        1 => "foster could not supervise",
+        2 => "the configuration is invalid",
+        3 => "a helper failed or was given up on",
+        4 => "something had to be SIGKILLed after its grace",
+        _ => return None,
+    })
+}
+
+/// A process for people: `crasher[4730]` for a helper itself, `orphaner's grandchild 4801` for
+/// a descendant of a helper, `process 4801` for one of no known helper. `helper` is already
+/// escaped (or deliberately raw).
+struct Who {
+    helper: Option<String>,
+    generation: Option<u32>,
+    pid: i32,
+}
+
+impl fmt::Display for Who {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let pid = Pid(self.pid);
+        let Some(h) = &self.helper else {
+            return write!(f, "process {pid}");
+        };
+        match self.generation {
+            Some(1) => write!(f, "{h}[{pid}]"),
+            Some(2) => write!(f, "{h}'s child {pid}"),
+            Some(3) => write!(f, "{h}'s grandchild {pid}"),
+            Some(g) if g > 3 => write!(f, "{h}'s descendant {pid} (generation {g})"),
+            _ => write!(f, "{h}'s process {pid}"),
+        }
+    }
+}
+
+/// How a process ended, in words: `exited with code 3`, `was killed by SIGKILL`.
+struct Ended(ExitStatus);
+
+impl fmt::Display for Ended {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            ExitStatus::Exited { code } => write!(f, "exited with code {code}"),
+            ExitStatus::Signaled {
+                signal,
+                core_dumped,
+            } => {
+                write!(f, "was killed by {}", crate::signal::name(signal))?;
+                if core_dumped {
+                    f.write_str(" (core dumped)")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// What foster decided after a helper's exit, without the helper's name: `restarting in 2s (3rd
+/// in a row)`, `giving up after 5 restarts in a row`; empty for any other event.
+struct Decided<'a>(&'a Event);
+
+impl fmt::Display for Decided<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self.0 {
+            // Only a `restart` request restarts at once (a backoff is at least 1ms).
+            Event::Restart { delay_ms: 0, .. } => f.write_str("restarting now"),
+            Event::Restart {
+                attempt, delay_ms, ..
+            } => write!(
+                f,
+                "restarting in {} ({} in a row)",
+                Millis(delay_ms),
+                Ordinal(attempt)
+            ),
+            Event::GiveUp { restarts: 0, .. } => f.write_str("not restarted (backoff limit 0)"),
+            Event::GiveUp { restarts, .. } => write!(
+                f,
+                "giving up after {restarts} restart{} in a row",
+                if restarts == 1 { "" } else { "s" }
+            ),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// `1st`, `2nd`, `3rd`, `4th`, `11th`, `21st`...
+struct Ordinal(u32);
+
+impl fmt::Display for Ordinal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.0;
+        let suffix = match (n % 10, n % 100) {
+            (_, 11..=13) => "th",
+            (1, _) => "st",
+            (2, _) => "nd",
+            (3, _) => "rd",
+            _ => "th",
+        };
+        write!(f, "{n}{suffix}")
     }
 }
 
@@ -289,6 +491,82 @@ impl fmt::Display for Millis {
             write!(f, "{:.1}s", ms as f64 / 1000.0)
         }
     }
+}
+
+/// `foster run`'s lines on standard error, `foster: ` and an event's [`Display`](fmt::Display)
+/// each: at verbosity 0 the events that matter (launches, helpers' exits, restarts, give-ups,
+/// orphan policies applied and SIGKILLs, unexpected adoptions, the shutdown and its end, the
+/// control socket at start); from 1 (`-v`) also the detail ([`Event::is_detail`]); below 0
+/// (`-q`) none. A helper's exit (or a launch refused before any process was created, which
+/// counts as one) and the restart or give-up decided on it make one line, `foster:
+/// crasher[4730] exited with code 3; restarting in 2s (3rd in a row)`: the exit is held until
+/// the next event, or until [`Narration::flush`] (the supervisor flushes once it has handled
+/// what woke it).
+#[derive(Debug, Default)]
+pub struct Narration {
+    verbosity: i8,
+    held: Option<Event>,
+}
+
+impl Narration {
+    pub fn new(verbosity: i8) -> Narration {
+        Narration {
+            verbosity,
+            held: None,
+        }
+    }
+
+    /// The lines (each ending in a newline) that `event` completes: none, one, or two (a held
+    /// exit that this event does not follow up, then this one's).
+    pub fn push(&mut self, event: &Event) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.verbosity < 0 {
+            return out;
+        }
+        if let Some(held) = self.held.take() {
+            if follows_up(&held, event) {
+                out.push(format!("foster: {held}; {}\n", Decided(event)));
+                return out;
+            }
+            out.push(format!("foster: {held}\n"));
+        }
+        if awaits_decision(event) {
+            self.held = Some(event.clone());
+        } else if !event.is_detail() || self.verbosity > 0 {
+            out.push(format!("foster: {event}\n"));
+        }
+        out
+    }
+
+    /// The line of a held exit that nothing followed up (the helper is not restarted).
+    pub fn flush(&mut self) -> Option<String> {
+        self.held.take().map(|e| format!("foster: {e}\n"))
+    }
+}
+
+/// Whether foster decides on `event` (restart or give up) right after it: the end of a helper
+/// itself, or a launch refused before any process was created, which counts as an exit.
+fn awaits_decision(event: &Event) -> bool {
+    event.is_helper_exit()
+        || matches!(
+            event,
+            Event::LaunchFailed {
+                status: Some(_),
+                ..
+            }
+        )
+}
+
+/// Whether `next` is the decision on `ended` (the same helper's restart or give-up).
+fn follows_up(ended: &Event, next: &Event) -> bool {
+    let (Event::Exit {
+        helper: Some(name), ..
+    }
+    | Event::LaunchFailed { helper: name, .. }) = ended
+    else {
+        return false;
+    };
+    matches!(next, Event::Restart { helper, .. } | Event::GiveUp { helper, .. } if helper == name)
 }
 
 /// An event with its time.
@@ -534,12 +812,33 @@ mod tests {
         Identity { pid, start_time: 1 }
     }
 
+    fn exit(helper: Option<&str>, generation: u32, pid: i32, status: ExitStatus) -> Event {
+        Event::Exit {
+            pid,
+            identity: None,
+            helper: helper.map(str::to_string),
+            generation: Some(generation),
+            status,
+        }
+    }
+
+    fn signal(helper: &str, generation: u32, signal: &str, reason: SignalReason) -> Event {
+        Event::Signal {
+            target: id(4801),
+            helper: Some(helper.into()),
+            generation: Some(generation),
+            signal: signal.into(),
+            reason,
+            grace_ms: (reason != SignalReason::GraceExpired).then_some(15_000),
+        }
+    }
+
     #[test]
     fn events_read_as_one_line_each_with_peer_text_escaped() {
         let reparented = Event::Reparented {
             identity: id(10),
             helper: Some("orphaner".into()),
-            generation: Some(2),
+            generation: Some(3),
             from: Some(id(9)),
             to: id(1),
             expected: Some(id(5)),
@@ -547,17 +846,30 @@ mod tests {
         };
         assert_eq!(
             reparented.to_string(),
-            "orphaner 10 (generation 2) orphaned: adopted by 1 (was under 9) UNEXPECTED (escaped, \
+            "orphaner's grandchild 10 lost its parent 9 and was adopted by 1: UNEXPECTED (escaped; \
              expected 5)"
         );
+        let killed = ExitStatus::Signaled {
+            signal: 9,
+            core_dumped: false,
+        };
         let cases = [
+            (
+                Event::Start {
+                    supervisor: id(1),
+                    contained: true,
+                    socket: Some("/run/foster/x.sock".into()),
+                },
+                "supervisor 1 started, in a PID namespace of its own; control socket \
+                 /run/foster/x.sock",
+            ),
             (
                 Event::Launch {
                     helper: "web".into(),
                     identity: id(101),
                     attempt: 1,
                 },
-                "launched web as 101",
+                "web[101] launched",
             ),
             (
                 Event::Launch {
@@ -565,30 +877,31 @@ mod tests {
                     identity: id(0),
                     attempt: 2,
                 },
-                "launched web as ? (attempt 2)",
+                "web[?] launched (attempt 2)",
             ),
             (
-                Event::Exit {
-                    pid: 4730,
-                    identity: None,
-                    helper: Some("crasher".into()),
-                    generation: Some(1),
-                    status: ExitStatus::Exited { code: 3 },
-                },
-                "crasher 4730 ended: exit code 3",
+                exit(Some("crasher"), 1, 4730, ExitStatus::Exited { code: 3 }),
+                "crasher[4730] exited with code 3",
             ),
             (
-                Event::Exit {
-                    pid: 12,
-                    identity: None,
-                    helper: None,
-                    generation: Some(3),
-                    status: ExitStatus::Signaled {
-                        signal: 15,
-                        core_dumped: false,
+                exit(Some("w"), 2, 12, killed),
+                "w's child 12 was killed by SIGKILL",
+            ),
+            (
+                exit(Some("w"), 5, 12, killed),
+                "w's descendant 12 (generation 5) was killed by SIGKILL",
+            ),
+            (
+                exit(
+                    None,
+                    3,
+                    12,
+                    ExitStatus::Signaled {
+                        signal: 11,
+                        core_dumped: true,
                     },
-                },
-                "12 (generation 3) ended: killed by SIGTERM",
+                ),
+                "process 12 was killed by SIGSEGV (core dumped)",
             ),
             (
                 Event::LaunchFailed {
@@ -596,8 +909,8 @@ mod tests {
                     error: "exec failed: ENOENT: nginx: not found in PATH".into(),
                     status: Some(ExitStatus::Exited { code: 127 }),
                 },
-                "web failed to launch: exec failed: ENOENT: nginx: not found in PATH (counts \
-                 as exit code 127)",
+                "web could not be launched: exec failed: ENOENT: nginx: not found in PATH \
+                 (counts as exit code 127)",
             ),
             (
                 Event::Restart {
@@ -605,16 +918,44 @@ mod tests {
                     attempt: 2,
                     delay_ms: 1500,
                 },
-                "restarting crasher in 1.5s (restart 2 in a row)",
+                "crasher: restarting in 1.5s (2nd in a row)",
+            ),
+            (
+                Event::GiveUp {
+                    helper: "crasher".into(),
+                    restarts: 1,
+                },
+                "crasher: giving up after 1 restart in a row",
+            ),
+            (
+                signal("orphaner", 3, "SIGUSR1", SignalReason::OrphanPolicy),
+                "sent SIGUSR1 to orphaner's grandchild 4801 (orphan policy; SIGKILL after 15s)",
+            ),
+            (
+                signal("orphaner", 3, "SIGKILL", SignalReason::GraceExpired),
+                "sent SIGKILL to orphaner's grandchild 4801 (still running at the end of its \
+                 grace)",
+            ),
+            (
+                signal("web", 1, "SIGTERM", SignalReason::Stop),
+                "sent SIGTERM to web[4801] to stop it (SIGKILL after 15s)",
             ),
             (
                 Event::Signal {
                     target: id(7),
                     helper: None,
-                    signal: "SIGTERM".into(),
-                    reason: SignalReason::OrphanPolicy,
+                    generation: None,
+                    signal: "SIGHUP".into(),
+                    reason: SignalReason::Control,
+                    grace_ms: None,
                 },
-                "sent SIGTERM to 7 (orphan policy)",
+                "sent SIGHUP to process 7 (asked through the control socket)",
+            ),
+            (
+                Event::Shutdown {
+                    signal: Some("SIGTERM".into()),
+                },
+                "shutting down on SIGTERM: stopping every helper",
             ),
             (
                 Event::OutputDropped {
@@ -626,7 +967,12 @@ mod tests {
             ),
             (
                 Event::Shutdown { signal: None },
-                "shutting down (nothing left to supervise)",
+                "shutting down: no helper is left running",
+            ),
+            (
+                Event::Stopped { exit_status: 4 },
+                "supervisor stopped with exit status 4 (something had to be SIGKILLed after its \
+                 grace)",
             ),
         ];
         for (e, want) in cases {
@@ -641,11 +987,90 @@ mod tests {
         };
         let shown = hostile.to_string();
         assert!(!shown.chars().any(|c| c.is_control()), "{shown:?}");
-        assert_eq!(shown, r"a\e]0;owned\x07 failed to launch: line\nnext");
+        assert_eq!(shown, r"a\e]0;owned\x07 could not be launched: line\nnext");
         assert_eq!(
             format!("{hostile:#}"),
-            "a\x1b]0;owned\x07 failed to launch: line\nnext"
+            "a\x1b]0;owned\x07 could not be launched: line\nnext"
         );
+        let exit = exit(Some("a\x1b[2J"), 1, 3, ExitStatus::Exited { code: 1 });
+        assert_eq!(exit.to_string(), r"a\e[2J[3] exited with code 1");
+    }
+
+    #[test]
+    fn ordinals_read_as_people_say_them() {
+        let said: Vec<String> = [1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 101, 111, 112]
+            .into_iter()
+            .map(|n| Ordinal(n).to_string())
+            .collect();
+        assert_eq!(
+            said,
+            [
+                "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "23rd",
+                "101st", "111th", "112th"
+            ]
+        );
+    }
+
+    /// The narration joins a helper's exit with the decision on it, holds an exit until the
+    /// next event or a flush, and picks the lines by verbosity.
+    #[test]
+    fn the_narration_joins_an_exit_with_its_decision_and_follows_the_verbosity() {
+        let code3 = ExitStatus::Exited { code: 3 };
+        let events = [
+            exit(Some("crasher"), 1, 10, code3),
+            Event::Restart {
+                helper: "crasher".into(),
+                attempt: 3,
+                delay_ms: 2000,
+            },
+            exit(Some("orphaner"), 3, 11, code3),
+            exit(Some("once"), 1, 12, ExitStatus::Exited { code: 0 }),
+            Event::Launch {
+                helper: "crasher".into(),
+                identity: id(13),
+                attempt: 4,
+            },
+            exit(Some("crasher"), 1, 13, code3),
+            Event::GiveUp {
+                helper: "crasher".into(),
+                restarts: 3,
+            },
+            exit(Some("last"), 1, 14, code3),
+            Event::LaunchFailed {
+                helper: "web".into(),
+                error: "exec failed: ENOENT: nginx: not found in PATH".into(),
+                status: Some(ExitStatus::Exited { code: 127 }),
+            },
+            Event::GiveUp {
+                helper: "web".into(),
+                restarts: 5,
+            },
+        ];
+        let lines = |verbosity| {
+            let mut n = Narration::new(verbosity);
+            let mut out: Vec<String> = events.iter().flat_map(|e| n.push(e)).collect();
+            out.extend(n.flush());
+            out
+        };
+        assert_eq!(
+            lines(0),
+            [
+                "foster: crasher[10] exited with code 3; restarting in 2s (3rd in a row)\n",
+                "foster: once[12] exited with code 0\n",
+                "foster: crasher[13] launched (attempt 4)\n",
+                "foster: crasher[13] exited with code 3; giving up after 3 restarts in a row\n",
+                "foster: last[14] exited with code 3\n",
+                "foster: web could not be launched: exec failed: ENOENT: nginx: not found in \
+                 PATH (counts as exit code 127); giving up after 5 restarts in a row\n",
+            ]
+        );
+        let verbose = lines(1);
+        assert_eq!(verbose.len(), 7, "{verbose:?}");
+        assert_eq!(
+            verbose[1],
+            "foster: orphaner's grandchild 11 exited with code 3\n"
+        );
+        assert!(lines(-1).is_empty());
     }
 
     #[test]

@@ -43,7 +43,7 @@ use tracing::{debug, info, warn};
 use crate::adoption::{self, Registry};
 use crate::config::{Config, GenerationPolicy, Helper};
 use crate::contain::{Contain, Entered};
-use crate::event::{Event, EventLog, Record, SignalReason};
+use crate::event::{Event, EventLog, Narration, Record, SignalReason};
 use crate::identity::{Identity, ProcessRef};
 use crate::reaper::{ExitStatus, Reaper, Routed};
 use crate::restart::{Decision, RestartState};
@@ -118,6 +118,9 @@ pub fn run(config: Config, options: Options) -> io::Result<i32> {
     };
     // Bound before any thread exists: binding sets the umask for an instant.
     let bound = bind_socket(&options)?;
+    // From here on, foster's lines never wait on its standard error (dropped last: it writes
+    // what is left once the supervision has ended).
+    let _lines = crate::logging::background()?;
     // The output threads start here, after the signals are blocked: they inherit the mask.
     let output = crate::output::start(&helper_outputs(&config), options.relay)?;
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -352,6 +355,8 @@ struct Supervisor {
     /// sweeps on the reaps that follow do not signal, or report, the same process again.
     killed: HashSet<Identity>,
     events: Option<EventLog>,
+    /// The events' lines for people on standard error.
+    narration: Narration,
     /// Events the events log could not take since the last one it did.
     events_lost: u64,
     /// Every signal of [`signals::handled`], read in the loop.
@@ -412,6 +417,7 @@ impl Supervisor {
             stage: Stage::Supervising,
             killed: HashSet::new(),
             events,
+            narration: Narration::new(crate::logging::verbosity()),
             events_lost: 0,
             signal_fd,
             ignored_logged: signals::Logged::default(),
@@ -422,11 +428,8 @@ impl Supervisor {
 
     fn emit(&mut self, event: Event) {
         let record = Record::now(event);
-        let line = serde_json::to_string(&record.event).unwrap_or_default();
-        if record.event.is_warning() {
-            warn!("{line}");
-        } else {
-            info!("{line}");
+        for line in self.narration.push(&record.event) {
+            crate::logging::write_stderr(&line);
         }
         if let Some(log) = &mut self.events {
             match log.write(&record) {
@@ -448,6 +451,14 @@ impl Supervisor {
             }
         }
         self.control.on_event(&record);
+    }
+
+    /// Writes a helper's exit that the narration holds for the decision on it: called once
+    /// what woke the loop has been handled, so no decision is still to come.
+    fn flush_narration(&mut self) {
+        if let Some(line) = self.narration.flush() {
+            crate::logging::write_stderr(&line);
+        }
     }
 
     fn at(&mut self, delay: Duration, timer: Timer) {
@@ -488,11 +499,13 @@ impl Supervisor {
                     }
                 }
                 self.emit(Event::Stopped { exit_status: code });
+                self.flush_narration();
                 if let Some(s) = server.take() {
                     s.finish(Duration::from_millis(300)).await;
                 }
                 return Ok(code);
             }
+            self.flush_narration();
             let next = self.timers.first_key_value().map(|(k, _)| k.0);
             tokio::select! {
                 g = chld.readable() => {
@@ -885,6 +898,7 @@ impl Supervisor {
                     a.helper.clone(),
                     policy.signal(),
                     SignalReason::OrphanPolicy,
+                    Some(policy.grace.0),
                 );
                 self.at(policy.grace.0, Timer::OrphanGrace(a.identity));
             }
@@ -913,14 +927,24 @@ impl Supervisor {
         }
     }
 
-    /// [`Supervisor::send`], then the `signal` event when it was sent.
-    fn signal(&mut self, target: Identity, helper: Option<String>, sig: i32, reason: SignalReason) {
+    /// [`Supervisor::send`], then the `signal` event when it was sent (with the grace before
+    /// SIGKILL it starts, if any).
+    fn signal(
+        &mut self,
+        target: Identity,
+        helper: Option<String>,
+        sig: i32,
+        reason: SignalReason,
+        grace: Option<Duration>,
+    ) {
         if self.send(target, sig).is_ok() {
             self.emit(Event::Signal {
                 target,
                 helper,
+                generation: self.registry.get(&target).map(|r| r.generation),
                 signal: signal_name(sig),
                 reason,
+                grace_ms: grace.map(|g| g.as_millis() as u64),
             });
         }
     }
@@ -1001,7 +1025,7 @@ impl Supervisor {
                     cfg.stop_grace.0,
                     cfg.name().to_string(),
                 );
-                self.signal(id, Some(name), sig, SignalReason::Stop);
+                self.signal(id, Some(name), sig, SignalReason::Stop, Some(grace));
                 self.at(grace, Timer::StopGrace(i));
                 any = true;
             }
@@ -1037,7 +1061,7 @@ impl Supervisor {
     /// SIGKILLs `id` once its grace is over, at most once per process.
     fn kill_after_grace(&mut self, id: Identity, helper: Option<String>) {
         if self.killed.insert(id) {
-            self.signal(id, helper, libc::SIGKILL, SignalReason::GraceExpired);
+            self.signal(id, helper, libc::SIGKILL, SignalReason::GraceExpired, None);
         }
     }
 

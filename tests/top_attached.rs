@@ -128,7 +128,7 @@ fn a_snapshot_becomes_supervised_rows_with_anomalies_and_events() {
     assert_eq!(sample.events[1].wall_ms, 1_767_000_001_201);
     assert_eq!(
         String::from_utf8_lossy(&sample.events[0].text),
-        "crasher 4730 ended: exit code 3"
+        "crasher[4730] exited with code 3"
     );
 
     let model = Tracker::new().update(sample);
@@ -261,7 +261,7 @@ fn event_texts_and_policies_read_well() {
     );
     assert_eq!(
         t,
-        "orphaner 10 (generation 2) orphaned: adopted by 1 (was under 9) UNEXPECTED (escaped, \
+        "orphaner's child 10 lost its parent 9 and was adopted by 1: UNEXPECTED (escaped; \
          expected 5)"
     );
     let t = format!(
@@ -272,7 +272,7 @@ fn event_texts_and_policies_read_well() {
             delay_ms: 1500,
         }
     );
-    assert_eq!(t, "restarting crasher in 1.5s (restart 2 in a row)");
+    assert_eq!(t, "crasher: restarting in 1.5s (2nd in a row)");
 }
 
 /// A server of this test's own on a fresh socket: each connection is handed to `serve`.
@@ -470,19 +470,21 @@ fn the_event_stream_wakes_the_dashboard_and_survives_its_end() {
         }
     };
     let t = until(&mut src, &|t| t.len() == 2);
-    assert_eq!(t, vec!["launched a as 101", "launched b as 102"]);
+    assert_eq!(t, vec!["a[101] launched", "b[102] launched"]);
     go_tx.send(()).unwrap();
     // The live event and the lag marker arrive; then the stream ends and the next reading
     // follows again: the replayed backlog adds only what is new.
-    let t = until(&mut src, &|t| t.iter().any(|l| l.contains("launched d")));
+    let t = until(&mut src, &|t| {
+        t.iter().any(|l| l.contains("d[109] launched"))
+    });
     assert_eq!(
         t,
         vec![
-            "launched a as 101",
-            "launched b as 102",
+            "a[101] launched",
+            "b[102] launched",
             "5 events skipped: the dashboard did not read fast enough",
-            "launched c as 108",
-            "launched d as 109",
+            "c[108] launched",
+            "d[109] launched",
         ]
     );
 }

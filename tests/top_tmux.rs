@@ -534,7 +534,7 @@ fn demo_opens_the_dashboard_and_leaves_nothing_behind() {
     // A new process for the worker, and the event saying so.
     let s = t.wait_for("the worker restarted", |s| {
         pid_of_role(s, "helper", "worker")
-            .is_some_and(|p| p != worker && s.contains(&format!("launched worker as {p}")))
+            .is_some_and(|p| p != worker && s.contains(&format!("worker[{p}] launched")))
     });
     assert!(
         row_with_pid(&s, worker).is_none(),

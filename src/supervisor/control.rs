@@ -65,15 +65,8 @@ impl Control {
         let Some(b) = self.bound.take() else {
             return Ok(None);
         };
+        // Its path is said by the `start` event (on standard error too).
         let server = b.serve(self.hub.clone())?;
-        info!("control socket at {}", server.path().display());
-        if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-            eprintln!(
-                "foster: control socket {} (foster ctl --socket {} status)",
-                server.path().display(),
-                server.path().display()
-            );
-        }
         Ok(Some(server))
     }
 
@@ -209,7 +202,13 @@ impl Supervisor {
                 }
                 let cfg = &self.config.helpers[i];
                 let (sig, grace) = (cfg.stop_signal.number(), cfg.stop_grace.0);
-                self.signal(id, Some(name.to_string()), sig, SignalReason::Control);
+                self.signal(
+                    id,
+                    Some(name.to_string()),
+                    sig,
+                    SignalReason::Control,
+                    Some(grace),
+                );
                 self.at(grace, Timer::RestartGrace(i, id));
                 done(
                     "restart",
@@ -235,7 +234,13 @@ impl Supervisor {
     pub(super) fn restart_grace(&mut self, i: usize, id: Identity) {
         if self.helpers[i].identity == Some(id) && self.helpers[i].pid.is_some() {
             let name = self.config.helpers[i].name().to_string();
-            self.signal(id, Some(name), libc::SIGKILL, SignalReason::GraceExpired);
+            self.signal(
+                id,
+                Some(name),
+                libc::SIGKILL,
+                SignalReason::GraceExpired,
+                None,
+            );
         }
     }
 
@@ -313,8 +318,10 @@ impl Supervisor {
             self.emit(Event::Signal {
                 target: id,
                 helper: helper.clone(),
+                generation: self.registry.get(&id).map(|r| r.generation),
                 signal: signal_name(sig),
                 reason: SignalReason::Control,
+                grace_ms: None,
             });
             let what = match helper {
                 Some(h) if matches!(target, Target::Helper(_)) => format!("helper {h:?}"),

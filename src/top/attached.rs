@@ -430,15 +430,14 @@ impl AttachedSource {
             let feed = self.feed.lock().unwrap();
             let stopped = feed.records.iter().rev().find_map(|i| match i {
                 Item::Event(EventRecord {
-                    event: Event::Stopped { exit_status },
+                    event: stopped @ Event::Stopped { .. },
                     ..
-                }) => Some(*exit_status),
+                }) => Some(stopped.clone()),
                 _ => None,
             });
             match stopped {
-                Some(code) => SourceError(format!(
-                    "the supervisor has stopped (exit status {code}); q quits"
-                )),
+                // The event's own words: `supervisor stopped with exit status 0 (...)`.
+                Some(stopped) => SourceError(format!("{stopped}; q quits")),
                 None => e,
             }
         })?;
