@@ -7,12 +7,16 @@
 //! even by SIGKILL. The supervisor contains its tree in its own PID namespace wherever it can
 //! (`foster run`'s default: as root, or through a user namespace), and the status says whether
 //! it did.
-//! The demo then follows the supervisor's events through the socket and prints them; SIGINT
-//! and SIGTERM are forwarded to the supervisor as SIGTERM, and the demo exits with its status
-//! once it has ended.
+//! The supervisor's standard error (its lines for people, `foster: crasher[7] exited with code
+//! 3; restarting in 1s (1st in a row)`) goes to a log file beside the socket, so that it never
+//! mixes with what the demo shows; its standard output (the helpers' lines) too under the
+//! dashboard, else it is printed among the events. The demo then follows the supervisor's
+//! events through the socket and prints them; SIGINT and SIGTERM are forwarded to the
+//! supervisor as SIGTERM, and the demo exits with its status once it has ended, saying how the
+//! tree ended ([`ended_text`]: what had to be SIGKILLed, by name).
 //!
 //! [`start`] (the supervisor running, its socket known) is separate from [`run`] (printing),
-//! so that a dashboard can show the same tree.
+//! so that a dashboard can show the same tree; [`Demo::stop`] is the dashboard's teardown.
 
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
@@ -22,8 +26,9 @@ use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 
 use crate::control::client::{self, Connection};
-use crate::control::protocol::ReplyBody;
+use crate::control::protocol::{ReplyBody, Request};
 use crate::control::server;
+use crate::event::{Event, SignalReason};
 use crate::identity::Identity;
 use crate::policy::Policy;
 use crate::reaper::{self, ExitStatus, Reaper, Routed};
@@ -40,12 +45,14 @@ pub const ENV_MARKER: &str = "FOSTER_DEMO";
 pub struct DemoOptions {
     /// Print the events as JSON lines.
     pub json: bool,
-    /// The control socket (default: `demo.sock` in the default socket directory).
+    /// The control socket (default: `demo.sock` in the default socket directory). The
+    /// supervisor's standard error, its lines for people, goes to a file beside it (its path
+    /// with `.log`).
     pub socket: Option<PathBuf>,
-    /// Send the supervisor's standard output and error to a file beside the socket (its path
-    /// with `.log`) instead of the terminal, which the dashboard owns; the helpers' lines are
-    /// then kept but not relayed (`foster run --output none`). Otherwise they are relayed among
-    /// the events (as JSON with `json`).
+    /// Send the supervisor's standard output to its log file too, not only its standard error
+    /// (the terminal is the dashboard's): the helpers' lines are then kept but not relayed
+    /// (`foster run --output none`). Otherwise they are relayed among the events (as JSON with
+    /// `json`).
     pub log_to_file: bool,
 }
 
@@ -57,8 +64,9 @@ pub struct Demo {
     pub socket: PathBuf,
     /// Whether the tree runs in its own PID namespace.
     pub contained: bool,
-    /// Where the supervisor's output goes, with [`DemoOptions::log_to_file`].
-    pub log: Option<PathBuf>,
+    /// Where the supervisor's standard error goes (and its standard output, with
+    /// [`DemoOptions::log_to_file`]).
+    pub log: PathBuf,
     reaper: Reaper<()>,
     signals: SignalFd,
     _spawner: Spawner,
@@ -126,16 +134,13 @@ pub fn start(opts: &DemoOptions) -> io::Result<Demo> {
     ));
     spec.env
         .push(("FOSTER_EXE".into(), Some(exe.into_os_string())));
-    let log = if opts.log_to_file {
-        let log = path.with_extension("log");
-        let f = std::fs::File::create(&log)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", log.display())))?;
+    let log = path.with_extension("log");
+    let f = std::fs::File::create(&log)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", log.display())))?;
+    if opts.log_to_file {
         spec.stdout = Some(f.try_clone()?.into());
-        spec.stderr = Some(f.into());
-        Some(log)
-    } else {
-        None
-    };
+    }
+    spec.stderr = Some(f.into());
     let spawner = Spawner::start()?;
     let mut reaper = reaper;
     let launched = reaper.launch((), || spawner.launch(spec).map(|l| l.pid));
@@ -159,6 +164,34 @@ pub fn start(opts: &DemoOptions) -> io::Result<Demo> {
 }
 
 impl Demo {
+    /// Stops the supervisor (SIGTERM: its orderly shutdown, which ends the whole tree) and
+    /// waits until it has ended; returns how it ended and what it had to SIGKILL after a grace
+    /// (their `signal` events, with pids as this process sees them), followed through the
+    /// control socket from before the SIGTERM until the supervisor closed it.
+    pub fn stop(&mut self) -> io::Result<(ExitStatus, Vec<Event>)> {
+        let follower = Connection::connect(&self.socket).and_then(|mut c| {
+            c.ask(&Request::Events {
+                backlog: Some(0),
+                follow: true,
+            })?;
+            Ok(c)
+        });
+        let _ = crate::identity::signal(self.supervisor, libc::SIGTERM);
+        let mut killed = Kills::default();
+        if let Ok(mut conn) = follower {
+            let mut pids = conn.pid_map();
+            // Until the supervisor exits and its socket closes.
+            while let Ok(Some(mut r)) = conn.read() {
+                pids.reply(&mut r.body);
+                if let ReplyBody::Event(e) = &r.body {
+                    killed.see(&e.event);
+                }
+            }
+        }
+        let status = self.wait(|_| {})?;
+        Ok((status, killed.0))
+    }
+
     /// Waits for the supervisor to end, forwarding SIGINT and SIGTERM to it as SIGTERM;
     /// `on_stop` is called at the first one. Returns how the supervisor ended.
     pub fn wait(&mut self, mut on_stop: impl FnMut(i32)) -> io::Result<ExitStatus> {
@@ -220,8 +253,10 @@ pub fn banner(d: &Demo) -> String {
             applies that generation's orphan policy (USR1, ignored; SIGKILL 15s later)
 
 In another terminal:  foster ctl --socket {sock} status
+The supervisor's own lines go to {log}
 Stop with Ctrl-C: everything started here ends with it (so it does on SIGTERM or SIGKILL).
 ",
+        log = d.log.display(),
         pid = d.supervisor.pid,
         contained = if d.contained {
             ", in its own PID namespace"
@@ -254,33 +289,107 @@ pub fn run(opts: &DemoOptions) -> io::Result<i32> {
         }
     })?;
     // The supervisor closed its socket when it exited: the printer has seen the last event.
-    let _ = printer.join();
+    let killed = printer.join().unwrap_or_default();
     if !json {
-        eprintln!(
-            "foster demo: the supervisor ended ({status}); nothing it started is left running."
+        let _ = writeln!(io::stderr(), "{}", ended_text(status, asked, &killed));
+        let _ = writeln!(
+            io::stderr(),
+            "foster demo: the supervisor's own lines are in {}",
+            demo.log.display()
         );
     }
-    // Asked to stop, the supervisor ends with 0, or 4 when something had to be SIGKILLed
-    // after its grace (the orphaner's grandchild ignores its signal on purpose): both are the
-    // demo's normal end.
-    let code = status.shell_code();
-    Ok(
-        if asked && (code == crate::supervisor::EXIT_OK || code == crate::supervisor::EXIT_FORCED) {
-            0
-        } else {
-            code
-        },
-    )
+    Ok(exit_code(status, asked))
 }
 
-fn print_events(socket: &Path, json: bool) {
+/// The demo's exit status once its supervisor has ended: 0 after a stop it asked for that
+/// ended the tree (the supervisor's 0, or 4 when something had to be SIGKILLed after its
+/// grace, as the orphaner's orphans are: the demo's normal end), else the supervisor's own.
+pub fn exit_code(status: ExitStatus, asked: bool) -> i32 {
+    let code = status.shell_code();
+    if asked && ended_in_order(code) {
+        0
+    } else {
+        code
+    }
+}
+
+fn ended_in_order(code: i32) -> bool {
+    code == crate::supervisor::EXIT_OK || code == crate::supervisor::EXIT_FORCED
+}
+
+/// The SIGKILLs sent during the shutdown when a grace ran out (not those of an orphan's grace
+/// while supervising), from a stream of events.
+#[derive(Default)]
+struct Kills(Vec<Event>, bool);
+
+impl Kills {
+    fn see(&mut self, e: &Event) {
+        match e {
+            Event::Shutdown { .. } => self.1 = true,
+            Event::Signal {
+                signal,
+                reason: SignalReason::GraceExpired,
+                ..
+            } if self.1 && signal == "SIGKILL" => self.0.push(e.clone()),
+            _ => {}
+        }
+    }
+}
+
+/// What the demo says once its supervisor has ended: after a stop it asked for (`asked`), that
+/// the tree ended, and who had to be SIGKILLed after a grace (`killed`, their `signal` events:
+/// the orphaner's orphans, which ignore their signal on purpose, usually are); otherwise how
+/// the supervisor ended, in words.
+pub fn ended_text(status: ExitStatus, asked: bool, killed: &[Event]) -> String {
+    let code = status.shell_code();
+    if !asked || !ended_in_order(code) {
+        let words = match status {
+            ExitStatus::Exited { code } => crate::event::status_words(code),
+            ExitStatus::Signaled { .. } => None,
+        };
+        return format!(
+            "foster demo: the supervisor ended ({status}{})",
+            words.map(|w| format!(": {w}")).unwrap_or_default()
+        );
+    }
+    let mut text = String::from(
+        "foster demo: the supervisor stopped its tree; nothing it started is left running",
+    );
+    if code == crate::supervisor::EXIT_FORCED {
+        let names: Vec<String> = killed.iter().filter_map(Event::process).collect();
+        let orphans = !killed.is_empty()
+            && killed
+                .iter()
+                .all(|e| matches!(e, Event::Signal { helper: Some(h), .. } if h == "orphaner"));
+        let (who, verb) = match names.len() {
+            0 => ("what outlived its grace".to_string(), "was"),
+            1 => (names[0].clone(), "was"),
+            _ => (names.join(", "), "were"),
+        };
+        text.push_str(&format!(
+            " ({who} {verb} SIGKILLed after its grace{})",
+            if orphans {
+                ": the orphaner's orphans ignore their signal on purpose"
+            } else {
+                ""
+            }
+        ));
+    }
+    text.push('.');
+    text
+}
+
+/// Prints the events (as sentences, or JSON lines with `json`) until the supervisor closes its
+/// socket; returns what it SIGKILLed after a grace.
+fn print_events(socket: &Path, json: bool) -> Vec<Event> {
     let mut conn = match Connection::connect(socket) {
         Ok(c) => c,
         Err(e) => {
             crate::logging::report(format_args!("demo events: {e}"));
-            return;
+            return Vec::new();
         }
     };
+    let mut killed = Kills::default();
     let mut out = io::stdout().lock();
     let r = client::follow(&mut conn, None, true, |r| {
         if json {
@@ -288,10 +397,14 @@ fn print_events(socket: &Path, json: bool) {
         } else if let ReplyBody::Event(e) = &r.body {
             writeln!(out, "{}", client::render_event(e))?;
         }
+        if let ReplyBody::Event(e) = &r.body {
+            killed.see(&e.event);
+        }
         out.flush()?;
         Ok(true)
     });
     if let Err(e) = r {
         crate::logging::report(format_args!("demo events: {e}"));
     }
+    killed.0
 }

@@ -1038,3 +1038,144 @@ fn demo_stops_cleanly_on_sigterm() {
 fn demo_leaves_nothing_on_sigkill() {
     demo(libc::SIGKILL);
 }
+
+/// `foster demo --events`: the supervisor's lines for people go to the log beside the socket
+/// (they did not exist before, and the log was empty), and a stop says how the tree ended,
+/// naming what had to be SIGKILLed and why, instead of reading like a failure.
+#[test]
+fn the_demo_keeps_its_supervisors_lines_and_says_how_its_tree_ended() {
+    let d = Dir::new("ctl", "demolog");
+    let sock = d.path("demo.sock");
+    let log = d.path("demo.log");
+    let mut guard = Guard(
+        Command::new(FOSTER)
+            .args(["demo", "--events", "--socket"])
+            .arg(&sock)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let child = &mut guard.0;
+    let demo_pid = child.id();
+    let (tx, rx) = mpsc::channel::<String>();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines() {
+            let Ok(l) = l else { break };
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let mut err = child.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    // The orphaner's first orphan given its policy (the orphan ignores it for 15s).
+    let t = Instant::now();
+    let mut events = Vec::new();
+    while !events
+        .last()
+        .is_some_and(|l: &String| l.contains("orphaner's") && l.contains("(orphan policy;"))
+    {
+        let l = rx
+            .recv_timeout(LIMIT.saturating_sub(t.elapsed()))
+            .expect("the demo's events");
+        events.push(l);
+    }
+    // SAFETY: kill of our own child.
+    assert_eq!(unsafe { libc::kill(demo_pid as i32, libc::SIGINT) }, 0);
+    assert_eq!(wait_child(child).code(), Some(0), "the demo's normal end");
+    events.extend(rx.iter());
+    // The events' lines (each after its time), not the helpers' relayed ones (`nested ! ...`).
+    events.retain(|l| {
+        l.split_once("  ")
+            .is_some_and(|(t, _)| t.len() == 12 && t.as_bytes()[2] == b':')
+    });
+    let stderr = stderr.join().unwrap();
+    let log_text = std::fs::read_to_string(&log).unwrap();
+
+    // What the shutdown SIGKILLed (the orphan, unless its 15s grace ran out before the stop).
+    let stop = events
+        .iter()
+        .position(|l| l.contains("shutting down on SIGTERM"))
+        .unwrap_or_else(|| panic!("no shutdown event: {events:#?}"));
+    let killed: Vec<&str> = events[stop..]
+        .iter()
+        .filter_map(|l| {
+            let (_, rest) = l.split_once("sent SIGKILL to ")?;
+            rest.strip_suffix(" (still running at the end of its grace)")
+        })
+        .collect();
+    let said = "foster demo: the supervisor stopped its tree; nothing it started is left running";
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with(said))
+        .unwrap_or_else(|| panic!("how the tree ended:\n{stderr}"));
+    match killed.as_slice() {
+        [] => assert_eq!(line, format!("{said}."), "{stderr}"),
+        [one] => assert_eq!(
+            line,
+            format!(
+                "{said} ({one} was SIGKILLed after its grace: the orphaner's orphans ignore their \
+                 signal on purpose)."
+            ),
+            "{events:#?}"
+        ),
+        more => panic!("more SIGKILLs than the orphan: {more:?}\n{events:#?}"),
+    }
+    assert!(!stderr.contains("exit code 4"), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "foster demo: the supervisor's own lines are in {}",
+            log.display()
+        )),
+        "{stderr}"
+    );
+
+    // The log holds the supervisors' lines (the nested one's too), in words, the outer one's
+    // end last.
+    let lines: Vec<&str> = log_text.lines().collect();
+    assert!(
+        lines.iter().all(|l| l.starts_with("foster: ")),
+        "{log_text}"
+    );
+    assert!(
+        lines[0].starts_with("foster: supervisor ")
+            && lines[0].ends_with(&format!("; control socket {}", sock.display())),
+        "{log_text}"
+    );
+    for h in ["nested", "worker", "crasher", "orphaner"] {
+        let launched = format!("foster: {h}[");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with(&launched) && l.ends_with("] launched")),
+            "{h}: {log_text}"
+        );
+    }
+    assert!(
+        lines.contains(&"foster: shutting down on SIGTERM: stopping every helper"),
+        "{log_text}"
+    );
+    let end = if killed.is_empty() {
+        "foster: supervisor stopped with exit status 0 (everything ended in order)"
+    } else {
+        "foster: supervisor stopped with exit status 4 (something had to be SIGKILLed after its \
+         grace)"
+    };
+    assert_eq!(lines.last(), Some(&end), "{log_text}");
+
+    let t = Instant::now();
+    loop {
+        let left = demo_processes(demo_pid);
+        if left.is_empty() {
+            break;
+        }
+        assert!(t.elapsed() < LIMIT, "demo processes left: {left:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

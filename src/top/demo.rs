@@ -2,10 +2,11 @@
 //!
 //! Owns [`run`]: it starts the demo's supervisor ([`crate::demo::start`], its output sent to a
 //! log file and its helpers' lines kept but not relayed, so that nothing but the dashboard
-//! writes to the terminal), runs the dashboard on its
-//! control socket, and, however the dashboard ends (`q`, a termination signal, an error), stops
-//! the supervisor (SIGTERM: its orderly shutdown, which ends the whole tree) and waits until it
-//! has ended, so that nothing the demo started is left running.
+//! writes to the terminal), runs the dashboard on its control socket, and, however the
+//! dashboard ends (`q`, a termination signal, an error), stops the supervisor
+//! ([`crate::demo::Demo::stop`]: SIGTERM, its orderly shutdown, which ends the whole tree) and
+//! waits until it has ended, so that nothing the demo started is left running; then it says how
+//! the tree ended and where the supervisor's log is.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -29,34 +30,17 @@ pub fn run(socket: Option<std::path::PathBuf>) -> Result<ExitCode, TopError> {
     });
     // The terminal may be gone (SIGHUP): these lines are best effort, the teardown is not.
     say("foster demo: stopping the supervisor; it ends the whole tree...");
-    let _ = crate::identity::signal(d.supervisor, libc::SIGTERM);
-    let status = d.wait(|_| {})?;
-    let code = status.shell_code();
-    let clean = code == crate::supervisor::EXIT_OK || code == crate::supervisor::EXIT_FORCED;
-    let forced = if code == crate::supervisor::EXIT_FORCED {
-        ": a process outlived its stop grace and was SIGKILLed"
-    } else {
-        ""
-    };
+    let (status, killed) = d.stop()?;
+    say(&demo::ended_text(status, true, &killed));
     say(&format!(
-        "foster demo: the supervisor ended ({status}{forced}){}",
-        if clean {
-            "; nothing it started is left running."
-        } else {
-            ""
-        }
+        "foster demo: the supervisor's own lines are in {}",
+        d.log.display()
     ));
-    if let Some(log) = &d.log {
-        say(&format!("foster demo: its log is in {}", log.display()));
-    }
-    // Quitting, or a signal asking to stop, is the demo's normal end once the tree has ended
-    // (4: something had to be SIGKILLed after its grace, the orphan that ignores its signal).
+    // Quitting, or a signal asking to stop, is the demo's normal end once the tree has ended.
     shown?;
-    Ok(if clean {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(code.clamp(0, 255) as u8)
-    })
+    Ok(ExitCode::from(
+        demo::exit_code(status, true).clamp(0, 255) as u8
+    ))
 }
 
 /// Writes a line to standard error, ignoring failure (`eprintln!` would panic on a closed
