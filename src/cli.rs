@@ -334,6 +334,9 @@ pub enum CtlCommand {
     },
     /// Stop the supervisor: the same orderly shutdown as SIGTERM.
     Stop,
+    /// Reopen every log file the supervisor writes (the events log, the helpers' log files)
+    /// at its path, after an outside rotation: the same as SIGUSR1, and says which.
+    ReopenLogs,
 }
 
 #[derive(Debug, Args)]
@@ -569,6 +572,7 @@ fn ctl(a: CtlArgs) -> Result<ExitCode, CliError> {
         CtlCommand::Signal { target, signal } => C::Signal { target, signal },
         CtlCommand::Restart { helper } => C::Restart { helper },
         CtlCommand::Stop => C::Stop,
+        CtlCommand::ReopenLogs => C::ReopenLogs,
     };
     client::ctl(
         a.socket.as_deref(),

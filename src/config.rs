@@ -107,6 +107,96 @@ pub struct Helper {
     /// logged), `inherit` (foster's own) or `null`.
     #[serde(default)]
     pub output: crate::output::Mode,
+    /// A file of its own for its captured lines, rotated by size.
+    #[serde(default)]
+    pub log: Option<LogSpec>,
+}
+
+/// `log = { file = "PATH", max_size = "10MB", keep = 5 }`: a helper's captured lines in a file
+/// of its own, each with its time and stream, rotated by size as logrotate names the files
+/// (`docs/output.md`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogSpec {
+    /// The file; a relative path is taken from foster's working directory. Non-empty, no NUL.
+    #[serde(deserialize_with = "log_file")]
+    pub file: PathBuf,
+    /// Rotate before a write would take the file past this size: [`crate::size`]'s grammar
+    /// (`"10MB"`, `"10MiB"`), or bytes as an integer; 0: never (default 10 MiB).
+    #[serde(default = "default_log_max_size", deserialize_with = "log_size")]
+    pub max_size: u64,
+    /// Rotated files kept, `FILE.1` (the newest) to `FILE.N`; 0: the file starts anew;
+    /// at most [`crate::logfile::Rotation::MAX_KEEP`] (default 5).
+    #[serde(default = "default_log_keep", deserialize_with = "log_keep")]
+    pub keep: u32,
+}
+
+impl LogSpec {
+    /// Its rotation.
+    pub fn rotation(&self) -> crate::logfile::Rotation {
+        crate::logfile::Rotation {
+            max_size: self.max_size,
+            keep: self.keep,
+        }
+    }
+}
+
+fn default_log_max_size() -> u64 {
+    crate::logfile::Rotation::DEFAULT_MAX_SIZE
+}
+
+fn default_log_keep() -> u32 {
+    crate::logfile::Rotation::DEFAULT_KEEP
+}
+
+/// `log.file`: a non-empty path without NUL.
+fn log_file<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
+    let path = String::deserialize(d)
+        .map_err(|_| de::Error::custom("expected the path of the log file, as a string"))?;
+    if path.is_empty() {
+        return Err(de::Error::custom(
+            "the log file's path is empty: expected a path, or leave log out",
+        ));
+    }
+    if path.contains('\0') {
+        return Err(de::Error::custom("the log file's path contains a NUL byte"));
+    }
+    Ok(PathBuf::from(path))
+}
+
+/// `log.max_size`: a size as [`crate::size::parse_size`] reads it, or bytes as an integer.
+fn log_size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Form {
+        Bytes(i64),
+        Text(String),
+    }
+    match Form::deserialize(d)
+        .map_err(|_| de::Error::custom("expected a size such as \"10MB\", \"512KiB\" or 0"))?
+    {
+        Form::Bytes(n) => u64::try_from(n).map_err(|_| {
+            de::Error::custom(format!(
+                "negative size {n}: expected a size such as \"10MB\""
+            ))
+        }),
+        Form::Text(t) => crate::size::parse_size(&t).map_err(de::Error::custom),
+    }
+}
+
+/// `log.keep`: from 0 to [`crate::logfile::Rotation::MAX_KEEP`].
+fn log_keep<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    let max = crate::logfile::Rotation::MAX_KEEP;
+    let n = i64::deserialize(d).map_err(|_| {
+        de::Error::custom(format!(
+            "expected how many rotated files to keep, a number from 0 to {max}"
+        ))
+    })?;
+    u32::try_from(n).ok().filter(|&k| k <= max).ok_or_else(|| {
+        de::Error::custom(format!(
+            "keep = {n}: expected a number of rotated files from 0 to {max}"
+        ))
+    })
 }
 
 impl Helper {
@@ -835,8 +925,40 @@ impl Config {
             ));
         }
         let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut logs: BTreeMap<&Path, usize> = BTreeMap::new();
         for (hi, h) in self.helpers.iter().enumerate() {
             let at = helpers.index(hi);
+            let log = at.key("log");
+            if let Some(spec) = h.log.as_ref().filter(|_| !read.skipped(&log)) {
+                if h.output != crate::output::Mode::Capture {
+                    errors.push(doc.error_at(
+                        &log,
+                        None,
+                        format!(
+                            "a log file takes the lines foster captures, but output is {:?}: \
+                             remove output, or set it to \"capture\"",
+                            serde_json::to_value(h.output)
+                                .ok()
+                                .and_then(|v| v.as_str().map(str::to_string))
+                                .unwrap_or_default()
+                        ),
+                    ));
+                }
+                if let Some(first) = logs.get(spec.file.as_path()) {
+                    errors.push(doc.error_at(
+                        &log.key("file"),
+                        None,
+                        format!(
+                            "{} is helper[{}]'s log file already: each helper needs a file of \
+                             its own (their rotations would rename each other's)",
+                            spec.file.display(),
+                            first + 1
+                        ),
+                    ));
+                } else {
+                    logs.insert(spec.file.as_path(), hi);
+                }
+            }
             let name = at.key("name");
             if !read.skipped(&name) {
                 if let Some(first) = seen.get(h.name()) {
@@ -1318,6 +1440,69 @@ mod tests {
         let e = helper_err("output = \"file\"\n");
         assert_eq!(e.key.as_deref(), Some("helper[1].output"), "{e}");
         assert!(e.message.contains("`capture`, `inherit`, `null`"), "{e}");
+    }
+
+    #[test]
+    fn a_log_is_a_file_a_size_and_a_count() {
+        let c = ok(&format!("{HELPER}log = {{ file = \"a.log\" }}\n"));
+        let log = c.helpers[0].log.as_ref().unwrap();
+        assert_eq!(log.file, Path::new("a.log"));
+        assert_eq!(log.rotation(), crate::logfile::Rotation::default());
+        let c = ok(&format!(
+            "{HELPER}log = {{ file = \"/l/a.log\", max_size = \"10MB\", keep = 0 }}\n"
+        ));
+        let log = c.helpers[0].log.as_ref().unwrap();
+        assert_eq!((log.max_size, log.keep), (10_000_000, 0));
+        let c = ok(&format!(
+            "{HELPER}log = {{ file = \"a\", max_size = 4096 }}\n"
+        ));
+        assert_eq!(c.helpers[0].log.as_ref().unwrap().max_size, 4096);
+        for (log, key, why) in [
+            ("{ file = \"\" }", "helper[1].log.file", "path is empty"),
+            (
+                "{ file = \"a\", max_size = \"10 parsecs\" }",
+                "helper[1].log.max_size",
+                "unknown unit",
+            ),
+            (
+                "{ file = \"a\", max_size = -1 }",
+                "helper[1].log.max_size",
+                "negative size",
+            ),
+            (
+                "{ file = \"a\", keep = 1001 }",
+                "helper[1].log.keep",
+                "from 0 to 1000",
+            ),
+            (
+                "{ file = \"a\", keep = -1 }",
+                "helper[1].log.keep",
+                "from 0 to 1000",
+            ),
+            (
+                "{ file = \"a\", rotate = 3 }",
+                "helper[1].log.rotate",
+                "unknown field `rotate`",
+            ),
+            (
+                "{ max_size = \"1M\" }",
+                "helper[1].log.file",
+                "missing field `file`",
+            ),
+        ] {
+            let e = helper_err(&format!("log = {log}\n"));
+            assert_eq!(e.key.as_deref(), Some(key), "{log}: {e}");
+            assert!(e.message.contains(why), "{log}: {e}");
+        }
+        let e = helper_err("output = \"inherit\"\nlog = { file = \"a\" }\n");
+        assert_eq!(e.key.as_deref(), Some("helper[1].log"), "{e}");
+        assert!(e.message.contains("output is \"inherit\""), "{e}");
+        let e = err(&format!(
+            "{HELPER}log = {{ file = \"same\" }}\n[[helper]]\nname = \"b\"\ncommand = [\"x\"]\n\
+             log = {{ file = \"same\" }}\n"
+        ));
+        assert_eq!(e.key.as_deref(), Some("helper[2].log.file"), "{e}");
+        assert!(e.message.contains("helper[1]'s log file already"), "{e}");
     }
 
     #[test]

@@ -5,20 +5,20 @@
 //! (one object per line, `"event"` naming the kind, `"ts_ms"` the wall-clock time in
 //! milliseconds since the Unix epoch), its one rendering for people (`Display`: `foster run`'s
 //! lines on standard error, which [`Narration`] picks by verbosity, `foster ctl events`, the
-//! dashboard's events pane, `foster demo`) and [`EventLog`], the `--events-log FILE` writer (its
-//! rotation by size, its reopening on SIGUSR1). The control socket and the dashboard stream this
-//! same type.
+//! dashboard's events pane, `foster demo`) and [`EventLog`], the `--events-log FILE` writer
+//! (rotated by size and reopened through [`crate::logfile`]). The control socket and the
+//! dashboard stream this same type.
 
 use std::fmt;
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
 use crate::adoption::Classification;
 use crate::identity::Identity;
+use crate::logfile::{RotatingFile, Trust};
 use crate::reaper::ExitStatus;
 
 /// One event.
@@ -587,90 +587,36 @@ impl Record {
     }
 }
 
-/// When the events log is rotated (`--events-log-max-size`, `--events-log-keep`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rotation {
-    /// Rotate before a write would take the file past this many bytes; 0: never.
-    pub max_size: u64,
-    /// Rotated files kept: `FILE.1` (the newest) to `FILE.<keep>`; 0: the file starts anew.
-    pub keep: u32,
-}
-
-impl Rotation {
-    /// 10 MiB.
-    pub const DEFAULT_MAX_SIZE: u64 = 10 << 20;
-    /// Five rotated files.
-    pub const DEFAULT_KEEP: u32 = 5;
-    /// The most rotated files foster keeps (each rotation renames every one of them).
-    pub const MAX_KEEP: u32 = 1000;
-}
-
-impl Default for Rotation {
-    fn default() -> Rotation {
-        Rotation {
-            max_size: Rotation::DEFAULT_MAX_SIZE,
-            keep: Rotation::DEFAULT_KEEP,
-        }
-    }
-}
+/// When the events log is rotated (`--events-log-max-size`, `--events-log-keep`): the one
+/// rotation of foster's logs.
+pub use crate::logfile::Rotation;
 
 /// Appends records to a file as JSON lines, each line written whole with one `write` (no
-/// buffering, no fsync: a reader sees each event at once, and the loop never waits on a disk).
-///
-/// When the path names a regular file (not a FIFO, a device or a symbolic link), a write that
-/// would take it past [`Rotation::max_size`] first rotates it as logrotate does: `FILE.N-1` →
-/// `FILE.N` …, `FILE` → `FILE.1`, the oldest beyond [`Rotation::keep`] overwritten, then a new
-/// `FILE` (same permission bits and owner, created with `O_EXCL | O_NOFOLLOW`: nothing planted at
-/// the path in between is followed). Each file holds whole lines and at most `max_size` bytes,
-/// unless a single line is longer. A rotation that fails leaves the writer on its current file
-/// (reported once) until [`EventLog::reopen`].
+/// buffering, no fsync: a reader sees each event at once, and the loop never waits on a disk),
+/// through a [`RotatingFile`] that follows its path wherever it leads ([`Trust::Follow`]: a
+/// FIFO, a terminal, a symbolic link) and rotates it by size when it is a regular file named
+/// directly.
 #[derive(Debug)]
 pub struct EventLog {
-    path: PathBuf,
-    /// `None` only after a rotation could not create the new file: each write tries again.
-    file: Option<File>,
-    rotation: Rotation,
-    /// Whether this file is rotated (a regular file, named directly, no rotation failed yet).
-    rotatable: bool,
-    /// The file's size as this writer knows it (checked with `fstat` before a rotation).
-    size: u64,
+    file: RotatingFile,
 }
 
 impl EventLog {
     /// Opens (creating) `path` for appending.
     pub fn open(path: &Path, rotation: Rotation) -> io::Result<EventLog> {
-        let mut log = EventLog {
-            path: path.to_path_buf(),
-            file: None,
-            rotation,
-            rotatable: false,
-            size: 0,
-        };
-        log.reopen()?;
-        Ok(log)
+        Ok(EventLog {
+            file: RotatingFile::open(path, rotation, Trust::Follow, "events log")?,
+        })
     }
 
     /// The path it was opened at.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.file.path()
     }
 
-    /// Closes the file and opens (creating) the path again: after the file was renamed away
-    /// (an outside rotation), the next records go to a new file at the path. A rotation that
-    /// failed is tried again from here on. On failure the old file is kept.
+    /// Closes the file and opens (creating) the path again (see [`RotatingFile::reopen`]).
     pub fn reopen(&mut self) -> io::Result<()> {
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)
-            .map_err(|e| self.error("", e))?;
-        let meta = file.metadata().map_err(|e| self.error("", e))?;
-        let named_directly =
-            std::fs::symlink_metadata(&self.path).is_ok_and(|m| !m.file_type().is_symlink());
-        self.rotatable = meta.is_file() && named_directly;
-        self.size = meta.len();
-        self.file = Some(file);
-        Ok(())
+        self.file.reopen()
     }
 
     /// Writes one record as one line, rotating first when it is time to. A rotation that fails
@@ -678,107 +624,7 @@ impl EventLog {
     pub fn write(&mut self, record: &Record) -> io::Result<()> {
         let mut line = serde_json::to_vec(record).map_err(io::Error::other)?;
         line.push(b'\n');
-        let len = line.len() as u64;
-        if self.due(len) {
-            if let Err(e) = self.rotate() {
-                tracing::warn!("{e}; writing on to the current file (SIGUSR1 tries again)");
-            }
-        }
-        let file = match &mut self.file {
-            Some(f) => f,
-            None => self.file.insert(self.create(None)?),
-        };
-        file.write_all(&line).map_err(|e| {
-            io::Error::new(e.kind(), format!("events log {}: {e}", self.path.display()))
-        })?;
-        self.size += len;
-        Ok(())
-    }
-
-    /// Whether a line of `len` bytes must go to a new file.
-    fn due(&mut self, len: u64) -> bool {
-        let max = self.rotation.max_size;
-        if !self.rotatable || max == 0 || self.size == 0 || self.size + len <= max {
-            return false;
-        }
-        // Believe the file, not the count, in case something truncated it.
-        if let Some(m) = self.file.as_ref().and_then(|f| f.metadata().ok()) {
-            self.size = m.len();
-        }
-        self.size > 0 && self.size + len > max
-    }
-
-    fn rotate(&mut self) -> io::Result<()> {
-        let meta = self.file.as_ref().and_then(|f| f.metadata().ok());
-        let keep = self.rotation.keep;
-        let moved = if keep == 0 {
-            std::fs::remove_file(&self.path)
-        } else {
-            for n in (1..keep).rev() {
-                match std::fs::rename(self.numbered(n), self.numbered(n + 1)) {
-                    Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                        self.rotatable = false;
-                        return Err(self.error("rotating", e));
-                    }
-                    _ => {}
-                }
-            }
-            std::fs::rename(&self.path, self.numbered(1))
-        };
-        if let Err(e) = moved {
-            // Stay on this file: a retry on every write would shift the older files again.
-            self.rotatable = false;
-            return Err(self.error("rotating", e));
-        }
-        self.file = None;
-        self.size = 0;
-        self.file = Some(self.create(meta.as_ref())?);
-        Ok(())
-    }
-
-    /// The new file at the path, like the one it replaces (`like`): never through a symbolic
-    /// link, and given its permission bits and owner only when this call created it.
-    fn create(&self, like: Option<&std::fs::Metadata>) -> io::Result<File> {
-        use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
-        let created = OpenOptions::new()
-            .create_new(true)
-            .append(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&self.path);
-        match created {
-            Ok(f) => {
-                if let Some(m) = like {
-                    // Best effort: the file is usable whatever these say.
-                    let _ = std::os::unix::fs::fchown(&f, Some(m.uid()), Some(m.gid()));
-                    let _ = f.set_permissions(std::fs::Permissions::from_mode(m.mode() & 0o7777));
-                }
-                Ok(f)
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => OpenOptions::new()
-                .append(true)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(&self.path)
-                .map_err(|e| self.error("", e)),
-            Err(e) => Err(self.error("", e)),
-        }
-    }
-
-    fn numbered(&self, n: u32) -> PathBuf {
-        let mut p = self.path.clone().into_os_string();
-        p.push(format!(".{n}"));
-        PathBuf::from(p)
-    }
-
-    fn error(&self, doing: &str, e: io::Error) -> io::Error {
-        let doing = if doing.is_empty() {
-            String::new()
-        } else {
-            format!("{doing}: ")
-        };
-        io::Error::new(
-            e.kind(),
-            format!("events log {}: {doing}{e}", self.path.display()),
-        )
+        self.file.write(&line)
     }
 }
 
@@ -786,7 +632,7 @@ impl EventLog {
 mod tests {
     use super::*;
 
-    fn dir(tag: &str) -> PathBuf {
+    fn dir(tag: &str) -> std::path::PathBuf {
         let d = std::env::temp_dir().join(format!("foster-event-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
@@ -1074,81 +920,25 @@ mod tests {
     }
 
     #[test]
-    fn keep_zero_starts_the_file_anew_and_a_long_line_stands_alone() {
-        let d = dir("keep0");
+    fn the_events_log_is_json_lines_rotated_by_the_shared_rotation() {
+        let d = dir("log");
         let p = d.join("e.jsonl");
         let rotation = Rotation {
             max_size: 150,
-            keep: 0,
+            keep: 1,
         };
         let mut log = EventLog::open(&p, rotation).unwrap();
         log.write(&record("a")).unwrap();
         let one = len(&p);
         log.write(&record("b")).unwrap();
-        assert_eq!(len(&p), 2 * one, "two short lines fit");
-        log.write(&record(&"x".repeat(200))).unwrap();
-        assert!(len(&p) > 200, "the long line alone");
-        assert!(!d.join("e.jsonl.1").exists(), "keep 0 keeps nothing");
+        assert_eq!(len(&p), 2 * one, "two lines fit");
         log.write(&record("c")).unwrap();
-        assert_eq!(len(&p), one, "a new file after the long line");
-        let _ = std::fs::remove_dir_all(&d);
-    }
-
-    #[test]
-    fn a_symlinked_path_is_not_rotated() {
-        let d = dir("link");
-        let target = d.join("real.jsonl");
-        let p = d.join("e.jsonl");
-        std::os::unix::fs::symlink(&target, &p).unwrap();
-        let mut log = EventLog::open(
-            &p,
-            Rotation {
-                max_size: 10,
-                keep: 2,
-            },
-        )
-        .unwrap();
-        for h in ["a", "b", "c"] {
-            log.write(&record(h)).unwrap();
+        assert_eq!(len(&p), one, "the third starts a new file");
+        let old = std::fs::read_to_string(d.join("e.jsonl.1")).unwrap();
+        for (l, h) in old.lines().zip(["a", "b"]) {
+            let back: Record = serde_json::from_str(l).unwrap();
+            assert_eq!(back, record(h));
         }
-        assert!(
-            std::fs::symlink_metadata(&p)
-                .unwrap()
-                .file_type()
-                .is_symlink()
-        );
-        assert!(!d.join("e.jsonl.1").exists());
-        assert_eq!(std::fs::read_to_string(&target).unwrap().lines().count(), 3);
-        let _ = std::fs::remove_dir_all(&d);
-    }
-
-    #[test]
-    fn a_rotated_file_keeps_its_mode_and_a_planted_symlink_is_not_followed() {
-        use std::os::unix::fs::PermissionsExt;
-        let d = dir("mode");
-        let p = d.join("e.jsonl");
-        let mut log = EventLog::open(
-            &p,
-            Rotation {
-                max_size: 10,
-                keep: 1,
-            },
-        )
-        .unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
-        log.write(&record("a")).unwrap();
-        log.write(&record("b")).unwrap();
-        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o600);
-        assert!(d.join("e.jsonl.1").exists());
-        // Something planted at the path between two rotations is refused, not followed.
-        let victim = d.join("victim");
-        std::fs::write(&victim, "").unwrap();
-        std::fs::remove_file(&p).unwrap();
-        std::os::unix::fs::symlink(&victim, &p).unwrap();
-        (log.file, log.size) = (None, 0); // as after a rotation whose create failed
-        assert!(log.write(&record("c")).is_err());
-        assert_eq!(len(&victim), 0, "wrote through a planted symlink");
         let _ = std::fs::remove_dir_all(&d);
     }
 }

@@ -11,6 +11,8 @@
 //!   writer.
 //! - [`logging`]: the tracing subscriber behind `-v` / `-q` / `RUST_LOG`, the one error line.
 //! - [`size`]: sizes in bytes as people write them (`10MiB`, `1G`).
+//! - [`ownership`]: whether another user could plant or replace a file where foster puts one.
+//! - [`logfile`]: a log file rotated by size, the one rotation of the events and helpers' logs.
 //! - [`identity`]: `(pid, starttime)`, its `PID:STARTTIME` text form; [`identity::ProcessRef`],
 //!   the one way to hold, check, signal and wait for a process through a pidfd.
 //! - [`tree`]: `/proc` scanned into a graph keyed by identity, snapshot diffs, renderings.
@@ -69,8 +71,10 @@ pub mod gate;
 pub mod identity;
 pub mod init;
 pub mod lifeline;
+pub mod logfile;
 pub mod logging;
 pub mod output;
+pub mod ownership;
 pub mod policy;
 pub mod procstat;
 pub mod qualify;

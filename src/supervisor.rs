@@ -140,6 +140,7 @@ fn helper_outputs(config: &Config) -> Vec<crate::output::HelperOutput> {
         .map(|h| crate::output::HelperOutput {
             name: h.name().to_string(),
             mode: h.output,
+            log: h.log.as_ref().map(|l| (l.file.clone(), l.rotation())),
         })
         .collect()
 }
@@ -554,7 +555,9 @@ impl Supervisor {
         }
         match signals::action(sig) {
             signals::Action::Shutdown => self.begin_shutdown(Some(sig)),
-            signals::Action::ReopenLogs => self.reopen_logs(&signal_name(sig)),
+            signals::Action::ReopenLogs => {
+                self.reopen_logs(&signal_name(sig), None);
+            }
             signals::Action::Ignore => {
                 if self.ignored_logged.first(sig) {
                     warn!(
@@ -569,18 +572,30 @@ impl Supervisor {
         }
     }
 
-    /// Closes and opens again every log file foster writes (the events log), at their paths:
-    /// after an outside rotation (logrotate's `create` or `nocreate`) they go to the new file.
-    /// `by` says who asked (`SIGUSR1`).
-    fn reopen_logs(&mut self, by: &str) {
-        let Some(log) = &mut self.events else {
-            debug!("{by}: no log file to reopen");
-            return;
-        };
-        match log.reopen() {
-            Ok(()) => info!("{by}: reopened the events log {}", log.path().display()),
-            Err(e) => warn!("{by}: cannot reopen the events log: {e}"),
+    /// Closes and opens again every log file foster writes, at their paths, so that after an
+    /// outside rotation (logrotate's `create` or `nocreate`) they go to the new files: the
+    /// events log here, the helpers' log files on the output's thread, which logs each result
+    /// and sends them on `files` when given (it never makes this loop wait for a disk). `by`
+    /// says who asked (`SIGUSR1`). Returns the events log's result, when there is one.
+    fn reopen_logs(
+        &mut self,
+        by: &str,
+        files: Option<tokio::sync::oneshot::Sender<Vec<crate::output::Reopened>>>,
+    ) -> Option<Result<PathBuf, String>> {
+        if let Some(o) = &self.output {
+            o.reopen(files);
         }
+        let log = self.events.as_mut()?;
+        Some(match log.reopen() {
+            Ok(()) => {
+                info!("{by}: reopened the events log {}", log.path().display());
+                Ok(log.path().to_path_buf())
+            }
+            Err(e) => {
+                warn!("{by}: cannot reopen the events log: {e}");
+                Err(e.to_string())
+            }
+        })
     }
 
     /// The exit status once nothing is left to supervise.

@@ -132,6 +132,20 @@ impl Lines {
         }
     }
 
+    /// Waits until `n` lines `pred` holds for have been seen.
+    fn wait_count(&mut self, what: &str, n: usize, pred: impl Fn(&[u8]) -> bool) {
+        let deadline = Instant::now() + LIMIT;
+        while self.seen.iter().filter(|l| pred(l)).count() < n {
+            match self
+                .rx
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok(l) => self.seen.push(l),
+                Err(_) => panic!("not {n} lines {what}; seen: {:#?}", self.text()),
+            }
+        }
+    }
+
     /// Every line until the stream ends.
     fn rest(&mut self) -> &[Vec<u8>] {
         while let Ok(l) = self.rx.recv_timeout(LIMIT) {
@@ -377,17 +391,29 @@ fn a_line_of_one_mebibyte_arrives_split_and_marked() {
 }
 
 #[test]
-fn invalid_utf8_and_terminal_escapes_are_kept_in_json_and_escaped_on_the_relay() {
+fn invalid_utf8_and_terminal_escapes_are_kept_in_the_file_and_json_and_escaped_on_the_relay() {
     let d = Dir::new("output", "bytes");
+    let log = d.path("bytes.log");
     let cfg = d.file(
         "c.toml",
         &format!(
-            "[[helper]]\nname = \"bytes\"\ncommand = [\"/bin/sh\", \"-c\", {}]\n",
-            lit("printf 'a\\033]0;owned\\007\\377z\\n'")
+            "[[helper]]\nname = \"bytes\"\ncommand = [\"/bin/sh\", \"-c\", {}]\n\
+             log = {{ file = {:?} }}\n",
+            lit("printf 'a\\033]0;owned\\007\\377z\\n' >&2"),
+            log.to_str().unwrap()
         ),
     );
     let o = foster(&[cfg.to_str().unwrap()]).wait_with_output().unwrap();
-    assert_eq!(o.stdout, b"bytes | a\\e]0;owned\\x07\\xffz\n");
+    assert_eq!(o.stdout, b"bytes ! a\\e]0;owned\\x07\\xffz\n");
+    // The file: `TIME err BYTES`, the bytes as written.
+    let file = std::fs::read(&log).unwrap();
+    let (stamp, rest) = file.split_at(24);
+    assert_eq!(rest, b" err a\x1b]0;owned\x07\xffz\n");
+    let stamp = std::str::from_utf8(stamp).unwrap();
+    assert!(
+        stamp.len() == 24 && stamp.ends_with('Z') && stamp.as_bytes()[10] == b'T',
+        "RFC 3339 UTC with milliseconds: {stamp}"
+    );
     let o = foster(&["--output", "json", cfg.to_str().unwrap()])
         .wait_with_output()
         .unwrap();
@@ -397,6 +423,7 @@ fn invalid_utf8_and_terminal_escapes_are_kept_in_json_and_escaped_on_the_relay()
         String::from_utf8_lossy(&o.stdout)
     );
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["stream"], "stderr");
     assert_eq!(v["text"], "a\x1b]0;owned\x07\u{fffd}z");
     assert_eq!(v["text_escaped"], "a\\e]0;owned\\x07\\xffz");
 }
@@ -485,4 +512,182 @@ fn a_flood_keeps_foster_bounded_and_another_helper_restarting() {
     );
     term(&f);
     assert_eq!(wait_exit(&mut f), 0);
+}
+
+#[test]
+fn rotation_at_the_size_bound_keeps_exactly_keep_files_of_whole_lines() {
+    let d = Dir::new("output", "rotate");
+    let log = d.path("r.log");
+    let cfg = d.file(
+        "c.toml",
+        &format!(
+            "[[helper]]\nname = \"r\"\ncommand = [\"/bin/sh\", \"-c\", {}]\n\
+             log = {{ file = {:?}, max_size = \"4KiB\", keep = 3 }}\n",
+            lit("i=0; while [ $i -lt 3000 ]; do echo \"line $i of the rotating helper\"; i=$((i+1)); done"),
+            log.to_str().unwrap()
+        ),
+    );
+    let o = foster(&["--output", "none", cfg.to_str().unwrap()])
+        .wait_with_output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(o.stdout.is_empty(), "--output none relays nothing");
+    let name = |n: u32| {
+        if n == 0 {
+            log.clone()
+        } else {
+            d.path(&format!("r.log.{n}"))
+        }
+    };
+    assert!(!name(4).exists(), "no more than keep = 3 rotated files");
+    let mut kept = Vec::new();
+    for n in (0..=3).rev() {
+        let text = std::fs::read_to_string(name(n)).unwrap();
+        assert!(text.len() <= 4096, "file {n}: {} bytes", text.len());
+        if n > 0 {
+            // Rotated at the bound: the next line (62 bytes) would not have fitted.
+            assert!(text.len() + 62 > 4096, "file {n}: {} bytes", text.len());
+        }
+        assert!(text.ends_with('\n'), "file {n} ends with a whole line");
+        for l in text.lines() {
+            let (_, rest) = l.split_at(24);
+            let n: u32 = rest
+                .strip_prefix(" out line ")
+                .and_then(|r| r.strip_suffix(" of the rotating helper"))
+                .unwrap_or_else(|| panic!("a whole line: {l:?}"))
+                .parse()
+                .unwrap();
+            kept.push(n);
+        }
+    }
+    // The newest lines, none missing between the files, up to the last one.
+    assert_eq!(kept.last(), Some(&2999));
+    assert!(kept.windows(2).all(|w| w[1] == w[0] + 1), "{kept:?}");
+    assert!(
+        kept.len() > 3 * 60,
+        "three full files and the current one: {}",
+        kept.len()
+    );
+}
+
+/// `foster run` with a control socket in `d`.
+fn foster_with_socket(d: &Dir, args: &[&str]) -> (Run, std::path::PathBuf) {
+    let sock = d.path("s.sock");
+    let f = Command::new(env!("CARGO_BIN_EXE_foster"))
+        .args(["run", "--no-contain", "--socket", sock.to_str().unwrap()])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    (Run(f), sock)
+}
+
+#[test]
+fn reopen_logs_and_sigusr1_after_an_outside_rename_write_to_a_new_file() {
+    let d = Dir::new("output", "reopen");
+    let log = d.path("w.log");
+    let (go1, go2) = (d.fifo("go1"), d.fifo("go2"));
+    let cfg = d.file(
+        "c.toml",
+        &format!(
+            "[[helper]]\nname = \"w\"\ncommand = [\"/bin/sh\", \"-c\", {}]\n\
+             log = {{ file = {:?} }}\n",
+            lit(&format!(
+                "echo first; read x < {}; echo second; read x < {}; echo third; exec sleep 1000",
+                go1.display(),
+                go2.display()
+            )),
+            log.to_str().unwrap()
+        ),
+    );
+    let (mut f, sock) = foster_with_socket(&d, &["-v", cfg.to_str().unwrap()]);
+    let mut out = Lines::read(f.stdout.take().unwrap());
+    let mut err = Lines::read(f.stderr.take().unwrap());
+    let go = |fifo: &Path| {
+        writeln!(std::fs::OpenOptions::new().write(true).open(fifo).unwrap()).unwrap();
+    };
+    out.wait_for("first", |l| l == b"w | first");
+    // Renamed away, as logrotate does; `ctl reopen-logs` answers once it is reopened.
+    std::fs::rename(&log, d.path("w.log.a")).unwrap();
+    let ctl = Command::new(env!("CARGO_BIN_EXE_foster"))
+        .args(["ctl", "--socket", sock.to_str().unwrap(), "reopen-logs"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&ctl.stdout);
+    assert!(ctl.status.success(), "{ctl:?}");
+    assert!(
+        said.contains("reopened helper \"w\"'s log") && said.contains("w.log"),
+        "{said}"
+    );
+    go(&go1);
+    out.wait_for("second", |l| l == b"w | second");
+    // Again, by SIGUSR1: foster says (-v) when it has reopened the file.
+    std::fs::rename(&log, d.path("w.log.b")).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(f.id() as i32),
+        nix::sys::signal::SIGUSR1,
+    )
+    .unwrap();
+    let reopened = format!("reopened {}", log.display());
+    err.wait_count("the file reopened twice", 2, |l| {
+        String::from_utf8_lossy(l).contains(&reopened)
+    });
+    go(&go2);
+    out.wait_for("third", |l| l == b"w | third");
+    term(&f);
+    assert_eq!(wait_exit(&mut f), 0);
+    let text = |p: &Path| -> Vec<String> {
+        std::fs::read_to_string(p)
+            .unwrap()
+            .lines()
+            .map(|l| l[24..].to_string())
+            .collect()
+    };
+    assert_eq!(text(&d.path("w.log.a")), [" out first"]);
+    assert_eq!(text(&d.path("w.log.b")), [" out second"]);
+    assert_eq!(text(&log), [" out third"]);
+}
+
+#[test]
+fn a_log_file_another_user_could_have_planted_is_refused() {
+    let d = Dir::new("output", "planted");
+    let victim = d.file("victim", "");
+    let log = d.path("h.log");
+    std::os::unix::fs::symlink(&victim, &log).unwrap();
+    let marker = d.path("started");
+    let cfg = d.file(
+        "c.toml",
+        &format!(
+            "[[helper]]\nname = \"h\"\ncommand = [\"/bin/touch\", {:?}]\nlog = {{ file = {:?} }}\n",
+            marker.to_str().unwrap(),
+            log.to_str().unwrap()
+        ),
+    );
+    let o = foster(&[cfg.to_str().unwrap()]).wait_with_output().unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("helper h's log") && e.contains("symbolic link") && e.contains("not writing"),
+        "{e}"
+    );
+    assert!(!marker.exists(), "nothing started");
+    assert_eq!(
+        std::fs::read(&victim).unwrap(),
+        b"",
+        "nothing written through the link"
+    );
+    if common::is_root() {
+        std::fs::remove_file(&log).unwrap();
+        std::fs::write(&log, "").unwrap();
+        std::os::unix::fs::chown(&log, Some(65534), Some(65534)).unwrap();
+        let o = foster(&[cfg.to_str().unwrap()]).wait_with_output().unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{e}");
+        assert!(e.contains("uid 65534") && e.contains("not writing"), "{e}");
+        assert!(!marker.exists(), "nothing started");
+    } else {
+        println!("part skipped: not root, so no file of another user to plant");
+    }
 }

@@ -511,6 +511,7 @@ pub enum CtlCommand {
         helper: String,
     },
     Stop,
+    ReopenLogs,
 }
 
 /// Runs `foster ctl`: one request, its reply printed for people or (`json`) as the reply
@@ -567,6 +568,7 @@ pub fn ctl(
             helper: helper.clone(),
         },
         CtlCommand::Stop => Request::Stop,
+        CtlCommand::ReopenLogs => Request::ReopenLogs,
     };
     if matches!(request, Request::Signal { .. } | Request::Restart { .. }) {
         pids.learn(); // the reply may name a process the request ends

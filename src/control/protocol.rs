@@ -57,6 +57,10 @@ pub enum Request {
     Restart { helper: String },
     /// Stop the supervisor: the same idempotent shutdown as SIGTERM.
     Stop,
+    /// Close and open again every log file the supervisor writes (the events log, the
+    /// helpers' log files), at their paths: after an outside rotation. The same as SIGUSR1,
+    /// with an answer that says which were reopened.
+    ReopenLogs,
 }
 
 fn yes() -> bool {
@@ -201,7 +205,8 @@ pub enum ReplyBody {
     /// The stream skipped `dropped` events because this client did not read fast enough; the
     /// next event line continues from the newest.
     Lagged { dropped: u64 },
-    /// A `signal`, `restart` or `stop` was carried out; the message says what was done.
+    /// A `signal`, `restart`, `stop` or `reopen_logs` was carried out; the message says what
+    /// was done.
     Done { request: String, message: String },
     /// The request failed; the connection stays usable.
     Error(ErrorBody),
@@ -442,7 +447,14 @@ impl ProtocolError {
 }
 
 /// The request names the server knows, for error messages.
-pub const REQUESTS: &[&str] = &["status", "events", "signal", "restart", "stop"];
+pub const REQUESTS: &[&str] = &[
+    "status",
+    "events",
+    "signal",
+    "restart",
+    "stop",
+    "reopen_logs",
+];
 
 /// Parses one request line (without its newline; a trailing `\r` is allowed).
 pub fn parse_request(line: &[u8]) -> Result<Request, ProtocolError> {
@@ -673,6 +685,7 @@ mod tests {
                 helper: "db".into(),
             },
             Request::Stop,
+            Request::ReopenLogs,
         ];
         for r in reqs {
             let line = request_line(&r);
@@ -688,6 +701,10 @@ mod tests {
         assert_eq!(
             parse(r#"{"version":1,"request":"stop"}"#).unwrap(),
             Request::Stop
+        );
+        assert_eq!(
+            parse(r#"{"request":"reopen_logs"}"#).unwrap(),
+            Request::ReopenLogs
         );
         assert_eq!(
             parse(r#"{"request":"signal","target":"web","signal":"SIGHUP"}"#).unwrap(),

@@ -1,7 +1,8 @@
 //! The control socket's server side, run inside `foster run`.
 //!
 //! Owns the socket file's life (its default path; the checks of its directory, which must be a
-//! private directory of this user, or for a `--socket` path one no other user can write to;
+//! private directory of this user, or for a `--socket` path one no other user can write to,
+//! by [`crate::ownership`]'s rules;
 //! binding with mode 0600 from the first instant, replacing a stale socket, never stealing a
 //! live one, removing it on exit), the check of every peer's credentials (`SO_PEERCRED`: same
 //! uid or root), one task per client (reading bounded lines, answering in order, streaming
@@ -19,7 +20,6 @@
 //! `status` always get through. Warnings a client can cause are rate-limited ([`WARN_EVERY`]).
 
 use std::collections::VecDeque;
-use std::fmt;
 use std::io::{self, ErrorKind as IoKind};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixListener as StdListener;
@@ -36,6 +36,8 @@ use crate::control::protocol::{
     BACKLOG, ErrorKind, EventRecord, MAX_REQUEST, Reply, ReplyBody, Request, parse_request,
 };
 use crate::event::Record;
+pub use crate::ownership::DirProblem;
+use crate::ownership::{CheckedDir, DirRule, open_dir};
 
 /// At most this many clients at once. When all are taken, the one idle the longest (waiting
 /// for its next request, or not reading its answer) is closed to make room for a new one; only
@@ -97,191 +99,6 @@ pub enum BindError {
     Io(PathBuf, String, #[source] io::Error),
 }
 
-/// What a socket's directory must be.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum DirRule {
-    /// The default directory ([`default_dir`]), or any socket inside it: a real directory (not
-    /// a symbolic link), owned by foster's effective uid, no access for group or others. Made
-    /// (mode 0700) when missing and its parent exists; kept on exit (other supervisors of the
-    /// user share it, as tmux's `/tmp/tmux-UID`).
-    Private,
-    /// The directory of a `--socket PATH` elsewhere: owned by foster's effective uid or root,
-    /// and not writable by group or others unless sticky (as `/tmp`), so that no other user can
-    /// replace the socket. Made (mode 0700) when missing and its parent exists, and then
-    /// removed on exit when empty.
-    Given,
-}
-
-/// A socket's directory, open, checked, and how it came to be.
-#[derive(Debug)]
-struct CheckedDir {
-    fd: std::os::fd::OwnedFd,
-    dev: u64,
-    ino: u64,
-    /// foster made it (and so removes it on exit when it is empty, for [`DirRule::Given`]).
-    created: bool,
-}
-
-/// Why a directory was not taken.
-#[derive(Debug)]
-pub enum DirProblem {
-    /// It does not exist (and was not to be made).
-    Missing,
-    /// It is not safe, or cannot be made or opened: the message says which and why.
-    Refused(String),
-}
-
-impl fmt::Display for DirProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DirProblem::Missing => f.write_str("does not exist"),
-            DirProblem::Refused(m) => f.write_str(m),
-        }
-    }
-}
-
-/// "uid 65534 (nobody)".
-fn uid_text(uid: u32) -> String {
-    match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
-        Ok(Some(u)) => format!("uid {uid} ({})", crate::sanitize::escape(u.name.as_bytes())),
-        _ => format!("uid {uid}"),
-    }
-}
-
-/// What is at `path`, for an error: its type, owner and mode, not following a symbolic link.
-fn describe_entry(path: &Path) -> String {
-    use std::os::unix::fs::FileTypeExt;
-    match std::fs::symlink_metadata(path) {
-        Err(e) => format!("cannot be inspected ({e})"),
-        Ok(m) => {
-            let t = m.file_type();
-            let kind = if t.is_symlink() {
-                match std::fs::read_link(path) {
-                    Ok(to) => format!(
-                        "a symbolic link to {}",
-                        crate::sanitize::escape(to.as_os_str().as_encoded_bytes())
-                    ),
-                    Err(_) => "a symbolic link".to_string(),
-                }
-            } else if t.is_dir() {
-                "a directory".to_string()
-            } else if t.is_socket() {
-                "a socket".to_string()
-            } else if t.is_file() {
-                "a regular file".to_string()
-            } else {
-                "a special file".to_string()
-            };
-            format!(
-                "is {kind}, owned by {}, mode {:04o}",
-                uid_text(m.uid()),
-                m.mode() & 0o7777
-            )
-        }
-    }
-}
-
-/// Opens the directory `dir` and checks it against `rule`; makes it (only it, mode 0700) when
-/// missing and `create`, provided its parent exists. The check is on the open directory
-/// (`fstat`), which is then used to verify the bound socket, so a directory swapped after the
-/// check is noticed.
-fn open_dir(dir: &Path, rule: DirRule, create: bool) -> Result<CheckedDir, DirProblem> {
-    use nix::fcntl::{OFlag, open};
-    use nix::sys::stat::{Mode, fstat};
-    let me = nix::unistd::geteuid().as_raw();
-    let shown = dir.display();
-    let mut flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-    if rule == DirRule::Private {
-        flags |= OFlag::O_NOFOLLOW;
-    }
-    let mut created = false;
-    let fd = loop {
-        match open(dir, flags, Mode::empty()) {
-            Ok(fd) => break fd,
-            Err(nix::errno::Errno::ENOENT) if create && !created => {
-                match nix::unistd::mkdir(dir, Mode::from_bits_truncate(0o700)) {
-                    Ok(()) => created = true,
-                    Err(nix::errno::Errno::EEXIST) => {} // made meanwhile: checked below
-                    Err(nix::errno::Errno::ENOENT) => {
-                        let parent = dir.parent().unwrap_or(Path::new("/"));
-                        return Err(DirProblem::Refused(format!(
-                            "cannot create the directory {shown}: its parent {} does not exist \
-                             (foster creates only the socket's own directory; create the \
-                             others first)",
-                            parent.display()
-                        )));
-                    }
-                    Err(e) => {
-                        return Err(DirProblem::Refused(format!(
-                            "cannot create the directory {shown}: {e}"
-                        )));
-                    }
-                }
-            }
-            Err(nix::errno::Errno::ENOENT) => return Err(DirProblem::Missing),
-            Err(
-                nix::errno::Errno::ELOOP | nix::errno::Errno::ENOTDIR | nix::errno::Errno::EACCES,
-            ) if rule == DirRule::Private => {
-                return Err(DirProblem::Refused(format!(
-                    "{shown} {}: it must be a real directory of yours ({}) with mode 0700; not \
-                     using it (remove it, or set XDG_RUNTIME_DIR, or give --socket PATH)",
-                    describe_entry(dir),
-                    uid_text(me)
-                )));
-            }
-            Err(e) => {
-                return Err(DirProblem::Refused(format!(
-                    "cannot open the directory {shown} ({}): {e}",
-                    describe_entry(dir)
-                )));
-            }
-        }
-    };
-    let st = fstat(&fd).map_err(|e| DirProblem::Refused(format!("cannot stat {shown}: {e}")))?;
-    let mode = st.st_mode & 0o7777;
-    let owner = st.st_uid;
-    match rule {
-        DirRule::Private if owner != me || mode & 0o077 != 0 => {
-            return Err(DirProblem::Refused(format!(
-                "{shown} is a directory owned by {}, mode {mode:04o}: it must be yours ({}) \
-                 with mode 0700, or another user could replace the socket in it; not using it \
-                 ({}, or set XDG_RUNTIME_DIR, or give --socket PATH)",
-                uid_text(owner),
-                uid_text(me),
-                if owner == me {
-                    "chmod 700 it"
-                } else {
-                    "remove it"
-                }
-            )));
-        }
-        DirRule::Given if owner != me && owner != 0 => {
-            return Err(DirProblem::Refused(format!(
-                "{shown} is a directory owned by {}, mode {mode:04o}: the socket's directory \
-                 must belong to you ({}) or root, or its owner could replace the socket; not \
-                 using it",
-                uid_text(owner),
-                uid_text(me)
-            )));
-        }
-        DirRule::Given if mode & 0o022 != 0 && mode & 0o1000 == 0 => {
-            return Err(DirProblem::Refused(format!(
-                "{shown} is a directory owned by {}, mode {mode:04o}: it is writable by group \
-                 or others without the sticky bit, so another user could replace the socket \
-                 in it; not using it (give a path in a private directory)",
-                uid_text(owner)
-            )));
-        }
-        _ => {}
-    }
-    Ok(CheckedDir {
-        fd,
-        dev: st.st_dev,
-        ino: st.st_ino,
-        created,
-    })
-}
-
 /// Opens and checks the default socket directory `dir` without creating it, for clients
 /// looking for a supervisor: [`DirProblem::Missing`] when it does not exist, and the same
 /// refusal as `foster run` gives when it is not a private directory of this user.
@@ -341,14 +158,14 @@ pub fn bind(path: &Path) -> Result<Bound, BindError> {
     let rule = if dir == default_dir() {
         DirRule::Private
     } else {
-        DirRule::Given
+        DirRule::Given("the socket")
     };
     let checked = match open_dir(&dir, rule, true) {
         Ok(d) => d,
         Err(DirProblem::Missing) => unreachable!("open_dir creates a missing directory"),
         Err(DirProblem::Refused(m)) => return Err(BindError::Dir(m)),
     };
-    let created_dir = (checked.created && rule == DirRule::Given).then(|| dir.clone());
+    let created_dir = (checked.created && matches!(rule, DirRule::Given(_))).then(|| dir.clone());
     let cleanup = |created: &Option<PathBuf>| {
         if let Some(d) = created {
             let _ = std::fs::remove_dir(d);

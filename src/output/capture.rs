@@ -10,12 +10,15 @@
 //! no wake-up. Each readable pipe is read in 64 KiB chunks (a few per turn, so that one helper
 //! cannot starve the others), cut into lines, and each line kept, written and offered to the
 //! relay; log files are flushed whenever epoll has nothing more ready, so no timer is needed.
+//! Commands (reopen the log files, finish) reach the thread through an eventfd in the same
+//! epoll.
 //!
 //! Counts of lines the relay could not take go to the supervisor as [`Report`]s, at most one
 //! per helper per [`REPORT_EVERY`] while they go on, and one when they stop.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc as std_mpsc;
 use std::thread::JoinHandle;
@@ -25,11 +28,14 @@ use nix::fcntl::OFlag;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use tokio::sync::mpsc as tokio_mpsc;
-use tracing::warn;
+use tokio::sync::oneshot;
+use tracing::{info, warn};
 
+use super::file::LogFile;
 use super::line::Splitter;
 use super::relay::{Format, Offer, Relay};
 use super::{Line, Mode, Output, Stream, ring};
+use crate::logfile::Rotation;
 
 /// Counts of lines not relayed are reported at most this often per helper.
 pub const REPORT_EVERY: Duration = Duration::from_secs(1);
@@ -44,11 +50,22 @@ const CHUNKS_PER_TURN: usize = 4;
 /// the pipe's buffer; this bounds a writer outside the tree that got the descriptor somehow).
 const FINAL_DRAIN: usize = 16 << 20;
 
-/// What a helper's output needs: its name and where its output goes.
+/// What a helper's output needs: its name, where its output goes, and its log file.
 #[derive(Debug, Clone)]
 pub struct HelperOutput {
     pub name: String,
     pub mode: Mode,
+    /// A log file for its captured lines, and its rotation.
+    pub log: Option<(PathBuf, Rotation)>,
+}
+
+/// A log file opened again ([`Capture::reopen`]): its helper and path, and the error if it
+/// could not be (the lines then go on to the file it had).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reopened {
+    pub helper: String,
+    pub path: PathBuf,
+    pub error: Option<String>,
 }
 
 /// Something the reading thread tells the supervisor.
@@ -73,6 +90,8 @@ enum Stdio {
 }
 
 enum Command {
+    /// Open every log file again; the results to the sender, when there is one.
+    Reopen(Option<oneshot::Sender<Vec<Reopened>>>),
     /// Read what is left, flush everything, end.
     Finish,
 }
@@ -88,10 +107,21 @@ pub struct Capture {
     thread: Option<JoinHandle<()>>,
 }
 
-/// Makes the pipes of every helper whose output is captured and starts the reading thread
-/// (and the relay thread, unless `format` is [`Format::None`]); no thread when no helper is
-/// captured. Threads started here inherit the caller's signal mask.
+/// Opens the log files, makes the pipes of every helper whose output is captured and starts
+/// the reading thread (and the relay thread, unless `format` is [`Format::None`]); no thread
+/// when no helper is captured. A log file that cannot be opened, or is refused (see
+/// [`crate::logfile::Trust::Owned`]), is an error naming it. Threads started here inherit the
+/// caller's signal mask.
 pub fn start(helpers: &[HelperOutput], format: Format) -> io::Result<Capture> {
+    let mut files = Vec::with_capacity(helpers.len());
+    for h in helpers {
+        files.push(match (&h.log, h.mode) {
+            (Some((path, rotation)), Mode::Capture) => {
+                Some(LogFile::open(&h.name, path, *rotation)?)
+            }
+            _ => None,
+        });
+    }
     let names: Vec<&str> = helpers.iter().map(|h| h.name.as_str()).collect();
     let output = Arc::new(Output::new(
         &names,
@@ -172,6 +202,7 @@ pub fn start(helpers: &[HelperOutput], format: Format) -> io::Result<Capture> {
         output: output.clone(),
         relay,
         drops: helpers.iter().map(|_| Drops::default()).collect(),
+        files,
         reports: reports_tx,
         names: names.iter().map(|n| n.to_string()).collect(),
         buf: vec![0; CHUNK],
@@ -235,6 +266,14 @@ impl Capture {
             Some(r) => r,
             None => std::future::pending().await,
         }
+    }
+
+    /// Opens every helper's log file again at its path (after an outside rotation: logrotate
+    /// without `copytruncate`); each result is logged, and sent on `reply` when given. Never
+    /// waits for the reading thread (which may be writing to a slow disk).
+    pub fn reopen(&self, reply: Option<oneshot::Sender<Vec<Reopened>>>) {
+        // Without a reading thread there is no log file: the sender, dropped, says so.
+        self.command(Command::Reopen(reply));
     }
 
     fn command(&self, c: Command) -> bool {
@@ -304,6 +343,7 @@ struct Reader {
     output: Arc<Output>,
     relay: Option<Relay>,
     drops: Vec<Drops>,
+    files: Vec<Option<LogFile>>,
     reports: tokio_mpsc::UnboundedSender<Report>,
     names: Vec<String>,
     buf: Vec<u8>,
@@ -380,8 +420,37 @@ impl Reader {
         while let Ok(c) = self.commands.try_recv() {
             match c {
                 Command::Finish => self.finishing = true,
+                Command::Reopen(reply) => {
+                    let done = self.reopen();
+                    if let Some(r) = reply {
+                        let _ = r.send(done);
+                    }
+                }
             }
         }
+    }
+
+    fn reopen(&mut self) -> Vec<Reopened> {
+        let mut done = Vec::new();
+        for (i, f) in self.files.iter_mut().enumerate() {
+            let Some(f) = f else { continue };
+            let error = match f.reopen() {
+                Ok(()) => {
+                    info!("reopened {}", f.path().display());
+                    None
+                }
+                Err(e) => {
+                    warn!("cannot reopen it: {e}; its lines go on to the file it had");
+                    Some(e.to_string())
+                }
+            };
+            done.push(Reopened {
+                helper: self.names[i].clone(),
+                path: f.path().to_path_buf(),
+                error,
+            });
+        }
+        done
     }
 
     /// Reads source `k`: until the pipe is empty or `budget` bytes were read.
@@ -440,6 +509,9 @@ impl Reader {
         self.output
             .publish(i, stream, now_ms(), &mut self.pieces, &mut self.lines);
         for line in self.lines.drain(..) {
+            if let Some(f) = &mut self.files[i] {
+                f.append(&line);
+            }
             if let Some(relay) = &self.relay
                 && relay.offer(&line) == Offer::Full
             {
@@ -448,8 +520,11 @@ impl Reader {
         }
     }
 
-    /// Nothing is ready.
+    /// Nothing is ready: what the log files gathered is written, counts due are reported.
     fn idle(&mut self) {
+        for f in self.files.iter_mut().flatten() {
+            f.flush();
+        }
         self.report(false);
     }
 

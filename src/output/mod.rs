@@ -10,8 +10,9 @@
 //! costs no wake-up), cuts the bytes into lines (`line.rs`, at most [`line::MAX_LINE`] a piece),
 //! and for each line: keeps it in the helper's [`ring::Ring`] and sends it to the live
 //! followers ([`Output`]), appends it to the helper's log file when one is configured
-//! (`file.rs`), and offers it to the relay (`relay.rs`), which writes `NAME | line` (or JSON)
-//! to foster's standard output from a thread of its own.
+//! (`file.rs`: rotated by size through [`crate::logfile`], reopened on `ctl reopen-logs` and
+//! SIGUSR1), and offers it to the relay (`relay.rs`), which writes `NAME | line` (or JSON) to
+//! foster's standard output from a thread of its own.
 //!
 //! **What is never lost, and what may be.** The ring, the files and the followers' broadcast
 //! get every line. A slow disk slows the reading thread, and through the pipe the helper: a log
@@ -24,6 +25,7 @@
 //! `docs/output.md` is the reference.
 
 mod capture;
+mod file;
 pub mod line;
 mod relay;
 pub mod ring;
@@ -34,7 +36,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
-pub use capture::{Capture, HelperOutput, Report, start};
+pub use capture::{Capture, HelperOutput, Reopened, Report, start};
 pub use relay::Format;
 
 /// Lines a live follower may be behind before it loses the oldest (and is told how many).

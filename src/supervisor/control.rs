@@ -128,6 +128,41 @@ pub(super) async fn recv(server: &mut Option<Server>) -> Command {
     }
 }
 
+/// The answer to `reopen_logs`: what was reopened, or what could not be.
+fn reopen_reply(
+    events: Option<Result<PathBuf, String>>,
+    files: &[crate::output::Reopened],
+) -> Reply {
+    let mut ok = Vec::new();
+    let mut failed = Vec::new();
+    match events {
+        Some(Ok(p)) => ok.push(format!("the events log {}", p.display())),
+        Some(Err(e)) => failed.push(e),
+        None => {}
+    }
+    for f in files {
+        match &f.error {
+            None => ok.push(format!("helper {:?}'s log {}", f.helper, f.path.display())),
+            Some(e) => failed.push(e.clone()),
+        }
+    }
+    if failed.is_empty() {
+        return done(
+            "reopen_logs",
+            if ok.is_empty() {
+                "no log file to reopen".to_string()
+            } else {
+                format!("reopened {}", ok.join(", "))
+            },
+        );
+    }
+    let mut message = format!("cannot reopen: {}", failed.join("; "));
+    if !ok.is_empty() {
+        message.push_str(&format!(" (reopened {})", ok.join(", ")));
+    }
+    Reply::error(ErrorKind::Failed, message)
+}
+
 fn done(request: &str, message: String) -> Reply {
     Reply::new(ReplyBody::Done {
         request: request.to_string(),
@@ -157,6 +192,22 @@ impl Supervisor {
                         "shutting down (as on SIGTERM)".to_string()
                     },
                 )
+            }
+            Request::ReopenLogs => {
+                info!(
+                    "control socket: reopen-logs requested by pid {} (uid {})",
+                    cmd.peer.pid, cmd.peer.uid
+                );
+                // The helpers' files are reopened on the output's thread: the answer waits for
+                // it on a task of its own, never on this loop.
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                let events = self.reopen_logs("control socket", Some(tx));
+                let reply = cmd.reply;
+                tokio::spawn(async move {
+                    let files = rx.await.unwrap_or_default();
+                    let _ = reply.send(reopen_reply(events, &files));
+                });
+                return;
             }
             // Answered by the client task itself.
             Request::Events { .. } => Reply::error(ErrorKind::Internal, "events not routed"),

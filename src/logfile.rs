@@ -1,0 +1,487 @@
+//! A log file that rotates by size: the one rotation of every log foster writes (the events
+//! log, the helpers' log files).
+//!
+//! Owns [`RotatingFile`] and its [`Rotation`]: whole writes of whole lines appended to a file
+//! that is renamed as logrotate does (`FILE.N-1` → `FILE.N` …, `FILE` → `FILE.1`, the oldest
+//! beyond [`Rotation::keep`] overwritten, then a new `FILE`) before a write would take it past
+//! [`Rotation::max_size`], and opened again at its path on request (after an outside rotation).
+//! How much a path is trusted is [`Trust`]: the events log is written wherever its path leads
+//! (a FIFO, `/dev/stdout`, through a symbolic link), a helper's log only to a regular file of
+//! foster's user in a directory no other user can write to.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// When a log is rotated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rotation {
+    /// Rotate before a write would take the file past this many bytes; 0: never.
+    pub max_size: u64,
+    /// Rotated files kept: `FILE.1` (the newest) to `FILE.<keep>`; 0: the file starts anew.
+    pub keep: u32,
+}
+
+impl Rotation {
+    /// 10 MiB.
+    pub const DEFAULT_MAX_SIZE: u64 = 10 << 20;
+    /// Five rotated files.
+    pub const DEFAULT_KEEP: u32 = 5;
+    /// The most rotated files foster keeps (each rotation renames every one of them).
+    pub const MAX_KEEP: u32 = 1000;
+}
+
+impl Default for Rotation {
+    fn default() -> Rotation {
+        Rotation {
+            max_size: Rotation::DEFAULT_MAX_SIZE,
+            keep: Rotation::DEFAULT_KEEP,
+        }
+    }
+}
+
+/// How far the path of a log is trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trust {
+    /// Whatever the path names is written (the events log: a FIFO, a terminal, `/dev/stdout`,
+    /// through a symbolic link); only a regular file named directly is rotated.
+    Follow,
+    /// Only a regular file owned by foster's effective uid, never through a symbolic link, in
+    /// a directory owned by foster's user or root and not writable by group or others unless
+    /// sticky ([`crate::ownership::DirRule::Given`]); a file created with mode 0640. Anything
+    /// else at the path (something another user could have planted) is refused with an error
+    /// that names it. A helper's log: its lines are the helper's, not to be handed to another
+    /// user's file.
+    Owned,
+}
+
+/// A log file: appended to, rotated by size, reopened on request.
+///
+/// Each [`RotatingFile::write`] is whole lines, written with one `write` where the kernel takes
+/// it whole (no buffering here, no fsync). A write that would take a rotatable file past
+/// [`Rotation::max_size`] first rotates it; the new file gets the permission bits and owner of
+/// the one it replaces and is created with `O_EXCL | O_NOFOLLOW`, so nothing planted at the path
+/// in between is followed. Each file holds whole writes and at most `max_size` bytes, unless a
+/// single write is longer. A rotation that fails leaves the writer on its current file
+/// (reported once) until [`RotatingFile::reopen`].
+#[derive(Debug)]
+pub struct RotatingFile {
+    path: PathBuf,
+    /// What it is, for errors: `events log`, `helper "web"'s log`.
+    what: String,
+    trust: Trust,
+    /// `None` only after a rotation could not create the new file: each write tries again.
+    file: Option<File>,
+    rotation: Rotation,
+    /// Whether this file is rotated (a regular file, named directly, no rotation failed yet).
+    rotatable: bool,
+    /// The file's size as this writer knows it (checked with `fstat` before a rotation).
+    size: u64,
+}
+
+impl RotatingFile {
+    /// Opens (creating) `path` for appending; `what` names it in errors.
+    pub fn open(
+        path: &Path,
+        rotation: Rotation,
+        trust: Trust,
+        what: impl Into<String>,
+    ) -> io::Result<RotatingFile> {
+        let mut f = RotatingFile {
+            path: path.to_path_buf(),
+            what: what.into(),
+            trust,
+            file: None,
+            rotation,
+            rotatable: false,
+            size: 0,
+        };
+        f.reopen()?;
+        Ok(f)
+    }
+
+    /// The path it was opened at.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Closes the file and opens (creating) the path again: after the file was renamed away
+    /// (an outside rotation), the next lines go to a new file at the path. A rotation that
+    /// failed is tried again from here on. On failure the old file is kept.
+    pub fn reopen(&mut self) -> io::Result<()> {
+        let file = match self.trust {
+            Trust::Follow => OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.path)
+                .map_err(|e| self.error("", e))?,
+            Trust::Owned => {
+                self.check_dir()?;
+                self.open_owned(true)?
+            }
+        };
+        let meta = file.metadata().map_err(|e| self.error("", e))?;
+        let named_directly =
+            std::fs::symlink_metadata(&self.path).is_ok_and(|m| !m.file_type().is_symlink());
+        self.rotatable = meta.is_file() && named_directly;
+        self.size = meta.len();
+        self.file = Some(file);
+        Ok(())
+    }
+
+    /// Whether `len` more bytes keep the current file within [`Rotation::max_size`] (always
+    /// when it is not rotated). A writer that gathers lines writes what it has before adding
+    /// lines that do not fit, so that a rotation falls between them.
+    pub fn fits(&self, len: u64) -> bool {
+        let max = self.rotation.max_size;
+        !self.rotatable || max == 0 || self.size + len <= max
+    }
+
+    /// Writes `bytes` (whole lines), rotating first when it is time to. A rotation that fails
+    /// is a warning and the lines go to the current file; an error is lines not written.
+    pub fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let len = bytes.len() as u64;
+        if self.due(len) {
+            if let Err(e) = self.rotate() {
+                tracing::warn!(
+                    "{e}; writing on to the current file (SIGUSR1 or foster ctl reopen-logs \
+                     tries again)"
+                );
+            }
+        }
+        let file = match &mut self.file {
+            Some(f) => f,
+            None => self.file.insert(self.create(None)?),
+        };
+        if let Err(e) = file.write_all(bytes) {
+            return Err(self.error("", e));
+        }
+        self.size += len;
+        Ok(())
+    }
+
+    /// Whether a write of `len` bytes must go to a new file.
+    fn due(&mut self, len: u64) -> bool {
+        let max = self.rotation.max_size;
+        if !self.rotatable || max == 0 || self.size == 0 || self.size + len <= max {
+            return false;
+        }
+        // Believe the file, not the count, in case something truncated it.
+        if let Some(m) = self.file.as_ref().and_then(|f| f.metadata().ok()) {
+            self.size = m.len();
+        }
+        self.size > 0 && self.size + len > max
+    }
+
+    fn rotate(&mut self) -> io::Result<()> {
+        let meta = self.file.as_ref().and_then(|f| f.metadata().ok());
+        let keep = self.rotation.keep;
+        let moved = if keep == 0 {
+            std::fs::remove_file(&self.path)
+        } else {
+            for n in (1..keep).rev() {
+                match std::fs::rename(self.numbered(n), self.numbered(n + 1)) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                        self.rotatable = false;
+                        return Err(self.error("rotating", e));
+                    }
+                    _ => {}
+                }
+            }
+            std::fs::rename(&self.path, self.numbered(1))
+        };
+        if let Err(e) = moved {
+            // Stay on this file: a retry on every write would shift the older files again.
+            self.rotatable = false;
+            return Err(self.error("rotating", e));
+        }
+        self.file = None;
+        self.size = 0;
+        self.file = Some(self.create(meta.as_ref())?);
+        Ok(())
+    }
+
+    /// The new file at the path, like the one it replaces (`like`): never through a symbolic
+    /// link, and given its permission bits and owner only when this call created it.
+    fn create(&self, like: Option<&std::fs::Metadata>) -> io::Result<File> {
+        use std::os::unix::fs::PermissionsExt;
+        let created = OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .mode(if self.trust == Trust::Owned {
+                0o640
+            } else {
+                0o666
+            })
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&self.path);
+        match created {
+            Ok(f) => {
+                if let Some(m) = like {
+                    // Best effort: the file is usable whatever these say.
+                    let _ = std::os::unix::fs::fchown(&f, Some(m.uid()), Some(m.gid()));
+                    let _ = f.set_permissions(std::fs::Permissions::from_mode(m.mode() & 0o7777));
+                }
+                Ok(f)
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => match self.trust {
+                Trust::Owned => self.open_owned(false),
+                Trust::Follow => OpenOptions::new()
+                    .append(true)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .open(&self.path)
+                    .map_err(|e| self.error("", e)),
+            },
+            Err(e) => Err(self.error("", e)),
+        }
+    }
+
+    /// [`Trust::Owned`]: the directory must be one no other user can write to.
+    fn check_dir(&self) -> io::Result<()> {
+        let dir = match self.path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        use crate::ownership::{DirProblem, DirRule, open_dir};
+        match open_dir(dir, DirRule::Given("the log file"), false) {
+            Ok(_) => Ok(()),
+            Err(DirProblem::Missing) => Err(self.error(
+                "",
+                io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("its directory {} does not exist", dir.display()),
+                ),
+            )),
+            Err(DirProblem::Refused(m)) => {
+                Err(self.error("", io::Error::new(io::ErrorKind::PermissionDenied, m)))
+            }
+        }
+    }
+
+    /// [`Trust::Owned`]: the file at the path (created when `create`, mode 0640), refused
+    /// unless it is a regular file of foster's effective uid reached without a symbolic link.
+    fn open_owned(&self, create: bool) -> io::Result<File> {
+        let opened = OpenOptions::new()
+            .create(create)
+            .append(true)
+            .mode(0o640)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(&self.path);
+        let refused = |why: String| {
+            self.error(
+                "",
+                io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!(
+                        "{why}: another user could have put it there; not writing to it (remove \
+                         it, or give another path)"
+                    ),
+                ),
+            )
+        };
+        let file = match opened {
+            Ok(f) => f,
+            // O_NOFOLLOW on a symbolic link (ELOOP), O_NONBLOCK on a FIFO without a reader.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP) | Some(libc::ENXIO)) => {
+                return Err(refused(format!(
+                    "it {}, not a regular file of yours",
+                    crate::ownership::describe_entry(&self.path)
+                )));
+            }
+            Err(e) => return Err(self.error("", e)),
+        };
+        let m = file.metadata().map_err(|e| self.error("", e))?;
+        let me = nix::unistd::geteuid().as_raw();
+        if !m.is_file() {
+            return Err(refused(format!(
+                "it {}, not a regular file of yours",
+                crate::ownership::describe_entry(&self.path)
+            )));
+        }
+        if m.uid() != me {
+            return Err(refused(format!(
+                "it {}, not yours ({})",
+                crate::ownership::describe_entry(&self.path),
+                crate::ownership::uid_text(me)
+            )));
+        }
+        Ok(file)
+    }
+
+    fn numbered(&self, n: u32) -> PathBuf {
+        let mut p = self.path.clone().into_os_string();
+        p.push(format!(".{n}"));
+        PathBuf::from(p)
+    }
+
+    fn error(&self, doing: &str, e: io::Error) -> io::Error {
+        let doing = if doing.is_empty() {
+            String::new()
+        } else {
+            format!("{doing}: ")
+        };
+        io::Error::new(
+            e.kind(),
+            format!("{} {}: {doing}{e}", self.what, self.path.display()),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("foster-logfile-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn len(p: &Path) -> u64 {
+        std::fs::metadata(p).map_or(0, |m| m.len())
+    }
+
+    fn open(p: &Path, max_size: u64, keep: u32, trust: Trust) -> RotatingFile {
+        RotatingFile::open(p, Rotation { max_size, keep }, trust, "test log").unwrap()
+    }
+
+    #[test]
+    fn keep_zero_starts_the_file_anew_and_a_long_write_stands_alone() {
+        let d = dir("keep0");
+        let p = d.join("e.log");
+        let mut log = open(&p, 150, 0, Trust::Follow);
+        log.write(&[b'a'; 60]).unwrap();
+        log.write(&[b'b'; 60]).unwrap();
+        assert_eq!(len(&p), 120, "two short writes fit");
+        log.write(&[b'x'; 200]).unwrap();
+        assert_eq!(len(&p), 200, "the long write alone");
+        assert!(!d.join("e.log.1").exists(), "keep 0 keeps nothing");
+        log.write(&[b'c'; 60]).unwrap();
+        assert_eq!(len(&p), 60, "a new file after the long write");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn rotation_keeps_exactly_keep_files_named_as_logrotate_does() {
+        let d = dir("keep");
+        let p = d.join("h.log");
+        let mut log = open(&p, 100, 3, Trust::Owned);
+        for i in 0..10u8 {
+            assert_eq!(log.fits(60), i == 0, "write {i}");
+            log.write(&[b'0' + i; 60]).unwrap();
+        }
+        // Ten writes of 60 bytes, one file each (two do not fit in 100): the last four files.
+        let first = |p: &Path| std::fs::read(p).unwrap()[0];
+        assert_eq!(first(&p), b'9');
+        assert_eq!(first(&d.join("h.log.1")), b'8');
+        assert_eq!(first(&d.join("h.log.2")), b'7');
+        assert_eq!(first(&d.join("h.log.3")), b'6');
+        assert!(!d.join("h.log.4").exists());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_symlinked_path_is_followed_but_not_rotated_unless_owned() {
+        let d = dir("link");
+        let target = d.join("real.log");
+        let p = d.join("e.log");
+        std::os::unix::fs::symlink(&target, &p).unwrap();
+        let mut log = open(&p, 10, 2, Trust::Follow);
+        for _ in 0..3 {
+            log.write(b"line\n").unwrap();
+        }
+        assert!(
+            std::fs::symlink_metadata(&p)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert!(!d.join("e.log.1").exists());
+        assert_eq!(std::fs::read_to_string(&target).unwrap().lines().count(), 3);
+        let e = RotatingFile::open(&p, Rotation::default(), Trust::Owned, "helper \"x\"'s log")
+            .unwrap_err();
+        let m = e.to_string();
+        assert!(
+            m.contains("symbolic link") && m.contains("not writing to it"),
+            "{m}"
+        );
+        assert_eq!(len(&target), 15, "nothing written through the link");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_rotated_file_keeps_its_mode_and_a_planted_symlink_is_not_followed() {
+        use std::os::unix::fs::PermissionsExt;
+        for trust in [Trust::Follow, Trust::Owned] {
+            let d = dir("mode");
+            let p = d.join("e.log");
+            let mut log = open(&p, 10, 1, trust);
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+            log.write(b"a-line\n").unwrap();
+            log.write(b"b-line\n").unwrap();
+            let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600);
+            assert!(d.join("e.log.1").exists());
+            // Something planted at the path between two rotations is refused, not followed.
+            let victim = d.join("victim");
+            std::fs::write(&victim, "").unwrap();
+            std::fs::remove_file(&p).unwrap();
+            std::os::unix::fs::symlink(&victim, &p).unwrap();
+            (log.file, log.size) = (None, 0); // as after a rotation whose create failed
+            assert!(log.write(b"c-line\n").is_err());
+            assert_eq!(len(&victim), 0, "wrote through a planted symlink");
+            let _ = std::fs::remove_dir_all(&d);
+        }
+    }
+
+    #[test]
+    fn an_owned_log_refuses_what_another_user_could_have_planted() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = dir("owned");
+        // A FIFO, a directory: not a regular file.
+        let fifo = d.join("fifo.log");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let e = RotatingFile::open(&fifo, Rotation::default(), Trust::Owned, "log").unwrap_err();
+        assert!(e.to_string().contains("not writing to it"), "{e}");
+        // A directory any user can write to, without the sticky bit.
+        let open_dir = d.join("open");
+        std::fs::create_dir(&open_dir).unwrap();
+        std::fs::set_permissions(&open_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = RotatingFile::open(
+            &open_dir.join("x.log"),
+            Rotation::default(),
+            Trust::Owned,
+            "log",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("without the sticky bit"), "{e}");
+        let e = RotatingFile::open(
+            &d.join("missing/x.log"),
+            Rotation::default(),
+            Trust::Owned,
+            "log",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("does not exist"), "{e}");
+        // A file of another user (root only can make one).
+        if nix::unistd::geteuid().is_root() {
+            let theirs = d.join("theirs.log");
+            std::fs::write(&theirs, "").unwrap();
+            std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+            let e =
+                RotatingFile::open(&theirs, Rotation::default(), Trust::Owned, "log").unwrap_err();
+            assert!(
+                e.to_string().contains("uid 65534") && e.to_string().contains("not writing"),
+                "{e}"
+            );
+        }
+        // A new one is created 0640 (the umask permitting).
+        let p = d.join("new.log");
+        open(&p, 0, 0, Trust::Owned);
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & !0o640, 0, "{mode:o}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
