@@ -36,7 +36,7 @@ use crate::gate::{
 use crate::identity::{Identity, pidfd_send_signal};
 use crate::lifeline::Lifeline;
 use crate::policy::{self, Policy, Reaction};
-use crate::procstat::StatFields;
+use crate::procstat::{PF_EXITING, StatFields};
 use crate::spawner::{CredentialError, Credentials, ExecSignals, LaunchSpec, SpawnError, Spawner};
 
 /// The options of `foster exec`, already parsed.
@@ -150,10 +150,6 @@ fn change_credentials(c: &Credentials) -> Result<(), ExecError> {
     c.apply_single_threaded()
         .map_err(|e| err(EXIT_GATE_ERROR, e.to_string()))
 }
-
-/// `PF_EXITING` in field 9 of `/proc/<pid>/stat` (`include/linux/sched.h`): the process is in
-/// `exit`; its children are reparented before it shows as a zombie.
-const PF_EXITING: u64 = 0x4;
 
 /// What the expected parent is now, read after the gate refused it.
 #[derive(Debug, PartialEq, Eq)]

@@ -15,6 +15,10 @@
 /// Flag bit of field 9 (`flags`) marking a kernel thread (`PF_KTHREAD` in `include/linux/sched.h`).
 pub const PF_KTHREAD: u64 = 0x0020_0000;
 
+/// Flag bit of field 9 (`flags`) marking a process in `exit` (`PF_EXITING`): its children are
+/// reparented, and its memory released, before it shows as a zombie.
+pub const PF_EXITING: u64 = 0x4;
+
 /// Why a `stat` line could not be parsed. Each variant names what was wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum StatError {

@@ -21,6 +21,9 @@ use foster::sanitize::escape;
 use foster::tree::{Change, ScanOptions, Scanner, Snapshot, diff};
 use serde_json::Value;
 
+mod common;
+use common::fuse::HeldExec;
+
 /// Tests that fork without exec run one at a time, so that no other test's child holds a copy of
 /// their pipes.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -1003,6 +1006,105 @@ fn a_command_line_read_mid_exec_is_read_again_once_the_arguments_exist() {
         "an unchanged process's command line was read again"
     );
     std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// A real process scanned before its exec (a forked copy of this test), in the middle of it
+/// (held inside `execve` by a file system of the test's own, `common::fuse`: the new name, the
+/// argument area placed but not yet filled, an empty command line) and after it: the command
+/// line shown after the exec is the new program's. The one read in the middle was kept for good
+/// (same identity, same name, same `arg_start`), and the dashboard showed `[sleep]`, `foster
+/// ctl status` a bare `sh`.
+#[test]
+fn a_command_line_read_in_the_middle_of_a_real_exec_is_read_again_after_it() {
+    let _g = serial();
+    let d = common::Dir::new("tree", "heldexec");
+    let mnt = d.path("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let mut held = match HeldExec::mount(&mnt, "held-program", std::path::Path::new("/bin/sh")) {
+        Ok(h) => h,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let prog = CString::new(held.path().as_os_str().as_bytes()).unwrap();
+    let script = c"echo up >&5; exec 5>&-; read x <&6";
+    let argv = [
+        prog.as_ptr(),
+        c"-c".as_ptr(),
+        script.as_ptr(),
+        std::ptr::null(),
+    ];
+    let envp = [c"PATH=/usr/bin:/bin".as_ptr(), std::ptr::null()];
+    let (go_r, go_w) = pipe();
+    let (up_r, up_w) = pipe();
+    let (hold_r, hold_w) = pipe();
+    let pid = fork();
+    if pid == 0 {
+        // SAFETY: a raw syscall: a group of its own, for the guard below to kill.
+        unsafe { libc::setpgid(0, 0) };
+        child_wait(go_r);
+        // SAFETY: raw syscalls on data prepared before fork; dup2 clears close-on-exec.
+        unsafe {
+            libc::dup2(up_w, 5);
+            libc::dup2(hold_r, 6);
+            libc::execve(prog.as_ptr(), argv.as_ptr(), envp.as_ptr());
+        }
+        child_exit(127);
+    }
+    let mut guard = Group {
+        leader: pid,
+        reaped: false,
+    };
+    // Dropped before the guard: a held process can only end once released.
+    let mut release = held.releaser();
+    for fd in [go_r, up_w, hold_r] {
+        close(fd);
+    }
+    let mut scanner = Scanner::new(ScanOptions {
+        threads: 1,
+        ..ScanOptions::default()
+    })
+    .unwrap();
+    let mine = std::env::args_os().next().unwrap();
+    // Before the exec: a copy of this process, its command line this test's.
+    let before = scanner.scan_pids(&[pid]).by_pid(pid).unwrap().clone();
+    assert_eq!(before.cmdline[0], mine.as_bytes(), "{before:?}");
+    assert!(!before.in_exec, "{before:?}");
+    // In the middle of the exec.
+    child_write(go_w);
+    assert_eq!(held.wait_held(Duration::from_secs(20)), pid);
+    let middle = scanner.scan_pids(&[pid]).by_pid(pid).unwrap().clone();
+    assert_eq!(middle.identity, before.identity, "exec keeps the identity");
+    assert_eq!(middle.comm, b"held-program", "{middle:?}");
+    assert!(middle.cmdline.is_empty(), "{middle:?}");
+    assert!(middle.in_exec, "{middle:?}");
+    // After it: the program runs and says so.
+    release.release();
+    assert_eq!(read_deadline(up_r, 20), Some(b'u'));
+    let after = scanner.scan_pids(&[pid]).by_pid(pid).unwrap().clone();
+    let want: Vec<Vec<u8>> = vec![
+        prog.as_bytes().to_vec(),
+        b"-c".to_vec(),
+        script.to_bytes().to_vec(),
+    ];
+    assert_eq!(after.identity, before.identity);
+    assert!(!after.in_exec, "{after:?}");
+    assert_eq!(
+        after.cmdline.to_vec(),
+        want,
+        "the command line read in the middle of the exec was kept"
+    );
+    // Read once more from the cache, unchanged.
+    let again = scanner.scan_pids(&[pid]);
+    assert_eq!(again.stats.cmdline_reads, 0, "{:?}", again.stats);
+    assert_eq!(again.by_pid(pid).unwrap().cmdline.to_vec(), want);
+    // The program ends when its pipe closes.
+    close(hold_w);
+    close(go_w);
+    guard.reap(20);
+    close(up_r);
+    assert_all_gone(&[before.identity]);
 }
 
 /// A Subtree of this test process follows a parent that exits without being reaped (a

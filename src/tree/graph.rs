@@ -56,6 +56,13 @@ pub struct ProcessNode {
     pub cpu_ticks: u64,
     /// A kernel thread (`PF_KTHREAD`): no command line, no memory of its own.
     pub kernel_thread: bool,
+    /// Caught in the middle of an `execve`: the new program's memory is in place (and, from a
+    /// point on, its name) but not yet its argument and environment areas, so its command line
+    /// and environment read empty for now, and whatever was read of them must be read again.
+    /// Seen from `stat`: the code address (field 26) is still 0 in a process that has memory
+    /// and is not exiting. Only known where `stat` shows the addresses (this user's processes,
+    /// or any as root); false otherwise.
+    pub in_exec: bool,
 }
 
 impl ProcessNode {
@@ -79,6 +86,7 @@ impl ProcessNode {
             rss_bytes: 0,
             cpu_ticks: 0,
             kernel_thread: false,
+            in_exec: false,
         }
     }
 
@@ -91,6 +99,12 @@ impl ProcessNode {
     /// The same node in this state.
     pub fn with_state(mut self, state: u8) -> ProcessNode {
         self.state = state;
+        self
+    }
+
+    /// The same node caught in the middle of an `execve` ([`ProcessNode::in_exec`]).
+    pub fn caught_in_exec(mut self) -> ProcessNode {
+        self.in_exec = true;
         self
     }
 

@@ -13,9 +13,13 @@
 //! skipped; none aborts the scan. The `NSpid` line of `status` is parsed by hand
 //! ([`parse_nspid`] says why).
 //!
-//! A cached command line is read again when the name changes or when the address of the argument
-//! area (field 48 of `stat`, `arg_start`) moves: both change on `execve`, so an exec under the
-//! same identity is seen even when it keeps its name.
+//! A cached command line is kept while the name and the bounds of the argument area (fields 48
+//! and 49 of `stat`, `arg_start` and `arg_end`) stay the same: `execve` changes them, so an exec
+//! under the same identity is seen even when it keeps its name. An empty command line is never
+//! kept: a process that has memory always has at least one byte of arguments, except in the
+//! middle of an `execve`, whose new program has its name and then `arg_start` before its
+//! arguments are laid out (`arg_end`), and at its exit. Such a process is marked
+//! [`ProcessNode::in_exec`] when `stat` shows it (see there).
 
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -30,7 +34,7 @@ use procfs::FromRead;
 use procfs::process::Stat;
 
 use crate::identity::Identity;
-use crate::procstat::{self, PF_KTHREAD};
+use crate::procstat::{self, PF_EXITING, PF_KTHREAD};
 use crate::tree::graph::{ProcessNode, Snapshot, TreeError};
 
 /// What a scan reads.
@@ -92,13 +96,22 @@ impl ScanStats {
     }
 }
 
-/// A cached command line, valid while the process keeps its name and argument area.
+/// A cached command line (never an empty one), valid while the process keeps its name and the
+/// bounds of its argument area.
 #[derive(Debug)]
 struct CacheEntry {
     comm: Vec<u8>,
-    arg_start: u64,
+    args: ArgArea,
     cmdline: Arc<[Vec<u8>]>,
     seen: u64,
+}
+
+/// `arg_start` and `arg_end` (fields 48 and 49 of `stat`): where the argument area lies. Both 0
+/// where `stat` does not show them (another user's process, for a user other than root).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ArgArea {
+    start: u64,
+    end: u64,
 }
 
 /// Reads `/proc` into [`Snapshot`]s, reusing one buffer and a per-identity cache across scans.
@@ -644,6 +657,12 @@ impl Ctx<'_> {
                 .filter(u8::is_ascii_graphic)
                 .unwrap_or(b'?');
             let zombie = matches!(state, b'Z' | b'X');
+            let flags = u64::from(f.flags);
+            // The new program's code address is set last in `execve`, after its arguments and
+            // environment; 0 in a process with memory that is not exiting is the middle of an
+            // exec (a process without the right to see it reads 1, a kernel thread or a
+            // process past its exit 0).
+            let in_exec = !kernel_thread && !zombie && flags & PF_EXITING == 0 && f.startcode == 0;
             let mut node = ProcessNode {
                 identity,
                 pid: f.pid,
@@ -661,10 +680,14 @@ impl Ctx<'_> {
                 rss_bytes: f.rss.saturating_mul(self.page_size),
                 cpu_ticks: f.utime.saturating_add(f.stime),
                 kernel_thread,
+                in_exec,
             };
             if self.cmdline && !kernel_thread {
-                let arg_start = f.arg_start.unwrap_or(0);
-                node.cmdline = self.cmdline_of(&node, arg_start, zombie, buf, &mut out);
+                let args = ArgArea {
+                    start: f.arg_start.unwrap_or(0),
+                    end: f.arg_end.unwrap_or(0),
+                };
+                node.cmdline = self.cmdline_of(&node, args, zombie, buf, &mut out);
             }
             out.nodes.push(node);
         }
@@ -672,44 +695,38 @@ impl Ctx<'_> {
     }
 
     /// The command line of `node`: from the cache while the identity, name and argument area
-    /// are unchanged (a zombie's are not compared: its memory is gone), else read now.
+    /// are unchanged (a zombie's are not compared: its memory is gone), else read now, and kept
+    /// for the next scans unless it is empty.
     fn cmdline_of(
         &self,
         node: &ProcessNode,
-        arg_start: u64,
+        args: ArgArea,
         zombie: bool,
         buf: &mut Vec<u8>,
         out: &mut Chunk,
     ) -> Arc<[Vec<u8>]> {
-        if let Some(e) = self.cache.get(&node.identity) {
-            // An `arg_start` of 0 now is a field we may not read (another user's process):
-            // keep what we have. One of 0 in the entry is not a match for a real one: it was
-            // read in the middle of `execve` (the new name, no argument area yet, an empty
-            // command line), which must be read again once the arguments exist.
-            let same_area = arg_start == 0 || arg_start == e.arg_start;
-            if zombie || (e.comm == node.comm && same_area) {
-                out.hits.push(node.identity);
-                return e.cmdline.clone();
-            }
+        if let Some(e) = self.cache.get(&node.identity)
+            && (zombie || (e.comm == node.comm && e.args == args))
+        {
+            out.hits.push(node.identity);
+            return e.cmdline.clone();
         }
         let mut path = [0u8; 40];
         let len = pid_path(&mut path, node.pid, b"cmdline");
         out.stats.cmdline_reads += 1;
         let cmdline: Arc<[Vec<u8>]> = match read_at(self.dir, &path[..len], buf, false) {
-            Ok(_) => split_cmdline(buf).into(),
-            Err(ReadError::Gone) => {
-                // Gone since its stat was read: nothing worth caching.
-                out.stats.cmdline_unreadable += 1;
-                return self.empty.clone();
-            }
+            Ok(_) if !buf.is_empty() => split_cmdline(buf).into(),
+            // Nothing to keep: the middle of an exec (read again next time), an exit, a zombie
+            // first seen as one, or a process gone or unreadable since its stat was read.
+            Ok(_) => return self.empty.clone(),
             Err(_) => {
                 out.stats.cmdline_unreadable += 1;
-                self.empty.clone()
+                return self.empty.clone();
             }
         };
         let entry = CacheEntry {
             comm: node.comm.clone(),
-            arg_start,
+            args,
             cmdline: cmdline.clone(),
             seen: 0,
         };

@@ -1,9 +1,11 @@
 //! Scaffolding shared by the integration tests: a temporary directory of the test's own,
 //! removed on drop, with files and FIFOs in it; the tests' one way to read the process tree
 //! (the product's own walker, `foster::tree::Scanner`); ids and signal sets of
-//! `/proc/<pid>/status`.
+//! `/proc/<pid>/status`; an exec held in its middle (`fuse`).
 
 #![allow(dead_code)] // each test binary uses its own part of it
+
+pub mod fuse;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
