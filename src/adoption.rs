@@ -25,14 +25,31 @@
 //! A process first seen already adopted (its parent died before any scan saw it) has no
 //! recorded lineage. foster then reads its environment once: every helper foster launches
 //! carries `FOSTER_SUPERVISOR=PID:STARTTIME` (the foster that launched it) and
-//! `FOSTER_HELPER=NAME`, inherited by its descendants; the registry takes the helper as the
-//! expected parent and generation 2 (a direct child of the helper), the common case.
+//! `FOSTER_HELPER=NAME`, inherited by its descendants, and the gate's identities: a gated
+//! process has `FOSTER_PARENT` naming itself (which its descendants inherit) and `FOSTER_GATED`
+//! naming the parent it was checked against. Its generation is then taken from the nearest
+//! ancestor the registry knows by one of those identities (the `anchor`), never from how many
+//! of its ancestors a read happened to see, so that it does not depend on when foster read:
+//!
+//! - the parent it was gated against (`FOSTER_GATED`): that one's generation plus one, exactly;
+//! - an ancestor (`FOSTER_PARENT`, else its helper) that has ended: plus one (the ancestor may
+//!   have been its parent; a deeper one is not known);
+//! - an ancestor that is still alive: plus two, since a living parent keeps its children, so
+//!   at least one process between them ended. A helper's grandchild orphaned by the helper's
+//!   child is generation 3 whether or not foster saw that child.
+//!
+//! An adoption needs the adopted process's environment, which the kernel shows only once an
+//! `execve` has laid it out: a process caught in the middle of one
+//! ([`ProcessNode::in_exec`]) waits, recorded but not classified, until a later read finds it
+//! out of it (the supervisor reads again soon while one waits).
 
 use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::gate::expect::ENV_GATED;
 use crate::identity::Identity;
+use crate::policy::ENV_PARENT;
 use crate::tree::{Change, ProcessNode, Snapshot};
 
 /// Environment variable naming the foster that launched a helper (`PID:STARTTIME`).
@@ -113,6 +130,19 @@ pub struct Registry {
     records: HashMap<Identity, Record>,
     live_by_pid: HashMap<i32, Identity>,
     helpers: HashMap<String, Identity>,
+    /// Adoptions not classified yet: the process was caught in the middle of an `execve`, its
+    /// environment not laid out yet.
+    waiting: HashMap<Identity, Waiting>,
+}
+
+/// How a process whose adoption waits came to foster's notice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Waiting {
+    /// First seen already foster's child.
+    FirstSeen,
+    /// Seen under another parent before (`from`), now under a subreaper the registry did not
+    /// know of: whether that one is a nested foster is read from the process's environment.
+    Moved { from: Option<Identity> },
 }
 
 impl Registry {
@@ -138,6 +168,7 @@ impl Registry {
             records,
             live_by_pid,
             helpers: HashMap::new(),
+            waiting: HashMap::new(),
         }
     }
 
@@ -244,8 +275,39 @@ impl Registry {
                 _ => {}
             }
         }
+        self.settle(tree, &mut adoptions);
         self.prune();
         adoptions
+    }
+
+    /// How many adoptions wait for their process to be out of an `execve`.
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// Classifies the waiting adoptions whose process is now out of its `execve` (and forgets
+    /// those whose process is gone or left the tree: their change says so).
+    fn settle(&mut self, tree: &Snapshot, adoptions: &mut Vec<Adoption>) {
+        let ready: Vec<(Identity, Waiting)> = self
+            .waiting
+            .iter()
+            .filter(|(id, _)| tree.get(id).is_none_or(|n| !n.in_exec))
+            .map(|(id, w)| (*id, *w))
+            .collect();
+        for (identity, w) in ready {
+            self.waiting.remove(&identity);
+            let Some(node) = tree.get(&identity) else {
+                continue;
+            };
+            let adoption = match w {
+                Waiting::FirstSeen if node.parent == Some(self.me) => {
+                    Some(self.first_seen_adopted(node))
+                }
+                Waiting::FirstSeen => None,
+                Waiting::Moved { from } => self.reparented(tree, identity, from, node.parent),
+            };
+            adoptions.extend(adoption);
+        }
     }
 
     fn gone(&mut self, identity: &Identity) {
@@ -271,18 +333,13 @@ impl Registry {
         }
         let node = tree.get(&identity)?;
         if parent == Some(self.me) {
-            let (expected_parent, generation, helper) = self.infer_lineage(node);
-            self.insert(identity, expected_parent, generation, helper.clone(), false);
-            let expected = self.nearest_live_subreaper(expected_parent);
-            return Some(Adoption {
-                identity,
-                helper,
-                generation,
-                from: None,
-                to: self.me,
-                expected,
-                classification: classify(expected, self.me, true),
-            });
+            if node.in_exec {
+                // Counted in the tree at once (signals, sweeps), classified once out of exec.
+                self.insert(identity, Some(self.me), 2, None, false);
+                self.waiting.insert(identity, Waiting::FirstSeen);
+                return None;
+            }
+            return Some(self.first_seen_adopted(node));
         }
         let (generation, helper) = match parent.and_then(|p| self.records.get(&p)) {
             Some(pr) => (pr.generation + 1, pr.helper.clone()),
@@ -290,6 +347,24 @@ impl Registry {
         };
         self.insert(identity, parent, generation, helper, true);
         None
+    }
+
+    /// A process first seen as foster's child, which foster did not launch: its lineage from
+    /// its environment, recorded, and its adoption.
+    fn first_seen_adopted(&mut self, node: &ProcessNode) -> Adoption {
+        let identity = node.identity;
+        let (expected_parent, generation, helper) = self.infer_lineage(node);
+        self.insert(identity, expected_parent, generation, helper.clone(), false);
+        let expected = self.nearest_live_subreaper(expected_parent);
+        Adoption {
+            identity,
+            helper,
+            generation,
+            from: None,
+            to: self.me,
+            expected,
+            classification: classify(expected, self.me, true),
+        }
     }
 
     /// A known process under a new parent (`to` outside the subtree, or None: it left it).
@@ -311,8 +386,15 @@ impl Registry {
             start_time: 0,
         });
         let mut expected = self.nearest_live_subreaper(rec.expected_parent);
-        if expected != to && in_tree && self.learn_reaper(node, to) {
-            expected = self.nearest_live_subreaper(rec.expected_parent);
+        if expected != to && in_tree {
+            if node.is_some_and(|n| n.in_exec) {
+                // Whether `to` is a nested foster is read from the environment, not there yet.
+                self.waiting.insert(identity, Waiting::Moved { from });
+                return None;
+            }
+            if self.learn_reaper(node, to) {
+                expected = self.nearest_live_subreaper(rec.expected_parent);
+            }
         }
         let classification = classify(expected, to, in_tree);
         if classification == Classification::Escaped {
@@ -394,16 +476,42 @@ impl Registry {
         self.me
     }
 
-    /// Lineage of a process first seen already adopted, from `FOSTER_SUPERVISOR` and
-    /// `FOSTER_HELPER` in its environment: (expected parent, generation, helper).
+    /// Lineage of a process first seen already adopted, from its environment (see the module
+    /// docs): (expected parent, generation, helper).
     fn infer_lineage(&self, node: &ProcessNode) -> (Option<Identity>, u32, Option<String>) {
-        let supervisor: Option<Identity> = node
-            .env_var(ENV_SUPERVISOR.as_bytes())
-            .and_then(|v| std::str::from_utf8(v).ok())
-            .and_then(|v| v.parse().ok());
+        let identity_var = |name: &str| -> Option<Identity> {
+            let v = node.env_var(name.as_bytes())?;
+            let v = std::str::from_utf8(v).ok()?;
+            v.split(';').next()?.parse().ok()
+        };
+        let supervisor = identity_var(ENV_SUPERVISOR);
         let helper = node
             .env_var(ENV_HELPER.as_bytes())
             .map(|v| String::from_utf8_lossy(v).into_owned());
+        // The nearest ancestor known by identity, and whether it is exactly the parent.
+        let named = identity_var(ENV_PARENT);
+        let anchor = match named {
+            Some(p) if p == node.identity => identity_var(ENV_GATED).map(|g| (g, true)),
+            Some(p) => Some((p, false)),
+            None => None,
+        }
+        .filter(|(a, _)| self.records.contains_key(a))
+        .or_else(|| {
+            // No identity it names is known: its helper, when it descends from this foster's
+            // (and names no other ancestor, which could be deeper).
+            let h = helper.as_ref()?;
+            let id = *self.helpers.get(h)?;
+            (supervisor == Some(self.me) && named.is_none_or(|n| n == id)).then_some((id, false))
+        });
+        if let Some((a, exact)) = anchor {
+            let r = &self.records[&a];
+            let between = u32::from(!exact && r.alive);
+            return (
+                Some(a),
+                r.generation + 1 + between,
+                r.helper.clone().or(helper),
+            );
+        }
         match (supervisor, helper) {
             (Some(s), Some(h)) if s == self.me => {
                 let parent = self.helpers.get(&h).copied();
@@ -617,20 +725,146 @@ mod tests {
         let mut w = World::new();
         w.r.expect_launch(id(200), "web", false);
         w.step(vec![e(100, 1), e(200, 100)]);
-        let a = w.step(vec![
-            e(100, 1),
-            e(200, 100),
-            e(500, 100).with_environ(&[
+        let marked = |n: ProcessNode| {
+            n.with_environ(&[
                 format!("FOSTER_SUPERVISOR={}", id(100)),
                 "FOSTER_HELPER=web".into(),
-            ]),
-        ]);
+            ])
+        };
+        let a = w.step(vec![e(100, 1), e(200, 100), marked(e(500, 100))]);
         assert_eq!(a.len(), 1);
         assert_eq!(a[0].from, None);
         assert_eq!(a[0].helper.as_deref(), Some("web"));
-        assert_eq!(a[0].generation, 2);
+        // The helper lives, so it was not the parent: one process between them ended.
+        assert_eq!(a[0].generation, 3);
         assert_eq!(a[0].classification, Classification::Expected);
         assert!(!w.r.get(&id(500)).unwrap().lineage_seen);
+        assert_eq!(w.r.get(&id(500)).unwrap().expected_parent, Some(id(200)));
+        // Once the helper has ended, its child may have been the one orphaned: generation 2.
+        w.r.reaped(200);
+        let a = w.step(vec![e(100, 1), marked(e(500, 100)), marked(e(600, 100))]);
+        assert_eq!(a.len(), 1);
+        assert_eq!(a[0].identity, id(600));
+        assert_eq!(a[0].generation, 2);
+    }
+
+    /// The generation of an orphan does not depend on whether a read saw the process that
+    /// orphaned it: helper 200 → 300 (ends) → 400, seen or not before 300 ends.
+    #[test]
+    fn an_orphans_generation_is_the_same_whether_its_parent_was_seen_or_not() {
+        let env = |n: ProcessNode| {
+            n.with_environ(&[
+                format!("FOSTER_SUPERVISOR={}", id(100)),
+                "FOSTER_HELPER=h".into(),
+                format!("FOSTER_PARENT={}", id(200)),
+            ])
+        };
+        let mut seen = World::new();
+        seen.r.expect_launch(id(200), "h", false);
+        seen.step(vec![
+            e(100, 1),
+            e(200, 100),
+            env(e(300, 200)),
+            env(e(400, 300)),
+        ]);
+        let a = seen.step(vec![e(100, 1), e(200, 100), env(e(400, 100))]);
+        assert_eq!((a.len(), a[0].from), (1, Some(id(300))));
+        let mut unseen = World::new();
+        unseen.r.expect_launch(id(200), "h", false);
+        unseen.step(vec![e(100, 1), e(200, 100)]);
+        let b = unseen.step(vec![e(100, 1), e(200, 100), env(e(400, 100))]);
+        assert_eq!((b.len(), b[0].from), (1, None));
+        assert_eq!(a[0].generation, 3);
+        assert_eq!(b[0].generation, a[0].generation);
+        assert_eq!(b[0].helper, a[0].helper);
+        assert_eq!(b[0].classification, Classification::Expected);
+    }
+
+    /// A gated orphan names the parent it was checked against (`FOSTER_GATED`): its generation
+    /// is that one's plus one, however deep, and that parent is its expected one.
+    #[test]
+    fn a_gated_orphan_is_placed_under_the_parent_it_was_checked_against() {
+        let mut w = World::new();
+        w.r.expect_launch(id(200), "h", false);
+        // 200 → 300 → 350, seen; 350 gates 450 (not seen), then ends.
+        w.step(vec![e(100, 1), e(200, 100), e(300, 200), e(350, 300)]);
+        let gated = e(450, 100).with_environ(&[
+            format!("FOSTER_SUPERVISOR={}", id(100)),
+            "FOSTER_HELPER=h".into(),
+            format!("FOSTER_PARENT={}", id(450)),
+            format!("FOSTER_GATED={};USR1:notify:15s", id(350)),
+        ]);
+        let a = w.step(vec![e(100, 1), e(200, 100), e(300, 200), gated]);
+        assert_eq!(a.len(), 1);
+        assert_eq!(a[0].generation, 4);
+        assert_eq!(a[0].helper.as_deref(), Some("h"));
+        assert_eq!(w.r.get(&id(450)).unwrap().expected_parent, Some(id(350)));
+    }
+
+    /// A process first seen adopted in the middle of an execve has no environment yet: it is
+    /// counted in the tree at once and classified, with its helper and generation, once out.
+    #[test]
+    fn an_adoption_caught_in_an_exec_waits_for_the_environment() {
+        let mut w = World::new();
+        w.r.expect_launch(id(200), "h", false);
+        w.step(vec![e(100, 1), e(200, 100)]);
+        let a = w.step(vec![e(100, 1), e(200, 100), e(500, 100).caught_in_exec()]);
+        assert!(a.is_empty(), "{a:?}");
+        assert_eq!(w.r.waiting(), 1);
+        assert!(w.r.in_tree(500), "counted in the tree while it waits");
+        let a = w.step(vec![e(100, 1), e(200, 100), e(500, 100).caught_in_exec()]);
+        assert!(a.is_empty(), "{a:?}");
+        let out = e(500, 100).with_environ(&[
+            format!("FOSTER_SUPERVISOR={}", id(100)),
+            "FOSTER_HELPER=h".into(),
+            format!("FOSTER_PARENT={}", id(200)),
+        ]);
+        let a = w.step(vec![e(100, 1), e(200, 100), out]);
+        assert_eq!(a.len(), 1, "{a:?}");
+        assert_eq!(a[0].helper.as_deref(), Some("h"));
+        assert_eq!(a[0].generation, 3);
+        assert_eq!(a[0].from, None);
+        assert_eq!(a[0].classification, Classification::Expected);
+        assert_eq!(w.r.waiting(), 0);
+        assert_eq!(w.r.get(&id(500)).unwrap().helper.as_deref(), Some("h"));
+        // One that ends while it waits is forgotten.
+        let a = w.step(vec![e(100, 1), e(200, 100), e(600, 100).caught_in_exec()]);
+        assert!(a.is_empty());
+        let a = w.step(vec![e(100, 1), e(200, 100)]);
+        assert!(a.is_empty());
+        assert_eq!(w.r.waiting(), 0);
+    }
+
+    /// Whether an unknown new parent is a nested foster is read from the adopted process's
+    /// environment: caught in an exec, the classification waits for it.
+    #[test]
+    fn a_move_to_an_unknown_reaper_caught_in_an_exec_waits_for_the_environment() {
+        let mut w = World::new();
+        w.r.expect_launch(id(200), "h", false);
+        w.step(vec![
+            e(100, 1),
+            e(200, 100),
+            e(250, 200),
+            e(300, 250),
+            e(400, 300),
+        ]);
+        let a = w.step(vec![
+            e(100, 1),
+            e(200, 100),
+            e(250, 200),
+            e(400, 250).caught_in_exec(),
+        ]);
+        assert!(a.is_empty(), "{a:?}");
+        let marked = e(400, 250).with_environ(&[
+            format!("FOSTER_SUPERVISOR={}", id(250)),
+            "FOSTER_HELPER=inner".into(),
+        ]);
+        let a = w.step(vec![e(100, 1), e(200, 100), e(250, 200), marked]);
+        assert_eq!(a.len(), 1, "{a:?}");
+        assert_eq!(a[0].from, Some(id(300)));
+        assert_eq!(a[0].to, id(250));
+        assert_eq!(a[0].classification, Classification::Expected);
+        assert!(w.r.get(&id(250)).unwrap().subreaper);
     }
 
     #[test]

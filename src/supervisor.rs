@@ -17,8 +17,9 @@
 //! consumed only through signalfds. The event loop is a single-threaded tokio runtime waiting
 //! on those signalfds, the parents' epoll (`watch.rs`), the control socket and the output's
 //! reports ([`crate::output`]): no timer is armed unless a restart delay or a grace period is
-//! pending, so an idle supervisor does not wake up. The helpers' output is read, kept and
-//! relayed on threads of its own, never on this loop.
+//! pending, or a read found a process in the middle of an `execve` whose environment it needs,
+//! so an idle supervisor does not wake up. The helpers' output is read, kept and relayed on
+//! threads of its own, never on this loop.
 //!
 //! ## Exit statuses
 //!
@@ -63,6 +64,13 @@ pub const EXIT_CONFIG: i32 = 2;
 pub const EXIT_HELPER_FAILED: i32 = 3;
 /// A requested shutdown completed, but something had to be SIGKILLed after its grace.
 pub const EXIT_FORCED: i32 = 4;
+
+/// The first delay before the tree is read again while a process of it is caught in the middle
+/// of an `execve` (an exec lasts well under a millisecond, unless its program's pages are slow to
+/// read); it doubles at each read that still finds one, up to [`EXEC_WAIT_MAX`].
+const EXEC_WAIT_MIN: Duration = Duration::from_millis(5);
+/// The longest delay between two reads while a process is caught in an `execve`.
+const EXEC_WAIT_MAX: Duration = Duration::from_secs(1);
 
 /// Options of `foster run` besides the configuration.
 #[derive(Debug, Clone, Default)]
@@ -362,6 +370,8 @@ struct Supervisor {
     events_lost: u64,
     /// Every signal of [`signals::handled`], read in the loop.
     signal_fd: SignalFd,
+    /// When to read again while a process of the tree is caught in an `execve`.
+    exec_wait: Duration,
     /// The ignored signals already logged.
     ignored_logged: signals::Logged,
     control: control::Control,
@@ -421,6 +431,7 @@ impl Supervisor {
             narration: Narration::new(crate::logging::verbosity()),
             events_lost: 0,
             signal_fd,
+            exec_wait: EXEC_WAIT_MIN,
             ignored_logged: signals::Logged::default(),
             control: control::Control::new(None, None),
             output: Some(output),
@@ -685,6 +696,9 @@ impl Supervisor {
                 let attempt = h.attempt;
                 self.registry
                     .expect_launch(identity, &name, helper.subreaper);
+                // Its lineage is known: its environment need not be read (it is, besides, in
+                // the middle of its exec now).
+                self.tree.known(identity);
                 self.emit(Event::Launch {
                     helper: name,
                     identity,
@@ -894,6 +908,16 @@ impl Supervisor {
             self.at(Duration::ZERO, Timer::Scan);
         }
         let adoptions = self.registry.observe(self.tree.snapshot(), &changes);
+        // A process caught in the middle of an execve has no environment to read yet, and its
+        // adoption waits for it: read again shortly (then less and less often) until it is out.
+        if self.tree.pending_environ() > 0 || self.registry.waiting() > 0 {
+            if !self.timers.values().any(|t| *t == Timer::Scan) {
+                self.at(self.exec_wait, Timer::Scan);
+                self.exec_wait = (self.exec_wait * 2).min(EXEC_WAIT_MAX);
+            }
+        } else {
+            self.exec_wait = EXEC_WAIT_MIN;
+        }
         for a in adoptions {
             self.emit(Event::Reparented {
                 identity: a.identity,

@@ -21,7 +21,9 @@
 //!
 //! Environment entries (those starting with the prefix the subtree was made with) are read once
 //! per identity, and only for the processes whose lineage may have to be learnt from them: new
-//! children of the root, and processes that changed parent.
+//! children of the root, and processes that changed parent. One caught in the middle of an
+//! `execve` ([`ProcessNode::in_exec`]) has no environment to read yet: its `stat` is read again at
+//! each update ([`Subtree::pending_environ`] counts them) and its environment once it is out.
 
 use std::collections::HashSet;
 
@@ -49,6 +51,8 @@ pub struct Subtree {
     env_prefix: Vec<u8>,
     snapshot: Snapshot,
     env_read: HashSet<Identity>,
+    /// Processes whose environment is wanted but was not readable yet (caught in an `execve`).
+    env_pending: HashSet<Identity>,
 }
 
 impl Subtree {
@@ -65,6 +69,7 @@ impl Subtree {
             env_prefix: env_prefix.to_vec(),
             snapshot: Snapshot::default(),
             env_read: HashSet::new(),
+            env_pending: HashSet::new(),
         })
     }
 
@@ -78,19 +83,35 @@ impl Subtree {
         &self.snapshot
     }
 
+    /// Says that the lineage of `identity` is known (a process the caller launched): its
+    /// environment is not read, even as a new child of the root.
+    pub fn known(&mut self, identity: Identity) {
+        self.env_read.insert(identity);
+    }
+
+    /// How many processes' environments are wanted but could not be read yet: they were in the
+    /// middle of an `execve` at the last update. The next update reads them again.
+    pub fn pending_environ(&self) -> usize {
+        self.env_pending.len()
+    }
+
     /// Reads what changed and returns the changes since the last update, in the order of
     /// [`diff`]. Fails when `/proc` cannot be listed, or when the root is not a process.
     pub fn update(&mut self) -> Result<(Vec<Change>, UpdateStats), TreeError> {
         let relisting = self.scanner.relist()?;
         let vanished: HashSet<i32> = relisting.vanished.iter().copied().collect();
         // Read the new pids and every parent of the subtree (a parent that exited reparented
-        // its children at once, even while it waits, a zombie, to be reaped).
+        // its children at once, even while it waits, a zombie, to be reaped), and whatever was
+        // caught in an exec with its environment wanted.
         let mut first: Vec<i32> = relisting.appeared;
         first.extend(
             self.snapshot
                 .nodes()
                 .filter(|n| !vanished.contains(&n.pid))
-                .filter(|n| !self.snapshot.children(&n.identity).is_empty())
+                .filter(|n| {
+                    !self.snapshot.children(&n.identity).is_empty()
+                        || self.env_pending.contains(&n.identity)
+                })
                 .map(|n| n.pid),
         );
         first.sort_unstable();
@@ -138,18 +159,24 @@ impl Subtree {
         }
         let all = Snapshot::from_nodes(nodes);
         let (mut sub, changes) = follow(&self.snapshot, &all, self.root)?;
-        // Environment, once per identity: new children of the root, and moved processes.
+        // Environment, once per identity: new children of the root, and moved processes; once
+        // out of its exec for one caught in it.
         let root_id = sub.identity_of(self.root);
         let old = &self.snapshot;
         let env_read = &self.env_read;
-        let mut want: Vec<&mut ProcessNode> = sub
+        let pending = std::mem::take(&mut self.env_pending);
+        let (caught, mut want): (Vec<&mut ProcessNode>, Vec<&mut ProcessNode>) = sub
             .nodes_mut()
             .filter(|n| !env_read.contains(&n.identity))
-            .filter(|n| match old.get(&n.identity) {
-                None => n.parent == root_id,
-                Some(o) => o.parent != n.parent,
+            .filter(|n| {
+                pending.contains(&n.identity)
+                    || match old.get(&n.identity) {
+                        None => n.parent == root_id,
+                        Some(o) => o.parent != n.parent,
+                    }
             })
-            .collect();
+            .partition(|n| n.in_exec);
+        self.env_pending = caught.iter().map(|n| n.identity).collect();
         if !want.is_empty() {
             stats.environ_reads = want.len();
             self.scanner.read_environ(&mut want, &self.env_prefix);
