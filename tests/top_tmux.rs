@@ -502,11 +502,11 @@ fn demo_opens_the_dashboard_and_leaves_nothing_behind() {
         s.contains("filter: worker")
             && pid_of_role(s, "helper", "crasher").is_none()
             && pid_of_role(s, "helper", "orphaner").is_none()
-            // The worker's two gated sleeps (they start just after it) stay with it. Counted by
-            // role and helper, not by command line: a snapshot taken while a sleep was in the
-            // middle of its exec can still show it as `[sleep]` (a known defect of the
-            // dashboard, not what this step checks).
+            // The worker's two gated sleeps (they start just after it) stay with it, each with
+            // its command line: one read while a sleep was in the middle of its exec showed it
+            // as `[sleep]` for good.
             && s.lines().filter(|l| l.contains("descendant worker")).count() == 2
+            && s.lines().filter(|l| l.contains("sleep 86400")).count() == 2
     });
     assert!(row_with_pid(&s, worker).is_some(), "{s}");
     // The cursor landed on the first match, the worker itself: collapse it.
