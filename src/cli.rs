@@ -298,7 +298,8 @@ pub struct CtlArgs {
     /// $XDG_RUNTIME_DIR/foster, /run/foster for root, or /tmp/foster-UID).
     #[arg(long, value_name = "PATH", env = "FOSTER_SOCKET", global = true)]
     pub socket: Option<std::path::PathBuf>,
-    /// Print the supervisor's JSON reply lines as they are (see docs/control.md).
+    /// Print the supervisor's JSON reply lines as they are (see docs/control.md); for logs, one
+    /// JSON object per line, as foster run --output json writes them.
     #[arg(long, global = true)]
     pub json: bool,
     #[command(subcommand)]
@@ -337,6 +338,21 @@ pub enum CtlCommand {
     /// Reopen every log file the supervisor writes (the events log, the helpers' log files)
     /// at its path, after an outside rotation: the same as SIGUSR1, and says which.
     ReopenLogs,
+    /// A helper's output (every helper's without HELPER): its last kept lines, then with -f
+    /// each new one, shown as foster run shows them (NAME | line, NAME ! for standard error).
+    Logs {
+        /// The helper (default: every helper, in the order their lines were read).
+        helper: Option<String>,
+        /// How many kept lines to show first: 10 by default, as tail; at most 10000 (each
+        /// helper keeps its last 1000); 0 with -f shows only new lines.
+        #[arg(short = 'n', long = "lines", value_name = "N", default_value_t = 10,
+              value_parser = clap::value_parser!(u64).range(0..=crate::control::protocol::MAX_LOG_LINES as u64))]
+        lines: u64,
+        /// Follow: print each new line as it is read, until interrupted or the supervisor
+        /// ends.
+        #[arg(short = 'f', long)]
+        follow: bool,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -573,6 +589,16 @@ fn ctl(a: CtlArgs) -> Result<ExitCode, CliError> {
         CtlCommand::Restart { helper } => C::Restart { helper },
         CtlCommand::Stop => C::Stop,
         CtlCommand::ReopenLogs => C::ReopenLogs,
+        CtlCommand::Logs {
+            helper,
+            lines,
+            follow,
+        } => C::Logs {
+            helper,
+            lines: lines as usize,
+            follow,
+            colour: crate::output::colour_for(&std::io::stdout()),
+        },
     };
     client::ctl(
         a.socket.as_deref(),

@@ -489,7 +489,8 @@ impl Supervisor {
         // SAFETY: the watch's epoll descriptor, owned by `self` too, for the life of `self`.
         let parents =
             unsafe { AsyncFd::register(Fd(self.watch.raw_fd())) }.map_err(io::Error::from)?;
-        let mut server = self.control.serve()?;
+        let lines = self.output.as_ref().map(|c| c.output().clone());
+        let mut server = self.control.serve(lines)?;
         self.emit(Event::Start {
             supervisor: self.me,
             contained: self.contained,

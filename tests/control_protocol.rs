@@ -51,6 +51,8 @@ fn word() -> impl Strategy<Value = String> {
         Just("signal".to_string()),
         Just("restart".to_string()),
         Just("stop".to_string()),
+        Just("logs".to_string()),
+        Just("lines".to_string()),
         Just("target".to_string()),
         Just("helper".to_string()),
         Just("backlog".to_string()),
@@ -90,7 +92,7 @@ fn json_value() -> impl Strategy<Value = Value> {
 fn request_like() -> impl Strategy<Value = Value> {
     (
         prop_oneof![
-            4 => prop::sample::select(vec!["status", "events", "signal", "restart", "stop"])
+            4 => prop::sample::select(vec!["status", "events", "signal", "restart", "stop", "logs"])
                 .prop_map(Value::from),
             1 => json_value(),
         ],
@@ -98,7 +100,7 @@ fn request_like() -> impl Strategy<Value = Value> {
         prop::collection::vec(
             (
                 prop::sample::select(vec![
-                    "target", "signal", "helper", "backlog", "follow", "extra",
+                    "target", "signal", "helper", "backlog", "follow", "lines", "extra",
                 ]),
                 json_value(),
             ),

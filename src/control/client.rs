@@ -6,9 +6,11 @@
 //! the server must run as this user or root), the default socket lookup for `foster ctl`
 //! without `--socket` (in a directory checked as `foster run` checks it), and the human
 //! renderings: the status as a tree with roles, generations, policies, expected and actual
-//! parents; events as one line each. Whatever the server sent goes through
-//! [`crate::sanitize::escape`] before it reaches a terminal, error messages included; `--json`
-//! output is [`Reply::to_line`], whose JSON escapes every control character.
+//! parents; events as one line each; helpers' lines (`foster ctl logs`) in the relay's own
+//! forms ([`crate::output::Renderer`]: `NAME | line`, or its JSON). Whatever the server sent
+//! goes through [`crate::sanitize::escape`] before it reaches a terminal, error messages
+//! included; `--json` output is [`Reply::to_line`] (for lines, the relay's JSON, written by
+//! [`crate::sanitize::to_json`]), whose JSON escapes every control character.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -512,6 +514,84 @@ pub enum CtlCommand {
     },
     Stop,
     ReopenLogs,
+    /// The last `lines` kept lines of `helper` (of every helper when `None`), then with
+    /// `follow` each new one; `colour`: names coloured as the relay colours them on a terminal.
+    Logs {
+        helper: Option<String>,
+        lines: usize,
+        follow: bool,
+        colour: bool,
+    },
+}
+
+/// Runs `logs` on `conn`: the kept lines, then (when following) each new line until the
+/// supervisor ends the stream; each shown as `foster run` relays it (text or `json`), a lag as
+/// a line saying how many lines were missed.
+fn logs(
+    conn: &mut Connection,
+    json: bool,
+    (helper, lines, follow, colour): (Option<&str>, usize, bool, bool),
+    out: &mut dyn Write,
+) -> Result<(), ClientError> {
+    let first = conn.ask(&Request::Logs {
+        helper: helper.map(str::to_string),
+        lines: Some(lines),
+        follow,
+    })?;
+    let ReplyBody::Logs {
+        helpers,
+        lines: n,
+        follow,
+    } = first
+    else {
+        return Err(unexpected(&first));
+    };
+    let names: Vec<&str> = helpers.iter().map(String::as_str).collect();
+    let format = if json {
+        crate::output::Format::Json
+    } else {
+        crate::output::Format::Text
+    };
+    let renderer = crate::output::Renderer::new(&names, format, colour && !json);
+    let mut left = n;
+    let mut buf = Vec::with_capacity(256);
+    loop {
+        if !follow && left == 0 {
+            return Ok(());
+        }
+        let Some(r) = conn.read()? else {
+            return Ok(());
+        };
+        left = left.saturating_sub(1);
+        buf.clear();
+        match r.body {
+            ReplyBody::Log(rec) => renderer.render(&rec.into_line(), &mut buf),
+            ReplyBody::Lagged { dropped } if json => {
+                let _ = writeln!(buf, "{{\"missed\":{dropped}}}");
+            }
+            ReplyBody::Lagged { dropped } => {
+                let _ = writeln!(
+                    buf,
+                    "… {dropped} line{} missed (this client did not read fast enough)",
+                    if dropped == 1 { "" } else { "s" }
+                );
+            }
+            ReplyBody::Error(e) => {
+                return Err(ClientError::new(escape(e.message.as_bytes())));
+            }
+            other => return Err(unexpected(&other)),
+        }
+        match out.write_all(&buf).and_then(|()| out.flush()) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(e) => {
+                return Err(ClientError::caused(
+                    format!("cannot write to standard output: {e}"),
+                    e,
+                ));
+            }
+        }
+    }
 }
 
 /// Runs `foster ctl`: one request, its reply printed for people or (`json`) as the reply
@@ -569,6 +649,19 @@ pub fn ctl(
         },
         CtlCommand::Stop => Request::Stop,
         CtlCommand::ReopenLogs => Request::ReopenLogs,
+        CtlCommand::Logs {
+            helper,
+            lines,
+            follow,
+            colour,
+        } => {
+            return logs(
+                &mut conn,
+                json,
+                (helper.as_deref(), *lines, *follow, *colour),
+                out,
+            );
+        }
     };
     if matches!(request, Request::Signal { .. } | Request::Restart { .. }) {
         pids.learn(); // the reply may name a process the request ends

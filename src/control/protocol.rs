@@ -3,8 +3,9 @@
 //! Owns the wire types and nothing else: [`Request`] (what a client asks, one JSON object a
 //! line), [`Reply`] (what the supervisor answers, one JSON object a line, always with the
 //! protocol [`VERSION`]), the [`Status`] snapshot of the supervised tree, the streamed
-//! [`EventRecord`]s, and [`ErrorKind`]. Parsing a request line ([`parse_request`]) turns every
-//! problem into a [`ProtocolError`] that names it, so the server can answer it and go on.
+//! [`EventRecord`]s and helpers' output lines ([`LogRecord`]), and [`ErrorKind`]. Parsing a
+//! request line ([`parse_request`]) turns every problem into a [`ProtocolError`] that names
+//! it, so the server can answer it and go on.
 //! `docs/control.md` is the reference, with examples.
 //!
 //! Process names and arguments are bytes: they travel as [`Bytes`], a JSON string when they are
@@ -20,6 +21,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use crate::adoption::Classification;
 use crate::event::Event;
 use crate::identity::Identity;
+use crate::output::{Line, Stream};
 use crate::reaper::ExitStatus;
 use crate::signal::Sig;
 
@@ -33,6 +35,12 @@ pub const MAX_REQUEST: usize = 64 * 1024;
 
 /// How many events the supervisor keeps for clients that connect late.
 pub const BACKLOG: usize = 256;
+
+/// How many kept lines a `logs` request gives first when it does not say (as `tail`).
+pub const DEFAULT_LOG_LINES: usize = 10;
+
+/// The most kept lines a `logs` request may ask for (each helper keeps 1,000 by default).
+pub const MAX_LOG_LINES: usize = 10_000;
 
 /// One request: `{"request": "status"}`, `{"request": "signal", "target": "web", "signal":
 /// "TERM"}`...
@@ -61,6 +69,17 @@ pub enum Request {
     /// helpers' log files), at their paths: after an outside rotation. The same as SIGUSR1,
     /// with an answer that says which were reopened.
     ReopenLogs,
+    /// A helper's output (every helper's when `helper` is absent or null): first its last
+    /// `lines` kept lines (default [`DEFAULT_LOG_LINES`], at most [`MAX_LOG_LINES`]), then,
+    /// when `follow` (default false), every new line as it is read.
+    Logs {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        helper: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lines: Option<usize>,
+        #[serde(default, skip_serializing_if = "is_false")]
+        follow: bool,
+    },
 }
 
 fn yes() -> bool {
@@ -69,6 +88,10 @@ fn yes() -> bool {
 
 fn is_true(b: &bool) -> bool {
     *b
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// What `signal` is sent to.
@@ -202,8 +225,19 @@ pub enum ReplyBody {
     Events { backlog: usize, follow: bool },
     /// One event of the stream.
     Event(EventRecord),
-    /// The stream skipped `dropped` events because this client did not read fast enough; the
-    /// next event line continues from the newest.
+    /// The answer to `logs`: the helpers whose lines come (the one asked for, or every helper
+    /// in configuration order), then `lines` log lines at once, then (when `follow`) new ones
+    /// as they are read.
+    Logs {
+        helpers: Vec<String>,
+        lines: usize,
+        follow: bool,
+    },
+    /// One line of a helper's output.
+    Log(LogRecord),
+    /// The stream skipped `dropped` events (or, following `logs`, lines of the helpers
+    /// followed) because this client did not read fast enough; the next event or line
+    /// continues from there.
     Lagged { dropped: u64 },
     /// A `signal`, `restart`, `stop` or `reopen_logs` was carried out; the message says what
     /// was done.
@@ -259,6 +293,49 @@ pub struct EventRecord {
     pub ts_ms: u64,
     #[serde(flatten)]
     pub event: Event,
+}
+
+/// One line of a helper's output, as streamed by `logs`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogRecord {
+    /// Counts every line of every helper of this supervisor from 1, in the order read.
+    pub seq: u64,
+    pub helper: String,
+    pub stream: Stream,
+    /// When foster read it, milliseconds since the Unix epoch.
+    pub ts_ms: u64,
+    /// The line goes on in the next one of the same helper and stream (it was longer than
+    /// 64 KiB).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub continued: bool,
+    /// The line's bytes, newline excluded, exactly as written.
+    pub text: Bytes,
+}
+
+impl LogRecord {
+    /// The wire form of a kept line.
+    pub fn of(line: &Line) -> LogRecord {
+        LogRecord {
+            seq: line.seq,
+            helper: line.helper.to_string(),
+            stream: line.stream,
+            ts_ms: line.ts_ms,
+            continued: line.continued,
+            text: Bytes(line.bytes.to_vec()),
+        }
+    }
+
+    /// The line again, to be shown as foster shows lines ([`crate::output::Renderer`]).
+    pub fn into_line(self) -> Line {
+        Line {
+            seq: self.seq,
+            helper: self.helper.into(),
+            stream: self.stream,
+            ts_ms: self.ts_ms,
+            continued: self.continued,
+            bytes: self.text.0.into_boxed_slice(),
+        }
+    }
 }
 
 /// The answer to `status`: the supervisor, its helpers and every process of its tree.
@@ -454,6 +531,7 @@ pub const REQUESTS: &[&str] = &[
     "restart",
     "stop",
     "reopen_logs",
+    "logs",
 ];
 
 /// Parses one request line (without its newline; a trailing `\r` is allowed).
@@ -547,6 +625,7 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtocolError> {
         "events" => &["backlog", "follow"],
         "signal" => &["target", "signal"],
         "restart" => &["helper"],
+        "logs" => &["helper", "lines", "follow"],
         _ => &[],
     };
     if let Some(k) = map
@@ -566,8 +645,21 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtocolError> {
             ),
         ));
     }
-    serde_json::from_value(serde_json::Value::Object(map))
-        .map_err(|e| ProtocolError::new(ErrorKind::BadArgument, format!("request {name:?}: {e}")))
+    let request = serde_json::from_value(serde_json::Value::Object(map)).map_err(|e| {
+        ProtocolError::new(ErrorKind::BadArgument, format!("request {name:?}: {e}"))
+    })?;
+    if let Request::Logs { lines: Some(n), .. } = request
+        && n > MAX_LOG_LINES
+    {
+        return Err(ProtocolError::new(
+            ErrorKind::BadArgument,
+            format!(
+                "request \"logs\": \"lines\" is {n}: at most {MAX_LOG_LINES} kept lines may be asked \
+                 for"
+            ),
+        ));
+    }
+    Ok(request)
 }
 
 /// A JSON value in which no object, at any depth, names a key twice (`serde_json` keeps the
@@ -686,6 +778,16 @@ mod tests {
             },
             Request::Stop,
             Request::ReopenLogs,
+            Request::Logs {
+                helper: None,
+                lines: None,
+                follow: false,
+            },
+            Request::Logs {
+                helper: Some("web".into()),
+                lines: Some(MAX_LOG_LINES),
+                follow: true,
+            },
         ];
         for r in reqs {
             let line = request_line(&r);
@@ -754,6 +856,34 @@ mod tests {
             kind(r#"{"request":"signal","target":-3,"signal":"TERM"}"#),
             ErrorKind::BadArgument
         );
+        assert_eq!(
+            kind(r#"{"request":"logs","lines":-1}"#),
+            ErrorKind::BadArgument
+        );
+        assert_eq!(
+            kind(r#"{"request":"logs","lines":10001}"#),
+            ErrorKind::BadArgument
+        );
+        assert_eq!(
+            kind(r#"{"request":"logs","helper":7}"#),
+            ErrorKind::BadArgument
+        );
+        assert_eq!(
+            kind(r#"{"request":"logs","follow":"yes"}"#),
+            ErrorKind::BadArgument
+        );
+        assert_eq!(
+            parse(r#"{"request":"logs","helper":null,"lines":0,"follow":true}"#).unwrap(),
+            Request::Logs {
+                helper: None,
+                lines: Some(0),
+                follow: true
+            }
+        );
+        let m = parse(r#"{"request":"logs","lines":20000}"#)
+            .unwrap_err()
+            .message;
+        assert!(m.contains("20000") && m.contains("10000"), "{m}");
         let long = format!(r#"{{"request":"{}"}}"#, "x".repeat(MAX_REQUEST));
         assert_eq!(kind(&long), ErrorKind::Oversized);
         assert_eq!(
@@ -815,6 +945,32 @@ mod tests {
         assert_eq!(v["event"]["seq"], 3);
         let back: Reply = serde_json::from_value(v).unwrap();
         assert_eq!(back, ev);
+        // A line of a helper: its bytes exact, a string when UTF-8 (no raw ESC on the wire).
+        let line = Line {
+            seq: 7,
+            helper: "web".into(),
+            stream: Stream::Stderr,
+            ts_ms: 11,
+            continued: true,
+            bytes: Box::from(&b"a\x1b[31m\xff"[..]),
+        };
+        let log = Reply::new(ReplyBody::Log(LogRecord::of(&line)));
+        let text = log.to_line();
+        assert!(!text.contains(&0x1b));
+        let v: serde_json::Value = serde_json::from_slice(&text).unwrap();
+        assert_eq!(v["log"]["helper"], "web");
+        assert_eq!(v["log"]["stream"], "stderr");
+        assert_eq!(v["log"]["seq"], 7);
+        assert_eq!(v["log"]["continued"], true);
+        assert_eq!(
+            v["log"]["text"],
+            serde_json::json!([97, 27, 91, 51, 49, 109, 255])
+        );
+        let back: Reply = serde_json::from_value(v).unwrap();
+        let ReplyBody::Log(rec) = back.body else {
+            panic!("not a log line: {back:?}");
+        };
+        assert_eq!(rec.into_line(), line);
     }
 
     #[test]

@@ -6,16 +6,21 @@
 //! binding with mode 0600 from the first instant, replacing a stale socket, never stealing a
 //! live one, removing it on exit), the check of every peer's credentials (`SO_PEERCRED`: same
 //! uid or root), one task per client (reading bounded lines, answering in order, streaming
-//! events), and the [`Hub`] of events (sequence numbers, the backlog for late clients, the
-//! broadcast to followers).
+//! events and helpers' lines), and the [`Hub`] of events (sequence numbers, the backlog for
+//! late clients, the broadcast to followers). The helpers' lines come from the
+//! [`crate::output::Output`] the supervisor shares: a `logs` request is answered by the
+//! client's task from it, as `events` is from the hub, without the supervisor's loop.
 //!
 //! The supervisor never writes to a client. It takes [`Command`]s from [`Server::recv`] and
 //! answers each through a oneshot channel; client tasks do all socket I/O. A client that does
-//! not read stalls only its own task: events for it wait in a bounded broadcast ring (1024),
-//! and when it falls further behind its oldest ones are dropped and it gets one `lagged` line.
+//! not read stalls only its own task: events (or lines) for it wait in a bounded broadcast ring
+//! (1024), and when it falls further behind its oldest ones are dropped and it gets one
+//! `lagged` line saying how many (of lines: those the helpers' rings no longer keep either,
+//! see [`crate::output::Follower`]).
 //! Each client has at most one request in flight, and there are at most [`MAX_CLIENTS`], so
-//! what the supervisor holds for clients is bounded. A client that does not follow the events
-//! is closed after [`IDLE_TIMEOUT`] without a request; when every slot is taken, the client idle
+//! what the supervisor holds for clients is bounded. A client that does not follow events or
+//! lines is closed after [`IDLE_TIMEOUT`] without a request, or without reading a line of an
+//! answer; when every slot is taken, the client idle
 //! the longest is closed to make room ([`MAX_FOLLOWERS`] keeps such slots), so `stop` and
 //! `status` always get through. Warnings a client can cause are rate-limited ([`WARN_EVERY`]).
 
@@ -33,9 +38,11 @@ use tokio::sync::{Notify, broadcast, mpsc, oneshot, watch};
 use tracing::{debug, info, warn};
 
 use crate::control::protocol::{
-    BACKLOG, ErrorKind, EventRecord, MAX_REQUEST, Reply, ReplyBody, Request, parse_request,
+    BACKLOG, DEFAULT_LOG_LINES, ErrorKind, EventRecord, LogRecord, MAX_REQUEST, Reply, ReplyBody,
+    Request, parse_request,
 };
 use crate::event::Record;
+use crate::output::{Follower, Next, Output};
 pub use crate::ownership::DirProblem;
 use crate::ownership::{CheckedDir, DirRule, open_dir};
 
@@ -44,13 +51,15 @@ use crate::ownership::{CheckedDir, DirRule, open_dir};
 /// when none is idle is the new one refused.
 pub const MAX_CLIENTS: usize = 64;
 
-/// At most this many clients follow the event stream (they are never idle), so that at least
+/// At most this many clients follow the event stream or helpers' lines (they are never idle),
+/// so that at least
 /// `MAX_CLIENTS - MAX_FOLLOWERS` slots always hold clients that answer promptly or can be
 /// closed to make room: `stop` and `status` always get through.
 pub const MAX_FOLLOWERS: usize = 48;
 
-/// A client that does not follow events is closed when it goes this long without a complete
-/// request (counted from its connection or its last answer), or without reading an answer.
+/// A client that does not follow events or lines is closed when it goes this long without a
+/// complete request (counted from its connection or its last answer), or without reading a
+/// line of an answer.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Warnings a client can cause (refused peers, clients closed to make room, failed accepts)
@@ -339,13 +348,15 @@ impl Bound {
         &self.file.path
     }
 
-    /// Starts accepting on the current tokio runtime (call inside it).
-    pub fn serve(self, hub: Arc<Hub>) -> io::Result<Server> {
+    /// Starts accepting on the current tokio runtime (call inside it). `output`: the helpers'
+    /// kept lines, for `logs` (without it, `logs` is refused).
+    pub fn serve(self, hub: Arc<Hub>, output: Option<Arc<Output>>) -> io::Result<Server> {
         let listener = UnixListener::from_std(self.listener)?;
         let (tx, rx) = mpsc::channel(MAX_CLIENTS);
         let clients = Arc::new(watch::Sender::new(0usize));
         let ctx = ClientCtx {
             hub: hub.clone(),
+            output: output.clone(),
             commands: tx,
             clients: clients.clone(),
             slots: Arc::new(Mutex::new(Slots::default())),
@@ -356,6 +367,7 @@ impl Bound {
             file: self.file,
             rx,
             hub,
+            output,
             clients,
             accept,
         })
@@ -384,6 +396,7 @@ pub struct Server {
     file: SocketFile,
     rx: mpsc::Receiver<Command>,
     hub: Arc<Hub>,
+    output: Option<Arc<Output>>,
     clients: Arc<watch::Sender<usize>>,
     accept: tokio::task::JoinHandle<()>,
 }
@@ -402,12 +415,15 @@ impl Server {
         }
     }
 
-    /// Stops accepting, ends every event stream (followers get the events published so far),
-    /// and waits up to `grace` for clients to be written to. The socket file is removed when
-    /// the server is dropped.
+    /// Stops accepting, ends every event and line stream (followers get what was published
+    /// so far), and waits up to `grace` for clients to be written to. The socket file is
+    /// removed when the server is dropped.
     pub async fn finish(self, grace: Duration) {
         self.accept.abort();
         self.hub.close();
+        if let Some(o) = &self.output {
+            o.close();
+        }
         // Client tasks end on their own once their stream is closed and written; this wait is
         // bounded by `grace` for clients that do not read.
         let mut rx = self.clients.subscribe();
@@ -493,6 +509,7 @@ impl Hub {
 #[derive(Clone)]
 struct ClientCtx {
     hub: Arc<Hub>,
+    output: Option<Arc<Output>>,
     commands: mpsc::Sender<Command>,
     /// Client tasks alive (an evicted one counts until its task ends).
     clients: Arc<watch::Sender<usize>>,
@@ -513,7 +530,7 @@ struct SlotEntry {
     /// Since when it has been waiting for its next request or writing an answer; `None` while
     /// a request of its is with the supervisor.
     idle_since: Option<Instant>,
-    /// It follows the event stream: never idle, never closed to make room.
+    /// It follows the event stream or helpers' lines: never idle, never closed to make room.
     follows: bool,
     /// Tells its task it was closed to make room.
     evict: Arc<Notify>,
@@ -589,7 +606,7 @@ impl ClientSlot {
         }
     }
 
-    /// Makes the client a follower of the event stream, if fewer than [`MAX_FOLLOWERS`] are.
+    /// Makes the client a follower (of events or lines), if fewer than [`MAX_FOLLOWERS`] are.
     /// `Err(true)` when the limit is reached, `Err(false)` when it was closed to make room.
     fn follow(&self) -> Result<(), bool> {
         let mut g = self.slots.lock().unwrap_or_else(|p| p.into_inner());
@@ -934,6 +951,68 @@ async fn write_bounded(
     }
 }
 
+/// What a client follows, once it asked to.
+enum Following {
+    Events(broadcast::Receiver<Arc<EventRecord>>),
+    Logs(Box<Follower>, Arc<Output>),
+}
+
+/// An answer: its reply lines, then kept lines of helpers (each made a `log` reply only as it
+/// is written: they are shared with the rings until then), and what the client now follows.
+struct Answer {
+    replies: Vec<Reply>,
+    lines: Vec<Arc<crate::output::Line>>,
+    follows: Option<Following>,
+}
+
+impl Answer {
+    fn one(reply: Reply) -> Answer {
+        Answer {
+            replies: vec![reply],
+            lines: Vec::new(),
+            follows: None,
+        }
+    }
+}
+
+fn log_reply(line: &crate::output::Line) -> Reply {
+    Reply::new(ReplyBody::Log(LogRecord::of(line)))
+}
+
+/// The refusal of a follower beyond [`MAX_FOLLOWERS`].
+fn too_many_followers() -> Reply {
+    Reply::error(
+        ErrorKind::Refused,
+        format!(
+            "{MAX_FOLLOWERS} clients already follow the events or the helpers' lines of this \
+             supervisor (the limit, which keeps slots for other requests); ask with \"follow\": \
+             false, or try again later"
+        ),
+    )
+}
+
+/// "no helper named "x"; helpers: a, b" (the first 50 named). The names as they are: a client
+/// escapes the message before it shows it (escaping here would show `\` twice).
+fn no_such_helper(name: &str, output: &Output) -> Reply {
+    const SHOWN: usize = 50;
+    let names = output.helpers();
+    let mut list: Vec<String> = names.iter().take(SHOWN).map(|n| n.to_string()).collect();
+    if names.len() > SHOWN {
+        list.push(format!("and {} more", names.len() - SHOWN));
+    }
+    Reply::error(
+        ErrorKind::NoSuchHelper,
+        format!(
+            "no helper named \"{name}\"; helpers: {}",
+            if list.is_empty() {
+                "none".to_string()
+            } else {
+                list.join(", ")
+            }
+        ),
+    )
+}
+
 async fn serve_client(
     stream: &mut UnixStream,
     peer: Peer,
@@ -941,7 +1020,7 @@ async fn serve_client(
     slot: &ClientSlot,
 ) -> Result<(), End> {
     let mut lines = LineReader::new();
-    let mut follower: Option<broadcast::Receiver<Arc<EventRecord>>> = None;
+    let mut follower: Option<Following> = None;
     let mut eof = false;
     // Waiting for a complete request since then; a follower is never idle.
     let mut since = Instant::now();
@@ -954,16 +1033,10 @@ async fn serve_client(
             // A request already read is served before a notice that came after it.
             biased;
             l = lines.next(stream), if !eof => l.map_err(End::Io)?,
-            ev = recv_event(&mut follower), if following => {
-                let reply = match ev {
-                    Ok(rec) => Reply::new(ReplyBody::Event((*rec).clone())),
-                    Err(broadcast::error::RecvError::Lagged(n)) => {
-                        Reply::new(ReplyBody::Lagged { dropped: n })
-                    }
-                    Err(broadcast::error::RecvError::Closed) => {
-                        // The supervisor is ending: nothing more will be answered.
-                        return Ok(());
-                    }
+            next = next_streamed(&mut follower), if following => {
+                let Some(reply) = next else {
+                    // The supervisor is ending: nothing more will be answered.
+                    return Ok(());
                 };
                 write_line(stream, &reply).await.map_err(End::Io)?;
                 continue;
@@ -1002,32 +1075,26 @@ async fn serve_client(
                 Box::new(e.reply())
             })
         });
-        // The answer, and whether the client now follows the event stream.
-        let (replies, now_follows) = match request {
-            Err(reply) => (vec![*reply], None),
+        // A client asking to follow takes a follower's slot, if one is left.
+        let may_follow = |follow: bool| -> Result<Option<Reply>, End> {
+            match follow.then(|| slot.follow()) {
+                Some(Err(false)) => Err(End::Evicted {
+                    reading: true,
+                    idle: since.elapsed(),
+                }),
+                Some(Err(true)) => Ok(Some(too_many_followers())),
+                _ => Ok(None),
+            }
+        };
+        let answer = match request {
+            Err(reply) => Answer::one(*reply),
             Ok(Request::Events { backlog, follow }) => {
                 let n = backlog.unwrap_or(BACKLOG).min(BACKLOG);
                 let (past, rx) = ctx.hub.subscribe(n);
                 let follow = follow && rx.is_some();
-                match follow.then(|| slot.follow()) {
-                    Some(Err(false)) => {
-                        return Err(End::Evicted {
-                            reading: true,
-                            idle: since.elapsed(),
-                        });
-                    }
-                    Some(Err(true)) => (
-                        vec![Reply::error(
-                            ErrorKind::Refused,
-                            format!(
-                                "{MAX_FOLLOWERS} clients already follow the events of this \
-                                 supervisor (the limit, which keeps slots for other requests); \
-                                 ask with \"follow\": false, or try again later"
-                            ),
-                        )],
-                        None,
-                    ),
-                    _ => {
+                match may_follow(follow)? {
+                    Some(refused) => Answer::one(refused),
+                    None => {
                         let mut v = vec![Reply::new(ReplyBody::Events {
                             backlog: past.len(),
                             follow,
@@ -1036,10 +1103,48 @@ async fn serve_client(
                             past.iter()
                                 .map(|rec| Reply::new(ReplyBody::Event((**rec).clone()))),
                         );
-                        (v, follow.then_some(rx).flatten())
+                        Answer {
+                            replies: v,
+                            lines: Vec::new(),
+                            follows: follow.then_some(rx).flatten().map(Following::Events),
+                        }
                     }
                 }
             }
+            Ok(Request::Logs {
+                helper,
+                lines: n,
+                follow,
+            }) => match &ctx.output {
+                None => Answer::one(Reply::error(
+                    ErrorKind::Refused,
+                    "this supervisor keeps no helpers' output",
+                )),
+                Some(output) => {
+                    let n = n.unwrap_or(DEFAULT_LOG_LINES);
+                    match output.follower(helper.as_deref(), n) {
+                        Err(e) => Answer::one(no_such_helper(&e.0, output)),
+                        Ok((past, f)) => match may_follow(follow)? {
+                            Some(refused) => Answer::one(refused),
+                            None => Answer {
+                                replies: vec![Reply::new(ReplyBody::Logs {
+                                    helpers: match helper {
+                                        Some(h) => vec![h],
+                                        None => {
+                                            output.helpers().iter().map(|h| h.to_string()).collect()
+                                        }
+                                    },
+                                    lines: past.len(),
+                                    follow,
+                                })],
+                                lines: past,
+                                follows: follow
+                                    .then(|| Following::Logs(Box::new(f), output.clone())),
+                            },
+                        },
+                    }
+                }
+            },
             Ok(request) => {
                 if !slot.set_idle(None) {
                     return Err(End::Evicted {
@@ -1058,16 +1163,16 @@ async fn serve_client(
                 } else {
                     rx.await.ok()
                 };
-                let reply = reply.unwrap_or_else(|| {
+                Answer::one(reply.unwrap_or_else(|| {
                     Reply::error(ErrorKind::Refused, "the supervisor is exiting")
-                });
-                (vec![reply], None)
+                }))
             }
         };
-        if let Some(rx) = now_follows {
-            follower = Some(rx);
+        if let Some(f) = answer.follows {
+            follower = Some(f);
         }
         let answered = Instant::now();
+        let logs = answer.lines.iter().map(|l| log_reply(l));
         if follower.is_none() {
             if !slot.set_idle(Some(answered)) {
                 // Closed to make room before its answer was written: say why instead.
@@ -1077,30 +1182,42 @@ async fn serve_client(
                 });
             }
             since = answered;
-            for r in &replies {
-                write_bounded(stream, r, slot, since).await?;
-            }
-            since = Instant::now();
-            if !slot.set_idle(Some(since)) {
-                return Err(End::Evicted {
-                    reading: true,
-                    idle: Duration::ZERO,
-                });
+            // Each line of the answer within the idle timeout of the one before.
+            for r in answer.replies.into_iter().chain(logs) {
+                write_bounded(stream, &r, slot, since).await?;
+                since = Instant::now();
+                if !slot.set_idle(Some(since)) {
+                    return Err(End::Evicted {
+                        reading: true,
+                        idle: Duration::ZERO,
+                    });
+                }
             }
         } else {
             since = answered;
-            for r in &replies {
-                write_line(stream, r).await.map_err(End::Io)?;
+            for r in answer.replies.into_iter().chain(logs) {
+                write_line(stream, &r).await.map_err(End::Io)?;
             }
         }
     }
 }
 
-async fn recv_event(
-    rx: &mut Option<broadcast::Receiver<Arc<EventRecord>>>,
-) -> Result<Arc<EventRecord>, broadcast::error::RecvError> {
-    match rx {
-        Some(r) => r.recv().await,
+/// The next line a follower gets: an event, a helper's line, or how many it missed; `None`
+/// once the stream has ended.
+async fn next_streamed(f: &mut Option<Following>) -> Option<Reply> {
+    match f {
+        Some(Following::Events(rx)) => match rx.recv().await {
+            Ok(rec) => Some(Reply::new(ReplyBody::Event((*rec).clone()))),
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                Some(Reply::new(ReplyBody::Lagged { dropped: n }))
+            }
+            Err(broadcast::error::RecvError::Closed) => None,
+        },
+        Some(Following::Logs(follower, output)) => match follower.next(output).await {
+            Next::Line(l) => Some(log_reply(&l)),
+            Next::Missed(n) => Some(Reply::new(ReplyBody::Lagged { dropped: n })),
+            Next::Closed => None,
+        },
         None => std::future::pending().await,
     }
 }

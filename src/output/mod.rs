@@ -21,11 +21,13 @@
 //! relay takes lines through a bounded queue, and when the queue is full the line is not
 //! relayed (it is still kept and written): the count of lines not relayed is reported per
 //! helper as the `output_dropped` event, at most once a second while it goes on and once when
-//! it ends. A follower that lags behind the broadcast is told how many lines it missed.
+//! it ends. A follower that lags behind the broadcast gets back what the rings still keep of
+//! what it missed, and is told how many lines are lost for it ([`Follower`], `follow.rs`).
 //! `docs/output.md` is the reference.
 
 mod capture;
 mod file;
+mod follow;
 pub mod line;
 mod relay;
 pub mod ring;
@@ -37,7 +39,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
 pub use capture::{Capture, HelperOutput, Reopened, Report, start};
-pub use relay::Format;
+pub use follow::{Follower, Next};
+pub use relay::{Format, Renderer, colour_for};
 
 /// Lines a live follower may be behind before it loses the oldest (and is told how many).
 pub const FOLLOW_RING: usize = 1024;
@@ -146,7 +149,11 @@ pub struct Output {
 struct Kept {
     seq: u64,
     rings: Vec<ring::Ring<Arc<Line>>>,
-    tx: broadcast::Sender<Arc<Line>>,
+    /// Lines read per helper since the start (kept or not): where a follower of one helper
+    /// stands ([`Follower`]).
+    counts: Vec<u64>,
+    /// `None` once [`Output::close`] ended every follower.
+    tx: Option<broadcast::Sender<Arc<Line>>>,
 }
 
 impl Output {
@@ -162,7 +169,8 @@ impl Output {
                     .iter()
                     .map(|_| ring::Ring::new(max_lines, max_bytes))
                     .collect(),
-                tx,
+                counts: vec![0; names.len()],
+                tx: Some(tx),
             }),
         }
     }
@@ -172,7 +180,8 @@ impl Output {
         &self.names
     }
 
-    fn index(&self, helper: &str) -> Result<usize, UnknownHelper> {
+    /// The position of `helper` in [`Output::helpers`].
+    pub fn index(&self, helper: &str) -> Result<usize, UnknownHelper> {
         self.names
             .iter()
             .position(|n| &**n == helper)
@@ -186,8 +195,9 @@ impl Output {
     /// Every line from now on, of every helper, in the order read. Never blocks the reading
     /// thread: a receiver more than [`FOLLOW_RING`] lines behind loses the oldest and gets
     /// `RecvError::Lagged(n)`, the number it missed, then goes on from the oldest still held.
+    /// Once [`Output::close`] has run, the receiver is closed from the start.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Line>> {
-        self.lock().tx.subscribe()
+        subscribe(&self.lock())
     }
 
     /// The last `n` kept lines of `helper` (of every helper, merged in the order read, when
@@ -202,7 +212,13 @@ impl Output {
     pub fn follow(&self, helper: Option<&str>, n: usize) -> Result<Following, UnknownHelper> {
         let only = helper.map(|h| self.index(h)).transpose()?;
         let g = self.lock();
-        Ok((tail_of(&g, only, n), g.tx.subscribe()))
+        Ok((tail_of(&g, only, n), subscribe(&g)))
+    }
+
+    /// Ends every follower once it has the lines sent so far (the supervisor's end); lines
+    /// read afterwards are still kept, and [`Output::tail`] still answers.
+    pub fn close(&self) {
+        self.lock().tx = None;
     }
 
     /// Numbers the lines read for helper `i`, keeps them and sends them to the followers (one
@@ -231,10 +247,21 @@ impl Output {
                 bytes,
             });
             g.rings[i].push(line.clone());
+            g.counts[i] += 1;
             // No follower: nothing is held (the broadcast refuses it at once).
-            let _ = g.tx.send(line.clone());
+            if let Some(tx) = &g.tx {
+                let _ = tx.send(line.clone());
+            }
             out.push(line);
         }
+    }
+}
+
+/// A receiver of the lines sent from now on (closed at once after [`Output::close`]).
+fn subscribe(g: &Kept) -> broadcast::Receiver<Arc<Line>> {
+    match &g.tx {
+        Some(tx) => tx.subscribe(),
+        None => broadcast::channel(1).1,
     }
 }
 

@@ -12,6 +12,9 @@
 //! - JSON: one object per line ([`super::Line`]'s form), written with
 //!   [`crate::sanitize::to_json`] so that it is safe on a terminal too.
 //!
+//! [`Renderer`] gives these forms to whoever else shows lines (`foster ctl logs`, the
+//! dashboard's log pane), so that a line reads the same wherever it is shown.
+//!
 //! The queue between the reading thread and this one is bounded in lines ([`QUEUE_LINES`]) and
 //! in bytes ([`QUEUE_BYTES`]): [`Relay::offer`] never waits; when the queue is full it says so
 //! and the caller counts the line as not relayed. Writes are buffered and flushed whenever the
@@ -155,6 +158,30 @@ impl Relay {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// Lines in the relay's forms, for whoever else shows them: the same names, padding, marks,
+/// colours, escaping and JSON as the relay's.
+#[derive(Debug)]
+pub struct Renderer {
+    format: Format,
+    prefixes: Prefixes,
+}
+
+impl Renderer {
+    /// Renders in `format` ([`Format::None`] is text), names padded to the longest of `names`
+    /// and coloured when `colour` (see [`colour_for`]).
+    pub fn new(names: &[&str], format: Format, colour: bool) -> Renderer {
+        Renderer {
+            format,
+            prefixes: Prefixes::new(names, colour),
+        }
+    }
+
+    /// `line` as the relay writes it, newline included, appended to `buf`.
+    pub fn render(&self, line: &Line, buf: &mut Vec<u8>) {
+        render(buf, line, self.format, &self.prefixes);
     }
 }
 

@@ -60,13 +60,17 @@ impl Control {
         }
     }
 
-    /// Starts serving the bound socket (inside the runtime), and says where it is.
-    pub(super) fn serve(&mut self) -> std::io::Result<Option<Server>> {
+    /// Starts serving the bound socket (inside the runtime), with the helpers' kept lines for
+    /// `logs`.
+    pub(super) fn serve(
+        &mut self,
+        output: Option<Arc<crate::output::Output>>,
+    ) -> std::io::Result<Option<Server>> {
         let Some(b) = self.bound.take() else {
             return Ok(None);
         };
         // Its path is said by the `start` event (on standard error too).
-        let server = b.serve(self.hub.clone())?;
+        let server = b.serve(self.hub.clone(), output)?;
         Ok(Some(server))
     }
 
@@ -210,7 +214,10 @@ impl Supervisor {
                 return;
             }
             // Answered by the client task itself.
-            Request::Events { .. } => Reply::error(ErrorKind::Internal, "events not routed"),
+            Request::Events { .. } | Request::Logs { .. } => Reply::error(
+                ErrorKind::Internal,
+                "streams are not routed to the supervisor",
+            ),
         };
         let _ = cmd.reply.send(reply);
     }
