@@ -238,6 +238,15 @@ impl Registry {
             .collect()
     }
 
+    /// The helpers that have a live process in the tree (their own, or any of their tree's).
+    pub fn live_helpers(&self) -> std::collections::HashSet<String> {
+        self.records
+            .values()
+            .filter(|r| r.alive)
+            .filter_map(|r| r.helper.clone())
+            .collect()
+    }
+
     /// Number of records held (live and the dead ones still needed as ancestors).
     pub fn len(&self) -> usize {
         self.records.len()

@@ -1,7 +1,7 @@
 //! Supervision events: what `foster run` reports, in one type.
 //!
-//! Owns [`Event`] (launch, exit, reparented, restart, give-up, signal, output dropped,
-//! shutdown), its JSON form
+//! Owns [`Event`] (launch, exit, reparented, restart, give-up, a helper's state changing,
+//! signal, output dropped, shutdown), its JSON form
 //! (one object per line, `"event"` naming the kind, `"ts_ms"` the wall-clock time in
 //! milliseconds since the Unix epoch), its one rendering for people (`Display`: `foster run`'s
 //! lines on standard error, which [`Narration`] picks by verbosity, `foster ctl events`, the
@@ -20,6 +20,7 @@ use crate::adoption::Classification;
 use crate::identity::Identity;
 use crate::logfile::{RotatingFile, Trust};
 use crate::reaper::ExitStatus;
+use crate::state::HelperState;
 
 /// One event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,6 +77,15 @@ pub enum Event {
     },
     /// A helper failed `restarts` times in a row and will not be started again.
     GiveUp { helper: String, restarts: u32 },
+    /// A helper's state changed ([`HelperState`], `docs/run.md`): every change is one event.
+    /// `detail`, when there is more to say, continues the state's words: `waiting` `for db:
+    /// gave up after 5 restarts`, `stopped` `by request`.
+    State {
+        helper: String,
+        state: HelperState,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+    },
     /// foster sent a signal, and why.
     Signal {
         target: Identity,
@@ -119,6 +129,7 @@ impl Event {
         match self {
             Event::Reparented { classification, .. } => !classification.is_expected(),
             Event::GiveUp { .. } | Event::LaunchFailed { .. } | Event::OutputDropped { .. } => true,
+            Event::State { state, .. } => state.is_trouble(),
             _ => false,
         }
     }
@@ -192,6 +203,11 @@ impl Event {
             Event::Reparented { classification, .. } => classification.is_expected(),
             Event::Exit { .. } => !self.is_helper_exit(),
             Event::Signal { reason, .. } => *reason == SignalReason::Stop,
+            // The launch, the exit, the restart and the stop signal tell of the others.
+            Event::State { state, .. } => !matches!(
+                state,
+                HelperState::Waiting | HelperState::Ready | HelperState::Unhealthy
+            ),
             _ => false,
         }
     }
@@ -303,6 +319,17 @@ impl fmt::Display for Event {
             }
             Event::Restart { helper, .. } | Event::GiveUp { helper, .. } => {
                 write!(f, "{}: {}", text(helper), Decided(self))
+            }
+            Event::State {
+                helper,
+                state,
+                detail,
+            } => {
+                write!(f, "{}: {state}", text(helper))?;
+                match detail {
+                    Some(d) => write!(f, " {}", text(d)),
+                    None => Ok(()),
+                }
             }
             Event::Signal {
                 target,
@@ -819,6 +846,22 @@ mod tests {
                 Event::Stopped { exit_status: 4 },
                 "supervisor stopped with exit status 4 (something had to be SIGKILLed after its \
                  grace)",
+            ),
+            (
+                Event::State {
+                    helper: "worker".into(),
+                    state: HelperState::Waiting,
+                    detail: Some("for db: gave up after 5 restarts".into()),
+                },
+                "worker: waiting for db: gave up after 5 restarts",
+            ),
+            (
+                Event::State {
+                    helper: "db".into(),
+                    state: HelperState::GaveUp,
+                    detail: None,
+                },
+                "db: gave up",
             ),
         ];
         for (e, want) in cases {

@@ -26,6 +26,7 @@
 //! See [`EXIT_OK`] and the constants after it; `docs/run.md` has the table.
 
 mod control;
+mod lifecycle;
 pub mod signals;
 mod watch;
 
@@ -47,11 +48,11 @@ use crate::contain::{Contain, Entered};
 use crate::event::{Event, EventLog, Narration, Record, SignalReason};
 use crate::identity::{Identity, ProcessRef};
 use crate::reaper::{ExitStatus, Reaper, Routed};
-use crate::restart::{Decision, RestartState};
 use crate::signal::name as signal_name;
 use crate::spawner::{
     CredentialError, ExecSignals, LaunchSpec, SpawnError, Spawner, group_id, user_id,
 };
+use crate::state::HelperState;
 use crate::tree::{ScanOptions, Subtree};
 
 /// Every helper ended successfully, or a requested shutdown ended everything within its grace.
@@ -310,36 +311,12 @@ impl Stage {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Running,
-    /// Waiting for a restart timer.
-    Backoff,
-    /// Ended for good with this status (or never started: None).
-    Ended(Option<ExitStatus>),
-    GaveUp,
-}
-
-struct HelperState {
-    pid: Option<i32>,
-    identity: Option<Identity>,
-    /// The running helper, held by the pidfd `clone` returned with it: its signals go through
-    /// that pidfd, which cannot name another process.
-    process: Option<ProcessRef>,
-    started: Instant,
-    attempt: u32,
-    restart: RestartState,
-    phase: Phase,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Timer {
     Restart(usize),
     /// A helper's stop grace ran out (`usize::MAX`: the grace of adopted processes).
     StopGrace(usize),
     OrphanGrace(Identity),
     Scan,
-    /// The grace of a helper stopped by a `restart` request ran out.
-    RestartGrace(usize, Identity),
 }
 
 struct Supervisor {
@@ -354,7 +331,9 @@ struct Supervisor {
     /// without a SIGCHLD to foster.
     watch: watch::ParentWatch,
     spawner: Spawner,
-    helpers: Vec<HelperState>,
+    helpers: Vec<lifecycle::Run>,
+    /// The `depends_on` graph.
+    graph: lifecycle::Graph,
     /// Adopted children under an orphan policy: pid → identity.
     adopted: HashMap<i32, Identity>,
     timers: BTreeMap<(Instant, u64), Timer>,
@@ -396,16 +375,9 @@ impl Supervisor {
         let helpers = config
             .helpers
             .iter()
-            .map(|_| HelperState {
-                pid: None,
-                identity: None,
-                process: None,
-                started: Instant::now(),
-                attempt: 0,
-                restart: RestartState::default(),
-                phase: Phase::Ended(None),
-            })
+            .map(|_| lifecycle::Run::new())
             .collect();
+        let graph = lifecycle::Graph::new(&config);
         let tree = Subtree::new(
             me.pid,
             adoption::ENV_PREFIX.as_bytes(),
@@ -414,6 +386,7 @@ impl Supervisor {
         .map_err(io::Error::other)?;
         Ok(Supervisor {
             registry: Registry::new(me),
+            graph,
             tree,
             watch: watch::ParentWatch::new()?,
             config,
@@ -496,14 +469,17 @@ impl Supervisor {
             contained: self.contained,
             socket: self.control.socket_path(),
         });
-        for i in 0..self.helpers.len() {
-            self.launch(i);
+        // Helpers without dependencies at once, the others as their dependencies allow.
+        for k in 0..self.graph.order.len() {
+            let i = self.graph.order[k];
+            self.want_launch(i);
         }
         // Statuses of helpers that failed at once are already pending; take them in.
         self.on_sigchld();
         // Learn the machine once, so that later reads cost only what changed since.
         self.rescan();
         loop {
+            self.settle();
             if let Some(code) = self.finished() {
                 // Nothing of the tree is left: the last lines, then the last counts.
                 if let Some(output) = self.output.take() {
@@ -610,35 +586,33 @@ impl Supervisor {
         })
     }
 
-    /// The exit status once nothing is left to supervise.
+    /// The exit status once nothing is left to supervise: no helper has a process, is
+    /// stopping or waits for its restart delay (nor, while supervising, was stopped by request:
+    /// it may be started again), and no process of the tree is left. Helpers still waiting for a
+    /// dependency then wait for one that cannot get there by itself: foster ends (status 3).
     fn finished(&mut self) -> Option<i32> {
-        let any_active = self
-            .helpers
-            .iter()
-            .any(|h| matches!(h.phase, Phase::Running | Phase::Backoff));
+        let supervising = !self.stage.shutting_down();
+        let any_active = self.helpers.iter().any(|h| {
+            h.pid.is_some()
+                || h.state.is_up()
+                || matches!(h.state, HelperState::Stopping | HelperState::Backoff)
+                || (supervising && h.state == HelperState::Stopped)
+        });
         if any_active {
             return None;
         }
         if has_children() {
-            if !self.stage.shutting_down() {
+            if supervising {
                 // Every helper is done; what remains is adopted: end it the orderly way.
                 self.begin_shutdown(None);
-            } else if !self.stage.sweeping()
-                && !self
-                    .timers
-                    .values()
-                    .any(|t| matches!(t, Timer::StopGrace(_)))
-            {
-                self.sweep();
             }
             return None;
         }
         let helpers = &self.helpers;
-        Some(self.stage.exit_status(|| {
-            helpers
-                .iter()
-                .all(|h| matches!(h.phase, Phase::Ended(Some(s)) if s.success()))
-        }))
+        Some(
+            self.stage
+                .exit_status(|| helpers.iter().all(|h| h.state == HelperState::Completed)),
+        )
     }
 
     fn launch(&mut self, i: usize) {
@@ -693,7 +667,7 @@ impl Supervisor {
                 h.process = pidfd.map(|fd| ProcessRef::pinned(identity, fd));
                 h.started = Instant::now();
                 h.attempt += 1;
-                h.phase = Phase::Running;
+                h.status_text = None;
                 let attempt = h.attempt;
                 self.registry
                     .expect_launch(identity, &name, helper.subreaper);
@@ -705,6 +679,12 @@ impl Supervisor {
                     identity,
                     attempt,
                 });
+                let state = if helper.has_readiness() {
+                    HelperState::Starting
+                } else {
+                    HelperState::Running
+                };
+                self.set_state(i, state, None);
             }
             Err(e) => self.launch_error(i, e),
         }
@@ -719,12 +699,17 @@ impl Supervisor {
     fn launch_error(&mut self, i: usize, e: SpawnError) {
         let helper = self.config.helpers[i].name().to_string();
         let Some(code) = e.status_without_child() else {
+            let error = e.to_string();
             self.emit(Event::LaunchFailed {
                 helper,
-                error: e.to_string(),
+                error: error.clone(),
                 status: None,
             });
-            self.helpers[i].phase = Phase::Ended(None);
+            self.set_state(
+                i,
+                HelperState::Failed,
+                Some(format!("(foster could not launch it: {error})")),
+            );
             return;
         };
         let error = match &e {
@@ -847,43 +832,6 @@ impl Supervisor {
         self.helper_ended(i, status, ran_for);
     }
 
-    /// Helper `i` ended with `status` after a run of `ran_for` (its process exited, or its
-    /// launch failed before any process existed): restart it, give up on it, or leave it ended,
-    /// as its restart rules say.
-    fn helper_ended(&mut self, i: usize, status: ExitStatus, ran_for: Duration) {
-        let name = self.config.helpers[i].name().to_string();
-        if self.stage.shutting_down() {
-            self.helpers[i].phase = Phase::Ended(Some(status));
-            return;
-        }
-        if self.restart_requested(i) {
-            return;
-        }
-        let cfg = &self.config.helpers[i];
-        let decision = self.helpers[i]
-            .restart
-            .on_exit(cfg.restart, &cfg.backoff, status, ran_for);
-        match decision {
-            Decision::Restart { delay, attempt } => {
-                self.helpers[i].phase = Phase::Backoff;
-                self.at(delay, Timer::Restart(i));
-                self.emit(Event::Restart {
-                    helper: name,
-                    attempt,
-                    delay_ms: delay.as_millis() as u64,
-                });
-            }
-            Decision::Done => self.helpers[i].phase = Phase::Ended(Some(status)),
-            Decision::GiveUp { restarts } => {
-                self.helpers[i].phase = Phase::GaveUp;
-                self.emit(Event::GiveUp {
-                    helper: name,
-                    restarts,
-                });
-            }
-        }
-    }
-
     fn rescan(&mut self) {
         let changes = match self.tree.update() {
             Ok((changes, stats)) => {
@@ -998,8 +946,9 @@ impl Supervisor {
             self.timers.remove(&key);
             match timer {
                 Timer::Restart(i) => {
-                    if !self.stage.shutting_down() && self.helpers[i].phase == Phase::Backoff {
-                        self.launch(i);
+                    if !self.stage.shutting_down() && self.helpers[i].state == HelperState::Backoff
+                    {
+                        self.want_launch(i);
                         self.on_sigchld();
                     }
                 }
@@ -1011,37 +960,15 @@ impl Supervisor {
                     }
                 }
                 Timer::StopGrace(usize::MAX) => self.sweep(),
-                Timer::StopGrace(i) => {
-                    let name = self.config.helpers[i].name().to_string();
-                    self.rescan();
-                    let mut tree = self.registry.helper_tree(&name);
-                    if let Some(id) = self.helpers[i]
-                        .identity
-                        .filter(|_| self.helpers[i].pid.is_some())
-                    {
-                        if !tree.contains(&id) {
-                            tree.push(id);
-                        }
-                    }
-                    for id in tree {
-                        self.stage.mark_forced();
-                        self.kill_after_grace(id, Some(name.clone()));
-                    }
-                    if !self
-                        .timers
-                        .values()
-                        .any(|t| matches!(t, Timer::StopGrace(_)))
-                    {
-                        self.sweep();
-                    }
-                }
+                Timer::StopGrace(i) => self.stop_grace_over(i),
                 Timer::Scan => self.rescan(),
-                Timer::RestartGrace(i, id) => self.restart_grace(i, id),
             }
         }
     }
 
-    /// Starts the one orderly shutdown; later calls do nothing.
+    /// Starts the one orderly shutdown; later calls do nothing. Helpers waiting (for a
+    /// dependency or a restart delay) are not launched any more; the helpers that run are
+    /// stopped in reverse dependency order ([`Supervisor::settle`]).
     fn begin_shutdown(&mut self, signal: Option<i32>) {
         if !self.stage.begin_stop(signal.is_some()) {
             return;
@@ -1050,36 +977,16 @@ impl Supervisor {
             signal: signal.map(signal_name),
         });
         self.timers.retain(|_, t| !matches!(t, Timer::Restart(_)));
-        for h in &mut self.helpers {
-            if h.phase == Phase::Backoff {
-                h.phase = Phase::Ended(None);
+        for i in 0..self.helpers.len() {
+            if matches!(
+                self.helpers[i].state,
+                HelperState::Backoff | HelperState::Waiting
+            ) {
+                self.set_state(i, HelperState::Stopped, Some("for the shutdown".into()));
             }
         }
         self.rescan();
-        let mut any = false;
-        for i in 0..self.helpers.len() {
-            if let (Some(_), Some(id)) = (self.helpers[i].pid, self.helpers[i].identity) {
-                let cfg = &self.config.helpers[i];
-                let (sig, grace, name) = (
-                    cfg.stop_signal.number(),
-                    cfg.stop_grace.0,
-                    cfg.name().to_string(),
-                );
-                self.signal(id, Some(name), sig, SignalReason::Stop, Some(grace));
-                self.at(grace, Timer::StopGrace(i));
-                any = true;
-            }
-        }
-        if !any {
-            // Only adopted processes remain: they are under their orphan policy; give them the
-            // longest grace of any generation before the final sweep.
-            let grace = self.adopted_grace();
-            if grace.is_zero() {
-                self.sweep();
-            } else {
-                self.at(grace, Timer::StopGrace(usize::MAX));
-            }
-        }
+        self.settle();
     }
 
     fn adopted_grace(&self) -> Duration {

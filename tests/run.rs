@@ -351,7 +351,18 @@ fn a_program_missing_at_launch_exits_127_through_the_restart_rules() {
             .cloned()
             .collect()
     };
-    let gone = of("gone");
+    // Its states apart: a launch refused before any process existed leaves it in backoff (no
+    // change, no event) until it is given up on.
+    let states: Vec<Value> = of("gone")
+        .into_iter()
+        .filter(|v| kind(v) == "state")
+        .map(|v| v["state"].clone())
+        .collect();
+    assert_eq!(states, ["backoff", "gave_up"]);
+    let gone: Vec<Value> = of("gone")
+        .into_iter()
+        .filter(|v| kind(v) != "state")
+        .collect();
     let kinds: Vec<&str> = gone.iter().map(kind).collect();
     assert_eq!(
         kinds,
@@ -379,9 +390,12 @@ fn a_program_missing_at_launch_exits_127_through_the_restart_rules() {
         .map(|v| v["delay_ms"].as_u64().unwrap())
         .collect();
     assert_eq!(delays, [10, 20]);
-    // restart = "never": one 126, and that is all.
+    // restart = "never": one 126, and that is all: the helper failed.
     let plain = of("plain");
-    assert_eq!(plain.len(), 1, "{plain:#?}");
+    assert_eq!(plain.len(), 2, "{plain:#?}");
+    assert_eq!(kind(&plain[1]), "state");
+    assert_eq!(plain[1]["state"], "failed");
+    assert_eq!(plain[1]["detail"], "(exit code 126)");
     assert_eq!(kind(&plain[0]), "launch_failed");
     assert_eq!(plain[0]["status"]["code"], 126);
     assert!(

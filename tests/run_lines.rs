@@ -147,6 +147,18 @@ fn line_for(v: &Value, next: Option<&Value>, verbose: bool) -> Option<String> {
         }
         // Said with the exit before it.
         "restart" | "give_up" => return None,
+        // A helper's state: its launch, exit and restart tell of the others (detail).
+        "state" => {
+            let state = v["state"].as_str().unwrap().replace('_', " ");
+            let shown = matches!(state.as_str(), "waiting" | "ready" | "unhealthy");
+            if !shown && !verbose {
+                return None;
+            }
+            match v["detail"].as_str() {
+                Some(d) => format!("{helper}: {state} {d}"),
+                None => format!("{helper}: {state}"),
+            }
+        }
         "reparented" => {
             assert_eq!(v["classification"], "expected", "{v}");
             if !verbose {
@@ -264,7 +276,14 @@ fn verbose_adds_the_detail_in_the_same_words() {
     // The events' lines, the detail among them (the orphan's adoption and end), in order;
     // tracing's own lines at info may come between them.
     let want = expected(&r, true);
-    assert_eq!(want.len(), expected(&r, false).len() + 2, "{want:#?}");
+    // The detail: the orphan's adoption and end, and the helpers' states (their launches,
+    // exits and restarts say them at the default verbosity).
+    let states = of(&r, "state", None).len();
+    assert_eq!(
+        want.len(),
+        expected(&r, false).len() + 2 + states,
+        "{want:#?}"
+    );
     let got: Vec<&str> = lines
         .iter()
         .copied()

@@ -330,14 +330,10 @@ pub fn render_status(s: &Status) -> String {
         .unwrap_or(4)
         .max(4);
     for h in &s.helpers {
-        let state = serde_json::to_value(h.state)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
         let mut line = format!(
             "  {:w$}  {:9} pid {:>7}  launched {}x  restart {}",
             escape(h.name.as_bytes()),
-            state,
+            h.state.text(),
             id_text(h.identity),
             h.launches,
             escape(h.restart.as_bytes())
@@ -350,6 +346,12 @@ pub fn render_status(s: &Status) -> String {
         }
         if let Some(ms) = h.next_launch_in_ms {
             let _ = write!(line, "  next launch in {}", ms_text(ms));
+        }
+        if let Some(d) = &h.detail {
+            let _ = write!(line, "  {} {}", h.state.text(), escape(d.as_bytes()));
+        }
+        if let Some(t) = &h.status_text {
+            let _ = write!(line, "  status: {}", escape(t.as_bytes()));
         }
         let _ = writeln!(out, "{line}");
     }

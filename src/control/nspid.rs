@@ -257,6 +257,7 @@ impl PidMap {
             Event::LaunchFailed { .. }
             | Event::Restart { .. }
             | Event::GiveUp { .. }
+            | Event::State { .. }
             | Event::OutputDropped { .. }
             | Event::Shutdown { .. }
             | Event::Stopped { .. } => {}

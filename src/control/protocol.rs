@@ -374,6 +374,13 @@ pub struct SupervisorInfo {
 pub struct HelperInfo {
     pub name: String,
     pub state: HelperState,
+    /// More about the state, continuing its words (`waiting` `for db: gave up after 5
+    /// restarts`, `stopped` `by request`), when there is more to say.
+    #[serde(default)]
+    pub detail: Option<String>,
+    /// The last `STATUS=` text the helper sent (the notify protocol), if any since its launch.
+    #[serde(default)]
+    pub status_text: Option<String>,
     /// Its current process, when running.
     pub identity: Option<Identity>,
     /// How many times it was launched.
@@ -390,20 +397,8 @@ pub struct HelperInfo {
     pub policy: String,
 }
 
-/// Where a helper is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HelperState {
-    Running,
-    /// Waiting for its restart delay.
-    Backoff,
-    /// Ended and will not be started again.
-    Ended,
-    /// Failed too many times in a row.
-    GaveUp,
-    /// Asked to stop (shutdown or restart), not yet ended.
-    Stopping,
-}
+/// Where a helper is in its life: the one set of states ([`crate::state`]).
+pub use crate::state::HelperState;
 
 /// A process's place in the supervised tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

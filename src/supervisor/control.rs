@@ -9,14 +9,15 @@
 //! shutdown as SIGTERM. Everything here runs on the supervisor's loop and never touches a
 //! client's socket (see [`crate::control::server`]).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tracing::info;
 
-use super::{Phase, Supervisor, Timer};
+use super::lifecycle::StopFor;
+use super::{Supervisor, Timer};
 use crate::control::protocol::{
     AdoptionInfo, Bytes, ErrorKind, HelperInfo, HelperState, ProcessInfo, Reply, ReplyBody,
     Request, Role, Status, SupervisorInfo, Target,
@@ -37,8 +38,6 @@ pub(super) struct Control {
     scanner: Option<Scanner>,
     adoptions: HashMap<Identity, AdoptionInfo>,
     last_exit: HashMap<String, ExitStatus>,
-    /// Helpers to launch again as soon as they end (a `restart` request).
-    restarting: HashSet<usize>,
     config_path: String,
     started_ms: u64,
 }
@@ -52,7 +51,6 @@ impl Control {
             scanner: None,
             adoptions: HashMap::new(),
             last_exit: HashMap::new(),
-            restarting: HashSet::new(),
             config_path: config_path
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
@@ -72,6 +70,11 @@ impl Control {
         // Its path is said by the `start` event (on standard error too).
         let server = b.serve(self.hub.clone(), output)?;
         Ok(Some(server))
+    }
+
+    /// How helper `name`'s last process ended.
+    pub(super) fn last_exit(&self, name: &str) -> Option<ExitStatus> {
+        self.last_exit.get(name).copied()
     }
 
     /// The socket's path, for the start event.
@@ -222,23 +225,6 @@ impl Supervisor {
         let _ = cmd.reply.send(reply);
     }
 
-    /// A helper asked to restart ended: launch it again now. Returns whether it was.
-    pub(super) fn restart_requested(&mut self, i: usize) -> bool {
-        if !self.control.restarting.remove(&i) {
-            return false;
-        }
-        self.helpers[i].restart = RestartState::default();
-        self.helpers[i].phase = Phase::Backoff;
-        self.at(Duration::ZERO, Timer::Restart(i));
-        let attempt = self.helpers[i].attempt + 1;
-        self.emit(Event::Restart {
-            helper: self.config.helpers[i].name().to_string(),
-            attempt,
-            delay_ms: 0,
-        });
-        true
-    }
-
     fn ctl_restart(&mut self, name: &str) -> Reply {
         let Some(i) = self.config.helpers.iter().position(|h| h.name() == name) else {
             return self.no_such_helper(name);
@@ -250,55 +236,55 @@ impl Supervisor {
             );
         }
         let h = &self.helpers[i];
-        match (h.phase, h.pid, h.identity) {
-            (Phase::Running, Some(_), Some(id)) => {
-                if !self.control.restarting.insert(i) {
-                    return done(
-                        "restart",
-                        format!("helper {name:?} is already being restarted"),
-                    );
-                }
-                let cfg = &self.config.helpers[i];
-                let (sig, grace) = (cfg.stop_signal.number(), cfg.stop_grace.0);
-                self.signal(
-                    id,
-                    Some(name.to_string()),
-                    sig,
-                    SignalReason::Control,
-                    Some(grace),
-                );
-                self.at(grace, Timer::RestartGrace(i, id));
-                done(
-                    "restart",
-                    format!(
-                        "sent {} to helper {name:?} ({id}); it is launched again when it ends \
-                         (SIGKILL after {})",
-                        signal_name(sig),
-                        crate::duration::Text(grace)
+        if h.state == HelperState::Stopping {
+            let was = h.stop.clone();
+            self.helpers[i].stop = Some(StopFor::Restart);
+            return done(
+                "restart",
+                match was {
+                    Some(StopFor::Restart) => format!("helper {name:?} is already being restarted"),
+                    _ => format!(
+                        "helper {name:?} is already stopping; it is launched again once it has \
+                         ended"
                     ),
-                )
-            }
-            _ => {
-                self.timers.retain(|_, t| *t != Timer::Restart(i));
-                self.helpers[i].restart = RestartState::default();
-                self.launch(i);
-                self.on_sigchld();
-                done("restart", format!("helper {name:?} launched"))
-            }
+                },
+            );
         }
+        if let Some(id) = h.running() {
+            let cfg = &self.config.helpers[i];
+            let (sig, grace) = (cfg.stop_signal.number(), cfg.stop_grace.0);
+            self.stop_helper(i, StopFor::Restart);
+            return done(
+                "restart",
+                format!(
+                    "sent {} to helper {name:?} ({id}); it is launched again when it and its \
+                     tree have ended (SIGKILL to what is left of its tree after {})",
+                    signal_name(sig),
+                    crate::duration::Text(grace)
+                ),
+            );
+        }
+        self.timers.retain(|_, t| *t != Timer::Restart(i));
+        self.helpers[i].restart = RestartState::default();
+        self.want_launch(i);
+        self.on_sigchld();
+        done("restart", self.launch_outcome(i))
     }
 
-    /// The restart grace of helper `i` ran out: SIGKILL it if it is still `id`.
-    pub(super) fn restart_grace(&mut self, i: usize, id: Identity) {
-        if self.helpers[i].identity == Some(id) && self.helpers[i].pid.is_some() {
-            let name = self.config.helpers[i].name().to_string();
-            self.signal(
-                id,
-                Some(name),
-                libc::SIGKILL,
-                SignalReason::GraceExpired,
-                None,
-            );
+    /// What became of helper `i` just asked to launch, for a reply.
+    pub(super) fn launch_outcome(&self, i: usize) -> String {
+        let name = self.config.helpers[i].name();
+        let h = &self.helpers[i];
+        match (h.state, h.running()) {
+            (_, Some(id)) => format!("helper {name:?} launched ({id})"),
+            (HelperState::Waiting, _) => format!(
+                "helper {name:?} is waiting {}; it is launched once they are met",
+                h.detail.as_deref().unwrap_or("for its dependencies")
+            ),
+            (s, _) => match &h.detail {
+                Some(d) => format!("helper {name:?} could not be launched: it is {s} {d}"),
+                None => format!("helper {name:?} could not be launched: it is {s}"),
+            },
         }
     }
 
@@ -534,18 +520,7 @@ impl Supervisor {
     fn helper_info(&self, i: usize) -> HelperInfo {
         let h = &self.helpers[i];
         let cfg = &self.config.helpers[i];
-        let running = h.pid.is_some() && h.phase == Phase::Running;
-        let state = match h.phase {
-            Phase::Running
-                if self.stage.shutting_down() || self.control.restarting.contains(&i) =>
-            {
-                HelperState::Stopping
-            }
-            Phase::Running => HelperState::Running,
-            Phase::Backoff => HelperState::Backoff,
-            Phase::Ended(_) => HelperState::Ended,
-            Phase::GaveUp => HelperState::GaveUp,
-        };
+        let state = h.state;
         let now = Instant::now();
         let next_launch_in_ms = self
             .timers
@@ -555,7 +530,9 @@ impl Supervisor {
         HelperInfo {
             name: cfg.name().to_string(),
             state,
-            identity: h.identity.filter(|_| running),
+            detail: h.detail.clone(),
+            status_text: h.status_text.clone(),
+            identity: h.running(),
             launches: h.attempt,
             restarts_in_a_row: h.restart.in_a_row(),
             restart: serde_json::to_value(cfg.restart)

@@ -33,6 +33,11 @@ pub struct Row {
     pub role: String,
     /// The helper it belongs to (attached mode).
     pub helper: String,
+    /// On a helper's own process (attached mode): the helper's state (`ready`, `stopping`).
+    pub helper_state: String,
+    /// On a helper's own process, when its state has a detail or a `STATUS=` text: the
+    /// helper's state in a sentence with them, escaped (the status line shows it).
+    pub helper_detail: Option<String>,
     pub generation: String,
     pub state: String,
     pub policy: String,
@@ -437,6 +442,29 @@ impl App {
                     .and_then(|s| s.helper.as_ref())
                     .map(|h| escape(h.as_bytes()))
                     .unwrap_or_default(),
+                helper_state: sup
+                    .and_then(|s| s.helper_state.as_ref())
+                    .map(|h| escape(h.state.as_bytes()))
+                    .unwrap_or_default(),
+                helper_detail: sup.and_then(|s| {
+                    let h = s
+                        .helper_state
+                        .as_ref()
+                        .filter(|h| h.detail.is_some() || h.status_text.is_some())?;
+                    let mut t = format!(
+                        "helper {} {}",
+                        escape(s.helper.as_deref().unwrap_or_default().as_bytes()),
+                        escape(h.state.as_bytes())
+                    );
+                    if let Some(d) = &h.detail {
+                        t.push(' ');
+                        t.push_str(&escape(d.as_bytes()));
+                    }
+                    if let Some(st) = &h.status_text {
+                        t.push_str(&format!(" · status: {}", escape(st.as_bytes())));
+                    }
+                    Some(t)
+                }),
                 generation: sup.map(|s| s.generation.to_string()).unwrap_or_default(),
                 state: if n.exited {
                     "exit".to_string()

@@ -27,8 +27,8 @@ use crate::control::protocol::{
 use crate::event::Event;
 use crate::identity::Identity;
 use crate::top::model::{
-    Adoption, EventLine, HelperDown, ProcInfo, RESTART_LOOP, Sample, Source, SourceError,
-    Supervision, Waker,
+    Adoption, EventLine, HelperDown, HelperStatus, ProcInfo, RESTART_LOOP, Sample, Source,
+    SourceError, Supervision, Waker,
 };
 use crate::tree::{ScanOptions, Scanner};
 
@@ -484,13 +484,14 @@ fn sample_with_items(status: &Status, items: &[Item], now_ms: u64) -> Sample {
         .iter()
         .filter_map(|h| {
             let state = match h.state {
-                HelperState::GaveUp => "gave up",
+                HelperState::GaveUp | HelperState::Failed => h.state.text(),
                 HelperState::Backoff if h.restarts_in_a_row >= RESTART_LOOP => "restarting",
                 _ => return None,
             };
             Some(HelperDown {
                 helper: h.name.clone(),
                 state: state.to_string(),
+                detail: h.detail.clone(),
                 restarts: h.restarts_in_a_row,
             })
         })
@@ -499,6 +500,17 @@ fn sample_with_items(status: &Status, items: &[Item], now_ms: u64) -> Sample {
         .processes
         .iter()
         .map(|p| {
+            // The helper whose own process this is (a nested supervisor's row, too).
+            let own = p.helper.as_deref().and_then(|name| {
+                helpers
+                    .get(name)
+                    .filter(|h| h.identity == Some(p.identity()))
+            });
+            let helper_state = own.map(|h| HelperStatus {
+                state: h.state.text().to_string(),
+                detail: h.detail.clone(),
+                status_text: h.status_text.clone(),
+            });
             let recent_restarts = match (p.role, &p.helper) {
                 (Role::Helper, Some(name)) => helpers
                     .get(name.as_str())
@@ -537,6 +549,7 @@ fn sample_with_items(status: &Status, items: &[Item], now_ms: u64) -> Sample {
                     } else {
                         Vec::new()
                     },
+                    helper_state,
                 }),
             }
         })

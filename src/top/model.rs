@@ -82,16 +82,33 @@ pub struct Supervision {
     /// Restarts of this helper within the supervisor's restart window.
     pub recent_restarts: u32,
     /// On the supervisor's row: its helpers that have no process now and are failing (waiting
-    /// for a restart after failures, or given up on).
+    /// for a restart after failures, given up on, failed, held back by a dependency).
     pub down_helpers: Vec<HelperDown>,
+    /// On a helper's own process: the helper's state as its supervisor reports it.
+    pub helper_state: Option<HelperStatus>,
+}
+
+/// A helper's state on the row of its process: the state's words, what follows them, and its
+/// `STATUS=` text.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct HelperStatus {
+    /// `running`, `ready`, `stopping`... ([`crate::state::HelperState::text`]).
+    pub state: String,
+    /// The words after the state (`to restart`), if any.
+    pub detail: Option<String>,
+    /// The helper's last `STATUS=` text, if any.
+    pub status_text: Option<String>,
 }
 
 /// A helper with no process, as the supervisor reports it.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct HelperDown {
     pub helper: String,
-    /// `backoff` (waiting to be restarted) or `gave up`.
+    /// `restarting` (waiting to be restarted after failures in a row), `gave up`, `failed`,
+    /// or `waiting` (for a dependency that cannot get there by itself).
     pub state: String,
+    /// The words after the state (`for db: gave up after 5 restarts`), if any.
+    pub detail: Option<String>,
     /// Restarts in a row so far.
     pub restarts: u32,
 }
@@ -194,14 +211,20 @@ impl Anomaly {
                 )
             }
             Anomaly::RestartLoop { restarts } => format!("restart loop ({restarts})"),
-            Anomaly::HelperDown(h) => {
-                format!(
+            Anomaly::HelperDown(h) => match &h.detail {
+                Some(d) => format!(
+                    "{} {} {}",
+                    escape(h.helper.as_bytes()),
+                    h.state,
+                    escape(d.as_bytes())
+                ),
+                None => format!(
                     "{} {} ({} restarts)",
                     escape(h.helper.as_bytes()),
                     h.state,
                     h.restarts
-                )
-            }
+                ),
+            },
         }
     }
 
@@ -229,12 +252,20 @@ impl Anomaly {
             Anomaly::RestartLoop { restarts } => {
                 format!("restart loop: {restarts} restarts")
             }
-            Anomaly::HelperDown(h) => format!(
-                "helper {} has no process: {} after {} restarts in a row",
-                escape(h.helper.as_bytes()),
-                h.state,
-                h.restarts
-            ),
+            Anomaly::HelperDown(h) => match &h.detail {
+                Some(d) => format!(
+                    "helper {} has no process: {} {}",
+                    escape(h.helper.as_bytes()),
+                    h.state,
+                    escape(d.as_bytes())
+                ),
+                None => format!(
+                    "helper {} has no process: {} after {} restarts in a row",
+                    escape(h.helper.as_bytes()),
+                    h.state,
+                    h.restarts
+                ),
+            },
         }
     }
 }

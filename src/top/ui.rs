@@ -23,6 +23,8 @@ pub enum Column {
     Pid,
     Role,
     Helper,
+    /// The helper's state, on its own process's row.
+    HelperState,
     Generation,
     State,
     Policy,
@@ -39,6 +41,7 @@ impl Column {
             Column::Pid => "PID",
             Column::Role => "ROLE",
             Column::Helper => "HELPER",
+            Column::HelperState => "STATE",
             Column::Generation => "GEN",
             Column::State => "S",
             Column::Policy => "POLICY",
@@ -55,6 +58,7 @@ impl Column {
             Column::Pid => 7,
             Column::Role => 10,
             Column::Helper => 8,
+            Column::HelperState => 9,
             Column::Generation => 3,
             Column::State => 4,
             Column::Policy => 15,
@@ -77,14 +81,15 @@ impl Column {
 const MIN_COMMAND: u16 = 24;
 
 /// The columns that fit in `width`: supervision columns only when the source knows them (the
-/// helper column only when some process belongs to a helper), then dropped in the order
-/// policy, generation, age, helper, role, state, RSS, CPU%.
+/// helper columns only when some process belongs to a helper), then dropped in the order
+/// helper state, policy, generation, age, helper, role, state, RSS, CPU%.
 pub fn columns_for(width: u16, supervised: bool, helpers: bool) -> Vec<Column> {
     let mut cols = vec![Column::Flag, Column::Pid];
     if supervised {
         cols.push(Column::Role);
         if helpers {
             cols.push(Column::Helper);
+            cols.push(Column::HelperState);
         }
         cols.push(Column::Generation);
     }
@@ -94,6 +99,7 @@ pub fn columns_for(width: u16, supervised: bool, helpers: bool) -> Vec<Column> {
     }
     cols.extend([Column::Age, Column::Cpu, Column::Rss, Column::Command]);
     let drop_order = [
+        Column::HelperState,
         Column::Policy,
         Column::Generation,
         Column::Age,
@@ -349,6 +355,7 @@ fn draw_table(frame: &mut Frame, area: Rect, app: &App) {
                 Column::Pid => r.id.pid.to_string(),
                 Column::Role => r.role.clone(),
                 Column::Helper => r.helper.clone(),
+                Column::HelperState => r.helper_state.clone(),
                 Column::Generation => r.generation.clone(),
                 Column::State => r.state.clone(),
                 Column::Policy => r.policy.clone(),
@@ -440,6 +447,8 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
             format!("{}: {}", r.id.pid, r.anomaly_details.join("; ")),
             Style::new().fg(Color::Red).bold(),
         ))
+    } else if let Some(d) = app.cursor_row().and_then(|r| r.helper_detail.as_ref()) {
+        Line::from(Span::styled(d.clone(), Style::new().bold()))
     } else if app.model.supervised {
         Line::from(Span::styled(
             "q quit · ? help · / filter · Space collapse · s signal · R restart · X stop all",
