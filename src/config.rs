@@ -8,7 +8,7 @@
 //! each naming the file, line, column, helper, key and what was expected (a syntax error stops
 //! the reading, and comes alone). [`Scope::System`] (`foster run --check`) also checks the file
 //! against the system the helpers would run on (`system.rs`: programs, working directories,
-//! users and groups). No input panics. Unknown keys are errors, so a misspelt key never silently
+//! users and groups, log files). No input panics. Unknown keys are errors, so a misspelt key never silently
 //! falls back to a default. The reference of every key is `docs/run.md`.
 
 mod collect;
@@ -869,7 +869,8 @@ pub enum Scope {
     File,
     /// The file, and the system the helpers would run on: each program found and executable
     /// by the user its helper runs as, each working directory a directory that user can enter,
-    /// each user and group known to the user database (`foster run --check`). What is true now
+    /// each user and group known to the user database, each log file one foster would open
+    /// (`foster run --check`). What is true now
     /// may not be at launch: a launch that fails then counts as an exit (127 for a program not
     /// found) and goes through the restart rules.
     System,

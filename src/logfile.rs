@@ -106,6 +106,60 @@ impl RotatingFile {
         &self.path
     }
 
+    /// Whether [`RotatingFile::open`] of `path` as a [`Trust::Owned`] log would go through,
+    /// checked now without creating or writing anything (`foster run --check`): its directory
+    /// passes [`crate::ownership::DirRule::Given`]; a file already there is one foster writes
+    /// to (opened for appending, and closed at once); foster may create files in the directory
+    /// when the file is missing, or when it is to be rotated. `what` names it in the error.
+    pub fn check_owned(path: &Path, rotation: Rotation, what: impl Into<String>) -> io::Result<()> {
+        let f = RotatingFile {
+            path: path.to_path_buf(),
+            what: what.into(),
+            trust: Trust::Owned,
+            file: None,
+            rotation,
+            rotatable: false,
+            size: 0,
+        };
+        f.check_dir()?;
+        let exists = std::fs::symlink_metadata(path).is_ok();
+        if exists {
+            f.open_owned(false)?;
+        }
+        if !exists || rotation.max_size > 0 {
+            let dir = match path.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            use nix::unistd::{AccessFlags, faccessat};
+            let flags = AccessFlags::W_OK | AccessFlags::X_OK;
+            if let Err(e) = faccessat(
+                nix::fcntl::AT_FDCWD,
+                dir,
+                flags,
+                nix::fcntl::AtFlags::AT_EACCESS,
+            ) {
+                let doing = if exists {
+                    "cannot rotate it"
+                } else {
+                    "cannot create it"
+                };
+                return Err(f.error(
+                    doing,
+                    io::Error::new(
+                        io::Error::from(e).kind(),
+                        format!(
+                            "foster ({}) may not create files in {}: {e}",
+                            crate::ownership::uid_text(nix::unistd::geteuid().as_raw()),
+                            dir.display()
+                        ),
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Closes the file and opens (creating) the path again: after the file was renamed away
     /// (an outside rotation), the next lines go to a new file at the path. A rotation that
     /// failed is tried again from here on. On failure the old file is kept.
@@ -345,6 +399,30 @@ mod tests {
 
     fn open(p: &Path, max_size: u64, keep: u32, trust: Trust) -> RotatingFile {
         RotatingFile::open(p, Rotation { max_size, keep }, trust, "test log").unwrap()
+    }
+
+    #[test]
+    fn an_owned_log_is_checked_without_being_created_or_written() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = dir("check");
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let p = d.join("w.log");
+        let rot = Rotation::default();
+        RotatingFile::check_owned(&p, rot, "w").unwrap();
+        assert!(!p.exists(), "checked, not created");
+        std::fs::write(&p, "kept\n").unwrap();
+        RotatingFile::check_owned(&p, rot, "w").unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "kept\n");
+        let link = d.join("l.log");
+        std::os::unix::fs::symlink(&p, &link).unwrap();
+        let e = RotatingFile::check_owned(&link, rot, "w").unwrap_err();
+        assert!(e.to_string().contains("is a symbolic link"), "{e}");
+        let e = RotatingFile::check_owned(&d.join("no/x.log"), rot, "w").unwrap_err();
+        assert!(e.to_string().contains("does not exist"), "{e}");
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = RotatingFile::check_owned(&p, rot, "w").unwrap_err();
+        assert!(e.to_string().contains("without the sticky bit"), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

@@ -251,8 +251,9 @@ fn durations_environment_and_ids_are_checked_where_they_are_written() {
 }
 
 /// `foster run --check` checks the file against this system too: a program not found, one
-/// that is not executable, a missing working directory, an unknown user and group; and it
-/// reports them all in one run, with the file's own mistakes, each at its place.
+/// that is not executable, a missing working directory, an unknown user and group, a log file
+/// foster would refuse to write; and it reports them all in one run, with the file's own
+/// mistakes, each at its place.
 #[test]
 fn check_reports_every_mistake_of_a_file_and_of_the_system_at_once() {
     use std::os::unix::fs::PermissionsExt;
@@ -262,6 +263,9 @@ fn check_reports_every_mistake_of_a_file_and_of_the_system_at_once() {
     std::fs::create_dir(&sub).unwrap();
     let gone = d.path("gone");
     let missing = format!("foster-no-such-program-{}", std::process::id());
+    let link = d.path("link.log");
+    std::os::unix::fs::symlink(&plain, &link).unwrap();
+    let fine = d.path("fine.log");
     let text = format!(
         "[[helper]]\nname = \"missing\"\ncommand = [\"{missing}\", \"--flag\"]\n\
          [[helper]]\nname = \"plain\"\ncommand = [\"{plain}\"]\n\
@@ -271,10 +275,16 @@ fn check_reports_every_mistake_of_a_file_and_of_the_system_at_once() {
          [[helper]]\nname = \"who\"\ncommand = [\"/bin/true\"]\n\
          user = \"foster-no-such-user\"\ngroup = \"foster-no-such-group\"\n\
          [[helper]]\nname = \"grace\"\ncommand = [\"/bin/true\"]\nstop_grace = \"0s\"\n\
-         colour = \"red\"\n",
+         colour = \"red\"\n\
+         [[helper]]\nname = \"log\"\ncommand = [\"/bin/true\"]\nlog = {{ file = \"{gone}/a.log\" }}\n\
+         [[helper]]\nname = \"log-link\"\ncommand = [\"/bin/true\"]\n\
+         log = {{ file = \"{link}\" }}\n\
+         [[helper]]\nname = \"log-ok\"\ncommand = [\"/bin/true\"]\nlog = {{ file = \"{fine}\" }}\n",
         plain = plain.display(),
         sub = sub.display(),
         gone = gone.display(),
+        link = link.display(),
+        fine = fine.display(),
     );
     let (code, err) = check(&d, "all.toml", &text);
     assert_eq!(code, Some(2), "{err}");
@@ -319,6 +329,18 @@ fn check_reports_every_mistake_of_a_file_and_of_the_system_at_once() {
             .to_string(),
         "all.toml:27:1: helper \"grace\": key `helper[7].colour`: unknown field `colour`"
             .to_string(),
+        format!(
+            "all.toml:31:16: helper \"log\": key `helper[8].log.file`: log file {}/a.log: its \
+             directory {} does not exist (foster run would not start: exit status 1)",
+            gone.display(),
+            gone.display()
+        ),
+        format!(
+            "all.toml:35:16: helper \"log-link\": key `helper[9].log.file`: log file {}: it is \
+             a symbolic link to {}",
+            link.display(),
+            plain.display()
+        ),
     ];
     assert_eq!(lines.len(), want.len(), "{err}");
     for (line, want) in lines.iter().zip(&want) {
@@ -332,6 +354,7 @@ fn check_reports_every_mistake_of_a_file_and_of_the_system_at_once() {
         "{}",
         lines[0]
     );
+    assert!(!fine.exists(), "--check created a log file");
 
     // The user a helper runs as: a program and a directory that user cannot reach.
     let Ok(Some(nobody)) = nix::unistd::User::from_name("nobody") else {

@@ -2,7 +2,9 @@
 //! ([`super::Scope::System`]): each helper's user and group known to the user database (read
 //! as its launch reads them: [`user_id`], [`group_id`], [`Credentials::resolve`]); its program
 //! found as the spawner finds it ([`gate::resolve_program`], [`gate::check_target`]) and
-//! executable by the user it runs as; its working directory a directory that user can enter.
+//! executable by the user it runs as; its working directory a directory that user can enter;
+//! its log file one foster may write ([`RotatingFile::check_owned`]: foster opens it, not the
+//! helper).
 //!
 //! Permissions are read from the mode bits (owner, group, others; root enters and reads
 //! anything, and executes a file with an execute bit) and from a `noexec` mount; ACLs and
@@ -18,6 +20,7 @@ use std::path::Path;
 use super::collect::{Document, KeyPath, Read};
 use super::{Config, ConfigError};
 use crate::gate::{self, EXIT_GATE_ERROR, EXIT_NOT_EXECUTABLE, TargetError};
+use crate::logfile::RotatingFile;
 use crate::spawner::{Credentials, group_id, user_id};
 
 /// Checks every helper of `config` against the system; the mistakes go to `errors`. What was
@@ -88,9 +91,19 @@ pub(super) fn check(
         {
             errors.push(doc.error_at(&cwd, None, message));
         }
-        // The helper's log file, once a helper has one (`log = { file = ... }`), is checked
-        // here: a file foster can create or append to (the directory exists, foster may write
-        // in it; an existing file is a regular file foster may write), at its own key.
+        // The helper's log file: one foster (not the helper) opens at its start, with the
+        // checks of that opening.
+        let log = at.key("log");
+        if let Some(spec) = &h.log
+            && !read.skipped(&log)
+            && let Err(e) = RotatingFile::check_owned(&spec.file, spec.rotation(), "log file")
+        {
+            errors.push(doc.error_at(
+                &log.key("file"),
+                None,
+                format!("{e} (foster run would not start: exit status 1)"),
+            ));
+        }
     }
 }
 
