@@ -12,9 +12,11 @@
 //! falls back to a default. The reference of every key is `docs/run.md`.
 
 mod collect;
+mod depends;
 mod system;
 
 pub use collect::MAX_MISTAKES;
+pub use depends::DependsOn;
 
 use std::collections::BTreeMap;
 use std::fs::Metadata;
@@ -113,7 +115,7 @@ pub struct Helper {
     pub log: Option<LogSpec>,
     /// The helpers it waits for before each launch, each with its condition: `depends_on =
     /// { db = "ready", migrate = "completed" }`, or a list of names, each `started`:
-    /// `depends_on = ["db"]`. In the order written.
+    /// `depends_on = ["db"]` (`depends.rs`).
     #[serde(default)]
     pub depends_on: DependsOn,
 }
@@ -238,89 +240,6 @@ impl Helper {
     pub fn has_readiness(&self) -> bool {
         false
     }
-}
-
-/// `depends_on`: the helpers a helper waits for, each with the [`Condition`] it must reach.
-/// Written as a table, `{ db = "ready", migrate = "completed", cache = "started" }`, or as a
-/// list of names, `["db", "cache"]`, each then `started` (as Docker Compose's short form).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DependsOn {
-    /// Each dependency and its condition, in the order written.
-    pub items: Vec<(String, Condition)>,
-    /// Whether it was written as a list (its entries are then named by index in errors).
-    pub listed: bool,
-}
-
-const DEPENDS_ON: &str = "a table of helper names and conditions, { db = \"ready\", migrate = \
-                          \"completed\", cache = \"started\" }, or a list of helper names, \
-                          [\"db\"] (each then \"started\")";
-
-impl<'de> Deserialize<'de> for DependsOn {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(DependsOnVisitor)
-    }
-}
-
-struct DependsOnVisitor;
-
-impl<'de> de::Visitor<'de> for DependsOnVisitor {
-    type Value = DependsOn;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(DEPENDS_ON)
-    }
-
-    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<DependsOn, A::Error> {
-        let mut items = Vec::new();
-        while let Some(name) = seq.next_element::<String>()? {
-            items.push((dependency_name(name)?, Condition::Started));
-        }
-        Ok(DependsOn {
-            items,
-            listed: true,
-        })
-    }
-
-    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<DependsOn, A::Error> {
-        let mut items = Vec::new();
-        while let Some(name) = map.next_key::<String>()? {
-            let name = dependency_name(name)?;
-            let condition = map.next_value::<String>().map_err(|_| {
-                de::Error::custom(format!(
-                    "the condition of dependency {name:?} is not a string: expected \
-                     \"started\", \"ready\" or \"completed\""
-                ))
-            })?;
-            let condition = match condition.as_str() {
-                "started" => Condition::Started,
-                "ready" => Condition::Ready,
-                "completed" => Condition::Completed,
-                other => {
-                    return Err(de::Error::custom(format!(
-                        "the condition of dependency {name:?} is {other:?}: expected \
-                         \"started\", \"ready\" or \"completed\""
-                    )));
-                }
-            };
-            items.push((name, condition));
-        }
-        Ok(DependsOn {
-            items,
-            listed: false,
-        })
-    }
-}
-
-/// A dependency's name as written: a possible helper name (whether a helper has it is
-/// checked with the whole file).
-fn dependency_name<E: de::Error>(name: String) -> Result<String, E> {
-    if name.is_empty() || name.chars().any(char::is_control) {
-        return Err(E::custom(format!(
-            "dependency {name:?} cannot be a helper's name: expected the name of a helper of \
-             this file"
-        )));
-    }
-    Ok(name)
 }
 
 fn default_stop_signal() -> Sig {
@@ -1109,6 +1028,7 @@ impl Config {
                 ));
             }
         }
+        depends::check(self, doc, read, errors);
     }
 
     /// Looks a helper up by name.

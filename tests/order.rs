@@ -250,3 +250,245 @@ command = ["sleep", "600"]
         "sleeper {pid} outlived its supervisor"
     );
 }
+
+/// Every event of `kind` about `helper`, as indices in the order seen.
+fn all_of(run: &Run, kind: &str, helper: &str) -> Vec<usize> {
+    run.seen
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e["event"] == kind && e["helper"] == helper)
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// A diamond: `b` and `c` wait for the one-shot `a` to complete, `d` for both to be started.
+/// Nothing but `a` is launched while it runs (the others are `waiting`, saying for what); once
+/// it has completed (the test lets it, through a FIFO), `b` and `c` are launched, then `d`. The
+/// file lists them in the reverse order, so launching in file order would fail.
+#[test]
+fn a_diamond_of_dependencies_starts_in_order() {
+    let d = Dir::new("order", "diamond");
+    let go = d.fifo("go");
+    let mut run = Run::start(
+        &d,
+        &format!(
+            r#"
+[[helper]]
+name = "d"
+command = ["sleep", "600"]
+depends_on = {{ b = "started", c = "ready" }}
+
+[[helper]]
+name = "c"
+command = ["sleep", "600"]
+depends_on = {{ a = "completed" }}
+
+[[helper]]
+name = "b"
+command = ["sleep", "600"]
+depends_on = {{ a = "completed" }}
+
+[[helper]]
+name = "a"
+command = ["sh", "-c", "read line < {}"]
+"#,
+            go.display()
+        ),
+    );
+    run.launch("a", 1);
+    for h in ["b", "c"] {
+        let w = run.state(h, "waiting");
+        assert_eq!(run.seen[w]["detail"], "for a to be completed");
+    }
+    let w = run.state("d", "waiting");
+    assert_eq!(
+        run.seen[w]["detail"],
+        "for b to be started; for c to be ready"
+    );
+    let h = run.helpers();
+    for name in ["b", "c", "d"] {
+        assert_eq!(h[name]["state"], "waiting", "{name}: {h:?}");
+        assert!(h[name]["identity"].is_null(), "{name} runs: {h:?}");
+    }
+    assert_eq!(h["d"]["depends_on"][0]["helper"], "b");
+    assert_eq!(h["d"]["depends_on"][0]["met"], false);
+    let text = String::from_utf8_lossy(&run.ctl(&["status"]).stdout).to_string();
+    assert!(
+        text.lines()
+            .any(|l| l.contains(" d ") && l.contains("waiting for b to be started")),
+        "{text}"
+    );
+    // Let a complete.
+    std::fs::write(&go, "go\n").unwrap();
+    let done = run.state("a", "completed");
+    let (lb, lc) = (run.launch("b", 1), run.launch("c", 1));
+    let ld = run.launch("d", 1);
+    assert!(done < lb && done < lc, "{:#?}", run.seen);
+    let started = |run: &mut Run, h: &str| run.state(h, "running");
+    let (sb, sc) = (started(&mut run, "b"), started(&mut run, "c"));
+    assert!(
+        sb < ld && sc < ld,
+        "d launched before b and c run: {:#?}",
+        run.seen
+    );
+    for h in ["b", "c", "d"] {
+        assert_eq!(all_of(&run, "launch", h).len(), 1, "{h}: {:#?}", run.seen);
+    }
+    let st = run.stop();
+    assert!(st.success(), "{st}");
+}
+
+/// A one-shot that fails holds back what waits for it to complete, with the reason shown in
+/// status and events; the dependent is never launched.
+#[test]
+fn a_failed_dependency_holds_its_dependents_back() {
+    let d = Dir::new("order", "held");
+    let mut run = Run::start(
+        &d,
+        r#"
+[[helper]]
+name = "migrate"
+command = ["sh", "-c", "exit 1"]
+
+[[helper]]
+name = "web"
+command = ["sleep", "600"]
+depends_on = { migrate = "completed" }
+
+[[helper]]
+name = "keep"
+command = ["sleep", "600"]
+"#,
+    );
+    run.state("migrate", "failed");
+    run.until("web held back", |e| {
+        e["event"] == "state"
+            && e["helper"] == "web"
+            && e["state"] == "waiting"
+            && e["detail"] == "for migrate: failed (exit code 1)"
+    });
+    let h = run.helpers();
+    assert_eq!(h["web"]["state"], "waiting");
+    assert_eq!(h["web"]["detail"], "for migrate: failed (exit code 1)");
+    assert_eq!(h["web"]["depends_on"][0]["held"], true);
+    assert!(h["web"]["identity"].is_null());
+    let text = String::from_utf8_lossy(&run.ctl(&["status"]).stdout).to_string();
+    assert!(
+        text.contains("waiting for migrate: failed (exit code 1)"),
+        "{text}"
+    );
+    let st = run.stop();
+    assert!(st.success(), "{st}");
+    run.drain();
+    assert!(all_of(&run, "launch", "web").is_empty(), "{:#?}", run.seen);
+}
+
+/// `run --check` refuses a cycle, naming it in order, and a dependency on no helper, both at
+/// once, with the other mistakes of the file.
+#[test]
+fn check_names_a_cycle_and_an_unknown_dependency() {
+    let d = Dir::new("order", "check");
+    let cfg = d.file(
+        "c.toml",
+        r#"
+[[helper]]
+name = "a"
+command = ["sleep", "1"]
+depends_on = ["b"]
+
+[[helper]]
+name = "b"
+command = ["sleep", "1"]
+depends_on = { c = "ready" }
+
+[[helper]]
+name = "c"
+command = ["sleep", "1"]
+depends_on = ["a", "dbx"]
+stop_grace = "0s"
+"#,
+    );
+    let out = Command::new(FOSTER)
+        .args(["run", "--check"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "helper \"a\": key `helper[1].depends_on[1]`: dependency cycle: a -> b -> c -> a"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("helper \"c\": key `helper[3].depends_on[2]`: no helper is named \"dbx\""),
+        "{err}"
+    );
+    assert!(err.contains("key `helper[3].stop_grace`"), "{err}");
+    assert_eq!(err.lines().count(), 3, "{err}");
+}
+
+/// The shutdown stops a chain in reverse order: `top` (which needs `mid`, which needs
+/// `base`) first, and `mid` only once `top` has ended, `base` last; `free`, which needs
+/// nothing and nobody needs, at once.
+#[test]
+fn the_shutdown_stops_dependents_first() {
+    let d = Dir::new("order", "shutdown");
+    let mut run = Run::start(
+        &d,
+        r#"
+[[helper]]
+name = "base"
+command = ["sleep", "600"]
+
+[[helper]]
+name = "mid"
+command = ["sleep", "600"]
+depends_on = ["base"]
+
+[[helper]]
+name = "top"
+command = ["sleep", "600"]
+depends_on = { mid = "ready" }
+
+[[helper]]
+name = "free"
+command = ["sleep", "600"]
+"#,
+    );
+    for h in ["base", "mid", "top", "free"] {
+        run.state(h, "running");
+    }
+    let launches: Vec<usize> = ["base", "mid", "top"]
+        .iter()
+        .map(|h| run.launch(h, 1))
+        .collect();
+    assert!(launches.windows(2).all(|w| w[0] < w[1]), "{:#?}", run.seen);
+    let st = run.stop();
+    assert!(st.success(), "{st}");
+    run.drain();
+    let signal = |run: &Run, h: &str| {
+        let s = all_of(run, "signal", h);
+        assert_eq!(s.len(), 1, "{h}: {:#?}", run.seen);
+        s[0]
+    };
+    let exit = |run: &Run, h: &str| {
+        let s = all_of(run, "exit", h);
+        assert_eq!(s.len(), 1, "{h}: {:#?}", run.seen);
+        s[0]
+    };
+    let (st, et) = (signal(&run, "top"), exit(&run, "top"));
+    let (sm, em) = (signal(&run, "mid"), exit(&run, "mid"));
+    let sb = signal(&run, "base");
+    let sf = signal(&run, "free");
+    assert!(st < et && et < sm && sm < em && em < sb, "{:#?}", run.seen);
+    // free is not held up by the chain: it gets its stop signal with the first.
+    assert!(sf < et, "{:#?}", run.seen);
+    // The stop order is the reverse of the start order.
+    let stops: Vec<usize> = ["top", "mid", "base"]
+        .iter()
+        .map(|h| run.state(h, "stopped"))
+        .collect();
+    assert!(stops.windows(2).all(|w| w[0] < w[1]), "{:#?}", run.seen);
+}

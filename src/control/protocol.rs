@@ -381,6 +381,9 @@ pub struct HelperInfo {
     /// The last `STATUS=` text the helper sent (the notify protocol), if any since its launch.
     #[serde(default)]
     pub status_text: Option<String>,
+    /// What it waits for before each launch (`depends_on`), and whether each is met now.
+    #[serde(default)]
+    pub depends_on: Vec<Dependency>,
     /// Its current process, when running.
     pub identity: Option<Identity>,
     /// How many times it was launched.
@@ -395,6 +398,18 @@ pub struct HelperInfo {
     pub next_launch_in_ms: Option<u64>,
     /// Its whole policy chain, `GEN[;GEN]...` (`TERM:exit:5s;KILL:kill:1s`).
     pub policy: String,
+}
+
+/// One dependency of a helper: the helper it waits for, the condition, whether it is met now,
+/// and whether it is held (its helper cannot get there by itself: it gave up, failed, or was
+/// stopped).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dependency {
+    pub helper: String,
+    pub condition: crate::state::Condition,
+    pub met: bool,
+    #[serde(default)]
+    pub held: bool,
 }
 
 /// Where a helper is in its life: the one set of states ([`crate::state`]).

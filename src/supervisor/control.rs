@@ -19,8 +19,8 @@ use tracing::info;
 use super::lifecycle::StopFor;
 use super::{Supervisor, Timer};
 use crate::control::protocol::{
-    AdoptionInfo, Bytes, ErrorKind, HelperInfo, HelperState, ProcessInfo, Reply, ReplyBody,
-    Request, Role, Status, SupervisorInfo, Target,
+    AdoptionInfo, Bytes, Dependency, ErrorKind, HelperInfo, HelperState, ProcessInfo, Reply,
+    ReplyBody, Request, Role, Status, SupervisorInfo, Target,
 };
 use crate::control::server::{Bound, Command, Hub, Server};
 use crate::event::{Event, Record, SignalReason};
@@ -532,6 +532,15 @@ impl Supervisor {
             state,
             detail: h.detail.clone(),
             status_text: h.status_text.clone(),
+            depends_on: self.graph.deps[i]
+                .iter()
+                .map(|&(d, condition)| Dependency {
+                    helper: self.config.helpers[d].name().to_string(),
+                    condition,
+                    met: condition.met_by(self.helpers[d].state),
+                    held: condition.held_by(self.helpers[d].state),
+                })
+                .collect(),
             identity: h.running(),
             launches: h.attempt,
             restarts_in_a_row: h.restart.in_a_row(),

@@ -485,6 +485,8 @@ fn sample_with_items(status: &Status, items: &[Item], now_ms: u64) -> Sample {
         .filter_map(|h| {
             let state = match h.state {
                 HelperState::GaveUp | HelperState::Failed => h.state.text(),
+                // Held back by a dependency that cannot get there by itself.
+                HelperState::Waiting if h.depends_on.iter().any(|d| d.held) => h.state.text(),
                 HelperState::Backoff if h.restarts_in_a_row >= RESTART_LOOP => "restarting",
                 _ => return None,
             };
