@@ -942,9 +942,11 @@ fn demo(stop: libc::c_int) {
     });
     let mut launched = std::collections::HashSet::new();
     let t = Instant::now();
-    // Every helper launched, and an orphan adopted (noticed at the crasher's first exit).
+    // Every helper launched (the worker once the demo's migration has completed), and an
+    // orphan adopted (noticed at the crasher's first exit).
     let mut adopted = false;
-    while launched.len() < 4 || !adopted {
+    let every = ["db", "migrate", "nested", "worker", "crasher", "orphaner"];
+    while !every.iter().all(|h| launched.contains(*h)) || !adopted {
         let v = rx
             .recv_timeout(LIMIT.saturating_sub(t.elapsed()))
             .expect("the demo's events");
@@ -1094,12 +1096,16 @@ fn the_demo_keeps_its_supervisors_lines_and_says_how_its_tree_ended() {
         let _ = err.read_to_string(&mut s);
         s
     });
-    // The orphaner's first orphan given its policy (the orphan ignores it for 15s).
+    // The orphaner's first orphan given its policy (the orphan ignores it for 15s), and the
+    // worker launched (it waits for the demo's migration to complete).
     let t = Instant::now();
-    let mut events = Vec::new();
-    while !events
-        .last()
-        .is_some_and(|l: &String| l.contains("orphaner's") && l.contains("(orphan policy;"))
+    let mut events: Vec<String> = Vec::new();
+    while !(events
+        .iter()
+        .any(|l| l.contains("orphaner's") && l.contains("(orphan policy;"))
+        && events
+            .iter()
+            .any(|l| l.contains("worker[") && l.ends_with("] launched")))
     {
         let l = rx
             .recv_timeout(LIMIT.saturating_sub(t.elapsed()))

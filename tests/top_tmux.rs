@@ -475,11 +475,14 @@ fn demo_opens_the_dashboard_and_leaves_nothing_behind() {
         dir.path("demo.sock").display()
     ));
     // Every role, with the adopted orphan (the orphaner orphans one at once).
+    // The worker comes once the demo's migration has completed (it depends on it).
     let s = t.wait_for("every role of the demo", |s| {
         ["supervisor", "helper", "descendant", "adopted"]
             .iter()
             .all(|r| s.lines().any(|l| l.split_whitespace().any(|w| w == *r)))
             && s.contains("events")
+            && s.lines()
+                .any(|l| l.split_whitespace().any(|w| w == "worker") && l.contains("helper"))
     });
     for h in ["nested", "worker", "crasher", "orphaner"] {
         assert!(s.contains(h), "helper {h} not on screen:\n{s}");
