@@ -691,3 +691,101 @@ fn a_reading_too_soon_after_the_last_keeps_the_rates() {
     let later = t.update(supervised(2 * HZ));
     assert_eq!(db(&later), Some(25.0), "measured over the whole second");
 }
+
+/// A child of the test's own, killed and reaped on drop (a failing test leaves nothing).
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A dashboard over a real `sleep` of the test's own (standalone `--root` source).
+fn app_on_real_sleep() -> (Reaped, App) {
+    use foster::top::model::Source;
+    let child = Reaped(
+        std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap(),
+    );
+    let mut src = foster::top::standalone::ProcSource::new(Some(child.0.id() as i32)).unwrap();
+    let mut app = App::new(None, "1s".into());
+    app.set_model(Tracker::new().update(src.sample().unwrap()));
+    assert_eq!(pids(&app), vec![child.0.id() as i32]);
+    (child, app)
+}
+
+/// A key the dashboard does not know says so in the status line (htop's keys that have no
+/// counterpart yet say what is missing); `\` and `F4` filter as in htop, `K` opens the signal
+/// menu, where a number picks the signal (`9` SIGKILL, `1` `5` SIGTERM), and the signal picked
+/// by number reaches the real process.
+#[test]
+fn unknown_keys_say_so_and_the_signal_menu_takes_numbers() {
+    let (mut child, mut app) = app_on_real_sleep();
+    let pid = child.0.id() as i32;
+    for (code, says) in [
+        (KeyCode::F(6), "F6: no sorting yet"),
+        (KeyCode::F(2), "F2: no column setup yet"),
+        (KeyCode::F(7), "F7: foster top does not change priorities"),
+        (KeyCode::Char('t'), "t: no flat view yet"),
+        (KeyCode::Char('M'), "M: no sorting yet"),
+        (KeyCode::Char('<'), "<: no sorting yet"),
+        (KeyCode::Char('u'), "u: no user filter yet"),
+        (KeyCode::Char('x'), "unknown key x"),
+        (KeyCode::Insert, "unknown key Insert"),
+    ] {
+        assert!(app.on_key(key(code)).is_empty());
+        let m = app.message.clone().unwrap_or_default();
+        assert!(
+            m.starts_with(says) && m.ends_with("? lists the keys"),
+            "{code:?}: {m}"
+        );
+        let s = screen(&render(&mut app, 80, 24));
+        assert!(s.contains(says), "{code:?} not on screen:\n{s}");
+    }
+    app.on_key(key(KeyCode::Char('\\')));
+    assert!(app.filter_editing, "\\ filters");
+    app.on_key(key(KeyCode::Esc));
+    app.on_key(key(KeyCode::F(4)));
+    assert!(app.filter_editing, "F4 filters");
+    app.on_key(key(KeyCode::Esc));
+
+    press(&mut app, "K");
+    assert!(
+        matches!(app.dialog, Dialog::Signals { .. }),
+        "K opens the signal menu"
+    );
+    let picked = |app: &App| match app.dialog {
+        Dialog::Signals { selected, .. } => SIGNALS[selected],
+        ref d => panic!("the menu closed: {d:?}"),
+    };
+    press(&mut app, "15");
+    assert_eq!(picked(&app), Signal::SIGTERM);
+    press(&mut app, "x");
+    assert_eq!(
+        picked(&app),
+        Signal::SIGTERM,
+        "an unknown key leaves the menu open"
+    );
+    assert!(app.message.as_deref().unwrap().contains("unknown key x"));
+    press(&mut app, "9");
+    assert_eq!(picked(&app), Signal::SIGKILL, "9 is SIGKILL");
+    let s = screen(&render(&mut app, 80, 24));
+    assert!(s.contains("number or ↑↓ · Enter pick · Esc cancel"), "{s}");
+    app.on_key(key(KeyCode::Enter));
+    let effects = press(&mut app, "y");
+    let me = Identity::of(pid).unwrap();
+    assert_eq!(
+        effects,
+        vec![Effect::Signal {
+            targets: vec![(me, b"sleep".to_vec())],
+            signal: Signal::SIGKILL
+        }]
+    );
+    foster::top::send_signal(me, Signal::SIGKILL).unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(child.0.wait().unwrap().signal(), Some(libc::SIGKILL));
+}

@@ -130,6 +130,8 @@ pub enum Dialog {
         target: Identity,
         subtree: bool,
         selected: usize,
+        /// The signal number typed so far (`1` then `5` picks 15), 0 when none.
+        typed: i32,
     },
     /// Asking to confirm.
     Confirm {
@@ -163,11 +165,14 @@ pub const KEYS: &[(&str, &str)] = &[
     ("-  C", "collapse all"),
     ("+  E", "expand all"),
     (
-        "/",
+        "/  \\  F4",
         "filter, showing matches with their ancestors and descendants",
     ),
     ("  Enter  Esc", "keep the filter, clear it"),
-    ("s  F9", "signal the process: pick, Enter, confirm with y"),
+    (
+        "s  K  F9",
+        "signal the process: pick (↑ ↓ or its number), Enter, confirm with y",
+    ),
     ("S", "signal the process and all its descendants"),
     (
         "p  Z",
@@ -574,6 +579,7 @@ impl App {
                 target,
                 subtree,
                 selected,
+                typed,
             } => {
                 match key.code {
                     KeyCode::Down | KeyCode::Char('j') => {
@@ -581,6 +587,7 @@ impl App {
                             target,
                             subtree,
                             selected: (selected + 1).min(SIGNALS.len() - 1),
+                            typed: 0,
                         }
                     }
                     KeyCode::Up | KeyCode::Char('k') => {
@@ -588,6 +595,30 @@ impl App {
                             target,
                             subtree,
                             selected: selected.saturating_sub(1),
+                            typed: 0,
+                        }
+                    }
+                    // A signal by its number, as in htop (`9` SIGKILL, `1` `5` SIGTERM).
+                    KeyCode::Char(c @ '0'..='9') => {
+                        let d = c as i32 - '0' as i32;
+                        let at = |n: i32| SIGNALS.iter().position(|s| *s as i32 == n);
+                        let (typed, found) = match at(typed * 10 + d) {
+                            Some(i) if typed > 0 => (typed * 10 + d, Some(i)),
+                            _ => (d, at(d)),
+                        };
+                        match found {
+                            Some(i) => {
+                                self.dialog = Dialog::Signals {
+                                    target,
+                                    subtree,
+                                    selected: i,
+                                    typed,
+                                };
+                                self.message = None;
+                            }
+                            None => {
+                                self.message = Some(format!("no signal number {typed} in the list"))
+                            }
                         }
                     }
                     KeyCode::Enter => {
@@ -603,7 +634,16 @@ impl App {
                             count,
                         };
                     }
-                    _ => self.dialog = Dialog::None,
+                    KeyCode::Esc | KeyCode::Char('q') | KeyCode::F(10) | KeyCode::Left => {
+                        self.dialog = Dialog::None;
+                        self.message = Some("cancelled".into());
+                    }
+                    _ => {
+                        self.message = Some(format!(
+                            "unknown key {} here: ↑ ↓ or a signal's number, Enter picks, Esc cancels",
+                            key_name(&key)
+                        ))
+                    }
                 }
                 return Vec::new();
             }
@@ -708,7 +748,7 @@ impl App {
                 self.filter_collapsed.clear();
                 self.relayout();
             }
-            KeyCode::Char('/') => {
+            KeyCode::Char('/') | KeyCode::Char('\\') | KeyCode::F(4) => {
                 self.filter_editing = true;
                 self.filter.clear();
                 self.relayout();
@@ -718,7 +758,7 @@ impl App {
                 self.filter_collapsed.clear();
                 self.relayout();
             }
-            KeyCode::Char('s') | KeyCode::Char('S') | KeyCode::F(9) => {
+            KeyCode::Char('s') | KeyCode::Char('S') | KeyCode::Char('K') | KeyCode::F(9) => {
                 let subtree = key.code == KeyCode::Char('S');
                 if let Some(r) = self.cursor_row() {
                     if r.exited {
@@ -732,6 +772,7 @@ impl App {
                             target: r.id,
                             subtree,
                             selected,
+                            typed: 0,
                         };
                     }
                 }
@@ -761,7 +802,8 @@ impl App {
             KeyCode::Char('X') => self.ask_stop(),
             KeyCode::Char('r') => return vec![Effect::Refresh],
             KeyCode::Char('?') | KeyCode::F(1) => self.dialog = Dialog::Help { scroll: 0 },
-            _ => {}
+            KeyCode::Modifier(_) | KeyCode::Null => {}
+            _ => self.message = Some(unknown_key(&key)),
         }
         Vec::new()
     }
@@ -994,6 +1036,52 @@ pub fn command_text(n: &Node) -> String {
         format!("[{}]", escape(&n.info.comm))
     } else {
         escape_args(&n.info.cmdline)
+    }
+}
+
+/// A key as the status line names it: `F6`, `t`, `Ctrl-x`, `Insert`; escaped.
+pub fn key_name(key: &KeyEvent) -> String {
+    let base = match key.code {
+        KeyCode::F(n) => format!("F{n}"),
+        KeyCode::Char(' ') => "Space".into(),
+        KeyCode::Char(c) => escape(c.to_string().as_bytes()),
+        other => escape(format!("{other:?}").as_bytes()),
+    };
+    let mut name = String::new();
+    if key.modifiers.contains(KeyModifiers::CONTROL) {
+        name.push_str("Ctrl-");
+    }
+    if key.modifiers.contains(KeyModifiers::ALT) {
+        name.push_str("Alt-");
+    }
+    name + &base
+}
+
+/// What the status line says of a key the dashboard does not know: htop's keys that have no
+/// counterpart yet are named as such, any other is called unknown; each points to `?`.
+pub fn unknown_key(key: &KeyEvent) -> String {
+    let k = key_name(key);
+    let plain = key.modifiers.difference(KeyModifiers::SHIFT).is_empty();
+    let why = match key.code {
+        _ if !plain => "unknown key",
+        KeyCode::F(2) => "no column setup yet",
+        KeyCode::F(3) => "no search yet (/ filters)",
+        KeyCode::F(5) | KeyCode::Char('t') => "no flat view yet: the tree is the only view",
+        KeyCode::F(6)
+        | KeyCode::Char('<')
+        | KeyCode::Char('>')
+        | KeyCode::Char('P')
+        | KeyCode::Char('M')
+        | KeyCode::Char('T')
+        | KeyCode::Char('I') => "no sorting yet: siblings are oldest first",
+        KeyCode::F(7) | KeyCode::F(8) => "foster top does not change priorities",
+        KeyCode::Char('u') => "no user filter yet (/ filters)",
+        _ => "unknown key",
+    };
+    if why == "unknown key" {
+        format!("unknown key {k}; ? lists the keys")
+    } else {
+        format!("{k}: {why}; ? lists the keys")
     }
 }
 

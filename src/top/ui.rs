@@ -179,6 +179,7 @@ pub fn draw(frame: &mut Frame, app: &mut App) {
             target,
             subtree,
             selected,
+            ..
         } => {
             let name = app
                 .model
@@ -530,7 +531,8 @@ fn draw_signals(frame: &mut Frame, area: Rect, title: &str, selected: usize) {
         .iter()
         .map(|s| ListItem::new(format!("{:>2} {}", *s as i32, s.as_str())))
         .collect();
-    let w = (Line::raw(title).width() as u16 + 2).max(34);
+    let bottom = " number or ↑↓ · Enter pick · Esc cancel ";
+    let w = (Line::raw(title).width().max(Line::raw(bottom).width()) as u16 + 2).max(34);
     let r = centered(area, w, SIGNALS.len() as u16 + 2);
     let mut state = ListState::default().with_selected(Some(selected));
     frame.render_widget(Clear, r);
@@ -539,7 +541,7 @@ fn draw_signals(frame: &mut Frame, area: Rect, title: &str, selected: usize) {
             .block(
                 Block::bordered()
                     .title(title.to_string())
-                    .title_bottom(" Enter pick · Esc cancel "),
+                    .title_bottom(bottom),
             )
             .highlight_style(Style::new().reversed().bold()),
         r,
