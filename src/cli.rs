@@ -236,6 +236,17 @@ pub struct InitArgs {
     pub command: Vec<std::ffi::OsString>,
 }
 
+fn parse_reload_signal(s: &str) -> Result<crate::signal::Sig, String> {
+    let sig = crate::signal::Sig::parse(s).map_err(|e| e.to_string())?;
+    if !crate::supervisor::signals::table().contains(sig.number()) {
+        return Err(format!(
+            "{sig} cannot reload: foster run reads only the signals of its table (HUP, USR2, \
+             TERM..., see docs/run.md)"
+        ));
+    }
+    Ok(sig)
+}
+
 fn parse_subreaper(s: &str) -> Result<crate::init::role::SubreaperWish, String> {
     use crate::init::role::SubreaperWish;
     match s.trim().to_ascii_lowercase().as_str() {
@@ -287,6 +298,11 @@ pub struct RunArgs {
     /// and logged). See docs/output.md.
     #[arg(long, value_name = "FORMAT", default_value = "text")]
     pub output: crate::output::Format,
+    /// Reload the configuration file on this signal (`HUP`, as daemons do), the same as
+    /// `foster ctl reload`, instead of what the signal does by default (SIGHUP: the orderly
+    /// shutdown, as for a closed terminal). Any signal of foster run's table (docs/run.md).
+    #[arg(long, value_name = "SIGNAL", value_parser = parse_reload_signal)]
+    pub reload_signal: Option<crate::signal::Sig>,
     /// Serve the control socket bound at --socket and inherited as this descriptor.
     #[arg(long, hide = true, requires = "socket", value_name = "FD")]
     pub socket_fd: Option<i32>,
@@ -353,6 +369,10 @@ pub enum CtlCommand {
         #[arg(short = 'f', long)]
         follow: bool,
     },
+    /// Read the configuration file again and apply it: launch the helpers added, stop those
+    /// removed, restart those whose definition changed, leave the others untouched. A file
+    /// with mistakes is refused with every mistake listed, and nothing changes.
+    Reload,
 }
 
 #[derive(Debug, Args)]
@@ -572,6 +592,7 @@ fn run(a: RunArgs) -> Result<ExitCode, CliError> {
         },
         config_path: (!stdin).then(|| a.config.clone()),
         relay: a.output,
+        reload_signal: a.reload_signal,
     };
     let code = crate::supervisor::run(config, options)?;
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
@@ -599,6 +620,7 @@ fn ctl(a: CtlArgs) -> Result<ExitCode, CliError> {
             follow,
             colour: crate::output::colour_for(&std::io::stdout()),
         },
+        CtlCommand::Reload => C::Reload,
     };
     client::ctl(
         a.socket.as_deref(),

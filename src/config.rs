@@ -45,7 +45,7 @@ pub const MAX_CONFIG_BYTES: u64 = 16 * 1024 * 1024;
 pub const MIN_DURATION: Duration = crate::duration::MIN;
 
 /// The whole file.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Settings of the supervisor itself (`[supervisor]`, optional).
@@ -57,7 +57,7 @@ pub struct Config {
 }
 
 /// `[supervisor]`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SupervisorSection {
     /// The policy for adopted processes whose helper foster cannot tell.
@@ -65,8 +65,9 @@ pub struct SupervisorSection {
     pub orphan_policy: GenerationPolicy,
 }
 
-/// One `[[helper]]`.
-#[derive(Debug, Clone, Deserialize)]
+/// One `[[helper]]`. Its `PartialEq` is how a reload tells a changed helper from an unchanged
+/// one: every field counts (the name's place in the file does not).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Helper {
     /// Unique name, used in events and logs.
@@ -1214,6 +1215,25 @@ mod tests {
     /// The error of `HELPER` followed by `extra`.
     fn helper_err(extra: &str) -> ConfigError {
         err(&format!("{HELPER}{extra}"))
+    }
+
+    #[test]
+    fn helpers_compare_by_definition_not_by_place() {
+        let one = ok("[[helper]]\nname = \"a\"\ncommand = [\"sleep\", \"1\"]\n");
+        let moved = ok("\n\n[[helper]]\nname = \"a\"\ncommand = [\"sleep\", \"1\"]\n");
+        assert_eq!(
+            one.helpers[0], moved.helpers[0],
+            "the same definition elsewhere"
+        );
+        for other in [
+            "command = [\"sleep\", \"2\"]",
+            "command = [\"sleep\", \"1\"]\nstop_grace = \"1s\"",
+            "command = [\"sleep\", \"1\"]\nenv = { X = \"1\" }",
+            "command = [\"sleep\", \"1\"]\noutput = \"null\"",
+        ] {
+            let c = ok(&format!("[[helper]]\nname = \"a\"\n{other}\n"));
+            assert_ne!(one.helpers[0], c.helpers[0], "{other}");
+        }
     }
 
     #[test]

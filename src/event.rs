@@ -107,6 +107,76 @@ pub enum Event {
     Shutdown { signal: Option<String> },
     /// foster is exiting with this status.
     Stopped { exit_status: i32 },
+    /// The configuration file was read again and applied (`by`: `the control socket`,
+    /// `SIGHUP`): what became of each helper.
+    Reload {
+        by: String,
+        #[serde(flatten)]
+        changes: Reloaded,
+    },
+    /// The configuration file was read again and refused: nothing changed (`reason` lists
+    /// every mistake, one a line).
+    ReloadRefused { by: String, reason: String },
+}
+
+/// What a reload did: the helpers by what became of them (each list in the file's order),
+/// and the changes to the `[supervisor]` section.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reloaded {
+    /// Helpers new in the file: launched (or waiting for their dependencies).
+    pub started: Vec<String>,
+    /// Helpers no longer in the file: stopped (stop signal, grace, SIGKILL of what is left of
+    /// their tree) and gone.
+    pub stopped: Vec<String>,
+    /// Helpers whose definition changed: stopped as for a restart, then launched with the
+    /// new definition (at once when they had no process).
+    pub restarted: Vec<String>,
+    /// Helpers whose definition did not change: not touched.
+    pub unchanged: Vec<String>,
+    /// Settings of `[supervisor]` that changed and took effect (`supervisor.orphan_policy`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub applied: Vec<String>,
+    /// Settings that changed but take effect only when foster is started again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub needs_restart: Vec<String>,
+}
+
+impl fmt::Display for Reloaded {
+    /// `started d; stopped a; restarted b; unchanged c` (the empty lists left out; names
+    /// escaped, unless in the alternate form, as [`Event`]'s).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let raw = f.alternate();
+        let text = |s: &str| -> String {
+            if raw {
+                s.to_string()
+            } else {
+                crate::sanitize::escape(s.as_bytes())
+            }
+        };
+        let mut first = true;
+        for (what, names) in [
+            ("started", &self.started),
+            ("stopped", &self.stopped),
+            ("restarted", &self.restarted),
+            ("unchanged", &self.unchanged),
+            ("applied", &self.applied),
+            ("needs a restart of foster", &self.needs_restart),
+        ] {
+            if names.is_empty() {
+                continue;
+            }
+            if !first {
+                f.write_str("; ")?;
+            }
+            first = false;
+            let names: Vec<String> = names.iter().map(|n| text(n)).collect();
+            write!(f, "{what} {}", names.join(", "))?;
+        }
+        if first {
+            f.write_str("no helper")?;
+        }
+        Ok(())
+    }
 }
 
 /// Why foster sent a signal.
@@ -128,7 +198,11 @@ impl Event {
     pub fn is_warning(&self) -> bool {
         match self {
             Event::Reparented { classification, .. } => !classification.is_expected(),
-            Event::GiveUp { .. } | Event::LaunchFailed { .. } | Event::OutputDropped { .. } => true,
+            Event::GiveUp { .. }
+            | Event::LaunchFailed { .. }
+            | Event::OutputDropped { .. }
+            | Event::ReloadRefused { .. } => true,
+            Event::Reload { changes, .. } => !changes.needs_restart.is_empty(),
             Event::State { state, .. } => state.is_trouble(),
             _ => false,
         }
@@ -379,6 +453,20 @@ impl fmt::Display for Event {
                 Some(s) => write!(f, "shutting down on {}: stopping every helper", text(s)),
                 None => f.write_str("shutting down: no helper is left running"),
             },
+            Event::Reload { by, changes } => {
+                write!(f, "configuration reloaded ({}): ", text(by))?;
+                if raw {
+                    write!(f, "{changes:#}")
+                } else {
+                    write!(f, "{changes}")
+                }
+            }
+            Event::ReloadRefused { by, reason } => write!(
+                f,
+                "configuration not reloaded ({}), nothing changed: {}",
+                text(by),
+                text(&reason.replace('\n', "; "))
+            ),
             Event::Stopped { exit_status } => {
                 write!(f, "supervisor stopped with exit status {exit_status}")?;
                 match status_words(*exit_status) {

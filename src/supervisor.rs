@@ -27,6 +27,7 @@
 
 mod control;
 mod lifecycle;
+mod reload;
 pub mod signals;
 mod watch;
 
@@ -88,6 +89,9 @@ pub struct Options {
     pub config_path: Option<PathBuf>,
     /// What foster writes on its standard output for its helpers' captured lines.
     pub relay: crate::output::Format,
+    /// The signal that reloads the configuration (`--reload-signal HUP`) instead of what the
+    /// signal table says it does; none by default (SIGHUP shuts down, as a closed terminal).
+    pub reload_signal: Option<crate::signal::Sig>,
 }
 
 /// Where the control socket goes.
@@ -138,20 +142,23 @@ pub fn run(config: Config, options: Options) -> io::Result<i32> {
         .build()?;
     let mut sup = Supervisor::new(config, contained, events, output)?;
     sup.control = control::Control::new(options.config_path.clone(), bound);
+    sup.config_path = options.config_path.clone();
+    sup.reload_signal = options.reload_signal.map(crate::signal::Sig::number);
     rt.block_on(sup.run())
 }
 
 /// What the output capture needs of each helper.
 fn helper_outputs(config: &Config) -> Vec<crate::output::HelperOutput> {
-    config
-        .helpers
-        .iter()
-        .map(|h| crate::output::HelperOutput {
-            name: h.name().to_string(),
-            mode: h.output,
-            log: h.log.as_ref().map(|l| (l.file.clone(), l.rotation())),
-        })
-        .collect()
+    config.helpers.iter().map(helper_output).collect()
+}
+
+/// What the output capture needs of one helper.
+fn helper_output(h: &Helper) -> crate::output::HelperOutput {
+    crate::output::HelperOutput {
+        name: h.name().to_string(),
+        mode: h.output,
+        log: h.log.as_ref().map(|l| (l.file.clone(), l.rotation())),
+    }
 }
 
 /// Binds the control socket `options` ask for.
@@ -356,6 +363,10 @@ struct Supervisor {
     control: control::Control,
     /// The helpers' output: pipes, kept lines, relay (taken at the end, to be finished).
     output: Option<crate::output::Capture>,
+    /// The configuration file, read again by a reload (none: it was standard input).
+    config_path: Option<PathBuf>,
+    /// The signal that reloads the configuration (`--reload-signal`), if any.
+    reload_signal: Option<i32>,
 }
 
 impl Supervisor {
@@ -408,6 +419,8 @@ impl Supervisor {
             ignored_logged: signals::Logged::default(),
             control: control::Control::new(None, None),
             output: Some(output),
+            config_path: None,
+            reload_signal: None,
         })
     }
 
@@ -541,6 +554,15 @@ impl Supervisor {
             self.begin_shutdown(Some(sig));
             return;
         }
+        if self.reload_signal == Some(sig) {
+            info!(
+                "{} from pid {from_pid} (uid {from_uid}): reloading the configuration",
+                signal_name(sig)
+            );
+            // The outcome is the reload's event, on standard error as every event.
+            let _ = self.reload(&signal_name(sig));
+            return;
+        }
         match signals::action(sig) {
             signals::Action::Shutdown => self.begin_shutdown(Some(sig)),
             signals::Action::ReopenLogs => {
@@ -596,7 +618,7 @@ impl Supervisor {
             h.pid.is_some()
                 || h.state.is_up()
                 || matches!(h.state, HelperState::Stopping | HelperState::Backoff)
-                || (supervising && h.state == HelperState::Stopped)
+                || (supervising && h.state == HelperState::Stopped && !h.retired)
         });
         if any_active {
             return None;
@@ -609,10 +631,11 @@ impl Supervisor {
             return None;
         }
         let helpers = &self.helpers;
-        Some(
-            self.stage
-                .exit_status(|| helpers.iter().all(|h| h.state == HelperState::Completed)),
-        )
+        Some(self.stage.exit_status(|| {
+            helpers
+                .iter()
+                .all(|h| h.retired || h.state == HelperState::Completed)
+        }))
     }
 
     fn launch(&mut self, i: usize) {

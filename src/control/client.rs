@@ -191,6 +191,26 @@ impl Connection {
     }
 }
 
+/// A reload's answer for people: one line per kind of change, the helpers named (escaped).
+pub fn render_reload(r: &crate::control::protocol::Reloaded) -> String {
+    let mut out = String::from("configuration reloaded\n");
+    for (what, names) in [
+        ("started", &r.started),
+        ("stopped", &r.stopped),
+        ("restarted", &r.restarted),
+        ("unchanged", &r.unchanged),
+        ("applied", &r.applied),
+        ("needs a restart of foster", &r.needs_restart),
+    ] {
+        if names.is_empty() {
+            continue;
+        }
+        let names: Vec<String> = names.iter().map(|n| escape(n.as_bytes())).collect();
+        out.push_str(&format!("  {what}: {}\n", names.join(", ")));
+    }
+    out
+}
+
 /// An error reply as a [`ClientError`] naming its kind (its message escaped).
 pub fn into_result(r: Reply) -> Result<ReplyBody, ClientError> {
     match r.body {
@@ -524,6 +544,7 @@ pub enum CtlCommand {
         follow: bool,
         colour: bool,
     },
+    Reload,
 }
 
 /// Runs `logs` on `conn`: the kept lines, then (when following) each new line until the
@@ -664,6 +685,7 @@ pub fn ctl(
                 out,
             );
         }
+        CtlCommand::Reload => Request::Reload,
     };
     if matches!(request, Request::Signal { .. } | Request::Restart { .. }) {
         pids.learn(); // the reply may name a process the request ends
@@ -708,8 +730,23 @@ pub fn ctl(
             _ => Ok(()),
         };
     }
+    if let ReplyBody::Error(e) = &reply.body
+        && e.kind == crate::control::protocol::ErrorKind::InvalidConfig
+    {
+        // One mistake a line, each escaped.
+        let lines: Vec<String> = e
+            .message
+            .lines()
+            .map(|l| escape(l.as_bytes()).to_string())
+            .collect();
+        return Err(ClientError::new(format!(
+            "{} (invalid_config)",
+            lines.join("\n  ")
+        )));
+    }
     match into_result(reply)? {
         ReplyBody::Status(s) => out.write_all(render_status(&s).as_bytes()).map_err(w)?,
+        ReplyBody::Reloaded(r) => out.write_all(render_reload(&r).as_bytes()).map_err(w)?,
         ReplyBody::Done { message, .. } => {
             writeln!(out, "{}", escape(message.as_bytes())).map_err(w)?
         }

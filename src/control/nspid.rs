@@ -260,6 +260,8 @@ impl PidMap {
             | Event::State { .. }
             | Event::OutputDropped { .. }
             | Event::Shutdown { .. }
+            | Event::Reload { .. }
+            | Event::ReloadRefused { .. }
             | Event::Stopped { .. } => {}
         }
     }

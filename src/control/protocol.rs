@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use crate::adoption::Classification;
 use crate::event::Event;
+pub use crate::event::Reloaded;
 use crate::identity::Identity;
 use crate::output::{Line, Stream};
 use crate::reaper::ExitStatus;
@@ -80,6 +81,12 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "is_false")]
         follow: bool,
     },
+    /// Read the configuration file again and apply it: helpers added are launched, helpers
+    /// removed are stopped, helpers whose definition changed are restarted with the new one,
+    /// the others are not touched. A file with mistakes is refused
+    /// ([`ErrorKind::InvalidConfig`], every mistake listed) and nothing changes. The answer
+    /// is [`ReplyBody::Reloaded`].
+    Reload,
 }
 
 fn yes() -> bool {
@@ -242,6 +249,8 @@ pub enum ReplyBody {
     /// A `signal`, `restart`, `stop` or `reopen_logs` was carried out; the message says what
     /// was done.
     Done { request: String, message: String },
+    /// The answer to `reload`: what became of each helper.
+    Reloaded(Reloaded),
     /// The request failed; the connection stays usable.
     Error(ErrorBody),
 }
@@ -275,6 +284,9 @@ pub enum ErrorKind {
     NotInTree,
     /// The request is valid but cannot be carried out now (e.g. restart during shutdown).
     Refused,
+    /// A `reload` found mistakes in the configuration file (the message lists every one, one
+    /// a line): nothing was changed.
+    InvalidConfig,
     /// The connection is closed: no complete request within the idle timeout, or it was the
     /// one idle the longest when a new client needed its slot.
     Idle,
@@ -542,6 +554,7 @@ pub const REQUESTS: &[&str] = &[
     "stop",
     "reopen_logs",
     "logs",
+    "reload",
 ];
 
 /// Parses one request line (without its newline; a trailing `\r` is allowed).
@@ -798,6 +811,7 @@ mod tests {
                 lines: Some(MAX_LOG_LINES),
                 follow: true,
             },
+            Request::Reload,
         ];
         for r in reqs {
             let line = request_line(&r);

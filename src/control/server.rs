@@ -995,7 +995,8 @@ fn too_many_followers() -> Reply {
 /// escapes the message before it shows it (escaping here would show `\` twice).
 fn no_such_helper(name: &str, output: &Output) -> Reply {
     const SHOWN: usize = 50;
-    let names = output.helpers();
+    let mut names = output.helpers();
+    names.retain(|n| !n.is_empty());
     let mut list: Vec<String> = names.iter().take(SHOWN).map(|n| n.to_string()).collect();
     if names.len() > SHOWN {
         list.push(format!("and {} more", names.len() - SHOWN));
@@ -1130,9 +1131,12 @@ async fn serve_client(
                                 replies: vec![Reply::new(ReplyBody::Logs {
                                     helpers: match helper {
                                         Some(h) => vec![h],
-                                        None => {
-                                            output.helpers().iter().map(|h| h.to_string()).collect()
-                                        }
+                                        None => output
+                                            .helpers()
+                                            .iter()
+                                            .filter(|h| !h.is_empty())
+                                            .map(|h| h.to_string())
+                                            .collect(),
                                     },
                                     lines: past.len(),
                                     follow,

@@ -92,6 +92,8 @@ enum Stdio {
 enum Command {
     /// Open every log file again; the results to the sender, when there is one.
     Reopen(Option<oneshot::Sender<Vec<Reopened>>>),
+    /// A helper at an index (see [`Capture::set`]).
+    Set(Box<Set>),
     /// Read what is left, flush everything, end.
     Finish,
 }
@@ -100,111 +102,48 @@ enum Command {
 #[derive(Debug)]
 pub struct Capture {
     output: Arc<Output>,
+    /// By helper index.
     stdio: Vec<Stdio>,
     commands: std_mpsc::Sender<Command>,
-    wake: Option<Arc<EventFd>>,
+    wake: Arc<EventFd>,
     reports: tokio_mpsc::UnboundedReceiver<Report>,
+    /// The reading thread, once a helper's output is captured.
     thread: Option<JoinHandle<()>>,
+    /// The reader, until its thread starts: it starts with the first captured helper (at
+    /// [`start`], or when a reload adds one).
+    waiting: Option<Box<Reader>>,
+    format: Format,
+    /// `/dev/null`, once a helper needs it.
+    null: Option<OwnedFd>,
 }
 
 /// Opens the log files, makes the pipes of every helper whose output is captured and starts
 /// the reading thread (and the relay thread, unless `format` is [`Format::None`]); no thread
-/// when no helper is captured. A log file that cannot be opened, or is refused (see
-/// [`crate::logfile::Trust::Owned`]), is an error naming it. Threads started here inherit the
-/// caller's signal mask.
+/// while no helper is captured. A log file that cannot be opened, or is refused (see
+/// [`crate::logfile::Trust::Owned`]), is an error naming it. Threads started here (or later,
+/// by [`Capture::set`]) inherit the caller's signal mask.
 pub fn start(helpers: &[HelperOutput], format: Format) -> io::Result<Capture> {
-    let mut files = Vec::with_capacity(helpers.len());
-    for h in helpers {
-        files.push(match (&h.log, h.mode) {
-            (Some((path, rotation)), Mode::Capture) => {
-                Some(LogFile::open(&h.name, path, *rotation)?)
-            }
-            _ => None,
-        });
-    }
-    let names: Vec<&str> = helpers.iter().map(|h| h.name.as_str()).collect();
-    let output = Arc::new(Output::new(
-        &names,
-        ring::DEFAULT_LINES,
-        ring::DEFAULT_BYTES,
-    ));
+    let output = Arc::new(Output::new(&[], ring::DEFAULT_LINES, ring::DEFAULT_BYTES));
     let (reports_tx, reports) = tokio_mpsc::unbounded_channel();
     let (commands, commands_rx) = std_mpsc::channel();
-    let mut stdio = Vec::with_capacity(helpers.len());
-    let mut sources = Vec::new();
-    let mut null: Option<OwnedFd> = None;
-    for (i, h) in helpers.iter().enumerate() {
-        stdio.push(match h.mode {
-            Mode::Inherit => Stdio::Inherit,
-            Mode::Null => {
-                let fd = match &null {
-                    Some(fd) => fd.try_clone()?,
-                    None => null.insert(open_null()?).try_clone()?,
-                };
-                Stdio::Null(fd)
-            }
-            Mode::Capture => {
-                let (out_r, out) = pipe()?;
-                let (err_r, err) = pipe()?;
-                for (fd, stream) in [(out_r, Stream::Stdout), (err_r, Stream::Stderr)] {
-                    sources.push(Source {
-                        helper: i,
-                        stream,
-                        fd,
-                        split: Splitter::new(),
-                        open: true,
-                    });
-                }
-                Stdio::Pipes { out, err }
-            }
-        });
-    }
-    if sources.is_empty() {
-        return Ok(Capture {
-            output,
-            stdio,
-            commands,
-            wake: None,
-            reports,
-            thread: None,
-        });
-    }
-    let relay = match format {
-        Format::None => None,
-        _ => {
-            let out = nix::unistd::dup(std::io::stdout().as_fd()).map_err(io::Error::from)?;
-            // Relayed names: the captured helpers'.
-            let relayed: Vec<&str> = helpers
-                .iter()
-                .filter(|h| h.mode == Mode::Capture)
-                .map(|h| h.name.as_str())
-                .collect();
-            let colour = super::relay::colour_for(&out);
-            Some(Relay::start(out, format, &relayed, colour)?)
-        }
-    };
     let wake = Arc::new(
         EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
             .map_err(io::Error::from)?,
     );
     let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(io::Error::from)?;
-    for (k, s) in sources.iter().enumerate() {
-        epoll
-            .add(s.fd.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, k as u64))
-            .map_err(io::Error::from)?;
-    }
     epoll
         .add(wake.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, WAKE))
         .map_err(io::Error::from)?;
-    let mut reader = Reader {
+    let reader = Reader {
         epoll,
-        sources,
+        sources: Vec::new(),
         output: output.clone(),
-        relay,
-        drops: helpers.iter().map(|_| Drops::default()).collect(),
-        files,
+        relay: None,
+        drops: Vec::new(),
+        files: Vec::new(),
         reports: reports_tx,
-        names: names.iter().map(|n| n.to_string()).collect(),
+        names: Vec::new(),
+        captured: Vec::new(),
         buf: vec![0; CHUNK],
         pieces: Vec::new(),
         lines: Vec::new(),
@@ -212,17 +151,37 @@ pub fn start(helpers: &[HelperOutput], format: Format) -> io::Result<Capture> {
         commands: commands_rx,
         finishing: false,
     };
-    let thread = std::thread::Builder::new()
-        .name("foster-output".into())
-        .spawn(move || reader.run())?;
-    Ok(Capture {
+    let mut capture = Capture {
         output,
-        stdio,
+        stdio: Vec::new(),
         commands,
-        wake: Some(wake),
+        wake,
         reports,
-        thread: Some(thread),
-    })
+        thread: None,
+        waiting: Some(Box::new(reader)),
+        format,
+        null: None,
+    };
+    // Every log file is opened before any pipe is made: a refused one names itself first.
+    let mut files = Vec::with_capacity(helpers.len());
+    for h in helpers {
+        files.push(open_log(h)?);
+    }
+    for (i, (h, file)) in helpers.iter().zip(files).enumerate() {
+        capture.install(i, h, file)?;
+    }
+    capture.spawn_if_captured()?;
+    Ok(capture)
+}
+
+/// The log file of `h`, opened, when it has one and its output is captured.
+fn open_log(h: &HelperOutput) -> io::Result<Option<LogFile>> {
+    match (&h.log, h.mode) {
+        (Some((path, rotation)), Mode::Capture) => {
+            Ok(Some(LogFile::open(&h.name, path, *rotation)?))
+        }
+        _ => Ok(None),
+    }
 }
 
 /// A pipe: (read end, non-blocking; write end), both close-on-exec.
@@ -245,6 +204,104 @@ fn open_null() -> io::Result<OwnedFd> {
 }
 
 impl Capture {
+    /// Index `i` is helper `h`'s from now on (a helper a reload added: `i` one past the last;
+    /// or one taking the index of a removed helper, or a changed helper whose output or log
+    /// changed): its log file opened, its pipes made, the reading thread told (started if it
+    /// was not). What the index's former pipes still hold is read first, under its former
+    /// name; its kept lines go. Call it once no process of the former helper is left.
+    pub fn set(&mut self, i: usize, h: &HelperOutput) -> io::Result<()> {
+        let file = open_log(h)?;
+        self.install(i, h, file)?;
+        self.spawn_if_captured()
+    }
+
+    /// Helper `i` was removed by a reload: foster's write ends of its pipes are closed (the
+    /// pipes end with the last process of its tree); it is never launched again.
+    pub fn retire(&mut self, i: usize) {
+        if let Some(s) = self.stdio.get_mut(i) {
+            *s = Stdio::Inherit;
+        }
+    }
+
+    /// Makes index `i`'s stdio (pipes, `/dev/null` or foster's own) and hands its read ends
+    /// and log file to the reader: directly while its thread has not started, else as a
+    /// command.
+    fn install(&mut self, i: usize, h: &HelperOutput, file: Option<LogFile>) -> io::Result<()> {
+        let mut sources = Vec::new();
+        let stdio = match h.mode {
+            Mode::Inherit => Stdio::Inherit,
+            Mode::Null => {
+                let fd = match &self.null {
+                    Some(fd) => fd.try_clone()?,
+                    None => self.null.insert(open_null()?).try_clone()?,
+                };
+                Stdio::Null(fd)
+            }
+            Mode::Capture => {
+                let (out_r, out) = pipe()?;
+                let (err_r, err) = pipe()?;
+                sources.push((out_r, Stream::Stdout));
+                sources.push((err_r, Stream::Stderr));
+                Stdio::Pipes { out, err }
+            }
+        };
+        // Indices stay those of the supervisor's helpers, even past one that failed here.
+        while self.stdio.len() < i {
+            self.stdio.push(Stdio::Inherit);
+        }
+        if i < self.stdio.len() {
+            self.stdio[i] = stdio;
+        } else {
+            self.stdio.push(stdio);
+        }
+        let set = Set {
+            helper: i,
+            name: h.name.clone(),
+            captured: h.mode == Mode::Capture,
+            sources,
+            file,
+        };
+        match &mut self.waiting {
+            Some(reader) => reader.set(set),
+            None => {
+                self.command(Command::Set(Box::new(set)));
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts the reading thread (and the relay) once a helper's output is captured.
+    fn spawn_if_captured(&mut self) -> io::Result<()> {
+        let Some(reader) = &self.waiting else {
+            return Ok(());
+        };
+        if reader.sources.is_empty() {
+            return Ok(());
+        }
+        let mut reader = self.waiting.take().expect("checked above");
+        reader.relay = match self.format {
+            Format::None => None,
+            format => {
+                let out = nix::unistd::dup(std::io::stdout().as_fd()).map_err(io::Error::from)?;
+                // Relayed names: the captured helpers'.
+                let relayed: Vec<&str> = reader
+                    .names
+                    .iter()
+                    .zip(&reader.captured)
+                    .filter(|(_, c)| **c)
+                    .map(|(n, _)| n.as_str())
+                    .collect();
+                let colour = super::relay::colour_for(&out);
+                Some(Relay::start(out, format, &relayed, colour)?)
+            }
+        };
+        let thread = std::thread::Builder::new()
+            .name("foster-output".into())
+            .spawn(move || reader.run())?;
+        self.thread = Some(thread);
+        Ok(())
+    }
+
     /// The kept lines and live followers of every helper.
     pub fn output(&self) -> &Arc<Output> {
         &self.output
@@ -277,13 +334,10 @@ impl Capture {
     }
 
     fn command(&self, c: Command) -> bool {
-        let Some(wake) = &self.wake else {
-            return false;
-        };
-        if self.commands.send(c).is_err() {
+        if self.thread.is_none() || self.commands.send(c).is_err() {
             return false;
         }
-        let _ = wake.write(1);
+        let _ = self.wake.write(1);
         true
     }
 
@@ -303,6 +357,16 @@ impl Capture {
         }
         left
     }
+}
+
+/// What the reader takes for one helper index: its name, whether its output is captured, the
+/// read ends of its pipes, its log file.
+struct Set {
+    helper: usize,
+    name: String,
+    captured: bool,
+    sources: Vec<(OwnedFd, Stream)>,
+    file: Option<LogFile>,
 }
 
 /// epoll's data for the command eventfd.
@@ -346,12 +410,23 @@ struct Reader {
     files: Vec<Option<LogFile>>,
     reports: tokio_mpsc::UnboundedSender<Report>,
     names: Vec<String>,
+    /// Whether each helper's output is captured (for the relay's names).
+    captured: Vec<bool>,
     buf: Vec<u8>,
     pieces: Vec<(Box<[u8]>, bool)>,
     lines: Vec<Arc<Line>>,
     wake: Arc<EventFd>,
     commands: std_mpsc::Receiver<Command>,
     finishing: bool,
+}
+
+impl std::fmt::Debug for Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader")
+            .field("names", &self.names)
+            .field("sources", &self.sources.len())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Milliseconds since the Unix epoch, now.
@@ -420,12 +495,78 @@ impl Reader {
         while let Ok(c) = self.commands.try_recv() {
             match c {
                 Command::Finish => self.finishing = true,
+                Command::Set(set) => self.set(*set),
                 Command::Reopen(reply) => {
                     let done = self.reopen();
                     if let Some(r) = reply {
                         let _ = r.send(done);
                     }
                 }
+            }
+        }
+    }
+
+    /// Index `set.helper` is a new helper's: the former pipes of that index are read to their
+    /// end (what they hold is delivered under its former name) and leave the epoll, its
+    /// count of lines not relayed is reported, then the new pipes join the epoll, each in the
+    /// place of a source that has ended when there is one.
+    fn set(&mut self, set: Set) {
+        let i = set.helper;
+        for k in 0..self.sources.len() {
+            if self.sources[k].helper == i && self.sources[k].open {
+                self.read(k, FINAL_DRAIN);
+                if self.sources[k].open {
+                    self.close(k);
+                }
+            }
+        }
+        while self.names.len() < i {
+            self.names.push(String::new());
+            self.captured.push(false);
+            self.drops.push(Drops::default());
+            self.files.push(None);
+        }
+        if i < self.names.len() {
+            self.report(true);
+            self.names[i] = set.name.clone();
+            self.captured[i] = set.captured;
+            self.drops[i] = Drops::default();
+            self.files[i] = set.file;
+        } else {
+            self.names.push(set.name.clone());
+            self.captured.push(set.captured);
+            self.drops.push(Drops::default());
+            self.files.push(set.file);
+        }
+        self.output.set(i, &set.name);
+        for (fd, stream) in set.sources {
+            let source = Source {
+                helper: i,
+                stream,
+                fd,
+                split: Splitter::new(),
+                open: true,
+            };
+            let k = match self.sources.iter().position(|s| !s.open) {
+                Some(k) => {
+                    self.sources[k] = source;
+                    k
+                }
+                None => {
+                    self.sources.push(source);
+                    self.sources.len() - 1
+                }
+            };
+            if let Err(e) = self.epoll.add(
+                self.sources[k].fd.as_fd(),
+                EpollEvent::new(EpollFlags::EPOLLIN, k as u64),
+            ) {
+                warn!(
+                    "cannot watch the {} of helper {}: {e}; it is not captured",
+                    stream.name(),
+                    set.name
+                );
+                self.sources[k].open = false;
             }
         }
     }

@@ -107,8 +107,10 @@ impl Follower {
                 Some(line)
             }
             Some(i) => {
-                let mine =
-                    Arc::ptr_eq(&line.helper, &output.names[i]) || *line.helper == *output.names[i];
+                let mine = {
+                    let g = output.lock();
+                    Arc::ptr_eq(&line.helper, &g.names[i]) || *line.helper == *g.names[i]
+                };
                 if !mine {
                     return None;
                 }

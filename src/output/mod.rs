@@ -141,13 +141,16 @@ pub struct UnknownHelper(pub String);
 /// adds lines, and whoever shows them (the control socket, the dashboard).
 #[derive(Debug)]
 pub struct Output {
-    names: Vec<Arc<str>>,
     kept: Mutex<Kept>,
+    max_lines: usize,
+    max_bytes: usize,
 }
 
 #[derive(Debug)]
 struct Kept {
     seq: u64,
+    /// Each helper's name, by its index (a reload may give an index to another helper).
+    names: Vec<Arc<str>>,
     rings: Vec<ring::Ring<Arc<Line>>>,
     /// Lines read per helper since the start (kept or not): where a follower of one helper
     /// stands ([`Follower`]).
@@ -162,9 +165,11 @@ impl Output {
     pub fn new(names: &[&str], max_lines: usize, max_bytes: usize) -> Output {
         let (tx, _) = broadcast::channel(FOLLOW_RING);
         Output {
-            names: names.iter().map(|n| Arc::from(*n)).collect(),
+            max_lines,
+            max_bytes,
             kept: Mutex::new(Kept {
                 seq: 0,
+                names: names.iter().map(|n| Arc::from(*n)).collect(),
                 rings: names
                     .iter()
                     .map(|_| ring::Ring::new(max_lines, max_bytes))
@@ -175,17 +180,31 @@ impl Output {
         }
     }
 
-    /// The helpers, in configuration order.
-    pub fn helpers(&self) -> &[Arc<str>] {
-        &self.names
+    /// The helpers, by index: configuration order, then those a reload added (an index a
+    /// reload gave no helper yet has an empty name).
+    pub fn helpers(&self) -> Vec<Arc<str>> {
+        self.lock().names.clone()
     }
 
     /// The position of `helper` in [`Output::helpers`].
     pub fn index(&self, helper: &str) -> Result<usize, UnknownHelper> {
-        self.names
-            .iter()
-            .position(|n| &**n == helper)
-            .ok_or_else(|| UnknownHelper(helper.to_string()))
+        index_of(&self.lock(), helper)
+    }
+
+    /// Index `i` is helper `name`'s from now on, with no kept line: a helper a reload added
+    /// (`i` past the last), or one that takes the index of a removed helper, whose kept lines
+    /// go (and whose followers get nothing more).
+    pub fn set(&self, i: usize, name: &str) {
+        let mut g = self.lock();
+        while g.names.len() <= i {
+            g.names.push(Arc::from(""));
+            g.rings
+                .push(ring::Ring::new(self.max_lines, self.max_bytes));
+            g.counts.push(0);
+        }
+        g.names[i] = Arc::from(name);
+        g.rings[i] = ring::Ring::new(self.max_lines, self.max_bytes);
+        g.counts[i] = 0;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
@@ -240,7 +259,7 @@ impl Output {
             g.seq += 1;
             let line = Arc::new(Line {
                 seq: g.seq,
-                helper: self.names[i].clone(),
+                helper: g.names[i].clone(),
                 stream,
                 ts_ms,
                 continued,
@@ -255,6 +274,14 @@ impl Output {
             out.push(line);
         }
     }
+}
+
+/// The position of `helper` among the names (an empty name is no helper's).
+fn index_of(g: &Kept, helper: &str) -> Result<usize, UnknownHelper> {
+    g.names
+        .iter()
+        .position(|n| !n.is_empty() && &**n == helper)
+        .ok_or_else(|| UnknownHelper(helper.to_string()))
 }
 
 /// A receiver of the lines sent from now on (closed at once after [`Output::close`]).
@@ -316,6 +343,22 @@ mod tests {
         let next = rx.try_recv().unwrap();
         assert_eq!((&*next.bytes, next.seq), (&b"b2"[..], 6));
         assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn an_index_set_again_is_a_new_helper_with_no_kept_line() {
+        let o = Output::new(&["a"], 3, 1 << 20);
+        let mut out = Vec::new();
+        o.publish(0, Stream::Stdout, 1, &mut pieces(&[b"a1"]), &mut out);
+        o.set(2, "c"); // past the end: index 1 is held empty
+        o.set(0, "b"); // a removed helper's index to a new one
+        assert_eq!(&*o.helpers()[0], "b");
+        assert_eq!(o.helpers().len(), 3);
+        assert!(o.tail(Some("a"), 5).is_err(), "a's name went with it");
+        assert!(o.tail(Some(""), 5).is_err(), "an empty index is no helper");
+        assert!(o.tail(Some("b"), 5).unwrap().is_empty(), "a's lines went");
+        o.publish(2, Stream::Stderr, 2, &mut pieces(&[b"c1"]), &mut out);
+        assert_eq!(&*o.tail(Some("c"), 5).unwrap()[0].helper, "c");
     }
 
     #[test]

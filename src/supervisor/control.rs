@@ -216,6 +216,16 @@ impl Supervisor {
                 });
                 return;
             }
+            Request::Reload => {
+                info!(
+                    "control socket: reload requested by pid {} (uid {})",
+                    cmd.peer.pid, cmd.peer.uid
+                );
+                match self.reload("control socket") {
+                    Ok(changes) => Reply::new(ReplyBody::Reloaded(changes)),
+                    Err(refused) => refused.reply(),
+                }
+            }
             // Answered by the client task itself.
             Request::Events { .. } | Request::Logs { .. } => Reply::error(
                 ErrorKind::Internal,
@@ -226,7 +236,7 @@ impl Supervisor {
     }
 
     fn ctl_restart(&mut self, name: &str) -> Reply {
-        let Some(i) = self.config.helpers.iter().position(|h| h.name() == name) else {
+        let Some(i) = self.helper_index(name) else {
             return self.no_such_helper(name);
         };
         if self.stage.shutting_down() {
@@ -289,7 +299,10 @@ impl Supervisor {
     }
 
     fn no_such_helper(&self, name: &str) -> Reply {
-        let names: Vec<&str> = self.config.helpers.iter().map(|h| h.name()).collect();
+        let names: Vec<&str> = (0..self.helpers.len())
+            .filter(|&i| !self.helpers[i].retired)
+            .map(|i| self.config.helpers[i].name())
+            .collect();
         Reply::error(
             ErrorKind::NoSuchHelper,
             format!(
@@ -303,7 +316,7 @@ impl Supervisor {
     fn ctl_signal(&mut self, target: &Target, sig: i32) -> Reply {
         let (id, helper) = match target {
             Target::Helper(name) => {
-                let Some(i) = self.config.helpers.iter().position(|h| h.name() == name) else {
+                let Some(i) = self.helper_index(name) else {
                     return self.no_such_helper(name);
                 };
                 match (self.helpers[i].pid, self.helpers[i].identity) {
@@ -398,6 +411,7 @@ impl Supervisor {
             .map(|n| self.process_info(n))
             .collect();
         let helpers = (0..self.helpers.len())
+            .filter(|&i| !self.helpers[i].retired)
             .map(|i| self.helper_info(i))
             .collect();
         Status {

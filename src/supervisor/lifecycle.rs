@@ -57,6 +57,11 @@ pub(super) struct Run {
     pub(super) killed: bool,
     /// The last `STATUS=` text of its current launch.
     pub(super) status_text: Option<String>,
+    /// A reload removed it from the configuration: it is stopped and never launched again;
+    /// its index may go to a helper a later reload adds, once it is down (`reload.rs`).
+    pub(super) retired: bool,
+    /// Its new definition, given by a reload while it was stopping: taken once it is down.
+    pub(super) next: Option<Box<crate::config::Helper>>,
 }
 
 impl Run {
@@ -74,6 +79,8 @@ impl Run {
             stopped_with: None,
             killed: false,
             status_text: None,
+            retired: false,
+            next: None,
         }
     }
 
@@ -95,6 +102,8 @@ pub(super) enum StopFor {
     Restart,
     /// A failed check (the words after "because"): the restart rules, as for a failure.
     Failed(String),
+    /// A reload removed it from the configuration: `stopped`, for good.
+    Removed,
 }
 
 impl StopFor {
@@ -105,6 +114,7 @@ impl StopFor {
             StopFor::Request => "by request".to_string(),
             StopFor::Restart => "to restart".to_string(),
             StopFor::Failed(why) => format!("because {why}"),
+            StopFor::Removed => super::reload::REMOVED.to_string(),
         }
     }
 }
@@ -124,14 +134,24 @@ impl Graph {
     /// The graph of `config`, which [`Config::parse`] checked (names known, no cycle); a name
     /// it does not know is left out, and a cycle falls back to the configuration's order.
     pub(super) fn new(config: &Config) -> Graph {
+        Graph::of(config, |_| true)
+    }
+
+    /// [`Graph::new`] of the helpers `live` keeps (a reload's retired indices are in no
+    /// dependency and not in `order`).
+    pub(super) fn of(config: &Config, live: impl Fn(usize) -> bool) -> Graph {
         let n = config.helpers.len();
         let mut g: DiGraph<usize, Condition> = DiGraph::with_capacity(n, 0);
         let nodes: Vec<NodeIndex> = (0..n).map(|i| g.add_node(i)).collect();
         let mut deps = vec![Vec::new(); n];
         let mut dependents = vec![Vec::new(); n];
         for (i, h) in config.helpers.iter().enumerate() {
+            if !live(i) {
+                continue;
+            }
             for (name, c) in &h.depends_on.items {
-                if let Some(d) = config.helpers.iter().position(|x| x.name() == name) {
+                let found = (0..n).find(|&d| live(d) && config.helpers[d].name() == name);
+                if let Some(d) = found {
                     if !deps[i].iter().any(|(x, _)| *x == d) {
                         deps[i].push((d, *c));
                         dependents[d].push(i);
@@ -153,11 +173,11 @@ impl Graph {
                         .max()
                         .unwrap_or(0);
                 }
-                let mut order: Vec<usize> = (0..n).collect();
+                let mut order: Vec<usize> = (0..n).filter(|&i| live(i)).collect();
                 order.sort_by_key(|i| depth[*i]);
                 order
             }
-            Err(_) => (0..n).collect(),
+            Err(_) => (0..n).filter(|&i| live(i)).collect(),
         };
         Graph {
             deps,
@@ -277,6 +297,8 @@ impl Supervisor {
     /// Helper `i` is down after a stop.
     fn stop_done(&mut self, i: usize) {
         self.timers.retain(|_, t| *t != Timer::StopGrace(i));
+        // A definition a reload gave while it was stopping applies to what follows.
+        self.take_next_definition(i);
         let r = &mut self.helpers[i];
         r.killed = false;
         let status = r.stopped_with.take();
@@ -287,6 +309,9 @@ impl Supervisor {
                 self.set_state(i, HelperState::Stopped, Some("for the shutdown".into()))
             }
             StopFor::Request => self.set_state(i, HelperState::Stopped, Some("by request".into())),
+            StopFor::Removed => {
+                self.set_state(i, HelperState::Stopped, Some(super::reload::REMOVED.into()))
+            }
             _ if self.stage.shutting_down() => {
                 self.set_state(i, HelperState::Stopped, Some("for the shutdown".into()))
             }
@@ -323,7 +348,7 @@ impl Supervisor {
             cfg.name().to_string(),
         );
         let reason = match why {
-            StopFor::Shutdown | StopFor::Failed(_) => SignalReason::Stop,
+            StopFor::Shutdown | StopFor::Failed(_) | StopFor::Removed => SignalReason::Stop,
             StopFor::Request | StopFor::Restart => SignalReason::Control,
         };
         self.signal(id, Some(name), sig, reason, Some(grace));
