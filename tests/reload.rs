@@ -195,6 +195,9 @@ fn wait_socket(socket: &Path, child: &mut Child) -> UnixStream {
     }
 }
 
+/// A process: (pid, start time).
+type Proc = (i32, u64);
+
 /// A helper's running process, from `ctl status --json`: (pid, start time).
 fn running(h: &serde_json::Map<String, Value>, name: &str) -> (i32, u64) {
     let id = &h[name]["identity"];
@@ -265,7 +268,7 @@ command = ["sleep", "600"]
 
 [[helper]]
 name = "d"
-command = ["sleep", "602"]
+command = ["sh", "-c", "echo hello from d; exec sleep 602"]
 "#;
 
 /// Two mistakes, in two helpers.
@@ -282,7 +285,7 @@ restart = "sometimes"
 "#;
 
 /// The processes of a, b and c once all three run, and a's child.
-fn start_abc(d: &Dir, run: &mut Run) -> ((i32, u64), (i32, u64), (i32, u64), (i32, u64)) {
+fn start_abc(d: &Dir, run: &mut Run) -> (Proc, Proc, Proc, Proc) {
     // a's shell has forked its sleep once it writes its pid (the read waits for the writer).
     let mut line = String::new();
     BufReader::new(std::fs::File::open(d.path("child")).unwrap())
@@ -362,7 +365,24 @@ fn ctl_reload_applies_only_what_changed_and_refuses_a_broken_file() {
     gone(b, "b's first process");
     assert_eq!(cmdline(b2.0), ["sleep", "601"]);
     let d1 = running(&h, "d");
-    assert_eq!(cmdline(d1.0), ["sleep", "602"]);
+    // d's output is captured as any helper's: `ctl logs` shows it.
+    let mut logs = Command::new(FOSTER)
+        .args(["ctl", "--socket"])
+        .arg(&run.socket)
+        .args(["logs", "-f", "d"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(logs.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    logs.kill().unwrap();
+    logs.wait().unwrap();
+    assert!(
+        line.contains("d") && line.contains("hello from d"),
+        "{line:?}"
+    );
     assert_eq!(running(&h, "c"), c, "c was touched");
     assert!(alive(c));
 
