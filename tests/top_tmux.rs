@@ -573,3 +573,65 @@ fn demo_opens_the_dashboard_and_leaves_nothing_behind() {
     });
     assert!(s.lines().any(|l| l.trim() == "modes-same"), "{s}");
 }
+
+/// The dashboard's log pane in `foster demo`: `l` on the worker's row shows the worker's own
+/// line, got over the control socket; on the supervisor's row, every helper's lines, named
+/// (the crasher's standard error marked); `l` again closes it; `q` still tears the demo down.
+#[test]
+fn demo_log_pane_shows_the_selected_helpers_lines() {
+    if !tmux_available() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    let dir = Dir::new("top", "demologs");
+    let t = Tmux::start("sh");
+    t.text(&format!(
+        "{} demo --socket {}; echo status=$?\n",
+        env!("CARGO_BIN_EXE_foster"),
+        dir.path("demo.sock").display()
+    ));
+    let s = t.wait_for("the worker's row", |s| {
+        pid_of_role(s, "helper", "worker").is_some()
+    });
+    let worker = pid_of_role(&s, "helper", "worker").unwrap();
+    let demo = dashboard_pid(&t);
+    let all = descendants_of(demo.pid);
+    // The cursor on the worker (the filter lands on its first match), then the pane.
+    t.keys(&["/"]);
+    t.text("worker");
+    t.keys(&["Enter"]);
+    t.wait_for("the filter on the worker", |s| {
+        s.contains("filter: worker") && pid_of_role(s, "helper", "crasher").is_none()
+    });
+    t.keys(&["l"]);
+    let s = t.wait_for("the worker's line in the log pane", |s| {
+        s.contains("logs of worker")
+            && s.contains("worker | worker: starting two sleeps through the gate")
+    });
+    assert!(row_with_pid(&s, worker).is_some(), "{s}");
+    // The supervisor's row (the first): every helper, each line named, stderr marked.
+    t.keys(&["Escape"]);
+    t.wait_for("the filter cleared", |s| {
+        !s.contains("filter: worker") && pid_of_role(s, "helper", "orphaner").is_some()
+    });
+    t.keys(&["g"]);
+    t.wait_for("every helper's lines", |s| {
+        s.contains("logs of every helper")
+            && s.contains("worker   | worker: starting two sleeps")
+            && s.contains("crasher  ! crasher: exiting with code 3")
+    });
+    t.keys(&["l"]);
+    t.wait_for("the pane closed and the events back", |s| {
+        !s.contains("logs of") && s.contains(" events ")
+    });
+
+    t.keys(&["q"]);
+    let s = t.wait_for("the demo's exit status", |s| {
+        s.lines().any(|l| l.starts_with("status="))
+    });
+    assert!(s.lines().any(|l| l == "status=0"), "{s}");
+    assert!(wait_gone(demo), "the demo did not exit");
+    for id in all.iter().chain(descendants_of(demo.pid).iter()) {
+        assert!(wait_gone(*id), "process {id} of the demo outlived it:\n{s}");
+    }
+}

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use foster::identity::Identity;
-use foster::top::app::{App, Dialog, Effect, SIGNALS, errno_text};
+use foster::output::{Line, Stream};
+use foster::top::app::{App, Dialog, Effect, LogItem, LogSource, SIGNALS, errno_text};
 use foster::top::model::{
     Adoption, EventLine, ProcInfo, RESTART_LOOP, Sample, Supervision, Tracker, ZOMBIE_GRACE_SECS,
 };
@@ -788,4 +789,140 @@ fn unknown_keys_say_so_and_the_signal_menu_takes_numbers() {
     foster::top::send_signal(me, Signal::SIGKILL).unwrap();
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(child.0.wait().unwrap().signal(), Some(libc::SIGKILL));
+}
+
+/// The supervised sample with its processes given to helpers (`db` 200 and its children,
+/// `worker` 300) and foster 100 as the supervisor.
+fn with_helpers(tick: u64) -> Sample {
+    let mut s = supervised(tick);
+    for p in &mut s.procs {
+        let helper = match p.id.pid {
+            200..=202 => Some("db"),
+            300 => Some("worker"),
+            _ => None,
+        };
+        if let Some(sv) = p.supervision.as_mut() {
+            sv.helper = helper.map(str::to_string);
+        }
+        if p.id.pid == 100 {
+            p.supervision = Some(sup("supervisor", 0, ""));
+        }
+    }
+    s
+}
+
+fn log_line(helper: &str, stream: Stream, text: &[u8], seq: u64) -> LogItem {
+    LogItem::Line(Line {
+        seq,
+        helper: helper.into(),
+        stream,
+        ts_ms: 1_767_000_000_000 + seq * 1000,
+        continued: false,
+        bytes: Box::from(text),
+    })
+}
+
+/// The log pane: `l` opens it on the selected row's helper (every helper on the supervisor's
+/// row, none on a row of no helper), lines shown as the relay shows them and escaped, stderr
+/// marked; it follows the end until scrolled up, and End follows again; standalone, `l` says
+/// logs need a supervisor.
+#[test]
+fn the_log_pane_follows_the_selected_helper_and_scrolls() {
+    let mut app = app_with(standalone);
+    press(&mut app, "l");
+    assert!(app.logs.is_none());
+    assert_eq!(
+        app.message.as_deref(),
+        Some("no supervisor attached: logs need foster top --attach")
+    );
+    let lines = render(&mut app, 100, 30);
+    assert!(screen(&lines).contains("no supervisor attached: logs need foster top --attach"));
+
+    let mut app = app_with(with_helpers);
+    go_to(&mut app, 200);
+    assert_eq!(app.log_source(), None, "closed: no stream");
+    press(&mut app, "l");
+    assert_eq!(app.log_source(), Some(LogSource::Helper("db".into())));
+    // What the dashboard's loop does when the source changes, then what the stream brings.
+    app.log_switch(app.log_source());
+    let mut items = vec![LogItem::Start {
+        helpers: vec!["db".into()],
+    }];
+    items
+        .extend((1..=40).map(|i| log_line("db", Stream::Stdout, format!("row {i}").as_bytes(), i)));
+    items.push(log_line(
+        "db",
+        Stream::Stderr,
+        b"\x1b[31mboom\x1b]0;owned\x07\xff",
+        41,
+    ));
+    items.push(LogItem::Missed(7));
+    app.log_items(items);
+    let lines = render(&mut app, 100, 30);
+    let s = screen(&lines);
+    assert!(s.contains("logs of db"), "{s}");
+    assert!(s.contains("following"), "{s}");
+    assert!(s.contains(r"db ! \e[31mboom\e]0;owned\x07\xff"), "{s}");
+    assert!(s.contains("… 7 lines missed"), "{s}");
+    assert!(
+        s.contains("db | row 40") && !s.contains("db | row 1 "),
+        "{s}"
+    );
+    assert!(s.contains("l logs"), "the footer names the key:\n{s}");
+
+    // Scrolled up, new lines do not move the view; End follows again.
+    app.on_key(key(KeyCode::Tab));
+    assert!(app.logs.as_ref().unwrap().focus);
+    for _ in 0..5 {
+        app.on_key(key(KeyCode::Up));
+    }
+    let before: Vec<String> = app
+        .logs
+        .as_ref()
+        .unwrap()
+        .window()
+        .map(|l| l.text.clone())
+        .collect();
+    assert!(!app.logs.as_ref().unwrap().following());
+    app.log_items(vec![log_line("db", Stream::Stdout, b"row 42", 42)]);
+    let after: Vec<String> = app
+        .logs
+        .as_ref()
+        .unwrap()
+        .window()
+        .map(|l| l.text.clone())
+        .collect();
+    assert_eq!(before, after);
+    let s = screen(&render(&mut app, 100, 30));
+    assert!(
+        s.contains("scrolled: End follows") && !s.contains("row 42"),
+        "{s}"
+    );
+    app.on_key(key(KeyCode::Home));
+    assert_eq!(
+        app.logs.as_ref().unwrap().window().next().unwrap().text,
+        "db | row 1"
+    );
+    app.on_key(key(KeyCode::End));
+    assert!(app.logs.as_ref().unwrap().following());
+    assert_eq!(
+        app.logs.as_ref().unwrap().window().last().unwrap().text,
+        "db | row 42"
+    );
+    // Esc gives the keys back to the tree; the selection decides the source.
+    app.on_key(key(KeyCode::Esc));
+    assert!(!app.logs.as_ref().unwrap().focus);
+    go_to(&mut app, 300);
+    assert_eq!(app.log_source(), Some(LogSource::Helper("worker".into())));
+    go_to(&mut app, 100);
+    assert_eq!(app.log_source(), Some(LogSource::Every));
+    go_to(&mut app, 500);
+    assert_eq!(app.log_source(), None);
+    app.log_switch(None);
+    let s = screen(&render(&mut app, 100, 30));
+    assert!(s.contains("belongs to no helper"), "{s}");
+    // `l` again closes it.
+    press(&mut app, "l");
+    assert!(app.logs.is_none());
+    assert_eq!(app.log_source(), None);
 }

@@ -2,12 +2,14 @@
 //!
 //! Owns [`App`]: the current [`Model`], what is collapsed, the filter, the cursor (an
 //! [`Identity`], so it stays on the same process while the tree churns), pause and follow, the
-//! open dialog (help, signal picker, confirmation), and the visible [`Row`]s derived from all of
-//! that. Keys go in through [`App::on_key`]; what the outside world must do comes back as
-//! [`Effect`]s (send a signal, refresh now, quit), so every interaction is testable without a
-//! terminal or a live system.
+//! open dialog (help, signal picker, confirmation), the log pane ([`LogPane`]: the selected
+//! helper's lines, scrolled or following the end), and the visible [`Row`]s derived from all
+//! of that. Keys go in through [`App::on_key`]; what the outside world must do comes back as
+//! [`Effect`]s (send a signal, refresh now, quit), or is read from the state ([`App::log_source`]:
+//! whose lines the pane wants), so every interaction is testable without a terminal or a live
+//! system.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use nix::sys::signal::Signal;
@@ -160,7 +162,7 @@ pub const KEYS: &[(&str, &str)] = &[
         "move by a page, to the top, to the bottom",
     ),
     ("←  h", "collapse the process (again: go to its parent)"),
-    ("→  l", "expand the process"),
+    ("→", "expand the process"),
     ("Space  Enter", "collapse or expand the process"),
     ("-  C", "collapse all"),
     ("+  E", "expand all"),
@@ -189,6 +191,14 @@ pub const KEYS: &[(&str, &str)] = &[
     (
         "X",
         "attached: stop the supervisor and its whole tree (confirm with y)",
+    ),
+    (
+        "l",
+        "attached: the log pane of the selected helper (on the supervisor's row: every helper); again: close",
+    ),
+    (
+        "Tab",
+        "log pane: focus it, then ↑ ↓ PgUp PgDn Home End scroll, End follows the end; Tab or Esc: the tree",
     ),
     ("r", "refresh now"),
     ("?  F1", "this help (Esc closes)"),
@@ -226,7 +236,140 @@ pub struct App {
     pub interval_text: String,
     /// The last reading failed: why.
     pub source_error: Option<String>,
+    /// The log pane, when open.
+    pub logs: Option<LogPane>,
 }
+
+/// Lines the log pane keeps (as many as a helper keeps: the pane asks for them all).
+pub const KEEP_LOG_LINES: usize = crate::output::ring::DEFAULT_LINES;
+
+/// Whose lines the log pane shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LogSource {
+    Helper(String),
+    /// Every helper's (the supervisor's row).
+    Every,
+}
+
+/// What the log pane's stream brings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LogItem {
+    /// The stream has started: the helpers whose lines come (for the names' padding).
+    Start {
+        helpers: Vec<String>,
+    },
+    Line(crate::output::Line),
+    /// This many lines were lost (the dashboard did not read them in time).
+    Missed(u64),
+    /// The stream ended, and why.
+    Ended(String),
+}
+
+/// How a line of the pane is drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PaneKind {
+    Stdout,
+    Stderr,
+    /// Said by the dashboard (lines missed, the stream's end).
+    Notice,
+}
+
+/// One line of the log pane: when it was read (`HH:MM:SS`), and the line as `foster run`
+/// relays it (`NAME | text`, `NAME ! text`), escaped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PaneLine {
+    pub when: String,
+    pub text: String,
+    pub kind: PaneKind,
+}
+
+/// The log pane: the lines of the selected row's helper, at most [`KEEP_LOG_LINES`], shown
+/// following the end until scrolled.
+#[derive(Debug)]
+pub struct LogPane {
+    /// Whose lines it shows (`None`: the selected row belongs to no helper).
+    pub source: Option<LogSource>,
+    lines: VecDeque<PaneLine>,
+    /// The number of `lines[0]` among every line the pane has had.
+    first: u64,
+    /// The number of the first line shown, when scrolled; `None`: following the end.
+    top: Option<u64>,
+    /// Lines that fit on screen, set by the renderer.
+    pub height: usize,
+    /// It takes the scrolling keys.
+    pub focus: bool,
+    /// Said instead of lines while it has none.
+    pub note: Option<String>,
+    renderer: crate::output::Renderer,
+    /// Counts changes of what it shows, for [`Screen`].
+    version: u64,
+}
+
+impl LogPane {
+    fn new() -> LogPane {
+        LogPane {
+            source: None,
+            lines: VecDeque::new(),
+            first: 0,
+            top: None,
+            height: 5,
+            focus: false,
+            note: Some(NO_HELPER.to_string()),
+            renderer: crate::output::Renderer::new(&[], crate::output::Format::Text, false),
+            version: 0,
+        }
+    }
+
+    /// Whether it follows the end (not scrolled up).
+    pub fn following(&self) -> bool {
+        self.top.is_none()
+    }
+
+    /// The lines on screen, oldest first.
+    pub fn window(&self) -> impl Iterator<Item = &PaneLine> {
+        let h = self.height.max(1);
+        let bottom = self.lines.len().saturating_sub(h);
+        let start = match self.top {
+            None => bottom,
+            Some(t) => (t.saturating_sub(self.first) as usize).min(bottom),
+        };
+        self.lines.iter().skip(start).take(h)
+    }
+
+    /// How many lines it holds.
+    pub fn len(&self) -> usize {
+        self.lines.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+
+    fn push(&mut self, line: PaneLine) {
+        if self.lines.len() == KEEP_LOG_LINES {
+            self.lines.pop_front();
+            self.first += 1;
+            if let Some(t) = self.top.as_mut() {
+                *t = (*t).max(self.first);
+            }
+        }
+        self.lines.push_back(line);
+    }
+
+    /// Moves the view by `delta` lines (negative: up); at the end it follows again.
+    fn scroll(&mut self, delta: i64) {
+        let h = self.height.max(1) as u64;
+        let end_top = self.first + (self.lines.len() as u64).saturating_sub(h);
+        let cur = self.top.unwrap_or(end_top) as i64;
+        let to = (cur + delta).clamp(self.first as i64, end_top as i64) as u64;
+        self.top = (to < end_top).then_some(to);
+    }
+}
+
+/// The pane's note on a row of no helper.
+const NO_HELPER: &str = "this process belongs to no helper: select a helper's row (on the \
+                         supervisor's row, every helper's lines)";
 
 impl App {
     pub fn new(collapse_depth: Option<usize>, interval_text: String) -> App {
@@ -248,6 +391,7 @@ impl App {
             message: None,
             interval_text,
             source_error: None,
+            logs: None,
         }
     }
 
@@ -715,6 +859,121 @@ impl App {
         }
         // A notice lasts until the next key.
         self.message = None;
+        if let Some(p) = self.logs.as_mut().filter(|p| p.focus) {
+            let page = p.height.max(1) as i64;
+            match key.code {
+                KeyCode::Up | KeyCode::Char('k') => p.scroll(-1),
+                KeyCode::Down | KeyCode::Char('j') => p.scroll(1),
+                KeyCode::PageUp => p.scroll(-page),
+                KeyCode::PageDown => p.scroll(page),
+                KeyCode::Home | KeyCode::Char('g') => p.scroll(i64::MIN / 2),
+                KeyCode::End | KeyCode::Char('G') => p.top = None,
+                KeyCode::Tab | KeyCode::Esc => p.focus = false,
+                // Every other key does what it does in the tree.
+                _ => return self.on_tree_key(key),
+            }
+            p.version += 1;
+            return Vec::new();
+        }
+        self.on_tree_key(key)
+    }
+
+    /// Opens the log pane, or closes it.
+    fn toggle_logs(&mut self) {
+        if self.logs.take().is_some() {
+            return;
+        }
+        if !self.model.supervised {
+            self.message = Some("no supervisor attached: logs need foster top --attach".into());
+            return;
+        }
+        self.logs = Some(LogPane::new());
+    }
+
+    /// Whose lines the log pane wants now: the helper of the selected row, every helper on
+    /// the supervisor's row; `None` when the pane is closed or the row belongs to no helper.
+    pub fn log_source(&self) -> Option<LogSource> {
+        self.logs.as_ref()?;
+        if !self.model.supervised {
+            return None;
+        }
+        let row = self.cursor_row()?;
+        let sup = self.model.nodes.get(&row.id)?.info.supervision.as_ref()?;
+        match &sup.helper {
+            Some(h) => Some(LogSource::Helper(h.clone())),
+            None if sup.role == "supervisor" && sup.generation == 0 => Some(LogSource::Every),
+            None => None,
+        }
+    }
+
+    /// The pane now shows `source`'s lines (none yet: the stream is being opened), or says the
+    /// row belongs to no helper.
+    pub fn log_switch(&mut self, source: Option<LogSource>) {
+        let Some(p) = self.logs.as_mut() else {
+            return;
+        };
+        p.note = Some(match &source {
+            None => NO_HELPER.to_string(),
+            Some(_) => "asking the supervisor…".to_string(),
+        });
+        p.source = source;
+        p.lines.clear();
+        p.first = 0;
+        p.top = None;
+        p.version += 1;
+    }
+
+    /// Takes what the log stream brought.
+    pub fn log_items(&mut self, items: Vec<LogItem>) {
+        let Some(p) = self.logs.as_mut() else {
+            return;
+        };
+        let mut buf = Vec::new();
+        for item in items {
+            let line = match item {
+                LogItem::Start { helpers } => {
+                    let names: Vec<&str> = helpers.iter().map(String::as_str).collect();
+                    p.renderer =
+                        crate::output::Renderer::new(&names, crate::output::Format::Text, false);
+                    p.note = Some("no line kept yet".into());
+                    continue;
+                }
+                LogItem::Line(l) => {
+                    buf.clear();
+                    p.renderer.render(&l, &mut buf);
+                    if buf.last() == Some(&b'\n') {
+                        buf.pop();
+                    }
+                    PaneLine {
+                        when: clock_time(l.ts_ms),
+                        // The relay's text is escaped; lossy only in name.
+                        text: String::from_utf8_lossy(&buf).into_owned(),
+                        kind: match l.stream {
+                            crate::output::Stream::Stdout => PaneKind::Stdout,
+                            crate::output::Stream::Stderr => PaneKind::Stderr,
+                        },
+                    }
+                }
+                LogItem::Missed(n) => PaneLine {
+                    when: String::new(),
+                    text: format!(
+                        "… {n} line{} missed (the dashboard did not read fast enough)",
+                        if n == 1 { "" } else { "s" }
+                    ),
+                    kind: PaneKind::Notice,
+                },
+                LogItem::Ended(why) => PaneLine {
+                    when: String::new(),
+                    text: format!("the stream of lines ended: {}", escape(why.as_bytes())),
+                    kind: PaneKind::Notice,
+                },
+            };
+            p.push(line);
+        }
+        p.version += 1;
+    }
+
+    fn on_tree_key(&mut self, key: KeyEvent) -> Vec<Effect> {
         match key.code {
             KeyCode::Char('q') | KeyCode::F(10) => return vec![Effect::Quit],
             KeyCode::Up | KeyCode::Char('k') => self.move_cursor(-1),
@@ -724,7 +983,7 @@ impl App {
             KeyCode::Home | KeyCode::Char('g') => self.move_cursor(isize::MIN / 2),
             KeyCode::End | KeyCode::Char('G') => self.move_cursor(isize::MAX / 2),
             KeyCode::Left | KeyCode::Char('h') => self.set_collapsed(true),
-            KeyCode::Right | KeyCode::Char('l') => self.set_collapsed(false),
+            KeyCode::Right => self.set_collapsed(false),
             KeyCode::Char(' ') | KeyCode::Enter => {
                 if let Some(r) = self.cursor_row() {
                     let collapse = !r.collapsed;
@@ -800,6 +1059,16 @@ impl App {
             }
             KeyCode::Char('R') => self.ask_restart(),
             KeyCode::Char('X') => self.ask_stop(),
+            KeyCode::Char('l') => self.toggle_logs(),
+            KeyCode::Tab => match self.logs.as_mut() {
+                Some(p) => {
+                    p.focus = true;
+                    p.version += 1;
+                }
+                None => {
+                    self.message = Some("Tab focuses the log pane: open it with l".into());
+                }
+            },
             KeyCode::Char('r') => return vec![Effect::Refresh],
             KeyCode::Char('?') | KeyCode::F(1) => self.dialog = Dialog::Help { scroll: 0 },
             KeyCode::Modifier(_) | KeyCode::Null => {}
@@ -996,11 +1265,15 @@ impl App {
             dialog: self.dialog.clone(),
             message: self.message.clone(),
             source_error: self.source_error.clone(),
-            events: if self.model.supervised {
+            events: if self.model.supervised && self.logs.is_none() {
                 self.event_lines()
             } else {
                 Vec::new()
             },
+            logs: self
+                .logs
+                .as_ref()
+                .map(|p| (p.version, p.top, p.focus, p.height)),
         }
     }
 
@@ -1027,6 +1300,8 @@ pub struct Screen {
     message: Option<String>,
     source_error: Option<String>,
     events: Vec<(String, String)>,
+    /// The log pane: its version, scroll, focus and height.
+    logs: Option<(u64, Option<u64>, bool, usize)>,
 }
 
 /// The escaped command line of a node, or its name in brackets when it has none (zombies,

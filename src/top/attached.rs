@@ -9,8 +9,10 @@
 //! CPU% and memory) and redraws only when what it shows changed.
 //!
 //! Also owns [`Controller`], which carries out the dashboard's actions through the socket
-//! (`signal`, `restart`, `stop`), and the conversion of the protocol's snapshot and events into
-//! the dashboard's [`Sample`] ([`sample_of`]; events as their `Display` says them).
+//! (`signal`, `restart`, `stop`), [`LogStream`], the log pane's one `logs` request following
+//! the selected helper on a connection of its own (dropped when the selection moves to another
+//! helper, so there is at most one), and the conversion of the protocol's snapshot and events
+//! into the dashboard's [`Sample`] ([`sample_of`]; events as their `Display` says them).
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, BufRead, BufReader, Write};
@@ -26,6 +28,7 @@ use crate::control::protocol::{
 };
 use crate::event::Event;
 use crate::identity::Identity;
+use crate::top::app::{KEEP_LOG_LINES, LogItem, LogSource};
 use crate::top::model::{
     Adoption, EventLine, HelperDown, HelperStatus, ProcInfo, RESTART_LOOP, Sample, Source,
     SourceError, Supervision, Waker,
@@ -71,6 +74,11 @@ impl Connection {
     /// The supervisor's pids as seen from here, learnt from this connection's peer.
     pub fn pid_map(&self) -> PidMap {
         PidMap::for_stream(&self.writer)
+    }
+
+    /// Another handle on the connection's socket (to shut it down from another thread).
+    pub fn socket_handle(&self) -> io::Result<UnixStream> {
+        self.writer.try_clone()
     }
 
     /// Sends one request.
@@ -634,6 +642,11 @@ impl Controller {
         }
     }
 
+    /// The control socket's path.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
     /// Sends `req` and returns the supervisor's `done` message, or the error's.
     pub fn request(&self, req: &Request) -> Result<String, String> {
         let mut conn = Connection::open(&self.socket).map_err(|e| e.0)?;
@@ -663,6 +676,156 @@ impl Controller {
                 let prefix = format!("{}: ", self.socket.display());
                 Err(e.0.strip_prefix(&prefix).unwrap_or(&e.0).to_string())
             }
+        }
+    }
+}
+
+/// The log pane's stream: a `logs` request (the last [`KEEP_LOG_LINES`] lines, then each new
+/// one) for one helper or all, on a connection of its own read by a thread. What it reads
+/// waits in a bounded queue until the dashboard takes it ([`LogStream::take`]), woken once
+/// per batch; dropped, the connection is shut down and the thread ends.
+pub struct LogStream {
+    source: LogSource,
+    id: u64,
+    shared: Arc<Mutex<LogShared>>,
+}
+
+#[derive(Default)]
+struct LogShared {
+    items: VecDeque<LogItem>,
+    /// Lines let go because the dashboard did not take them in time.
+    dropped: u64,
+    /// A wake-up was sent and the items not taken since.
+    woken: bool,
+    /// The dashboard dropped the stream.
+    closed: bool,
+    socket: Option<UnixStream>,
+}
+
+impl LogStream {
+    /// Starts following `source`'s lines on `socket`; `wake` is called (with `id`) when there
+    /// is something to take.
+    pub fn start(
+        socket: &Path,
+        source: LogSource,
+        id: u64,
+        wake: impl Fn(u64) + Send + 'static,
+    ) -> LogStream {
+        let shared = Arc::new(Mutex::new(LogShared::default()));
+        let s = LogStream {
+            source: source.clone(),
+            id,
+            shared: Arc::clone(&shared),
+        };
+        let socket = socket.to_path_buf();
+        let push = move |item: LogItem| {
+            let mut g = shared.lock().unwrap_or_else(|p| p.into_inner());
+            if g.closed {
+                return false;
+            }
+            if g.items.len() >= 2 * KEEP_LOG_LINES {
+                // The pane keeps no more than this: the oldest go, counted.
+                let n = g.items.len() - KEEP_LOG_LINES;
+                let gone = g
+                    .items
+                    .drain(..n)
+                    .filter(|i| matches!(i, LogItem::Line(_)))
+                    .count();
+                g.dropped += gone as u64;
+            }
+            g.items.push_back(item);
+            if !std::mem::replace(&mut g.woken, true) {
+                drop(g);
+                wake(id);
+            }
+            true
+        };
+        let shared = Arc::clone(&s.shared);
+        let spawned = std::thread::Builder::new()
+            .name("top-logs".into())
+            .spawn(move || {
+                let mut conn = match Connection::open(&socket) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        push(LogItem::Ended(e.0));
+                        return;
+                    }
+                };
+                {
+                    let mut g = shared.lock().unwrap_or_else(|p| p.into_inner());
+                    if g.closed {
+                        return;
+                    }
+                    g.socket = conn.socket_handle().ok();
+                }
+                let req = Request::Logs {
+                    helper: match &source {
+                        LogSource::Helper(h) => Some(h.clone()),
+                        LogSource::Every => None,
+                    },
+                    lines: Some(KEEP_LOG_LINES),
+                    follow: true,
+                };
+                if let Err(e) = conn.send(&req) {
+                    push(LogItem::Ended(e.0));
+                    return;
+                }
+                loop {
+                    let item = match conn.read_reply() {
+                        Ok(r) => match r.body {
+                            ReplyBody::Logs { helpers, .. } => LogItem::Start { helpers },
+                            ReplyBody::Log(rec) => LogItem::Line(rec.into_line()),
+                            ReplyBody::Lagged { dropped } => LogItem::Missed(dropped),
+                            ReplyBody::Error(e) => LogItem::Ended(e.message),
+                            other => LogItem::Ended(format!("unexpected reply {other:?}")),
+                        },
+                        Err(e) => LogItem::Ended(e.0),
+                    };
+                    let end = matches!(item, LogItem::Ended(_));
+                    if !push(item) || end {
+                        return;
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            s.shared
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .items
+                .push_back(LogItem::Ended(format!("cannot start its thread: {e}")));
+        }
+        s
+    }
+
+    /// Whose lines it follows.
+    pub fn source(&self) -> &LogSource {
+        &self.source
+    }
+
+    /// The number it was started with (a wake-up of an older stream is not for it).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// What came since the last call, a count of lines let go first.
+    pub fn take(&self) -> Vec<LogItem> {
+        let mut g = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        g.woken = false;
+        let mut v = Vec::with_capacity(g.items.len() + 1);
+        if g.dropped > 0 {
+            v.push(LogItem::Missed(std::mem::take(&mut g.dropped)));
+        }
+        v.extend(g.items.drain(..));
+        v
+    }
+}
+
+impl Drop for LogStream {
+    fn drop(&mut self) {
+        let mut g = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        g.closed = true;
+        if let Some(s) = g.socket.take() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
         }
     }
 }

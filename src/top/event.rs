@@ -36,6 +36,8 @@ pub enum Msg {
     },
     /// The supervisor's answer to a restart or stop.
     ControlDone(Result<String, String>),
+    /// The log pane's stream number N has lines to take (attached mode).
+    Logs(u64),
 }
 
 /// What the main loop asks the data thread.

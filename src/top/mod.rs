@@ -9,7 +9,9 @@
 //! and checked against the process's identity first, so a reused pid is never signalled;
 //! attached, they go through the supervisor's control socket (which does the same after checking
 //! the process is in its tree), as do restarting a helper and stopping the supervisor, each on a
-//! short-lived thread so the dashboard keeps answering keys meanwhile.
+//! short-lived thread so the dashboard keeps answering keys meanwhile. Attached, the loop also
+//! keeps the log pane's one stream ([`attached::LogStream`]) on the helper the pane wants
+//! ([`App::log_source`]), starting another when the selection moves to another helper.
 //!
 //! - [`model`], samples, the `Source` trait, the tree model with rates and anomalies.
 //! - [`app`], state and keys.
@@ -191,6 +193,8 @@ pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
     );
     let mut tracker = Tracker::new();
     let mut last_screen = None;
+    let mut logs: Option<attached::LogStream> = None;
+    let mut log_streams = 0u64;
     loop {
         let msg = rx.recv().map_err(|_| "the dashboard's threads stopped")?;
         let mut force = false;
@@ -262,6 +266,33 @@ pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
                 app.control_done(result);
                 refresh(&requests);
             }
+            Msg::Logs(id) => {
+                if let Some(s) = logs.as_ref().filter(|s| s.id() == id) {
+                    app.log_items(s.take());
+                }
+            }
+        }
+        // The log pane's stream follows the selection: at most one at a time.
+        let want = app.log_source();
+        match &app.logs {
+            None => logs = None,
+            Some(p) if p.source != want => {
+                logs = None;
+                app.log_switch(want.clone());
+                if let (Some(source), Some(c)) = (want, controller.as_ref()) {
+                    log_streams += 1;
+                    let tx = tx.clone();
+                    logs = Some(attached::LogStream::start(
+                        c.socket(),
+                        source,
+                        log_streams,
+                        move |id| {
+                            let _ = tx.send(Msg::Logs(id));
+                        },
+                    ));
+                }
+            }
+            Some(_) => {}
         }
         let size = terminal.size()?;
         app.set_page(ui::page_height(

@@ -1,9 +1,11 @@
-//! Rendering the dashboard: title, tree table, events pane, status line and dialogs.
+//! Rendering the dashboard: title, tree table, events pane or log pane, status line and
+//! dialogs.
 //!
 //! Owns the layout and the look, nothing else: it reads an [`App`] and draws it on a ratatui
 //! frame. Width-aware: columns are dropped in a fixed order when the terminal is narrow, and no
 //! row ever wraps. Every process name has already passed through `sanitize::escape` in the
-//! app's rows; event texts are escaped here.
+//! app's rows, and every line of the log pane in the relay's rendering; event texts are
+//! escaped here.
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -14,7 +16,7 @@ use ratatui::widgets::{
 };
 
 use crate::sanitize::escape;
-use crate::top::app::{App, Dialog, KEYS, Row, SIGNALS};
+use crate::top::app::{App, Dialog, KEYS, LogSource, PaneKind, Row, SIGNALS};
 
 /// A column of the table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,10 +126,29 @@ struct Areas {
     title: Rect,
     table: Rect,
     events: Option<Rect>,
+    logs: Option<Rect>,
     status: Rect,
 }
 
 fn areas(area: Rect, app: &App) -> Areas {
+    if app.logs.is_some() && area.height >= 10 {
+        // Two fifths of the screen, in place of the events pane; the table keeps 4 rows.
+        let logs_h = (area.height * 2 / 5).max(5).min(area.height - 6);
+        let [title, table, logs, status] = Layout::vertical([
+            Constraint::Length(1),
+            Constraint::Min(1),
+            Constraint::Length(logs_h),
+            Constraint::Length(1),
+        ])
+        .areas(area);
+        return Areas {
+            title,
+            table,
+            events: None,
+            logs: Some(logs),
+            status,
+        };
+    }
     let events_h = if app.model.supervised && area.height >= 14 {
         // A quarter of the screen, or all the table does not need (one blank line between),
         // so a small tree leaves room for more events.
@@ -152,6 +173,7 @@ fn areas(area: Rect, app: &App) -> Areas {
         title,
         table,
         events: (events_h > 0).then_some(events),
+        logs: None,
         status,
     }
 }
@@ -170,6 +192,9 @@ pub fn draw(frame: &mut Frame, app: &mut App) {
     draw_table(frame, a.table, app);
     if let Some(e) = a.events {
         draw_events(frame, e, app);
+    }
+    if let Some(l) = a.logs {
+        draw_logs(frame, l, app);
     }
     draw_status(frame, a.status, app);
     match app.dialog.clone() {
@@ -428,6 +453,61 @@ fn draw_events(frame: &mut Frame, area: Rect, app: &App) {
     frame.render_widget(Paragraph::new(lines).block(block), area);
 }
 
+fn draw_logs(frame: &mut Frame, area: Rect, app: &mut App) {
+    let Some(p) = app.logs.as_mut() else {
+        return;
+    };
+    p.height = area.height.saturating_sub(1).max(1) as usize;
+    let whose = match &p.source {
+        Some(LogSource::Helper(h)) => format!(" logs of {} ", escape(h.as_bytes())),
+        Some(LogSource::Every) => " logs of every helper ".to_string(),
+        None => " logs ".to_string(),
+    };
+    let state = if p.following() {
+        "following · "
+    } else {
+        "scrolled: End follows · "
+    };
+    let hint = if p.focus {
+        format!(" {state}Tab: the tree · l closes ")
+    } else {
+        format!(" {state}Tab: scroll · l closes ")
+    };
+    let title_style = if p.focus {
+        Style::new().black().on_yellow().bold()
+    } else {
+        Style::new().bold()
+    };
+    let block = Block::new()
+        .borders(Borders::TOP)
+        .title(Span::styled(whose, title_style))
+        .title(Span::styled(hint, Style::new().fg(Color::DarkGray)));
+    let lines: Vec<Line> = if p.is_empty() {
+        let note = p.note.clone().unwrap_or_default();
+        vec![Line::from(Span::styled(
+            note,
+            Style::new().fg(Color::DarkGray),
+        ))]
+    } else {
+        p.window()
+            .map(|l| {
+                let text = match l.kind {
+                    PaneKind::Stdout => Span::raw(l.text.clone()),
+                    PaneKind::Stderr => Span::styled(l.text.clone(), Style::new().fg(Color::Red)),
+                    PaneKind::Notice => {
+                        Span::styled(l.text.clone(), Style::new().fg(Color::Yellow).bold())
+                    }
+                };
+                Line::from(vec![
+                    Span::styled(format!("{:>8}  ", l.when), Style::new().fg(Color::DarkGray)),
+                    text,
+                ])
+            })
+            .collect()
+    };
+    frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
 fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
     let line = if app.filter_editing {
         Line::from(vec![
@@ -443,6 +523,11 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
         ))
     } else if let Some(m) = &app.message {
         Line::from(Span::styled(m.clone(), Style::new().bold()))
+    } else if app.logs.as_ref().is_some_and(|p| p.focus) {
+        Line::from(Span::styled(
+            "log pane: ↑ ↓ PgUp PgDn Home scroll · End follow · Tab/Esc tree · l close · q quit",
+            Style::new().fg(Color::DarkGray),
+        ))
     } else if let Some(r) = app.cursor_row().filter(|r| !r.anomalies.is_empty()) {
         Line::from(Span::styled(
             format!("{}: {}", r.id.pid, r.anomaly_details.join("; ")),
@@ -452,7 +537,7 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
         Line::from(Span::styled(d.clone(), Style::new().bold()))
     } else if app.model.supervised {
         Line::from(Span::styled(
-            "q quit · ? help · / filter · Space collapse · s signal · R restart · X stop all",
+            "q quit · ? help · / filter · Space collapse · s signal · l logs · R restart · X stop all",
             Style::new().fg(Color::DarkGray),
         ))
     } else {
