@@ -183,8 +183,9 @@ fn a_snapshot_becomes_supervised_rows_with_anomalies_and_events() {
         "{fx:?}"
     );
     assert_eq!(app.message.as_deref(), Some("restarting web…"));
-    // The crasher has no process: a filter for it finds its supervisor's row, where R offers
-    // to launch it now.
+    // The crasher has no process: a filter for it matches no row (the supervisor's note names
+    // it, but the note is not the supervisor's own); on the supervisor's row, R offers to
+    // launch it now.
     app.on_key(key('/'));
     for c in "crasher".chars() {
         app.on_key(key(c));
@@ -193,6 +194,12 @@ fn a_snapshot_becomes_supervised_rows_with_anomalies_and_events() {
         crossterm::event::KeyCode::Enter,
         crossterm::event::KeyModifiers::NONE,
     ));
+    assert!(app.rows.is_empty(), "{:?}", app.rows);
+    app.on_key(crossterm::event::KeyEvent::new(
+        crossterm::event::KeyCode::Esc,
+        crossterm::event::KeyModifiers::NONE,
+    ));
+    app.on_key(key('g'));
     assert_eq!(app.cursor.map(|c| c.pid), Some(4700));
     app.on_key(key('R'));
     assert_eq!(
@@ -666,6 +673,197 @@ fn real_supervisor_readings(flags: &[&str]) {
         !both[1].is_alive(),
         "the helper's child outlived the supervisor"
     );
+}
+
+/// A real `foster run` of the test's own on `config`, with `flags`, and an attached source on
+/// its socket; on drop the supervisor gets SIGTERM (its orderly shutdown) and is reaped.
+struct RealSup {
+    child: std::process::Child,
+    id: Identity,
+    src: AttachedSource,
+    wake: mpsc::Receiver<()>,
+    _dir: TempDir,
+}
+
+impl RealSup {
+    fn start(tag: &str, config: &str, flags: &[&str]) -> RealSup {
+        use std::process::{Command, Stdio};
+        use std::time::Instant;
+        let dir = TempDir(std::env::temp_dir().join(format!(
+            "foster-top-{tag}-{}{}",
+            std::process::id(),
+            flags.concat()
+        )));
+        std::fs::create_dir_all(&dir.0).unwrap();
+        let cfg = dir.0.join("t.toml");
+        std::fs::write(&cfg, config).unwrap();
+        let sock = dir.0.join("t.sock");
+        let child = Command::new(env!("CARGO_BIN_EXE_foster"))
+            .args(["-q", "run"])
+            .args(flags)
+            .arg("--socket")
+            .arg(&sock)
+            .arg(&cfg)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let id = Identity::of(child.id() as i32).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        // Bounded wait for the socket (the supervisor binds it as it starts).
+        let mut src = loop {
+            match AttachedSource::connect(&sock) {
+                Ok(s) => break s,
+                Err(e) => {
+                    assert!(Instant::now() < deadline, "no socket: {e}");
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        };
+        let (wake_tx, wake) = mpsc::channel::<()>();
+        let wake_tx = std::sync::Mutex::new(wake_tx);
+        src.set_waker(Box::new(move || {
+            let _ = wake_tx.lock().unwrap().send(());
+        }));
+        RealSup {
+            child,
+            id,
+            src,
+            wake,
+            _dir: dir,
+        }
+    }
+
+    /// Readings until one satisfies `ok` (each after an event or 50 ms), bounded.
+    fn until(
+        &mut self,
+        what: &str,
+        ok: impl Fn(&foster::top::model::Sample) -> bool,
+    ) -> foster::top::model::Sample {
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            let s = self.src.sample().unwrap();
+            if ok(&s) {
+                return s;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "never saw {what}: {:?}",
+                s.procs
+            );
+            let _ = self.wake.recv_timeout(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for RealSup {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(self.id.pid),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            let status = self.child.wait();
+            if !std::thread::panicking() {
+                assert!(
+                    status.is_ok_and(|s| s.success()),
+                    "the supervisor's shutdown"
+                );
+            }
+        }
+    }
+}
+
+fn press_keys(app: &mut App, keys: &[crossterm::event::KeyCode]) {
+    for k in keys {
+        app.on_key(crossterm::event::KeyEvent::new(
+            *k,
+            crossterm::event::KeyModifiers::NONE,
+        ));
+    }
+}
+
+fn typed(text: &str) -> Vec<crossterm::event::KeyCode> {
+    text.chars().map(crossterm::event::KeyCode::Char).collect()
+}
+
+/// A helper that gave up is named on its supervisor's row, but filtering on its name matches no
+/// row (the note is about another process, not the supervisor's own fields); a filter matches a
+/// row's own name, command, helper or pid; `/` again starts from the current filter.
+#[test]
+fn the_filter_matches_a_rows_own_fields_and_reopens_with_itself() {
+    use crossterm::event::KeyCode;
+    let mut sup = RealSup::start(
+        "filter",
+        "[[helper]]\nname = \"worker\"\ncommand = [\"sleep\", \"1021\"]\n\
+         [[helper]]\nname = \"crasher\"\ncommand = [\"sh\", \"-c\", \"exit 3\"]\n\
+         restart = \"on-failure\"\nbackoff = { initial = \"20ms\", limit = 3 }\n",
+        &[],
+    );
+    let sample = sup.until("the crasher given up, on the supervisor's row", |s| {
+        s.procs.iter().any(|p| {
+            p.supervision
+                .as_ref()
+                .is_some_and(|v| v.down_helpers.iter().any(|d| d.helper == "crasher"))
+        }) && s.procs.iter().any(|p| p.comm == b"sleep")
+    });
+    let mut app = App::new(None, "1s".into());
+    app.set_model(Tracker::new().update(sample));
+    let sleep = app
+        .model
+        .nodes
+        .values()
+        .find(|n| n.info.comm == b"sleep")
+        .unwrap()
+        .info
+        .id;
+    press_keys(&mut app, &[KeyCode::Char('/')]);
+    press_keys(&mut app, &typed("crasher"));
+    press_keys(&mut app, &[KeyCode::Enter]);
+    let shown: Vec<i32> = app.rows.iter().map(|r| r.id.pid).collect();
+    assert!(shown.is_empty(), "the supervisor's note matched: {shown:?}");
+    // Its own fields: the helper's name, then refined from where it was.
+    press_keys(&mut app, &[KeyCode::Char('/')]);
+    assert_eq!(app.filter, "crasher", "reopened with the current filter");
+    press_keys(&mut app, &[KeyCode::Esc]);
+    press_keys(&mut app, &[KeyCode::Char('/')]);
+    press_keys(&mut app, &typed("wor"));
+    press_keys(&mut app, &[KeyCode::Enter]);
+    press_keys(&mut app, &[KeyCode::Char('/')]);
+    assert!(app.filter_editing);
+    press_keys(&mut app, &typed("ker"));
+    press_keys(&mut app, &[KeyCode::Enter]);
+    assert_eq!(app.filter, "worker");
+    let matched: Vec<i32> = app
+        .rows
+        .iter()
+        .filter(|r| r.matched)
+        .map(|r| r.id.pid)
+        .collect();
+    assert_eq!(matched, vec![sleep.pid]);
+    let roles: Vec<&str> = app.rows.iter().map(|r| r.role.as_str()).collect();
+    assert_eq!(
+        roles,
+        ["supervisor", "helper"],
+        "the match and its ancestor"
+    );
+    // By pid, and by name.
+    for text in [sleep.pid.to_string(), "sleep".to_string()] {
+        press_keys(
+            &mut app,
+            &[KeyCode::Char('/'), KeyCode::Esc, KeyCode::Char('/')],
+        );
+        press_keys(&mut app, &typed(&text));
+        press_keys(&mut app, &[KeyCode::Enter]);
+        let matched: Vec<i32> = app
+            .rows
+            .iter()
+            .filter(|r| r.matched)
+            .map(|r| r.id.pid)
+            .collect();
+        assert_eq!(matched, vec![sleep.pid], "{text}");
+    }
+    drop(sup);
+    assert!(!sleep.is_alive(), "the helper outlived its supervisor");
 }
 
 /// Narrow, an attached view keeps who is who (role and helper) longest: policy, generation and

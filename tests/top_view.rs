@@ -408,10 +408,12 @@ fn filter_keeps_ancestors_and_descendants() {
     assert!(app.rows[2].collapsed && app.rows[2].hidden == 2);
     app.on_key(key(KeyCode::Right));
     assert_eq!(pids(&app), vec![1, 100, 200, 201, 202]);
-    // By pid, by role.
+    // By pid, by role (Esc first: `/` reopens with the current filter).
+    app.on_key(key(KeyCode::Esc));
     press(&mut app, "/600");
     app.on_key(key(KeyCode::Enter));
     assert_eq!(pids(&app), vec![1, 600]);
+    app.on_key(key(KeyCode::Esc));
     press(&mut app, "/worker");
     assert_eq!(pids(&app), vec![1, 100, 300]);
     app.on_key(key(KeyCode::Esc));

@@ -486,12 +486,15 @@ impl App {
         }
     }
 
+    /// True when the row's own fields match: pid, name, command line, role, helper (never a
+    /// note about another process, such as a helper with no process named on its
+    /// supervisor's row).
     fn matches(&self, n: &Node, needle: &str) -> bool {
         if n.info.id.pid.to_string() == needle {
             return true;
         }
         let hay = command_text(n).to_lowercase();
-        if hay.contains(needle) {
+        if hay.contains(needle) || escape(&n.info.comm).to_lowercase().contains(needle) {
             return true;
         }
         n.info.supervision.as_ref().is_some_and(|s| {
@@ -499,10 +502,6 @@ impl App {
                 || s.helper
                     .as_ref()
                     .is_some_and(|h| h.to_lowercase().contains(needle))
-                // A helper with no process now is found on its supervisor's row.
-                || s.down_helpers
-                    .iter()
-                    .any(|d| d.helper.to_lowercase().contains(needle))
         })
     }
 
@@ -1008,8 +1007,8 @@ impl App {
                 self.relayout();
             }
             KeyCode::Char('/') | KeyCode::Char('\\') | KeyCode::F(4) => {
+                // The current filter, to refine; Backspace or Esc clear it.
                 self.filter_editing = true;
-                self.filter.clear();
                 self.relayout();
             }
             KeyCode::Esc if !self.filter.is_empty() => {
