@@ -9,14 +9,16 @@
 //! [`FOLLOW_RING`] of them) come next, and the number of lines of its helper (or of all) it
 //! will never see comes first, as [`Next::Missed`]. Each line carries its number among every
 //! helper's lines (`seq`), and foster counts each helper's lines, so that number is exact
-//! whether the follower follows one helper or all.
+//! whether the follower follows one helper or all. A follower of one helper knows it by its
+//! name: when a reload removes that helper and gives its place to another, the other's lines
+//! are not taken for its.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use tokio::sync::broadcast::{self, error::RecvError};
 
-use super::{FOLLOW_RING, Kept, Line, Output, UnknownHelper, subscribe, tail_of};
+use super::{FOLLOW_RING, Kept, Line, Output, UnknownHelper, index_of, subscribe, tail_of};
 
 /// What a follower gets next.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,8 +34,9 @@ pub enum Next {
 /// A follower of one helper's lines, or of every helper's.
 #[derive(Debug)]
 pub struct Follower {
-    /// The helper followed (its index), or every helper.
+    /// The helper followed (its index and name), or every helper.
     only: Option<usize>,
+    name: Option<Arc<str>>,
     /// The last line it has: the helper's count of lines then, or (every helper) the line's
     /// `seq`.
     seen: u64,
@@ -50,10 +53,11 @@ impl Output {
         helper: Option<&str>,
         n: usize,
     ) -> Result<(Vec<Arc<Line>>, Follower), UnknownHelper> {
-        let only = helper.map(|h| self.index(h)).transpose()?;
         let g = self.lock();
+        let only = helper.map(|h| index_of(&g, h)).transpose()?;
         let follower = Follower {
             only,
+            name: only.map(|i| g.names[i].clone()),
             seen: place(&g, only),
             rx: subscribe(&g),
             pending: VecDeque::new(),
@@ -80,7 +84,7 @@ impl Follower {
             }
             match self.rx.recv().await {
                 Ok(line) => {
-                    if let Some(l) = self.take(output, line) {
+                    if let Some(l) = self.take(line) {
                         return Next::Line(l);
                     }
                 }
@@ -96,7 +100,7 @@ impl Follower {
     }
 
     /// The line, if it is one this follower wants (and notes that it has it).
-    fn take(&mut self, output: &Output, line: Arc<Line>) -> Option<Arc<Line>> {
+    fn take(&mut self, line: Arc<Line>) -> Option<Arc<Line>> {
         match self.only {
             None => {
                 // Lines taken back from the rings may be in the broadcast too.
@@ -106,12 +110,9 @@ impl Follower {
                 self.seen = line.seq;
                 Some(line)
             }
-            Some(i) => {
-                let mine = {
-                    let g = output.lock();
-                    Arc::ptr_eq(&line.helper, &g.names[i]) || *line.helper == *g.names[i]
-                };
-                if !mine {
+            Some(_) => {
+                let name = self.name.as_ref()?;
+                if !(Arc::ptr_eq(&line.helper, name) || *line.helper == **name) {
                     return None;
                 }
                 self.seen += 1;
@@ -124,6 +125,17 @@ impl Follower {
     /// returns how many lines are lost.
     fn catch_up(&mut self, output: &Output) -> u64 {
         let g = output.lock();
+        if let (Some(i), Some(name)) = (self.only, &self.name) {
+            if *g.names[i] != **name {
+                // A reload removed the helper: nothing of its is kept any more.
+                self.rx = subscribe(&g);
+                return 0;
+            }
+            if g.counts[i] < self.seen {
+                // Removed and added again: its count started over.
+                self.seen = 0;
+            }
+        }
         let now = place(&g, self.only);
         let behind = now.saturating_sub(self.seen);
         let back: Vec<Arc<Line>> = match self.only {
@@ -256,5 +268,22 @@ mod tests {
         publish(&o, 1, &lines("b", 0..2000));
         publish(&o, 0, &lines("a", 5..7));
         assert_eq!(drain(&o, &mut f), lines("a:a", 0..7));
+    }
+
+    /// A reload that removes the helper followed and gives its place to another: the other's
+    /// lines are not the follower's; every helper's follower gets them.
+    #[test]
+    fn a_helper_in_the_place_of_a_removed_one_is_not_followed_for_it() {
+        let o = Output::new(&["a", "b"], 100, 1 << 20);
+        let (_, mut one) = o.follower(Some("a"), 0).unwrap();
+        let (_, mut all) = o.follower(None, 0).unwrap();
+        publish(&o, 0, &lines("a", 0..1));
+        o.set(0, "c");
+        publish(&o, 0, &lines("c", 0..2));
+        assert_eq!(drain(&o, &mut one), ["a:a0"]);
+        assert_eq!(drain(&o, &mut all), ["a:a0", "c:c0", "c:c1"]);
+        assert!(o.follower(Some("a"), 1).is_err());
+        let (past, _) = o.follower(Some("c"), 5).unwrap();
+        assert_eq!(past.len(), 2);
     }
 }
