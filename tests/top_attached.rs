@@ -896,3 +896,61 @@ fn attached_columns_keep_role_and_helper_longest() {
     }
     assert!(!columns_for(120, true, false).contains(&Column::Helper));
 }
+
+/// The screen of `app` on a `w` x `h` terminal, one string per line.
+fn render(app: &mut App, w: u16, h: u16) -> Vec<String> {
+    let mut term = ratatui::Terminal::new(ratatui::backend::TestBackend::new(w, h)).unwrap();
+    term.draw(|f| foster::top::ui::draw(f, app)).unwrap();
+    let buf = term.backend().buffer().clone();
+    let lines: Vec<String> = (0..h)
+        .map(|y| (0..w).map(|x| buf[(x, y)].symbol()).collect::<String>())
+        .collect();
+    eprintln!("--- {w}x{h}\n{}", lines.join("\n"));
+    lines
+}
+
+/// At start the cursor is on the supervisor's row, whose note says a helper has no process:
+/// the note has a line of its own, and the key hint stays on the last line, at both sizes.
+#[test]
+fn the_key_hint_stays_beside_the_cursor_rows_anomaly() {
+    let mut sup = RealSup::start(
+        "footer",
+        "[[helper]]\nname = \"worker\"\ncommand = [\"sleep\", \"1022\"]\n\
+         [[helper]]\nname = \"crasher\"\ncommand = [\"sh\", \"-c\", \"exit 3\"]\n\
+         restart = \"on-failure\"\nbackoff = { initial = \"20ms\", limit = 3 }\n",
+        &[],
+    );
+    let sample = sup.until("the crasher given up, on the supervisor's row", |s| {
+        s.procs.iter().any(|p| {
+            p.supervision
+                .as_ref()
+                .is_some_and(|v| v.down_helpers.iter().any(|d| d.helper == "crasher"))
+        }) && s.procs.iter().any(|p| p.comm == b"sleep")
+    });
+    let mut app = App::new(None, "1s".into());
+    app.set_model(Tracker::new().update(sample));
+    assert_eq!(
+        app.cursor_row().map(|r| r.role.as_str()),
+        Some("supervisor")
+    );
+    for (w, h) in [(80, 24), (200, 60)] {
+        let lines = render(&mut app, w, h);
+        let last = lines[h as usize - 1].trim_end();
+        assert!(last.starts_with("q quit · ? help"), "{w}x{h}: {last}");
+        let above = &lines[h as usize - 2];
+        assert!(
+            above.contains("helper crasher has no process"),
+            "{w}x{h}: {above}"
+        );
+        // The rest of the screen still shows the tree.
+        assert!(lines.iter().any(|l| l.contains("sleep 1022")), "{w}x{h}");
+    }
+    // A notice (here a key's) takes the notice line; the hint stays.
+    app.on_key(crossterm::event::KeyEvent::new(
+        crossterm::event::KeyCode::F(6),
+        crossterm::event::KeyModifiers::NONE,
+    ));
+    let lines = render(&mut app, 80, 24);
+    assert!(lines[22].starts_with("F6: "), "{}", lines[22]);
+    assert!(lines[23].starts_with("q quit · ? help"), "{}", lines[23]);
+}

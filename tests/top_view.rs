@@ -288,7 +288,9 @@ fn narrow_screen_drops_columns_and_never_wraps() {
     go_to(&mut app, 202);
     let lines = render(&mut app, 60, 15);
     assert!(row_of(&lines, 202).starts_with('!'));
-    let status = lines.last().unwrap();
+    // The status line, above the key hint.
+    let status = &lines[lines.len() - 2];
+    assert!(lines.last().unwrap().starts_with("q quit"));
     assert!(
         status.contains("202: zombie for 3s: parent 200 (postgres) does not reap it"),
         "{status}"

@@ -130,15 +130,22 @@ struct Areas {
     status: Rect,
 }
 
+/// The footer's height: the key hint on the last line, and above it a line of its own for
+/// notices (results, the filter being typed, the cursor row's anomaly) when the screen has room.
+fn footer_height(area: Rect) -> u16 {
+    if area.height >= 8 { 2 } else { 1 }
+}
+
 fn areas(area: Rect, app: &App) -> Areas {
+    let footer = footer_height(area);
     if app.logs.is_some() && area.height >= 10 {
         // Two fifths of the screen, in place of the events pane; the table keeps 4 rows.
-        let logs_h = (area.height * 2 / 5).max(5).min(area.height - 6);
+        let logs_h = (area.height * 2 / 5).max(5).min(area.height - 5 - footer);
         let [title, table, logs, status] = Layout::vertical([
             Constraint::Length(1),
             Constraint::Min(1),
             Constraint::Length(logs_h),
-            Constraint::Length(1),
+            Constraint::Length(footer),
         ])
         .areas(area);
         return Areas {
@@ -152,7 +159,7 @@ fn areas(area: Rect, app: &App) -> Areas {
     let events_h = if app.model.supervised && area.height >= 14 {
         // A quarter of the screen, or all the table does not need (one blank line between),
         // so a small tree leaves room for more events.
-        let body = area.height - 2;
+        let body = area.height - 1 - footer;
         let table_needs = app.rows.len() as u16 + 2;
         let events_have = app.model.events.len() as u16 + 1;
         (area.height / 4)
@@ -166,7 +173,7 @@ fn areas(area: Rect, app: &App) -> Areas {
         Constraint::Length(1),
         Constraint::Min(1),
         Constraint::Length(events_h),
-        Constraint::Length(1),
+        Constraint::Length(footer),
     ])
     .areas(area);
     Areas {
@@ -508,7 +515,40 @@ fn draw_logs(frame: &mut Frame, area: Rect, app: &mut App) {
     frame.render_widget(Paragraph::new(lines).block(block), area);
 }
 
+/// The footer: a notice (if any) above the key hint, which always stays; on a screen too short
+/// for both, the notice alone when there is one.
 fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
+    let notice = notice_line(app);
+    let hint = Line::from(Span::styled(
+        fit(hint_text(app), area.width as usize),
+        Style::new().fg(Color::DarkGray),
+    ));
+    if area.height >= 2 {
+        let [top, bottom] =
+            Layout::vertical([Constraint::Length(1), Constraint::Length(1)]).areas(area);
+        if let Some(n) = notice {
+            frame.render_widget(Paragraph::new(n), top);
+        }
+        frame.render_widget(Paragraph::new(hint), bottom);
+    } else {
+        frame.render_widget(Paragraph::new(notice.unwrap_or(hint)), area);
+    }
+}
+
+/// The keys the footer recalls, for what has the keys now.
+fn hint_text(app: &App) -> &'static str {
+    if app.logs.as_ref().is_some_and(|p| p.focus) {
+        "log pane: ↑ ↓ PgUp PgDn Home scroll · End follow · Tab/Esc tree · l close · q quit"
+    } else if app.model.supervised {
+        "q quit · ? help · / filter · Space collapse · s signal · l logs · R restart · X stop all"
+    } else {
+        "q quit · ? help · / filter · Space collapse · s signal · S subtree · p pause · f follow"
+    }
+}
+
+/// The footer's notice: the filter being typed, a failed reading, the last result, the cursor
+/// row's anomaly or helper state; `None` when there is nothing to say.
+fn notice_line(app: &App) -> Option<Line<'static>> {
     let line = if app.filter_editing {
         Line::from(vec![
             Span::styled("filter: ", Style::new().bold()),
@@ -524,10 +564,7 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
     } else if let Some(m) = &app.message {
         Line::from(Span::styled(m.clone(), Style::new().bold()))
     } else if app.logs.as_ref().is_some_and(|p| p.focus) {
-        Line::from(Span::styled(
-            "log pane: ↑ ↓ PgUp PgDn Home scroll · End follow · Tab/Esc tree · l close · q quit",
-            Style::new().fg(Color::DarkGray),
-        ))
+        return None;
     } else if let Some(r) = app.cursor_row().filter(|r| !r.anomalies.is_empty()) {
         Line::from(Span::styled(
             format!("{}: {}", r.id.pid, r.anomaly_details.join("; ")),
@@ -535,18 +572,10 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
         ))
     } else if let Some(d) = app.cursor_row().and_then(|r| r.helper_detail.as_ref()) {
         Line::from(Span::styled(d.clone(), Style::new().bold()))
-    } else if app.model.supervised {
-        Line::from(Span::styled(
-            "q quit · ? help · / filter · Space collapse · s signal · l logs · R restart · X stop all",
-            Style::new().fg(Color::DarkGray),
-        ))
     } else {
-        Line::from(Span::styled(
-            "q quit · ? help · / filter · Space collapse · s signal · S subtree · p pause · f follow",
-            Style::new().fg(Color::DarkGray),
-        ))
+        return None;
     };
-    frame.render_widget(Paragraph::new(line), area);
+    Some(line)
 }
 
 /// A rectangle of at most `w` x `h` centred in `area`.
