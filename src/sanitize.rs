@@ -72,14 +72,21 @@ pub fn escape(bytes: &[u8]) -> String {
 /// [`escape`], appended to `out` (a line being built): printable ASCII other than `\` is
 /// copied as it is, without going through characters.
 pub fn escape_into(bytes: &[u8], out: &mut Vec<u8>) {
-    if bytes
-        .iter()
-        .all(|&b| (0x20..0x7f).contains(&b) && b != b'\\')
-    {
+    if plain(bytes) {
         out.extend_from_slice(bytes);
     } else {
         out.extend_from_slice(escape(bytes).as_bytes());
     }
+}
+
+/// Whether every byte is printable ASCII other than `\`: tested 32 bytes at a time without a
+/// branch inside, which the compiler turns into vector instructions.
+fn plain(bytes: &[u8]) -> bool {
+    bytes.chunks(32).all(|chunk| {
+        !chunk.iter().fold(false, |bad, &b| {
+            bad | !(0x20..0x7f).contains(&b) | (b == b'\\')
+        })
+    })
 }
 
 fn escape_to(bytes: &[u8], out: &mut String) {
@@ -121,6 +128,19 @@ pub fn escape_args<A: AsRef<[u8]>>(args: &[A]) -> String {
 #[cfg(test)]
 mod tests {
     use super::{escape, to_json};
+
+    proptest::proptest! {
+        /// The fast path of escape_into writes exactly what escape does.
+        #[test]
+        fn escape_into_is_escape(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)
+        ) {
+            let mut v = b"x".to_vec();
+            super::escape_into(&bytes, &mut v);
+            let want = escape(&bytes);
+            proptest::prop_assert_eq!(&v[1..], want.as_bytes());
+        }
+    }
 
     #[test]
     fn plain_text_is_unchanged() {

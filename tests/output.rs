@@ -691,3 +691,38 @@ fn a_log_file_another_user_could_have_planted_is_refused() {
         println!("part skipped: not root, so no file of another user to plant");
     }
 }
+
+#[test]
+fn a_regular_file_on_standard_output_gets_every_line_of_a_flood() {
+    let d = Dir::new("output", "tofile");
+    let cfg = d.file(
+        "c.toml",
+        &format!(
+            "[[helper]]\nname = \"gen\"\ncommand = [\"/bin/sh\", \"-c\", {}]\n",
+            lit(&format!("yes {} | head -n 200000", "y".repeat(99)))
+        ),
+    );
+    let out = std::fs::File::create(d.path("out")).unwrap();
+    let fifo = d.fifo("events");
+    let mut f = Run(Command::new(env!("CARGO_BIN_EXE_foster"))
+        .args(["run", "--no-socket", "--no-contain", "--events-log"])
+        .arg(&fifo)
+        .arg(&cfg)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap());
+    let _err = Lines::read(f.stderr.take().unwrap());
+    let mut ev = Events::open(&fifo);
+    ev.wait_for("the end", |v| kind(v) == "stopped");
+    assert_eq!(wait_exit(&mut f), 0);
+    let text = std::fs::read_to_string(d.path("out")).unwrap();
+    let want = format!("gen | {}", "y".repeat(99));
+    assert_eq!(text.lines().count(), 200_000);
+    assert!(text.lines().all(|l| l == want));
+    assert!(
+        !ev.all().iter().any(|v| kind(v) == "output_dropped"),
+        "nothing dropped on the way to a file"
+    );
+}

@@ -283,13 +283,15 @@ impl Capture {
             Format::None => None,
             format => {
                 let out = nix::unistd::dup(std::io::stdout().as_fd()).map_err(io::Error::from)?;
-                // Relayed names: the captured helpers'.
-                let relayed: Vec<&str> = reader
-                    .names
-                    .iter()
+                // Relayed names: the captured helpers' (the kept lines' own names, which
+                // their lines share).
+                let relayed: Vec<Arc<str>> = reader
+                    .output
+                    .helpers()
+                    .into_iter()
                     .zip(&reader.captured)
                     .filter(|(_, c)| **c)
-                    .map(|(n, _)| n.as_str())
+                    .map(|(n, _)| n)
                     .collect();
                 let colour = super::relay::colour_for(&out);
                 Some(Relay::start(out, format, &relayed, colour)?)
@@ -653,7 +655,7 @@ impl Reader {
             if let Some(f) = &mut self.files[i] {
                 f.append(&line);
             }
-            if let Some(relay) = &self.relay
+            if let Some(relay) = &mut self.relay
                 && relay.offer(&line) == Offer::Full
             {
                 self.drops[i].pending += 1;
@@ -665,6 +667,9 @@ impl Reader {
     fn idle(&mut self) {
         for f in self.files.iter_mut().flatten() {
             f.flush();
+        }
+        if let Some(r) = &mut self.relay {
+            r.flush();
         }
         self.report(false);
     }

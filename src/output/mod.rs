@@ -255,6 +255,8 @@ impl Output {
         }
         let mut g = self.lock();
         let g = &mut *g;
+        // Asked once for the lot: a follower subscribes under this same lock.
+        let followed = g.tx.as_ref().is_some_and(|tx| tx.receiver_count() > 0);
         for (bytes, continued) in pieces.drain(..) {
             g.seq += 1;
             let line = Arc::new(Line {
@@ -267,8 +269,7 @@ impl Output {
             });
             g.rings[i].push(line.clone());
             g.counts[i] += 1;
-            // No follower: nothing is held (the broadcast refuses it at once).
-            if let Some(tx) = &g.tx {
+            if followed && let Some(tx) = &g.tx {
                 let _ = tx.send(line.clone());
             }
             out.push(line);

@@ -15,14 +15,23 @@
 //! [`Renderer`] gives these forms to whoever else shows lines (`foster ctl logs`, the
 //! dashboard's log pane), so that a line reads the same wherever it is shown.
 //!
-//! The queue between the reading thread and this one is bounded in lines ([`QUEUE_LINES`]) and
-//! in bytes ([`QUEUE_BYTES`]): [`Relay::offer`] never waits; when the queue is full it says so
-//! and the caller counts the line as not relayed. Writes are buffered and flushed whenever the
-//! queue is empty. When standard output is closed (`EPIPE`) or fails, relaying ends for the
-//! rest of the run, with one warning.
+//! Where the lines go decides how ([`Relay::start`]):
+//!
+//! - a terminal, a pipe, a socket (something someone reads, at their pace): through a queue to
+//!   a thread of its own, bounded in lines ([`QUEUE_LINES`]) and in bytes ([`QUEUE_BYTES`]).
+//!   [`Relay::offer`] never waits; when the queue is full it says so and the caller counts the
+//!   line as not relayed. The thread's writes are buffered and flushed whenever the queue is
+//!   empty.
+//! - a regular file, or `/dev/null` (`foster run x.toml > out`): a record, like a log file. The
+//!   reading thread writes it itself, buffered, flushed when the pipes are idle
+//!   ([`Relay::flush`]); nothing is dropped, and a slow disk slows the helpers as a log file
+//!   does.
+//!
+//! When standard output is closed (`EPIPE`) or fails, relaying ends for the rest of the run,
+//! with one warning (none for a reader that went away).
 
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
@@ -66,13 +75,77 @@ pub enum Offer {
     Closed,
 }
 
+/// The relay: a thread and its queue, or a file written directly.
+#[derive(Debug)]
+pub enum Relay {
+    Queue(Queue),
+    Direct(Direct),
+}
+
 /// The relay thread and its queue.
 #[derive(Debug)]
-pub struct Relay {
+pub struct Queue {
     tx: Option<SyncSender<Arc<Line>>>,
     shared: Arc<Shared>,
     done: Receiver<()>,
     thread: Option<JoinHandle<()>>,
+}
+
+/// A regular file (or `/dev/null`), written by the caller's thread.
+#[derive(Debug)]
+pub struct Direct {
+    out: Out,
+    format: Format,
+    prefixes: Prefixes,
+    failed: bool,
+}
+
+/// Lines rendered into a buffer, written when it holds [`Out::BUFFER`] bytes or on
+/// [`Out::flush`].
+#[derive(Debug)]
+struct Out {
+    file: File,
+    buf: Vec<u8>,
+}
+
+impl Out {
+    const BUFFER: usize = 64 * 1024;
+
+    fn new(file: File) -> Out {
+        Out {
+            file,
+            buf: Vec::with_capacity(Out::BUFFER + 1024),
+        }
+    }
+
+    /// Renders `line`; returns the bytes it took.
+    fn line(&mut self, line: &Line, format: Format, prefixes: &Prefixes) -> io::Result<usize> {
+        let before = self.buf.len();
+        render(&mut self.buf, line, format, prefixes);
+        let n = self.buf.len() - before;
+        if self.buf.len() >= Out::BUFFER {
+            self.flush()?;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let r = self.file.write_all(&self.buf);
+        self.buf.clear();
+        if self.buf.capacity() > 4 * Out::BUFFER {
+            self.buf.shrink_to(Out::BUFFER + 1024);
+        }
+        r
+    }
+}
+
+/// Whether `out` is a record, written without dropping: a regular file or `/dev/null`.
+fn is_record(out: &File) -> bool {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    out.metadata().is_ok_and(|m| {
+        m.file_type().is_file()
+            || (m.file_type().is_char_device() && m.rdev() == libc::makedev(1, 3))
+    })
 }
 
 #[derive(Debug, Default)]
@@ -86,8 +159,71 @@ struct Shared {
 
 impl Relay {
     /// Starts relaying to `out` (a copy of foster's standard output) in `format`, for
-    /// helpers named `names` (the padding is the longest of them). `colour` for a terminal.
-    pub fn start(out: OwnedFd, format: Format, names: &[&str], colour: bool) -> io::Result<Relay> {
+    /// helpers named `names` (the padding is the longest of them; the lines of a helper share
+    /// its name's allocation, [`super::Output::helpers`]). `colour` for a terminal.
+    /// A regular file or `/dev/null` is written directly, anything else through the queue.
+    pub fn start(
+        out: OwnedFd,
+        format: Format,
+        names: &[Arc<str>],
+        colour: bool,
+    ) -> io::Result<Relay> {
+        let out = File::from(out);
+        if is_record(&out) {
+            return Ok(Relay::Direct(Direct {
+                out: Out::new(out),
+                format,
+                prefixes: Prefixes::new(names, colour),
+                failed: false,
+            }));
+        }
+        Queue::start(out, format, names, colour).map(Relay::Queue)
+    }
+
+    /// Relays `line`: writes it (direct), or queues it unless the queue is full or the relay
+    /// has ended; the queue never blocks.
+    pub fn offer(&mut self, line: &Arc<Line>) -> Offer {
+        match self {
+            Relay::Queue(q) => q.offer(line),
+            Relay::Direct(d) => d.write(line),
+        }
+    }
+
+    /// Writes what a direct relay has gathered (nothing to do for the queue's thread, which
+    /// flushes whenever its queue is empty).
+    pub fn flush(&mut self) {
+        if let Relay::Direct(d) = self
+            && !d.failed
+            && let Err(e) = d.out.flush()
+        {
+            d.failed = fail(None, &e);
+        }
+    }
+
+    /// Writes what is left; see [`Queue::finish`].
+    pub fn finish(mut self) {
+        self.flush();
+        if let Relay::Queue(q) = self {
+            q.finish();
+        }
+    }
+}
+
+impl Direct {
+    fn write(&mut self, line: &Line) -> Offer {
+        if self.failed {
+            return Offer::Closed;
+        }
+        if let Err(e) = self.out.line(line, self.format, &self.prefixes) {
+            self.failed = fail(None, &e);
+            return Offer::Closed;
+        }
+        Offer::Queued
+    }
+}
+
+impl Queue {
+    fn start(out: File, format: Format, names: &[Arc<str>], colour: bool) -> io::Result<Queue> {
         let (tx, rx) = mpsc::sync_channel(QUEUE_LINES);
         let (done_tx, done) = mpsc::channel();
         let shared = Arc::new(Shared::default());
@@ -96,10 +232,10 @@ impl Relay {
         let thread = std::thread::Builder::new()
             .name("foster-relay".into())
             .spawn(move || {
-                run(rx, File::from(out), format, &prefixes, &s);
+                run(rx, out, format, &prefixes, &s);
                 let _ = done_tx.send(());
             })?;
-        Ok(Relay {
+        Ok(Queue {
             tx: Some(tx),
             shared,
             done,
@@ -108,7 +244,7 @@ impl Relay {
     }
 
     /// Queues `line` unless the queue is full or the relay has ended. Never blocks.
-    pub fn offer(&self, line: &Arc<Line>) -> Offer {
+    fn offer(&self, line: &Arc<Line>) -> Offer {
         let Some(tx) = &self.tx else {
             return Offer::Closed;
         };
@@ -134,7 +270,7 @@ impl Relay {
 
     /// Writes what is queued and ends the thread; waits as long as it makes progress, and no
     /// more than [`FINISH_STALL`] after it stops making any (a standard output nobody reads).
-    pub fn finish(mut self) {
+    fn finish(mut self) {
         drop(self.tx.take());
         let mut seen = self.shared.written.load(Ordering::Relaxed);
         loop {
@@ -173,9 +309,10 @@ impl Renderer {
     /// Renders in `format` ([`Format::None`] is text), names padded to the longest of `names`
     /// and coloured when `colour` (see [`colour_for`]).
     pub fn new(names: &[&str], format: Format, colour: bool) -> Renderer {
+        let names: Vec<Arc<str>> = names.iter().map(|n| Arc::from(*n)).collect();
         Renderer {
             format,
-            prefixes: Prefixes::new(names, colour),
+            prefixes: Prefixes::new(&names, colour),
         }
     }
 
@@ -188,8 +325,9 @@ impl Renderer {
 /// The start of each relayed line, per helper and stream.
 #[derive(Debug)]
 struct Prefixes {
-    /// (standard output's, standard error's) per helper, by name.
-    by_name: std::collections::HashMap<Arc<str>, (String, String)>,
+    /// Each helper's name, and its (standard output's, standard error's) prefix. Few: found
+    /// by the name's allocation first (lines share their helper's), then by its text.
+    by_name: Vec<(Arc<str>, (String, String))>,
     /// The names' width, for a helper not named at start (shown without colour).
     fallback_pad: usize,
 }
@@ -198,7 +336,7 @@ struct Prefixes {
 const PALETTE: [&str; 6] = ["36", "33", "32", "35", "34", "96"];
 
 impl Prefixes {
-    fn new(names: &[&str], colour: bool) -> Prefixes {
+    fn new(names: &[Arc<str>], colour: bool) -> Prefixes {
         let width = names
             .iter()
             .map(|n| crate::sanitize::escape(n.as_bytes()).chars().count())
@@ -210,7 +348,7 @@ impl Prefixes {
             .map(|(i, n)| {
                 let c = colour.then(|| PALETTE[i % PALETTE.len()]);
                 (
-                    Arc::from(*n),
+                    n.clone(),
                     (prefix(n, width, c, false), prefix(n, width, c, true)),
                 )
             })
@@ -223,7 +361,13 @@ impl Prefixes {
 
     fn get(&self, line: &Line) -> std::borrow::Cow<'_, str> {
         let err = line.stream == Stream::Stderr;
-        match self.by_name.get(&line.helper) {
+        let found = self
+            .by_name
+            .iter()
+            .find(|(n, _)| Arc::ptr_eq(n, &line.helper))
+            .or_else(|| self.by_name.iter().find(|(n, _)| *n == line.helper))
+            .map(|(_, p)| p);
+        match found {
             Some((o, e)) => std::borrow::Cow::Borrowed(if err { e } else { o }),
             None => std::borrow::Cow::Owned(prefix(&line.helper, self.fallback_pad, None, err)),
         }
@@ -267,26 +411,25 @@ fn render(buf: &mut Vec<u8>, line: &Line, format: Format, prefixes: &Prefixes) {
 }
 
 fn run(rx: Receiver<Arc<Line>>, out: File, format: Format, prefixes: &Prefixes, s: &Shared) {
-    let mut w = BufWriter::with_capacity(64 * 1024, out);
-    let mut buf = Vec::with_capacity(1024);
+    let mut w = Out::new(out);
     let mut failed = false;
     let mut next = rx.recv().ok();
     while let Some(line) = next {
         s.queued.fetch_sub(line.bytes.len() + 64, Ordering::Relaxed);
         if !failed {
-            buf.clear();
-            render(&mut buf, &line, format, prefixes);
-            if let Err(e) = w.write_all(&buf) {
-                failed = fail(s, &e);
+            match w.line(&line, format, prefixes) {
+                Ok(n) => {
+                    s.written.fetch_add(n as u64, Ordering::Relaxed);
+                }
+                Err(e) => failed = fail(Some(s), &e),
             }
-            s.written.fetch_add(buf.len() as u64, Ordering::Relaxed);
         }
         drop(line);
         next = match rx.try_recv() {
             Ok(l) => Some(l),
             Err(mpsc::TryRecvError::Empty) => {
                 if !failed && let Err(e) = w.flush() {
-                    failed = fail(s, &e);
+                    failed = fail(Some(s), &e);
                 }
                 rx.recv().ok()
             }
@@ -299,8 +442,10 @@ fn run(rx: Receiver<Arc<Line>>, out: File, format: Format, prefixes: &Prefixes, 
 }
 
 /// Relaying ends for good: one warning (none for a reader that went away).
-fn fail(s: &Shared, e: &io::Error) -> bool {
-    s.closed.store(true, Ordering::Relaxed);
+fn fail(s: Option<&Shared>, e: &io::Error) -> bool {
+    if let Some(s) = s {
+        s.closed.store(true, Ordering::Relaxed);
+    }
     if e.kind() != io::ErrorKind::BrokenPipe {
         warn!(
             "cannot write the helpers' output to foster's standard output: {e}; it is no longer relayed (the kept lines and log files have it)"
@@ -332,7 +477,7 @@ mod tests {
 
     #[test]
     fn lines_are_named_padded_marked_and_escaped() {
-        let p = Prefixes::new(&["web", "db-primary"], false);
+        let p = Prefixes::new(&[Arc::from("web"), Arc::from("db-primary")], false);
         assert_eq!(
             text(
                 &p,
@@ -365,7 +510,7 @@ mod tests {
         assert!(!j.contains('\x1b'), "{j:?}");
         let v: serde_json::Value = serde_json::from_str(&j).unwrap();
         assert_eq!(v["text"], "a\x1bb");
-        let c = Prefixes::new(&["web", "db"], true);
+        let c = Prefixes::new(&[Arc::from("web"), Arc::from("db")], true);
         let shown = text(&c, &line("db", Stream::Stderr, b"x", false), Format::Text);
         assert_eq!(shown, "\x1b[33mdb \x1b[0m \x1b[31m!\x1b[0m x\n");
     }
