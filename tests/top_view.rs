@@ -223,7 +223,7 @@ fn wide_supervised_screen_shows_every_column_anomaly_and_event() {
         );
     }
     // Every anomaly, with the zombie's parent named.
-    assert!(row_of(&lines, 202).contains("not reaped by 200 (postgres) for 3s"));
+    assert!(row_of(&lines, 202).contains("not reaped by 200 (postgres) for ≥3s"));
     assert!(row_of(&lines, 300).contains("restart loop (5)"));
     assert!(row_of(&lines, 500).contains("parent 1, expected 100"));
     assert!(row_of(&lines, 600).contains("adopted by 1, expected 100"));
@@ -292,7 +292,7 @@ fn narrow_screen_drops_columns_and_never_wraps() {
     let status = &lines[lines.len() - 2];
     assert!(lines.last().unwrap().starts_with("q quit"));
     assert!(
-        status.contains("202: zombie for 3s: parent 200 (postgres) does not reap it"),
+        status.contains("202: a zombie for at least 3s (seen since; started "),
         "{status}"
     );
 }
@@ -929,4 +929,82 @@ fn the_log_pane_follows_the_selected_helper_and_scrolls() {
     press(&mut app, "l");
     assert!(app.logs.is_none());
     assert_eq!(app.log_source(), None);
+}
+
+/// A real zombie (a `sleep` that never waits for the child its shell left) seen by a dashboard
+/// started 30 s after it began: the note says what is known, a zombie for at least the time it
+/// has been seen, and the age of its process from its start time, not a duration that counts
+/// from the dashboard's first reading as if it were the whole of it.
+#[test]
+fn a_zombie_says_at_least_how_long_and_its_age() {
+    use foster::top::model::{Anomaly, Source};
+    let parent = Reaped(
+        std::process::Command::new("sh")
+            .args(["-c", "true & exec sleep 60"])
+            .spawn()
+            .unwrap(),
+    );
+    let ppid = parent.0.id() as i32;
+    let mut src = foster::top::standalone::ProcSource::new(Some(ppid)).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let first = loop {
+        let s = src.sample().unwrap();
+        if s.procs.iter().any(|p| p.state == b'Z') && s.procs[0].comm == b"sleep" {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no zombie: {:?}",
+            s.procs
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let zombie = first.procs.iter().find(|p| p.state == b'Z').unwrap().id;
+    let hz = first.hz;
+    // The readings' clock as a dashboard started 30 s later would have it, then 7 s later.
+    let mut t = Tracker::new();
+    let mut late = first.clone();
+    late.now_ticks = zombie.start_time + 30 * hz;
+    t.update(late.clone());
+    late.now_ticks += 7 * hz;
+    let mut app = App::new(None, "1s".into());
+    app.set_model(t.update(late));
+    let node = &app.model.nodes[&zombie];
+    assert!(
+        matches!(
+            node.anomalies[..],
+            [Anomaly::UnreapedZombie {
+                for_secs: 7,
+                age_secs: 37,
+                ..
+            }]
+        ),
+        "{:?}",
+        node.anomalies
+    );
+    go_to(&mut app, zombie.pid);
+    let lines = render(&mut app, 200, 60);
+    assert!(
+        row_of(&lines, zombie.pid).contains(&format!("not reaped by {ppid} (sleep) for ≥7s")),
+        "{}",
+        row_of(&lines, zombie.pid)
+    );
+    let status = &lines[lines.len() - 2];
+    assert!(
+        status.contains(&format!(
+            "{}: a zombie for at least 7s (seen since; started 37s ago): parent {ppid} (sleep) \
+             does not reap it",
+            zombie.pid
+        )),
+        "{status}"
+    );
+    // Teardown: the parent killed, the zombie is reaped by whoever adopts it.
+    drop(parent);
+    while zombie.is_alive() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{zombie} was never reaped"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }

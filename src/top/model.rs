@@ -173,11 +173,14 @@ pub enum Anomaly {
         by: Identity,
         expected: Option<Identity>,
     },
-    /// A zombie whose parent is alive and has not reaped it for `for_secs` seconds.
+    /// A zombie whose parent is alive and has not reaped it: seen a zombie for at least
+    /// `for_secs` seconds (since this dashboard first saw it so: the kernel does not say when a
+    /// process exited), its process started `age_secs` ago.
     UnreapedZombie {
         parent: Identity,
         parent_name: Vec<u8>,
         for_secs: u64,
+        age_secs: u64,
     },
     /// A helper restarted `restarts` times within the supervisor's window.
     RestartLoop { restarts: u32 },
@@ -203,9 +206,10 @@ impl Anomaly {
                 parent,
                 parent_name,
                 for_secs,
+                ..
             } => {
                 format!(
-                    "not reaped by {} ({}) for {for_secs}s",
+                    "not reaped by {} ({}) for ≥{for_secs}s",
                     parent.pid,
                     escape(parent_name)
                 )
@@ -244,8 +248,11 @@ impl Anomaly {
                 parent,
                 parent_name,
                 for_secs,
+                age_secs,
             } => format!(
-                "zombie for {for_secs}s: parent {} ({}) does not reap it",
+                "a zombie for at least {for_secs}s (seen since; started {} ago): parent {} ({}) \
+                 does not reap it",
+                fmt_age(*age_secs),
                 parent.pid,
                 escape(parent_name)
             ),
@@ -462,6 +469,7 @@ impl Tracker {
                             parent: p.info.id,
                             parent_name: p.info.comm.clone(),
                             for_secs,
+                            age_secs: n.age_secs,
                         },
                     ));
                 }
