@@ -527,11 +527,15 @@ fn status_json_reports_roles_and_expected_parents() {
         let out = run.ctl(&["--json", "status"]);
         assert!(out.status.success(), "{out:?}");
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        let execed = v["status"]["processes"]
+        // Every generation-3 process (the grandchild, and the orphan, generation 3 too) must
+        // be out of its exec: the orphan alone being `sleep` does not say the grandchild is.
+        let third: Vec<&Value> = v["status"]["processes"]
             .as_array()
             .unwrap()
             .iter()
-            .any(|p| p["generation"] == 3 && p["comm"] == "sleep");
+            .filter(|p| p["generation"] == 3)
+            .collect();
+        let execed = !third.is_empty() && third.iter().all(|p| p["comm"] == "sleep");
         if execed {
             break v;
         }
