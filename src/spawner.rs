@@ -15,7 +15,9 @@
 //! while the spawner thread waits for its exec (no page tables copied), and the pidfd is obtained atomically with the child, so it is never a pid
 //! some other process reused, even if the reaper reaps the child at once. The child resets
 //! caught signal handlers to default, applies stdio (sources that are themselves standard
-//! numbers moved out of the way first; the spawner's own descriptors kept above 2), credentials (group list, gid, uid, in that
+//! numbers moved out of the way first; the spawner's own descriptors kept above 2), then the
+//! extra descriptors at their numbers (every source, and the spawner's own descriptors, moved
+//! above the highest number first), credentials (group list, gid, uid, in that
 //! order, resolved from the user database before fork: [`Credentials`]) and the working
 //! directory, then runs the gate (**after** the credential change, since
 //! that change would clear the parent-death setting), then sets the signal state it execs with
@@ -84,6 +86,13 @@ pub struct LaunchSpec {
     pub new_process_group: bool,
     /// Then make that group the foreground group of this terminal (`tcsetpgrp`).
     pub foreground_tty: Option<RawFd>,
+    /// More descriptors for the child: each `(fd, number)` is placed at `number` (3 or more,
+    /// each number once), close-on-exec cleared, after the standard ones (the notification
+    /// descriptor of s6's readiness protocol).
+    pub extra_fds: Vec<(OwnedFd, RawFd)>,
+    /// A variable the child sets to its own pid before its exec (systemd's `WATCHDOG_PID`);
+    /// it replaces any of that name.
+    pub pid_env: Option<OsString>,
     /// The signal state the child execs with, applied after the gate, just before `execve`;
     /// `None`: [`ExecSignals::inherited`], the state this process was started with (so what
     /// foster itself changed, SIGPIPE that Rust's runtime ignores, its blocked signals, its
@@ -168,6 +177,8 @@ impl LaunchSpec {
             gated: true,
             new_process_group: false,
             foreground_tty: None,
+            extra_fds: Vec::new(),
+            pid_env: None,
             exec_signals: None,
         }
     }
@@ -546,13 +557,14 @@ fn cstring(what: &str, b: &[u8]) -> Result<CString, SpawnError> {
 const R_GATE: u32 = 1;
 const R_EXEC: u32 = 2;
 const R_SETUP: u32 = 3;
-const SETUP_WHAT: [&str; 6] = [
+const SETUP_WHAT: [&str; 7] = [
     "dup2 of stdio",
     "setgroups",
     "setgid",
     "setuid",
     "chdir",
     "own identity",
+    "dup2 of an extra descriptor",
 ];
 
 const CHILD_STACK: usize = 256 * 1024;
@@ -674,12 +686,17 @@ struct Prepared {
     new_process_group: bool,
     foreground_tty: RawFd,
     exec_signals: ExecSignals,
+    /// `(source, number)`: each source already above every number (see `launch_here`).
+    extra: Vec<(RawFd, RawFd)>,
+    /// `NAME=PID`, filled by the child.
+    pid_slot: Option<IdentitySlot>,
 }
 
 fn prepare(
     spec: &LaunchSpec,
     me: Identity,
     own_pidfd: Option<RawFd>,
+    extra: Vec<(RawFd, RawFd)>,
 ) -> Result<Prepared, SpawnError> {
     if spec.program.as_os_str().is_empty() {
         // Joined to a PATH directory, an empty name would name the directory itself.
@@ -739,6 +756,9 @@ fn prepare(
     if spec.gated {
         vars.retain(|(k, _)| k != ENV_PARENT);
     }
+    if let Some(name) = &spec.pid_env {
+        vars.retain(|(k, _)| k != name);
+    }
     let mut env = Vec::with_capacity(vars.len());
     for (k, v) in vars {
         let mut kv = k.into_vec();
@@ -752,6 +772,23 @@ fn prepare(
     if spec.gated {
         envp.push(slot.as_ptr());
     }
+    let pid_slot = match &spec.pid_env {
+        Some(name) => {
+            let name = name
+                .to_str()
+                .filter(|n| !n.is_empty() && !n.contains(['=', '\0']))
+                .ok_or_else(|| {
+                    SpawnError::Io(
+                        "the pid variable's name".into(),
+                        io::Error::new(io::ErrorKind::InvalidInput, "not a usable name"),
+                    )
+                })?;
+            let s = IdentitySlot::new(name);
+            envp.push(s.as_ptr());
+            Some(s)
+        }
+        None => None,
+    };
     envp.push(std::ptr::null());
 
     let mut plan = GatePlan::new(me, &spec.policy, SignalSetup::ExecDefault);
@@ -796,6 +833,8 @@ fn prepare(
                 e
             }
         },
+        extra,
+        pid_slot,
     })
 }
 
@@ -813,7 +852,7 @@ fn caught_signals() -> Vec<i32> {
 }
 
 /// The child between clone and exec. Only raw syscalls and the allocation-free gate; it shares
-/// the launcher's memory (CLONE_VM), so it writes nothing but its identity slot.
+/// the launcher's memory (CLONE_VM), so it writes nothing but its identity slots.
 unsafe fn child(p: &mut Prepared, report_fd: RawFd) -> ! {
     unsafe {
         let fail = |kind: u32, a: u32, b: i32, status: i32| -> ! {
@@ -861,6 +900,16 @@ unsafe fn child(p: &mut Prepared, report_fd: RawFd) -> ! {
                 fail(R_SETUP, 0, last_errno(), EXIT_GATE_ERROR);
             }
         }
+        // The extra descriptors: every source is above every number (moved there before the
+        // clone), so no placement overwrites a source still to be placed.
+        for &(src, number) in &p.extra {
+            if libc::dup2(src, number) < 0 {
+                fail(R_SETUP, 6, last_errno(), EXIT_GATE_ERROR);
+            }
+        }
+        if let Some(slot) = &mut p.pid_slot {
+            slot.fill_with_pid();
+        }
         // Credentials first (group list, gid, uid, resolved before fork; raw syscalls: this
         // thread is the child's only one), so that the gate arms afterwards: an effective
         // uid/gid change clears the parent-death setting.
@@ -902,8 +951,55 @@ fn launch_here(
     own_pidfd: Option<RawFd>,
     stack_top: *mut libc::c_void,
 ) -> Result<Launched, SpawnError> {
-    let mut p = prepare(&spec, me, own_pidfd)?;
-    let _keep = (&p.argv, &p.env);
+    // Every descriptor the child uses itself (its extra ones' sources, the lifeline, the report
+    // pipe) must lie above the numbers its extra descriptors take, or placing one would
+    // overwrite it: those below are copied above (close-on-exec) for this launch.
+    let numbers: Vec<RawFd> = spec.extra_fds.iter().map(|(_, n)| *n).collect();
+    if let Some(&n) = numbers.iter().find(|&&n| n < 3) {
+        return Err(SpawnError::Io(
+            format!("extra descriptor number {n}"),
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "0, 1 and 2 are the standard ones",
+            ),
+        ));
+    }
+    if (1..numbers.len()).any(|i| numbers[..i].contains(&numbers[i])) {
+        return Err(SpawnError::Io(
+            "extra descriptors".into(),
+            io::Error::new(io::ErrorKind::InvalidInput, "a number is given twice"),
+        ));
+    }
+    let floor = numbers.iter().max().map_or(3, |m| m + 1);
+    let above = |fd: RawFd| -> Result<OwnedFd, SpawnError> {
+        // SAFETY: duplicates a descriptor the caller holds; the duplicate is owned from here.
+        let d = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, floor) };
+        if d < 0 {
+            return Err(SpawnError::Io(
+                "extra descriptors".into(),
+                io::Error::last_os_error(),
+            ));
+        }
+        Ok(unsafe { OwnedFd::from_raw_fd(d) })
+    };
+    let mut moved = Vec::new();
+    let mut extra = Vec::new();
+    for (fd, number) in &spec.extra_fds {
+        let d = above(fd.as_raw_fd())?;
+        extra.push((d.as_raw_fd(), *number));
+        moved.push(d);
+    }
+    let own_pidfd = match own_pidfd {
+        Some(fd) if fd < floor && !numbers.is_empty() => {
+            let d = above(fd)?;
+            let raw = d.as_raw_fd();
+            moved.push(d);
+            Some(raw)
+        }
+        other => other,
+    };
+    let mut p = prepare(&spec, me, own_pidfd, extra)?;
+    let _keep = (&p.argv, &p.env, &moved);
     let mut fds = [0 as RawFd; 2];
     // SAFETY: pipe2 into a stack array.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
@@ -915,6 +1011,13 @@ fn launch_here(
     // SAFETY: fresh descriptors we own.
     let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     let wr = above_stdio(wr).map_err(|e| SpawnError::Io("report pipe".into(), e))?;
+    let wr = if wr.as_raw_fd() < floor && !numbers.is_empty() {
+        let high = above(wr.as_raw_fd())?;
+        drop(wr);
+        high
+    } else {
+        wr
+    };
 
     // Block every signal across the clone, so no handler of this process runs in the child
     // before it has reset them; the child's gate sets its own mask.
@@ -949,6 +1052,7 @@ fn launch_here(
     };
     drop(wr);
     drop(spec); // the parent's copies of the stdio descriptors
+    drop(moved);
     // SAFETY: clone filled a descriptor we own.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
     // CLONE_VFORK resumed this thread only once the child exec'd or exited, and a failing child

@@ -233,3 +233,40 @@ fn a_launcher_without_stdin_keeps_its_own_descriptors_apart() {
     assert_eq!(reap(&l), 0);
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "hello\n");
 }
+
+/// Extra descriptors (the s6 notification descriptor) reach their numbers, whichever numbers
+/// their sources and the spawner's own descriptors (its pidfd, the report pipe) had: here the
+/// sources sit just above the standard ones, where the numbers asked for are. The child's own
+/// pid reaches the variable named for it (systemd's `WATCHDOG_PID`), replacing one inherited.
+#[test]
+fn extra_descriptors_reach_their_numbers_and_the_pid_variable_its_pid() {
+    if !in_own_process("extra_descriptors_reach_their_numbers_and_the_pid_variable_its_pid") {
+        return;
+    }
+    let sp = Spawner::start().unwrap(); // kept: its thread is the child's parent
+    let (ra, wa) = pipe();
+    let (rb, wb) = pipe();
+    // Each source is given the other's number (a swap): placed in order, the first placement
+    // would overwrite the second one's source.
+    let (na, nb) = (wb.as_raw_fd(), wa.as_raw_fd());
+    let script = format!("echo a >&{na}; echo b >&{nb}; echo \"$WATCHDOG_PID $$\" >&{na}");
+    let mut spec = LaunchSpec::new("/bin/sh", ["-c", script.as_str()], Policy::term());
+    spec.extra_fds = vec![(wa, na), (wb, nb)];
+    spec.env = vec![("WATCHDOG_PID".into(), Some("1".into()))];
+    spec.pid_env = Some("WATCHDOG_PID".into());
+    let l = sp.launch(spec).unwrap();
+    assert_eq!(reap(&l), 0);
+    let mut a = String::new();
+    std::fs::File::from(ra).read_to_string(&mut a).unwrap();
+    let mut b = String::new();
+    std::fs::File::from(rb).read_to_string(&mut b).unwrap();
+    assert_eq!(a, format!("a\n{0} {0}\n", l.pid), "the first pipe, at {na}");
+    assert_eq!(b, "b\n", "the second pipe, at {nb}");
+    // Numbers 0 to 2 are the standard ones, and a number is given once.
+    for numbers in [[2, 5], [5, 5]] {
+        let mut spec = LaunchSpec::new("/bin/true", [""; 0], Policy::term());
+        spec.extra_fds = numbers.iter().map(|&n| (pipe().1, n)).collect();
+        let e = sp.launch(spec).unwrap_err();
+        assert!(e.pid().is_none(), "{numbers:?}: refused before fork: {e}");
+    }
+}

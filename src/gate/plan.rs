@@ -338,7 +338,8 @@ pub fn own_start_time() -> Option<u64> {
 }
 
 /// A preallocated `NAME=PID:STARTTIME` environment entry that a freshly forked child fills with
-/// its own identity, without allocating (the launcher points `envp` at it before fork).
+/// its own identity, without allocating (the launcher points `envp` at it before fork); or
+/// `NAME=PID` alone ([`IdentitySlot::fill_with_pid`], systemd's `WATCHDOG_PID`).
 pub struct IdentitySlot {
     buf: Vec<u8>,
     prefix: usize,
@@ -373,6 +374,14 @@ impl IdentitySlot {
         at = write_decimal(&mut self.buf, at + 1, start);
         self.buf[at] = 0;
         true
+    }
+
+    /// Writes the calling process's pid alone into the slot. Async-signal-safe.
+    pub fn fill_with_pid(&mut self) {
+        // SAFETY: getpid is async-signal-safe.
+        let pid = unsafe { libc::getpid() } as u64;
+        let at = write_decimal(&mut self.buf, self.prefix, pid);
+        self.buf[at] = 0;
     }
 
     /// The text after `NAME=` (up to the NUL), for tests and logs.
