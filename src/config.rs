@@ -11,6 +11,7 @@
 //! users and groups, log files). No input panics. Unknown keys are errors, so a misspelt key never silently
 //! falls back to a default. The reference of every key is `docs/run.md`.
 
+pub mod checks;
 mod collect;
 mod depends;
 mod system;
@@ -119,6 +120,17 @@ pub struct Helper {
     /// `depends_on = ["db"]` (`depends.rs`).
     #[serde(default)]
     pub depends_on: DependsOn,
+    /// When the helper counts as ready (`ready = { notify = true }`, `{ fd = 3 }`, `{ exec =
+    /// [...] }`, `{ tcp = "..." }`, `{ log = "..." }`); none: ready once launched.
+    #[serde(default)]
+    pub ready: Option<checks::ReadySection>,
+    /// A liveness check, from readiness on (`health = { exec = [...] }` or `{ tcp = "..." }`).
+    #[serde(default)]
+    pub health: Option<checks::HealthSection>,
+    /// The notify protocol's watchdog: without `WATCHDOG=1` within this long, the helper has
+    /// failed.
+    #[serde(default)]
+    pub watchdog: Option<PositiveDuration>,
 }
 
 /// `log = { file = "PATH", max_size = "10MB", keep = 5 }`: a helper's captured lines in a file
@@ -239,7 +251,7 @@ impl Helper {
     /// passes; without one it is `running`, which counts as ready (as systemd's
     /// `Type=simple`).
     pub fn has_readiness(&self) -> bool {
-        false
+        self.ready.is_some()
     }
 }
 
@@ -1013,6 +1025,52 @@ impl Config {
                 if let Err(e) = g.check() {
                     errors.push(doc.error_at(&at.key(e.field), e.span, e.message));
                 }
+            }
+            let ready = at.key("ready");
+            if let Some(r) = &h.ready
+                && !read.skipped(&ready)
+            {
+                match r.check() {
+                    Err(e) => {
+                        let path = if e.field.is_empty() {
+                            ready.clone()
+                        } else {
+                            ready.key(e.field)
+                        };
+                        errors.push(doc.error_at(&path, e.span, e.message));
+                    }
+                    Ok(checks::ReadyCheck::Log(_))
+                        if h.output != crate::output::Mode::Capture
+                            && !read.skipped(&at.key("output")) =>
+                    {
+                        errors.push(doc.error_at(
+                            &ready.key("log"),
+                            None,
+                            format!(
+                                "log reads the helper's captured output, and its output is {}: \
+                                 leave output out (capture is the default) or choose another \
+                                 readiness check",
+                                serde_json::to_value(h.output)
+                                    .ok()
+                                    .and_then(|v| v.as_str().map(str::to_string))
+                                    .unwrap_or_default()
+                            ),
+                        ));
+                    }
+                    Ok(_) => {}
+                }
+            }
+            let health = at.key("health");
+            if let Some(hs) = &h.health
+                && !read.skipped(&health)
+                && let Err(e) = hs.probe()
+            {
+                let path = if e.field.is_empty() {
+                    health.clone()
+                } else {
+                    health.key(e.field)
+                };
+                errors.push(doc.error_at(&path, e.span, e.message));
             }
             let backoff = at.key("backoff");
             let b = &h.backoff;

@@ -2,9 +2,9 @@
 //! ([`super::Scope::System`]): each helper's user and group known to the user database (read
 //! as its launch reads them: [`user_id`], [`group_id`], [`Credentials::resolve`]); its program
 //! found as the spawner finds it ([`gate::resolve_program`], [`gate::check_target`]) and
-//! executable by the user it runs as; its working directory a directory that user can enter;
-//! its log file one foster may write ([`RotatingFile::check_owned`]: foster opens it, not the
-//! helper).
+//! executable by the user it runs as, and so are its probes' (`ready.exec`, `health.exec`);
+//! its working directory a directory that user can enter; its log file one foster may write
+//! ([`RotatingFile::check_owned`]: foster opens it, not the helper).
 //!
 //! Permissions are read from the mode bits (owner, group, others; root enters and reads
 //! anything, and executes a file with an execute bit) and from a `noexec` mount; ACLs and
@@ -83,6 +83,21 @@ pub(super) fn check(
                 .span_of(&command.index(0))
                 .or_else(|| doc.span_of(&command));
             errors.push(doc.error_at(&command, place, message));
+        }
+        // The probes run as the helper does.
+        let probes = [
+            ("ready", h.ready.as_ref().and_then(|r| r.exec.as_ref())),
+            ("health", h.health.as_ref().and_then(|r| r.exec.as_ref())),
+        ];
+        for (section, probe) in probes {
+            let path = at.key(section).key("exec");
+            if let Some(probe) = probe
+                && !read.skipped(&path)
+                && let Err(message) = program(probe.program(), who.as_ref())
+            {
+                let place = doc.span_of(&path.index(0)).or_else(|| doc.span_of(&path));
+                errors.push(doc.error_at(&path, place, format!("the probe: {message}")));
+            }
         }
         let cwd = at.key("cwd");
         if let Some(dir) = &h.cwd
