@@ -195,6 +195,13 @@ impl Registry {
         );
     }
 
+    /// Records a process foster launched for itself, of no helper (a check's probe): the
+    /// tree's next read finds it expected, not adopted, and its descendants belong to no
+    /// helper.
+    pub fn expect_own(&mut self, identity: Identity) {
+        self.insert(identity, Some(self.me), 1, None, true);
+    }
+
     /// The record of `identity`.
     pub fn get(&self, identity: &Identity) -> Option<&Record> {
         self.records.get(identity)

@@ -1,7 +1,7 @@
 //! Supervision events: what `foster run` reports, in one type.
 //!
 //! Owns [`Event`] (launch, exit, reparented, restart, give-up, a helper's state changing,
-//! signal, output dropped, shutdown), its JSON form
+//! signal, output dropped, a check failed or passed again, shutdown), its JSON form
 //! (one object per line, `"event"` naming the kind, `"ts_ms"` the wall-clock time in
 //! milliseconds since the Unix epoch), its one rendering for people (`Display`: `foster run`'s
 //! lines on standard error, which [`Narration`] picks by verbosity, `foster ctl events`, the
@@ -103,6 +103,24 @@ pub enum Event {
     /// did not take them fast enough, since the last such event (they are still kept and
     /// logged; see `docs/output.md`).
     OutputDropped { helper: String, lines: u64 },
+    /// A check of a helper failed: its readiness within its timeout, a health check (the
+    /// `failures`-th in a row; `limit` fail the helper), its watchdog. At `failures == limit`
+    /// the helper has failed: it is stopped (a `signal` event with reason `check_failed`) and
+    /// its restart rules apply to its end.
+    CheckFailed {
+        helper: String,
+        identity: Option<Identity>,
+        check: Check,
+        reason: String,
+        failures: u32,
+        limit: u32,
+    },
+    /// A helper's health check passed again after `failures` failures in a row.
+    CheckPassed {
+        helper: String,
+        check: Check,
+        failures: u32,
+    },
     /// Orderly shutdown began (the signal that asked for it, if any).
     Shutdown { signal: Option<String> },
     /// foster is exiting with this status.
@@ -179,6 +197,29 @@ impl fmt::Display for Reloaded {
     }
 }
 
+/// A helper's check, in events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Check {
+    /// `ready = { ... }`.
+    Ready,
+    /// `health = { ... }`.
+    Health,
+    /// `watchdog`.
+    Watchdog,
+}
+
+impl Check {
+    /// Its name for people: `readiness check`, `health check`, `watchdog`.
+    pub fn text(self) -> &'static str {
+        match self {
+            Check::Ready => "readiness check",
+            Check::Health => "health check",
+            Check::Watchdog => "watchdog",
+        }
+    }
+}
+
 /// Why foster sent a signal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -191,6 +232,9 @@ pub enum SignalReason {
     GraceExpired,
     /// The operator asked for it through the control socket.
     Control,
+    /// The helper failed a check (readiness, health, watchdog): it is stopped, then its
+    /// restart rules apply.
+    CheckFailed,
 }
 
 impl Event {
@@ -201,7 +245,8 @@ impl Event {
             Event::GiveUp { .. }
             | Event::LaunchFailed { .. }
             | Event::OutputDropped { .. }
-            | Event::ReloadRefused { .. } => true,
+            | Event::ReloadRefused { .. }
+            | Event::CheckFailed { .. } => true,
             Event::Reload { changes, .. } => !changes.needs_restart.is_empty(),
             Event::State { state, .. } => state.is_trouble(),
             _ => false,
@@ -251,6 +296,15 @@ impl Event {
                 helper: text(helper),
                 generation: generation.or((*reason == SignalReason::Stop).then_some(1)),
                 pid: target.pid,
+            },
+            Event::CheckFailed {
+                helper,
+                identity: Some(identity),
+                ..
+            } => Who {
+                helper: Some(crate::sanitize::escape(helper.as_bytes())),
+                generation: Some(1),
+                pid: identity.pid,
             },
             _ => return None,
         };
@@ -440,6 +494,10 @@ impl fmt::Display for Event {
                     SignalReason::Control => {
                         write!(f, " (asked through the control socket; {then})")
                     }
+                    SignalReason::CheckFailed if then.is_empty() => {
+                        f.write_str(" (it failed a check)")
+                    }
+                    SignalReason::CheckFailed => write!(f, " (it failed a check; {then})"),
                 }
             }
             Event::OutputDropped { helper, lines } => write!(
@@ -448,6 +506,35 @@ impl fmt::Display for Event {
                  (they are kept and logged)",
                 if *lines == 1 { "" } else { "s" },
                 text(helper)
+            ),
+            Event::CheckFailed {
+                helper,
+                identity,
+                check,
+                reason,
+                failures,
+                limit,
+            } => {
+                match identity {
+                    Some(id) => write!(f, "{}", who(&Some(helper.clone()), Some(1), id.pid))?,
+                    None => f.write_str(&text(helper))?,
+                }
+                write!(f, " failed its {}: {}", check.text(), text(reason))?;
+                if *limit > 1 {
+                    write!(f, " ({failures} of {limit} in a row)")?;
+                }
+                Ok(())
+            }
+            Event::CheckPassed {
+                helper,
+                check,
+                failures,
+            } => write!(
+                f,
+                "{} passed its {} again (after {failures} failure{})",
+                text(helper),
+                check.text(),
+                if *failures == 1 { "" } else { "s" }
             ),
             Event::Shutdown { signal } => match signal {
                 Some(s) => write!(f, "shutting down on {}: stopping every helper", text(s)),

@@ -30,6 +30,8 @@
 //! - [`event`]: supervision events and the JSON-lines events log.
 //! - [`config`]: the TOML configuration of `foster run`.
 //! - [`restart`]: a helper's restart/backoff state machine.
+//! - [`readiness`]: a helper's readiness and liveness checks: the notify and notification-fd
+//!   protocols, the exec, connect and log probes, the state of each launch's checks.
 //! - [`init`]: `foster init`, a container's PID 1 on the reaper: reaping, forwarding, TTY.
 //! - [`control`]: the control socket: protocol, server, `foster ctl` client.
 //! - [`supervisor`], [`contain`]: `foster run` and its containment (one layer: each uses the
@@ -79,6 +81,7 @@ pub mod ownership;
 pub mod policy;
 pub mod procstat;
 pub mod qualify;
+pub mod readiness;
 pub mod reaper;
 pub mod restart;
 pub mod sanitize;

@@ -6,7 +6,8 @@
 //! the tree ended (a SIGCHLD, or the pidfd of a deeper parent, `watch.rs`; never on a timer) so
 //! that [`Registry`] can classify every adoption, applies the orphan policy of each adopted
 //! process's generation (its signal, its grace, then SIGKILL), and owns the one idempotent
-//! shutdown, whose progress is one phase type (`Stage`).
+//! shutdown, whose progress is one phase type (`Stage`). Each helper's readiness and liveness
+//! checks run on the same loop (`checks.rs`).
 //!
 //! ## Threads and signals
 //!
@@ -15,8 +16,9 @@
 //! foster: shutdown, reopen the logs, or ignore), so every thread created afterwards (the
 //! launcher, the output's reader and relay, the runtime) has them blocked, and they are
 //! consumed only through signalfds. The event loop is a single-threaded tokio runtime waiting
-//! on those signalfds, the parents' epoll (`watch.rs`), the control socket and the output's
-//! reports ([`crate::output`]): no timer is armed unless a restart delay or a grace period is
+//! on those signalfds, the parents' epoll (`watch.rs`), the control socket, the output's
+//! reports ([`crate::output`]), the notify socket and the reports of the checks' tasks
+//! (`checks.rs`): no timer is armed unless a restart delay, a grace period or a check is
 //! pending, or a read found a process in the middle of an `execve` whose environment it needs,
 //! so an idle supervisor does not wake up. The helpers' output is read, kept and relayed on
 //! threads of its own, never on this loop.
@@ -25,6 +27,7 @@
 //!
 //! See [`EXIT_OK`] and the constants after it; `docs/run.md` has the table.
 
+mod checks;
 mod control;
 mod lifecycle;
 mod reload;
@@ -131,6 +134,8 @@ pub fn run(config: Config, options: Options) -> io::Result<i32> {
     };
     // Bound before any thread exists: binding sets the umask for an instant.
     let bound = bind_socket(&options)?;
+    // The notify sockets the helpers need now (one a reload's helper needs is bound then).
+    let checks_io = checks::bind_notify(&config)?;
     // From here on, foster's lines never wait on its standard error (dropped last: it writes
     // what is left once the supervision has ended).
     let _lines = crate::logging::background()?;
@@ -144,6 +149,7 @@ pub fn run(config: Config, options: Options) -> io::Result<i32> {
     sup.control = control::Control::new(options.config_path.clone(), bound);
     sup.config_path = options.config_path.clone();
     sup.reload_signal = options.reload_signal.map(crate::signal::Sig::number);
+    sup.checks_io = checks_io;
     rt.block_on(sup.run())
 }
 
@@ -318,19 +324,30 @@ impl Stage {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Whose status a reaped pid is.
+enum Owner {
+    /// Helper `i`'s process.
+    Helper(usize),
+    /// An exec probe of helper `i`'s launch (its checks' launch number).
+    Probe(usize, u32),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Timer {
     Restart(usize),
     /// A helper's stop grace ran out (`usize::MAX`: the grace of adopted processes).
     StopGrace(usize),
     OrphanGrace(Identity),
     Scan,
+    /// A timer of helper `i`'s checks, for its launch `n`.
+    Check(usize, u32, checks::CheckTimer),
 }
 
 struct Supervisor {
     config: Config,
     contained: bool,
     me: Identity,
-    reaper: Reaper<usize>,
+    reaper: Reaper<Owner>,
     registry: Registry,
     /// foster's subtree, read again (only what changed) when an event says it changed.
     tree: Subtree,
@@ -367,6 +384,8 @@ struct Supervisor {
     config_path: Option<PathBuf>,
     /// The signal that reloads the configuration (`--reload-signal`), if any.
     reload_signal: Option<i32>,
+    /// The notify sockets and the reports of the checks' tasks.
+    checks_io: checks::ChecksIo,
 }
 
 impl Supervisor {
@@ -421,6 +440,7 @@ impl Supervisor {
             output: Some(output),
             config_path: None,
             reload_signal: None,
+            checks_io: checks::ChecksIo::new(None, None),
         })
     }
 
@@ -475,6 +495,9 @@ impl Supervisor {
         // SAFETY: the watch's epoll descriptor, owned by `self` too, for the life of `self`.
         let parents =
             unsafe { AsyncFd::register(Fd(self.watch.raw_fd())) }.map_err(io::Error::from)?;
+        // The notify sockets bound so far; one bound later (for a helper a reload added) is
+        // registered at the next turn of the loop.
+        let (mut notify, mut notify_other) = (None, None);
         let lines = self.output.as_ref().map(|c| c.output().clone());
         let mut server = self.control.serve(lines)?;
         self.emit(Event::Start {
@@ -508,6 +531,19 @@ impl Supervisor {
                 return Ok(code);
             }
             self.flush_narration();
+            // The notify sockets bound since the last turn (a launch binds the one it needs).
+            // SAFETY: the notify sockets, owned by `self` too, never closed before `self` is
+            // dropped.
+            if notify.is_none()
+                && let Some(s) = &self.checks_io.notify
+            {
+                notify = Some(unsafe { AsyncFd::register(Fd(s.raw_fd())) }?);
+            }
+            if notify_other.is_none()
+                && let Some(s) = &self.checks_io.notify_other
+            {
+                notify_other = Some(unsafe { AsyncFd::register(Fd(s.raw_fd())) }?);
+            }
             let next = self.timers.first_key_value().map(|(k, _)| k.0);
             tokio::select! {
                 g = chld.readable() => {
@@ -533,6 +569,19 @@ impl Supervisor {
                 }
                 _ = sleep_until(next), if next.is_some() => self.fire_timers(),
                 r = output_report(&mut self.output) => self.on_output_report(r),
+                g = readable(&notify) => {
+                    let mut g = g?;
+                    if !self.on_notify_readable(false) {
+                        g.clear_ready();
+                    }
+                }
+                g = readable(&notify_other) => {
+                    let mut g = g?;
+                    if !self.on_notify_readable(true) {
+                        g.clear_ready();
+                    }
+                }
+                Some(r) = self.checks_io.rx.recv() => self.on_check_report(r),
                 cmd = control::recv(&mut server) => self.on_command(cmd),
             }
         }
@@ -645,6 +694,13 @@ impl Supervisor {
             Ok(s) => s,
             Err(e) => return self.launch_error(i, SpawnError::Credentials(e)),
         };
+        let pending = match self.prepare_checks(i, &mut spec) {
+            Ok(p) => p,
+            Err(e) => {
+                let e = SpawnError::Io("cannot prepare its readiness check".into(), e);
+                return self.launch_error(i, e);
+            }
+        };
         if let Some(output) = &self.output {
             match output.stdio(i) {
                 Ok(stdio) => (spec.stdout, spec.stderr) = stdio,
@@ -658,23 +714,25 @@ impl Supervisor {
         let mut failed: Option<String> = None;
         let mut pidfd = None;
         let result: Result<i32, SpawnError> =
-            self.reaper.launch(i, || match spawner.launch(spec) {
-                Ok(l) => {
-                    pidfd = Some(l.pidfd);
-                    Ok(l.pid)
-                }
-                // A child was created and stopped by the gate or by exec: its status is the
-                // helper's exit (127, 126, the gate's), routed like any other.
-                Err(e) => match e.pid() {
-                    Some(pid) => {
-                        failed = Some(e.to_string());
-                        Ok(pid)
+            self.reaper
+                .launch(Owner::Helper(i), || match spawner.launch(spec) {
+                    Ok(l) => {
+                        pidfd = Some(l.pidfd);
+                        Ok(l.pid)
                     }
-                    None => Err(e),
-                },
-            });
+                    // A child was created and stopped by the gate or by exec: its status is the
+                    // helper's exit (127, 126, the gate's), routed like any other.
+                    Err(e) => match e.pid() {
+                        Some(pid) => {
+                            failed = Some(e.to_string());
+                            Ok(pid)
+                        }
+                        None => Err(e),
+                    },
+                });
         match result {
             Ok(pid) => {
+                let launched = failed.is_none();
                 if let Some(error) = failed {
                     self.emit(Event::LaunchFailed {
                         helper: name.clone(),
@@ -708,6 +766,9 @@ impl Supervisor {
                     HelperState::Running
                 };
                 self.set_state(i, state, None);
+                if launched {
+                    self.start_checks(i, pending);
+                }
             }
             Err(e) => self.launch_error(i, e),
         }
@@ -797,10 +858,17 @@ impl Supervisor {
         let mut parent_ended = false;
         for routed in self.reaper.reap() {
             match routed {
-                Routed::Owned { owner, reaped } => {
+                Routed::Owned {
+                    owner: Owner::Helper(i),
+                    reaped,
+                } => {
                     helper_ended = true;
-                    self.helper_exited(owner, reaped.status);
+                    self.helper_exited(i, reaped.status);
                 }
+                Routed::Owned {
+                    owner: Owner::Probe(i, launch),
+                    reaped,
+                } => self.probe_exited(i, launch, reaped.pid, reaped.status),
                 Routed::Orphan(r) => {
                     let rec = self.registry.reaped(r.pid);
                     let identity = self
@@ -845,6 +913,7 @@ impl Supervisor {
         if let Some(id) = identity {
             self.killed.remove(&id);
         }
+        self.end_checks(i);
         self.emit(Event::Exit {
             pid,
             identity,
@@ -985,6 +1054,7 @@ impl Supervisor {
                 Timer::StopGrace(usize::MAX) => self.sweep(),
                 Timer::StopGrace(i) => self.stop_grace_over(i),
                 Timer::Scan => self.rescan(),
+                Timer::Check(i, launch, t) => self.on_check_timer(i, launch, t),
             }
         }
     }
@@ -999,7 +1069,9 @@ impl Supervisor {
         self.emit(Event::Shutdown {
             signal: signal.map(signal_name),
         });
-        self.timers.retain(|_, t| !matches!(t, Timer::Restart(_)));
+        self.timers
+            .retain(|_, t| !matches!(t, Timer::Restart(_) | Timer::Check(..)));
+        self.stop_all_checks();
         for i in 0..self.helpers.len() {
             if matches!(
                 self.helpers[i].state,
@@ -1062,6 +1134,16 @@ pub fn has_children() -> bool {
         )
     };
     r == 0
+}
+
+/// Readiness of an optional descriptor (pending forever without one).
+async fn readable(
+    fd: &Option<AsyncFd<Fd>>,
+) -> io::Result<tokio::io::unix::AsyncFdReadyGuard<'_, Fd>> {
+    match fd {
+        Some(fd) => fd.readable().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The next report of the output's reading thread (pending forever without one).

@@ -370,8 +370,14 @@ pub fn render_status(s: &Status) -> String {
         if let Some(d) = &h.detail {
             let _ = write!(line, "  {} {}", h.state.text(), escape(d.as_bytes()));
         }
+        if h.health_failures > 0 {
+            let _ = write!(line, "  health: {} failed in a row", h.health_failures);
+        }
         if let Some(t) = &h.status_text {
             let _ = write!(line, "  status: {}", escape(t.as_bytes()));
+            if let Some(e) = h.errno {
+                let _ = write!(line, " (errno {e})");
+            }
         }
         let _ = writeln!(out, "{line}");
     }

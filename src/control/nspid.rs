@@ -197,6 +197,7 @@ impl PidMap {
         s.supervisor.identity = b.id(sup);
         for h in &mut s.helpers {
             h.identity = h.identity.map(|i| b.id(i));
+            h.main_pid = h.main_pid.map(|p| b.pid(p));
         }
         s.processes.retain_mut(|p| {
             let Some(outer) = b.live.get(&p.pid).copied() else {
@@ -254,11 +255,16 @@ impl PidMap {
                 *expected = expected.map(|i| b.id(i));
             }
             Event::Signal { target, .. } => *target = b.id(*target),
+            Event::CheckFailed {
+                identity: Some(id), ..
+            } => *id = b.id(*id),
             Event::LaunchFailed { .. }
             | Event::Restart { .. }
             | Event::GiveUp { .. }
             | Event::State { .. }
             | Event::OutputDropped { .. }
+            | Event::CheckFailed { identity: None, .. }
+            | Event::CheckPassed { .. }
             | Event::Shutdown { .. }
             | Event::Reload { .. }
             | Event::ReloadRefused { .. }

@@ -379,6 +379,10 @@ pub struct SupervisorInfo {
     pub shutting_down: bool,
     /// When it started, milliseconds since the Unix epoch.
     pub started_ms: u64,
+    /// Datagrams its notify socket ignored (from a process outside the helpers' trees, too
+    /// long, or for a helper without the protocol).
+    #[serde(default)]
+    pub notify_refused: u64,
 }
 
 /// One configured helper.
@@ -410,6 +414,19 @@ pub struct HelperInfo {
     pub next_launch_in_ms: Option<u64>,
     /// Its whole policy chain, `GEN[;GEN]...` (`TERM:exit:5s;KILL:kill:1s`).
     pub policy: String,
+    /// Health checks failed in a row (`health`), while running.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub health_failures: u32,
+    /// Its last `ERRNO=`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errno: Option<i32>,
+    /// Its `MAINPID=`, a process of its tree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub main_pid: Option<i32>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// One dependency of a helper: the helper it waits for, the condition, whether it is met now,

@@ -115,6 +115,13 @@ pub fn open_private_dir(dir: &Path) -> Result<std::os::fd::OwnedFd, DirProblem> 
     open_dir(dir, DirRule::Private, false).map(|d| d.fd)
 }
 
+/// Opens and checks the default socket directory `dir`, making it (mode 0700) when missing and
+/// its parent exists, as `foster run` does for its control socket: foster's other sockets (the
+/// notify socket) go there too.
+pub fn make_private_dir(dir: &Path) -> Result<std::os::fd::OwnedFd, DirProblem> {
+    open_dir(dir, DirRule::Private, true).map(|d| d.fd)
+}
+
 /// A bound, not yet serving, socket. Bind it before any other thread exists: binding sets the
 /// process umask for an instant.
 #[derive(Debug)]

@@ -422,6 +422,7 @@ impl Supervisor {
                 contained: self.contained,
                 shutting_down: self.stage.shutting_down(),
                 started_ms: self.control.started_ms,
+                notify_refused: self.checks_io.refused,
             },
             helpers,
             processes: procs,
@@ -535,6 +536,7 @@ impl Supervisor {
         let h = &self.helpers[i];
         let cfg = &self.config.helpers[i];
         let state = h.state;
+        let checks = h.checks.as_ref().filter(|_| h.running().is_some());
         let now = Instant::now();
         let next_launch_in_ms = self
             .timers
@@ -565,6 +567,9 @@ impl Supervisor {
             last_exit: self.control.last_exit.get(cfg.name()).copied(),
             next_launch_in_ms,
             policy: cfg.policy_chain().to_string(),
+            health_failures: checks.map_or(0, |c| c.health_failures),
+            errno: checks.and_then(|c| c.errno),
+            main_pid: checks.and_then(|c| c.main_pid),
         }
     }
 }

@@ -62,6 +62,8 @@ pub(super) struct Run {
     pub(super) retired: bool,
     /// Its new definition, given by a reload while it was stopping: taken once it is down.
     pub(super) next: Option<Box<crate::config::Helper>>,
+    /// The checks of its current launch (readiness, health, watchdog; `supervisor/checks.rs`).
+    pub(super) checks: Option<crate::readiness::LaunchChecks>,
 }
 
 impl Run {
@@ -81,6 +83,7 @@ impl Run {
             status_text: None,
             retired: false,
             next: None,
+            checks: None,
         }
     }
 
@@ -348,7 +351,8 @@ impl Supervisor {
             cfg.name().to_string(),
         );
         let reason = match why {
-            StopFor::Shutdown | StopFor::Failed(_) | StopFor::Removed => SignalReason::Stop,
+            StopFor::Shutdown | StopFor::Removed => SignalReason::Stop,
+            StopFor::Failed(_) => SignalReason::CheckFailed,
             StopFor::Request | StopFor::Restart => SignalReason::Control,
         };
         self.signal(id, Some(name), sig, reason, Some(grace));
@@ -478,18 +482,17 @@ impl Supervisor {
         !s.is_up() && s != HelperState::Stopping
     }
 
-    /// Helper `i`'s readiness check passed for its process `id`: `starting` → `ready`. The
-    /// helpers waiting for it to be ready are launched on the loop's next turn.
-    #[allow(dead_code)] // called by the readiness checks
-    pub(super) fn helper_ready(&mut self, i: usize, id: Identity) {
+    /// Helper `i`'s readiness check passed for its process `id`: `starting` → `ready`, with
+    /// `detail` (`after 1.2s (notify)`). The helpers waiting for it to be ready are launched on
+    /// the loop's next turn.
+    pub(super) fn helper_ready(&mut self, i: usize, id: Identity, detail: Option<String>) {
         if self.helpers[i].running() == Some(id) && self.helpers[i].state == HelperState::Starting {
-            self.set_state(i, HelperState::Ready, None);
+            self.set_state(i, HelperState::Ready, detail);
         }
     }
 
     /// Helper `i`'s process `id` passed (`healthy`) or failed a health check that does not end
     /// it yet: `unhealthy`, or back to `ready` (`running` without a readiness check).
-    #[allow(dead_code)] // called by the health checks
     pub(super) fn helper_health(
         &mut self,
         i: usize,
@@ -520,7 +523,6 @@ impl Supervisor {
     /// Helper `i`'s process `id` failed a check for good (`why`, the words after "because":
     /// `its readiness check timed out after 5s`): it is stopped (stop signal, grace, SIGKILL of
     /// its tree), then its restart rules decide, as for a failure.
-    #[allow(dead_code)] // called by the readiness and health checks
     pub(super) fn helper_check_failed(&mut self, i: usize, id: Identity, why: String) {
         if self.stage.shutting_down()
             || self.helpers[i].running() != Some(id)
@@ -533,7 +535,6 @@ impl Supervisor {
 
     /// The `STATUS=` text helper `i`'s process `id` sent (cut to [`MAX_STATUS_TEXT`] bytes);
     /// shown with its state until its next launch.
-    #[allow(dead_code)] // called by the notify protocol
     pub(super) fn set_status_text(&mut self, i: usize, id: Identity, text: &str) {
         if self.helpers[i].running() != Some(id) {
             return;

@@ -1,0 +1,384 @@
+//! The systemd notification protocol (`sd_notify(3)`, `systemd-notify`): foster's socket and
+//! what a datagram says.
+//!
+//! Owns [`NotifySocket`] and [`Message`]. foster binds one datagram socket of its own and sets
+//! `NOTIFY_SOCKET` to it in the environment of each helper that asks for the protocol
+//! (`ready = { notify = true }`, or `watchdog`). The socket has `SO_PASSCRED` on, so every
+//! datagram comes with its sender's pid as the kernel saw it; the supervisor accepts a datagram
+//! only from a process of that helper's tree and ignores any other (the check is the
+//! supervisor's: it knows each process's helper).
+//!
+//! **Where the socket is.** For helpers that run as foster's own user, a socket file in
+//! foster's private runtime directory (the control socket's directory: owned by foster's
+//! user, mode 0700, not a symbolic link; made when missing), mode 0600, named
+//! `notify-PID-RANDOM.sock`, removed when foster ends: no other user can reach it. A helper
+//! that runs as another user (`user` with foster as root) could not reach that directory; it
+//! gets an abstract socket instead (`@foster/notify/PID/RANDOM`, as systemd also allows in
+//! `NOTIFY_SOCKET`). Each is bound only when a helper needs it: at the start, or at the first
+//! launch that needs it (a helper a reload added). An abstract name has
+//! no file permissions: any process of the same network namespace may send to it. What keeps
+//! such a datagram out is the sender check: the kernel lets an unprivileged sender give only
+//! its own pid in its credentials, and a pid outside the helper's tree is refused.
+//!
+//! **What is read.** One datagram at most [`MAX_DATAGRAM`] bytes (a longer one is refused
+//! whole, as systemd refuses it); descriptors it carries (`BARRIER=1`'s, `FDSTORE=1`'s) are
+//! taken and closed once the datagram was handled, which is what `systemd-notify`'s barrier
+//! waits for. The text is `KEY=VALUE` lines; [`Message::parse`] keeps the keys foster acts on
+//! and counts the others, which are ignored.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use nix::sys::socket::{
+    AddressFamily, ControlMessageOwned, MsgFlags, SockFlag, SockType, UnixAddr, bind, recvmsg,
+    setsockopt, socket, sockopt,
+};
+
+/// The longest datagram foster takes, in bytes (as systemd: a notification is a few short
+/// lines). A longer one is refused whole.
+pub const MAX_DATAGRAM: usize = 4096;
+
+/// Descriptors one datagram may carry; more are closed by the kernel.
+const MAX_FDS: usize = 16;
+
+/// A bound notification socket.
+#[derive(Debug)]
+pub struct NotifySocket {
+    fd: OwnedFd,
+    /// What `NOTIFY_SOCKET` says: a path, or `@name` for an abstract socket.
+    address: String,
+    /// The socket file to remove at the end (with its device and inode: only that file).
+    file: Option<(PathBuf, u64, u64)>,
+}
+
+/// One datagram as received.
+#[derive(Debug)]
+pub struct Datagram {
+    /// The sender's pid as the kernel gave it (`SCM_CREDENTIALS`); 0 when it gave none.
+    pub pid: i32,
+    /// The sender's uid.
+    pub uid: u32,
+    /// The text (at most [`MAX_DATAGRAM`] bytes).
+    pub bytes: Vec<u8>,
+    /// The datagram was longer than [`MAX_DATAGRAM`]: refused.
+    pub too_long: bool,
+    /// The descriptors it carried, closed when this is dropped.
+    pub fds: Vec<OwnedFd>,
+}
+
+/// Random bytes as hex, for socket names no one can guess ahead.
+fn random_hex() -> io::Result<String> {
+    let mut b = [0u8; 8];
+    // SAFETY: getrandom fills the buffer it is given.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n != b.len() as isize {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+fn datagram_socket() -> io::Result<OwnedFd> {
+    let fd = socket(
+        AddressFamily::Unix,
+        SockType::Datagram,
+        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+        None,
+    )
+    .map_err(io::Error::from)?;
+    setsockopt(&fd, sockopt::PassCred, &true).map_err(io::Error::from)?;
+    Ok(fd)
+}
+
+impl NotifySocket {
+    /// Binds a socket file in `dir` (a private directory of foster's user, checked by the
+    /// caller), mode 0600: set right after the bind (the umask is the process's, shared with
+    /// its other threads, so it is not changed); meanwhile the directory keeps every other user
+    /// out.
+    pub fn bind_in(dir: &Path) -> io::Result<NotifySocket> {
+        let name = format!("notify-{}-{}.sock", std::process::id(), random_hex()?);
+        let path = dir.join(name);
+        let addr = UnixAddr::new(&path).map_err(|e| {
+            io::Error::other(format!(
+                "notify socket {}: {e} (the path is too long for a socket; set \
+                 XDG_RUNTIME_DIR to a shorter directory)",
+                path.display()
+            ))
+        })?;
+        let fd = datagram_socket()?;
+        bind(fd.as_raw_fd(), &addr).map_err(|e| {
+            io::Error::other(format!("notify socket {}: bind: {e}", path.display()))
+        })?;
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let meta = std::fs::symlink_metadata(&path)?;
+        let file = Some((path.clone(), meta.dev(), meta.ino()));
+        // Removed on drop from here on, if anything below fails.
+        let mut socket = NotifySocket {
+            fd,
+            address: String::new(),
+            file,
+        };
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+        socket.address = path
+            .to_str()
+            .ok_or_else(|| io::Error::other("the notify socket's path is not UTF-8"))?
+            .to_string();
+        Ok(socket)
+    }
+
+    /// Binds an abstract socket (`@foster/notify/PID/RANDOM`), for helpers that run as another
+    /// user (see the module docs).
+    pub fn bind_abstract() -> io::Result<NotifySocket> {
+        let name = format!("foster/notify/{}/{}", std::process::id(), random_hex()?);
+        let addr = UnixAddr::new_abstract(name.as_bytes()).map_err(io::Error::from)?;
+        let fd = datagram_socket()?;
+        bind(fd.as_raw_fd(), &addr)
+            .map_err(|e| io::Error::other(format!("notify socket @{name}: bind: {e}")))?;
+        Ok(NotifySocket {
+            fd,
+            address: format!("@{name}"),
+            file: None,
+        })
+    }
+
+    /// The value of `NOTIFY_SOCKET` for a helper.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// The descriptor, for the event loop.
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// The next datagram, or `WouldBlock` when none is waiting.
+    pub fn recv(&self) -> io::Result<Datagram> {
+        let mut buf = vec![0u8; MAX_DATAGRAM];
+        let mut iov = [io::IoSliceMut::new(&mut buf)];
+        let mut space = nix::cmsg_space!(libc::ucred, [RawFd; MAX_FDS]);
+        let msg = recvmsg::<()>(
+            self.fd.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_CMSG_CLOEXEC,
+        )
+        .map_err(io::Error::from)?;
+        let (mut pid, mut uid) = (0, u32::MAX);
+        let mut fds = Vec::new();
+        if let Ok(cmsgs) = msg.cmsgs() {
+            for c in cmsgs {
+                match c {
+                    ControlMessageOwned::ScmCredentials(cred) => {
+                        pid = cred.pid();
+                        uid = cred.uid();
+                    }
+                    ControlMessageOwned::ScmRights(list) => {
+                        // SAFETY: the kernel gave these descriptors to this process.
+                        fds.extend(list.into_iter().map(|f| unsafe { OwnedFd::from_raw_fd(f) }));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let too_long = msg.flags.contains(MsgFlags::MSG_TRUNC);
+        let n = msg.bytes;
+        buf.truncate(n);
+        Ok(Datagram {
+            pid,
+            uid,
+            bytes: buf,
+            too_long,
+            fds,
+        })
+    }
+}
+
+impl Drop for NotifySocket {
+    fn drop(&mut self) {
+        use std::os::unix::fs::MetadataExt;
+        if let Some((path, dev, ino)) = &self.file
+            && let Ok(m) = std::fs::symlink_metadata(path)
+            && m.dev() == *dev
+            && m.ino() == *ino
+        {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// What the watchdog part of a message says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Watchdog {
+    /// `WATCHDOG=1`: alive.
+    Ping,
+    /// `WATCHDOG=trigger`: the program asks to be taken as failed.
+    Trigger,
+}
+
+/// The keys of one datagram foster acts on (systemd's names, `sd_notify(3)`); the last of a
+/// key repeated wins.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Message {
+    /// `READY=1`.
+    pub ready: bool,
+    /// `RELOADING=1`: not ready again until `READY=1`.
+    pub reloading: bool,
+    /// `STOPPING=1`.
+    pub stopping: bool,
+    /// `STATUS=...`: free text (as received, invalid UTF-8 replaced; escaped when shown).
+    pub status: Option<String>,
+    /// `WATCHDOG=1` or `WATCHDOG=trigger`.
+    pub watchdog: Option<Watchdog>,
+    /// `WATCHDOG_USEC=N`: a new watchdog period (microseconds).
+    pub watchdog_usec: Option<u64>,
+    /// `EXTEND_TIMEOUT_USEC=N`: while starting, the readiness deadline is at least this far
+    /// from now.
+    pub extend_timeout_usec: Option<u64>,
+    /// `MAINPID=N`.
+    pub main_pid: Option<i32>,
+    /// `ERRNO=N`: shown with the status.
+    pub errno: Option<i32>,
+    /// Keys foster does not act on (`BARRIER=1` among them: its descriptor is closed anyway),
+    /// and lines that are not `KEY=VALUE`, or whose value is not one of the key's.
+    pub ignored: usize,
+}
+
+impl Message {
+    /// Reads the `KEY=VALUE` lines of a datagram.
+    pub fn parse(bytes: &[u8]) -> Message {
+        let mut m = Message::default();
+        for line in bytes.split(|&b| b == b'\n') {
+            if line.is_empty() {
+                continue;
+            }
+            let Some(eq) = line.iter().position(|&b| b == b'=') else {
+                m.ignored += 1;
+                continue;
+            };
+            let (key, value) = (&line[..eq], &line[eq + 1..]);
+            let number = || {
+                std::str::from_utf8(value)
+                    .ok()
+                    .and_then(|v| v.parse::<u64>().ok())
+            };
+            let known = match key {
+                b"READY" if value == b"1" => {
+                    m.ready = true;
+                    true
+                }
+                b"RELOADING" if value == b"1" => {
+                    m.reloading = true;
+                    true
+                }
+                b"STOPPING" if value == b"1" => {
+                    m.stopping = true;
+                    true
+                }
+                b"STATUS" => {
+                    m.status = Some(String::from_utf8_lossy(value).into_owned());
+                    true
+                }
+                b"WATCHDOG" if value == b"1" => {
+                    m.watchdog = Some(Watchdog::Ping);
+                    true
+                }
+                b"WATCHDOG" if value == b"trigger" => {
+                    m.watchdog = Some(Watchdog::Trigger);
+                    true
+                }
+                b"WATCHDOG_USEC" => number()
+                    .filter(|&n| n > 0)
+                    .map(|n| m.watchdog_usec = Some(n))
+                    .is_some(),
+                b"EXTEND_TIMEOUT_USEC" => {
+                    number().map(|n| m.extend_timeout_usec = Some(n)).is_some()
+                }
+                b"MAINPID" => number()
+                    .and_then(|n| i32::try_from(n).ok())
+                    .filter(|&n| n > 0)
+                    .map(|n| m.main_pid = Some(n))
+                    .is_some(),
+                b"ERRNO" => number()
+                    .and_then(|n| i32::try_from(n).ok())
+                    .map(|n| m.errno = Some(n))
+                    .is_some(),
+                _ => false,
+            };
+            if !known {
+                m.ignored += 1;
+            }
+        }
+        m
+    }
+}
+
+/// The `NOTIFY_SOCKET` value of `socket`'s address, as an `OsStr` for an environment.
+pub fn env_value(socket: &NotifySocket) -> std::ffi::OsString {
+    std::ffi::OsStr::from_bytes(socket.address().as_bytes()).to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_keeps_what_foster_acts_on() {
+        let m = Message::parse(
+            b"READY=1\nSTATUS=Processing \x1b[31mred\xff\nWATCHDOG=1\nMAINPID=42\n\
+              BARRIER=1\nX\nEXTEND_TIMEOUT_USEC=2000000\nWATCHDOG_USEC=500000\nERRNO=2\n",
+        );
+        assert!(m.ready && !m.reloading && !m.stopping);
+        assert_eq!(m.status.as_deref(), Some("Processing \x1b[31mred\u{fffd}"));
+        assert_eq!(m.watchdog, Some(Watchdog::Ping));
+        assert_eq!(m.main_pid, Some(42));
+        assert_eq!(m.extend_timeout_usec, Some(2_000_000));
+        assert_eq!(m.watchdog_usec, Some(500_000));
+        assert_eq!(m.errno, Some(2));
+        assert_eq!(m.ignored, 2, "BARRIER=1 and a line without '='");
+        let m =
+            Message::parse(b"READY=0\nWATCHDOG=trigger\nMAINPID=-3\nWATCHDOG_USEC=0\nRELOADING=1");
+        assert!(!m.ready && m.reloading);
+        assert_eq!(m.watchdog, Some(Watchdog::Trigger));
+        assert_eq!((m.main_pid, m.watchdog_usec), (None, None));
+        assert_eq!(m.ignored, 3);
+        assert_eq!(Message::parse(b""), Message::default());
+    }
+
+    #[test]
+    fn datagrams_come_with_their_senders_pid_and_a_size_bound() {
+        let dir = std::env::temp_dir().join(format!("foster-notify-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let s = NotifySocket::bind_in(&dir).unwrap();
+        let path = PathBuf::from(s.address());
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(s.recv().unwrap_err().kind(), io::ErrorKind::WouldBlock);
+        let out = std::os::unix::net::UnixDatagram::unbound().unwrap();
+        out.send_to(b"READY=1\nSTATUS=up", &path).unwrap();
+        let big = vec![b'x'; MAX_DATAGRAM + 1];
+        out.send_to(&big, &path).unwrap();
+        let exact = vec![b'y'; MAX_DATAGRAM];
+        out.send_to(&exact, &path).unwrap();
+        let d = s.recv().unwrap();
+        assert_eq!(d.pid, std::process::id() as i32);
+        assert_eq!(d.uid, nix::unistd::geteuid().as_raw());
+        assert_eq!(d.bytes, b"READY=1\nSTATUS=up");
+        assert!(!d.too_long && d.fds.is_empty());
+        assert!(s.recv().unwrap().too_long);
+        let d = s.recv().unwrap();
+        assert!(!d.too_long && d.bytes.len() == MAX_DATAGRAM);
+        drop(s);
+        assert!(!path.exists(), "the socket file is removed with the socket");
+        let a = NotifySocket::bind_abstract().unwrap();
+        assert!(a.address().starts_with("@foster/notify/"));
+        let name = &a.address()[1..];
+        let addr = UnixAddr::new_abstract(name.as_bytes()).unwrap();
+        nix::sys::socket::sendto(out.as_raw_fd(), b"WATCHDOG=1", &addr, MsgFlags::empty()).unwrap();
+        assert_eq!(a.recv().unwrap().bytes, b"WATCHDOG=1");
+        let _ = std::fs::remove_dir(&dir);
+    }
+}

@@ -1,0 +1,836 @@
+//! Readiness and liveness checks end to end: `foster run` with small configurations, its events
+//! log (read from a FIFO as foster writes it) and `foster ctl status --json` as what is
+//! observed; FIFOs hold the helpers where a test needs them held. Deadlines are only safety
+//! nets; the polls of the status wait for a state, they do not time anything.
+//!
+//! The notify protocol's datagrams come from this test binary itself run as a sender
+//! ([`notify_sender`], which waits for foster's barrier as `systemd-notify` does), and from the
+//! real `systemd-notify` where it is installed.
+
+use std::io::{BufRead, BufReader, Read};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
+const LIMIT: Duration = Duration::from_secs(30);
+/// The variable that makes this binary a notify sender ([`notify_sender`]).
+const SEND: &str = "FOSTER_TEST_NOTIFY";
+
+mod common;
+use common::Dir;
+
+/// A `foster run --socket S --events-log FIFO CONFIG`; stopped (SIGTERM, then SIGKILL as a last
+/// resort) and reaped on drop.
+struct Run {
+    child: Child,
+    socket: PathBuf,
+    events: mpsc::Receiver<Value>,
+    seen: Vec<Value>,
+}
+
+impl Run {
+    fn start(d: &Dir, config: &str) -> Run {
+        let cfg = d.file("foster.toml", config);
+        let fifo = d.fifo("events");
+        let socket = d.path("ctl.sock");
+        let child = Command::new(FOSTER)
+            .args(["run", "--no-contain", "--socket"])
+            .arg(&socket)
+            .arg("--events-log")
+            .arg(&fifo)
+            .arg(&cfg)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let (tx, events) = mpsc::channel();
+        std::thread::spawn(move || {
+            let f = std::fs::File::open(&fifo).unwrap();
+            for line in BufReader::new(f).lines() {
+                let Ok(line) = line else { break };
+                let v: Value = serde_json::from_str(&line).expect("a JSON line");
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        });
+        Run {
+            child,
+            socket,
+            events,
+            seen: Vec::new(),
+        }
+    }
+
+    /// The first event (seen already, or to come) for which `pred` holds.
+    fn wait_for(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        if let Some(v) = self.seen.iter().find(|v| pred(v)) {
+            return v.clone();
+        }
+        let deadline = Instant::now() + LIMIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.events.recv_timeout(left) {
+                Ok(v) => {
+                    self.seen.push(v.clone());
+                    if pred(&v) {
+                        return v;
+                    }
+                }
+                Err(_) => panic!("no event {what}; seen: {:#?}", self.seen),
+            }
+        }
+    }
+
+    /// The events received so far, without waiting.
+    fn so_far(&mut self) -> &[Value] {
+        while let Ok(v) = self.events.try_recv() {
+            self.seen.push(v);
+        }
+        &self.seen
+    }
+
+    fn status(&self) -> Value {
+        let out = Command::new(FOSTER)
+            .args(["ctl", "--socket"])
+            .arg(&self.socket)
+            .args(["status", "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "ctl status: {out:?}");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["status"].clone()
+    }
+
+    /// The status once `pred` holds for it (polled; the socket is bound before any launch).
+    fn wait_status(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let t = Instant::now();
+        loop {
+            if self.socket.exists() {
+                let s = self.status();
+                if pred(&s) {
+                    return s;
+                }
+                assert!(t.elapsed() < LIMIT, "status never {what}: {s:#}");
+            }
+            assert!(t.elapsed() < LIMIT, "no control socket");
+            // Safety net only: each poll is an answer of the supervisor's loop.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGTERM, every event to the end, the exit status.
+    fn stop(&mut self) -> i32 {
+        // SAFETY: kill of our own unreaped child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        self.finish()
+    }
+
+    /// Every event to the end, the exit status.
+    fn finish(&mut self) -> i32 {
+        while let Ok(v) = self.events.recv_timeout(LIMIT) {
+            self.seen.push(v);
+        }
+        let t = Instant::now();
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                use std::os::unix::process::ExitStatusExt;
+                return st.code().unwrap_or_else(|| 128 + st.signal().unwrap());
+            }
+            assert!(t.elapsed() < LIMIT, "foster did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_some() {
+            return;
+        }
+        // SAFETY: kill of our own unreaped child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let t = Instant::now();
+        while t.elapsed() < LIMIT {
+            if self.child.try_wait().ok().flatten().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn kind(v: &Value) -> &str {
+    v["event"].as_str().unwrap_or("")
+}
+
+/// Whether `v` is the `state` event of a helper becoming ready.
+fn ready(v: &Value) -> bool {
+    kind(v) == "state" && v["state"] == "ready"
+}
+
+fn helper<'a>(status: &'a Value, name: &str) -> &'a Value {
+    status["helpers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["name"] == name)
+        .unwrap_or_else(|| panic!("no helper {name} in {status:#}"))
+}
+
+/// The first line written into `fifo`: waits (in `poll`, up to [`LIMIT`]) for a writer to
+/// write it.
+fn read_line(fifo: &Path) -> String {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(fifo)
+        .unwrap();
+    let mut got = Vec::new();
+    let deadline = Instant::now() + LIMIT;
+    while !got.contains(&b'\n') {
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(
+            foster::identity::poll_readable(f.as_raw_fd(), Some(left)),
+            "nothing written into {} within {LIMIT:?}",
+            fifo.display()
+        );
+        let mut buf = [0u8; 256];
+        match (&f).read(&mut buf) {
+            Ok(0) => {
+                // The writer closed without a newline (or none came yet: POLLHUP once one left).
+                assert!(
+                    !got.is_empty() || Instant::now() < deadline,
+                    "{}",
+                    fifo.display()
+                );
+                if !got.is_empty() {
+                    break;
+                }
+                // Safety net only: a writer that opened and closed; wait for the next one.
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => panic!("{}: {e}", fifo.display()),
+        }
+    }
+    String::from_utf8_lossy(&got).trim().to_string()
+}
+
+/// Writes a line into `fifo` once its reader has opened it (up to [`LIMIT`]).
+fn release(fifo: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(fifo)
+        {
+            Ok(mut f) => {
+                std::io::Write::write_all(&mut f, b"go\n").unwrap();
+                return;
+            }
+            // No reader yet.
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                assert!(Instant::now() < deadline, "no reader of {}", fifo.display());
+                // Safety net only: the helper opens it as soon as it gets there.
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => panic!("{}: {e}", fifo.display()),
+        }
+    }
+}
+
+/// Whether `pid` is gone: no `/proc` entry, so not even a zombie (it was reaped).
+fn gone(pid: i32) -> bool {
+    !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The shell words that send `assignments` (`READY=1`, ...; the shell expands them) to
+/// `$NOTIFY_SOCKET` through this test binary ([`notify_sender`]).
+fn send(assignments: &str) -> String {
+    format!(
+        "{SEND}=\"{assignments}\" '{}' notify_sender --exact --quiet >/dev/null",
+        std::env::current_exe().unwrap().display()
+    )
+}
+
+/// Not a test: this binary run with `FOSTER_TEST_NOTIFY` set sends its value (assignments,
+/// one per line or separated by spaces) to `$NOTIFY_SOCKET` as one datagram, then waits for
+/// the receiver's barrier (`BARRIER=1` with a pipe's write end: it has handled what came
+/// before once it closes the descriptor), as `sd_notify_barrier(3)` and `systemd-notify` do.
+#[test]
+fn notify_sender() {
+    let Ok(text) = std::env::var(SEND) else {
+        return;
+    };
+    use nix::sys::socket::{
+        AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType, UnixAddr, sendmsg, socket,
+    };
+    let to = std::env::var("NOTIFY_SOCKET").expect("NOTIFY_SOCKET");
+    let addr = match to.strip_prefix('@') {
+        Some(name) => UnixAddr::new_abstract(name.as_bytes()).unwrap(),
+        None => UnixAddr::new(to.as_str()).unwrap(),
+    };
+    let s = socket(
+        AddressFamily::Unix,
+        SockType::Datagram,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    let msg = text.split_whitespace().collect::<Vec<_>>().join("\n");
+    let iov = [std::io::IoSlice::new(msg.as_bytes())];
+    sendmsg(s.as_raw_fd(), &iov, &[], MsgFlags::empty(), Some(&addr)).unwrap();
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 into an array of two ints, owned from here on.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let iov = [std::io::IoSlice::new(b"BARRIER=1")];
+    let rights = [w.as_raw_fd()];
+    sendmsg(
+        s.as_raw_fd(),
+        &iov,
+        &[ControlMessage::ScmRights(&rights)],
+        MsgFlags::empty(),
+        Some(&addr),
+    )
+    .unwrap();
+    drop(w);
+    // The read end ends once every write end is closed: foster's, once it has handled both.
+    let mut buf = [0u8; 1];
+    let n = std::fs::File::from(r).read(&mut buf).unwrap();
+    assert_eq!(n, 0);
+}
+
+/// A script file in `d` for a helper's command (`["sh", PATH]`): no quoting inside TOML.
+fn script(d: &Dir, name: &str, body: &str) -> String {
+    d.file(name, body).display().to_string()
+}
+
+/// A notify helper becomes ready at its `READY=1`, not before: held by a FIFO, it is still
+/// starting while a datagram from a process outside its tree (this test) says `READY=1` to its
+/// socket, which is ignored and counted. Then its own `READY=1` (with a `STATUS=`) makes it
+/// ready, and the status text is in the status as sent. Its `RELOADING=1` makes it `starting`
+/// again until its next `READY=1`.
+#[test]
+fn a_notify_helper_is_ready_at_its_ready_1_and_a_datagram_from_outside_is_ignored() {
+    let d = Dir::new("ready", "notify");
+    let (sock, hold, reload, again) = (
+        d.fifo("sock"),
+        d.fifo("hold"),
+        d.fifo("reload"),
+        d.fifo("again"),
+    );
+    let db = script(
+        &d,
+        "db.sh",
+        &format!(
+            "echo \"$NOTIFY_SOCKET\" > {}\nread x < {}\n{}\nread x < {}\n{}\nread x < {}\n{}\n\
+             exec sleep 1000\n",
+            sock.display(),
+            hold.display(),
+            send("READY=1 STATUS=accepting"),
+            reload.display(),
+            send("RELOADING=1 STATUS=reloading"),
+            again.display(),
+            send("READY=1 STATUS=accepting"),
+        ),
+    );
+    let mut run = Run::start(
+        &d,
+        &format!(
+            "[[helper]]\nname = \"db\"\ncommand = [\"sh\", \"{db}\"]\n\
+             ready = {{ notify = true, timeout = \"30s\" }}\n"
+        ),
+    );
+    let path = read_line(&sock);
+    assert!(
+        std::fs::symlink_metadata(&path).is_ok(),
+        "NOTIFY_SOCKET={path:?} is no socket"
+    );
+    // From outside the helper's tree: ignored.
+    let out = std::os::unix::net::UnixDatagram::unbound().unwrap();
+    out.send_to(b"READY=1\nSTATUS=spoofed", &path).unwrap();
+    let s = run.wait_status("refusing the outsider", |s| {
+        s["supervisor"]["notify_refused"] == 1
+    });
+    let h = helper(&s, "db");
+    assert_eq!(h["state"], "starting", "{h:#}");
+    assert!(h["status_text"].is_null(), "{h:#}");
+    assert!(
+        !run.so_far().iter().any(ready),
+        "ready before its READY=1: {:#?}",
+        run.seen
+    );
+    release(&hold);
+    let became = run.wait_for("ready", ready);
+    assert_eq!(became["helper"], "db");
+    assert!(
+        became["detail"].as_str().unwrap().ends_with("(notify)"),
+        "{became:#}"
+    );
+    let s = run.status();
+    let h = helper(&s, "db");
+    assert_eq!(h["state"], "ready", "{h:#}");
+    assert_eq!(h["status_text"], "accepting", "{h:#}");
+    assert_eq!(s["supervisor"]["notify_refused"], 1);
+    // RELOADING=1: starting again, until READY=1.
+    release(&reload);
+    run.wait_for("starting again", |e| {
+        kind(e) == "state"
+            && e["state"] == "starting"
+            && e["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("RELOADING=1"))
+    });
+    assert_eq!(helper(&run.status(), "db")["status_text"], "reloading");
+    release(&again);
+    let back = run.wait_for("ready again", |e| {
+        ready(e) && e["detail"].as_str().is_some_and(|d| d.starts_with("again"))
+    });
+    assert_eq!(back["helper"], "db");
+    assert_eq!(run.stop(), 0);
+    assert!(
+        std::fs::symlink_metadata(&path).is_err(),
+        "the notify socket is removed at the end"
+    );
+}
+
+/// The real `systemd-notify --ready` (Debian's `systemd` package) makes a helper ready as under
+/// systemd, its `--status` shown.
+#[test]
+fn systemd_notify_makes_a_helper_ready() {
+    let Some(tool) = ["/usr/bin/systemd-notify", "/bin/systemd-notify"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+    else {
+        println!("skipped: systemd-notify is not installed (Debian package systemd)");
+        return;
+    };
+    let d = Dir::new("ready", "systemd");
+    let hold = d.fifo("hold");
+    let web = script(
+        &d,
+        "web.sh",
+        &format!(
+            "read x < {}\n{tool} --ready --status='serving on port 8080'\nexec sleep 1000\n",
+            hold.display()
+        ),
+    );
+    let mut run = Run::start(
+        &d,
+        &format!(
+            "[[helper]]\nname = \"web\"\ncommand = [\"sh\", \"{web}\"]\n\
+             ready = {{ notify = true }}\n"
+        ),
+    );
+    run.wait_for("launch", |e| kind(e) == "launch");
+    let s = run.status();
+    assert_eq!(helper(&s, "web")["state"], "starting");
+    release(&hold);
+    let became = run.wait_for("ready", ready);
+    assert!(
+        became["detail"].as_str().unwrap().ends_with("(notify)"),
+        "{became:#}"
+    );
+    let s = run.status();
+    assert_eq!(helper(&s, "web")["status_text"], "serving on port 8080");
+    assert_eq!(s["supervisor"]["notify_refused"], 0, "{s:#}");
+    assert_eq!(run.stop(), 0);
+}
+
+/// The s6 protocol: ready at the newline the helper writes to its descriptor 3, not before;
+/// a helper that depends on it being ready is launched only then.
+#[test]
+fn a_newline_on_the_notification_descriptor_makes_a_helper_ready() {
+    let d = Dir::new("ready", "fd");
+    let hold = d.fifo("hold");
+    let app = script(
+        &d,
+        "app.sh",
+        &format!(
+            "read x < {}\nprintf 'almost' >&3\necho ' there' >&3\nexec sleep 1000 3>&-\n",
+            hold.display()
+        ),
+    );
+    let mut run = Run::start(
+        &d,
+        &format!(
+            "[[helper]]\nname = \"app\"\ncommand = [\"sh\", \"{app}\"]\n\
+             ready = {{ fd = 3, timeout = \"30s\" }}\n\
+             [[helper]]\nname = \"user\"\ncommand = [\"sleep\", \"1000\"]\n\
+             depends_on = {{ app = \"ready\" }}\n"
+        ),
+    );
+    run.wait_for("launch", |e| kind(e) == "launch");
+    run.wait_for("user waiting", |e| {
+        kind(e) == "state" && e["helper"] == "user" && e["state"] == "waiting"
+    });
+    let s = run.status();
+    assert_eq!(helper(&s, "app")["state"], "starting");
+    assert_eq!(helper(&s, "user")["state"], "waiting");
+    release(&hold);
+    let became = run.wait_for("ready", ready);
+    assert!(
+        became["detail"].as_str().unwrap().ends_with("(fd)"),
+        "{became:#}"
+    );
+    run.wait_for("user launched", |e| {
+        kind(e) == "launch" && e["helper"] == "user"
+    });
+    let at = |pred: &dyn Fn(&Value) -> bool| run.seen.iter().position(pred).unwrap();
+    assert!(
+        at(&|e| ready(e) && e["helper"] == "app")
+            < at(&|e| kind(e) == "launch" && e["helper"] == "user"),
+        "{:#?}",
+        run.seen
+    );
+    assert_eq!(helper(&run.status(), "app")["state"], "ready");
+    assert_eq!(run.stop(), 0);
+}
+
+/// An exec probe that hangs is killed at the readiness timeout with its tree (its child in its
+/// process group) and reaped: neither pid is left, not even as a zombie. The helper has failed:
+/// it is stopped, and its restart rules (never) end it.
+#[test]
+fn a_hung_exec_probe_is_killed_with_its_tree_at_its_timeout_and_reaped() {
+    let d = Dir::new("ready", "hung");
+    let pids = d.fifo("pids");
+    let probe = script(
+        &d,
+        "probe.sh",
+        &format!("sleep 1000 &\necho $$ $! > {}\nwait\n", pids.display()),
+    );
+    let mut run = Run::start(
+        &d,
+        &format!(
+            "[[helper]]\nname = \"db\"\ncommand = [\"sleep\", \"1000\"]\n\
+             ready = {{ exec = [\"sh\", \"{probe}\"], interval = \"10ms\", timeout = \"1s\" }}\n"
+        ),
+    );
+    let line = read_line(&pids);
+    let (probe_pid, child_pid): (i32, i32) = {
+        let mut w = line.split_whitespace().map(|p| p.parse().unwrap());
+        (w.next().unwrap(), w.next().unwrap())
+    };
+    assert!(!gone(probe_pid) && !gone(child_pid), "the probe runs");
+    let failed = run.wait_for("check_failed", |e| kind(e) == "check_failed");
+    assert_eq!(failed["check"], "ready", "{failed:#}");
+    assert!(
+        failed["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not ready within 1s"),
+        "{failed:#}"
+    );
+    let stop = run.wait_for("its stop signal", |e| {
+        kind(e) == "signal" && e["helper"] == "db"
+    });
+    assert_eq!(stop["reason"], "check_failed", "{stop:#}");
+    run.wait_for("its exit", |e| kind(e) == "exit" && e["helper"] == "db");
+    // Nothing left to supervise: foster ends, the helper having failed.
+    assert_eq!(run.finish(), 3);
+    for p in [probe_pid, child_pid] {
+        assert!(gone(p), "probe process {p} left: {:?}", common::process(p));
+    }
+    assert!(!run.seen.iter().any(ready), "{:#?}", run.seen);
+}
+
+/// A TCP socket bound on the loopback, not listening yet: connections to it are refused.
+fn bound_socket() -> (OwnedFd, std::net::SocketAddr) {
+    // SAFETY: a fresh socket, owned from here on; bind and getsockname on stack structs.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0);
+        let fd = OwnedFd::from_raw_fd(fd);
+        let mut a: libc::sockaddr_in = std::mem::zeroed();
+        a.sin_family = libc::AF_INET as libc::sa_family_t;
+        a.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        assert_eq!(
+            libc::bind(fd.as_raw_fd(), (&a as *const libc::sockaddr_in).cast(), len),
+            0
+        );
+        let mut got: libc::sockaddr_in = std::mem::zeroed();
+        let mut l = len;
+        libc::getsockname(
+            fd.as_raw_fd(),
+            (&mut got as *mut libc::sockaddr_in).cast(),
+            &mut l,
+        );
+        let port = u16::from_be(got.sin_port);
+        (fd, format!("127.0.0.1:{port}").parse().unwrap())
+    }
+}
+
+/// A connect probe: not ready while the port refuses connections (the attempts go on), ready
+/// once the test's socket listens. Then its health check, on the same port, fails once the
+/// socket is closed, `failures` times in a row, and the helper is restarted.
+#[test]
+fn a_connect_probe_waits_for_a_listener_and_its_health_check_for_it_to_go() {
+    let d = Dir::new("ready", "tcp");
+    let (sock, addr) = bound_socket();
+    let mut run = Run::start(
+        &d,
+        &format!(
+            "[[helper]]\nname = \"db\"\ncommand = [\"sleep\", \"1000\"]\nrestart = \"always\"\n\
+             ready = {{ tcp = \"{addr}\", interval = \"20ms\", timeout = \"30s\" }}\n\
+             health = {{ tcp = \"{addr}\", interval = \"20ms\", timeout = \"5s\", failures = 2 }}\n"
+        ),
+    );
+    run.wait_for("launch", |e| kind(e) == "launch");
+    let s = run.status();
+    assert_eq!(helper(&s, "db")["state"], "starting");
+    // SAFETY: listen on our own bound socket.
+    assert_eq!(unsafe { libc::listen(sock.as_raw_fd(), 16) }, 0);
+    let became = run.wait_for("ready", ready);
+    assert!(
+        became["detail"].as_str().unwrap().ends_with("(tcp)"),
+        "{became:#}"
+    );
+    assert!(
+        !run.so_far().iter().any(|e| kind(e) == "check_failed"),
+        "{:#?}",
+        run.seen
+    );
+    drop(sock);
+    let first = run.wait_for("a failed health check", |e| kind(e) == "check_failed");
+    assert_eq!(
+        (&first["check"], &first["failures"], &first["limit"]),
+        (&"health".into(), &1.into(), &2.into())
+    );
+    assert!(
+        first["reason"].as_str().unwrap().contains("refused"),
+        "{first:#}"
+    );
+    run.wait_for("the second", |e| {
+        kind(e) == "check_failed" && e["failures"] == 2
+    });
+    let stop = run.wait_for("its stop signal", |e| kind(e) == "signal");
+    assert_eq!(stop["reason"], "check_failed");
+    run.wait_for("its relaunch", |e| kind(e) == "launch" && e["attempt"] == 2);
+    assert_eq!(run.stop(), 0);
+}
+
+/// The watchdog: `WATCHDOG_USEC` and `WATCHDOG_PID` reach the helper; pings for longer than the
+/// period keep it alive (each ping also sets its `STATUS=`, which the test waits for); once
+/// they stop, the helper has failed: stopped, and restarted by its rules.
+#[test]
+fn a_watchdog_that_stops_arriving_restarts_the_helper() {
+    let d = Dir::new("ready", "watchdog");
+    let (env, alive) = (d.fifo("env"), d.file("alive", ""));
+    let pinger = script(
+        &d,
+        "pinger.sh",
+        &format!(
+            "echo $WATCHDOG_USEC $WATCHDOG_PID $$ > {env}\ni=0\n\
+             while [ -e {alive} ]; do i=$((i+1)); {}; sleep 0.05; done\nexec sleep 1000\n",
+            send("WATCHDOG=1 STATUS=ping-$i"),
+            env = env.display(),
+            alive = alive.display(),
+        ),
+    );
+    let mut run = Run::start(
+        &d,
+        &format!(
+            "[[helper]]\nname = \"svc\"\ncommand = [\"sh\", \"{pinger}\"]\n\
+             watchdog = \"1s\"\nrestart = \"on-failure\"\n"
+        ),
+    );
+    let line = read_line(&env);
+    let w: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(w.len(), 3, "{line}");
+    assert_eq!(w[0], "1000000", "WATCHDOG_USEC");
+    assert_eq!(w[1], w[2], "WATCHDOG_PID is the helper's own pid");
+    // Pings for longer than the period, each one at most 50 ms plus a launch apart.
+    let launched = Instant::now();
+    let s = run.wait_status("pinged for over a second", |s| {
+        let n: u32 = helper(s, "svc")["status_text"]
+            .as_str()
+            .and_then(|t| t.strip_prefix("ping-"))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        n >= 3 && launched.elapsed() > Duration::from_millis(1500)
+    });
+    assert_eq!(helper(&s, "svc")["state"], "running", "{s:#}");
+    assert!(
+        !run.so_far().iter().any(|e| kind(e) == "check_failed"),
+        "the pings kept it alive: {:#?}",
+        run.seen
+    );
+    std::fs::remove_file(&alive).unwrap();
+    let failed = run.wait_for("its watchdog", |e| kind(e) == "check_failed");
+    assert_eq!(failed["check"], "watchdog", "{failed:#}");
+    assert!(
+        failed["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no WATCHDOG=1 within 1s")
+    );
+    let stop = run.wait_for("its stop signal", |e| kind(e) == "signal");
+    assert_eq!(stop["reason"], "check_failed");
+    run.wait_for("the restart", |e| kind(e) == "restart");
+    run.wait_for("its relaunch", |e| kind(e) == "launch" && e["attempt"] == 2);
+    assert_eq!(run.stop(), 0);
+}
+
+/// A health check failing `failures` times in a row fails the helper, not before: two failures
+/// then a pass is no failure (`check_passed`); three in a row stop it. It ignores its stop
+/// signal, so its tree (it and its child) gets SIGKILL after its stop grace, then its restart
+/// rules relaunch it.
+#[test]
+fn a_failing_health_check_restarts_the_helper_after_its_failures_in_a_row() {
+    let d = Dir::new("ready", "health");
+    let (child, again, seq) = (d.fifo("child"), d.fifo("again"), d.path("seq"));
+    // The probe's runs, in order: fail, fail, pass, then fail from then on.
+    let plan = d.file("plan", "1\n1\n0\n");
+    let probe = script(
+        &d,
+        "probe.sh",
+        &format!(
+            "n=$(cat {seq} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {seq}\n\
+             exit $(sed -n \"${{n}}p\" {plan} | grep . || echo 1)\n",
+            seq = seq.display(),
+            plan = plan.display(),
+        ),
+    );
+    let app = script(
+        &d,
+        "app.sh",
+        &format!(
+            "trap '' TERM\nsleep 1000 &\n\
+             if [ -p {child} ]; then echo $! > {child}; else echo up > {again}; fi\nwait\nwait\n",
+            child = child.display(),
+            again = again.display()
+        ),
+    );
+    let mut run = Run::start(
+        &d,
+        &format!(
+            "[[helper]]\nname = \"api\"\ncommand = [\"sh\", \"{app}\"]\nrestart = \"on-failure\"\n\
+             stop_grace = \"200ms\"\n\
+             health = {{ exec = [\"sh\", \"{probe}\"], interval = \"20ms\", failures = 3 }}\n"
+        ),
+    );
+    let child_pid: i32 = read_line(&child).parse().unwrap();
+    std::fs::remove_file(&child).unwrap(); // the relaunch says it is up in `again`
+    let stop = run.wait_for("its stop signal", |e| kind(e) == "signal");
+    assert_eq!(stop["reason"], "check_failed", "{stop:#}");
+    assert_eq!(stop["signal"], "SIGTERM", "{stop:#}");
+    let checks: Vec<String> = run
+        .seen
+        .iter()
+        .filter(|e| kind(e).starts_with("check_"))
+        .map(|e| format!("{} {}", kind(e), e["failures"]))
+        .collect();
+    assert_eq!(
+        checks,
+        [
+            "check_failed 1",
+            "check_failed 2",
+            "check_passed 2",
+            "check_failed 1",
+            "check_failed 2",
+            "check_failed 3"
+        ],
+        "{:#?}",
+        run.seen
+    );
+    run.wait_for("stopping", |e| {
+        kind(e) == "state" && e["state"] == "stopping"
+    });
+    let states: Vec<&str> = run
+        .seen
+        .iter()
+        .filter(|e| kind(e) == "state" && e["helper"] == "api")
+        .map(|e| e["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        states,
+        ["running", "unhealthy", "running", "unhealthy", "stopping"],
+        "{:#?}",
+        run.seen
+    );
+    // It ignores SIGTERM: after its grace, SIGKILL to it and its child.
+    let killed = run.wait_for("SIGKILL of its tree", |e| {
+        kind(e) == "signal" && e["signal"] == "SIGKILL" && e["target"]["pid"] == child_pid
+    });
+    assert_eq!(killed["reason"], "grace_expired");
+    run.wait_for("its relaunch", |e| kind(e) == "launch" && e["attempt"] == 2);
+    assert!(gone(child_pid) || common::process(child_pid).is_some_and(|p| p.is_zombie()));
+    assert_eq!(read_line(&again), "up");
+    // The relaunched one ignores SIGTERM too: the shutdown SIGKILLs it after its grace.
+    assert_eq!(run.stop(), 4);
+}
+
+/// A notify helper a reload adds, to a foster that had none (so no notify socket yet), gets a
+/// socket at its launch and becomes ready by it.
+#[test]
+fn a_notify_helper_added_by_a_reload_becomes_ready() {
+    let d = Dir::new("ready", "reload");
+    let first = "[[helper]]\nname = \"plain\"\ncommand = [\"sleep\", \"1000\"]\n";
+    let mut run = Run::start(&d, first);
+    run.wait_for("plain's launch", |e| kind(e) == "launch");
+    let db = script(
+        &d,
+        "db.sh",
+        &format!("{}\nexec sleep 1000\n", send("READY=1 STATUS=up")),
+    );
+    d.file(
+        "foster.toml",
+        &format!(
+            "{first}[[helper]]\nname = \"db\"\ncommand = [\"sh\", \"{db}\"]\n\
+             ready = {{ notify = true, timeout = \"30s\" }}\n"
+        ),
+    );
+    let out = Command::new(FOSTER)
+        .args(["ctl", "--socket"])
+        .arg(&run.socket)
+        .arg("reload")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "reload: {out:?}");
+    let became = run.wait_for("db ready", |e| ready(e) && e["helper"] == "db");
+    assert!(
+        became["detail"].as_str().unwrap().ends_with("(notify)"),
+        "{became:#}"
+    );
+    assert_eq!(helper(&run.status(), "db")["status_text"], "up");
+    assert_eq!(run.stop(), 0);
+}
+
+/// A probe's program missing is a failed attempt like any other (its launch counts as 127),
+/// and `foster run --check` names it at its key.
+#[test]
+fn check_names_a_missing_probe_program_at_its_key() {
+    let d = Dir::new("ready", "check");
+    let cfg = d.file(
+        "foster.toml",
+        "[[helper]]\nname = \"db\"\ncommand = [\"sleep\", \"1\"]\n\
+         health = { exec = [\"/nonexistent/probe\"] }\n",
+    );
+    let out = Command::new(FOSTER)
+        .args(["run", "--check"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("helper \"db\": key `helper[1].health.exec`: the probe:"),
+        "{err}"
+    );
+    assert!(err.contains("/nonexistent/probe"), "{err}");
+}
