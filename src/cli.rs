@@ -349,8 +349,19 @@ pub enum CtlCommand {
         /// The helper's name.
         helper: String,
     },
-    /// Stop the supervisor: the same orderly shutdown as SIGTERM.
-    Stop,
+    /// Start a helper that is not running: one stopped by `stop`, ended, given up on or
+    /// waiting for its backoff is launched now (once its dependencies are met).
+    Start {
+        /// The helper's name.
+        helper: String,
+    },
+    /// Stop HELPER (its stop signal, its grace, then SIGKILL of what is left of its tree): it
+    /// stays stopped, whatever its restart rule, until `start`. Without HELPER, stop the
+    /// supervisor and its whole tree: the same orderly shutdown as SIGTERM.
+    Stop {
+        /// The helper to stop (without it: the supervisor).
+        helper: Option<String>,
+    },
     /// Reopen every log file the supervisor writes (the events log, the helpers' log files)
     /// at its path, after an outside rotation: the same as SIGUSR1, and says which.
     ReopenLogs,
@@ -608,7 +619,8 @@ fn ctl(a: CtlArgs) -> Result<ExitCode, CliError> {
         },
         CtlCommand::Signal { target, signal } => C::Signal { target, signal },
         CtlCommand::Restart { helper } => C::Restart { helper },
-        CtlCommand::Stop => C::Stop,
+        CtlCommand::Start { helper } => C::Start { helper },
+        CtlCommand::Stop { helper } => C::Stop { helper },
         CtlCommand::ReopenLogs => C::ReopenLogs,
         CtlCommand::Logs {
             helper,

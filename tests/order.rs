@@ -35,8 +35,9 @@ impl Run {
     fn start(d: &Dir, config: &str) -> Run {
         let cfg = d.file("run.toml", config);
         let socket = d.path("run.sock");
+        // Uncontained: the events' pids (the supervisor's) are this test's.
         let child = Command::new(FOSTER)
-            .arg("run")
+            .args(["run", "--no-contain"])
             .arg(&cfg)
             .arg("--socket")
             .arg(&socket)
@@ -491,4 +492,113 @@ command = ["sleep", "600"]
         .map(|h| run.state(h, "stopped"))
         .collect();
     assert!(stops.windows(2).all(|w| w[0] < w[1]), "{:#?}", run.seen);
+}
+
+/// `ctl stop` stops a `restart = "always"` helper's whole tree (its stop signal, which the
+/// helper and its child ignore here, then SIGKILL of both when its grace runs out) and keeps it
+/// down, with no restart pending, until `ctl start` launches it again.
+#[test]
+fn ctl_stop_keeps_an_always_helper_down_until_start() {
+    let d = Dir::new("order", "stop");
+    let mut run = Run::start(
+        &d,
+        r#"
+[[helper]]
+name = "web"
+command = ["sh", "-c", "trap '' TERM; sleep 600 & echo started; wait"]
+restart = "always"
+backoff = { initial = "1ms", max = "1ms" }
+stop_grace = "300ms"
+
+[[helper]]
+name = "keep"
+command = ["sleep", "600"]
+"#,
+    );
+    run.launch("web", 1);
+    // Its child runs (the shell says so once it has started it).
+    let t = Instant::now();
+    let (web, child) = loop {
+        let out = run.ctl(&["--json", "status"]);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let procs = v["status"]["processes"].as_array().unwrap().clone();
+        let of = |g: u64| {
+            procs
+                .iter()
+                .find(|p| {
+                    p["helper"] == "web"
+                        && p["generation"] == g
+                        && p["comm"] == if g == 1 { "sh" } else { "sleep" }
+                })
+                .map(|p| p["pid"].as_i64().unwrap() as i32)
+        };
+        if let (Some(w), Some(c)) = (of(1), of(2)) {
+            break (w, c);
+        }
+        assert!(t.elapsed() < LIMIT, "web's child never ran: {v}");
+        // Safety net only: the shell starts its child at once.
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = run.ctl(&["stop", "web"]);
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        said.starts_with(&format!("stopping helper \"web\": sent SIGTERM to {web}:"))
+            && said.contains("(its tree has 1 more process)")
+            && said.contains("SIGKILL to what is left of its tree after 300ms")
+            && said.contains("until `foster ctl start`"),
+        "{said}"
+    );
+    let stopping = run.state("web", "stopping");
+    let stopped = run.state("web", "stopped");
+    assert_eq!(run.seen[stopped]["detail"], "by request");
+    // Both got SIGKILL at the end of the grace, and both are gone.
+    let killed: Vec<i64> = run.seen[stopping..stopped]
+        .iter()
+        .filter(|e| e["event"] == "signal" && e["signal"] == "SIGKILL")
+        .map(|e| e["target"]["pid"].as_i64().unwrap())
+        .collect();
+    assert!(
+        killed.contains(&(web as i64)) && killed.contains(&(child as i64)),
+        "{:#?}",
+        run.seen
+    );
+    for pid in [web, child] {
+        assert!(common::process(pid).is_none(), "{pid} outlived the stop");
+    }
+    // Down, with no restart pending, whatever its restart rule.
+    let h = run.helpers();
+    assert_eq!(h["web"]["state"], "stopped");
+    assert!(h["web"]["next_launch_in_ms"].is_null(), "{h:?}");
+    assert!(h["web"]["identity"].is_null(), "{h:?}");
+    assert_eq!(all_of(&run, "launch", "web").len(), 1, "{:#?}", run.seen);
+    // Stopping it again says so; starting it launches it.
+    let again = run.ctl(&["stop", "web"]);
+    assert_eq!(
+        String::from_utf8_lossy(&again.stdout).trim(),
+        "helper \"web\" is already stopped"
+    );
+    let before = run.seen.len();
+    let out = run.ctl(&["start", "web"]);
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        said.starts_with("helper \"web\" launched (")
+            && said.contains("(it was stopped by request)"),
+        "{said}"
+    );
+    let relaunch = run.launch("web", 2);
+    assert!(relaunch >= before, "{:#?}", run.seen);
+    assert!(
+        run.seen[stopped..relaunch]
+            .iter()
+            .all(|e| !(e["event"] == "launch" && e["helper"] == "web")),
+        "{:#?}",
+        run.seen
+    );
+    run.state("web", "running");
+    assert_eq!(run.helpers()["web"]["state"], "running");
+    // web ignores its stop signal: the shutdown SIGKILLs it after its grace (status 4).
+    let st = run.stop();
+    assert_eq!(st.code(), Some(4), "{st}");
 }

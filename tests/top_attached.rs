@@ -28,7 +28,8 @@ const STATUS: &str = r#"{"version":1,"status":{
               "policy":"SIGTERM:exit:5s"},
              {"name":"web","state":"running","identity":{"pid":4710,"start_time":912350},
               "launches":1,"restarts_in_a_row":0,"restart":"always","last_exit":null,
-              "next_launch_in_ms":null,"policy":"SIGTERM:exit:5s;SIGHUP:notify:2s"}],
+              "next_launch_in_ms":null,"policy":"SIGTERM:exit:5s;SIGHUP:notify:2s",
+              "stop_signal":"SIGTERM","stop_grace_ms":10000}],
   "processes":[
     {"pid":4700,"start_time":912345,"role":"supervisor","helper":null,"generation":0,
      "policy":null,"expected_parent":null,"parent":{"pid":4650,"start_time":912000},
@@ -170,16 +171,18 @@ fn a_snapshot_becomes_supervised_rows_with_anomalies_and_events() {
     assert_eq!(row.helper, "web");
     app.cursor = Some(row.id);
     app.on_key(key('R'));
+    let foster::top::app::Dialog::ConfirmControl(c) = app.dialog.clone() else {
+        panic!("no confirmation: {:?}", app.dialog);
+    };
+    // It names the row's process, the helper it belongs to, and what happens to which.
     assert_eq!(
-        app.dialog,
-        foster::top::app::Dialog::ConfirmControl(foster::top::app::Control::Restart {
-            helper: "web".into(),
-            process: Some(id(4710, 912350)),
-        })
+        c.question(),
+        "ev\\xff 4711 belongs to helper web. Restart helper web: SIGTERM to its process 4710 \
+         and its 2 descendants, SIGKILL to what is left after 10s, then launch it again?"
     );
     let fx = app.on_key(key('y'));
     assert!(
-        matches!(&fx[..], [foster::top::app::Effect::Control(foster::top::app::Control::Restart { helper, .. })] if helper == "web"),
+        matches!(&fx[..], [foster::top::app::Effect::Control(foster::top::app::Control::Restart(t))] if t.helper == "web" && t.process == Some(id(4710, 912350))),
         "{fx:?}"
     );
     assert_eq!(app.message.as_deref(), Some("restarting web…"));
@@ -202,12 +205,13 @@ fn a_snapshot_becomes_supervised_rows_with_anomalies_and_events() {
     app.on_key(key('g'));
     assert_eq!(app.cursor.map(|c| c.pid), Some(4700));
     app.on_key(key('R'));
+    let foster::top::app::Dialog::ConfirmControl(c) = app.dialog.clone() else {
+        panic!("no confirmation: {:?}", app.dialog);
+    };
     assert_eq!(
-        app.dialog,
-        foster::top::app::Dialog::ConfirmControl(foster::top::app::Control::Restart {
-            helper: "crasher".into(),
-            process: None,
-        })
+        c.question(),
+        "Launch helper crasher now (it is backoff, with no process), its backoff count \
+         started over?"
     );
     app.on_key(key('n'));
     // X asks to stop the supervisor; anything but y cancels.
@@ -507,7 +511,7 @@ fn a_control_error_reply_reaches_the_status_line() {
                         r#"{{"version":1,"error":{{"kind":"no_such_helper","message":"no helper named {helper}"}}}}"#
                     ),
                 ),
-                Request::Stop => reply(
+                Request::Stop { helper: None } => reply(
                     &mut r,
                     r#"{"version":1,"done":{"request":"stop","message":"shutting down"}}"#,
                 ),
@@ -525,7 +529,10 @@ fn a_control_error_reply_reaches_the_status_line() {
         }),
         Err("no_such_helper: no helper named nope".to_string())
     );
-    assert_eq!(c.request(&Request::Stop), Ok("shutting down".to_string()));
+    assert_eq!(
+        c.request(&Request::Stop { helper: None }),
+        Ok("shutting down".to_string())
+    );
     let mut app = App::new(None, "1s".into());
     app.control_done(Err("refused: \x1b[2J".into()));
     assert_eq!(app.message.as_deref(), Some(r"failed: refused: \e[2J"));
@@ -953,4 +960,109 @@ fn the_key_hint_stays_beside_the_cursor_rows_anomaly() {
     let lines = render(&mut app, 80, 24);
     assert!(lines[22].starts_with("F6: "), "{}", lines[22]);
     assert!(lines[23].starts_with("q quit · ? help"), "{}", lines[23]);
+}
+
+/// A running nested supervisor (helper `nested`) with a `sleep` of its own, and a helper
+/// stopped by request.
+const NESTED: &str = r#"{"version":1,"status":{
+  "supervisor":{"identity":{"pid":100,"start_time":1000},"config":"demo.toml","socket":"/s",
+                "contained":false,"shutting_down":false,"started_ms":0},
+  "helpers":[{"name":"nested","state":"running","identity":{"pid":110,"start_time":1010},
+              "launches":1,"restarts_in_a_row":0,"restart":"never","last_exit":null,
+              "next_launch_in_ms":null,"policy":"SIGTERM:exit:5s","stop_signal":"SIGTERM",
+              "stop_grace_ms":2000},
+             {"name":"web","state":"stopped","detail":"by request","identity":null,
+              "launches":1,"restarts_in_a_row":0,"restart":"always","last_exit":null,
+              "next_launch_in_ms":null,"policy":"SIGTERM:exit:5s","stop_signal":"SIGINT",
+              "stop_grace_ms":10000}],
+  "processes":[
+    {"pid":100,"start_time":1000,"role":"supervisor","helper":null,"generation":0,
+     "policy":null,"expected_parent":null,"parent":null,"ppid":1,"adoption":null,"state":"S",
+     "comm":"foster","cmdline":["foster","run","demo.toml"],"uid":0,"threads":3,
+     "rss_bytes":1,"cpu_ticks":0},
+    {"pid":110,"start_time":1010,"role":"supervisor","helper":"nested","generation":1,
+     "policy":"SIGTERM:exit:5s","expected_parent":{"pid":100,"start_time":1000},
+     "parent":{"pid":100,"start_time":1000},"ppid":100,"adoption":null,"state":"S",
+     "comm":"foster","cmdline":["foster","run","-"],"uid":0,"threads":3,
+     "rss_bytes":1,"cpu_ticks":0},
+    {"pid":120,"start_time":1020,"role":"descendant","helper":"nested","generation":2,
+     "policy":"SIGTERM:exit:5s","expected_parent":{"pid":110,"start_time":1010},
+     "parent":{"pid":110,"start_time":1010},"ppid":110,"adoption":null,"state":"S",
+     "comm":"sleep","cmdline":["sleep","86400"],"uid":0,"threads":1,
+     "rss_bytes":1,"cpu_ticks":0}],
+  "now_ticks":2000,"hz":100}}"#;
+
+/// A key acts on the helper the row belongs to, and its confirmation says exactly what will
+/// happen to what: `R` on the `sleep` of a running nested supervisor restarts helper `nested`,
+/// whose process is that supervisor (not "launch it again" as if it had none); `x` stops it;
+/// `o` starts a helper stopped by request, from the supervisor's row.
+#[test]
+fn keys_act_on_the_rows_helper_and_say_what_they_do() {
+    use foster::top::app::{Control, Dialog, Effect};
+    let reply: Reply = serde_json::from_str(NESTED).unwrap();
+    let ReplyBody::Status(st) = reply.body else {
+        panic!("not a status")
+    };
+    let mut tracker = Tracker::default();
+    let model = tracker.update(sample_of(&st, &[], 0));
+    let mut app = App::new(None, "1s".into());
+    app.set_model(model);
+    let question = |app: &App| match &app.dialog {
+        Dialog::ConfirmControl(c) => c.question(),
+        other => panic!("no confirmation: {other:?}"),
+    };
+    app.cursor = Some(id(120, 1020));
+    app.on_key(key('R'));
+    assert_eq!(
+        question(&app),
+        "sleep 120 belongs to helper nested. Restart helper nested: SIGTERM to its process 110 \
+         (a nested supervisor) and its 1 descendant, SIGKILL to what is left after 2s, then \
+         launch it again?"
+    );
+    let fx = app.on_key(key('y'));
+    assert!(
+        matches!(&fx[..], [Effect::Control(Control::Restart(t))] if t.helper == "nested" && t.process == Some(id(110, 1010))),
+        "{fx:?}"
+    );
+    app.on_key(key('x'));
+    assert_eq!(
+        question(&app),
+        "sleep 120 belongs to helper nested. Stop helper nested: SIGTERM to its process 110 \
+         (a nested supervisor) and its 1 descendant, SIGKILL to what is left after 2s? It stays \
+         stopped until started (o)."
+    );
+    let fx = app.on_key(key('y'));
+    assert!(
+        matches!(&fx[..], [Effect::Control(Control::StopHelper(t))] if t.helper == "nested"),
+        "{fx:?}"
+    );
+    // o on a running helper's row: nothing to start, said so.
+    app.on_key(key('o'));
+    assert_eq!(app.dialog, Dialog::None);
+    assert!(
+        app.message
+            .as_deref()
+            .is_some_and(|m| m.contains("already running (110)")),
+        "{:?}",
+        app.message
+    );
+    // The supervisor's row stands for the helper stopped by request.
+    app.cursor = Some(id(100, 1000));
+    app.on_key(key('o'));
+    assert_eq!(
+        question(&app),
+        "Start helper web now (it is stopped by request, with no process), its backoff count \
+         started over?"
+    );
+    let fx = app.on_key(key('y'));
+    assert!(
+        matches!(&fx[..], [Effect::Control(Control::Start(t))] if t.helper == "web"),
+        "{fx:?}"
+    );
+    app.on_key(key('x'));
+    assert_eq!(app.dialog, Dialog::None, "web is stopped already");
+    assert_eq!(
+        app.message.as_deref(),
+        Some("helper web is already stopped by request")
+    );
 }

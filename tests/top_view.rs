@@ -124,6 +124,7 @@ fn supervised(tick: u64) -> Sample {
                 text: b"restarted worker 300 (5 in 60s)".to_vec(),
             },
         ],
+        helpers: Vec::new(),
     }
 }
 
@@ -739,7 +740,7 @@ fn unknown_keys_say_so_and_the_signal_menu_takes_numbers() {
         (KeyCode::Char('M'), "M: no sorting yet"),
         (KeyCode::Char('<'), "<: no sorting yet"),
         (KeyCode::Char('u'), "u: no user filter yet"),
-        (KeyCode::Char('x'), "unknown key x"),
+        (KeyCode::Char('z'), "unknown key z"),
         (KeyCode::Insert, "unknown key Insert"),
     ] {
         assert!(app.on_key(key(code)).is_empty());

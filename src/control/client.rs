@@ -540,7 +540,14 @@ pub enum CtlCommand {
     Restart {
         helper: String,
     },
-    Stop,
+    /// Start a helper that is not running.
+    Start {
+        helper: String,
+    },
+    /// Stop a helper, or the supervisor without one.
+    Stop {
+        helper: Option<String>,
+    },
     ReopenLogs,
     /// The last `lines` kept lines of `helper` (of every helper when `None`), then with
     /// `follow` each new one; `colour`: names coloured as the relay colours them on a terminal.
@@ -676,7 +683,12 @@ pub fn ctl(
         CtlCommand::Restart { helper } => Request::Restart {
             helper: helper.clone(),
         },
-        CtlCommand::Stop => Request::Stop,
+        CtlCommand::Start { helper } => Request::Start {
+            helper: helper.clone(),
+        },
+        CtlCommand::Stop { helper } => Request::Stop {
+            helper: helper.clone(),
+        },
         CtlCommand::ReopenLogs => Request::ReopenLogs,
         CtlCommand::Logs {
             helper,
@@ -693,7 +705,13 @@ pub fn ctl(
         }
         CtlCommand::Reload => Request::Reload,
     };
-    if matches!(request, Request::Signal { .. } | Request::Restart { .. }) {
+    if matches!(
+        request,
+        Request::Signal { .. }
+            | Request::Restart { .. }
+            | Request::Start { .. }
+            | Request::Stop { .. }
+    ) {
         pids.learn(); // the reply may name a process the request ends
     }
     let mut reply = conn.exchange(&request)?;

@@ -64,8 +64,17 @@ pub enum Request {
     /// SIGKILL) and launched again; one waiting for its backoff, ended or given up on is
     /// launched at once. Its backoff count starts over.
     Restart { helper: String },
-    /// Stop the supervisor: the same idempotent shutdown as SIGTERM.
-    Stop,
+    /// Start a helper that is not running: one stopped (by `stop`), ended, given up on or
+    /// waiting for its backoff is launched now (once its dependencies are met). Its backoff
+    /// count starts over.
+    Start { helper: String },
+    /// With `helper`: stop that helper (its stop signal, its grace, then SIGKILL of what is
+    /// left of its tree); it stays stopped, whatever its restart rule, until `start`. Without:
+    /// stop the supervisor, the same idempotent shutdown as SIGTERM.
+    Stop {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        helper: Option<String>,
+    },
     /// Close and open again every log file the supervisor writes (the events log, the
     /// helpers' log files), at their paths: after an outside rotation. The same as SIGUSR1,
     /// with an answer that says which were reopened.
@@ -400,6 +409,12 @@ pub struct HelperInfo {
     /// What it waits for before each launch (`depends_on`), and whether each is met now.
     #[serde(default)]
     pub depends_on: Vec<Dependency>,
+    /// The signal that asks it to stop (`SIGTERM`), and the grace after which what is left of
+    /// its tree gets SIGKILL, in milliseconds: what `stop` and `restart` do to it.
+    #[serde(default)]
+    pub stop_signal: String,
+    #[serde(default)]
+    pub stop_grace_ms: u64,
     /// Its current process, when running.
     pub identity: Option<Identity>,
     /// How many times it was launched.
@@ -568,6 +583,7 @@ pub const REQUESTS: &[&str] = &[
     "events",
     "signal",
     "restart",
+    "start",
     "stop",
     "reopen_logs",
     "logs",
@@ -664,7 +680,7 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtocolError> {
     let allowed: &[&str] = match name.as_str() {
         "events" => &["backlog", "follow"],
         "signal" => &["target", "signal"],
-        "restart" => &["helper"],
+        "restart" | "start" | "stop" => &["helper"],
         "logs" => &["helper", "lines", "follow"],
         _ => &[],
     };
@@ -816,7 +832,13 @@ mod tests {
             Request::Restart {
                 helper: "db".into(),
             },
-            Request::Stop,
+            Request::Start {
+                helper: "db".into(),
+            },
+            Request::Stop {
+                helper: Some("db".into()),
+            },
+            Request::Stop { helper: None },
             Request::ReopenLogs,
             Request::Logs {
                 helper: None,
@@ -843,7 +865,19 @@ mod tests {
         assert_eq!(parse(r#"{"request":"status"}"#).unwrap(), Request::Status);
         assert_eq!(
             parse(r#"{"version":1,"request":"stop"}"#).unwrap(),
-            Request::Stop
+            Request::Stop { helper: None }
+        );
+        assert_eq!(
+            parse(r#"{"request":"stop","helper":"web"}"#).unwrap(),
+            Request::Stop {
+                helper: Some("web".into())
+            }
+        );
+        assert_eq!(
+            parse(r#"{"request":"start","helper":"web"}"#).unwrap(),
+            Request::Start {
+                helper: "web".into()
+            }
         );
         assert_eq!(
             parse(r#"{"request":"reopen_logs"}"#).unwrap(),

@@ -184,7 +184,11 @@ impl Supervisor {
             Request::Status => Reply::new(ReplyBody::Status(Box::new(self.status()))),
             Request::Signal { target, signal } => self.ctl_signal(&target, signal.number()),
             Request::Restart { helper } => self.ctl_restart(&helper),
-            Request::Stop => {
+            Request::Start { helper } => self.ctl_start(&helper),
+            Request::Stop {
+                helper: Some(helper),
+            } => self.ctl_stop_helper(&helper),
+            Request::Stop { helper: None } => {
                 info!(
                     "control socket: stop requested by pid {} (uid {})",
                     cmd.peer.pid, cmd.peer.uid
@@ -233,6 +237,159 @@ impl Supervisor {
             ),
         };
         let _ = cmd.reply.send(reply);
+    }
+
+    /// `start`: a helper that is not running is launched now (once its dependencies are met),
+    /// its backoff count started over.
+    fn ctl_start(&mut self, name: &str) -> Reply {
+        let Some(i) = self.config.helpers.iter().position(|h| h.name() == name) else {
+            return self.no_such_helper(name);
+        };
+        if self.stage.shutting_down() {
+            return Reply::error(
+                ErrorKind::Refused,
+                format!("helper {name:?} is not started: the supervisor is shutting down"),
+            );
+        }
+        let h = &self.helpers[i];
+        if let Some(id) = h.running().filter(|_| h.state.is_up()) {
+            return done(
+                "start",
+                format!(
+                    "helper {name:?} is already {} ({id}): nothing to do",
+                    h.state
+                ),
+            );
+        }
+        match h.state {
+            HelperState::Stopping => {
+                let was = h.stop.clone();
+                self.helpers[i].stop = Some(StopFor::Restart);
+                return done(
+                    "start",
+                    match was {
+                        Some(StopFor::Restart) => {
+                            format!("helper {name:?} is already being restarted")
+                        }
+                        _ => format!(
+                            "helper {name:?} is stopping; it is launched again once it and its \
+                             tree have ended"
+                        ),
+                    },
+                );
+            }
+            HelperState::Waiting => {
+                return done(
+                    "start",
+                    format!(
+                        "helper {name:?} is already waiting {}; it is launched once they are met",
+                        h.detail.as_deref().unwrap_or("for its dependencies")
+                    ),
+                );
+            }
+            _ => {}
+        }
+        let was = match &h.detail {
+            Some(d) => format!("{} {d}", h.state),
+            None => h.state.to_string(),
+        };
+        self.timers.retain(|_, t| *t != Timer::Restart(i));
+        self.helpers[i].restart = RestartState::default();
+        self.want_launch(i);
+        self.on_sigchld();
+        done(
+            "start",
+            format!("{} (it was {was})", self.launch_outcome(i)),
+        )
+    }
+
+    /// `stop` of a helper: a running one gets its stop signal, and SIGKILL goes to what is left
+    /// of its tree when its grace runs out; one waiting (for a dependency or its backoff) is
+    /// not launched. Either stays stopped, whatever its restart rule, until `start`.
+    fn ctl_stop_helper(&mut self, name: &str) -> Reply {
+        let Some(i) = self.config.helpers.iter().position(|h| h.name() == name) else {
+            return self.no_such_helper(name);
+        };
+        if self.stage.shutting_down() {
+            return Reply::error(
+                ErrorKind::Refused,
+                format!(
+                    "helper {name:?}: the supervisor is shutting down, and stops every helper \
+                     already"
+                ),
+            );
+        }
+        let until = "it stays stopped, whatever its restart rule, until `foster ctl start`";
+        let h = &self.helpers[i];
+        if let Some(id) = h.running().filter(|_| h.state.is_up()) {
+            self.rescan();
+            let others = self
+                .registry
+                .helper_tree(name)
+                .into_iter()
+                .filter(|p| *p != id)
+                .count();
+            let cfg = &self.config.helpers[i];
+            let (sig, grace) = (cfg.stop_signal.number(), cfg.stop_grace.0);
+            self.stop_helper(i, StopFor::Request);
+            return done(
+                "stop",
+                format!(
+                    "stopping helper {name:?}: sent {} to {id}{}; SIGKILL to what is left of its \
+                     tree after {}; {until}",
+                    signal_name(sig),
+                    match others {
+                        0 => String::new(),
+                        1 => " (its tree has 1 more process)".to_string(),
+                        n => format!(" (its tree has {n} more processes)"),
+                    },
+                    crate::duration::Text(grace)
+                ),
+            );
+        }
+        match h.state {
+            HelperState::Stopping => {
+                let was = h.stop.clone();
+                self.helpers[i].stop = Some(StopFor::Request);
+                self.helpers[i].detail = Some("by request".into());
+                done(
+                    "stop",
+                    match was {
+                        Some(StopFor::Request) => {
+                            format!("helper {name:?} is already stopping by request")
+                        }
+                        _ => format!(
+                            "helper {name:?} is already stopping; it is not launched again: \
+                             {until}"
+                        ),
+                    },
+                )
+            }
+            HelperState::Stopped => done("stop", format!("helper {name:?} is already stopped")),
+            HelperState::Waiting | HelperState::Backoff => {
+                let was = match &h.detail {
+                    Some(d) => format!("{} {d}", h.state),
+                    None => h.state.to_string(),
+                };
+                self.timers.retain(|_, t| *t != Timer::Restart(i));
+                self.set_state(i, HelperState::Stopped, Some("by request".into()));
+                done(
+                    "stop",
+                    format!("helper {name:?} was {was}, with no process: now {until}"),
+                )
+            }
+            s => done(
+                "stop",
+                format!(
+                    "helper {name:?} has no process to stop: it {}; it is not launched again \
+                     unless started",
+                    match &h.detail {
+                        Some(d) => format!("{s} {d}"),
+                        None => s.to_string(),
+                    }
+                ),
+            ),
+        }
     }
 
     fn ctl_restart(&mut self, name: &str) -> Reply {
@@ -548,6 +705,8 @@ impl Supervisor {
             state,
             detail: h.detail.clone(),
             status_text: h.status_text.clone(),
+            stop_signal: signal_name(cfg.stop_signal.number()),
+            stop_grace_ms: cfg.stop_grace.0.as_millis() as u64,
             depends_on: self.graph.deps[i]
                 .iter()
                 .map(|&(d, condition)| Dependency {

@@ -99,7 +99,6 @@ pub(super) enum StopFor {
     /// The supervisor's shutdown: `stopped`.
     Shutdown,
     /// `ctl stop`: `stopped`, until `ctl start`.
-    #[allow(dead_code)] // `ctl stop HELPER` comes next
     Request,
     /// `ctl restart`: launched again (when its dependencies allow).
     Restart,

@@ -5,9 +5,11 @@
 //! open dialog (help, signal picker, confirmation), the log pane ([`LogPane`]: the selected
 //! helper's lines, scrolled or following the end), and the visible [`Row`]s derived from all
 //! of that. Keys go in through [`App::on_key`]; what the outside world must do comes back as
-//! [`Effect`]s (send a signal, refresh now, quit), or is read from the state ([`App::log_source`]:
-//! whose lines the pane wants), so every interaction is testable without a terminal or a live
-//! system.
+//! [`Effect`]s (send a signal, ask the supervisor to restart, stop or start a helper, refresh
+//! now, quit), or is read from the state ([`App::log_source`]: whose lines the pane wants), so
+//! every interaction is testable without a terminal or a live system. A key that acts on a
+//! helper acts on the helper the cursor's row belongs to, and its confirmation
+//! ([`Control::question`]) says exactly what will happen to which process.
 
 use std::collections::{HashSet, VecDeque};
 
@@ -17,6 +19,7 @@ use nix::sys::signal::Signal;
 use crate::identity::Identity;
 use crate::sanitize::{escape, escape_args};
 use crate::signal::Sig;
+use crate::state::HelperState;
 use crate::top::model::{Anomaly, Model, Node, fmt_age, fmt_bytes, fmt_cpu};
 
 /// One visible line of the tree, with everything the renderer shows.
@@ -77,31 +80,121 @@ pub enum Effect {
 /// What the dashboard asks of the supervisor it is attached to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Control {
-    /// Restart this helper (its process now, if any).
-    Restart {
-        helper: String,
-        process: Option<Identity>,
-    },
+    /// Restart this helper: stop its process, if it has one, and launch it again.
+    Restart(HelperTarget),
+    /// Start this helper, which has no process.
+    Start(HelperTarget),
+    /// Stop this helper: it stays stopped until started.
+    StopHelper(HelperTarget),
     /// Stop the supervisor: the orderly shutdown of its whole tree.
     Stop { supervisor: Identity },
 }
 
+/// A helper a key acts on, with what its confirmation says: its process and the rest of its
+/// tree as the dashboard sees them, what stopping it sends, and the row the key was pressed on
+/// when that row is not the helper's own process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HelperTarget {
+    pub helper: String,
+    /// Its running process.
+    pub process: Option<Identity>,
+    /// Whether that process is a nested supervisor.
+    pub nested_supervisor: bool,
+    /// The other live processes of its tree.
+    pub descendants: usize,
+    /// `SIGTERM`.
+    pub stop_signal: String,
+    pub stop_grace_ms: u64,
+    /// Its state in words (`backoff`, `stopped by request`).
+    pub state: String,
+    /// The row the key was pressed on, when it is another process of the helper's tree: its
+    /// pid and escaped name.
+    pub from: Option<(i32, String)>,
+}
+
+impl HelperTarget {
+    /// `helper web` (escaped).
+    fn name(&self) -> String {
+        format!("helper {}", escape(self.helper.as_bytes()))
+    }
+
+    /// `sleep 77 belongs to helper nested. ` when the key was pressed on another row.
+    fn prefix(&self) -> String {
+        match &self.from {
+            Some((pid, comm)) => format!("{comm} {pid} belongs to {}. ", self.name()),
+            None => String::new(),
+        }
+    }
+
+    /// What stopping it does: `SIGTERM to its process 4710 (a nested supervisor) and its 2
+    /// descendants, SIGKILL to what is left after 10s`.
+    fn stop_text(&self, p: Identity) -> String {
+        let what = if self.nested_supervisor {
+            " (a nested supervisor)"
+        } else {
+            ""
+        };
+        let rest = match self.descendants {
+            0 => String::new(),
+            1 => " and its 1 descendant".to_string(),
+            n => format!(" and its {n} descendants"),
+        };
+        // A supervisor that does not say (an older one): in general words.
+        let signal = match self.stop_signal.as_str() {
+            "" => "its stop signal".to_string(),
+            s => escape(s.as_bytes()),
+        };
+        let after = match self.stop_grace_ms {
+            0 => "its stop grace".to_string(),
+            ms => crate::duration::Text(std::time::Duration::from_millis(ms)).to_string(),
+        };
+        format!(
+            "{signal} to its process {}{what}{rest}, SIGKILL to what is left after {after}",
+            p.pid
+        )
+    }
+}
+
 impl Control {
-    /// The question the confirmation asks.
+    /// The question the confirmation asks: exactly what will happen, and to what.
     pub fn question(&self) -> String {
         match self {
-            Control::Restart {
-                helper,
-                process: Some(p),
-            } => format!(
-                "Restart helper {} (stop {}, launch it again)?",
-                escape(helper.as_bytes()),
-                p.pid
+            Control::Restart(t) => match t.process {
+                Some(p) => format!(
+                    "{}Restart {}: {}, then launch it again?",
+                    t.prefix(),
+                    t.name(),
+                    t.stop_text(p)
+                ),
+                None => format!(
+                    "{}Launch {} now (it is {}, with no process), its backoff count started \
+                     over?",
+                    t.prefix(),
+                    t.name(),
+                    escape(t.state.as_bytes())
+                ),
+            },
+            Control::Start(t) => format!(
+                "{}Start {} now (it is {}, with no process), its backoff count started over?",
+                t.prefix(),
+                t.name(),
+                escape(t.state.as_bytes())
             ),
-            Control::Restart {
-                helper,
-                process: None,
-            } => format!("Launch helper {} again now?", escape(helper.as_bytes())),
+            Control::StopHelper(t) => match t.process {
+                Some(p) => format!(
+                    "{}Stop {}: {}? It stays stopped until started (o).",
+                    t.prefix(),
+                    t.name(),
+                    t.stop_text(p)
+                ),
+                None => format!(
+                    "{}Stop {} (it is {}, with no process): not launched again until started \
+                     (o)?",
+                    t.prefix(),
+                    t.name(),
+                    escape(t.state.as_bytes())
+                ),
+            },
             Control::Stop { supervisor } => format!(
                 "Stop supervisor {} and its whole tree (as SIGTERM would)?",
                 supervisor.pid
@@ -112,9 +205,9 @@ impl Control {
     /// What the status line says while it is being done.
     pub fn pending(&self) -> String {
         match self {
-            Control::Restart { helper, .. } => {
-                format!("restarting {}…", escape(helper.as_bytes()))
-            }
+            Control::Restart(t) => format!("restarting {}…", escape(t.helper.as_bytes())),
+            Control::Start(t) => format!("starting {}…", escape(t.helper.as_bytes())),
+            Control::StopHelper(t) => format!("stopping {}…", escape(t.helper.as_bytes())),
             Control::Stop { supervisor } => format!("stopping supervisor {}…", supervisor.pid),
         }
     }
@@ -186,7 +279,15 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
     (
         "R",
-        "attached: restart the helper of the process (confirm with y)",
+        "attached: restart the helper the process belongs to (confirm with y)",
+    ),
+    (
+        "x",
+        "attached: stop the helper the process belongs to; it stays stopped until o",
+    ),
+    (
+        "u",
+        "attached: start the helper (stopped, ended or given up on)",
     ),
     (
         "X",
@@ -1057,6 +1158,8 @@ impl App {
                 self.relayout();
             }
             KeyCode::Char('R') => self.ask_restart(),
+            KeyCode::Char('x') => self.ask_stop_helper(),
+            KeyCode::Char('o') => self.ask_start(),
             KeyCode::Char('X') => self.ask_stop(),
             KeyCode::Char('l') => self.toggle_logs(),
             KeyCode::Tab => match self.logs.as_mut() {
@@ -1076,65 +1179,113 @@ impl App {
         Vec::new()
     }
 
-    fn ask_restart(&mut self) {
+    /// The helper the cursor's row belongs to (its own process, or any process of its tree),
+    /// described for a confirmation; on the supervisor's row, its first helper with no process
+    /// that is failing. Otherwise the reason there is none, for the status line.
+    fn helper_target(&self, key: char) -> Result<HelperTarget, String> {
         let Some(row) = self.cursor_row() else {
-            return;
+            return Err(String::new());
         };
         if !self.model.supervised {
-            self.message = Some(
-                "R restarts a helper: attach to its supervisor (foster top --attach SOCKET)".into(),
-            );
-            return;
+            return Err(format!(
+                "{key} acts on a helper: attach to its supervisor (foster top --attach SOCKET)"
+            ));
         }
         let node = &self.model.nodes[&row.id];
-        let helper = node
-            .info
-            .supervision
-            .as_ref()
-            .and_then(|s| s.helper.clone().map(|h| (h, s.role == "helper")));
-        match helper {
-            Some((helper, is_helper)) => {
-                // From a descendant's row, the helper's own process (if it lives).
-                let process = if is_helper {
-                    Some(row.id)
-                } else {
-                    std::iter::once(row.id)
-                        .chain(self.model.ancestors(row.id))
-                        .find(|a| {
-                            self.model.nodes[a]
-                                .info
-                                .supervision
-                                .as_ref()
-                                .is_some_and(|s| {
-                                    s.role == "helper" && s.helper.as_ref() == Some(&helper)
-                                })
-                        })
-                };
-                self.dialog = Dialog::ConfirmControl(Control::Restart { helper, process });
-            }
-            None => {
-                // A supervisor's row names its helpers that have no process: launch the first.
-                let down = node
-                    .info
-                    .supervision
-                    .as_ref()
-                    .and_then(|s| s.down_helpers.first())
-                    .map(|d| d.helper.clone());
-                match down {
-                    Some(helper) => {
-                        self.dialog = Dialog::ConfirmControl(Control::Restart {
-                            helper,
-                            process: None,
-                        })
-                    }
-                    None => {
-                        self.message = Some(format!(
-                            "{} belongs to no helper: R restarts a helper from its rows",
-                            row.id.pid
-                        ))
-                    }
+        let sup = node.info.supervision.as_ref();
+        // A supervisor's row stands for its helpers that have no process: the first failing
+        // one its note names, else the first one stopped by request.
+        let down = || {
+            sup.and_then(|s| s.down_helpers.first())
+                .map(|d| d.helper.clone())
+                .or_else(|| {
+                    self.model
+                        .helpers
+                        .iter()
+                        .find(|h| h.identity.is_none() && h.state == HelperState::Stopped)
+                        .map(|h| h.name.clone())
+                })
+        };
+        let name = match sup.and_then(|s| s.helper.clone()) {
+            Some(h) => h,
+            None => match down().filter(|_| sup.is_some_and(|s| s.role == "supervisor")) {
+                Some(h) => h,
+                None => {
+                    return Err(format!(
+                        "{} belongs to no helper: {key} acts on a helper from its rows",
+                        row.id.pid
+                    ));
                 }
+            },
+        };
+        let summary = self.model.helper(&name);
+        let process = summary.and_then(|h| h.identity);
+        let descendants = self
+            .model
+            .nodes
+            .values()
+            .filter(|n| {
+                !n.exited
+                    && Some(n.info.id) != process
+                    && n.info
+                        .supervision
+                        .as_ref()
+                        .is_some_and(|s| s.helper.as_deref() == Some(name.as_str()))
+            })
+            .count();
+        let nested_supervisor = process
+            .and_then(|p| self.model.nodes.get(&p))
+            .and_then(|n| n.info.supervision.as_ref())
+            .is_some_and(|s| s.role == "supervisor");
+        let own = process == Some(row.id) || sup.is_some_and(|s| s.helper.is_none());
+        Ok(HelperTarget {
+            helper: name,
+            process,
+            nested_supervisor,
+            descendants,
+            stop_signal: summary.map_or_else(|| "SIGTERM".into(), |h| h.stop_signal.clone()),
+            stop_grace_ms: summary.map_or(0, |h| h.stop_grace_ms),
+            state: summary.map_or_else(String::new, |h| h.state_text()),
+            from: (!own).then(|| (row.id.pid, escape(&node.info.comm))),
+        })
+    }
+
+    fn ask_restart(&mut self) {
+        match self.helper_target('R') {
+            Ok(t) => self.dialog = Dialog::ConfirmControl(Control::Restart(t)),
+            Err(why) if !why.is_empty() => self.message = Some(why),
+            Err(_) => {}
+        }
+    }
+
+    fn ask_stop_helper(&mut self) {
+        match self.helper_target('x') {
+            Ok(t) if t.process.is_none() && t.state.starts_with("stopped") => {
+                self.message = Some(format!(
+                    "helper {} is already {}",
+                    escape(t.helper.as_bytes()),
+                    escape(t.state.as_bytes())
+                ))
             }
+            Ok(t) => self.dialog = Dialog::ConfirmControl(Control::StopHelper(t)),
+            Err(why) if !why.is_empty() => self.message = Some(why),
+            Err(_) => {}
+        }
+    }
+
+    fn ask_start(&mut self) {
+        match self.helper_target('o') {
+            Ok(t) if t.process.is_some() => {
+                self.message = Some(format!(
+                    "helper {} is already {} ({}): nothing to start; R restarts it",
+                    escape(t.helper.as_bytes()),
+                    escape(t.state.as_bytes()),
+                    t.process.map_or(0, |p| p.pid)
+                ))
+            }
+            Ok(t) => self.dialog = Dialog::ConfirmControl(Control::Start(t)),
+            Err(why) if !why.is_empty() => self.message = Some(why),
+            Err(_) => {}
         }
     }
 

@@ -9,7 +9,7 @@
 //! CPU% and memory) and redraws only when what it shows changed.
 //!
 //! Also owns [`Controller`], which carries out the dashboard's actions through the socket
-//! (`signal`, `restart`, `stop`), [`LogStream`], the log pane's one `logs` request following
+//! (`signal`, `restart`, `start`, `stop`), [`LogStream`], the log pane's one `logs` request following
 //! the selected helper on a connection of its own (dropped when the selection moves to another
 //! helper, so there is at most one), and the conversion of the protocol's snapshot and events
 //! into the dashboard's [`Sample`] ([`sample_of`]; events as their `Display` says them).
@@ -30,8 +30,8 @@ use crate::event::Event;
 use crate::identity::Identity;
 use crate::top::app::{KEEP_LOG_LINES, LogItem, LogSource};
 use crate::top::model::{
-    Adoption, EventLine, HelperDown, HelperStatus, ProcInfo, RESTART_LOOP, Sample, Source,
-    SourceError, Supervision, Waker,
+    Adoption, EventLine, HelperDown, HelperStatus, HelperSummary, ProcInfo, RESTART_LOOP, Sample,
+    Source, SourceError, Supervision, Waker,
 };
 use crate::tree::{ScanOptions, Scanner};
 
@@ -603,6 +603,18 @@ fn sample_with_items(status: &Status, items: &[Item], now_ms: u64) -> Sample {
         supervised: true,
         procs,
         events,
+        helpers: status
+            .helpers
+            .iter()
+            .map(|h| HelperSummary {
+                name: h.name.clone(),
+                state: h.state,
+                detail: h.detail.clone(),
+                identity: h.identity,
+                stop_signal: h.stop_signal.clone(),
+                stop_grace_ms: h.stop_grace_ms,
+            })
+            .collect(),
     }
 }
 

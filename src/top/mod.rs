@@ -229,10 +229,16 @@ pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
                                 continue;
                             };
                             let req = match action {
-                                app::Control::Restart { helper, .. } => {
-                                    ControlRequest::Restart { helper }
+                                app::Control::Restart(t) => {
+                                    ControlRequest::Restart { helper: t.helper }
                                 }
-                                app::Control::Stop { .. } => ControlRequest::Stop,
+                                app::Control::Start(t) => {
+                                    ControlRequest::Start { helper: t.helper }
+                                }
+                                app::Control::StopHelper(t) => ControlRequest::Stop {
+                                    helper: Some(t.helper),
+                                },
+                                app::Control::Stop { .. } => ControlRequest::Stop { helper: None },
                             };
                             spawn_control(&tx, move || Msg::ControlDone(c.request(&req)));
                         }

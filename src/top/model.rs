@@ -38,6 +38,34 @@ pub struct Sample {
     pub procs: Vec<ProcInfo>,
     /// What happened lately, oldest first (attached mode; empty standalone).
     pub events: Vec<EventLine>,
+    /// The supervisor's helpers, in configuration order (attached mode; empty standalone).
+    pub helpers: Vec<HelperSummary>,
+}
+
+/// One helper of the supervisor, whether it has a process or not: what the dashboard's keys
+/// for it (restart, stop, start) need to say exactly what they will do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HelperSummary {
+    pub name: String,
+    pub state: crate::state::HelperState,
+    /// The words after the state, if any.
+    pub detail: Option<String>,
+    /// Its running process.
+    pub identity: Option<Identity>,
+    /// `SIGTERM`: what stopping it sends.
+    pub stop_signal: String,
+    /// The grace before SIGKILL of what is left of its tree, in milliseconds.
+    pub stop_grace_ms: u64,
+}
+
+impl HelperSummary {
+    /// Its state in words, with the detail: `stopped by request`, `backoff`.
+    pub fn state_text(&self) -> String {
+        match &self.detail {
+            Some(d) => format!("{} {d}", self.state),
+            None => self.state.to_string(),
+        }
+    }
 }
 
 /// One process as a source sees it.
@@ -313,9 +341,16 @@ pub struct Model {
     /// other (PID 1, the `--root` process...) a root; roots and children oldest first.
     pub nodes: Forest<Node>,
     pub events: Vec<EventLine>,
+    /// The supervisor's helpers (attached mode).
+    pub helpers: Vec<HelperSummary>,
 }
 
 impl Model {
+    /// The helper named `name`, as the last reading had it.
+    pub fn helper(&self, name: &str) -> Option<&HelperSummary> {
+        self.helpers.iter().find(|h| h.name == name)
+    }
+
     /// `nodes` as the model's forest, each node's `children` filled in from it.
     fn forest(nodes: Vec<Node>) -> Forest<Node> {
         let mut forest = Forest::new(nodes, |n| (n.info.id.start_time, n.info.id.pid));
@@ -519,6 +554,7 @@ impl Tracker {
             now_ticks: now,
             nodes,
             events: sample.events,
+            helpers: sample.helpers,
         }
     }
 }

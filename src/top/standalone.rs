@@ -177,6 +177,7 @@ impl Source for ProcSource {
             supervised: false,
             procs,
             events: Vec::new(),
+            helpers: Vec::new(),
         })
     }
 }

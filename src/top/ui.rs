@@ -540,7 +540,7 @@ fn hint_text(app: &App) -> &'static str {
     if app.logs.as_ref().is_some_and(|p| p.focus) {
         "log pane: ↑ ↓ PgUp PgDn Home scroll · End follow · Tab/Esc tree · l close · q quit"
     } else if app.model.supervised {
-        "q quit · ? help · / filter · Space collapse · s signal · l logs · R restart · X stop all"
+        "q quit · ? help · / filter · s signal · l logs · R restart · x stop · o start · X stop all"
     } else {
         "q quit · ? help · / filter · Space collapse · s signal · S subtree · p pause · f follow"
     }
