@@ -950,10 +950,14 @@ fn demo(stop: libc::c_int) {
     // orphan adopted (noticed at the crasher's first exit).
     let mut adopted = false;
     let every = ["db", "migrate", "nested", "worker", "crasher", "orphaner"];
+    let mut seen = Vec::new();
     while !every.iter().all(|h| launched.contains(*h)) || !adopted {
         let v = rx
             .recv_timeout(LIMIT.saturating_sub(t.elapsed()))
-            .expect("the demo's events");
+            .unwrap_or_else(|_| {
+                panic!("launched {launched:?}, adopted {adopted}; the demo's events: {seen:#?}")
+            });
+        seen.push(v.clone());
         if event_is(&v, "launch") {
             launched.insert(v["event"]["helper"].as_str().unwrap().to_string());
         }
