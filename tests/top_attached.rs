@@ -1066,3 +1066,55 @@ fn keys_act_on_the_rows_helper_and_say_what_they_do() {
         Some("helper web is already stopped by request")
     );
 }
+
+/// The events pane leaves out the states a launch, exit or restart line says already
+/// (`running`, `backoff`), and shows those it does not (`waiting` and why).
+#[test]
+fn the_pane_shows_the_states_no_other_line_says() {
+    use foster::state::HelperState;
+    let st = status();
+    let rec = |seq: u64, event: Event| EventRecord {
+        seq,
+        ts_ms: 1,
+        event,
+    };
+    let events = [
+        rec(
+            1,
+            Event::Launch {
+                helper: "web".into(),
+                identity: id(4710, 912350),
+                attempt: 1,
+            },
+        ),
+        rec(
+            2,
+            Event::State {
+                helper: "web".into(),
+                state: HelperState::Running,
+                detail: None,
+            },
+        ),
+        rec(
+            3,
+            Event::State {
+                helper: "api".into(),
+                state: HelperState::Waiting,
+                detail: Some("for db: gave up after 5 restarts".into()),
+            },
+        ),
+    ];
+    let sample = sample_of(&st, &events, 2);
+    let texts: Vec<String> = sample
+        .events
+        .iter()
+        .map(|e| String::from_utf8_lossy(&e.text).to_string())
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "web[4710] launched",
+            "api: waiting for db: gave up after 5 restarts"
+        ]
+    );
+}

@@ -566,6 +566,11 @@ fn sample_with_items(status: &Status, items: &[Item], now_ms: u64) -> Sample {
         .collect();
     let events = items
         .iter()
+        // A helper's state that its launch, exit or restart line says already (`running`,
+        // `backoff`...) is left out of the pane; `waiting`, `ready`, `unhealthy` are shown.
+        .filter(|item| {
+            !matches!(item, Item::Event(r) if matches!(r.event, Event::State { .. }) && r.event.is_detail())
+        })
         .map(|item| {
             let (ts_ms, text) = match item {
                 // Escaped when the pane draws it: raw here, not escaped twice.
