@@ -1,11 +1,13 @@
 //! Scaffolding shared by the integration tests: a temporary directory of the test's own,
 //! removed on drop, with files and FIFOs in it; the tests' one way to read the process tree
 //! (the product's own walker, `foster::tree::Scanner`); ids and signal sets of
-//! `/proc/<pid>/status`; an exec held in its middle (`fuse`).
+//! `/proc/<pid>/status`; an exec held in its middle (`fuse`); a
+//! `foster run` driven through its socket (`supervised`).
 
 #![allow(dead_code)] // each test binary uses its own part of it
 
 pub mod fuse;
+pub mod supervised;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
