@@ -149,10 +149,6 @@ fn parent_of(pid: i32) -> Option<(i32, u64)> {
 }
 
 impl Supervisor {
-    fn index_of(&self, name: &str) -> Option<usize> {
-        self.config.helpers.iter().position(|h| h.name() == name)
-    }
-
     /// The checks of helper `i`'s running launch, unless it failed a check, is being stopped,
     /// or foster is shutting down (then its checks are over).
     fn live_checks(&mut self, i: usize, launch: Option<u32>) -> Option<&mut LaunchChecks> {
@@ -840,7 +836,7 @@ impl Supervisor {
                 start_time,
             };
             if let Some(r) = self.registry.get(&id).filter(|r| r.alive) {
-                return r.helper.clone().and_then(|h| self.index_of(&h));
+                return r.helper.clone().and_then(|h| self.helper_index(&h));
             }
             if ppid <= 0 {
                 return None;
@@ -854,7 +850,7 @@ impl Supervisor {
             return None;
         }
         let helper = self.registry.get(&id)?.helper.clone()?;
-        self.index_of(&helper)
+        self.helper_index(&helper)
     }
 
     /// One datagram of a notify socket: accepted from a process of a helper's tree, for that

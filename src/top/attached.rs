@@ -296,12 +296,12 @@ impl AttachedSource {
                 _ => return false,
             }
         }
-        match uptime_ticks(last.hz) {
-            Some(t) => {
+        match crate::tree::uptime_ticks(last.hz) {
+            Ok(t) => {
                 last.now_ticks = t;
                 true
             }
-            None => false,
+            Err(_) => false,
         }
     }
 
@@ -457,13 +457,6 @@ impl AttachedSource {
         self.local = Identity::of(sup.pid).is_ok_and(|i| i == sup);
         Ok(status)
     }
-}
-
-/// Clock ticks since boot, from `/proc/uptime`.
-fn uptime_ticks(hz: u64) -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/uptime").ok()?;
-    let secs: f64 = text.split_whitespace().next()?.parse().ok()?;
-    Some((secs * hz as f64) as u64)
 }
 
 /// Milliseconds since the Unix epoch, now.

@@ -75,14 +75,7 @@ impl ProcSource {
     }
 
     fn now_ticks(&self) -> Result<u64, SourceError> {
-        let text = std::fs::read_to_string("/proc/uptime")
-            .map_err(|e| SourceError(format!("cannot read /proc/uptime: {e}")))?;
-        let secs: f64 = text
-            .split_whitespace()
-            .next()
-            .and_then(|t| t.parse().ok())
-            .ok_or_else(|| SourceError(format!("cannot parse /proc/uptime: {text:?}")))?;
-        Ok((secs * self.hz as f64) as u64)
+        crate::tree::uptime_ticks(self.hz).map_err(|e| SourceError(e.to_string()))
     }
 
     fn subtree_snapshot(&mut self, root: Identity) -> Result<Snapshot, SourceError> {

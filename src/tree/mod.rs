@@ -70,6 +70,15 @@ fn one_off() -> Result<Scanner, TreeError> {
     })
 }
 
+/// The time since boot in clock ticks of `hz` a second (the unit of a process's start time),
+/// from `/proc/uptime` through procfs's `Uptime`.
+pub fn uptime_ticks(hz: u64) -> io::Result<u64> {
+    use procfs::Current;
+    let up = procfs::Uptime::current()
+        .map_err(|e| io::Error::other(format!("cannot read /proc/uptime: {e}")))?;
+    Ok((up.uptime * hz as f64) as u64)
+}
+
 /// The children of `pid` now, by pid (none when `pid` is not a process), read without command
 /// lines or owners. A child is a process whose parent is `pid` and that did not start before it
 /// (so not a child of an earlier holder of a reused pid); zombies are among them.
