@@ -5,141 +5,14 @@
 //! Every tmux server it starts has its socket in a directory of the test's own and is checked gone,
 //! socket file included, at the end.
 
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use foster::identity::Identity;
 
 mod common;
+use common::tmux::{DEADLINE, Tmux, dashboard_pid, has_row, tmux_available, wait_gone};
 use common::{Dir, descendants_of};
-
-const DEADLINE: Duration = Duration::from_secs(15);
-
-/// A tmux server of this test's own: its socket in a directory of the test's own (`-S`), not
-/// in the user's tmux directory; on drop the server is killed, checked gone by identity, and its
-/// socket file and directory removed and checked gone.
-struct Tmux {
-    _dir: Dir,
-    socket: std::path::PathBuf,
-    server: Identity,
-}
-
-impl Tmux {
-    fn start(cmd: &str) -> Tmux {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let dir = Dir::new("tmux", &n.to_string());
-        let socket = dir.path("sock");
-        let mut t = Tmux {
-            _dir: dir,
-            socket,
-            server: Identity {
-                pid: 0,
-                start_time: 0,
-            },
-        };
-        let out = t.run(&["new-session", "-d", "-s", "t", "-x", "120", "-y", "40", cmd]);
-        assert!(
-            out.status.success(),
-            "tmux new-session: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let pid = t.display("#{pid}").parse().expect("the tmux server's pid");
-        t.server = Identity::of(pid).expect("the tmux server is running");
-        t
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("run tmux")
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", "t"];
-        args.extend_from_slice(keys);
-        assert!(self.run(&args).status.success());
-    }
-
-    fn text(&self, text: &str) {
-        assert!(
-            self.run(&["send-keys", "-t", "t", "-l", text])
-                .status
-                .success()
-        );
-    }
-
-    fn screen(&self) -> String {
-        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "t"]).stdout).into_owned()
-    }
-
-    fn display(&self, format: &str) -> String {
-        let out = self.run(&["display-message", "-p", "-t", "t", format]);
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
-
-    /// Waits until the screen satisfies `ok`, or fails with the last screen.
-    fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
-        let start = Instant::now();
-        loop {
-            let s = self.screen();
-            if ok(&s) {
-                return s;
-            }
-            if start.elapsed() > DEADLINE {
-                panic!("timed out waiting for {what}; screen:\n{s}");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.run(&["kill-server"]);
-        let gone = wait_gone(self.server);
-        // The server leaves its socket file behind: remove it (the directory goes with `dir`).
-        let _ = std::fs::remove_file(&self.socket);
-        if !std::thread::panicking() {
-            assert!(gone, "the tmux server {} outlived the test", self.server);
-            assert!(
-                !self.socket.exists(),
-                "the tmux socket {} was left behind",
-                self.socket.display()
-            );
-        }
-    }
-}
-
-/// True when a row of the table shows exactly `command` (the shells' command lines contain the
-/// sleeps' arguments too).
-fn has_row(screen: &str, command: &str) -> bool {
-    screen.lines().any(|l| {
-        let l = l.trim_end();
-        l.ends_with(&format!("─ {command}")) || l.ends_with(&format!("─+{command}"))
-    })
-}
-
-fn tmux_available() -> bool {
-    Command::new("tmux")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn wait_gone(id: Identity) -> bool {
-    let start = Instant::now();
-    while id.is_alive() {
-        if start.elapsed() > DEADLINE {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    true
-}
 
 /// A subtree: sh (root) → sh (inner) → sleep 1001, sleep 1002; and root → sleep 1003.
 struct Subtree {
@@ -237,26 +110,6 @@ impl SpawnWithFd3 for Command {
         let child = self.spawn().unwrap();
         drop(fd);
         child
-    }
-}
-
-/// The pid of the dashboard: the process running the foster binary below the pane's process.
-/// Not simply the pane's grandchild or child: tmux starts the pane through the user's shell
-/// (`$SHELL -c sh`), which bash replaces by `sh` but dash keeps as a parent.
-fn dashboard_pid(t: &Tmux) -> Identity {
-    let pane: i32 = t.display("#{pane_pid}").parse().unwrap();
-    let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_foster")).unwrap();
-    let start = Instant::now();
-    loop {
-        let pids = std::iter::once(pane).chain(descendants_of(pane).into_iter().map(|id| id.pid));
-        if let Some(p) = pids
-            .into_iter()
-            .find(|p| std::fs::read_link(format!("/proc/{p}/exe")).is_ok_and(|e| e == exe))
-        {
-            return Identity::of(p).unwrap();
-        }
-        assert!(start.elapsed() < DEADLINE, "the dashboard did not start");
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

@@ -2,8 +2,9 @@
 //! dialogs.
 //!
 //! Owns the layout and the look, nothing else: it reads an [`App`] and draws it on a ratatui
-//! frame. Width-aware: columns are dropped in a fixed order when the terminal is narrow, and no
-//! row ever wraps. Every process name has already passed through `sanitize::escape` in the
+//! frame. Width-aware: columns are as wide as their content, narrowed or dropped in a fixed
+//! order when the terminal is narrow; no row ever wraps and every cut is marked `…`;
+//! confirmations wrap their question, never cut it. Every process name has already passed through `sanitize::escape` in the
 //! app's rows, and every line of the log pane in the relay's rendering; event texts are
 //! escaped here.
 
@@ -54,6 +55,8 @@ impl Column {
         }
     }
 
+    /// A typical width, for [`columns_for`]: the width the column takes when its content is
+    /// not known.
     fn width(self) -> u16 {
         match self {
             Column::Flag => 1,
@@ -71,6 +74,15 @@ impl Column {
         }
     }
 
+    /// The widest it grows to fit its content; longer content is cut, marked `…`.
+    fn max_width(self) -> u16 {
+        match self {
+            Column::Helper | Column::Policy => 24,
+            Column::Role | Column::HelperState => 16,
+            _ => 12,
+        }
+    }
+
     fn right_aligned(self) -> bool {
         matches!(
             self,
@@ -82,10 +94,25 @@ impl Column {
 /// The narrowest the command column may become before other columns are dropped.
 const MIN_COMMAND: u16 = 24;
 
-/// The columns that fit in `width`: supervision columns only when the source knows them (the
-/// helper columns only when some process belongs to a helper), then dropped in the order
-/// helper state, policy, generation, age, helper, role, state, RSS, CPU%.
+/// The columns that fit in `width` at their typical widths; see [`layout_columns`].
 pub fn columns_for(width: u16, supervised: bool, helpers: bool) -> Vec<Column> {
+    layout_columns(width, supervised, helpers, Column::width)
+        .into_iter()
+        .map(|(c, _)| c)
+        .collect()
+}
+
+/// The columns that fit in `width`, each with its width (`want` gives the width its content
+/// asks for): supervision columns only when the source knows them (the helper columns only
+/// when some process belongs to a helper), then dropped in the order helper state, policy,
+/// generation, age, helper, role, state, RSS, CPU% until the command keeps [`MIN_COMMAND`]
+/// columns. The command's own width is 0 (it takes what is left).
+pub fn layout_columns(
+    width: u16,
+    supervised: bool,
+    helpers: bool,
+    want: impl Fn(Column) -> u16,
+) -> Vec<(Column, u16)> {
     let mut cols = vec![Column::Flag, Column::Pid];
     if supervised {
         cols.push(Column::Role);
@@ -111,14 +138,70 @@ pub fn columns_for(width: u16, supervised: bool, helpers: bool) -> Vec<Column> {
         Column::Rss,
         Column::Cpu,
     ];
-    let used = |cols: &[Column]| -> u16 { cols.iter().map(|c| c.width() + 1).sum::<u16>() };
+    let mut cols: Vec<(Column, u16)> = cols
+        .into_iter()
+        .map(|c| match c {
+            Column::Command => (c, 0),
+            c => (c, want(c)),
+        })
+        .collect();
+    let used = |cols: &[(Column, u16)]| -> u16 { cols.iter().map(|(_, w)| w + 1).sum::<u16>() };
     for d in drop_order {
-        if used(&cols) + MIN_COMMAND <= width {
+        let need = (used(&cols) + MIN_COMMAND).saturating_sub(width);
+        if need == 0 {
             break;
         }
-        cols.retain(|c| *c != d);
+        // Who is who stays longest: the helper and the role are narrowed (cut, marked) before
+        // they are dropped.
+        if let Some((_, w)) = cols.iter_mut().find(|(c, _)| *c == d)
+            && matches!(d, Column::Helper | Column::Role)
+            && *w >= need + MIN_WHO
+        {
+            *w -= need;
+            break;
+        }
+        cols.retain(|(c, _)| *c != d);
     }
     cols
+}
+
+/// The narrowest the role and helper columns become before they are dropped.
+const MIN_WHO: u16 = 8;
+
+/// The width a column's content asks for over every row (not only those on screen, so that
+/// scrolling does not move the columns): its title's at least, [`Column::max_width`] at most.
+fn content_width(c: Column, rows: &[Row]) -> u16 {
+    let title = Line::raw(c.title()).width();
+    let widest = rows
+        .iter()
+        .map(|r| Line::raw(cell_text(c, r).as_str()).width())
+        .max()
+        .unwrap_or(0);
+    (title.max(widest) as u16).min(c.max_width().max(title as u16))
+}
+
+/// The text of a cell other than the command's.
+fn cell_text(c: Column, r: &Row) -> String {
+    match c {
+        Column::Flag => {
+            if !r.anomalies.is_empty() || r.hidden_anomalies > 0 {
+                "!".into()
+            } else {
+                " ".into()
+            }
+        }
+        Column::Pid => r.id.pid.to_string(),
+        Column::Role => r.role.clone(),
+        Column::Helper => r.helper.clone(),
+        Column::HelperState => r.helper_state.clone(),
+        Column::Generation => r.generation.clone(),
+        Column::State => r.state.clone(),
+        Column::Policy => r.policy.clone(),
+        Column::Age => r.age.clone(),
+        Column::Cpu => r.cpu.clone(),
+        Column::Rss => r.rss.clone(),
+        Column::Command => r.command.clone(),
+    }
 }
 
 /// The screen's areas.
@@ -295,6 +378,9 @@ fn fit(s: &str, width: usize) -> String {
     if Line::raw(s).width() <= width {
         return s.to_string();
     }
+    if width == 0 {
+        return String::new();
+    }
     let mut out = String::new();
     let mut w = 0;
     for c in s.chars() {
@@ -354,16 +440,19 @@ fn draw_table(frame: &mut Frame, area: Rect, app: &App) {
                 .as_ref()
                 .is_some_and(|s| s.helper.is_some())
         });
-    let cols = columns_for(area.width, app.model.supervised, helpers);
-    let fixed: u16 = cols.iter().map(|c| c.width() + 1).sum();
+    let sized = layout_columns(area.width, app.model.supervised, helpers, |c| {
+        content_width(c, &app.rows)
+    });
+    let fixed: u16 = sized.iter().map(|(_, w)| w + 1).sum();
     let cmd_w = area.width.saturating_sub(fixed) as usize;
-    let widths: Vec<Constraint> = cols
+    let widths: Vec<Constraint> = sized
         .iter()
-        .map(|c| match c {
+        .map(|(c, w)| match c {
             Column::Command => Constraint::Min(0),
-            c => Constraint::Length(c.width()),
+            _ => Constraint::Length(*w),
         })
         .collect();
+    let cols: Vec<Column> = sized.iter().map(|(c, _)| *c).collect();
     let header = TRow::new(cols.iter().map(|c| {
         let t = c.title();
         if c.right_aligned() {
@@ -376,27 +465,12 @@ fn draw_table(frame: &mut Frame, area: Rect, app: &App) {
     let cursor = app.cursor;
     let rows = app.window().iter().map(|r| {
         let anomalous = !r.anomalies.is_empty();
-        let cells = cols.iter().map(|c| {
-            let text: String = match c {
-                Column::Flag => {
-                    if anomalous || r.hidden_anomalies > 0 {
-                        "!".into()
-                    } else {
-                        " ".into()
-                    }
-                }
-                Column::Pid => r.id.pid.to_string(),
-                Column::Role => r.role.clone(),
-                Column::Helper => r.helper.clone(),
-                Column::HelperState => r.helper_state.clone(),
-                Column::Generation => r.generation.clone(),
-                Column::State => r.state.clone(),
-                Column::Policy => r.policy.clone(),
-                Column::Age => r.age.clone(),
-                Column::Cpu => r.cpu.clone(),
-                Column::Rss => r.rss.clone(),
-                Column::Command => return Cell::from(command_line(r, cmd_w)),
-            };
+        let cells = sized.iter().map(|(c, w)| {
+            if *c == Column::Command {
+                return Cell::from(command_line(r, cmd_w));
+            }
+            // Cut to the column, marked: never a silent cut.
+            let text = fit(&cell_text(*c, r), *w as usize);
             let mut line = Line::from(text);
             if c.right_aligned() {
                 line = line.right_aligned();
@@ -450,9 +524,12 @@ fn draw_events(frame: &mut Frame, area: Rect, app: &App) {
     let lines: Vec<Line> = all[skip..]
         .iter()
         .map(|(when, text)| {
+            let when = format!("{when:>8}  ");
+            // Cut to the pane, marked.
+            let room = (area.width as usize).saturating_sub(Line::raw(when.as_str()).width());
             Line::from(vec![
-                Span::styled(format!("{when:>8}  "), Style::new().fg(Color::DarkGray)),
-                Span::raw(text.clone()),
+                Span::styled(when, Style::new().fg(Color::DarkGray)),
+                Span::raw(fit(text, room)),
             ])
         })
         .collect();
@@ -663,16 +740,62 @@ fn draw_signals(frame: &mut Frame, area: Rect, title: &str, selected: usize) {
     );
 }
 
+/// Breaks `s` into lines of at most `width` columns, at spaces; a word longer than a line is
+/// broken where the line ends. Nothing is left out.
+fn wrap(s: &str, width: usize) -> Vec<String> {
+    let width = width.max(1);
+    let w = |t: &str| Line::raw(t).width();
+    let mut lines = Vec::new();
+    let mut cur = String::new();
+    for word in s.split(' ') {
+        let sep = usize::from(!cur.is_empty());
+        if w(&cur) + sep + w(word) <= width {
+            if sep == 1 {
+                cur.push(' ');
+            }
+            cur.push_str(word);
+            continue;
+        }
+        if !cur.is_empty() {
+            lines.push(std::mem::take(&mut cur));
+        }
+        for c in word.chars() {
+            if w(&cur) + w(c.encode_utf8(&mut [0; 4])) > width {
+                lines.push(std::mem::take(&mut cur));
+            }
+            cur.push(c);
+        }
+    }
+    if !cur.is_empty() || lines.is_empty() {
+        lines.push(cur);
+    }
+    lines
+}
+
+/// A confirmation: its question whole, wrapped to the screen (never cut), then the keys.
 fn draw_confirm(frame: &mut Frame, area: Rect, text: &str, yes: &str) {
-    let w = (Line::raw(text).width() as u16 + 4).max(24);
-    let r = centered(area, w, 4);
+    let keys = format!("{yes} · any other key cancels");
+    // At most 72 columns of text, fewer on a narrow screen; the box sized to what it holds.
+    let room = (area.width.saturating_sub(4) as usize).clamp(1, 72);
+    let mut lines: Vec<Line> = wrap(text, room)
+        .into_iter()
+        .map(|l| Line::from(l).bold())
+        .collect();
+    lines.extend(
+        wrap(&keys, room)
+            .into_iter()
+            .map(|l| Line::from(l).fg(Color::DarkGray)),
+    );
+    let inner = lines.iter().map(Line::width).max().unwrap_or(0) as u16;
+    let w = (inner + 4).max(24);
+    let r = centered(area, w, lines.len() as u16 + 2);
     frame.render_widget(Clear, r);
     frame.render_widget(
-        Paragraph::new(vec![
-            Line::from(text.to_string()).bold(),
-            Line::from(format!("{yes} · any other key cancels")).fg(Color::DarkGray),
-        ])
-        .block(Block::bordered().title(" confirm ")),
+        Paragraph::new(lines).block(
+            Block::bordered()
+                .title(" confirm ")
+                .padding(ratatui::widgets::Padding::horizontal(1)),
+        ),
         r,
     );
 }

@@ -2,12 +2,14 @@
 //! removed on drop, with files and FIFOs in it; the tests' one way to read the process tree
 //! (the product's own walker, `foster::tree::Scanner`); ids and signal sets of
 //! `/proc/<pid>/status`; an exec held in its middle (`fuse`); a
-//! `foster run` driven through its socket (`supervised`).
+//! `foster run` driven through its socket (`supervised`); a tmux server to drive the dashboard in
+//! (`tmux`).
 
 #![allow(dead_code)] // each test binary uses its own part of it
 
 pub mod fuse;
 pub mod supervised;
+pub mod tmux;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;

@@ -1,0 +1,166 @@
+//! A tmux server of a test's own, to drive `foster top` in a real terminal of a chosen size:
+//! keys in, the screen out, waits on what the screen shows; the dashboard's pid found below
+//! the pane. Every server has its socket in a directory of the test's own and is checked gone,
+//! socket file included, on drop.
+
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use foster::identity::Identity;
+
+use super::{Dir, descendants_of};
+
+pub const DEADLINE: Duration = Duration::from_secs(15);
+
+/// A tmux server of this test's own: its socket in a directory of the test's own (`-S`), not
+/// in the user's tmux directory; on drop the server is killed, checked gone by identity, and its
+/// socket file and directory removed and checked gone.
+pub struct Tmux {
+    _dir: Dir,
+    socket: std::path::PathBuf,
+    server: Identity,
+}
+
+impl Tmux {
+    /// A server with one 120x40 session running `cmd`.
+    pub fn start(cmd: &str) -> Tmux {
+        Tmux::start_sized(cmd, 120, 40)
+    }
+
+    /// A server with one `width` x `height` session running `cmd`.
+    pub fn start_sized(cmd: &str, width: u16, height: u16) -> Tmux {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let dir = Dir::new("tmux", &n.to_string());
+        let socket = dir.path("sock");
+        let mut t = Tmux {
+            _dir: dir,
+            socket,
+            server: Identity {
+                pid: 0,
+                start_time: 0,
+            },
+        };
+        let (w, h) = (width.to_string(), height.to_string());
+        let out = t.run(&["new-session", "-d", "-s", "t", "-x", &w, "-y", &h, cmd]);
+        assert!(
+            out.status.success(),
+            "tmux new-session: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let pid = t.display("#{pid}").parse().expect("the tmux server's pid");
+        t.server = Identity::of(pid).expect("the tmux server is running");
+        t
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("run tmux")
+    }
+
+    pub fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "t"];
+        args.extend_from_slice(keys);
+        assert!(self.run(&args).status.success());
+    }
+
+    pub fn text(&self, text: &str) {
+        assert!(
+            self.run(&["send-keys", "-t", "t", "-l", text])
+                .status
+                .success()
+        );
+    }
+
+    pub fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "t"]).stdout).into_owned()
+    }
+
+    pub fn display(&self, format: &str) -> String {
+        let out = self.run(&["display-message", "-p", "-t", "t", format]);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Waits until the screen satisfies `ok`, or fails with the last screen.
+    pub fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.screen();
+            if ok(&s) {
+                return s;
+            }
+            if start.elapsed() > DEADLINE {
+                panic!("timed out waiting for {what}; screen:\n{s}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+        let gone = wait_gone(self.server);
+        // The server leaves its socket file behind: remove it (the directory goes with `dir`).
+        let _ = std::fs::remove_file(&self.socket);
+        if !std::thread::panicking() {
+            assert!(gone, "the tmux server {} outlived the test", self.server);
+            assert!(
+                !self.socket.exists(),
+                "the tmux socket {} was left behind",
+                self.socket.display()
+            );
+        }
+    }
+}
+
+/// True when a row of the table shows exactly `command` (the shells' command lines contain the
+/// sleeps' arguments too).
+pub fn has_row(screen: &str, command: &str) -> bool {
+    screen.lines().any(|l| {
+        let l = l.trim_end();
+        l.ends_with(&format!("─ {command}")) || l.ends_with(&format!("─+{command}"))
+    })
+}
+
+pub fn tmux_available() -> bool {
+    Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+pub fn wait_gone(id: Identity) -> bool {
+    let start = Instant::now();
+    while id.is_alive() {
+        if start.elapsed() > DEADLINE {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+/// The pid of the dashboard: the process running the foster binary below the pane's process.
+/// Not simply the pane's grandchild or child: tmux starts the pane through the user's shell
+/// (`$SHELL -c sh`), which bash replaces by `sh` but dash keeps as a parent.
+pub fn dashboard_pid(t: &Tmux) -> Identity {
+    let pane: i32 = t.display("#{pane_pid}").parse().unwrap();
+    let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_foster")).unwrap();
+    let start = Instant::now();
+    loop {
+        let pids = std::iter::once(pane).chain(descendants_of(pane).into_iter().map(|id| id.pid));
+        if let Some(p) = pids
+            .into_iter()
+            .find(|p| std::fs::read_link(format!("/proc/{p}/exe")).is_ok_and(|e| e == exe))
+        {
+            return Identity::of(p).unwrap();
+        }
+        assert!(start.elapsed() < DEADLINE, "the dashboard did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -1,0 +1,158 @@
+//! `foster top --attach` in a real terminal (tmux) at 80x24 and 200x60, over a `foster run`
+//! this test starts: what the screen shows of the columns (sized to their content, every cut
+//! marked `…`), the confirmation box (its question whole) and the events pane, and what each
+//! of the dashboard's keys puts on screen. Everything started is torn down and checked gone
+//! by pid.
+
+use foster::identity::Identity;
+
+mod common;
+use common::Dir;
+use common::descendants_of;
+use common::supervised::Run;
+use common::tmux::{Tmux, dashboard_pid, tmux_available, wait_gone};
+
+/// A helper whose name is longer than the HELPER column ever grows (24 columns).
+const LONG: &str = "helper-name-longer-than-the-column";
+
+/// Three helpers: `worker-pool` (a shell and two sleeps), the long-named one, and one whose
+/// command does not exist, with a path long enough that its event line is wider than 200
+/// columns.
+fn config() -> String {
+    let missing = format!("/nonexistent/{}", "x".repeat(220));
+    format!(
+        r#"
+[[helper]]
+name = "worker-pool"
+command = ["/bin/sh", "-c", "sleep 86400 & sleep 86400 & wait"]
+
+[[helper]]
+name = "{LONG}"
+command = ["sleep", "86401"]
+
+[[helper]]
+name = "missing"
+command = ["{missing}"]
+restart = "never"
+"#
+    )
+}
+
+/// A supervisor and the dashboard attached to it in a `w` x `h` terminal.
+struct Attached {
+    run: Run,
+    t: Tmux,
+    top: Identity,
+    _dir: Dir,
+}
+
+impl Attached {
+    fn start(tag: &str, w: u16, h: u16) -> Attached {
+        let dir = Dir::new("topkeys", tag);
+        let mut run = Run::start_uncontained(&dir, &config());
+        run.until("worker-pool's launch", |e| {
+            e["event"] == "launch" && e["helper"] == "worker-pool"
+        });
+        let t = Tmux::start_sized("sh", w, h);
+        t.text(&format!(
+            "{} top --attach {} --interval 200ms\n",
+            env!("CARGO_BIN_EXE_foster"),
+            run.socket.display()
+        ));
+        let top = dashboard_pid(&t);
+        Attached {
+            run,
+            t,
+            top,
+            _dir: dir,
+        }
+    }
+
+    /// Quits the dashboard, stops the supervisor, and checks that nothing is left.
+    fn finish(mut self) {
+        let all = descendants_of(self.run.child.id() as i32);
+        self.t.keys(&["Escape", "q"]);
+        assert!(wait_gone(self.top), "the dashboard did not quit");
+        self.run.stop();
+        for id in all {
+            assert!(wait_gone(id), "{id} outlived its supervisor");
+        }
+    }
+}
+
+/// The table row of the helper's own process (ROLE `helper`, HELPER `name`).
+fn helper_row<'a>(screen: &'a str, name: &str) -> Option<&'a str> {
+    screen.lines().find(|l| {
+        let mut w = l.trim_start_matches('!').split_whitespace().skip(1);
+        w.next() == Some("helper") && w.next() == Some(name)
+    })
+}
+
+/// The pid on a table row.
+fn row_pid(row: &str) -> i32 {
+    row.trim_start_matches('!')
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no pid on {row:?}"))
+}
+
+/// Columns sized to their content: at 80 and 200 columns, `worker-pool` and its role whole;
+/// the long name cut and marked; the confirmation's question whole (wrapped, not cut); an
+/// event line wider than the pane cut and marked.
+#[test]
+fn columns_confirmation_and_events_are_never_cut_silently() {
+    if !tmux_available() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    for (w, h) in [(80u16, 24u16), (200, 60)] {
+        let a = Attached::start(&format!("cols{w}"), w, h);
+        let s =
+            a.t.wait_for("worker-pool's row and the failed launch", |s| {
+                helper_row(s, "worker-pool").is_some() && s.contains("could not be launched")
+            });
+        if w >= 200 {
+            let cut = format!("{}…", &LONG[..23]);
+            assert!(
+                s.lines().any(|l| l.contains(&cut)),
+                "{w}x{h}: the long helper name is not cut with …:\n{s}"
+            );
+        }
+        // The event line is wider than the pane: cut, and marked.
+        let ev = s
+            .lines()
+            .find(|l| l.contains("could not be launched"))
+            .unwrap();
+        assert!(
+            ev.trim_end().ends_with('…'),
+            "{w}x{h}: the event line is cut without …:\n{s}"
+        );
+        // The question whole: R on worker-pool's row.
+        let pid = row_pid(helper_row(&s, "worker-pool").unwrap());
+        a.t.keys(&["/"]);
+        a.t.text("worker-pool");
+        a.t.keys(&["Enter", "R"]);
+        let s =
+            a.t.wait_for("the confirmation", |s| s.contains(" confirm "));
+        let boxed: String = s
+            .lines()
+            .filter_map(|l| {
+                let l = l.trim();
+                let l = l.strip_prefix('│')?.strip_suffix('│')?;
+                Some(l.trim().to_string())
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            boxed.contains(&format!(
+                "Restart helper worker-pool: SIGTERM to its process {pid} and its 2 descendants"
+            )) && boxed.contains("then launch it again?")
+                && boxed.contains("any other key cancels"),
+            "{w}x{h}: the question is not whole:\n{s}"
+        );
+        a.t.keys(&["n"]);
+        a.t.wait_for("cancelled", |s| s.contains("cancelled"));
+        a.finish();
+    }
+}
