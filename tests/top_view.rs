@@ -823,7 +823,7 @@ fn log_line(helper: &str, stream: Stream, text: &[u8], seq: u64) -> LogItem {
         stream,
         ts_ms: 1_767_000_000_000 + seq * 1000,
         continued: false,
-        bytes: Box::from(text),
+        bytes: text.to_vec(),
     })
 }
 

@@ -354,7 +354,7 @@ impl LogRecord {
             stream: self.stream,
             ts_ms: self.ts_ms,
             continued: self.continued,
-            bytes: self.text.0.into_boxed_slice(),
+            bytes: self.text.0,
         }
     }
 }
@@ -1027,7 +1027,7 @@ mod tests {
             stream: Stream::Stderr,
             ts_ms: 11,
             continued: true,
-            bytes: Box::from(&b"a\x1b[31m\xff"[..]),
+            bytes: b"a\x1b[31m\xff".to_vec(),
         };
         let log = Reply::new(ReplyBody::Log(LogRecord::of(&line)));
         let text = log.to_line();

@@ -34,7 +34,7 @@ use tracing::{info, warn};
 use super::file::LogFile;
 use super::line::Splitter;
 use super::relay::{Format, Offer, Relay};
-use super::{Line, Mode, Output, Stream, ring};
+use super::{Batch, Line, Mode, Output, Stream, ring};
 use crate::logfile::Rotation;
 
 /// Counts of lines not relayed are reported at most this often per helper.
@@ -145,7 +145,7 @@ pub fn start(helpers: &[HelperOutput], format: Format) -> io::Result<Capture> {
         names: Vec::new(),
         captured: Vec::new(),
         buf: vec![0; CHUNK],
-        pieces: Vec::new(),
+        batch: Batch::default(),
         lines: Vec::new(),
         wake: wake.clone(),
         commands: commands_rx,
@@ -415,7 +415,8 @@ struct Reader {
     /// Whether each helper's output is captured (for the relay's names).
     captured: Vec<bool>,
     buf: Vec<u8>,
-    pieces: Vec<(Box<[u8]>, bool)>,
+    /// The lines cut from the last read, before they are published.
+    batch: Batch,
     lines: Vec<Arc<Line>>,
     wake: Arc<EventFd>,
     commands: std_mpsc::Receiver<Command>,
@@ -626,9 +627,8 @@ impl Reader {
             let n = n as usize;
             left = left.saturating_sub(n);
             let s = &mut self.sources[k];
-            let pieces = &mut self.pieces;
-            s.split
-                .feed(&self.buf[..n], |p, cont| pieces.push((Box::from(p), cont)));
+            let batch = &mut self.batch;
+            s.split.feed(&self.buf[..n], |p, cont| batch.push(p, cont));
             self.deliver(k);
         }
     }
@@ -638,19 +638,20 @@ impl Reader {
         let s = &mut self.sources[k];
         s.open = false;
         let _ = self.epoll.delete(s.fd.as_fd());
-        let pieces = &mut self.pieces;
-        s.split.finish(|p, cont| pieces.push((Box::from(p), cont)));
+        let batch = &mut self.batch;
+        s.split.finish(|p, cont| batch.push(p, cont));
         self.deliver(k);
     }
 
     /// The pieces cut from source `k`: kept, sent to followers, offered to the relay.
     fn deliver(&mut self, k: usize) {
-        if self.pieces.is_empty() {
+        if self.batch.is_empty() {
             return;
         }
         let (i, stream) = (self.sources[k].helper, self.sources[k].stream);
         self.output
-            .publish(i, stream, now_ms(), &mut self.pieces, &mut self.lines);
+            .publish(i, stream, now_ms(), &self.batch, &mut self.lines);
+        self.batch.clear();
         for line in self.lines.drain(..) {
             if let Some(f) = &mut self.files[i] {
                 f.append(&line);
@@ -695,8 +696,8 @@ impl Reader {
             self.read(k, FINAL_DRAIN);
             if self.sources[k].open {
                 let s = &mut self.sources[k];
-                let pieces = &mut self.pieces;
-                s.split.finish(|p, cont| pieces.push((Box::from(p), cont)));
+                let batch = &mut self.batch;
+                s.split.finish(|p, cont| batch.push(p, cont));
                 self.deliver(k);
             }
         }

@@ -187,7 +187,7 @@ mod tests {
             stream,
             ts_ms: 1_796_134_506_252,
             continued,
-            bytes: Box::from(bytes),
+            bytes: bytes.to_vec(),
         };
         f.append(&line(Stream::Stdout, false, b"plain"));
         f.append(&line(Stream::Stderr, true, b"\x1b[31m\xff"));

@@ -167,11 +167,11 @@ mod tests {
     use crate::output::Stream;
 
     fn publish(o: &Output, i: usize, texts: &[String]) {
-        let mut pieces = texts
-            .iter()
-            .map(|t| (Box::from(t.as_bytes()), false))
-            .collect();
-        o.publish(i, Stream::Stdout, 1, &mut pieces, &mut Vec::new());
+        let mut batch = crate::output::Batch::default();
+        for t in texts {
+            batch.push(t.as_bytes(), false);
+        }
+        o.publish(i, Stream::Stdout, 1, &batch, &mut Vec::new());
     }
 
     fn text(n: &Next) -> String {

@@ -91,7 +91,48 @@ pub struct Line {
     /// [`line::MAX_LINE`]).
     pub continued: bool,
     /// The line's bytes, newline excluded, exactly as written.
-    pub bytes: Box<[u8]>,
+    pub bytes: Vec<u8>,
+}
+
+/// The lines cut from one read of one pipe: their bytes one after the other in one buffer,
+/// and where each ends, so that a read costs no allocation per line (both are reused).
+#[derive(Debug, Default)]
+pub struct Batch {
+    bytes: Vec<u8>,
+    /// Each piece's end in `bytes` (its start is the previous one's end), and whether the
+    /// next piece continues its line.
+    ends: Vec<(usize, bool)>,
+}
+
+impl Batch {
+    /// Adds a piece.
+    pub fn push(&mut self, piece: &[u8], continued: bool) {
+        self.bytes.extend_from_slice(piece);
+        self.ends.push((self.bytes.len(), continued));
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The pieces, in order: (bytes, continued).
+    pub fn pieces(&self) -> impl Iterator<Item = (&[u8], bool)> {
+        let mut start = 0;
+        self.ends.iter().map(move |&(end, cont)| {
+            let p = &self.bytes[start..end];
+            start = end;
+            (p, cont)
+        })
+    }
+
+    /// Empties it, keeping its buffers (within a bound, after an unusually large read).
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.ends.clear();
+        if self.bytes.capacity() > 1 << 20 {
+            self.bytes.shrink_to(1 << 20);
+        }
+    }
 }
 
 impl ring::Weigh for Arc<Line> {
@@ -157,6 +198,8 @@ struct Kept {
     counts: Vec<u64>,
     /// `None` once [`Output::close`] ended every follower.
     tx: Option<broadcast::Sender<Arc<Line>>>,
+    /// A line a ring let go that nobody else held: its allocations serve the next line.
+    spare: Option<Arc<Line>>,
 }
 
 impl Output {
@@ -176,6 +219,7 @@ impl Output {
                     .collect(),
                 counts: vec![0; names.len()],
                 tx: Some(tx),
+                spare: None,
             }),
         }
     }
@@ -240,41 +284,75 @@ impl Output {
         self.lock().tx = None;
     }
 
-    /// Numbers the lines read for helper `i`, keeps them and sends them to the followers (one
-    /// lock for the lot); the numbered lines are appended to `out`.
+    /// Numbers the lines of `batch`, read for helper `i`, keeps them and sends them to the
+    /// followers, all under one lock; the numbered lines are appended to `out`. In a steady
+    /// flow the lines the ring lets go are reused: no allocation per line.
     fn publish(
         &self,
         i: usize,
         stream: Stream,
         ts_ms: u64,
-        pieces: &mut Vec<(Box<[u8]>, bool)>,
+        batch: &Batch,
         out: &mut Vec<Arc<Line>>,
     ) {
-        if pieces.is_empty() {
+        if batch.is_empty() {
             return;
         }
         let mut g = self.lock();
         let g = &mut *g;
         // Asked once for the lot: a follower subscribes under this same lock.
         let followed = g.tx.as_ref().is_some_and(|tx| tx.receiver_count() > 0);
-        for (bytes, continued) in pieces.drain(..) {
+        for (bytes, continued) in batch.pieces() {
             g.seq += 1;
-            let line = Arc::new(Line {
-                seq: g.seq,
-                helper: g.names[i].clone(),
-                stream,
-                ts_ms,
-                continued,
-                bytes,
-            });
-            g.rings[i].push(line.clone());
+            let line = match g
+                .spare
+                .take()
+                .and_then(|mut l| reuse(&mut l, bytes).then_some(l))
+            {
+                Some(mut l) => {
+                    let m = Arc::get_mut(&mut l).expect("a spare is held by nobody else");
+                    m.seq = g.seq;
+                    if !Arc::ptr_eq(&m.helper, &g.names[i]) {
+                        m.helper = g.names[i].clone();
+                    }
+                    m.stream = stream;
+                    m.ts_ms = ts_ms;
+                    m.continued = continued;
+                    m.bytes.clear();
+                    m.bytes.extend_from_slice(bytes);
+                    l
+                }
+                None => Arc::new(Line {
+                    seq: g.seq,
+                    helper: g.names[i].clone(),
+                    stream,
+                    ts_ms,
+                    continued,
+                    bytes: bytes.to_vec(),
+                }),
+            };
+            out.push(line.clone());
             g.counts[i] += 1;
             if followed && let Some(tx) = &g.tx {
                 let _ = tx.send(line.clone());
             }
-            out.push(line);
+            if let Some(gone) = g.rings[i].push(line)
+                && Arc::strong_count(&gone) == 1
+            {
+                g.spare = Some(gone);
+            }
         }
     }
+}
+
+/// Whether `spare` may take `bytes`: nobody else holds it, and its buffer is large enough
+/// without being much larger (a spare of a 64 KiB line does not carry 100-byte ones).
+fn reuse(spare: &mut Arc<Line>, bytes: &[u8]) -> bool {
+    let Some(l) = Arc::get_mut(spare) else {
+        return false;
+    };
+    let cap = l.bytes.capacity();
+    cap >= bytes.len() && cap <= 2 * bytes.len() + 256
 }
 
 /// The position of `helper` among the names (an empty name is no helper's).
@@ -316,17 +394,21 @@ fn tail_of(g: &Kept, only: Option<usize>, n: usize) -> Vec<Arc<Line>> {
 mod tests {
     use super::*;
 
-    fn pieces(v: &[&[u8]]) -> Vec<(Box<[u8]>, bool)> {
-        v.iter().map(|b| (Box::from(*b), false)).collect()
+    fn pieces(v: &[&[u8]]) -> Batch {
+        let mut b = Batch::default();
+        for p in v {
+            b.push(p, false);
+        }
+        b
     }
 
     #[test]
     fn tail_and_follow_see_each_line_once_in_order() {
         let o = Output::new(&["a", "b"], 3, 1 << 20);
         let mut out = Vec::new();
-        o.publish(0, Stream::Stdout, 1, &mut pieces(&[b"a1", b"a2"]), &mut out);
-        o.publish(1, Stream::Stderr, 2, &mut pieces(&[b"b1"]), &mut out);
-        o.publish(0, Stream::Stdout, 3, &mut pieces(&[b"a3", b"a4"]), &mut out);
+        o.publish(0, Stream::Stdout, 1, &pieces(&[b"a1", b"a2"]), &mut out);
+        o.publish(1, Stream::Stderr, 2, &pieces(&[b"b1"]), &mut out);
+        o.publish(0, Stream::Stdout, 3, &pieces(&[b"a3", b"a4"]), &mut out);
         assert_eq!(out.len(), 5);
         let text = |v: &[Arc<Line>]| {
             v.iter()
@@ -340,17 +422,48 @@ mod tests {
         assert!(o.tail(Some("c"), 1).is_err());
         let (past, mut rx) = o.follow(Some("b"), 5).unwrap();
         assert_eq!(text(&past), ["b1"]);
-        o.publish(1, Stream::Stdout, 4, &mut pieces(&[b"b2"]), &mut out);
+        o.publish(1, Stream::Stdout, 4, &pieces(&[b"b2"]), &mut out);
         let next = rx.try_recv().unwrap();
         assert_eq!((&*next.bytes, next.seq), (&b"b2"[..], 6));
         assert!(rx.try_recv().is_err());
     }
 
     #[test]
+    fn lines_the_ring_lets_go_are_reused_but_never_one_still_held() {
+        let o = Output::new(&["a"], 2, 1 << 20);
+        let text = |o: &Output| {
+            o.tail(Some("a"), 10)
+                .unwrap()
+                .iter()
+                .map(|l| (l.seq, String::from_utf8_lossy(&l.bytes).into_owned()))
+                .collect::<Vec<_>>()
+        };
+        let mut held = Vec::new();
+        for (k, t) in ["one", "two", "three", "four!", "5", "six"]
+            .iter()
+            .enumerate()
+        {
+            let mut out = Vec::new();
+            o.publish(
+                0,
+                Stream::Stdout,
+                k as u64,
+                &pieces(&[t.as_bytes()]),
+                &mut out,
+            );
+            if k == 1 {
+                held = out; // "two" stays held by someone else
+            }
+        }
+        assert_eq!(text(&o), [(5, "5".to_string()), (6, "six".to_string())]);
+        assert_eq!((held[0].seq, &held[0].bytes[..]), (2, &b"two"[..]));
+    }
+
+    #[test]
     fn an_index_set_again_is_a_new_helper_with_no_kept_line() {
         let o = Output::new(&["a"], 3, 1 << 20);
         let mut out = Vec::new();
-        o.publish(0, Stream::Stdout, 1, &mut pieces(&[b"a1"]), &mut out);
+        o.publish(0, Stream::Stdout, 1, &pieces(&[b"a1"]), &mut out);
         o.set(2, "c"); // past the end: index 1 is held empty
         o.set(0, "b"); // a removed helper's index to a new one
         assert_eq!(&*o.helpers()[0], "b");
@@ -358,7 +471,7 @@ mod tests {
         assert!(o.tail(Some("a"), 5).is_err(), "a's name went with it");
         assert!(o.tail(Some(""), 5).is_err(), "an empty index is no helper");
         assert!(o.tail(Some("b"), 5).unwrap().is_empty(), "a's lines went");
-        o.publish(2, Stream::Stderr, 2, &mut pieces(&[b"c1"]), &mut out);
+        o.publish(2, Stream::Stderr, 2, &pieces(&[b"c1"]), &mut out);
         assert_eq!(&*o.tail(Some("c"), 5).unwrap()[0].helper, "c");
     }
 
@@ -370,7 +483,7 @@ mod tests {
             stream: Stream::Stderr,
             ts_ms: 7,
             continued: true,
-            bytes: Box::from(&b"a\x1b[31m\xff"[..]),
+            bytes: b"a\x1b[31m\xff".to_vec(),
         };
         let v: serde_json::Value =
             serde_json::from_str(&crate::sanitize::to_json(&line).unwrap()).unwrap();
@@ -383,7 +496,7 @@ mod tests {
         assert_eq!(v["continued"], true);
         let plain = Line {
             continued: false,
-            bytes: Box::from(&b"ok"[..]),
+            bytes: b"ok".to_vec(),
             ..line
         };
         let v = serde_json::to_value(&plain).unwrap();

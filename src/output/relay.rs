@@ -465,7 +465,7 @@ mod tests {
             stream,
             ts_ms: 5,
             continued,
-            bytes: Box::from(bytes),
+            bytes: bytes.to_vec(),
         }
     }
 

@@ -43,21 +43,25 @@ impl<T: Weigh> Ring<T> {
         }
     }
 
-    /// Keeps `line`, letting the oldest go as the bounds require.
-    pub fn push(&mut self, line: T) {
+    /// Keeps `line`, letting the oldest go as the bounds require; returns the last line that
+    /// went (or `line` itself when the ring keeps nothing), for its allocation to be reused.
+    pub fn push(&mut self, line: T) -> Option<T> {
         if self.max_lines == 0 {
-            return;
+            return Some(line);
         }
         let w = line.weight() + LINE_OVERHEAD;
+        let mut gone = None;
         while !self.lines.is_empty()
             && (self.lines.len() >= self.max_lines || self.bytes + w > self.max_bytes)
         {
             if let Some(old) = self.lines.pop_front() {
                 self.bytes -= old.weight() + LINE_OVERHEAD;
+                gone = Some(old);
             }
         }
         self.bytes += w;
         self.lines.push_back(line);
+        gone
     }
 
     /// The last `n` lines (fewer when fewer are kept), oldest first.
