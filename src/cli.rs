@@ -405,6 +405,10 @@ pub struct DemoArgs {
 pub struct IdentityArgs {
     /// The process whose identity to print.
     pub pid: i32,
+    /// Print `{"version": 1, "identity": {"pid": PID, "start_time": TICKS}}` instead of
+    /// PID:STARTTIME.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -504,7 +508,13 @@ pub fn main() -> ExitCode {
 fn dispatch(command: Command) -> Result<ExitCode, CliError> {
     match command {
         Command::Identity(a) => {
-            print_out(&format!("{}\n", Identity::of(a.pid)?));
+            let id = Identity::of(a.pid)?;
+            if a.json {
+                let doc = serde_json::json!({"version": crate::json::VERSION, "identity": id});
+                print_out(&format!("{doc}\n"));
+            } else {
+                print_out(&format!("{id}\n"));
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Run(a) => run(a),

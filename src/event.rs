@@ -774,6 +774,9 @@ fn follows_up(ended: &Event, next: &Event) -> bool {
 /// An event with its time.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
+    /// The JSON schema version ([`crate::json::VERSION`]), on every line of the events log.
+    #[serde(default = "json_version")]
+    pub version: u32,
     pub ts_ms: u64,
     #[serde(flatten)]
     pub event: Event,
@@ -785,8 +788,16 @@ impl Record {
         let ts_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
-        Record { ts_ms, event }
+        Record {
+            version: crate::json::VERSION,
+            ts_ms,
+            event,
+        }
     }
+}
+
+fn json_version() -> u32 {
+    crate::json::VERSION
 }
 
 /// When the events log is rotated (`--events-log-max-size`, `--events-log-keep`): the one
@@ -843,6 +854,7 @@ mod tests {
 
     fn record(helper: &str) -> Record {
         Record {
+            version: crate::json::VERSION,
             ts_ms: 1,
             event: Event::LaunchFailed {
                 helper: helper.to_string(),

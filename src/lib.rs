@@ -5,6 +5,7 @@
 //!
 //! - [`procstat`]: the `/proc/<pid>/stat` parser, allocation-free.
 //! - [`sanitize`]: escaping process names before they reach a terminal.
+//! - [`json`]: the one schema version of every JSON foster writes (`docs/json.md`).
 //! - [`signal`]: signals: one parser, one spelling (`SIGTERM`), default actions, signal sets,
 //!   the signal state foster was started with, the C library's 32 and 33 ignored at start.
 //! - [`duration`]: durations as people write them (`250ms`, `1.5s`, `2m`): one parser, one
@@ -73,6 +74,7 @@ pub mod event;
 pub mod gate;
 pub mod identity;
 pub mod init;
+pub mod json;
 pub mod lifeline;
 pub mod logfile;
 pub mod logging;

@@ -218,6 +218,11 @@ fn by_comm<'a>(nodes: &'a [Value], comm: &[u8]) -> &'a Value {
         .unwrap_or_else(|| panic!("no child named {want:?} among {nodes:?}"))
 }
 
+/// An identity as foster's JSON spells it, `{"pid": N, "start_time": T}`.
+fn json(id: Identity) -> Value {
+    serde_json::json!({"pid": id.pid, "start_time": id.start_time})
+}
+
 #[test]
 fn json_of_a_hostile_tree_matches_what_was_built() {
     let _serial = serial();
@@ -309,16 +314,17 @@ fn json_of_a_hostile_tree_matches_what_was_built() {
         String::from_utf8_lossy(&out.stderr)
     );
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let roots = doc.as_array().unwrap();
+    assert_eq!(doc["version"], 1);
+    let roots = doc["roots"].as_array().unwrap();
     assert_eq!(roots.len(), 1);
     let ra = &roots[0];
     let me = std::process::id() as i32;
     assert_eq!(ra["pid"], a);
     assert_eq!(ra["ppid"], me);
-    assert_eq!(ra["parent"], Identity::current().unwrap().to_string());
+    assert_eq!(ra["parent"], json(Identity::current().unwrap()));
     assert_eq!(ra["comm"], ") (x) y");
     assert_eq!(ra["state"], "S");
-    assert_eq!(ra["identity"], Identity::of(a).unwrap().to_string());
+    assert_eq!(ra["identity"], json(Identity::of(a).unwrap()));
     assert!(ra["start_time"].as_u64().unwrap() > 0);
 
     let kids = ra["children"].as_array().unwrap();
@@ -352,11 +358,11 @@ fn json_of_a_hostile_tree_matches_what_was_built() {
     for n in [ra, rb, rd, re, rc] {
         assert!(n["children"].is_array());
         let pid = n["pid"].as_i64().unwrap() as i32;
-        assert_eq!(n["identity"], Identity::of(pid).unwrap().to_string());
+        assert_eq!(n["identity"], json(Identity::of(pid).unwrap()));
     }
     let ids: Vec<Identity> = [ra, rb, rd, re, rc]
         .iter()
-        .map(|n| n["identity"].as_str().unwrap().parse().unwrap())
+        .map(|n| serde_json::from_value(n["identity"].clone()).unwrap())
         .collect();
 
     // Text and dot: escaped, never raw.
@@ -479,7 +485,7 @@ fn json_escapes_c1_controls_and_bidi_overrides_and_keeps_the_exact_name() {
         );
         assert!(text.contains(r"c1\u009b2J\u0085\u007f\u202ex"), "{text}");
         let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-        let mut stack: Vec<&Value> = doc.as_array().unwrap().iter().collect();
+        let mut stack: Vec<&Value> = doc["roots"].as_array().unwrap().iter().collect();
         let mut found = None;
         while let Some(n) = stack.pop() {
             if n["pid"] == a {
@@ -574,8 +580,8 @@ fn json_shows_the_owner() {
         String::from_utf8_lossy(&out.stderr)
     );
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(doc[0]["pid"], child);
-    assert_eq!(doc[0]["uid"], OWNER);
+    assert_eq!(doc["roots"][0]["pid"], child);
+    assert_eq!(doc["roots"][0]["uid"], OWNER);
     let text = foster()
         .args(["tree", "--root", &child.to_string()])
         .output()
@@ -599,7 +605,7 @@ fn whole_system_json_is_consistent() {
     let mut seen = 0;
     let mut found_me = false;
     let mut stack: Vec<(&Value, Option<i64>)> =
-        doc.as_array().unwrap().iter().map(|r| (r, None)).collect();
+        doc["roots"].as_array().unwrap().iter().map(|r| (r, None)).collect();
     while let Some((n, parent)) = stack.pop() {
         seen += 1;
         if let Some(p) = parent {

@@ -603,7 +603,11 @@ fn logs(
         match r.body {
             ReplyBody::Log(rec) => renderer.render(&rec.into_line(), &mut buf),
             ReplyBody::Lagged { dropped } if json => {
-                let _ = writeln!(buf, "{{\"missed\":{dropped}}}");
+                let _ = writeln!(
+                    buf,
+                    "{{\"version\":{},\"missed\":{dropped}}}",
+                    crate::json::VERSION
+                );
             }
             ReplyBody::Lagged { dropped } => {
                 let _ = writeln!(

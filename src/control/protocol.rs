@@ -26,9 +26,10 @@ use crate::output::{Line, Stream};
 use crate::reaper::ExitStatus;
 use crate::signal::Sig;
 
-/// The protocol version every reply carries. A request may carry `"version"`; any other value
-/// than this one is refused with [`ErrorKind::Version`].
-pub const VERSION: u32 = 1;
+/// The protocol version every reply carries, the one version of foster's JSON
+/// ([`crate::json::VERSION`]). A request may carry `"version"`; any other value than this one
+/// is refused with [`ErrorKind::Version`].
+pub const VERSION: u32 = crate::json::VERSION;
 
 /// The longest request line the server reads, newline excluded. A longer line is discarded up
 /// to its newline and answered with [`ErrorKind::Oversized`].
@@ -149,7 +150,7 @@ impl Serialize for Target {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
             Target::Pid(p) => s.serialize_i32(*p),
-            Target::Identity(id) => s.serialize_str(&id.to_string()),
+            Target::Identity(id) => id.serialize(s),
             Target::Helper(h) if matches!(Target::parse(h), Target::Helper(_)) => {
                 s.serialize_str(h)
             }
@@ -170,10 +171,11 @@ impl<'de> Deserialize<'de> for Target {
         enum Form {
             Pid(i64),
             Text(String),
+            Identity { pid: i32, start_time: u64 },
             Helper { helper: String },
         }
-        let bad =
-            "expected a pid (number), \"PID:STARTTIME\", a helper name, or {\"helper\": NAME}";
+        let bad = "expected a pid (number), an identity ({\"pid\": PID, \"start_time\": TICKS} \
+                   or \"PID:STARTTIME\"), a helper name, or {\"helper\": NAME}";
         match Form::deserialize(d).map_err(|_| de::Error::custom(bad))? {
             Form::Pid(p) => i32::try_from(p)
                 .ok()
@@ -182,6 +184,12 @@ impl<'de> Deserialize<'de> for Target {
                 .ok_or_else(|| de::Error::custom(format!("pid {p} out of range: {bad}"))),
             Form::Text(t) if t.is_empty() => Err(de::Error::custom(format!("empty target: {bad}"))),
             Form::Text(t) => Ok(Target::parse(&t)),
+            Form::Identity { pid, start_time } if pid > 0 => {
+                Ok(Target::Identity(Identity { pid, start_time }))
+            }
+            Form::Identity { pid, .. } => {
+                Err(de::Error::custom(format!("pid {pid} out of range: {bad}")))
+            }
             Form::Helper { helper } => Ok(Target::Helper(helper)),
         }
     }

@@ -141,7 +141,7 @@ impl ring::Weigh for Arc<Line> {
     }
 }
 
-/// The JSON form of a line (`--output json`, and the control socket's): `helper`, `stream`,
+/// The JSON form of a line (`--output json`): `version` ([`crate::json::VERSION`]), `helper`, `stream`,
 /// `pid` (always null: a pipe does not say which process of the helper's tree wrote), `ts_ms`,
 /// `text` (the bytes as UTF-8, each invalid sequence as U+FFFD), `text_escaped` when the bytes
 /// are not valid UTF-8 (the exact bytes in [`crate::sanitize::escape`]'s lossless form, as
@@ -152,6 +152,7 @@ impl Serialize for Line {
         use serde::ser::SerializeMap;
         let utf8 = std::str::from_utf8(&self.bytes).ok();
         let mut m = s.serialize_map(None)?;
+        m.serialize_entry("version", &crate::json::VERSION)?;
         m.serialize_entry("helper", &*self.helper)?;
         m.serialize_entry("stream", &self.stream)?;
         m.serialize_entry("pid", &None::<i32>)?;

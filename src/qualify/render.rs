@@ -160,6 +160,7 @@ pub fn without_times(markdown: &str) -> String {
 pub fn json(records: &[CaseRecord]) -> String {
     let (p, f, s) = totals(records);
     let v = serde_json::json!({
+        "version": crate::json::VERSION,
         "cases": records,
         "passed": p,
         "failed": f,

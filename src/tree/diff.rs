@@ -4,10 +4,10 @@
 //! finds them. Processes are matched by [`Identity`], never by pid alone: a pid that another
 //! process took between two snapshots is an `Exited` and a `Spawned`, never an exec.
 //!
-//! In JSON (serde), a change is an object tagged by `"change"`; identities are
-//! `"PID:STARTTIME"` objects `{pid, start_time}`; names and arguments are strings, exact when
-//! their bytes are UTF-8, otherwise with U+FFFD in place of the bad bytes (the tree's JSON keeps
-//! the lossless form).
+//! In JSON (serde), a change is an object tagged by `"change"`; identities are `{pid,
+//! start_time}` objects, as in all foster's JSON (`docs/json.md`); names and arguments are
+//! strings, exact when their bytes are UTF-8, otherwise with U+FFFD in place of the bad bytes
+//! (the tree's JSON keeps the lossless form).
 
 use serde::{Serialize, Serializer};
 

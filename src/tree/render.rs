@@ -105,7 +105,7 @@ fn is_utf8(b: &[u8]) -> bool {
 struct JsonNode<'a> {
     pid: i32,
     ppid: i32,
-    identity: String,
+    identity: Identity,
     start_time: u64,
     state: String,
     uid: u32,
@@ -122,8 +122,15 @@ struct JsonNode<'a> {
     cpu_ticks: u64,
     kernel_thread: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    parent: Option<String>,
+    parent: Option<Identity>,
     children: Vec<JsonNode<'a>>,
+}
+
+/// The JSON document: the schema version and the root nodes.
+#[derive(Serialize)]
+struct JsonDoc<'a> {
+    version: u32,
+    roots: Vec<JsonNode<'a>>,
 }
 
 fn json_node<'a>(snap: &'a Snapshot, n: &'a ProcessNode) -> JsonNode<'a> {
@@ -131,7 +138,7 @@ fn json_node<'a>(snap: &'a Snapshot, n: &'a ProcessNode) -> JsonNode<'a> {
     JsonNode {
         pid: n.pid,
         ppid: n.ppid,
-        identity: n.identity.to_string(),
+        identity: n.identity,
         start_time: n.start_time,
         state: (n.state as char).to_string(),
         uid: n.uid,
@@ -149,7 +156,7 @@ fn json_node<'a>(snap: &'a Snapshot, n: &'a ProcessNode) -> JsonNode<'a> {
         rss_bytes: n.rss_bytes,
         cpu_ticks: n.cpu_ticks,
         kernel_thread: n.kernel_thread,
-        parent: n.parent.map(|p: Identity| p.to_string()),
+        parent: n.parent,
         children: snap
             .children(&n.identity)
             .into_iter()
@@ -158,11 +165,15 @@ fn json_node<'a>(snap: &'a Snapshot, n: &'a ProcessNode) -> JsonNode<'a> {
     }
 }
 
-/// The JSON document: a list of root nodes, each with its `children`, followed by a newline.
-/// Characters a terminal must not receive raw are `\uXXXX` escapes ([`to_json`]).
+/// The JSON document, `{"version": 1, "roots": [...]}`: the root nodes, each with its
+/// `children`, followed by a newline. Identities are `{pid, start_time}` objects. Characters a
+/// terminal must not receive raw are `\uXXXX` escapes ([`to_json`]).
 pub fn json(snap: &Snapshot) -> String {
-    let roots: Vec<JsonNode> = snap.roots().map(|r| json_node(snap, r)).collect();
-    let mut s = to_json(&roots).expect("a tree of plain values serializes");
+    let doc = JsonDoc {
+        version: crate::json::VERSION,
+        roots: snap.roots().map(|r| json_node(snap, r)).collect(),
+    };
+    let mut s = to_json(&doc).expect("a tree of plain values serializes");
     s.push('\n');
     s
 }
@@ -259,14 +270,19 @@ mod tests {
     }
 
     #[test]
-    fn json_is_a_list_of_roots_with_children() {
+    fn json_is_a_versioned_list_of_roots_with_children() {
         let v: serde_json::Value = serde_json::from_str(&json(&fixture())).unwrap();
-        let roots = v.as_array().unwrap();
+        assert_eq!(v["version"], crate::json::VERSION);
+        let roots = v["roots"].as_array().unwrap();
         assert_eq!(roots.len(), 2);
         let init = &roots[0];
         assert_eq!(init["pid"], 1);
         assert_eq!(init["ppid"], 0);
         assert_eq!(init["start_time"], 1);
+        assert_eq!(
+            init["identity"],
+            serde_json::json!({"pid": 1, "start_time": 1})
+        );
         assert_eq!(init["state"], "S");
         assert_eq!(init["comm"], "init");
         assert_eq!(init["cmdline"][0], "/sbin/init");
@@ -277,7 +293,10 @@ mod tests {
         // Valid UTF-8 control characters are exact in JSON (escaped by JSON itself).
         assert_eq!(evil["comm"], "\u{1b}]0;owned\u{7}");
         assert!(evil.get("comm_escaped").is_none());
-        assert_eq!(evil["parent"], "1:1");
+        assert_eq!(
+            evil["parent"],
+            serde_json::json!({"pid": 1, "start_time": 1})
+        );
         let bad = &evil["children"][1];
         assert_eq!(bad["pid"], 12);
         assert_eq!(bad["comm"], "\u{fffd}\u{fffd}-x");
@@ -299,8 +318,8 @@ mod tests {
             "{j:?}"
         );
         let v: serde_json::Value = serde_json::from_str(&j).unwrap();
-        assert_eq!(v[0]["comm"], name);
-        assert!(v[0].get("comm_escaped").is_none());
+        assert_eq!(v["roots"][0]["comm"], name);
+        assert!(v["roots"][0].get("comm_escaped").is_none());
     }
 
     #[test]
