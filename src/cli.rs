@@ -16,7 +16,12 @@ use crate::logging::report;
 
 /// foster: a process-tree manager for Linux.
 #[derive(Debug, Parser)]
-#[command(name = "foster", version, propagate_version = true)]
+// The version names the commit it was built from (build.rs): `foster 0.1.0 (commit 1a2b3c4)`.
+#[command(
+    name = "foster",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("FOSTER_COMMIT"), ")"),
+    propagate_version = true
+)]
 #[command(
     about = "A process-tree manager for Linux: subreaper, race-free parent-death gate, \
                    adoption checks, container init and a live dashboard"
@@ -35,18 +40,40 @@ pub struct Cli {
     pub command: Command,
 }
 
+// One help style for every subcommand: the doc comment's first line is the short description
+// (`foster --help`, `-h`, the man page's NAME), the paragraphs after it the long one (`--help`,
+// the man page's DESCRIPTION). Help texts name man pages, never files of the source tree.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Print the identity (PID:STARTTIME) of a process, e.g. `foster identity $$`.
+    /// Print the identity (PID:STARTTIME) of a process.
+    ///
+    /// The identity names one process for its whole life: its pid and its start time (in clock
+    /// ticks since boot), so a reused pid is not mistaken for it. For example
+    /// `FOSTER_PARENT=$(foster identity $$) foster exec -- worker &`.
     Identity(IdentityArgs),
-    /// Print the process tree like pstree: one process a line with pid, state and name.
+    /// Print the process tree like pstree.
+    ///
+    /// One process a line with its pid, state and name (with -a its command line), as text,
+    /// JSON or a Graphviz digraph.
     Tree(TreeArgs),
-    /// Supervise the helpers a TOML file declares, as their subreaper (see docs/run.md).
+    /// Supervise the helpers a TOML file declares, as their subreaper.
+    ///
+    /// foster run launches every helper of the configuration file in its start order, restarts
+    /// them by their restart rules, adopts and polices the orphans of their trees, serves a
+    /// control socket (foster ctl, foster top --attach) and stops the whole tree in order on
+    /// SIGTERM, SIGINT or SIGHUP. A helper is a [[helper]] table of the TOML file, for
+    /// example `[[helper]] name = "ticker" command = ["/bin/sh", "-c", "date; sleep 5"]
+    /// restart = "always"`; `foster run --check FILE` says what is wrong with a file.
     Run(RunArgs),
-    /// Talk to a running supervisor through its control socket (see docs/ctl.md).
+    /// Talk to a running supervisor through its control socket.
+    ///
+    /// Without --socket, the socket is FOSTER_SOCKET, else the only listening socket in the
+    /// default directory. Exit status 1 for an error reply or when no supervisor answers.
     Ctl(CtlArgs),
-    /// Watch foster supervise a built-in example tree, every role at once, in the dashboard
-    /// (or as printed events with --events, or when not in a terminal); see docs/demo.md.
+    /// Watch foster supervise a built-in example tree, every role at once.
+    ///
+    /// In the dashboard when standard input and output are a terminal; as printed events with
+    /// --events (or --no-tui), as JSON lines with --json, or when not in a terminal.
     Demo(DemoArgs),
     /// Run PROGRAM behind the parent-death gate: arm, check the parent, then exec it.
     ///
@@ -59,16 +86,45 @@ pub enum Command {
     /// FOSTER_PARENT_PIDFD.
     Exec(ExecArgs),
     /// The live dashboard of a process tree: the whole system, a subtree, or a supervisor.
-    Top(TopArgs),
-    /// Qualify the parent-death gate on this kernel: run every lifecycle case in a disposable
-    /// process tree and print the lifecycle matrix.
     ///
-    /// Exit status 1 when any case fails.
+    /// Standalone it reads /proc; with --attach it shows a running supervisor's roles,
+    /// generations, policies and events, and can signal, restart, stop and start its helpers.
+    Top(TopArgs),
+    /// Qualify the parent-death gate on this kernel: run the lifecycle cases.
+    ///
+    /// Each case runs in a disposable process tree; the result is the lifecycle matrix. Exit
+    /// status 1 when any case fails, 2 for an unknown case name.
     Qualify(QualifyArgs),
     #[command(name = "__qualify-internal", hide = true)]
     QualifyInternal(QualifyInternalArgs),
-    /// Be a container's init: run PROGRAM, reap every zombie, forward signals (see docs/init.md).
+    /// Be a container's init: run PROGRAM, reap every zombie, forward signals.
+    ///
+    /// As PID 1 (or, elsewhere, as a child subreaper) foster init starts PROGRAM in a process
+    /// group of its own, reaps every orphan, forwards the signals it gets, and exits with
+    /// PROGRAM's status.
     Init(InitArgs),
+    /// Print the shell completion script for bash, zsh or fish.
+    ///
+    /// For example `foster completions bash > /usr/share/bash-completion/completions/foster`,
+    /// or `source <(foster completions bash)` in the current shell.
+    Completions(CompletionsArgs),
+    /// Print a man page (roff): foster's, or one subcommand's (foster-run, foster-ctl...).
+    ///
+    /// For example `foster man run > /usr/share/man/man1/foster-run.1`, or
+    /// `foster man run | man -l -` to read it now.
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// The subcommand whose page to print (`run` or `foster-run`); without it, foster(1).
+    pub subcommand: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -175,7 +231,7 @@ foster's parent already gone; 1 when foster itself fails; 2 for a usage error (a
 before PROGRAM, an empty PROGRAM).
 
 Signals forwarded: all but SIGCHLD, SIGKILL and SIGSTOP; the fault signals (SIGSEGV, SIGBUS, \
-SIGFPE, SIGILL, SIGTRAP, SIGSYS) when a process sent them. See docs/init.md.")]
+SIGFPE, SIGILL, SIGTRAP, SIGSYS) when a process sent them.")]
 pub struct InitArgs {
     /// Forward signals to PROGRAM's whole process group instead of to PROGRAM alone (PROGRAM
     /// leads a process group of its own either way, as under tini).
@@ -197,8 +253,9 @@ pub struct InitArgs {
     #[arg(short = 'e', long = "expect", value_name = "CODE", env = "FOSTER_EXPECT",
           value_delimiter = ',', value_parser = clap::value_parser!(u8))]
     pub expect: Vec<u8>,
-    /// When not PID 1, become a child subreaper (`auto`, the default) or not (`0`/`off`).
-    #[arg(long, value_name = "auto|off", env = "FOSTER_SUBREAPER", default_value = "auto",
+    /// When not PID 1, become a child subreaper (`auto` or `1`, the default) or not (`off` or
+    /// `0`, which also silences the warning when it cannot).
+    #[arg(long, value_name = "auto|1|off|0", env = "FOSTER_SUBREAPER", default_value = "auto",
           value_parser = parse_subreaper)]
     pub subreaper: crate::init::role::SubreaperWish,
     /// When PROGRAM ends, send SIGTERM to the rest of the tree, SIGKILL after the grace, and
@@ -216,7 +273,7 @@ pub struct InitArgs {
     #[arg(short = 'p', long = "pdeath-signal", value_name = "SIGNAL[:exit[:GRACE]]",
           env = "FOSTER_PDEATH_SIGNAL", value_parser = crate::init::parse_pdeath)]
     pub pdeath: Option<crate::policy::Policy>,
-    /// Give PROGRAM a parent-death policy chain (`TERM:exit:5s;KILL`, see docs/gate.md):
+    /// Give PROGRAM a parent-death policy chain (`TERM:exit:5s;KILL`, see man foster-exec):
     /// PROGRAM starts through the gate, armed and checked against foster. Default: unarmed.
     #[arg(long, value_name = "CHAIN", env = "FOSTER_INIT_POLICY")]
     pub policy: Option<crate::policy::Policy>,
@@ -241,7 +298,7 @@ fn parse_reload_signal(s: &str) -> Result<crate::signal::Sig, String> {
     if !crate::supervisor::signals::table().contains(sig.number()) {
         return Err(format!(
             "{sig} cannot reload: foster run reads only the signals of its table (HUP, USR2, \
-             TERM..., see docs/run.md)"
+             TERM..., see man foster-run)"
         ));
     }
     Ok(sig)
@@ -249,10 +306,10 @@ fn parse_reload_signal(s: &str) -> Result<crate::signal::Sig, String> {
 
 fn parse_subreaper(s: &str) -> Result<crate::init::role::SubreaperWish, String> {
     use crate::init::role::SubreaperWish;
-    match s.trim().to_ascii_lowercase().as_str() {
-        "auto" | "1" | "on" | "yes" | "true" | "" => Ok(SubreaperWish::Auto),
-        "0" | "off" | "no" | "false" => Ok(SubreaperWish::Off),
-        _ => Err(format!("{s:?}: expected auto, or 0/off")),
+    match s {
+        "auto" | "1" => Ok(SubreaperWish::Auto),
+        "off" | "0" => Ok(SubreaperWish::Off),
+        _ => Err(format!("{s:?}: expected auto (or 1) or off (or 0)")),
     }
 }
 
@@ -267,7 +324,11 @@ pub struct RunArgs {
     pub check: bool,
     /// Require what is the default when it can be had: the tree in a new PID namespace with
     /// foster as its init, so that even a SIGKILL of foster ends every descendant; fail when no
-    /// PID namespace can be created (as root, or through a user namespace).
+    /// PID namespace can be created. Needs CAP_SYS_ADMIN (root), or else unprivileged user
+    /// namespaces (sysctls user.max_user_namespaces > 0 and, where it exists,
+    /// kernel.unprivileged_userns_clone=1; no AppArmor or seccomp rule against them; helpers
+    /// then cannot set user or group), and a /proc that can be mounted (in a container: not
+    /// partly masked).
     #[arg(long, conflicts_with = "no_contain")]
     pub contain: bool,
     /// Keep the tree in foster's own PID namespace (helpers see the host's pids; a SIGKILL of
@@ -295,12 +356,12 @@ pub struct RunArgs {
     pub no_socket: bool,
     /// What goes on standard output for the helpers' captured lines: `text` (NAME | line,
     /// NAME ! line for standard error), `json` (one object per line), or `none` (only kept
-    /// and logged). See docs/output.md.
+    /// and logged).
     #[arg(long, value_name = "FORMAT", default_value = "text")]
     pub output: crate::output::Format,
     /// Reload the configuration file on this signal (`HUP`, as daemons do), the same as
     /// `foster ctl reload`, instead of what the signal does by default (SIGHUP: the orderly
-    /// shutdown, as for a closed terminal). Any signal of foster run's table (docs/run.md).
+    /// shutdown, as for a closed terminal). Any signal foster run handles (see man foster-run).
     #[arg(long, value_name = "SIGNAL", value_parser = parse_reload_signal)]
     pub reload_signal: Option<crate::signal::Sig>,
     /// Serve the control socket bound at --socket and inherited as this descriptor.
@@ -310,11 +371,11 @@ pub struct RunArgs {
 
 #[derive(Debug, Args)]
 pub struct CtlArgs {
-    /// The supervisor's control socket (default: FOSTER_SOCKET, else the only socket in
-    /// $XDG_RUNTIME_DIR/foster, /run/foster for root, or /tmp/foster-UID).
-    #[arg(long, value_name = "PATH", env = "FOSTER_SOCKET", global = true)]
+    /// The supervisor's control socket (default: FOSTER_SOCKET, else the only listening socket
+    /// in $XDG_RUNTIME_DIR/foster, /run/foster for root, or /tmp/foster-UID).
+    #[arg(long, value_name = "PATH", global = true)]
     pub socket: Option<std::path::PathBuf>,
-    /// Print the supervisor's JSON reply lines as they are (see docs/control.md); for logs, one
+    /// Print the supervisor's JSON reply lines as they are; for logs, one
     /// JSON object per line, as foster run --output json writes them.
     #[arg(long, global = true)]
     pub json: bool,
@@ -326,7 +387,12 @@ pub struct CtlArgs {
 pub enum CtlCommand {
     /// The supervised tree: helpers, then every process with its role, generation, policy,
     /// expected and actual parent.
-    Status,
+    Status {
+        /// Never cut command lines (on a terminal they are cut to its width; into a pipe or
+        /// a file they never are).
+        #[arg(short = 'w', long)]
+        wide: bool,
+    },
     /// The supervisor's events: a recent backlog, then each new one as it happens.
     Events {
         /// How many past events to show first (at most 256; default all kept).
@@ -390,7 +456,7 @@ pub enum CtlCommand {
 pub struct DemoArgs {
     /// Print the events as sentences instead of opening the dashboard (the default when
     /// standard input or output is not a terminal).
-    #[arg(long, alias = "no-tui")]
+    #[arg(long, visible_alias = "no-tui")]
     pub events: bool,
     /// Print the events as JSON lines instead of opening the dashboard.
     #[arg(long)]
@@ -420,7 +486,7 @@ pub struct TreeArgs {
     #[arg(long, value_name = "PID")]
     pub root: Option<i32>,
     /// Print JSON: a list of root nodes, each with pid, ppid, start_time, state, comm, cmdline
-    /// and children (see docs/tree.md).
+    /// and children.
     #[arg(long, conflicts_with = "dot")]
     pub json: bool,
     /// Print a Graphviz digraph (render with `dot -Tsvg`).
@@ -431,15 +497,17 @@ pub struct TreeArgs {
 #[derive(Debug, Args)]
 #[command(
     after_help = "Keys: arrows or j/k move, Space collapses, / filters, s signals, \
-                        ? shows them all, q quits. See docs/top.md."
+                        ? shows them all, q quits."
 )]
 pub struct TopArgs {
     /// Show only this process and its descendants.
     #[arg(long, value_name = "PID", conflicts_with = "attach")]
     pub root: Option<i32>,
-    /// Attach to a running supervisor's control socket (roles, generations, policies, events).
-    #[arg(long, value_name = "SOCKET")]
-    pub attach: Option<std::path::PathBuf>,
+    /// Attach to a running supervisor's control socket (roles, generations, policies, events);
+    /// without SOCKET, the one foster ctl would use: FOSTER_SOCKET, else the only listening
+    /// socket in $XDG_RUNTIME_DIR/foster, /run/foster for root, or /tmp/foster-UID.
+    #[arg(long, value_name = "SOCKET", num_args = 0..=1)]
+    pub attach: Option<Option<std::path::PathBuf>>,
     /// Time between readings: 1s, 500ms, 2.5s, 1m (at least 100ms).
     #[arg(long, value_name = "DURATION", default_value = "1s",
           value_parser = crate::top::parse_interval)]
@@ -536,6 +604,18 @@ fn dispatch(command: Command) -> Result<ExitCode, CliError> {
         Command::Qualify(a) => qualify(a),
         Command::QualifyInternal(a) => Ok(qualify_internal(a)),
         Command::Init(a) => Ok(init(a, 0)),
+        Command::Completions(a) => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            let mut out = Vec::new();
+            clap_complete::generate(a.shell, &mut cmd, "foster", &mut out);
+            print_out(&String::from_utf8_lossy(&out));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man(a) => {
+            let page = man_page(a.subcommand.as_deref())?;
+            print_out(&page);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Tree(a) => {
             let format = match (a.json, a.dot) {
                 (true, _) => crate::tree::Format::Json,
@@ -552,7 +632,13 @@ fn dispatch(command: Command) -> Result<ExitCode, CliError> {
         }
         Command::Top(a) => crate::top::run(crate::top::TopOptions {
             root: a.root,
-            attach: a.attach,
+            attach: match a.attach {
+                Some(given) => Some(crate::control::client::resolve_socket(
+                    given.as_deref(),
+                    "--attach SOCKET",
+                )?),
+                None => None,
+            },
             interval: a.interval,
             collapse_depth: a.collapse_depth,
         }),
@@ -622,7 +708,9 @@ fn run(a: RunArgs) -> Result<ExitCode, CliError> {
 fn ctl(a: CtlArgs) -> Result<ExitCode, CliError> {
     use crate::control::client::{self, CtlCommand as C};
     let cmd = match a.command {
-        CtlCommand::Status => C::Status,
+        CtlCommand::Status { wide } => C::Status {
+            width: if wide { None } else { terminal_width() },
+        },
         CtlCommand::Events { backlog, no_follow } => C::Events {
             backlog,
             follow: !no_follow,
@@ -677,6 +765,55 @@ fn exec(a: ExecArgs) -> ExitCode {
             ExitCode::from(e.status.clamp(0, 255) as u8)
         }
     }
+}
+
+/// The roff man page of foster (`None`) or of one of its subcommands (`run` or `foster-run`:
+/// the page foster-run(1), its synopsis `foster run ...`), generated from these definitions.
+fn man_page(subcommand: Option<&str>) -> Result<String, CliError> {
+    let mut cmd = <Cli as clap::CommandFactory>::command();
+    // Built, each subcommand has the global options and its `foster SUB` binary name.
+    cmd.build();
+    let page = match subcommand {
+        None => cmd,
+        Some(name) => {
+            let name = name.strip_prefix("foster-").unwrap_or(name);
+            let known: Vec<&str> = cmd
+                .get_subcommands()
+                .filter(|c| !c.is_hide_set() && c.get_name() != "help")
+                .map(|c| c.get_name())
+                .collect();
+            if !known.contains(&name) {
+                return Err(UsageError(format!(
+                    "no man page for {:?}; the subcommands are: {}",
+                    crate::sanitize::escape(name.as_bytes()),
+                    known.join(", ")
+                ))
+                .into());
+            }
+            let sub = cmd.find_subcommand(name).expect("a known subcommand");
+            sub.clone().name(format!("foster-{name}"))
+        }
+    };
+    let mut out = Vec::new();
+    clap_mangen::Man::new(page).render(&mut out)?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// The width of the terminal standard output is, or None when it is not a terminal (output
+/// into a pipe or a file is never cut).
+fn terminal_width() -> Option<usize> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ fills `ws`, a winsize, for a terminal descriptor.
+    let r = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) };
+    Some(if r == 0 && ws.ws_col > 0 {
+        usize::from(ws.ws_col)
+    } else {
+        80
+    })
 }
 
 /// Writes `text` to standard output; a reader that went away (`foster qualify --list | head`)

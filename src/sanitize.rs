@@ -6,7 +6,8 @@
 //! foster prints for people shows them raw. JSON output carries the exact text instead, written
 //! by [`to_json`] so that it is safe on a terminal too: every character [`is_unsafe`] holds
 //! (C0 and C1 controls, DEL, bidirectional and zero-width formatting) becomes a `\uXXXX` escape,
-//! which any JSON reader turns back into the same character.
+//! which any JSON reader turns back into the same character. Also [`fit`]: text cut to a
+//! number of terminal columns.
 
 use std::fmt::Write;
 use std::io;
@@ -122,6 +123,29 @@ pub fn escape_args<A: AsRef<[u8]>>(args: &[A]) -> String {
         }
         out.push_str(&escape(a.as_ref()));
     }
+    out
+}
+
+/// Cuts `s` (text already escaped) to at most `width` terminal columns, ending in `…` when cut.
+pub fn fit(s: &str, width: usize) -> String {
+    use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
+    if s.width() <= width {
+        return s.to_string();
+    }
+    if width == 0 {
+        return String::new();
+    }
+    let mut out = String::new();
+    let mut w = 0;
+    for c in s.chars() {
+        let cw = c.width().unwrap_or(0);
+        if w + cw + 1 > width {
+            break;
+        }
+        w += cw;
+        out.push(c);
+    }
+    out.push('…');
     out
 }
 

@@ -5,6 +5,9 @@
 
 use std::process::Command;
 
+mod common;
+use common::Dir;
+
 const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
 
 fn foster(args: &[&str]) -> (Option<i32>, String) {
@@ -120,4 +123,273 @@ fn errors_keep_their_cause_as_source() {
         e.to_string(),
         "cannot parse /proc/7/stat: field 1 (pid) is not a number"
     );
+}
+
+/// `foster ARGS` with `env` added: its status, standard output and standard error.
+fn foster_env(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
+    let o = Command::new(FOSTER)
+        .args(args)
+        .env_remove("FOSTER_SOCKET")
+        .env_remove("FOSTER_SUBREAPER")
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// `foster --version` names the version and the commit it was built from (`-dirty` when the
+/// checkout had changes), or says `unknown commit` when built outside a git checkout.
+#[test]
+fn version_names_the_commit() {
+    let (code, out, _) = foster_env(&["--version"], &[]);
+    assert_eq!(code, Some(0));
+    let version = env!("CARGO_PKG_VERSION");
+    let head = Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    match head {
+        Some(hash) => assert!(
+            out == format!("foster {version} (commit {hash})\n")
+                || out == format!("foster {version} (commit {hash}-dirty)\n"),
+            "{out:?}, HEAD is {hash}"
+        ),
+        None => assert_eq!(out, format!("foster {version} (unknown commit)\n")),
+    }
+    // Every subcommand says the same.
+    let (_, run, _) = foster_env(&["run", "--version"], &[]);
+    assert!(
+        run.ends_with(out.strip_prefix("foster").unwrap()),
+        "{run:?}"
+    );
+}
+
+/// The bash completion script, sourced in a real bash, completes `foster ct<TAB>` to `ctl`
+/// and `foster ctl st<TAB>` to its subcommands; zsh's and fish's scripts are printed too.
+#[test]
+fn completions_complete_subcommands_in_bash() {
+    let (code, script, err) = foster_env(&["completions", "bash"], &[]);
+    assert_eq!(code, Some(0), "{err}");
+    let d = Dir::new("completions", "bash");
+    let file = d.file("foster.bash", &script);
+    let complete = |words: &str| -> Vec<String> {
+        let o = Command::new("bash")
+            .args(["--norc", "--noprofile", "-c"])
+            .arg(
+                r#"source "$1" || exit 9
+                f=$(complete -p foster | sed -E 's/.* -F ([^ ]+) .*/\1/')
+                read -ra COMP_WORDS <<< "$2"
+                [ "${2: -1}" = " " ] && COMP_WORDS+=("")
+                COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))
+                COMP_LINE="$2"; COMP_POINT=${#COMP_LINE}
+                "$f" foster "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
+                printf '%s\n' "${COMPREPLY[@]}""#,
+            )
+            .arg("bash")
+            .arg(&file)
+            .arg(words)
+            .output()
+            .expect("bash runs");
+        assert!(o.status.success(), "{o:?}");
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(complete("foster ct"), ["ctl"]);
+    let mut st = complete("foster ctl st");
+    st.sort();
+    assert_eq!(st, ["start", "status", "stop"]);
+    assert!(complete("foster top --").contains(&"--attach".to_string()));
+    for (shell, marker) in [("zsh", "#compdef foster"), ("fish", "complete -c foster")] {
+        let (code, script, err) = foster_env(&["completions", shell], &[]);
+        assert_eq!(code, Some(0), "{shell}: {err}");
+        assert!(
+            script.contains(marker) && script.contains("ctl"),
+            "{shell}: {script}"
+        );
+    }
+}
+
+/// The subcommands man pages are generated for (every visible one).
+const PAGES: [&str; 11] = [
+    "identity",
+    "tree",
+    "run",
+    "ctl",
+    "demo",
+    "exec",
+    "top",
+    "qualify",
+    "init",
+    "completions",
+    "man",
+];
+
+/// `foster man` and `foster man SUBCOMMAND` print roff that `man -l` renders without a
+/// warning: NAME foster-SUBCOMMAND, the synopsis `foster SUBCOMMAND`, the options.
+#[test]
+fn man_pages_render() {
+    let has_man = Command::new("man")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let d = Dir::new("man", "pages");
+    for sub in std::iter::once(None).chain(PAGES.iter().map(Some)) {
+        let (name, args) = match sub {
+            None => ("foster".to_string(), vec!["man"]),
+            Some(s) => (format!("foster-{s}"), vec!["man", s]),
+        };
+        let (code, roff, err) = foster_env(&args, &[]);
+        assert_eq!(code, Some(0), "{name}: {err}");
+        assert!(
+            roff.contains(&format!(".TH {name} 1")),
+            "{name}: {}",
+            &roff[..roff.len().min(300)]
+        );
+        if !has_man {
+            continue;
+        }
+        let page = d.file(&format!("{name}.1"), &roff);
+        let o = Command::new("man")
+            .args(["--warnings", "-P", "cat", "-l"])
+            .arg(&page)
+            .env("MANWIDTH", "200")
+            .env("LC_ALL", "C.UTF-8")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        let warnings = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{name}: {warnings}");
+        assert!(warnings.trim().is_empty(), "{name}: {warnings}");
+        let synopsis = name.replacen('-', " ", 1);
+        assert!(
+            text.contains("NAME") && text.contains(&format!("{name} - ")),
+            "{name}:\n{text}"
+        );
+        assert!(text.contains(&synopsis), "{name}:\n{text}");
+        assert!(text.contains("--help"), "{name}:\n{text}");
+    }
+    if !has_man {
+        eprintln!("man -l not checked: man (man-db) is not installed");
+    }
+    let (_, run, _) = foster_env(&["man", "foster-run"], &[]);
+    assert!(
+        run.contains(".TH foster-run 1"),
+        "foster-run names the page too"
+    );
+    let (code, _, err) = foster_env(&["man", "bogus"], &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.starts_with("foster: error: ") && err.contains("bogus") && err.contains("run, ctl"),
+        "{err}"
+    );
+}
+
+/// One help style: every subcommand's `-h` is its one-line description and a line an option,
+/// `--help` the long description; no help text points at a file of the source tree.
+#[test]
+fn help_texts_are_alike_and_name_no_source_file() {
+    for sub in PAGES {
+        let (code, short, _) = foster_env(&[sub, "-h"], &[]);
+        assert_eq!(code, Some(0), "{sub}");
+        let (_, long, _) = foster_env(&[sub, "--help"], &[]);
+        assert!(
+            short.contains("Print help (see more with '--help')"),
+            "{sub} -h is not the short form:\n{short}"
+        );
+        assert!(
+            long.len() > short.len(),
+            "{sub} --help is not the long form"
+        );
+        let first = short.lines().next().unwrap();
+        assert!(
+            !first.ends_with('.') && long.starts_with(first),
+            "{sub}: {first:?}"
+        );
+        for text in [&short, &long] {
+            assert!(
+                !text.contains("docs/"),
+                "{sub} names a source file:\n{text}"
+            );
+            assert!(!text.contains(".md"), "{sub} names a source file:\n{text}");
+        }
+    }
+    let (_, demo, _) = foster_env(&["demo", "--help"], &[]);
+    assert!(demo.contains("--no-tui"), "{demo}");
+    let (_, run, _) = foster_env(&["run", "--help"], &[]);
+    assert!(
+        run.contains("CAP_SYS_ADMIN") && run.contains("user namespaces"),
+        "--contain does not say what it needs:\n{run}"
+    );
+}
+
+/// `init --subreaper` takes the spellings its help gives (auto, 1, off, 0) and no others.
+#[test]
+fn init_subreaper_takes_the_documented_spellings() {
+    let (_, help, _) = foster_env(&["init", "--help"], &[]);
+    assert!(help.contains("--subreaper <auto|1|off|0>"), "{help}");
+    for ok in ["auto", "1", "off", "0"] {
+        let (code, _, err) = foster_env(&["init", "--subreaper", ok, "--", "true"], &[]);
+        assert_eq!(code, Some(0), "--subreaper {ok}: {err}");
+        let (code, _, err) = foster_env(&["init", "--", "true"], &[("FOSTER_SUBREAPER", ok)]);
+        assert_eq!(code, Some(0), "FOSTER_SUBREAPER={ok}: {err}");
+    }
+    for bad in ["yes", "on", "true", "no", "OFF", ""] {
+        let (code, _, err) = foster_env(&["init", "--subreaper", bad, "--", "true"], &[]);
+        assert_eq!(code, Some(2), "--subreaper {bad:?}: {err}");
+        assert!(err.contains("expected auto (or 1) or off (or 0)"), "{err}");
+    }
+}
+
+/// A client given a file that is not a socket says so, whoever the client (`ctl`, `top
+/// --attach`) and however it got the path (option or FOSTER_SOCKET); `top --attach` alone
+/// looks where `ctl` does.
+#[test]
+fn a_file_that_is_not_a_socket_says_so() {
+    let d = Dir::new("socket", "regular");
+    let file = d.file("not.sock", "");
+    let f = file.to_str().unwrap();
+    for (args, env) in [
+        (vec!["ctl", "--socket", f, "status"], vec![]),
+        (vec!["ctl", "status"], vec![("FOSTER_SOCKET", f)]),
+        (vec!["top", "--attach", f], vec![]),
+        (vec!["top", "--attach"], vec![("FOSTER_SOCKET", f)]),
+    ] {
+        let (code, _, err) = foster_env(&args, &env);
+        assert_eq!(code, Some(1), "{args:?} {env:?}: {err}");
+        assert!(
+            err.contains(&format!("{f} is not a socket but a regular file")),
+            "{args:?} {env:?}: {err}"
+        );
+        assert!(!err.contains("ended"), "{args:?} {env:?}: {err}");
+    }
+    // Without FOSTER_SOCKET, the default directory, as for ctl.
+    use std::os::unix::fs::DirBuilderExt;
+    let runtime = d.path("runtime");
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&runtime)
+        .unwrap();
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(runtime.join("foster"))
+        .unwrap();
+    let rt = runtime.to_str().unwrap();
+    for args in [vec!["ctl", "status"], vec!["top", "--attach"]] {
+        let (code, _, err) = foster_env(&args, &[("XDG_RUNTIME_DIR", rt)]);
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("no supervisor socket in {rt}/foster")),
+            "{args:?}: {err}"
+        );
+    }
 }

@@ -15,6 +15,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::{self, BufRead, BufReader, Write};
+use std::os::unix::fs::FileTypeExt as _;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
@@ -87,31 +88,72 @@ pub fn check_server(stream: &UnixStream, path: &Path) -> Result<(), ClientError>
     Ok(())
 }
 
+/// Connects to the control socket at `path` and checks the server's credentials
+/// ([`check_server`]), for every client (`foster ctl`, `foster top --attach`, the demo). The
+/// error says whether nothing is there, the file is not a socket (a regular file, a directory),
+/// the socket is stale, access is denied, or the server is not this user's; `option` is the
+/// option that names another socket (`--socket`, `--attach`), for the hint.
+pub fn connect_checked(path: &Path, option: &str) -> Result<UnixStream, ClientError> {
+    let stream = UnixStream::connect(path).map_err(|e| {
+        let p = path.display();
+        // connect(2) on a file that is not a socket fails with ECONNREFUSED, as on a stale
+        // socket: the file's type tells them apart.
+        let kind = std::fs::metadata(path).ok().map(|m| m.file_type());
+        let not_socket = kind.filter(|k| !k.is_socket()).map(|k| {
+            if k.is_file() {
+                "a regular file"
+            } else if k.is_dir() {
+                "a directory"
+            } else if k.is_fifo() {
+                "a named pipe"
+            } else {
+                "a device or other special file"
+            }
+        });
+        let message = match (e.raw_os_error(), not_socket) {
+            (Some(libc::ENOENT), _) => {
+                format!("no supervisor listening at {p}: is foster run running? use {option}")
+            }
+            (Some(libc::EACCES) | Some(libc::EPERM), _) => format!(
+                "permission denied on {p}: the socket belongs to another user (it is mode \
+                 0600; only its owner and root may connect)"
+            ),
+            (_, Some(what)) => format!(
+                "{p} is not a socket but {what}: give a supervisor's control socket with \
+                 {option}"
+            ),
+            (Some(libc::ECONNREFUSED), None) => format!(
+                "no supervisor listening at {p}: nothing listens on the socket file, left from \
+                 a foster that has ended; is foster run running? use {option}"
+            ),
+            (Some(libc::ENOTSOCK), None) => format!("{p} is not a socket"),
+            _ => format!("cannot connect to {p}: {e}"),
+        };
+        ClientError::caused(message, e)
+    })?;
+    check_server(&stream, path)?;
+    Ok(stream)
+}
+
+/// The socket a client talks to: `given` (`--socket PATH`, `--attach PATH`), else
+/// FOSTER_SOCKET when set and not empty, else [`find_default_socket`]. `option` names the
+/// option in the hints of the errors.
+pub fn resolve_socket(given: Option<&Path>, option: &str) -> Result<PathBuf, ClientError> {
+    if let Some(p) = given {
+        return Ok(p.to_path_buf());
+    }
+    match std::env::var_os("FOSTER_SOCKET") {
+        Some(p) if !p.is_empty() => Ok(PathBuf::from(p)),
+        _ => find_default_socket(option),
+    }
+}
+
 impl Connection {
     /// Connects to `path` and checks the server's credentials ([`check_server`]); the error
     /// says whether nothing listens, the file is stale, access is denied, or the server is not
     /// this user's.
     pub fn connect(path: &Path) -> Result<Connection, ClientError> {
-        let stream = UnixStream::connect(path).map_err(|e| {
-            let p = path.display();
-            let message = match e.raw_os_error() {
-                Some(libc::ENOENT) => {
-                    format!("no supervisor listening at {p}: is foster run running? use --socket")
-                }
-                Some(libc::ECONNREFUSED) => format!(
-                    "no supervisor listening at {p}: the socket file is left from a foster \
-                     that has ended; is foster run running? use --socket"
-                ),
-                Some(libc::EACCES) | Some(libc::EPERM) => format!(
-                    "permission denied on {p}: the socket belongs to another user (it is mode \
-                     0600; only its owner and root may connect)"
-                ),
-                Some(libc::ENOTSOCK) => format!("{p} is not a socket"),
-                _ => format!("cannot connect to {p}: {e}"),
-            };
-            ClientError::caused(message, e)
-        })?;
-        check_server(&stream, path)?;
+        let stream = connect_checked(path, "--socket")?;
         let writer = stream
             .try_clone()
             .map_err(|e| ClientError::caused(format!("{}: {e}", path.display()), e))?;
@@ -237,7 +279,7 @@ fn unexpected(body: &ReplyBody) -> ClientError {
 /// directory, which must be a private directory of this user, as `foster run` requires (a
 /// directory squatted by another user is refused, not searched). The error lists the sockets
 /// when there are several.
-pub fn find_default_socket() -> Result<PathBuf, ClientError> {
+pub fn find_default_socket(option: &str) -> Result<PathBuf, ClientError> {
     use crate::control::server::{DirProblem, open_private_dir};
     let dir = crate::control::server::default_dir();
     match open_private_dir(&dir) {
@@ -245,7 +287,7 @@ pub fn find_default_socket() -> Result<PathBuf, ClientError> {
         Err(DirProblem::Missing) => {
             return Err(ClientError::new(format!(
                 "no supervisor socket in {} (no such directory): is foster run running? use \
-                 --socket",
+                 {option}",
                 dir.display()
             )));
         }
@@ -266,11 +308,11 @@ pub fn find_default_socket() -> Result<PathBuf, ClientError> {
     match found.len() {
         1 => Ok(found.remove(0)),
         0 => Err(ClientError::new(format!(
-            "no supervisor socket in {}: is foster run running? use --socket",
+            "no supervisor socket in {}: is foster run running? use {option}",
             dir.display()
         ))),
         _ => Err(ClientError::new(format!(
-            "several supervisor sockets in {}: choose one with --socket: {}",
+            "several supervisor sockets in {}: choose one with {option}: {}",
             dir.display(),
             found
                 .iter()
@@ -320,8 +362,10 @@ fn ms_text(ms: u64) -> String {
     }
 }
 
-/// The status for people: the supervisor, its helpers, then the tree.
-pub fn render_status(s: &Status) -> String {
+/// The status for people: the supervisor, its helpers, then the tree. With `width` (a
+/// terminal's), each process's command line is cut so that its line fits, when it can (the
+/// command keeps at least [`MIN_COMMAND`] columns); without it nothing is cut.
+pub fn render_status(s: &Status, width: Option<usize>) -> String {
     let mut out = String::new();
     let sup = &s.supervisor;
     let _ = writeln!(
@@ -392,10 +436,13 @@ pub fn render_status(s: &Status) -> String {
         }
     }
     for r in roots {
-        tree_lines(&mut out, r, &kids, "", "", s);
+        tree_lines(&mut out, r, &kids, "", "", width);
     }
     out
 }
+
+/// The fewest columns a command line is cut to in `ctl status`, however narrow the terminal.
+const MIN_COMMAND: usize = 12;
 
 fn tree_lines(
     out: &mut String,
@@ -403,17 +450,13 @@ fn tree_lines(
     kids: &HashMap<i32, Vec<&ProcessInfo>>,
     lead: &str,
     rest: &str,
-    s: &Status,
+    width: Option<usize>,
 ) {
     let name = if p.cmdline.is_empty() {
         escape(&p.comm.0)
     } else {
         let args: Vec<&[u8]> = p.cmdline.iter().map(|a| a.0.as_slice()).collect();
-        let mut t = crate::sanitize::escape_args(&args);
-        if t.chars().count() > 48 {
-            t = t.chars().take(47).collect::<String>() + "…";
-        }
-        t
+        crate::sanitize::escape_args(&args)
     };
     let mut tags = vec![role_text(p.role).to_string()];
     if let Some(h) = &p.helper {
@@ -423,13 +466,8 @@ fn tree_lines(
     if let Some(pol) = &p.policy {
         tags.push(escape(pol.as_bytes()));
     }
-    let mut line = format!(
-        "{lead}{} {} {} [{}]",
-        p.pid,
-        escape(p.state.as_bytes()),
-        name,
-        tags.join(" · ")
-    );
+    let head = format!("{lead}{} {} ", p.pid, escape(p.state.as_bytes()));
+    let mut line = format!(" [{}]", tags.join(" · "));
     match (p.expected_parent, p.parent) {
         (Some(e), Some(a)) if e != a => {
             let _ = write!(line, "  parent {} (expected {})", a.pid, e.pid);
@@ -451,8 +489,14 @@ fn tree_lines(
             class.replace('_', " ")
         );
     }
-    let _ = writeln!(out, "{line}");
-    let _ = s;
+    let name = match width {
+        Some(w) => {
+            let room = w.saturating_sub(text_width(&head) + text_width(&line));
+            crate::sanitize::fit(&name, room.max(MIN_COMMAND))
+        }
+        None => name,
+    };
+    let _ = writeln!(out, "{head}{name}{line}");
     let children = kids.get(&p.pid).map(Vec::as_slice).unwrap_or(&[]);
     for (i, c) in children.iter().enumerate() {
         let last = i + 1 == children.len();
@@ -467,9 +511,13 @@ fn tree_lines(
             kids,
             &format!("{rest}{l}"),
             &format!("{rest}{r}"),
-            s,
+            width,
         );
     }
+}
+
+fn text_width(s: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(s)
 }
 
 /// Local wall-clock time `HH:MM:SS.mmm` of a Unix time in milliseconds.
@@ -528,7 +576,10 @@ pub fn follow(
 /// What `foster ctl` was asked to do.
 #[derive(Debug, Clone)]
 pub enum CtlCommand {
-    Status,
+    /// `width`: cut command lines to fit it (a terminal's width); `None`: never cut.
+    Status {
+        width: Option<usize>,
+    },
     Events {
         backlog: Option<usize>,
         follow: bool,
@@ -642,15 +693,12 @@ pub fn ctl(
     cmd: &CtlCommand,
     out: &mut dyn Write,
 ) -> Result<(), ClientError> {
-    let path = match socket {
-        Some(p) => p.to_path_buf(),
-        None => find_default_socket()?,
-    };
+    let path = resolve_socket(socket, "--socket")?;
     let mut conn = Connection::connect(&path)?;
     let mut pids = conn.pid_map();
     let w = |e: io::Error| ClientError::caused(format!("cannot write to standard output: {e}"), e);
     let request = match cmd {
-        CtlCommand::Status => Request::Status,
+        CtlCommand::Status { .. } => Request::Status,
         CtlCommand::Events { backlog, follow: f } => {
             return follow(&mut conn, *backlog, *f, |r| {
                 if json {
@@ -773,7 +821,14 @@ pub fn ctl(
         )));
     }
     match into_result(reply)? {
-        ReplyBody::Status(s) => out.write_all(render_status(&s).as_bytes()).map_err(w)?,
+        ReplyBody::Status(s) => {
+            let width = match cmd {
+                CtlCommand::Status { width } => *width,
+                _ => None,
+            };
+            out.write_all(render_status(&s, width).as_bytes())
+                .map_err(w)?
+        }
         ReplyBody::Reloaded(r) => out.write_all(render_reload(&r).as_bytes()).map_err(w)?,
         ReplyBody::Done { message, .. } => {
             writeln!(out, "{}", escape(message.as_bytes())).map_err(w)?

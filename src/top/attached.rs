@@ -55,8 +55,7 @@ impl Connection {
     /// or root's ([`crate::control::client::check_server`]) before anything is sent; the error
     /// says why in a person's words.
     pub fn open(socket: &Path) -> Result<Connection, SourceError> {
-        let stream = UnixStream::connect(socket).map_err(|e| connect_error(socket, &e))?;
-        crate::control::client::check_server(&stream, socket)
+        let stream = crate::control::client::connect_checked(socket, "--attach SOCKET")
             .map_err(|e| SourceError(format!("cannot attach: {e}")))?;
         let reader = BufReader::new(
             stream
@@ -142,24 +141,6 @@ impl Connection {
             body => Ok(body),
         }
     }
-}
-
-fn connect_error(socket: &Path, e: &io::Error) -> SourceError {
-    let why = match e.raw_os_error() {
-        Some(libc::ENOENT) => {
-            "no such socket: is `foster run` running? It prints its socket's path when it starts"
-                .to_string()
-        }
-        Some(libc::ECONNREFUSED) => {
-            "nothing listens on it (the supervisor that made it has stopped)".to_string()
-        }
-        Some(libc::EACCES) | Some(libc::EPERM) => {
-            "permission denied: only the supervisor's user and root may attach".to_string()
-        }
-        Some(libc::ENOTSOCK) => "not a socket".to_string(),
-        _ => e.to_string(),
-    };
-    SourceError(format!("cannot attach to {}: {why}", socket.display()))
 }
 
 /// What the event thread has received, shared with the source.

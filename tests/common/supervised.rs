@@ -33,14 +33,36 @@ impl Run {
     /// stream's backlog holds those from before the connection (the socket is bound before
     /// the first launch).
     pub fn start(d: &Dir, config: &str, extra: &[&str]) -> Run {
-        let cfg = d.file("run.toml", config);
         let socket = d.path("run.sock");
-        let child = Command::new(FOSTER)
-            .arg("run")
-            .arg(&cfg)
+        let mut cmd = Command::new(FOSTER);
+        cmd.arg("run")
+            .arg(d.file("run.toml", config))
             .args(extra)
             .arg("--socket")
-            .arg(&socket)
+            .arg(&socket);
+        Run::spawn(cmd, socket)
+    }
+
+    /// [`Run::start`] without `--socket`: the socket at its default path,
+    /// `RUNTIME/foster/run.sock` for XDG_RUNTIME_DIR=RUNTIME (a private directory of the test's).
+    pub fn start_in_runtime_dir(d: &Dir, config: &str, extra: &[&str]) -> (Run, PathBuf) {
+        use std::os::unix::fs::DirBuilderExt;
+        let runtime = d.path("runtime");
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&runtime)
+            .unwrap();
+        let mut cmd = Command::new(FOSTER);
+        cmd.arg("run")
+            .arg(d.file("run.toml", config))
+            .args(extra)
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .env_remove("FOSTER_SOCKET");
+        (Run::spawn(cmd, runtime.join("foster/run.sock")), runtime)
+    }
+
+    fn spawn(mut cmd: Command, socket: PathBuf) -> Run {
+        let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
