@@ -488,3 +488,101 @@ fn demo_log_pane_shows_the_selected_helpers_lines() {
         assert!(wait_gone(*id), "process {id} of the demo outlived it:\n{s}");
     }
 }
+
+/// `foster top --attach` without a path finds the supervisor as `foster ctl` does: the only
+/// listening socket of the default directory (XDG_RUNTIME_DIR/foster), or FOSTER_SOCKET.
+#[test]
+fn attach_without_a_path_finds_the_socket_as_ctl_does() {
+    if !tmux_available() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    let d = Dir::new("top-attach", "default");
+    let config = "[[helper]]\nname = \"findme\"\ncommand = [\"/bin/sleep\", \"1000\"]\n";
+    let (mut run, runtime) =
+        common::supervised::Run::start_in_runtime_dir(&d, config, &["--no-contain"]);
+    run.launch("findme", 1);
+    let foster = env!("CARGO_BIN_EXE_foster");
+    for (how, cmd) in [
+        (
+            "the default directory",
+            format!(
+                "env -u FOSTER_SOCKET XDG_RUNTIME_DIR={} {foster} top --attach",
+                runtime.display()
+            ),
+        ),
+        (
+            "FOSTER_SOCKET",
+            format!(
+                "env FOSTER_SOCKET={} XDG_RUNTIME_DIR=/nonexistent {foster} top --attach",
+                run.socket.display()
+            ),
+        ),
+    ] {
+        let t = Tmux::start(&cmd);
+        t.wait_for(&format!("the helper's row, through {how}"), |s| {
+            s.contains("findme") && s.contains("supervisor")
+        });
+        let top = dashboard_pid(&t);
+        t.keys(&["q"]);
+        assert!(wait_gone(top), "the dashboard did not exit ({how})");
+    }
+    assert!(run.stop().success());
+}
+
+/// `foster ctl status` on a terminal cuts a long command line so that its line fits the
+/// terminal's width (not at a fixed length); with --wide it cuts nothing.
+#[test]
+fn ctl_status_cuts_command_lines_to_the_terminal() {
+    if !tmux_available() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    let d = Dir::new("ctl-status", "width");
+    // A command line of 1 + 2 * 60 arguments: longer than any terminal line here.
+    let mut args = vec!["\"/bin/sleep\"", "\"1000\""];
+    args.extend(std::iter::repeat_n("\"0\"", 60));
+    let config = format!(
+        "[[helper]]\nname = \"long\"\ncommand = [{}]\n",
+        args.join(", ")
+    );
+    let mut run = common::supervised::Run::start_uncontained(&d, &config);
+    run.launch("long", 1);
+    let full = format!("/bin/sleep 1000{}", " 0".repeat(60));
+    // The helper has exec'd when its command line shows (the launch is before the exec).
+    let start = Instant::now();
+    while !String::from_utf8_lossy(&run.ctl(&["status"]).stdout).contains(&full) {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the helper's command line never showed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let foster = env!("CARGO_BIN_EXE_foster");
+    let socket = run.socket.display().to_string();
+    let t = Tmux::start(&format!(
+        "sh -c '{foster} ctl --socket {socket} status; echo =wide=; \
+         {foster} ctl --socket {socket} status --wide; echo =end=; exec sleep 1000'"
+    ));
+    t.wait_for("both statuses", |s| s.contains("=end="));
+    // Joined, as printed: lines longer than the terminal wrapped on screen.
+    let out = t.run(&["capture-pane", "-p", "-J", "-S", "-", "-t", "t"]);
+    let s = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (cut, wide) = s.split_once("=wide=").expect("both statuses");
+    let line = cut
+        .lines()
+        .find(|l| l.contains("/bin/sleep 1000"))
+        .unwrap_or_else(|| panic!("no line of the helper:\n{s}"));
+    assert!(line.contains('…'), "not cut on a terminal: {line:?}");
+    assert!(
+        line.contains("[helper · of long"),
+        "the line keeps its tags: {line:?}"
+    );
+    assert_eq!(
+        line.chars().count(),
+        120,
+        "the line fills the terminal's 120 columns: {line:?}"
+    );
+    assert!(wide.contains(&full), "--wide cut the command line:\n{s}");
+    assert!(run.stop().success());
+}

@@ -16,7 +16,7 @@ use ratatui::widgets::{
     Block, Borders, Cell, Clear, List, ListItem, ListState, Paragraph, Row as TRow, Table,
 };
 
-use crate::sanitize::escape;
+use crate::sanitize::{escape, fit};
 use crate::top::app::{App, Dialog, KEYS, LogSource, PaneKind, Row, SIGNALS};
 
 /// A column of the table.
@@ -371,28 +371,6 @@ fn draw_title(frame: &mut Frame, area: Rect, app: &App) {
         app.interval_text
     )));
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
-}
-
-/// Cuts `s` to at most `width` columns, ending in `…` when cut.
-fn fit(s: &str, width: usize) -> String {
-    if Line::raw(s).width() <= width {
-        return s.to_string();
-    }
-    if width == 0 {
-        return String::new();
-    }
-    let mut out = String::new();
-    let mut w = 0;
-    for c in s.chars() {
-        let cw = Line::raw(c.to_string()).width();
-        if w + cw + 1 > width {
-            break;
-        }
-        w += cw;
-        out.push(c);
-    }
-    out.push('…');
-    out
 }
 
 fn command_line(row: &Row, width: usize) -> Line<'static> {
