@@ -1,12 +1,14 @@
 //! The control socket's client side: `foster ctl`, and the connection other clients reuse.
 //!
 //! Owns [`Connection`] (a blocking connection that sends one request a line and reads one reply
-//! a line, with errors that say what to do when nothing listens), the check of the server's
-//! credentials every client makes before it sends anything ([`check_server`]: `SO_PEERCRED`,
-//! the server must run as this user or root), the default socket lookup for `foster ctl`
-//! without `--socket` (in a directory checked as `foster run` checks it), and the human
-//! renderings: the status as a tree with roles, generations, policies, expected and actual
-//! parents; events as one line each; helpers' lines (`foster ctl logs`) in the relay's own
+//! a line), the one connect every client makes ([`connect_checked`]: errors that say what to
+//! do when nothing listens or the path is no socket, then the check of the server's
+//! credentials, [`check_server`]: `SO_PEERCRED`, the server must run as this user or root),
+//! the one socket lookup of `foster ctl` and `foster top --attach` ([`resolve_socket`]: the
+//! path given, FOSTER_SOCKET, else the only listening socket of the default directory, checked
+//! as `foster run` checks it), and the human renderings: the status as a tree with roles,
+//! generations, policies, expected and actual parents (command lines cut to a terminal's
+//! width); events as one line each; helpers' lines (`foster ctl logs`) in the relay's own
 //! forms ([`crate::output::Renderer`]: `NAME | line`, or its JSON). Whatever the server sent
 //! goes through [`crate::sanitize::escape`] before it reaches a terminal, error messages
 //! included; `--json` output is [`Reply::to_line`] (for lines, the relay's JSON, written by

@@ -59,7 +59,12 @@ pub fn drop_startup_pages() -> usize {
             advised += end - start;
         }
     }
+    // Give glibc's free heap pages back; musl's allocator returns them by itself and has no
+    // malloc_trim (the static musl build).
     // SAFETY: malloc_trim has no preconditions.
-    unsafe { libc::malloc_trim(0) };
+    #[cfg(target_env = "gnu")]
+    unsafe {
+        libc::malloc_trim(0)
+    };
     advised
 }
