@@ -115,6 +115,10 @@ pub struct Helper {
     /// A file of its own for its captured lines, rotated by size.
     #[serde(default)]
     pub log: Option<LogSpec>,
+    /// The bounds of its last lines kept in memory (`ctl logs`, the dashboard, `ready = { log
+    /// }`): `ring = { lines = 1000, bytes = "1MiB" }`.
+    #[serde(default)]
+    pub ring: RingSpec,
     /// The helpers it waits for before each launch, each with its condition: `depends_on =
     /// { db = "ready", migrate = "completed" }`, or a list of names, each `started`:
     /// `depends_on = ["db"]` (`depends.rs`).
@@ -160,6 +164,81 @@ impl LogSpec {
             keep: self.keep,
         }
     }
+}
+
+/// `ring = { lines = 1000, bytes = "1MiB" }`: how many of a helper's last lines are kept in
+/// memory, and within how many bytes (each line counted as its bytes and
+/// [`crate::output::ring::LINE_OVERHEAD`]); the oldest go first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RingSpec {
+    /// From 0 (nothing kept) to [`crate::output::ring::MAX_LINES`] (default 1000).
+    #[serde(default = "default_ring_lines", deserialize_with = "ring_lines")]
+    pub lines: usize,
+    /// [`crate::size`]'s grammar or bytes as an integer, at most
+    /// [`crate::output::ring::MAX_BYTES`] (default 1 MiB).
+    #[serde(default = "default_ring_bytes", deserialize_with = "ring_bytes")]
+    pub bytes: usize,
+}
+
+impl Default for RingSpec {
+    fn default() -> RingSpec {
+        RingSpec {
+            lines: default_ring_lines(),
+            bytes: default_ring_bytes(),
+        }
+    }
+}
+
+impl RingSpec {
+    /// The ring's bounds.
+    pub fn bounds(&self) -> crate::output::ring::Bounds {
+        crate::output::ring::Bounds {
+            lines: self.lines,
+            bytes: self.bytes,
+        }
+    }
+}
+
+fn default_ring_lines() -> usize {
+    crate::output::ring::DEFAULT_LINES
+}
+
+fn default_ring_bytes() -> usize {
+    crate::output::ring::DEFAULT_BYTES
+}
+
+/// `ring.lines`: from 0 to [`crate::output::ring::MAX_LINES`].
+fn ring_lines<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    let max = crate::output::ring::MAX_LINES;
+    let n = i64::deserialize(d).map_err(|_| {
+        de::Error::custom(format!(
+            "expected how many lines to keep in memory, a number from 0 to {max}"
+        ))
+    })?;
+    usize::try_from(n)
+        .ok()
+        .filter(|&k| k <= max)
+        .ok_or_else(|| {
+            de::Error::custom(format!(
+                "lines = {n}: expected a number of lines kept in memory from 0 to {max}"
+            ))
+        })
+}
+
+/// `ring.bytes`: a size as [`crate::size::parse_size`] reads it, or bytes as an integer, at
+/// most [`crate::output::ring::MAX_BYTES`].
+fn ring_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    let max = crate::output::ring::MAX_BYTES;
+    let n = log_size(d)?;
+    usize::try_from(n)
+        .ok()
+        .filter(|&b| b <= max)
+        .ok_or_else(|| {
+            de::Error::custom(format!(
+                "bytes = {n}: the lines kept in memory may take at most {max} bytes (256 MiB)"
+            ))
+        })
 }
 
 fn default_log_max_size() -> u64 {
@@ -1535,6 +1614,59 @@ mod tests {
         let e = helper_err("output = \"file\"\n");
         assert_eq!(e.key.as_deref(), Some("helper[1].output"), "{e}");
         assert!(e.message.contains("`capture`, `inherit`, `null`"), "{e}");
+    }
+
+    #[test]
+    fn a_ring_is_bounded_in_lines_and_bytes() {
+        let c = ok(HELPER);
+        assert_eq!(
+            c.helpers[0].ring.bounds(),
+            crate::output::ring::Bounds::default()
+        );
+        let c = ok(&format!(
+            "{HELPER}ring = {{ lines = 5, bytes = \"64KiB\" }}\n"
+        ));
+        assert_eq!(
+            (c.helpers[0].ring.lines, c.helpers[0].ring.bytes),
+            (5, 65536)
+        );
+        let c = ok(&format!("{HELPER}ring = {{ lines = 0 }}\n"));
+        assert_eq!(
+            (c.helpers[0].ring.lines, c.helpers[0].ring.bytes),
+            (0, 1 << 20)
+        );
+        for (ring, key, why) in [
+            (
+                "{ lines = 1000001 }",
+                "helper[1].ring.lines",
+                "from 0 to 1000000",
+            ),
+            (
+                "{ lines = -1 }",
+                "helper[1].ring.lines",
+                "from 0 to 1000000",
+            ),
+            (
+                "{ lines = \"many\" }",
+                "helper[1].ring.lines",
+                "from 0 to 1000000",
+            ),
+            (
+                "{ bytes = \"1GiB\" }",
+                "helper[1].ring.bytes",
+                "at most 268435456 bytes",
+            ),
+            ("{ bytes = -5 }", "helper[1].ring.bytes", "negative size"),
+            (
+                "{ size = 3 }",
+                "helper[1].ring.size",
+                "unknown field `size`",
+            ),
+        ] {
+            let e = helper_err(&format!("ring = {ring}\n"));
+            assert_eq!(e.key.as_deref(), Some(key), "{ring}: {e}");
+            assert!(e.message.contains(why), "{ring}: {e}");
+        }
     }
 
     #[test]

@@ -164,6 +164,7 @@ fn helper_output(h: &Helper) -> crate::output::HelperOutput {
         name: h.name().to_string(),
         mode: h.output,
         log: h.log.as_ref().map(|l| (l.file.clone(), l.rotation())),
+        ring: h.ring.bounds(),
     }
 }
 

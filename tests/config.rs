@@ -781,3 +781,28 @@ proptest! {
         read_holds(&bytes)?;
     }
 }
+
+/// `ring = { lines, bytes }` bounds a helper's kept lines: absurd values are refused by
+/// `--check`, naming the helper's key and the bound.
+#[test]
+fn check_refuses_a_ring_out_of_bounds() {
+    let d = Dir::new("config", "ring");
+    let helper = "[[helper]]\nname = \"web\"\ncommand = [\"sh\"]\n";
+    refused(
+        &d,
+        "lines.toml",
+        &format!("{helper}ring = {{ lines = 1000000000 }}\n"),
+        &["helper[1].ring.lines", "from 0 to 1000000"],
+    );
+    refused(
+        &d,
+        "bytes.toml",
+        &format!("{helper}ring = {{ lines = 10, bytes = \"1TB\" }}\n"),
+        &["helper[1].ring.bytes", "at most 268435456 bytes"],
+    );
+    accepted(
+        &d,
+        "ok.toml",
+        &format!("{helper}ring = {{ lines = 10, bytes = \"64KiB\" }}\n"),
+    );
+}

@@ -252,6 +252,31 @@ fn logs_gives_the_last_lines_and_follows_new_ones() {
     assert_eq!(all.lines.next("for the first follower too"), "H | after");
 }
 
+/// `ring = { lines = 7 }`: the helper's kept lines are its last 7, whatever `-n` asks.
+#[test]
+fn logs_gives_at_most_the_lines_the_ring_keeps() {
+    let d = Dir::new("logs", "ring");
+    let (config, go) = numbered(&d);
+    let run = Run::start(&d, &format!("{config}ring = {{ lines = 7 }}\n"));
+    // Barrier: a follower has printed n30, so foster has read and kept every line.
+    let all = run.follow(&["H", "-f", "-n", "100"]);
+    let seen = all.lines.until("H | n30");
+    assert!(seen.len() <= 30, "{seen:?}");
+    let out = run.ctl(&["logs", "H", "-n", "100"]);
+    let (o, e) = text(&out);
+    assert!(out.status.success(), "{e}");
+    let want: Vec<String> = (24..=30).map(|i| format!("H | n{i}")).collect();
+    assert_eq!(o.lines().collect::<Vec<_>>(), want);
+    release(&go);
+    assert_eq!(all.lines.next("printed after"), "H | after");
+    let (o, _) = text(&run.ctl(&["logs", "H", "-n", "100"]));
+    let want: Vec<String> = (25..=30)
+        .map(|i| format!("H | n{i}"))
+        .chain(["H | after".to_string()])
+        .collect();
+    assert_eq!(o.lines().collect::<Vec<_>>(), want);
+}
+
 /// Without a helper, every helper's lines, each named as `foster run` names them (padded,
 /// `!` for standard error), in the order read; `--json` gives the relay's JSON objects.
 #[test]

@@ -57,6 +57,8 @@ pub struct HelperOutput {
     pub mode: Mode,
     /// A log file for its captured lines, and its rotation.
     pub log: Option<(PathBuf, Rotation)>,
+    /// The bounds of its kept lines.
+    pub ring: ring::Bounds,
 }
 
 /// A log file opened again ([`Capture::reopen`]): its helper and path, and the error if it
@@ -258,6 +260,7 @@ impl Capture {
             helper: i,
             name: h.name.clone(),
             captured: h.mode == Mode::Capture,
+            ring: h.ring,
             sources,
             file,
         };
@@ -367,6 +370,7 @@ struct Set {
     helper: usize,
     name: String,
     captured: bool,
+    ring: ring::Bounds,
     sources: Vec<(OwnedFd, Stream)>,
     file: Option<LogFile>,
 }
@@ -541,7 +545,7 @@ impl Reader {
             self.drops.push(Drops::default());
             self.files.push(set.file);
         }
-        self.output.set(i, &set.name);
+        self.output.set(i, &set.name, set.ring);
         for (fd, stream) in set.sources {
             let source = Source {
                 helper: i,

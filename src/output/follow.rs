@@ -278,7 +278,7 @@ mod tests {
         let (_, mut one) = o.follower(Some("a"), 0).unwrap();
         let (_, mut all) = o.follower(None, 0).unwrap();
         publish(&o, 0, &lines("a", 0..1));
-        o.set(0, "c");
+        o.set(0, "c", crate::output::ring::Bounds::default());
         publish(&o, 0, &lines("c", 0..2));
         assert_eq!(drain(&o, &mut one), ["a:a0"]);
         assert_eq!(drain(&o, &mut all), ["a:a0", "c:c0", "c:c1"]);

@@ -236,10 +236,11 @@ impl Output {
         index_of(&self.lock(), helper)
     }
 
-    /// Index `i` is helper `name`'s from now on, with no kept line: a helper a reload added
-    /// (`i` past the last), or one that takes the index of a removed helper, whose kept lines
-    /// go (and whose followers get nothing more).
-    pub fn set(&self, i: usize, name: &str) {
+    /// Index `i` is helper `name`'s from now on, with no kept line and a ring within
+    /// `bounds`: a helper a reload added (`i` past the last), or one that takes the index of a
+    /// removed helper (or a changed one), whose kept lines go (and whose followers get nothing
+    /// more).
+    pub fn set(&self, i: usize, name: &str, bounds: ring::Bounds) {
         let mut g = self.lock();
         while g.names.len() <= i {
             g.names.push(Arc::from(""));
@@ -248,7 +249,7 @@ impl Output {
             g.counts.push(0);
         }
         g.names[i] = Arc::from(name);
-        g.rings[i] = ring::Ring::new(self.max_lines, self.max_bytes);
+        g.rings[i] = ring::Ring::within(bounds);
         g.counts[i] = 0;
     }
 
@@ -465,8 +466,8 @@ mod tests {
         let o = Output::new(&["a"], 3, 1 << 20);
         let mut out = Vec::new();
         o.publish(0, Stream::Stdout, 1, &pieces(&[b"a1"]), &mut out);
-        o.set(2, "c"); // past the end: index 1 is held empty
-        o.set(0, "b"); // a removed helper's index to a new one
+        o.set(2, "c", ring::Bounds::default()); // past the end: index 1 is held empty
+        o.set(0, "b", ring::Bounds::default()); // a removed helper's index to a new one
         assert_eq!(&*o.helpers()[0], "b");
         assert_eq!(o.helpers().len(), 3);
         assert!(o.tail(Some("a"), 5).is_err(), "a's name went with it");

@@ -14,6 +14,28 @@ pub const DEFAULT_LINES: usize = 1000;
 /// Bytes kept per helper by default: 1 MiB (of text and overhead).
 pub const DEFAULT_BYTES: usize = 1 << 20;
 
+/// The most lines a helper's ring may be given (`ring.lines`).
+pub const MAX_LINES: usize = 1_000_000;
+
+/// The most bytes a helper's ring may be given (`ring.bytes`): 256 MiB.
+pub const MAX_BYTES: usize = 256 << 20;
+
+/// A ring's bounds: at most `lines` lines and `bytes` bytes (overhead included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    pub lines: usize,
+    pub bytes: usize,
+}
+
+impl Default for Bounds {
+    fn default() -> Bounds {
+        Bounds {
+            lines: DEFAULT_LINES,
+            bytes: DEFAULT_BYTES,
+        }
+    }
+}
+
 /// What a line costs besides its bytes, for the byte bound: its record and its place.
 pub const LINE_OVERHEAD: usize = 64;
 
@@ -33,6 +55,11 @@ pub struct Ring<T> {
 }
 
 impl<T: Weigh> Ring<T> {
+    /// An empty ring within `bounds`.
+    pub fn within(bounds: Bounds) -> Ring<T> {
+        Ring::new(bounds.lines, bounds.bytes)
+    }
+
     /// An empty ring with these bounds (a line bound of 0 keeps nothing).
     pub fn new(max_lines: usize, max_bytes: usize) -> Ring<T> {
         Ring {

@@ -247,7 +247,7 @@ impl Supervisor {
     /// over, and its output is made anew when where it goes changed.
     fn set_definition(&mut self, i: usize, h: Helper) {
         let old = &self.config.helpers[i];
-        if (old.output != h.output || old.log != h.log)
+        if (old.output != h.output || old.log != h.log || old.ring != h.ring)
             && let Some(o) = &mut self.output
             && let Err(e) = o.set(i, &helper_output(&h))
         {
