@@ -20,7 +20,13 @@ fn main() {
                 .is_some_and(|s| !s.is_empty());
             format!("commit {hash}{}", if dirty { "-dirty" } else { "" })
         }
-        _ => "unknown commit".to_string(),
+        _ => {
+            // Not a checkout: watch a path that never exists, which makes cargo run this again
+            // on every build, so that a target directory shared with a checkout never keeps
+            // "unknown commit" for it (cargo keys a build script's output by relative paths).
+            println!("cargo:rerun-if-changed=.not-a-git-checkout");
+            "unknown commit".to_string()
+        }
     };
     println!("cargo:rustc-env=FOSTER_COMMIT={commit}");
 
