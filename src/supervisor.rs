@@ -756,6 +756,9 @@ impl Supervisor {
                 // Its lineage is known: its environment need not be read (it is, besides, in
                 // the middle of its exec now).
                 self.tree.known(identity);
+                if let Some(o) = &self.output {
+                    o.output().launched(i, pid);
+                }
                 self.emit(Event::Launch {
                     helper: name,
                     identity,

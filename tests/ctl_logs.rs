@@ -324,7 +324,10 @@ command = ["sh", "-c", 'echo bbb-out; echo bbb-err >&2; read x < "$1"', "sh", "{
         .map(|l| {
             let v: Value = serde_json::from_str(l).unwrap();
             assert!(v["ts_ms"].as_u64().is_some_and(|t| t > 0), "{v}");
-            assert!(v["pid"].is_null(), "{v}");
+            assert!(
+                v.get("pid").is_none() && v.get("helper_pid").is_some(),
+                "{v}"
+            );
             (
                 v["helper"].as_str().unwrap().to_string(),
                 v["stream"].as_str().unwrap().to_string(),

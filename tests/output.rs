@@ -375,7 +375,7 @@ fn a_line_of_one_mebibyte_arrives_split_and_marked() {
     for (i, l) in lines[..16].iter().enumerate() {
         assert_eq!(l["helper"], "long");
         assert_eq!(l["stream"], "stdout");
-        assert!(l["pid"].is_null());
+        assert!(l.get("pid").is_none() && l.get("helper_pid").is_some());
         let t = l["text"].as_str().unwrap();
         assert_eq!(t.len(), 64 * 1024, "piece {i}");
         assert_eq!(
@@ -725,4 +725,51 @@ fn a_regular_file_on_standard_output_gets_every_line_of_a_flood() {
         !ev.all().iter().any(|v| kind(v) == "output_dropped"),
         "nothing dropped on the way to a file"
     );
+}
+
+/// `--output json`: each line carries `helper_pid`, the pid of the helper's launch, whichever
+/// process of its tree wrote it (the pipe does not say); the line of a child says so too.
+#[test]
+fn json_lines_carry_the_helpers_pid() {
+    let d = Dir::new("output", "pid");
+    let go = d.fifo("go");
+    let cfg = d.file(
+        "c.toml",
+        &format!(
+            "[[helper]]\nname = \"p\"\ncommand = [\"/bin/sh\", \"-c\", {}]\n",
+            lit(&format!(
+                "read x < {}; echo \"me $$\"; sh -c 'echo \"child $$\"'; exec sleep 1000",
+                go.display()
+            ))
+        ),
+    );
+    let fifo = d.fifo("events");
+    let mut f = Run(foster(&[
+        "--events-log",
+        fifo.to_str().unwrap(),
+        "--output",
+        "json",
+        cfg.to_str().unwrap(),
+    ]));
+    let mut ev = Events::open(&fifo);
+    let mut out = Lines::read(f.stdout.take().unwrap());
+    let _err = Lines::read(f.stderr.take().unwrap());
+    let launch = ev.wait_for("the helper's launch", |v| kind(v) == "launch");
+    let pid = launch["identity"]["pid"].as_i64().unwrap();
+    writeln!(std::fs::OpenOptions::new().write(true).open(&go).unwrap()).unwrap();
+    let me: Value =
+        serde_json::from_slice(&out.wait_for("me", |l| l.windows(3).any(|w| w == b"me "))).unwrap();
+    let child: Value =
+        serde_json::from_slice(&out.wait_for("child", |l| l.windows(6).any(|w| w == b"child ")))
+            .unwrap();
+    assert_eq!(me["text"], format!("me {pid}"), "{me}");
+    assert_eq!(me["helper_pid"], pid, "{me}");
+    assert_ne!(child["text"], format!("child {pid}"), "{child}");
+    assert_eq!(
+        child["helper_pid"], pid,
+        "the helper's pid, not the child's: {child}"
+    );
+    term(&f);
+    out.rest();
+    assert_eq!(wait_exit(&mut f), 0);
 }

@@ -604,8 +604,12 @@ fn whole_system_json_is_consistent() {
     let me = std::process::id() as i64;
     let mut seen = 0;
     let mut found_me = false;
-    let mut stack: Vec<(&Value, Option<i64>)> =
-        doc["roots"].as_array().unwrap().iter().map(|r| (r, None)).collect();
+    let mut stack: Vec<(&Value, Option<i64>)> = doc["roots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r, None))
+        .collect();
     while let Some((n, parent)) = stack.pop() {
         seen += 1;
         if let Some(p) = parent {

@@ -331,6 +331,10 @@ pub struct LogRecord {
     pub seq: u64,
     pub helper: String,
     pub stream: Stream,
+    /// The pid of the helper's latest launch when the line was read (in the supervisor's PID
+    /// namespace), see [`Line::helper_pid`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub helper_pid: Option<i32>,
     /// When foster read it, milliseconds since the Unix epoch.
     pub ts_ms: u64,
     /// The line goes on in the next one of the same helper and stream (it was longer than
@@ -348,6 +352,7 @@ impl LogRecord {
             seq: line.seq,
             helper: line.helper.to_string(),
             stream: line.stream,
+            helper_pid: line.helper_pid,
             ts_ms: line.ts_ms,
             continued: line.continued,
             text: Bytes(line.bytes.to_vec()),
@@ -360,6 +365,7 @@ impl LogRecord {
             seq: self.seq,
             helper: self.helper.into(),
             stream: self.stream,
+            helper_pid: self.helper_pid,
             ts_ms: self.ts_ms,
             continued: self.continued,
             bytes: self.text.0,
@@ -1033,6 +1039,7 @@ mod tests {
             seq: 7,
             helper: "web".into(),
             stream: Stream::Stderr,
+            helper_pid: Some(7),
             ts_ms: 11,
             continued: true,
             bytes: b"a\x1b[31m\xff".to_vec(),

@@ -185,6 +185,7 @@ mod tests {
             seq: 1,
             helper: Arc::from("h"),
             stream,
+            helper_pid: None,
             ts_ms: 1_796_134_506_252,
             continued,
             bytes: bytes.to_vec(),

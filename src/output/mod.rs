@@ -85,6 +85,10 @@ pub struct Line {
     /// The helper whose pipe it came through.
     pub helper: Arc<str>,
     pub stream: Stream,
+    /// The pid of the helper's latest launch when foster read the line (`None` before its
+    /// first): the helper's main process, not necessarily the line's writer, which may be any
+    /// process of its tree (they share the pipe, which does not say who wrote).
+    pub helper_pid: Option<i32>,
     /// When foster read it, milliseconds since the Unix epoch (the events log's clock).
     pub ts_ms: u64,
     /// The line goes on in the next piece of the same helper and stream (it was longer than
@@ -142,7 +146,8 @@ impl ring::Weigh for Arc<Line> {
 }
 
 /// The JSON form of a line (`--output json`): `version` ([`crate::json::VERSION`]), `helper`, `stream`,
-/// `pid` (always null: a pipe does not say which process of the helper's tree wrote), `ts_ms`,
+/// `helper_pid` (the helper's main pid, see [`Line::helper_pid`]; null before its first
+/// launch), `ts_ms`,
 /// `text` (the bytes as UTF-8, each invalid sequence as U+FFFD), `text_escaped` when the bytes
 /// are not valid UTF-8 (the exact bytes in [`crate::sanitize::escape`]'s lossless form, as
 /// `foster tree --json` gives names), and `continued: true` on a piece that the next one
@@ -155,7 +160,7 @@ impl Serialize for Line {
         m.serialize_entry("version", &crate::json::VERSION)?;
         m.serialize_entry("helper", &*self.helper)?;
         m.serialize_entry("stream", &self.stream)?;
-        m.serialize_entry("pid", &None::<i32>)?;
+        m.serialize_entry("helper_pid", &self.helper_pid)?;
         m.serialize_entry("ts_ms", &self.ts_ms)?;
         match utf8 {
             Some(t) => m.serialize_entry("text", t)?,
@@ -199,6 +204,8 @@ struct Kept {
     counts: Vec<u64>,
     /// `None` once [`Output::close`] ended every follower.
     tx: Option<broadcast::Sender<Arc<Line>>>,
+    /// The pid of each helper's latest launch.
+    pids: Vec<Option<i32>>,
     /// A line a ring let go that nobody else held: its allocations serve the next line.
     spare: Option<Arc<Line>>,
 }
@@ -219,6 +226,7 @@ impl Output {
                     .map(|_| ring::Ring::new(max_lines, max_bytes))
                     .collect(),
                 counts: vec![0; names.len()],
+                pids: vec![None; names.len()],
                 tx: Some(tx),
                 spare: None,
             }),
@@ -247,10 +255,20 @@ impl Output {
             g.rings
                 .push(ring::Ring::new(self.max_lines, self.max_bytes));
             g.counts.push(0);
+            g.pids.push(None);
         }
         g.names[i] = Arc::from(name);
+        g.pids[i] = None;
         g.rings[i] = ring::Ring::within(bounds);
         g.counts[i] = 0;
+    }
+
+    /// Helper `i` was launched as `pid`: the lines read from now on carry it
+    /// ([`Line::helper_pid`]).
+    pub fn launched(&self, i: usize, pid: i32) {
+        if let Some(p) = self.lock().pids.get_mut(i) {
+            *p = Some(pid);
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
@@ -318,6 +336,7 @@ impl Output {
                         m.helper = g.names[i].clone();
                     }
                     m.stream = stream;
+                    m.helper_pid = g.pids[i];
                     m.ts_ms = ts_ms;
                     m.continued = continued;
                     m.bytes.clear();
@@ -328,6 +347,7 @@ impl Output {
                     seq: g.seq,
                     helper: g.names[i].clone(),
                     stream,
+                    helper_pid: g.pids[i],
                     ts_ms,
                     continued,
                     bytes: bytes.to_vec(),
@@ -483,6 +503,7 @@ mod tests {
             seq: 1,
             helper: Arc::from("web"),
             stream: Stream::Stderr,
+            helper_pid: Some(42),
             ts_ms: 7,
             continued: true,
             bytes: b"a\x1b[31m\xff".to_vec(),
@@ -491,7 +512,7 @@ mod tests {
             serde_json::from_str(&crate::sanitize::to_json(&line).unwrap()).unwrap();
         assert_eq!(v["helper"], "web");
         assert_eq!(v["stream"], "stderr");
-        assert!(v["pid"].is_null());
+        assert_eq!(v["helper_pid"], 42);
         assert_eq!(v["ts_ms"], 7);
         assert_eq!(v["text"], "a\x1b[31m\u{fffd}");
         assert_eq!(v["text_escaped"], "a\\e[31m\\xff");

@@ -463,6 +463,7 @@ mod tests {
             seq: 1,
             helper: Arc::from(helper),
             stream,
+            helper_pid: None,
             ts_ms: 5,
             continued,
             bytes: bytes.to_vec(),
