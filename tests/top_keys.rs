@@ -7,6 +7,8 @@
 use foster::identity::Identity;
 
 mod common;
+use std::time::Duration;
+
 use common::Dir;
 use common::descendants_of;
 use common::supervised::Run;
@@ -48,14 +50,15 @@ struct Attached {
 
 impl Attached {
     fn start(tag: &str, w: u16, h: u16) -> Attached {
-        let dir = Dir::new("topkeys", tag);
-        let mut run = Run::start_uncontained(&dir, &config());
-        run.until("worker-pool's launch", |e| {
-            e["event"] == "launch" && e["helper"] == "worker-pool"
-        });
+        Attached::start_with(Dir::new("topkeys", tag), &config(), w, h)
+    }
+
+    fn start_with(dir: Dir, config: &str, w: u16, h: u16) -> Attached {
+        let mut run = Run::start_uncontained(&dir, config);
+        run.until("the first launch", |e| e["event"] == "launch");
         let t = Tmux::start_sized("sh", w, h);
         t.text(&format!(
-            "{} top --attach {} --interval 200ms\n",
+            "{} top --attach {} --interval 300ms\n",
             env!("CARGO_BIN_EXE_foster"),
             run.socket.display()
         ));
@@ -155,4 +158,34 @@ fn columns_confirmation_and_events_are_never_cut_silently() {
         a.t.wait_for("cancelled", |s| s.contains("cancelled"));
         a.finish();
     }
+}
+
+/// A process born without an event (a helper's shell forking a child once the test opens its
+/// FIFO, after the dashboard is up) shows within a few refreshes (300 ms each), not at the
+/// next periodic snapshot (10 s).
+#[test]
+fn a_child_born_without_an_event_shows_within_a_few_refreshes() {
+    if !tmux_available() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    let dir = Dir::new("topkeys", "fork");
+    let fifo = dir.fifo("go");
+    let config = format!(
+        r#"
+[[helper]]
+name = "forker"
+command = ["/bin/sh", "-c", "read x < {}; sleep 86402 & wait"]
+"#,
+        fifo.display()
+    );
+    let a = Attached::start_with(dir, &config, 120, 30);
+    a.t.wait_for("the forker's row", |s| helper_row(s, "forker").is_some());
+    assert!(!a.t.screen().contains("sleep 86402"));
+    std::fs::write(&fifo, "go\n").unwrap();
+    a.t.wait_within(Duration::from_secs(3), "the child on screen", |s| {
+        s.lines()
+            .any(|l| l.contains("descendant") && l.trim_end().ends_with("sleep 86402"))
+    });
+    a.finish();
 }

@@ -5,8 +5,11 @@
 //! `status` snapshot at each reading, the other follows the `events` stream (its backlog first,
 //! so the events pane shows what just happened) on a thread of its own that asks the data thread
 //! for a reading as soon as an event arrives: the tree on screen follows launches, exits and
-//! adoptions at once, and between events the dashboard only takes a snapshot per interval (for
-//! CPU% and memory) and redraws only when what it shows changed.
+//! adoptions at once. Between events the dashboard refreshes the last snapshot's CPU% and memory
+//! from `/proc` itself, and asks for a snapshot only when the tree changed under it: a process
+//! gone, reparented or exec'd, or one born under a process of the snapshot (the kernel's fork
+//! notifications, [`ForkWatch`], or else a listing of `/proc`); it redraws only when what it
+//! shows changed.
 //!
 //! Also owns [`Controller`], which carries out the dashboard's actions through the socket
 //! (`signal`, `restart`, `start`, `stop`), [`LogStream`], the log pane's one `logs` request following
@@ -14,7 +17,7 @@
 //! helper, so there is at most one), and the conversion of the protocol's snapshot and events
 //! into the dashboard's [`Sample`] ([`sample_of`]; events as their `Display` says them).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -29,6 +32,7 @@ use crate::control::protocol::{
 use crate::event::Event;
 use crate::identity::Identity;
 use crate::top::app::{KEEP_LOG_LINES, LogItem, LogSource};
+use crate::top::forks::ForkWatch;
 use crate::top::model::{
     Adoption, EventLine, HelperDown, HelperStatus, HelperSummary, ProcInfo, RESTART_LOOP, Sample,
     Source, SourceError, Supervision, Waker,
@@ -180,8 +184,9 @@ impl Feed {
 }
 
 /// The longest the dashboard goes without asking the supervisor for a snapshot: between
-/// events, readings refresh the last snapshot's CPU and memory from `/proc`, and a process that
-/// appears without an event (a helper's child forking) shows up within this time.
+/// events, readings refresh the last snapshot's CPU and memory from `/proc`. A process that
+/// appears without an event (a helper's child forking) does not wait for it: the dashboard
+/// learns of its birth itself ([`ForkWatch`], or a listing of `/proc`) and asks at once.
 pub const FULL_EVERY: Duration = Duration::from_secs(10);
 
 /// A supervisor's control socket, as a source of readings.
@@ -206,6 +211,11 @@ pub struct AttachedSource {
     scanner: Option<Scanner>,
     /// The supervisor's pids as seen from here (learnt from the status connection).
     pids: PidMap,
+    /// Fork notifications, when the kernel grants them: a birth under a process of the last
+    /// snapshot makes the next reading a snapshot.
+    forks: Option<ForkWatch>,
+    /// Without them: every pid of the last listing of `/proc`, to find the new ones.
+    known: HashSet<i32>,
 }
 
 impl std::fmt::Debug for AttachedSource {
@@ -221,6 +231,12 @@ impl AttachedSource {
     /// Connects to the control socket at `socket` and takes a first snapshot, so that a wrong
     /// path or a refusal is reported before the dashboard takes the terminal.
     pub fn connect(socket: &Path) -> Result<AttachedSource, SourceError> {
+        // Subscribed before the first snapshot, so no birth falls between the two.
+        let forks = ForkWatch::open()
+            .inspect_err(|e| {
+                tracing::debug!("no fork notifications ({e}); listing /proc between snapshots")
+            })
+            .ok();
         let mut conn = Connection::open(socket)?;
         match conn.call(&Request::Status)? {
             ReplyBody::Status(_) => {}
@@ -248,6 +264,8 @@ impl AttachedSource {
                 ..ScanOptions::default()
             })
             .ok(),
+            forks,
+            known: HashSet::new(),
         })
     }
 
@@ -264,10 +282,39 @@ impl AttachedSource {
             return false;
         };
         let pids: Vec<i32> = last.processes.iter().map(|p| p.pid).collect();
+        let members: HashSet<i32> = pids.iter().copied().collect();
+        // A process born under one of them: the supervisor knows it, the snapshot does not.
+        let born = match &mut self.forks {
+            Some(w) => {
+                let mut born = false;
+                let lost = w
+                    .drain(|parent, _| born |= members.contains(&parent))
+                    .is_err();
+                born || lost
+            }
+            None => match scanner.list_pids() {
+                Ok(listed) => {
+                    let new: Vec<i32> = listed
+                        .iter()
+                        .copied()
+                        .filter(|p| !self.known.contains(p))
+                        .collect();
+                    self.known.clear();
+                    self.known.extend(listed.iter().copied());
+                    let snap = scanner.scan_pids(&new);
+                    snap.nodes().any(|n| members.contains(&n.ppid))
+                }
+                Err(_) => true,
+            },
+        };
+        if born {
+            return false;
+        }
         let snap = scanner.scan_pids(&pids);
         for p in &mut last.processes {
             match snap.get(&p.identity()) {
-                Some(n) if n.ppid == p.ppid => {
+                // Same parent, same name (an exec changes it, and the command line with it).
+                Some(n) if n.ppid == p.ppid && n.comm == p.comm.0 => {
                     p.cpu_ticks = n.cpu_ticks;
                     p.rss_bytes = n.rss_bytes;
                     if p.state.as_bytes() != [n.state] {
@@ -414,6 +461,19 @@ impl Source for AttachedSource {
 impl AttachedSource {
     /// Asks the supervisor for a snapshot.
     fn full_snapshot(&mut self) -> Result<Status, SourceError> {
+        // What was born before this snapshot is in it: only later births count.
+        match (&mut self.forks, &mut self.scanner) {
+            (Some(w), _) => {
+                let _ = w.drain(|_, _| {});
+            }
+            (None, Some(scanner)) => {
+                if let Ok(listed) = scanner.list_pids() {
+                    self.known.clear();
+                    self.known.extend(listed.iter().copied());
+                }
+            }
+            (None, None) => {}
+        }
         let mut status = self.snapshot().map_err(|e| {
             // Said plainly when the stream announced it: the usual end of an attached view.
             let feed = self.feed.lock().unwrap();

@@ -87,13 +87,18 @@ impl Tmux {
 
     /// Waits until the screen satisfies `ok`, or fails with the last screen.
     pub fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        self.wait_within(DEADLINE, what, ok)
+    }
+
+    /// [`Tmux::wait_for`] with a limit of its own, for what must show within a few refreshes.
+    pub fn wait_within(&self, limit: Duration, what: &str, ok: impl Fn(&str) -> bool) -> String {
         let start = Instant::now();
         loop {
             let s = self.screen();
             if ok(&s) {
                 return s;
             }
-            if start.elapsed() > DEADLINE {
+            if start.elapsed() > limit {
                 panic!("timed out waiting for {what}; screen:\n{s}");
             }
             std::thread::sleep(Duration::from_millis(50));
