@@ -189,3 +189,102 @@ command = ["/bin/sh", "-c", "read x < {}; sleep 86402 & wait"]
     });
     a.finish();
 }
+
+/// The pids of the table's rows, top to bottom.
+fn row_pids(screen: &str) -> Vec<i32> {
+    screen
+        .lines()
+        .skip(2)
+        .map_while(|l| {
+            l.trim_start_matches('!')
+                .split_whitespace()
+                .next()
+                .and_then(|p| p.parse().ok())
+        })
+        .collect()
+}
+
+/// The table's header line.
+fn header(screen: &str) -> &str {
+    screen.lines().nth(1).unwrap_or_default()
+}
+
+/// Sorting and the flat list, at 80x24 and 200x60: the sorted column marked in the header
+/// (`AGE▲` at first), the order in words in the footer; `t` the flat list, `I` inverts (the
+/// youngest first), `>` `<` `F6` the next and previous column, `P` `M` `T` CPU, memory, age;
+/// in the tree, siblings sorted.
+#[test]
+fn sort_keys_and_the_flat_list() {
+    if !tmux_available() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    for (w, h) in [(80u16, 24u16), (200, 60)] {
+        let a = Attached::start(&format!("sort{w}"), w, h);
+        let s = a.t.wait_for("both helpers' rows", |s| {
+            helper_row(s, "worker-pool").is_some() && s.contains("86401")
+        });
+        // AGE is dropped at 80 columns: the footer says the order then.
+        assert!(w < 200 || header(&s).contains("AGE▲"), "{w}x{h}: {s}");
+        let pool = row_pid(helper_row(&s, "worker-pool").unwrap());
+        let long = row_pid(s.lines().find(|l| l.ends_with("sleep 86401")).unwrap());
+        let at = |s: &str, pid: i32| row_pids(s).iter().position(|p| *p == pid);
+        assert!(at(&s, pool) < at(&s, long), "{w}x{h}: oldest first:\n{s}");
+
+        // In the tree, inverted: siblings youngest first.
+        a.t.keys(&["I"]);
+        let s =
+            a.t.wait_for("AGE inverted", |s| s.contains("sorted by AGE"));
+        assert!(w < 200 || header(&s).contains("AGE▼"), "{w}x{h}: {s}");
+        assert!(s.contains("sorted by AGE, youngest first"), "{w}x{h}: {s}");
+        assert!(at(&s, long) < at(&s, pool), "{w}x{h}: youngest first:\n{s}");
+        assert!(
+            s.contains("├─") || s.contains("└─"),
+            "{w}x{h}: a tree:\n{s}"
+        );
+
+        // The flat list: every process, no tree drawing, youngest first.
+        a.t.keys(&["t"]);
+        let s = a.t.wait_for("the flat list", |s| s.contains(" · flat"));
+        assert!(!s.contains("├─") && !s.contains("└─"), "{w}x{h}:\n{s}");
+        let pids = row_pids(&s);
+        assert_eq!(pids.len(), 5, "{w}x{h}: every process:\n{s}");
+        let starts: Vec<u64> = pids
+            .iter()
+            .map(|p| Identity::of(*p).unwrap().start_time)
+            .collect();
+        assert!(
+            starts.windows(2).all(|w| w[0] >= w[1]),
+            "{w}x{h}: not youngest first: {starts:?}\n{s}"
+        );
+
+        for (keys, says) in [
+            (&[">"][..], "sorted by CPU%, largest first"),
+            (&["<"][..], "sorted by AGE, youngest first"),
+            (&["F6"][..], "sorted by CPU%, largest first"),
+            (&["M"][..], "sorted by RSS, largest first"),
+            (&["T"][..], "sorted by AGE, oldest first"),
+            (&["P"][..], "sorted by CPU%, largest first"),
+            (&["I"][..], "sorted by CPU%, smallest first"),
+        ] {
+            a.t.keys(keys);
+            let s = a.t.wait_for(says, |s| s.contains(says));
+            let title = says.split(' ').nth(2).unwrap().trim_end_matches(',');
+            let arrow = if says.contains("largest") || says.contains("youngest") {
+                "▼"
+            } else {
+                "▲"
+            };
+            assert!(
+                (w < 200 && title == "AGE") || header(&s).contains(&format!("{title}{arrow}")),
+                "{w}x{h} {keys:?}: the header does not mark {title}{arrow}:\n{s}"
+            );
+        }
+        // Back to the tree.
+        a.t.keys(&["F5"]);
+        a.t.wait_for("the tree again", |s| {
+            !s.contains(" · flat") && (s.contains("├─") || s.contains("└─"))
+        });
+        a.finish();
+    }
+}

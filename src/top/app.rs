@@ -1,6 +1,7 @@
 //! The dashboard's state and key handling, independent of any terminal.
 //!
-//! Owns [`App`]: the current [`Model`], what is collapsed, the filter, the cursor (an
+//! Owns [`App`]: the current [`Model`], what is collapsed, the filter, the order ([`Sort`]: a
+//! column and a direction, siblings sorted in the tree, every row in the flat list), the cursor (an
 //! [`Identity`], so it stays on the same process while the tree churns), pause and follow, the
 //! open dialog (help, signal picker, confirmation), the log pane ([`LogPane`]: the selected
 //! helper's lines, scrolled or following the end), and the visible [`Row`]s derived from all
@@ -60,6 +61,138 @@ pub struct Row {
     pub exited: bool,
     /// Matches the filter (as opposed to being shown as its ancestor or descendant).
     pub matched: bool,
+}
+
+/// What the rows are sorted by: one of the table's columns. In the tree, siblings are sorted;
+/// in the flat list, every row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SortKey {
+    Pid,
+    Role,
+    Helper,
+    HelperState,
+    Generation,
+    State,
+    Policy,
+    /// The start time: ascending is oldest first.
+    Age,
+    Cpu,
+    Rss,
+    Command,
+}
+
+impl SortKey {
+    /// In the order of the table's columns (`<` and `>` go through them).
+    pub const ALL: [SortKey; 11] = [
+        SortKey::Pid,
+        SortKey::Role,
+        SortKey::Helper,
+        SortKey::HelperState,
+        SortKey::Generation,
+        SortKey::State,
+        SortKey::Policy,
+        SortKey::Age,
+        SortKey::Cpu,
+        SortKey::Rss,
+        SortKey::Command,
+    ];
+
+    /// The title of its column.
+    pub fn title(self) -> &'static str {
+        match self {
+            SortKey::Pid => "PID",
+            SortKey::Role => "ROLE",
+            SortKey::Helper => "HELPER",
+            SortKey::HelperState => "STATE",
+            SortKey::Generation => "GEN",
+            SortKey::State => "S",
+            SortKey::Policy => "POLICY",
+            SortKey::Age => "AGE",
+            SortKey::Cpu => "CPU%",
+            SortKey::Rss => "RSS",
+            SortKey::Command => "COMMAND",
+        }
+    }
+
+    /// Whether it only means something attached to a supervisor.
+    fn supervised_only(self) -> bool {
+        matches!(
+            self,
+            SortKey::Role
+                | SortKey::Helper
+                | SortKey::HelperState
+                | SortKey::Generation
+                | SortKey::Policy
+        )
+    }
+
+    /// Compares two processes by this key, ascending.
+    fn compare(self, a: &Node, b: &Node) -> std::cmp::Ordering {
+        let sup = |n: &Node| n.info.supervision.clone().unwrap_or_default();
+        match self {
+            SortKey::Pid => a.info.id.pid.cmp(&b.info.id.pid),
+            SortKey::Role => sup(a).role.cmp(&sup(b).role),
+            SortKey::Helper => sup(a).helper.cmp(&sup(b).helper),
+            SortKey::HelperState => sup(a)
+                .helper_state
+                .map(|h| h.state)
+                .cmp(&sup(b).helper_state.map(|h| h.state)),
+            SortKey::Generation => sup(a).generation.cmp(&sup(b).generation),
+            SortKey::State => a.info.state.cmp(&b.info.state),
+            SortKey::Policy => sup(a).policy.cmp(&sup(b).policy),
+            // Oldest first: the earliest start.
+            SortKey::Age => {
+                (a.info.id.start_time, a.info.id.pid).cmp(&(b.info.id.start_time, b.info.id.pid))
+            }
+            SortKey::Cpu => a
+                .cpu_pct
+                .unwrap_or(-1.0)
+                .total_cmp(&b.cpu_pct.unwrap_or(-1.0)),
+            SortKey::Rss => a.info.rss_bytes.cmp(&b.info.rss_bytes),
+            SortKey::Command => command_text(a).cmp(&command_text(b)),
+        }
+    }
+}
+
+/// The order of the rows: a key, and which way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sort {
+    pub key: SortKey,
+    /// Largest first (for AGE: youngest first).
+    pub descending: bool,
+}
+
+impl Sort {
+    /// The default: oldest first, as processes started.
+    pub const DEFAULT: Sort = Sort {
+        key: SortKey::Age,
+        descending: false,
+    };
+
+    /// The mark beside the sorted column's title: `▲` ascending, `▼` descending (for AGE,
+    /// ascending is oldest first, the order processes started in).
+    pub fn arrow(self) -> &'static str {
+        if self.descending { "▼" } else { "▲" }
+    }
+
+    /// Compares two processes in this order; ties oldest first.
+    pub fn compare(self, a: &Node, b: &Node) -> std::cmp::Ordering {
+        let o = self.key.compare(a, b);
+        let o = if self.descending { o.reverse() } else { o };
+        o.then(a.info.id.start_time.cmp(&b.info.id.start_time))
+            .then(a.info.id.pid.cmp(&b.info.id.pid))
+    }
+
+    /// In words, for the status line: `sorted by CPU%, largest first`.
+    pub fn describe(self) -> String {
+        let way = match (self.key, self.descending) {
+            (SortKey::Age, false) => "oldest first",
+            (SortKey::Age, true) => "youngest first",
+            (_, true) => "largest first",
+            (_, false) => "smallest first",
+        };
+        format!("sorted by {}, {way}", self.key.title())
+    }
 }
 
 /// What the caller must do after a key.
@@ -301,6 +434,13 @@ pub const KEYS: &[(&str, &str)] = &[
         "Tab",
         "log pane: focus it, then ↑ ↓ PgUp PgDn Home End scroll, End follows the end; Tab or Esc: the tree",
     ),
+    (
+        "<  >  F6",
+        "sort by the previous or next column (marked ▲ ▼ in the header)",
+    ),
+    ("P  M  T", "sort by CPU%, by memory, by age"),
+    ("I", "invert the order"),
+    ("t  F5", "the flat list of every process, or the tree"),
     ("r", "refresh now"),
     ("?  F1", "this help (Esc closes)"),
     ("q  F10  Ctrl-C", "quit"),
@@ -339,6 +479,10 @@ pub struct App {
     pub source_error: Option<String>,
     /// The log pane, when open.
     pub logs: Option<LogPane>,
+    /// The order of the rows.
+    pub sort: Sort,
+    /// The tree (siblings sorted), or a flat list of every process (`t`).
+    pub tree: bool,
 }
 
 /// Lines the log pane keeps (as many as a helper keeps: the pane asks for them all).
@@ -493,6 +637,8 @@ impl App {
             interval_text,
             source_error: None,
             logs: None,
+            sort: Sort::DEFAULT,
+            tree: true,
         }
     }
 
@@ -637,18 +783,42 @@ impl App {
                 include.extend(anc);
             }
         }
-        let visible = |id: &Identity| !filtering || include.contains(id);
+        // The flat list shows the matches alone; the tree, with their ancestors and descendants.
+        let flat = !self.tree;
+        let visible = |id: &Identity| {
+            !filtering
+                || if flat {
+                    matched.contains(id) || self.following == Some(*id)
+                } else {
+                    include.contains(id)
+                }
+        };
+        let sort = self.sort;
+        let order = |ids: &mut Vec<Identity>| {
+            ids.sort_by(|a, b| sort.compare(&m.nodes[a], &m.nodes[b]));
+        };
 
         let mut rows = Vec::new();
         // (node, depth, "is last" flags of its ancestors and itself)
-        let roots: Vec<Identity> = m.roots().filter(visible).collect();
+        // Flat: every process a root, without children.
+        let mut roots: Vec<Identity> = if flat {
+            m.nodes.keys().copied().filter(visible).collect()
+        } else {
+            m.roots().filter(visible).collect()
+        };
+        order(&mut roots);
         let mut stack: Vec<(Identity, usize, Vec<bool>)> = Vec::new();
         for (i, r) in roots.iter().enumerate().rev() {
             stack.push((*r, 0, vec![i + 1 == roots.len()]));
         }
         while let Some((id, depth, lasts)) = stack.pop() {
             let n = &m.nodes[&id];
-            let kids: Vec<Identity> = n.children.iter().copied().filter(visible).collect();
+            let mut kids: Vec<Identity> = if flat {
+                Vec::new()
+            } else {
+                n.children.iter().copied().filter(visible).collect()
+            };
+            order(&mut kids);
             let collapsed = !kids.is_empty()
                 && self.collapsed.contains(&id)
                 && (!forced_open.contains(&id) || self.filter_collapsed.contains(&id));
@@ -1171,12 +1341,48 @@ impl App {
                     self.message = Some("Tab focuses the log pane: open it with l".into());
                 }
             },
+            KeyCode::Char('<') | KeyCode::Char('>') | KeyCode::F(6) => {
+                let keys: Vec<SortKey> = SortKey::ALL
+                    .into_iter()
+                    .filter(|k| self.model.supervised || !k.supervised_only())
+                    .collect();
+                let at = keys.iter().position(|k| *k == self.sort.key).unwrap_or(0);
+                let next = if key.code == KeyCode::Char('<') {
+                    (at + keys.len() - 1) % keys.len()
+                } else {
+                    (at + 1) % keys.len()
+                };
+                self.set_sort(keys[next], self.sort.descending);
+            }
+            KeyCode::Char('P') => self.set_sort(SortKey::Cpu, true),
+            KeyCode::Char('M') => self.set_sort(SortKey::Rss, true),
+            KeyCode::Char('T') => self.set_sort(SortKey::Age, false),
+            KeyCode::Char('I') => self.set_sort(self.sort.key, !self.sort.descending),
+            KeyCode::Char('t') | KeyCode::F(5) => {
+                self.tree = !self.tree;
+                self.message = Some(if self.tree {
+                    "tree view: siblings in order; t flat list".to_string()
+                } else {
+                    "flat list of every process; t tree view".to_string()
+                });
+                self.relayout();
+            }
             KeyCode::Char('r') => return vec![Effect::Refresh],
             KeyCode::Char('?') | KeyCode::F(1) => self.dialog = Dialog::Help { scroll: 0 },
             KeyCode::Modifier(_) | KeyCode::Null => {}
             _ => self.message = Some(unknown_key(&key)),
         }
         Vec::new()
+    }
+
+    /// Sorts by `key`, and says so in the status line.
+    fn set_sort(&mut self, key: SortKey, descending: bool) {
+        self.sort = Sort { key, descending };
+        self.message = Some(format!(
+            "{} · < > F6 another column · I invert",
+            self.sort.describe()
+        ));
+        self.relayout();
     }
 
     /// The helper the cursor's row belongs to (its own process, or any process of its tree),
@@ -1424,6 +1630,8 @@ impl App {
                 .logs
                 .as_ref()
                 .map(|p| (p.version, p.top, p.focus, p.height)),
+            sort: self.sort,
+            tree: self.tree,
         }
     }
 
@@ -1452,6 +1660,8 @@ pub struct Screen {
     events: Vec<(String, String)>,
     /// The log pane: its version, scroll, focus and height.
     logs: Option<(u64, Option<u64>, bool, usize)>,
+    sort: Sort,
+    tree: bool,
 }
 
 /// The escaped command line of a node, or its name in brackets when it has none (zombies,
@@ -1491,14 +1701,6 @@ pub fn unknown_key(key: &KeyEvent) -> String {
         _ if !plain => "unknown key",
         KeyCode::F(2) => "no column setup yet",
         KeyCode::F(3) => "no search yet (/ filters)",
-        KeyCode::F(5) | KeyCode::Char('t') => "no flat view yet: the tree is the only view",
-        KeyCode::F(6)
-        | KeyCode::Char('<')
-        | KeyCode::Char('>')
-        | KeyCode::Char('P')
-        | KeyCode::Char('M')
-        | KeyCode::Char('T')
-        | KeyCode::Char('I') => "no sorting yet: siblings are oldest first",
         KeyCode::F(7) | KeyCode::F(8) => "foster top does not change priorities",
         KeyCode::Char('u') => "no user filter yet (/ filters)",
         _ => "unknown key",

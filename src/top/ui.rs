@@ -17,7 +17,7 @@ use ratatui::widgets::{
 };
 
 use crate::sanitize::{escape, fit};
-use crate::top::app::{App, Dialog, KEYS, LogSource, PaneKind, Row, SIGNALS};
+use crate::top::app::{App, Dialog, KEYS, LogSource, PaneKind, Row, SIGNALS, SortKey};
 
 /// A column of the table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,6 +81,24 @@ impl Column {
             Column::Role | Column::HelperState => 16,
             _ => 12,
         }
+    }
+
+    /// The sort key of this column, if it has one.
+    fn sort_key(self) -> Option<SortKey> {
+        Some(match self {
+            Column::Flag => return None,
+            Column::Pid => SortKey::Pid,
+            Column::Role => SortKey::Role,
+            Column::Helper => SortKey::Helper,
+            Column::HelperState => SortKey::HelperState,
+            Column::Generation => SortKey::Generation,
+            Column::State => SortKey::State,
+            Column::Policy => SortKey::Policy,
+            Column::Age => SortKey::Age,
+            Column::Cpu => SortKey::Cpu,
+            Column::Rss => SortKey::Rss,
+            Column::Command => SortKey::Command,
+        })
     }
 
     fn right_aligned(self) -> bool {
@@ -170,14 +188,24 @@ const MIN_WHO: u16 = 8;
 
 /// The width a column's content asks for over every row (not only those on screen, so that
 /// scrolling does not move the columns): its title's at least, [`Column::max_width`] at most.
-fn content_width(c: Column, rows: &[Row]) -> u16 {
-    let title = Line::raw(c.title()).width();
+fn content_width(c: Column, app: &App) -> u16 {
+    let rows = &app.rows;
+    let title = Line::raw(header_title(c, app).as_str()).width();
     let widest = rows
         .iter()
         .map(|r| Line::raw(cell_text(c, r).as_str()).width())
         .max()
         .unwrap_or(0);
     (title.max(widest) as u16).min(c.max_width().max(title as u16))
+}
+
+/// A column's title in the header, the sorted one marked with its direction (`CPU%▼`).
+fn header_title(c: Column, app: &App) -> String {
+    if c.sort_key() == Some(app.sort.key) {
+        format!("{}{}", c.title(), app.sort.arrow())
+    } else {
+        c.title().to_string()
+    }
 }
 
 /// The text of a cell other than the command's.
@@ -356,6 +384,9 @@ fn draw_title(frame: &mut Frame, area: Rect, app: &App) {
             Style::new().black().on_yellow().bold(),
         ));
     }
+    if !app.tree {
+        spans.push(Span::raw(" · flat"));
+    }
     if let Some(f) = app.following {
         spans.push(Span::raw(format!(" · following {}", f.pid)));
     }
@@ -419,7 +450,7 @@ fn draw_table(frame: &mut Frame, area: Rect, app: &App) {
                 .is_some_and(|s| s.helper.is_some())
         });
     let sized = layout_columns(area.width, app.model.supervised, helpers, |c| {
-        content_width(c, &app.rows)
+        content_width(c, app)
     });
     let fixed: u16 = sized.iter().map(|(_, w)| w + 1).sum();
     let cmd_w = area.width.saturating_sub(fixed) as usize;
@@ -432,7 +463,7 @@ fn draw_table(frame: &mut Frame, area: Rect, app: &App) {
         .collect();
     let cols: Vec<Column> = sized.iter().map(|(c, _)| *c).collect();
     let header = TRow::new(cols.iter().map(|c| {
-        let t = c.title();
+        let t = header_title(*c, app);
         if c.right_aligned() {
             Cell::from(Line::from(t).right_aligned())
         } else {
