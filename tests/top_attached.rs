@@ -954,11 +954,11 @@ fn the_key_hint_stays_beside_the_cursor_rows_anomaly() {
     }
     // A notice (here a key's) takes the notice line; the hint stays.
     app.on_key(crossterm::event::KeyEvent::new(
-        crossterm::event::KeyCode::F(6),
+        crossterm::event::KeyCode::F(7),
         crossterm::event::KeyModifiers::NONE,
     ));
     let lines = render(&mut app, 80, 24);
-    assert!(lines[22].starts_with("F6: "), "{}", lines[22]);
+    assert!(lines[22].starts_with("F7: "), "{}", lines[22]);
     assert!(lines[23].starts_with("q quit · ? help"), "{}", lines[23]);
 }
 

@@ -288,3 +288,146 @@ fn sort_keys_and_the_flat_list() {
         a.finish();
     }
 }
+
+/// The sleeps' pids on screen, top to bottom (rows ending in `sleep 86400`).
+fn sleep_pids(screen: &str) -> Vec<i32> {
+    screen
+        .lines()
+        .filter(|l| l.trim_end().ends_with("sleep 86400"))
+        .map(row_pid)
+        .collect()
+}
+
+/// The search, at 80x24 and 200x60: `F3` opens its prompt in the footer, the cursor goes to
+/// the first match and no row is hidden; `n` and `N` go to the next and previous match, the
+/// footer counting them; the signal menu opened there names the match.
+#[test]
+fn search_moves_the_cursor_and_hides_nothing() {
+    if !tmux_available() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    for (w, h) in [(80u16, 24u16), (200, 60)] {
+        let a = Attached::start(&format!("search{w}"), w, h);
+        let s = a.t.wait_for("both sleeps", |s| sleep_pids(s).len() == 2);
+        let sleeps = sleep_pids(&s);
+        a.t.keys(&["F3"]);
+        a.t.text("86400");
+        a.t.wait_for("the search prompt", |s| s.contains("search: 86400▏"));
+        // The shell's command line holds both sleeps' arguments: three matches.
+        a.t.keys(&["Enter"]);
+        let s = a.t.wait_for("the first match", |s| {
+            s.contains("search \"86400\": match 1 of 3 · n next · N previous")
+        });
+        assert_eq!(row_pids(&s).len(), 5, "{w}x{h}: rows hidden:\n{s}");
+        a.t.keys(&["n"]);
+        a.t.wait_for("the second match", |s| s.contains("match 2 of 3"));
+        a.t.keys(&["n"]);
+        a.t.wait_for("the third match", |s| s.contains("match 3 of 3"));
+        a.t.keys(&["s"]);
+        a.t.wait_for("the menu on the second sleep", |s| {
+            s.contains(&format!("signal {} (sleep)", sleeps[1]))
+        });
+        // Escape alone (followed at once by a key, a terminal reads Alt-key).
+        a.t.keys(&["Escape"]);
+        a.t.wait_for("the menu closed", |s| s.contains("cancelled"));
+        a.t.keys(&["N"]);
+        a.t.wait_for("back to the second match", |s| s.contains("match 2 of 3"));
+        a.t.keys(&["n", "n"]);
+        a.t.wait_for("around the end", |s| s.contains("match 1 of 3"));
+        a.finish();
+    }
+}
+
+/// htop's keys, at 80x24 and 200x60: `Space` tags rows (marked `*`, counted in the title) and
+/// `F9` signals every tagged one, the confirmation naming each, `9` picking SIGKILL; `15` picks
+/// SIGTERM; `?` and `F1` list every key; `F10` quits.
+#[test]
+fn tags_signal_numbers_help_and_f10() {
+    if !tmux_available() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    for (w, h) in [(80u16, 24u16), (200, 60)] {
+        let a = Attached::start(&format!("tags{w}"), w, h);
+        let s = a.t.wait_for("both sleeps", |s| {
+            sleep_pids(s).len() == 2 && s.contains("sleep 86401")
+        });
+        let sleeps = sleep_pids(&s);
+        let ids: Vec<Identity> = sleeps.iter().map(|p| Identity::of(*p).unwrap()).collect();
+        let lone = row_pid(s.lines().find(|l| l.ends_with("sleep 86401")).unwrap());
+        // To the first sleep, then tag both.
+        a.t.keys(&["F3"]);
+        a.t.text("86400");
+        // The shell matches first; n: the first sleep.
+        a.t.keys(&["Enter", "n"]);
+        a.t.wait_for("the first sleep", |s| s.contains("match 2 of 3"));
+        a.t.keys(&["Space"]);
+        a.t.wait_for("one tagged", |s| s.contains(" · 1 tagged"));
+        a.t.keys(&["Space"]);
+        let s = a.t.wait_for("two tagged", |s| s.contains(" · 2 tagged"));
+        for p in &sleeps {
+            let row = s
+                .lines()
+                .find(|l| {
+                    l.trim_start_matches('*').split_whitespace().next() == Some(&p.to_string())
+                })
+                .unwrap();
+            assert!(row.starts_with('*'), "{w}x{h}: {p} not marked:\n{s}");
+        }
+        a.t.keys(&["F9"]);
+        a.t.wait_for("the menu for the tagged", |s| {
+            s.contains("signal the 2 tagged processes")
+        });
+        a.t.keys(&["9", "Enter"]);
+        let s =
+            a.t.wait_for("the confirmation", |s| s.contains(" confirm "));
+        let boxed: String = s
+            .lines()
+            .filter_map(|l| {
+                let l = l.trim();
+                Some(l.strip_prefix('│')?.strip_suffix('│')?.trim().to_string())
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            boxed.contains(&format!(
+                "Send SIGKILL to the 2 tagged processes: {} (sleep), {} (sleep)?",
+                sleeps[0], sleeps[1]
+            )),
+            "{w}x{h}: {boxed}\n{s}"
+        );
+        a.t.keys(&["y"]);
+        a.t.wait_for("the result", |s| s.contains("sent SIGKILL to 2 processes"));
+        for id in ids {
+            assert!(wait_gone(id), "{id} not killed");
+        }
+        // 15 picks SIGTERM (and n cancels).
+        a.t.keys(&["F3"]);
+        a.t.text("86401");
+        a.t.keys(&["Enter", "F9", "1", "5", "Enter"]);
+        a.t.wait_for("SIGTERM by number", |s| {
+            s.contains(&format!("Send SIGTERM to {lone} (sleep)?"))
+        });
+        a.t.keys(&["n"]);
+        a.t.wait_for("cancelled", |s| s.contains("cancelled"));
+        // The help lists the keys, by ? and by F1.
+        for k in ["?", "F1"] {
+            a.t.keys(&[k]);
+            let s = a.t.wait_for("the help", |s| s.contains(" keys · "));
+            assert!(s.contains("move the cursor"), "{w}x{h} {k}:\n{s}");
+            if h >= 60 {
+                assert!(
+                    s.contains("tag or untag") && s.contains("search"),
+                    "{w}x{h} {k}:\n{s}"
+                );
+            }
+            a.t.keys(&["Escape"]);
+            a.t.wait_for("the help closed", |s| !s.contains(" keys · "));
+        }
+        // F10 quits.
+        a.t.keys(&["F10"]);
+        assert!(wait_gone(a.top), "{w}x{h}: F10 did not quit");
+        a.finish();
+    }
+}

@@ -354,15 +354,15 @@ fn collapse_sums_the_subtree_and_expands_again() {
     assert_eq!(row.hidden_anomalies, 1, "the hidden zombie still counts");
     let lines = render(&mut app, 120, 30);
     assert!(row_of(&lines, 200).contains("(+2)") && row_of(&lines, 200).contains("1 inside"));
-    // Left again goes to the parent; Right expands; Space toggles.
+    // Left again goes to the parent; Right expands; Enter toggles.
     app.on_key(key(KeyCode::Left));
     assert_eq!(app.cursor.unwrap().pid, 100);
     go_to(&mut app, 200);
     app.on_key(key(KeyCode::Right));
     assert!(pids(&app).contains(&201));
-    press(&mut app, " ");
+    app.on_key(key(KeyCode::Enter));
     assert!(!pids(&app).contains(&201));
-    press(&mut app, " ");
+    app.on_key(key(KeyCode::Enter));
     assert!(pids(&app).contains(&201));
     // Collapse all, expand all.
     press(&mut app, "-");

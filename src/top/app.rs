@@ -61,6 +61,10 @@ pub struct Row {
     pub exited: bool,
     /// Matches the filter (as opposed to being shown as its ancestor or descendant).
     pub matched: bool,
+    /// Matches the search (`F3`).
+    pub found: bool,
+    /// Tagged (`Space`): the signal menu acts on every tagged process.
+    pub tagged: bool,
 }
 
 /// What the rows are sorted by: one of the table's columns. In the tree, siblings are sorted;
@@ -389,7 +393,12 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
     ("←  h", "collapse the process (again: go to its parent)"),
     ("→", "expand the process"),
-    ("Space  Enter", "collapse or expand the process"),
+    ("Enter", "collapse or expand the process"),
+    (
+        "Space",
+        "tag or untag the process (then the next row); s K F9 signal every tagged process",
+    ),
+    ("U", "untag every process"),
     ("-  C", "collapse all"),
     ("+  E", "expand all"),
     (
@@ -441,10 +450,18 @@ pub const KEYS: &[(&str, &str)] = &[
     ("P  M  T", "sort by CPU%, by memory, by age"),
     ("I", "invert the order"),
     ("t  F5", "the flat list of every process, or the tree"),
+    (
+        "F3",
+        "search: the cursor goes to the rows that match, none hidden; Enter keeps, Esc clears",
+    ),
+    ("n  N", "the next, the previous match of the search"),
     ("r", "refresh now"),
     ("?  F1", "this help (Esc closes)"),
     ("q  F10  Ctrl-C", "quit"),
 ];
+
+/// The longest filter or search that can be typed.
+pub const MAX_TYPED: usize = 256;
 
 /// The dashboard's whole state.
 #[derive(Debug)]
@@ -481,6 +498,11 @@ pub struct App {
     pub logs: Option<LogPane>,
     /// The order of the rows.
     pub sort: Sort,
+    /// The search (`F3`): it moves the cursor to the rows that match, hiding none.
+    pub search: String,
+    pub search_editing: bool,
+    /// The tagged processes (`Space`), in the order they were tagged.
+    pub tagged: Vec<Identity>,
     /// The tree (siblings sorted), or a flat list of every process (`t`).
     pub tree: bool,
 }
@@ -639,6 +661,9 @@ impl App {
             logs: None,
             sort: Sort::DEFAULT,
             tree: true,
+            search: String::new(),
+            search_editing: false,
+            tagged: Vec::new(),
         }
     }
 
@@ -660,6 +685,8 @@ impl App {
             self.seen.retain(|i| model.nodes.contains_key(i));
         }
         self.collapsed.retain(|i| model.nodes.contains_key(i));
+        self.tagged
+            .retain(|i| model.nodes.get(i).is_some_and(|n| !n.exited));
         if let Some(f) = self.following
             && !model.nodes.contains_key(&f)
         {
@@ -756,6 +783,7 @@ impl App {
     pub fn compute_rows(&self) -> Vec<Row> {
         let m = &self.model;
         let needle = self.filter.trim().to_lowercase();
+        let search = self.search.trim().to_lowercase();
         let filtering = !needle.is_empty();
         let mut matched: HashSet<Identity> = HashSet::new();
         let mut include: HashSet<Identity> = HashSet::new();
@@ -907,6 +935,8 @@ impl App {
                 anomaly_details: n.anomalies.iter().map(Anomaly::describe).collect(),
                 exited: n.exited,
                 matched: matched.contains(&id),
+                found: !search.is_empty() && self.matches(n, &search),
+                tagged: self.tagged.contains(&id),
             });
             if !collapsed {
                 for (i, k) in kids.iter().enumerate().rev() {
@@ -1071,6 +1101,8 @@ impl App {
                 if matches!(key.code, KeyCode::Char('y') | KeyCode::Char('Y')) {
                     let ids = if subtree {
                         self.model.subtree(target)
+                    } else if !self.tagged.is_empty() {
+                        std::mem::take(&mut self.tagged)
                     } else {
                         vec![target]
                     };
@@ -1099,6 +1131,37 @@ impl App {
             }
             Dialog::None => {}
         }
+        if self.search_editing {
+            match key.code {
+                KeyCode::Enter => {
+                    self.search_editing = false;
+                    self.say_found();
+                    return Vec::new();
+                }
+                KeyCode::Esc => {
+                    self.search_editing = false;
+                    self.search.clear();
+                }
+                KeyCode::Backspace => {
+                    self.search.pop();
+                }
+                KeyCode::F(3) => {
+                    self.relayout();
+                    self.find(1, false);
+                    return Vec::new();
+                }
+                KeyCode::Char(c) if !ctrl => {
+                    if self.search.len() < MAX_TYPED {
+                        self.search.push(c)
+                    }
+                }
+                _ => {}
+            }
+            self.relayout();
+            // As you type: the first match from the cursor on.
+            self.find(1, true);
+            return Vec::new();
+        }
         if self.filter_editing {
             self.filter_collapsed.clear();
             match key.code {
@@ -1110,7 +1173,11 @@ impl App {
                 KeyCode::Backspace => {
                     self.filter.pop();
                 }
-                KeyCode::Char(c) if !ctrl => self.filter.push(c),
+                KeyCode::Char(c) if !ctrl => {
+                    if self.filter.len() < MAX_TYPED {
+                        self.filter.push(c)
+                    }
+                }
                 KeyCode::Up | KeyCode::Down => {
                     self.filter_editing = false;
                     return self.on_key(key);
@@ -1254,7 +1321,29 @@ impl App {
             KeyCode::End | KeyCode::Char('G') => self.move_cursor(isize::MAX / 2),
             KeyCode::Left | KeyCode::Char('h') => self.set_collapsed(true),
             KeyCode::Right => self.set_collapsed(false),
-            KeyCode::Char(' ') | KeyCode::Enter => {
+            KeyCode::Char(' ') => {
+                // Tag or untag, then the next row (as in htop).
+                if let Some(r) = self.cursor_row() {
+                    let id = r.id;
+                    if let Some(i) = self.tagged.iter().position(|t| *t == id) {
+                        self.tagged.remove(i);
+                    } else if !r.exited {
+                        self.tagged.push(id);
+                    }
+                    self.relayout();
+                    self.move_cursor(1);
+                    self.message = Some(match self.tagged.len() {
+                        0 => "no process tagged".to_string(),
+                        n => format!("{n} tagged: s signals them all · U untags all"),
+                    });
+                }
+            }
+            KeyCode::Char('U') => {
+                self.tagged.clear();
+                self.message = Some("no process tagged".into());
+                self.relayout();
+            }
+            KeyCode::Enter => {
                 if let Some(r) = self.cursor_row() {
                     let collapse = !r.collapsed;
                     if r.has_children {
@@ -1367,12 +1456,71 @@ impl App {
                 });
                 self.relayout();
             }
+            KeyCode::F(3) => {
+                // The current search, to refine or to go on with (F3 again: the next match).
+                self.search_editing = true;
+                self.message = None;
+            }
+            KeyCode::Char('n') => self.find(1, false),
+            KeyCode::Char('N') => self.find(-1, false),
             KeyCode::Char('r') => return vec![Effect::Refresh],
             KeyCode::Char('?') | KeyCode::F(1) => self.dialog = Dialog::Help { scroll: 0 },
             KeyCode::Modifier(_) | KeyCode::Null => {}
             _ => self.message = Some(unknown_key(&key)),
         }
         Vec::new()
+    }
+
+    /// Moves the cursor to the next (`dir` 1) or previous (-1) row that matches the search,
+    /// around the end; `here`: the cursor's own row counts. Says where it is.
+    fn find(&mut self, dir: isize, here: bool) {
+        if self.search.trim().is_empty() {
+            if !self.search_editing {
+                self.message = Some("no search: F3 searches (n next, N previous)".into());
+            }
+            return;
+        }
+        let len = self.rows.len() as isize;
+        if len == 0 {
+            return;
+        }
+        let cur = self.cursor_index().unwrap_or(0) as isize;
+        let start = if here { 0 } else { 1 };
+        let hit = (start..=len)
+            .map(|k| (cur + dir * k).rem_euclid(len) as usize)
+            .find(|i| self.rows[*i].found);
+        if let Some(i) = hit {
+            self.cursor = Some(self.rows[i].id);
+            if self.following.is_some_and(|f| f != self.rows[i].id) {
+                self.following = None;
+            }
+            self.scroll_to(i);
+        }
+        if !self.search_editing {
+            self.say_found();
+        }
+    }
+
+    /// The status line: which match the cursor is on, of how many.
+    fn say_found(&mut self) {
+        let text = escape(self.search.trim().as_bytes());
+        if text.is_empty() {
+            return;
+        }
+        let found: Vec<usize> = (0..self.rows.len())
+            .filter(|i| self.rows[*i].found)
+            .collect();
+        let at = self
+            .cursor_index()
+            .and_then(|c| found.iter().position(|i| *i == c));
+        self.message = Some(match (found.len(), at) {
+            (0, _) => format!("search: no row matches {text:?} (F3 changes it)"),
+            (n, Some(k)) => format!(
+                "search {text:?}: match {} of {n} · n next · N previous",
+                k + 1
+            ),
+            (n, None) => format!("search {text:?}: {n} matches · n next · N previous"),
+        });
     }
 
     /// Sorts by `key`, and says so in the status line.
@@ -1618,6 +1766,7 @@ impl App {
             following: self.following,
             filter: self.filter.clone(),
             filter_editing: self.filter_editing,
+            search: (self.search.clone(), self.search_editing),
             dialog: self.dialog.clone(),
             message: self.message.clone(),
             source_error: self.source_error.clone(),
@@ -1632,6 +1781,7 @@ impl App {
                 .map(|p| (p.version, p.top, p.focus, p.height)),
             sort: self.sort,
             tree: self.tree,
+            tagged: self.tagged.clone(),
         }
     }
 
@@ -1654,6 +1804,7 @@ pub struct Screen {
     following: Option<Identity>,
     filter: String,
     filter_editing: bool,
+    search: (String, bool),
     dialog: Dialog,
     message: Option<String>,
     source_error: Option<String>,
@@ -1662,6 +1813,7 @@ pub struct Screen {
     logs: Option<(u64, Option<u64>, bool, usize)>,
     sort: Sort,
     tree: bool,
+    tagged: Vec<Identity>,
 }
 
 /// The escaped command line of a node, or its name in brackets when it has none (zombies,
@@ -1700,7 +1852,6 @@ pub fn unknown_key(key: &KeyEvent) -> String {
     let why = match key.code {
         _ if !plain => "unknown key",
         KeyCode::F(2) => "no column setup yet",
-        KeyCode::F(3) => "no search yet (/ filters)",
         KeyCode::F(7) | KeyCode::F(8) => "foster top does not change priorities",
         KeyCode::Char('u') => "no user filter yet (/ filters)",
         _ => "unknown key",

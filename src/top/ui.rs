@@ -212,7 +212,9 @@ fn header_title(c: Column, app: &App) -> String {
 fn cell_text(c: Column, r: &Row) -> String {
     match c {
         Column::Flag => {
-            if !r.anomalies.is_empty() || r.hidden_anomalies > 0 {
+            if r.tagged {
+                "*".into()
+            } else if !r.anomalies.is_empty() || r.hidden_anomalies > 0 {
                 "!".into()
             } else {
                 " ".into()
@@ -332,6 +334,8 @@ pub fn draw(frame: &mut Frame, app: &mut App) {
                 .unwrap_or_default();
             let title = if subtree {
                 format!(" signal {} ({name}) and descendants ", target.pid)
+            } else if !app.tagged.is_empty() {
+                format!(" signal the {} tagged processes ", app.tagged.len())
             } else {
                 format!(" signal {} ({name}) ", target.pid)
             };
@@ -351,6 +355,22 @@ pub fn draw(frame: &mut Frame, app: &mut App) {
                 .unwrap_or_default();
             let what = if subtree && count > 1 {
                 format!("{} ({name}) and {} descendants", target.pid, count - 1)
+            } else if !subtree && !app.tagged.is_empty() {
+                // Each target named.
+                let each: Vec<String> = app
+                    .tagged
+                    .iter()
+                    .map(|t| {
+                        let n = app.model.nodes.get(t).map(|n| escape(&n.info.comm));
+                        format!("{} ({})", t.pid, n.unwrap_or_default())
+                    })
+                    .collect();
+                format!(
+                    "the {} tagged process{}: {}",
+                    each.len(),
+                    if each.len() == 1 { "" } else { "es" },
+                    each.join(", ")
+                )
             } else {
                 format!("{} ({name})", target.pid)
             };
@@ -386,6 +406,9 @@ fn draw_title(frame: &mut Frame, area: Rect, app: &App) {
     }
     if !app.tree {
         spans.push(Span::raw(" · flat"));
+    }
+    if !app.tagged.is_empty() {
+        spans.push(Span::raw(format!(" · {} tagged", app.tagged.len())));
     }
     if let Some(f) = app.following {
         spans.push(Span::raw(format!(" · following {}", f.pid)));
@@ -426,7 +449,9 @@ fn command_line(row: &Row, width: usize) -> Line<'static> {
         .saturating_sub(fixed + alert_w)
         .max(12.min(width.saturating_sub(fixed)));
     let cmd = fit(&row.command, room);
-    let cmd_style = if row.matched {
+    let cmd_style = if row.found {
+        Style::new().fg(Color::Yellow).bold().underlined()
+    } else if row.matched {
         Style::new().fg(Color::Yellow).bold()
     } else {
         Style::new()
@@ -498,6 +523,9 @@ fn draw_table(frame: &mut Frame, area: Rect, app: &App) {
             style = style
                 .fg(Color::DarkGray)
                 .add_modifier(Modifier::CROSSED_OUT);
+        }
+        if r.tagged {
+            style = style.fg(Color::Cyan).add_modifier(Modifier::BOLD);
         }
         if Some(r.id) == cursor {
             style = style.add_modifier(Modifier::REVERSED);
@@ -628,14 +656,24 @@ fn hint_text(app: &App) -> &'static str {
     } else if app.model.supervised {
         "q quit · ? help · / filter · s signal · l logs · R restart · x stop · o start · X stop all"
     } else {
-        "q quit · ? help · / filter · Space collapse · s signal · S subtree · p pause · f follow"
+        "q quit · ? help · / filter · F3 search · Enter collapse · Space tag · s signal · p pause"
     }
 }
 
 /// The footer's notice: the filter being typed, a failed reading, the last result, the cursor
 /// row's anomaly or helper state; `None` when there is nothing to say.
 fn notice_line(app: &App) -> Option<Line<'static>> {
-    let line = if app.filter_editing {
+    let line = if app.search_editing {
+        Line::from(vec![
+            Span::styled("search: ", Style::new().bold()),
+            Span::raw(escape(app.search.as_bytes())),
+            Span::styled("▏", Style::new().fg(Color::Yellow)),
+            Span::styled(
+                "  F3 next · Enter keep · Esc clear",
+                Style::new().fg(Color::DarkGray),
+            ),
+        ])
+    } else if app.filter_editing {
         Line::from(vec![
             Span::styled("filter: ", Style::new().bold()),
             Span::raw(escape(app.filter.as_bytes())),
