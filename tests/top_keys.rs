@@ -414,20 +414,80 @@ fn tags_signal_numbers_help_and_f10() {
         // The help lists the keys, by ? and by F1.
         for k in ["?", "F1"] {
             a.t.keys(&[k]);
-            let s = a.t.wait_for("the help", |s| s.contains(" keys · "));
-            assert!(s.contains("move the cursor"), "{w}x{h} {k}:\n{s}");
-            if h >= 60 {
-                assert!(
-                    s.contains("tag or untag") && s.contains("search"),
-                    "{w}x{h} {k}:\n{s}"
-                );
-            }
+            // All of it at 60 lines; its first lines at 24.
+            a.t.wait_for("the help", |s| {
+                s.contains(" keys · ")
+                    && s.contains("move the cursor")
+                    && (h < 60
+                        || [
+                            "tag or untag",
+                            "search:",
+                            "only one user's",
+                            "flat list",
+                            "quit",
+                        ]
+                        .iter()
+                        .all(|t| s.contains(t)))
+            });
             a.t.keys(&["Escape"]);
             a.t.wait_for("the help closed", |s| !s.contains(" keys · "));
         }
         // F10 quits.
         a.t.keys(&["F10"]);
         assert!(wait_gone(a.top), "{w}x{h}: F10 did not quit");
+        a.finish();
+    }
+}
+
+/// `u`, at 80x24 and 200x60: a menu of the users present (every user first); picking one shows
+/// only their processes, with their ancestors, named in the title; every user again shows all.
+#[test]
+fn the_user_filter_picks_from_the_users_present() {
+    if !tmux_available() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    if !common::is_root() {
+        eprintln!("skipped: a helper run as nobody needs root");
+        return;
+    }
+    let config = r#"
+[[helper]]
+name = "mine"
+command = ["sleep", "86404"]
+
+[[helper]]
+name = "theirs"
+user = "nobody"
+command = ["sleep", "86405"]
+"#;
+    for (w, h) in [(80u16, 24u16), (200, 60)] {
+        let a = Attached::start_with(Dir::new("topkeys", &format!("user{w}")), config, w, h);
+        a.t.wait_for("both sleeps", |s| {
+            s.contains("sleep 86404") && s.contains("sleep 86405")
+        });
+        a.t.keys(&["u"]);
+        let s =
+            a.t.wait_for("the user menu", |s| s.contains("show the processes of"));
+        assert!(
+            s.contains("every user") && s.contains("(root)") && s.contains("(nobody)"),
+            "{w}x{h}:\n{s}"
+        );
+        // Every user, root (0), nobody.
+        a.t.keys(&["j", "j", "Enter"]);
+        let s = a.t.wait_for("nobody's processes", |s| {
+            s.contains("user uid 65534 (nobody)")
+        });
+        assert!(
+            s.contains("sleep 86405") && !s.contains("sleep 86404"),
+            "{w}x{h}:\n{s}"
+        );
+        a.t.keys(&["u"]);
+        a.t.wait_for("the user menu", |s| s.contains("show the processes of"));
+        a.t.keys(&["k", "k", "Enter"]);
+        a.t.wait_for("every user's again", |s| {
+            s.contains("sleep 86404") && s.contains("sleep 86405") && !s.contains("user uid")
+        });
         a.finish();
     }
 }

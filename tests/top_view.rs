@@ -38,6 +38,7 @@ fn proc(pid: i32, ppid: i32, comm: &[u8], args: &[&[u8]]) -> ProcInfo {
         comm: comm.to_vec(),
         cmdline: Arc::from(args.iter().map(|a| a.to_vec()).collect::<Vec<_>>()),
         supervision: None,
+        uid: None,
     }
 }
 
@@ -735,7 +736,6 @@ fn unknown_keys_say_so_and_the_signal_menu_takes_numbers() {
     for (code, says) in [
         (KeyCode::F(2), "F2: no column setup yet"),
         (KeyCode::F(7), "F7: foster top does not change priorities"),
-        (KeyCode::Char('u'), "u: no user filter yet"),
         (KeyCode::Char('z'), "unknown key z"),
         (KeyCode::Insert, "unknown key Insert"),
     ] {

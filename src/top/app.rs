@@ -374,6 +374,11 @@ pub enum Dialog {
     },
     /// Asking to confirm an action of the supervisor's.
     ConfirmControl(Control),
+    /// Choosing whose processes to show: `uids[0]` is `None`, every user's.
+    Users {
+        uids: Vec<Option<u32>>,
+        selected: usize,
+    },
 }
 
 /// Signals offered by the picker: every signal with a standard name ([`Sig::standard`]), in
@@ -455,6 +460,10 @@ pub const KEYS: &[(&str, &str)] = &[
         "search: the cursor goes to the rows that match, none hidden; Enter keeps, Esc clears",
     ),
     ("n  N", "the next, the previous match of the search"),
+    (
+        "u",
+        "only one user's processes (with their ancestors): pick from those present",
+    ),
     ("r", "refresh now"),
     ("?  F1", "this help (Esc closes)"),
     ("q  F10  Ctrl-C", "quit"),
@@ -503,6 +512,8 @@ pub struct App {
     pub search_editing: bool,
     /// The tagged processes (`Space`), in the order they were tagged.
     pub tagged: Vec<Identity>,
+    /// Only this user's processes (`u`), with their ancestors in the tree.
+    pub user: Option<u32>,
     /// The tree (siblings sorted), or a flat list of every process (`t`).
     pub tree: bool,
 }
@@ -664,6 +675,7 @@ impl App {
             search: String::new(),
             search_editing: false,
             tagged: Vec::new(),
+            user: None,
         }
     }
 
@@ -784,13 +796,16 @@ impl App {
         let m = &self.model;
         let needle = self.filter.trim().to_lowercase();
         let search = self.search.trim().to_lowercase();
-        let filtering = !needle.is_empty();
+        let user = self.user;
+        let filtering = !needle.is_empty() || user.is_some();
         let mut matched: HashSet<Identity> = HashSet::new();
         let mut include: HashSet<Identity> = HashSet::new();
         let mut forced_open: HashSet<Identity> = HashSet::new();
         if filtering {
             for n in m.nodes.values() {
-                if self.matches(n, &needle) {
+                if (needle.is_empty() || self.matches(n, &needle))
+                    && user.is_none_or(|u| n.info.uid == Some(u))
+                {
                     matched.insert(n.info.id);
                 }
             }
@@ -1120,6 +1135,39 @@ impl App {
                 self.message = Some("cancelled".into());
                 return Vec::new();
             }
+            Dialog::Users { uids, selected } => {
+                match key.code {
+                    KeyCode::Down | KeyCode::Char('j') => {
+                        self.dialog = Dialog::Users {
+                            selected: (selected + 1).min(uids.len() - 1),
+                            uids,
+                        }
+                    }
+                    KeyCode::Up | KeyCode::Char('k') => {
+                        self.dialog = Dialog::Users {
+                            selected: selected.saturating_sub(1),
+                            uids,
+                        }
+                    }
+                    KeyCode::Enter => {
+                        self.dialog = Dialog::None;
+                        self.user = uids[selected];
+                        self.message = Some(match self.user {
+                            Some(u) => format!(
+                                "only the processes of {} (and their ancestors); u changes it",
+                                crate::ownership::uid_text(u)
+                            ),
+                            None => "every user's processes".to_string(),
+                        });
+                        self.relayout();
+                    }
+                    _ => {
+                        self.dialog = Dialog::None;
+                        self.message = Some("cancelled".into());
+                    }
+                }
+                return Vec::new();
+            }
             Dialog::ConfirmControl(c) => {
                 self.dialog = Dialog::None;
                 if matches!(key.code, KeyCode::Char('y') | KeyCode::Char('Y')) {
@@ -1150,11 +1198,7 @@ impl App {
                     self.find(1, false);
                     return Vec::new();
                 }
-                KeyCode::Char(c) if !ctrl => {
-                    if self.search.len() < MAX_TYPED {
-                        self.search.push(c)
-                    }
-                }
+                KeyCode::Char(c) if !ctrl && self.search.len() < MAX_TYPED => self.search.push(c),
                 _ => {}
             }
             self.relayout();
@@ -1173,11 +1217,7 @@ impl App {
                 KeyCode::Backspace => {
                     self.filter.pop();
                 }
-                KeyCode::Char(c) if !ctrl => {
-                    if self.filter.len() < MAX_TYPED {
-                        self.filter.push(c)
-                    }
-                }
+                KeyCode::Char(c) if !ctrl && self.filter.len() < MAX_TYPED => self.filter.push(c),
                 KeyCode::Up | KeyCode::Down => {
                     self.filter_editing = false;
                     return self.on_key(key);
@@ -1460,6 +1500,26 @@ impl App {
                 // The current search, to refine or to go on with (F3 again: the next match).
                 self.search_editing = true;
                 self.message = None;
+            }
+            KeyCode::Char('u') => {
+                // The users present, as in htop; the current choice under the cursor.
+                let mut uids: Vec<u32> = self
+                    .model
+                    .nodes
+                    .values()
+                    .filter_map(|n| n.info.uid)
+                    .collect();
+                uids.sort_unstable();
+                uids.dedup();
+                if uids.is_empty() {
+                    self.message = Some("u: this reading does not say whose processes are".into());
+                } else {
+                    let uids: Vec<Option<u32>> = std::iter::once(None)
+                        .chain(uids.into_iter().map(Some))
+                        .collect();
+                    let selected = uids.iter().position(|u| *u == self.user).unwrap_or(0);
+                    self.dialog = Dialog::Users { uids, selected };
+                }
             }
             KeyCode::Char('n') => self.find(1, false),
             KeyCode::Char('N') => self.find(-1, false),
@@ -1782,6 +1842,7 @@ impl App {
             sort: self.sort,
             tree: self.tree,
             tagged: self.tagged.clone(),
+            user: self.user,
         }
     }
 
@@ -1814,6 +1875,7 @@ pub struct Screen {
     sort: Sort,
     tree: bool,
     tagged: Vec<Identity>,
+    user: Option<u32>,
 }
 
 /// The escaped command line of a node, or its name in brackets when it has none (zombies,
@@ -1853,7 +1915,6 @@ pub fn unknown_key(key: &KeyEvent) -> String {
         _ if !plain => "unknown key",
         KeyCode::F(2) => "no column setup yet",
         KeyCode::F(7) | KeyCode::F(8) => "foster top does not change priorities",
-        KeyCode::Char('u') => "no user filter yet (/ filters)",
         _ => "unknown key",
     };
     if why == "unknown key" {

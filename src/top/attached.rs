@@ -580,6 +580,7 @@ fn sample_with_items(status: &Status, items: &[Item], now_ms: u64) -> Sample {
                 rss_bytes: p.rss_bytes,
                 comm: p.comm.0.clone(),
                 cmdline: p.cmdline.iter().map(|a| a.0.clone()).collect(),
+                uid: Some(p.uid),
                 supervision: Some(Supervision {
                     role: role_text(p.role).to_string(),
                     helper: p.helper.clone(),

@@ -88,6 +88,8 @@ pub struct ProcInfo {
     pub cmdline: Arc<[Vec<u8>]>,
     /// What the supervisor knows of it (attached mode only).
     pub supervision: Option<Supervision>,
+    /// Its owner (the real uid), when the source says.
+    pub uid: Option<u32>,
 }
 
 /// What a supervisor knows of one of its processes.
@@ -611,6 +613,7 @@ mod tests {
             comm: format!("p{pid}").into_bytes(),
             cmdline: Arc::from(Vec::new()),
             supervision: None,
+            uid: None,
         }
     }
 

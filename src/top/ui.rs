@@ -4,9 +4,9 @@
 //! Owns the layout and the look, nothing else: it reads an [`App`] and draws it on a ratatui
 //! frame. Width-aware: columns are as wide as their content, narrowed or dropped in a fixed
 //! order when the terminal is narrow; no row ever wraps and every cut is marked `…`;
-//! confirmations wrap their question, never cut it. Every process name has already passed through `sanitize::escape` in the
-//! app's rows, and every line of the log pane in the relay's rendering; event texts are
-//! escaped here.
+//! confirmations wrap their question, never cut it. Every process name has already passed
+//! through `sanitize::escape` in the app's rows, and every line of the log pane in the relay's
+//! rendering; event texts are escaped here.
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -378,6 +378,7 @@ pub fn draw(frame: &mut Frame, app: &mut App) {
             draw_confirm(frame, area, &text, "y send");
         }
         Dialog::ConfirmControl(c) => draw_confirm(frame, area, &c.question(), "y yes"),
+        Dialog::Users { uids, selected } => draw_users(frame, area, &uids, selected),
     }
 }
 
@@ -409,6 +410,12 @@ fn draw_title(frame: &mut Frame, area: Rect, app: &App) {
     }
     if !app.tagged.is_empty() {
         spans.push(Span::raw(format!(" · {} tagged", app.tagged.len())));
+    }
+    if let Some(u) = app.user {
+        spans.push(Span::raw(format!(
+            " · user {}",
+            crate::ownership::uid_text(u)
+        )));
     }
     if let Some(f) = app.following {
         spans.push(Span::raw(format!(" · following {}", f.pid)));
@@ -779,6 +786,39 @@ fn draw_signals(frame: &mut Frame, area: Rect, title: &str, selected: usize) {
             .block(
                 Block::bordered()
                     .title(title.to_string())
+                    .title_bottom(bottom),
+            )
+            .highlight_style(Style::new().reversed().bold()),
+        r,
+        &mut state,
+    );
+}
+
+/// The user filter's menu: every user, then each user present.
+fn draw_users(frame: &mut Frame, area: Rect, uids: &[Option<u32>], selected: usize) {
+    let items: Vec<String> = uids
+        .iter()
+        .map(|u| match u {
+            None => "every user".to_string(),
+            Some(u) => crate::ownership::uid_text(*u),
+        })
+        .collect();
+    let bottom = " ↑↓ · Enter pick · Esc cancel ";
+    let w = items
+        .iter()
+        .map(|i| Line::raw(i.as_str()).width())
+        .chain([Line::raw(bottom).width()])
+        .max()
+        .unwrap_or(0) as u16
+        + 2;
+    let r = centered(area, w, items.len() as u16 + 2);
+    let mut state = ListState::default().with_selected(Some(selected));
+    frame.render_widget(Clear, r);
+    frame.render_stateful_widget(
+        List::new(items.into_iter().map(ListItem::new))
+            .block(
+                Block::bordered()
+                    .title(" show the processes of ")
                     .title_bottom(bottom),
             )
             .highlight_style(Style::new().reversed().bold()),
