@@ -4,8 +4,9 @@
 //! column and a direction, siblings sorted in the tree, every row in the flat list), the cursor (an
 //! [`Identity`], so it stays on the same process while the tree churns), pause and follow, the
 //! open dialog (help, signal picker, confirmation), the log pane ([`LogPane`]: the selected
-//! helper's lines, scrolled or following the end), and the visible [`Row`]s derived from all
-//! of that. Keys go in through [`App::on_key`]; what the outside world must do comes back as
+//! helper's lines, scrolled or following the end), the meters and history
+//! ([`crate::top::meters::Meters`], `m` shows or hides them), and the visible [`Row`]s derived
+//! from all of that. Keys go in through [`App::on_key`]; what the outside world must do comes back as
 //! [`Effect`]s (send a signal, ask the supervisor to restart, stop or start a helper, refresh
 //! now, quit), or is read from the state ([`App::log_source`]: whose lines the pane wants), so
 //! every interaction is testable without a terminal or a live system. A key that acts on a
@@ -465,6 +466,10 @@ pub const KEYS: &[(&str, &str)] = &[
         "only one user's processes (with their ancestors): pick from those present",
     ),
     ("r", "refresh now"),
+    (
+        "m",
+        "hide or show the meters (CPU, memory, load, tasks) and the selected process's history",
+    ),
     ("?  F1", "this help (Esc closes)"),
     ("q  F10  Ctrl-C", "quit"),
 ];
@@ -516,6 +521,8 @@ pub struct App {
     pub user: Option<u32>,
     /// The tree (siblings sorted), or a flat list of every process (`t`).
     pub tree: bool,
+    /// The machine's meters and the processes' history.
+    pub meters: crate::top::meters::Meters,
 }
 
 /// Lines the log pane keeps (as many as a helper keeps: the pane asks for them all).
@@ -676,6 +683,7 @@ impl App {
             search_editing: false,
             tagged: Vec::new(),
             user: None,
+            meters: crate::top::meters::Meters::default(),
         }
     }
 
@@ -707,6 +715,7 @@ impl App {
         }
         let old_index = self.cursor_index();
         self.model = model;
+        self.meters.history.record(&self.model);
         self.rebuild(old_index);
     }
 
@@ -1524,6 +1533,7 @@ impl App {
             KeyCode::Char('n') => self.find(1, false),
             KeyCode::Char('N') => self.find(-1, false),
             KeyCode::Char('r') => return vec![Effect::Refresh],
+            KeyCode::Char('m') => self.meters.shown = !self.meters.shown,
             KeyCode::Char('?') | KeyCode::F(1) => self.dialog = Dialog::Help { scroll: 0 },
             KeyCode::Modifier(_) | KeyCode::Null => {}
             _ => self.message = Some(unknown_key(&key)),
@@ -1843,6 +1853,7 @@ impl App {
             tree: self.tree,
             tagged: self.tagged.clone(),
             user: self.user,
+            meters: self.meters.texts(&self.model, self.cursor),
         }
     }
 
@@ -1876,6 +1887,8 @@ pub struct Screen {
     tree: bool,
     tagged: Vec<Identity>,
     user: Option<u32>,
+    /// The meters and the cursor's history, as drawn.
+    meters: crate::top::meters::Texts,
 }
 
 /// The escaped command line of a node, or its name in brackets when it has none (zombies,

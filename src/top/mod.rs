@@ -17,6 +17,8 @@
 //! - [`app`], state and keys.
 //! - [`event`], the input, data and signal threads.
 //! - [`ui`], rendering.
+//! - [`meters`], the machine's meters above the tree; [`history`], the selected process's
+//!   recent CPU and memory; [`theme`], the colours (and `NO_COLOR`).
 //! - [`standalone`], the `/proc` source; [`forks`], the kernel's fork notifications it uses.
 //! - [`attached`], the control-socket source.
 //! - [`demo`], `foster demo` in a terminal: the dashboard on the demo's supervisor.
@@ -26,8 +28,11 @@ pub mod attached;
 pub mod demo;
 pub mod event;
 pub mod forks;
+pub mod history;
+pub mod meters;
 pub mod model;
 pub mod standalone;
+pub mod theme;
 pub mod ui;
 
 use std::io::{self, IsTerminal, Stdout};
@@ -192,6 +197,7 @@ pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
         crate::duration::Text(opts.interval).to_string(),
     );
     let mut tracker = Tracker::new();
+    let mut machine = meters::Sampler::new();
     let mut last_screen = None;
     let mut logs: Option<attached::LogStream> = None;
     let mut log_streams = 0u64;
@@ -260,7 +266,10 @@ pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
                 force = true;
                 terminal.autoresize()?;
             }
-            Msg::Data(Ok(sample)) => app.set_model(tracker.update(sample)),
+            Msg::Data(Ok(sample)) => {
+                app.meters.take(machine.read());
+                app.set_model(tracker.update(sample));
+            }
             Msg::Data(Err(e)) => app.set_source_error(e.to_string()),
             Msg::InputFailed(e) => return Err(format!("reading the terminal failed: {e}").into()),
             Msg::Terminate(sig) => return Ok(ExitCode::from(128 + sig as u8)),

@@ -18,6 +18,7 @@ use ratatui::widgets::{
 
 use crate::sanitize::{escape, fit};
 use crate::top::app::{App, Dialog, KEYS, LogSource, PaneKind, Row, SIGNALS, SortKey};
+use crate::top::theme;
 
 /// A column of the table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -237,6 +238,8 @@ fn cell_text(c: Column, r: &Row) -> String {
 /// The screen's areas.
 struct Areas {
     title: Rect,
+    /// The machine's meters and the selected process's history, below the title.
+    meters: Option<Rect>,
     table: Rect,
     events: Option<Rect>,
     logs: Option<Rect>,
@@ -249,7 +252,29 @@ fn footer_height(area: Rect) -> u16 {
     if area.height >= 8 { 2 } else { 1 }
 }
 
-fn areas(area: Rect, app: &App) -> Areas {
+fn areas(screen: Rect, app: &App) -> Areas {
+    // The meters take rows below the title; the rest is laid out in what remains.
+    let mh = crate::top::meters::height(screen, &app.meters);
+    let mut a = areas_below_meters(
+        Rect {
+            y: screen.y + mh,
+            height: screen.height - mh,
+            ..screen
+        },
+        app,
+    );
+    if mh > 0 {
+        a.meters = Some(Rect {
+            y: screen.y + 1,
+            height: mh,
+            ..screen
+        });
+        a.title.y = screen.y;
+    }
+    a
+}
+
+fn areas_below_meters(area: Rect, app: &App) -> Areas {
     let footer = footer_height(area);
     if app.logs.is_some() && area.height >= 10 {
         // Two fifths of the screen, in place of the events pane; the table keeps 4 rows.
@@ -263,6 +288,7 @@ fn areas(area: Rect, app: &App) -> Areas {
         .areas(area);
         return Areas {
             title,
+            meters: None,
             table,
             events: None,
             logs: Some(logs),
@@ -291,6 +317,7 @@ fn areas(area: Rect, app: &App) -> Areas {
     .areas(area);
     Areas {
         title,
+        meters: None,
         table,
         events: (events_h > 0).then_some(events),
         logs: None,
@@ -309,6 +336,9 @@ pub fn draw(frame: &mut Frame, app: &mut App) {
     let a = areas(area, app);
     app.set_page(a.table.height.saturating_sub(1) as usize);
     draw_title(frame, a.title, app);
+    if let Some(m) = a.meters {
+        crate::top::meters::draw(frame, m, app, area);
+    }
     draw_table(frame, a.table, app);
     if let Some(e) = a.events {
         draw_events(frame, e, app);
@@ -380,6 +410,7 @@ pub fn draw(frame: &mut Frame, app: &mut App) {
         Dialog::ConfirmControl(c) => draw_confirm(frame, area, &c.question(), "y yes"),
         Dialog::Users { uids, selected } => draw_users(frame, area, &uids, selected),
     }
+    theme::finish(frame.buffer_mut());
 }
 
 fn draw_title(frame: &mut Frame, area: Rect, app: &App) {
@@ -520,8 +551,8 @@ fn draw_table(frame: &mut Frame, area: Rect, app: &App) {
             if (anomalous || r.hidden_anomalies > 0) && matches!(c, Column::Flag | Column::Pid) {
                 cell = cell.style(Style::new().fg(Color::Red).bold());
             }
-            if *c == Column::State && r.state == "Z" {
-                cell = cell.style(Style::new().fg(Color::Magenta));
+            if let Some(st) = value_style(*c, r, app) {
+                cell = cell.style(st);
             }
             cell
         });
@@ -558,6 +589,32 @@ fn draw_table(frame: &mut Frame, area: Rect, app: &App) {
                 ..area
             },
         );
+    }
+}
+
+/// The colour of a state, a CPU% or an RSS by its value ([`theme`]).
+fn value_style(c: Column, r: &Row, app: &App) -> Option<Style> {
+    if r.exited {
+        return None;
+    }
+    match c {
+        Column::State => Some(theme::state(&r.state)),
+        Column::Cpu => r.cpu.parse::<f64>().ok().map(theme::cpu),
+        Column::Rss => {
+            let total = app.meters.reading.as_ref().map_or(0, |m| m.mem_total);
+            let m = &app.model;
+            let rss = if r.collapsed {
+                m.subtree(r.id)
+                    .iter()
+                    .filter_map(|i| m.nodes.get(i))
+                    .map(|n| n.info.rss_bytes)
+                    .sum()
+            } else {
+                m.nodes.get(&r.id).map_or(0, |n| n.info.rss_bytes)
+            };
+            Some(theme::mem(rss, total))
+        }
+        _ => None,
     }
 }
 

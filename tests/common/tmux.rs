@@ -80,6 +80,12 @@ impl Tmux {
         String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "t"]).stdout).into_owned()
     }
 
+    /// The screen with its colours and attributes as escape sequences (`capture-pane -e`).
+    pub fn screen_styled(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-e", "-t", "t"]).stdout)
+            .into_owned()
+    }
+
     pub fn display(&self, format: &str) -> String {
         let out = self.run(&["display-message", "-p", "-t", "t", format]);
         String::from_utf8_lossy(&out.stdout).trim().to_string()

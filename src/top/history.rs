@@ -1,0 +1,289 @@
+//! The recent CPU and memory of every process shown, for the selected process's sparklines.
+//!
+//! Owns [`History`]: one bounded ring of points per identity (pid and start time), fed from the
+//! models the dashboard builds anyway (no reading of its own), one point per refresh; a ring is
+//! dropped when its process leaves the model, and the total number of points is bounded
+//! ([`BUDGET`]: the rings shorten when there are many processes). A helper's own process
+//! (attached) records its whole tree: the sum over its subtree. [`History::levels`] gives what
+//! a sparkline draws, quantized as drawn, so an unchanged picture compares equal.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::identity::Identity;
+use crate::top::model::Model;
+
+/// Points kept per process at most: 3 minutes at the default 1 s interval.
+pub const HISTORY_LEN: usize = 180;
+
+/// Points kept across all processes at most (8 bytes each).
+pub const BUDGET: usize = 1_000_000;
+
+/// One refresh of one process: CPU in tenths of a percent of one core, resident memory in KiB.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Point {
+    pub cpu_tenths: u16,
+    pub rss_kib: u32,
+}
+
+#[derive(Debug)]
+struct Ring {
+    points: VecDeque<Point>,
+    /// The recording that last saw its process.
+    seen: u64,
+}
+
+/// What a sparkline pair draws for one process, newest first, each value 0 to 8 (eighths of
+/// the height), with the oldest zeros left out (they draw nothing); and the latest values.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Levels {
+    pub cpu: Vec<u8>,
+    pub mem: Vec<u8>,
+    /// Points recorded, and the seconds they span.
+    pub points: usize,
+    pub span_secs: u64,
+    /// The latest CPU in tenths of a percent, and memory in KiB.
+    pub last: Point,
+    /// The whole tree of a helper.
+    pub tree: bool,
+}
+
+/// Per-process rings of recent CPU and memory.
+#[derive(Debug, Default)]
+pub struct History {
+    rings: HashMap<Identity, Ring>,
+    /// The clock ticks of each recording, newest last (as many as the longest ring).
+    times: VecDeque<u64>,
+    recordings: u64,
+    hz: u64,
+    /// Identities whose ring holds their tree's sum (helpers' own processes).
+    trees: std::collections::HashSet<Identity>,
+}
+
+impl History {
+    pub fn new() -> History {
+        History::default()
+    }
+
+    /// The points each ring keeps with `n` processes.
+    pub fn capacity(n: usize) -> usize {
+        (BUDGET / n.max(1)).clamp(2, HISTORY_LEN)
+    }
+
+    /// The number of processes with a ring.
+    pub fn len(&self) -> usize {
+        self.rings.len()
+    }
+
+    /// Whether no process has a ring.
+    pub fn is_empty(&self) -> bool {
+        self.rings.is_empty()
+    }
+
+    /// Records one point per live process of `model`; nothing when the model is less than a
+    /// quarter of a second newer than the last recording (a reading pushed by an event), so a
+    /// point stands for one refresh.
+    pub fn record(&mut self, model: &Model) {
+        let hz = model.hz.max(1);
+        if let Some(&last) = self.times.back()
+            && model.now_ticks < last + (hz / 4).max(1)
+            && model.now_ticks >= last
+        {
+            return;
+        }
+        self.hz = hz;
+        self.recordings += 1;
+        let cap = History::capacity(model.len());
+        let now = self.recordings;
+        self.trees.clear();
+        for n in model.nodes.values().filter(|n| !n.exited) {
+            let id = n.info.id;
+            let helper_tree = n
+                .info
+                .supervision
+                .as_ref()
+                .is_some_and(|s| s.helper_state.is_some());
+            let (cpu, rss) = if helper_tree {
+                self.trees.insert(id);
+                model
+                    .subtree(id)
+                    .iter()
+                    .filter_map(|i| model.nodes.get(i))
+                    .filter(|n| !n.exited)
+                    .fold((0.0, 0u64), |(c, r), n| {
+                        (c + n.cpu_pct.unwrap_or(0.0), r + n.info.rss_bytes)
+                    })
+            } else {
+                (n.cpu_pct.unwrap_or(0.0), n.info.rss_bytes)
+            };
+            let p = Point {
+                cpu_tenths: (cpu * 10.0).round().clamp(0.0, u16::MAX as f64) as u16,
+                rss_kib: (rss / 1024).min(u32::MAX as u64) as u32,
+            };
+            let ring = self.rings.entry(id).or_insert_with(|| Ring {
+                points: VecDeque::new(),
+                seen: now,
+            });
+            ring.seen = now;
+            ring.points.push_back(p);
+            while ring.points.len() > cap {
+                ring.points.pop_front();
+            }
+        }
+        self.rings.retain(|_, r| r.seen == now);
+        self.times.push_back(model.now_ticks);
+        while self.times.len() > cap {
+            self.times.pop_front();
+        }
+    }
+
+    /// The points of `id`, oldest first.
+    pub fn points(&self, id: Identity) -> Option<&VecDeque<Point>> {
+        self.rings.get(&id).map(|r| &r.points)
+    }
+
+    /// What the sparklines of `id` draw: CPU against 100% of a core (or the highest point when
+    /// higher), memory above its lowest point in the window, against the range or a sixteenth
+    /// of its highest point, whichever is larger (so a few pages more or less draw nothing).
+    pub fn levels(&self, id: Identity) -> Option<Levels> {
+        let pts = self.points(id)?;
+        let last = *pts.back()?;
+        let cpu_max = pts
+            .iter()
+            .map(|p| p.cpu_tenths)
+            .max()
+            .unwrap_or(0)
+            .max(1000) as u64;
+        let lo = pts.iter().map(|p| p.rss_kib).min().unwrap_or(0) as u64;
+        let hi = pts.iter().map(|p| p.rss_kib).max().unwrap_or(0) as u64;
+        let mem_scale = (hi - lo).max(hi / 16).max(1);
+        let level = |v: u64, max: u64| ((v * 8 + max / 2) / max).min(8) as u8;
+        let trim = |mut v: Vec<u8>| {
+            while v.last() == Some(&0) {
+                v.pop();
+            }
+            v
+        };
+        let cpu = trim(
+            pts.iter()
+                .rev()
+                .map(|p| level(p.cpu_tenths as u64, cpu_max))
+                .collect(),
+        );
+        let mem = trim(
+            pts.iter()
+                .rev()
+                .map(|p| level(p.rss_kib as u64 - lo, mem_scale))
+                .collect(),
+        );
+        let first = self.times.len().saturating_sub(pts.len());
+        let span_ticks = match (self.times.get(first), self.times.back()) {
+            (Some(a), Some(b)) => b.saturating_sub(*a),
+            _ => 0,
+        };
+        Some(Levels {
+            cpu,
+            mem,
+            points: pts.len(),
+            span_secs: span_ticks / self.hz.max(1),
+            last,
+            tree: self.trees.contains(&id),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::top::model::{ProcInfo, Sample, Tracker};
+    use std::sync::Arc;
+
+    fn proc(pid: i32, parent: Option<i32>, ticks: u64, rss: u64) -> ProcInfo {
+        let id = |pid: i32| Identity {
+            pid,
+            start_time: 10 + pid as u64,
+        };
+        ProcInfo {
+            id: id(pid),
+            parent: parent.map(id),
+            ppid: parent.unwrap_or(0),
+            state: b'S',
+            cpu_ticks: ticks,
+            rss_bytes: rss,
+            comm: b"p".to_vec(),
+            cmdline: Arc::from(Vec::new()),
+            supervision: None,
+        }
+    }
+
+    fn model(t: &mut Tracker, now: u64, procs: Vec<ProcInfo>) -> Model {
+        t.update(Sample {
+            now_ticks: now,
+            hz: 100,
+            procs,
+            ..Sample::default()
+        })
+    }
+
+    #[test]
+    fn one_point_per_refresh_dropped_with_the_process() {
+        let mut t = Tracker::new();
+        let mut h = History::new();
+        let one = Identity {
+            pid: 1,
+            start_time: 11,
+        };
+        // 1: 50% of a core each second; 2: idle, then gone.
+        for (i, now) in [1000u64, 1100, 1200].into_iter().enumerate() {
+            let m = model(
+                &mut t,
+                now,
+                vec![
+                    proc(1, None, 50 * i as u64, 8 << 20),
+                    proc(2, Some(1), 0, 1 << 20),
+                ],
+            );
+            h.record(&m);
+            // A reading pushed 20 ms later records nothing.
+            h.record(&model(
+                &mut t,
+                now + 2,
+                vec![
+                    proc(1, None, 50 * i as u64, 8 << 20),
+                    proc(2, Some(1), 0, 1 << 20),
+                ],
+            ));
+        }
+        let p = h.points(one).unwrap();
+        assert_eq!(p.len(), 3);
+        assert_eq!(p.back().unwrap().cpu_tenths, 500);
+        assert_eq!(p.back().unwrap().rss_kib, 8192);
+        let l = h.levels(one).unwrap();
+        assert_eq!(
+            l.cpu,
+            vec![4, 4],
+            "newest first, the first reading's unknown 0 left out"
+        );
+        assert!(l.mem.is_empty(), "flat memory draws nothing");
+        assert_eq!(l.span_secs, 2);
+        h.record(&model(&mut t, 1300, vec![proc(1, None, 200, 8 << 20)]));
+        assert_eq!(h.len(), 1, "the ring of a process gone is dropped");
+    }
+
+    #[test]
+    fn rings_are_bounded_and_shorten_with_many_processes() {
+        assert_eq!(History::capacity(10), HISTORY_LEN);
+        assert_eq!(History::capacity(100_000), BUDGET / 100_000);
+        assert_eq!(History::capacity(10_000_000), 2);
+        let mut t = Tracker::new();
+        let mut h = History::new();
+        for i in 0..(HISTORY_LEN as u64 + 20) {
+            h.record(&model(&mut t, 1000 + i * 100, vec![proc(1, None, i, 4096)]));
+        }
+        let one = Identity {
+            pid: 1,
+            start_time: 11,
+        };
+        assert_eq!(h.points(one).unwrap().len(), HISTORY_LEN);
+        assert_eq!(h.times.len(), HISTORY_LEN);
+    }
+}
