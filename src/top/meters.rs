@@ -309,9 +309,10 @@ fn core_grid(n: usize) -> (usize, usize) {
     (cols, n.div_ceil(cols))
 }
 
-/// The rows the meters take on a terminal of `area` (0 when hidden or too small).
+/// The rows the meters take on a terminal of `area` (0 when hidden, too small, or before the
+/// first reading of the machine: no zeros that mean "not read yet").
 pub fn height(area: Rect, m: &Meters) -> u16 {
-    if !m.shown || area.height < MIN_HEIGHT {
+    if !m.shown || area.height < MIN_HEIGHT || m.reading.is_none() {
         return 0;
     }
     if full(area) {
