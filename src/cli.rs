@@ -364,6 +364,10 @@ pub struct RunArgs {
     /// shutdown, as for a closed terminal). Any signal foster run handles (see man foster-run).
     #[arg(long, value_name = "SIGNAL", value_parser = parse_reload_signal)]
     pub reload_signal: Option<crate::signal::Sig>,
+    /// Serve the supervisor's numbers in the Prometheus text format on http://ADDR/metrics
+    /// (127.0.0.1:9464, [::]:9464; port 0: any free one). Off by default.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
     /// Serve the control socket bound at --socket and inherited as this descriptor.
     #[arg(long, hide = true, requires = "socket", value_name = "FD")]
     pub socket_fd: Option<i32>,
@@ -450,6 +454,9 @@ pub enum CtlCommand {
     /// removed, restart those whose definition changed, leave the others untouched. A file
     /// with mistakes is refused with every mistake listed, and nothing changes.
     Reload,
+    /// The supervisor's numbers (helpers' states, restarts, last exits, adoptions, memory and
+    /// CPU) in the Prometheus text format, the text foster run --metrics serves.
+    Metrics,
 }
 
 #[derive(Debug, Args)]
@@ -700,6 +707,7 @@ fn run(a: RunArgs) -> Result<ExitCode, CliError> {
         config_path: (!stdin).then(|| a.config.clone()),
         relay: a.output,
         reload_signal: a.reload_signal,
+        metrics: a.metrics,
     };
     let code = crate::supervisor::run(config, options)?;
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
@@ -731,6 +739,7 @@ fn ctl(a: CtlArgs) -> Result<ExitCode, CliError> {
             colour: crate::output::colour_for(&std::io::stdout()),
         },
         CtlCommand::Reload => C::Reload,
+        CtlCommand::Metrics => C::Metrics,
     };
     client::ctl(
         a.socket.as_deref(),

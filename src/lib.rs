@@ -35,6 +35,7 @@
 //!   protocols, the exec, connect and log probes, the state of each launch's checks.
 //! - [`init`]: `foster init`, a container's PID 1 on the reaper: reaping, forwarding, TTY.
 //! - [`control`]: the control socket: protocol, server, `foster ctl` client.
+//! - [`metrics`]: the Prometheus text of a supervisor's numbers, and its HTTP responder.
 //! - [`supervisor`], [`contain`]: `foster run` and its containment (one layer: each uses the
 //!   other).
 //! - [`demo`]: `foster demo`, a supervised example tree with every role.
@@ -78,6 +79,7 @@ pub mod json;
 pub mod lifeline;
 pub mod logfile;
 pub mod logging;
+pub mod metrics;
 pub mod output;
 pub mod ownership;
 pub mod policy;

@@ -17,8 +17,8 @@
 //! launcher, the output's reader and relay, the runtime) has them blocked, and they are
 //! consumed only through signalfds. The event loop is a single-threaded tokio runtime waiting
 //! on those signalfds, the parents' epoll (`watch.rs`), the control socket, the output's
-//! reports ([`crate::output`]), the notify socket and the reports of the checks' tasks
-//! (`checks.rs`): no timer is armed unless a restart delay, a grace period or a check is
+//! reports ([`crate::output`]), the notify socket, the reports of the checks' tasks
+//! (`checks.rs`) and the metrics responder's questions ([`crate::metrics`]): no timer is armed unless a restart delay, a grace period or a check is
 //! pending, or a read found a process in the middle of an `execve` whose environment it needs,
 //! so an idle supervisor does not wake up. The helpers' output is read, kept and relayed on
 //! threads of its own, never on this loop.
@@ -95,6 +95,8 @@ pub struct Options {
     /// The signal that reloads the configuration (`--reload-signal HUP`) instead of what the
     /// signal table says it does; none by default (SIGHUP shuts down, as a closed terminal).
     pub reload_signal: Option<crate::signal::Sig>,
+    /// Serve the Prometheus text on `http://ADDR/metrics` (`docs/metrics.md`); none by default.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// Where the control socket goes.
@@ -134,6 +136,11 @@ pub fn run(config: Config, options: Options) -> io::Result<i32> {
     };
     // Bound before any thread exists: binding sets the umask for an instant.
     let bound = bind_socket(&options)?;
+    // A port that cannot be had is said before anything starts.
+    let metrics = options
+        .metrics
+        .map(crate::metrics::http::bind)
+        .transpose()?;
     // The notify sockets the helpers need now (one a reload's helper needs is bound then).
     let checks_io = checks::bind_notify(&config)?;
     // From here on, foster's lines never wait on its standard error (dropped last: it writes
@@ -147,6 +154,7 @@ pub fn run(config: Config, options: Options) -> io::Result<i32> {
         .build()?;
     let mut sup = Supervisor::new(config, contained, events, output)?;
     sup.control = control::Control::new(options.config_path.clone(), bound);
+    sup.control.metrics_listener = metrics;
     sup.config_path = options.config_path.clone();
     sup.reload_signal = options.reload_signal.map(crate::signal::Sig::number);
     sup.checks_io = checks_io;
@@ -501,6 +509,7 @@ impl Supervisor {
         let (mut notify, mut notify_other) = (None, None);
         let lines = self.output.as_ref().map(|c| c.output().clone());
         let mut server = self.control.serve(lines)?;
+        let (mut asked, metrics_task) = self.control.serve_metrics()?;
         self.emit(Event::Start {
             supervisor: self.me,
             contained: self.contained,
@@ -528,6 +537,9 @@ impl Supervisor {
                 self.flush_narration();
                 if let Some(s) = server.take() {
                     s.finish(Duration::from_millis(300)).await;
+                }
+                if let Some(t) = &metrics_task {
+                    t.abort();
                 }
                 return Ok(code);
             }
@@ -584,6 +596,9 @@ impl Supervisor {
                 }
                 Some(r) = self.checks_io.rx.recv() => self.on_check_report(r),
                 cmd = control::recv(&mut server) => self.on_command(cmd),
+                reply = control::metrics_asked(&mut asked) => {
+                    let _ = reply.send(self.metrics_text());
+                }
             }
         }
     }

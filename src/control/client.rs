@@ -611,6 +611,8 @@ pub enum CtlCommand {
         colour: bool,
     },
     Reload,
+    /// The supervisor's numbers, the Prometheus text `--metrics` serves.
+    Metrics,
 }
 
 /// Runs `logs` on `conn`: the kept lines, then (when following) each new line until the
@@ -758,6 +760,7 @@ pub fn ctl(
             );
         }
         CtlCommand::Reload => Request::Reload,
+        CtlCommand::Metrics => Request::Metrics,
     };
     if matches!(
         request,
@@ -832,12 +835,29 @@ pub fn ctl(
                 .map_err(w)?
         }
         ReplyBody::Reloaded(r) => out.write_all(render_reload(&r).as_bytes()).map_err(w)?,
+        ReplyBody::Metrics { text } => out.write_all(terminal_safe(&text).as_bytes()).map_err(w)?,
         ReplyBody::Done { message, .. } => {
             writeln!(out, "{}", escape(message.as_bytes())).map_err(w)?
         }
         other => return Err(unexpected(&other)),
     }
     Ok(())
+}
+
+/// `text` with every character a terminal must not receive raw escaped
+/// ([`crate::sanitize::escape`]), its newlines kept: the Prometheus text as it came, unless the
+/// supervisor put something a terminal would act on in it.
+fn terminal_safe(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut buf = [0u8; 4];
+    for c in text.chars() {
+        if c != '\n' && crate::sanitize::is_unsafe(c) {
+            out.push_str(&escape(c.encode_utf8(&mut buf).as_bytes()));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 #[cfg(test)]

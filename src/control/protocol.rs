@@ -97,6 +97,9 @@ pub enum Request {
     /// ([`ErrorKind::InvalidConfig`], every mistake listed) and nothing changes. The answer
     /// is [`ReplyBody::Reloaded`].
     Reload,
+    /// The supervisor's numbers in the Prometheus text format, gathered now: the answer is
+    /// [`ReplyBody::Metrics`] (the text `--metrics` serves; `docs/metrics.md`).
+    Metrics,
 }
 
 fn yes() -> bool {
@@ -268,6 +271,8 @@ pub enum ReplyBody {
     Done { request: String, message: String },
     /// The answer to `reload`: what became of each helper.
     Reloaded(Reloaded),
+    /// The answer to `metrics`: `{"text": "..."}`, the Prometheus text format (version 0.0.4).
+    Metrics { text: String },
     /// The request failed; the connection stays usable.
     Error(ErrorBody),
 }
@@ -406,6 +411,9 @@ pub struct SupervisorInfo {
     /// long, or for a helper without the protocol).
     #[serde(default)]
     pub notify_refused: u64,
+    /// The address `--metrics` serves on, when it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<String>,
 }
 
 /// One configured helper.
@@ -602,6 +610,7 @@ pub const REQUESTS: &[&str] = &[
     "reopen_logs",
     "logs",
     "reload",
+    "metrics",
 ];
 
 /// Parses one request line (without its newline; a trailing `\r` is allowed).

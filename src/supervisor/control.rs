@@ -2,11 +2,13 @@
 //!
 //! Owns [`Control`], what the supervisor keeps for its operator (the serving socket, the events
 //! hub, a scanner of the subtree's readings and command lines, the last adoption of each
-//! process, the last exit of each helper, helpers asked to restart), and the handling of each
+//! process, the last exit of each helper, helpers asked to restart, what the metrics count and
+//! the `--metrics` listener), and the handling of each
 //! request: the `status` snapshot built from the adoption registry and foster's own subtree
 //! (one update of what changed, then a read of the subtree's processes alone, never the whole
 //! of `/proc`), `signal` only to identities inside the tree, `restart`, and `stop` as the same
-//! shutdown as SIGTERM. Everything here runs on the supervisor's loop and never touches a
+//! shutdown as SIGTERM, `metrics` (and the responder's questions) as the Prometheus text of a
+//! status snapshot. Everything here runs on the supervisor's loop and never touches a
 //! client's socket (see [`crate::control::server`]).
 
 use std::collections::HashMap;
@@ -14,6 +16,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
 use tracing::info;
 
 use super::lifecycle::StopFor;
@@ -30,6 +34,9 @@ use crate::restart::RestartState;
 use crate::signal::name as signal_name;
 use crate::tree::{ProcessNode, ScanOptions, Scanner, Snapshot};
 
+/// The questions of the metrics responder: where each answer goes.
+pub(super) type Asked = mpsc::Receiver<oneshot::Sender<String>>;
+
 /// What the supervisor keeps for its control socket.
 pub(super) struct Control {
     bound: Option<Bound>,
@@ -40,6 +47,11 @@ pub(super) struct Control {
     last_exit: HashMap<String, ExitStatus>,
     config_path: String,
     started_ms: u64,
+    /// What the metrics count as the supervisor goes (`docs/metrics.md`).
+    counts: crate::metrics::Counts,
+    /// The `--metrics` listener, until it is served; then its address.
+    pub(super) metrics_listener: Option<std::net::TcpListener>,
+    metrics_addr: Option<String>,
 }
 
 impl Control {
@@ -55,7 +67,24 @@ impl Control {
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
             started_ms: Record::now(Event::Shutdown { signal: None }).ts_ms,
+            counts: crate::metrics::Counts::default(),
+            metrics_listener: None,
+            metrics_addr: None,
         }
+    }
+
+    /// Starts the `--metrics` responder, when asked for (inside the runtime): the receiver of
+    /// its questions, and its task.
+    pub(super) fn serve_metrics(
+        &mut self,
+    ) -> std::io::Result<(Option<Asked>, Option<JoinHandle<()>>)> {
+        let Some(l) = self.metrics_listener.take() else {
+            return Ok((None, None));
+        };
+        self.metrics_addr = Some(l.local_addr()?.to_string());
+        let (tx, rx) = mpsc::channel(crate::metrics::http::MAX_CONNECTIONS);
+        let task = crate::metrics::http::serve(l, tx)?;
+        Ok((Some(rx), Some(task)))
     }
 
     /// Starts serving the bound socket (inside the runtime), with the helpers' kept lines for
@@ -82,8 +111,27 @@ impl Control {
         self.socket.as_ref().map(|p| p.display().to_string())
     }
 
-    /// Takes note of an event (adoptions, helper exits) and streams it.
+    /// Takes note of an event (adoptions, helper exits, what the metrics count) and streams it.
     pub(super) fn on_event(&mut self, record: &Record) {
+        let counts = &mut self.counts;
+        counts.events += 1;
+        match &record.event {
+            Event::Reparented { classification, .. } => {
+                let class = serde_json::to_value(classification)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                *counts.adoptions.entry(class).or_default() += 1;
+            }
+            Event::Restart { helper, .. } => {
+                *counts.restarts.entry(helper.clone()).or_default() += 1;
+            }
+            Event::Signal {
+                reason: SignalReason::OrphanPolicy,
+                ..
+            } => counts.orphans_policed += 1,
+            _ => {}
+        }
         match &record.event {
             Event::Reparented {
                 identity,
@@ -135,6 +183,17 @@ pub(super) async fn recv(server: &mut Option<Server>) -> Command {
     }
 }
 
+/// The next question of the metrics responder, if it runs (pending forever otherwise).
+pub(super) async fn metrics_asked(asked: &mut Option<Asked>) -> oneshot::Sender<String> {
+    match asked {
+        Some(rx) => match rx.recv().await {
+            Some(tx) => tx,
+            None => std::future::pending().await,
+        },
+        None => std::future::pending().await,
+    }
+}
+
 /// The answer to `reopen_logs`: what was reopened, or what could not be.
 fn reopen_reply(
     events: Option<Result<PathBuf, String>>,
@@ -182,6 +241,9 @@ impl Supervisor {
     pub(super) fn on_command(&mut self, cmd: Command) {
         let reply = match cmd.request {
             Request::Status => Reply::new(ReplyBody::Status(Box::new(self.status()))),
+            Request::Metrics => Reply::new(ReplyBody::Metrics {
+                text: self.metrics_text(),
+            }),
             Request::Signal { target, signal } => self.ctl_signal(&target, signal.number()),
             Request::Restart { helper } => self.ctl_restart(&helper),
             Request::Start { helper } => self.ctl_start(&helper),
@@ -237,6 +299,14 @@ impl Supervisor {
             ),
         };
         let _ = cmd.reply.send(reply);
+    }
+
+    /// The Prometheus text of the supervisor's numbers now: a status snapshot (one read of
+    /// the tree's processes) and what was counted ([`crate::metrics::render`]).
+    pub(super) fn metrics_text(&mut self) -> String {
+        let status = self.status();
+        let now_ms = Record::now(Event::Shutdown { signal: None }).ts_ms;
+        crate::metrics::render(&status, &self.control.counts, now_ms)
     }
 
     /// `start`: a helper that is not running is launched now (once its dependencies are met),
@@ -580,6 +650,7 @@ impl Supervisor {
                 shutting_down: self.stage.shutting_down(),
                 started_ms: self.control.started_ms,
                 notify_refused: self.checks_io.refused,
+                metrics: self.control.metrics_addr.clone(),
             },
             helpers,
             processes: procs,

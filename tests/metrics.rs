@@ -1,0 +1,290 @@
+//! `foster run --metrics ADDR`: a real supervisor scraped over HTTP with a std TcpStream, its
+//! Prometheus text parsed line by line, its numbers checked against what happened (a helper
+//! killed: its restarts counter and last exit move), the same numbers through `foster ctl
+//! metrics`, and the responder's bounds (unknown paths, methods, oversized heads).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use common::Dir;
+use common::supervised::Run;
+
+/// One sample: its name and labels (sorted), and its value.
+type Samples = BTreeMap<(String, Vec<(String, String)>), f64>;
+
+/// Parses the Prometheus text format (version 0.0.4): every line is a `# HELP`, a `# TYPE`
+/// (of a known type) or a sample, `NAME{LABEL="VALUE",...} NUMBER`; panics naming the first line
+/// that is none of them.
+fn parse(text: &str) -> Samples {
+    let name_ok = |n: &str| {
+        !n.is_empty()
+            && n.chars().enumerate().all(|(i, c)| {
+                c == '_' || c == ':' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit())
+            })
+    };
+    let mut samples = Samples::new();
+    let mut typed = BTreeMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let name = rest.split(' ').next().unwrap();
+            assert!(name_ok(name), "bad HELP line: {line}");
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap_or_else(|| panic!("{line}"));
+            assert!(name_ok(name), "bad TYPE line: {line}");
+            assert!(
+                ["counter", "gauge", "histogram", "summary", "untyped"].contains(&kind),
+                "bad TYPE line: {line}"
+            );
+            typed.insert(name.to_string(), kind.to_string());
+            continue;
+        }
+        assert!(
+            !line.starts_with('#') && !line.is_empty(),
+            "unexpected line: {line:?}"
+        );
+        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("{line}"));
+        let value: f64 = value.parse().unwrap_or_else(|e| panic!("{e}: {line}"));
+        let (name, labels) = match series.split_once('{') {
+            None => (series, Vec::new()),
+            Some((name, rest)) => {
+                let mut body = rest.strip_suffix('}').unwrap_or_else(|| panic!("{line}"));
+                let mut labels = Vec::new();
+                while !body.is_empty() {
+                    let (k, v) = body.split_once("=\"").unwrap_or_else(|| panic!("{line}"));
+                    assert!(name_ok(k), "bad label name in {line}");
+                    let mut val = String::new();
+                    let mut chars = v.char_indices();
+                    let end = loop {
+                        match chars.next() {
+                            Some((i, '"')) => break i,
+                            Some((_, '\\')) => match chars.next() {
+                                Some((_, 'n')) => val.push('\n'),
+                                Some((_, c @ ('\\' | '"'))) => val.push(c),
+                                other => panic!("bad escape {other:?} in {line}"),
+                            },
+                            Some((_, c)) => val.push(c),
+                            None => panic!("unterminated label value in {line}"),
+                        }
+                    };
+                    labels.push((k.to_string(), val));
+                    body = &v[end + 1..];
+                    body = body.strip_prefix(',').unwrap_or(body);
+                }
+                labels.sort();
+                (name, labels)
+            }
+        };
+        assert!(name_ok(name), "bad metric name in {line}");
+        let family = typed
+            .keys()
+            .filter(|f| name.starts_with(f.as_str()))
+            .max_by_key(|f| f.len());
+        assert!(family.is_some(), "sample without a TYPE: {line}");
+        let old = samples.insert((name.to_string(), labels), value);
+        assert!(old.is_none(), "sample given twice: {line}");
+    }
+    samples
+}
+
+fn get(s: &Samples, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let mut l: Vec<(String, String)> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    l.sort();
+    *s.get(&(name.to_string(), l))
+        .unwrap_or_else(|| panic!("no {name}{labels:?} among {:#?}", s.keys()))
+}
+
+/// One HTTP/1.1 exchange with `addr`: the status code, the headers, the body.
+fn http(addr: &str, request: &[u8]) -> (u16, String, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(request).unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("{text:?}"));
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("{head}"));
+    (code, head.to_string(), body.to_string())
+}
+
+fn scrape(addr: &str) -> Samples {
+    let (code, head, body) = http(addr, b"GET /metrics HTTP/1.1\r\nHost: foster\r\n\r\n");
+    assert_eq!(code, 200, "{head}\n{body}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: text/plain; version=0.0.4"),
+        "{head}"
+    );
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length: ")
+                .map(str::to_string)
+        })
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(len, body.len(), "{head}");
+    parse(&body)
+}
+
+#[test]
+fn metrics_are_scraped_over_http_and_through_ctl() {
+    let d = Dir::new("metrics", "scrape");
+    let config = r#"
+[[helper]]
+name = "victim"
+command = ["sleep", "600"]
+restart = "always"
+
+[[helper]]
+name = "orphaner"
+command = ["sh", "-c", "(sleep 600 &); exit 0"]
+restart = "never"
+"#;
+    let mut run = Run::start(&d, config, &["--no-contain", "--metrics", "127.0.0.1:0"]);
+    run.launch("victim", 1);
+    run.until("the orphan's adoption", |e| e["event"] == "reparented");
+    let out = run.ctl(&["--json", "status"]);
+    assert!(out.status.success(), "{out:?}");
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let addr = status["status"]["supervisor"]["metrics"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no metrics address: {status}"))
+        .to_string();
+    let victim = status["status"]["helpers"][0]["identity"]["pid"]
+        .as_i64()
+        .unwrap() as i32;
+
+    let s = scrape(&addr);
+    let victim_l = [("helper", "victim")];
+    assert_eq!(get(&s, "foster_helper_restarts_total", &victim_l), 0.0);
+    assert_eq!(get(&s, "foster_helper_launches_total", &victim_l), 1.0);
+    assert_eq!(get(&s, "foster_helper_up", &victim_l), 1.0);
+    assert_eq!(
+        get(
+            &s,
+            "foster_helper_state",
+            &[("helper", "victim"), ("state", "running")]
+        ) + get(
+            &s,
+            "foster_helper_state",
+            &[("helper", "victim"), ("state", "ready")]
+        ),
+        1.0
+    );
+    assert!(get(&s, "foster_helper_resident_memory_bytes", &victim_l) > 0.0);
+    assert_eq!(get(&s, "foster_helper_processes", &victim_l), 1.0);
+    assert!(
+        get(
+            &s,
+            "foster_adoptions_total",
+            &[("classification", "expected")]
+        ) >= 1.0
+    );
+    assert_eq!(
+        get(
+            &s,
+            "foster_adoptions_total",
+            &[("classification", "escaped")]
+        ),
+        0.0
+    );
+    // The supervisor and the victim at least (the orphan too, unless its policy ended it).
+    assert!(get(&s, "foster_processes", &[]) >= 2.0);
+    assert!(get(&s, "foster_orphans_policed_total", &[]) >= 0.0);
+    assert_eq!(get(&s, "foster_helper_up", &[("helper", "orphaner")]), 0.0);
+    assert_eq!(
+        get(
+            &s,
+            "foster_helper_last_exit_code",
+            &[("helper", "orphaner")]
+        ),
+        0.0
+    );
+    assert!(get(&s, "foster_supervisor_resident_memory_bytes", &[]) > 0.0);
+    assert!(get(&s, "foster_supervisor_uptime_seconds", &[]) >= 0.0);
+    assert!(get(&s, "foster_supervisor_cpu_seconds_total", &[]) >= 0.0);
+
+    // The victim killed: its restart is counted, its last exit is 128 + 9.
+    // SAFETY: kill of the pid the supervisor reports as its running helper.
+    assert_eq!(unsafe { libc::kill(victim, libc::SIGKILL) }, 0);
+    run.launch("victim", 2);
+    let s = scrape(&addr);
+    assert_eq!(get(&s, "foster_helper_restarts_total", &victim_l), 1.0);
+    assert_eq!(get(&s, "foster_helper_launches_total", &victim_l), 2.0);
+    assert_eq!(get(&s, "foster_helper_last_exit_code", &victim_l), 137.0);
+
+    // The same numbers through the control socket.
+    let out = run.ctl(&["metrics"]);
+    assert!(out.status.success(), "{out:?}");
+    let c = parse(&String::from_utf8(out.stdout).unwrap());
+    assert_eq!(
+        c.keys().collect::<Vec<_>>(),
+        s.keys().collect::<Vec<_>>(),
+        "ctl metrics and the scrape give other series"
+    );
+    assert_eq!(get(&c, "foster_helper_restarts_total", &victim_l), 1.0);
+
+    // Bounds: only GET /metrics; a head longer than 8 KiB is refused.
+    assert_eq!(http(&addr, b"GET / HTTP/1.1\r\n\r\n").0, 404);
+    assert_eq!(http(&addr, b"POST /metrics HTTP/1.1\r\n\r\n").0, 405);
+    assert_eq!(http(&addr, b"nonsense\r\n\r\n").0, 400);
+    let mut big = b"GET /metrics HTTP/1.1\r\nX: ".to_vec();
+    big.extend(std::iter::repeat_n(b'a', 9000));
+    big.extend_from_slice(b"\r\n\r\n");
+    assert_eq!(http(&addr, &big).0, 431);
+
+    let tree: Vec<foster::identity::Identity> = status["status"]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| serde_json::from_value(p.clone()).unwrap())
+        .collect();
+    run.stop();
+    for id in &tree {
+        let now = foster::identity::Identity::of(id.pid).ok();
+        assert_ne!(now.as_ref(), Some(id), "{id} outlived its supervisor");
+    }
+    assert!(TcpStream::connect(&addr).is_err(), "{addr} still listens");
+}
+
+#[test]
+fn metrics_are_off_by_default() {
+    let d = Dir::new("metrics", "off");
+    let mut run = Run::start(
+        &d,
+        "[[helper]]\nname = \"a\"\ncommand = [\"sleep\", \"600\"]\n",
+        &["--no-contain"],
+    );
+    run.launch("a", 1);
+    let out = run.ctl(&["--json", "status"]);
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        status["status"]["supervisor"].get("metrics").is_none(),
+        "{status}"
+    );
+    // ctl metrics works without --metrics: the numbers come through the socket.
+    let out = run.ctl(&["metrics"]);
+    assert!(out.status.success(), "{out:?}");
+    let s = parse(&String::from_utf8(out.stdout).unwrap());
+    assert_eq!(get(&s, "foster_helper_up", &[("helper", "a")]), 1.0);
+    run.stop();
+}
