@@ -426,12 +426,16 @@ pub enum CtlCommand {
         helper: String,
     },
     /// Stop HELPER (its stop signal, its grace, then SIGKILL of what is left of its tree): it
-    /// stays stopped, whatever its restart rule, until `start`. Without HELPER, stop the
-    /// supervisor and its whole tree: the same orderly shutdown as SIGTERM.
+    /// stays stopped, whatever its restart rule, until `start`. HELPER is required: the
+    /// supervisor itself is stopped by `shutdown`.
+    #[command(override_usage = "foster ctl stop [OPTIONS] <HELPER>")]
     Stop {
-        /// The helper to stop (without it: the supervisor).
+        /// The helper to stop (`foster ctl shutdown` stops the supervisor and its whole tree).
+        // Optional for clap only: a bare `stop` gets a usage error naming `shutdown`.
         helper: Option<String>,
     },
+    /// Stop the supervisor and its whole tree: the same orderly shutdown as SIGTERM.
+    Shutdown,
     /// Reopen every log file the supervisor writes (the events log, the helpers' log files)
     /// at its path, after an outside rotation: the same as SIGUSR1, and says which.
     ReopenLogs,
@@ -713,6 +717,10 @@ fn run(a: RunArgs) -> Result<ExitCode, CliError> {
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
 }
 
+/// `ctl stop` without HELPER: refused, so that a forgotten argument never stops everything.
+const BARE_STOP: &str = "ctl stop needs the HELPER to stop; to stop the supervisor and its \
+                         whole tree, use `foster ctl shutdown`";
+
 fn ctl(a: CtlArgs) -> Result<ExitCode, CliError> {
     use crate::control::client::{self, CtlCommand as C};
     let cmd = match a.command {
@@ -726,7 +734,10 @@ fn ctl(a: CtlArgs) -> Result<ExitCode, CliError> {
         CtlCommand::Signal { target, signal } => C::Signal { target, signal },
         CtlCommand::Restart { helper } => C::Restart { helper },
         CtlCommand::Start { helper } => C::Start { helper },
-        CtlCommand::Stop { helper } => C::Stop { helper },
+        CtlCommand::Stop { helper } => C::Stop {
+            helper: helper.ok_or_else(|| UsageError(BARE_STOP.into()))?,
+        },
+        CtlCommand::Shutdown => C::Shutdown,
         CtlCommand::ReopenLogs => C::ReopenLogs,
         CtlCommand::Logs {
             helper,

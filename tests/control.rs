@@ -76,7 +76,7 @@ impl Run {
             .unwrap()
     }
     fn stop(mut self) -> std::process::ExitStatus {
-        let out = self.ctl(&["stop"]);
+        let out = self.ctl(&["shutdown"]);
         assert!(out.status.success(), "{out:?}");
         wait_child(&mut self.child)
     }
@@ -204,6 +204,30 @@ fn socket_is_0600_and_removed_on_exit() {
         !d.path("sub").exists(),
         "the directory foster made is left behind"
     );
+}
+
+/// `ctl stop` without a helper is a usage error naming `shutdown`, and stops nothing: a
+/// forgotten argument must not end the whole tree. `ctl shutdown` does.
+#[test]
+fn ctl_stop_without_a_helper_is_refused_and_shutdown_stops_the_supervisor() {
+    let d = Dir::new("ctl", "bare-stop");
+    let cfg = d.file(
+        "a.toml",
+        "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n",
+    );
+    let sock = d.path("a.sock");
+    let mut run = Run::start(&cfg, &sock);
+    let out = run.ctl(&["stop"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(err.contains("foster ctl shutdown"), "{err}");
+    // Still supervising: it answers, and has not begun to end.
+    let mut c = Conn::open(&sock).unwrap();
+    let v = c.ask(r#"{"request":"status"}"#);
+    assert_eq!(v["status"]["helpers"][0]["state"], "running", "{v}");
+    assert!(run.child.try_wait().unwrap().is_none(), "it ended");
+    let st = run.stop(); // `ctl shutdown`
+    assert!(st.success(), "{st}");
 }
 
 #[test]

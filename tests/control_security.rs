@@ -186,7 +186,7 @@ fn ctl_and_top_refuse_a_server_of_another_user() {
         let fake = FakeServer::start(&sock);
         let mut c = foster_as(VICTIM, &d.0);
         match client {
-            "ctl" => c.args(["ctl", "--socket"]).arg(&sock).arg("stop"),
+            "ctl" => c.args(["ctl", "--socket"]).arg(&sock).arg("shutdown"),
             _ => c.args(["top", "--attach"]).arg(&sock),
         };
         let out = output_within(c);
@@ -314,7 +314,7 @@ fn a_flood_of_refused_clients_logs_a_bounded_number_of_lines() {
     let out = Command::new(FOSTER)
         .args(["ctl", "--socket"])
         .arg(&sock)
-        .arg("stop")
+        .arg("shutdown")
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
@@ -435,7 +435,7 @@ fn a_squatted_runtime_directory_is_refused() {
     assert!(m.is_dir());
     assert_eq!((m.uid(), m.mode() & 0o7777), (VICTIM, 0o700));
     let mut c = foster_as(VICTIM, &d.0);
-    c.args(["ctl", "stop"]);
+    c.args(["ctl", "shutdown"]);
     let out = output_within(c);
     assert!(out.status.success(), "{out:?}");
     let st = wait_child(&mut run.0);
@@ -561,15 +561,15 @@ fn ctl_escapes_everything_a_server_sends() {
     let esc = "\\u001b]0;pwned\\u0007\\u009b2J\\u007f\\u202e";
     let cases: Vec<(&[&str], String)> = vec![
         (
-            &["stop"],
+            &["shutdown"],
             format!("{{\"version\":1,\"done\":{{\"request\":\"stop\",\"message\":\"{esc}\"}}}}\n"),
         ),
         (
-            &["stop"],
+            &["shutdown"],
             format!("{{\"version\":1,\"error\":{{\"kind\":\"failed\",\"message\":\"{esc}\"}}}}\n"),
         ),
         (
-            &["--json", "stop"],
+            &["--json", "shutdown"],
             format!("{{\"version\":1,\"error\":{{\"kind\":\"failed\",\"message\":\"{esc}\"}}}}\n"),
         ),
         (
@@ -582,11 +582,11 @@ fn ctl_escapes_everything_a_server_sends() {
         ),
         // Not a reply: shown escaped as the reason the reply was not understood.
         (
-            &["stop"],
+            &["shutdown"],
             "\u{1b}]0;pwned\u{7}\u{9b}2J not json\n".to_string(),
         ),
         // A reply of an unknown kind, named in the error.
-        (&["stop"], format!("{{\"version\":1,\"{esc}\":{{}}}}\n")),
+        (&["shutdown"], format!("{{\"version\":1,\"{esc}\":{{}}}}\n")),
         (
             &["events", "--no-follow"],
             format!(

@@ -360,7 +360,7 @@ stop_grace = "2s"
         .unwrap();
     assert_eq!(line, "armed\n");
     run.state("stubborn", "running");
-    let out = run.ctl(&["stop"]);
+    let out = run.ctl(&["shutdown"]);
     assert!(out.status.success(), "{out:?}");
     run.state("stubborn", "stopping");
     let out = run.ctl(&["reload"]);

@@ -597,10 +597,12 @@ pub enum CtlCommand {
     Start {
         helper: String,
     },
-    /// Stop a helper, or the supervisor without one.
+    /// Stop a helper.
     Stop {
-        helper: Option<String>,
+        helper: String,
     },
+    /// Stop the supervisor and its whole tree.
+    Shutdown,
     ReopenLogs,
     /// The last `lines` kept lines of `helper` (of every helper when `None`), then with
     /// `follow` each new one; `colour`: names coloured as the relay colours them on a terminal.
@@ -743,8 +745,9 @@ pub fn ctl(
             helper: helper.clone(),
         },
         CtlCommand::Stop { helper } => Request::Stop {
-            helper: helper.clone(),
+            helper: Some(helper.clone()),
         },
+        CtlCommand::Shutdown => Request::Stop { helper: None },
         CtlCommand::ReopenLogs => Request::ReopenLogs,
         CtlCommand::Logs {
             helper,

@@ -152,9 +152,9 @@ impl Run {
             .collect()
     }
 
-    /// Stops the supervisor (`ctl stop`) and waits for it; its exit status.
+    /// Stops the supervisor (`ctl shutdown`) and waits for it; its exit status.
     pub fn stop(&mut self) -> std::process::ExitStatus {
-        let out = self.ctl(&["stop"]);
+        let out = self.ctl(&["shutdown"]);
         assert!(out.status.success(), "{out:?}");
         self.wait()
     }
