@@ -211,6 +211,7 @@ mod tests {
             rss_bytes: rss,
             comm: b"p".to_vec(),
             cmdline: Arc::from(Vec::new()),
+            uid: None,
             supervision: None,
         }
     }
