@@ -14,7 +14,7 @@
 //! included; `--json` output is [`Reply::to_line`] (for lines, the relay's JSON, written by
 //! [`crate::sanitize::to_json`]), whose JSON escapes every control character.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::fs::FileTypeExt as _;
@@ -437,19 +437,40 @@ pub fn render_status(s: &Status, width: Option<usize>) -> String {
             _ => roots.push(p),
         }
     }
+    let live: HashSet<Identity> = s
+        .processes
+        .iter()
+        .map(ProcessInfo::identity)
+        .chain([sup.identity])
+        .collect();
     for r in roots {
-        tree_lines(&mut out, r, &kids, "", "", width);
+        tree_lines(&mut out, r, (&kids, &live), "", "", width);
     }
     out
+}
+
+/// The parent a process should have, as `ctl status` names it: its pid while it lives; once it
+/// has ended, its identity marked gone (`?` for a pid never seen from the caller's PID
+/// namespace, which the translation reports as 0).
+fn expected_text(e: Identity, live: &HashSet<Identity>) -> String {
+    if live.contains(&e) {
+        e.pid.to_string()
+    } else if e.pid > 0 {
+        format!("{e}, gone")
+    } else {
+        format!("?:{}, gone", e.start_time)
+    }
 }
 
 /// The fewest columns a command line is cut to in `ctl status`, however narrow the terminal.
 const MIN_COMMAND: usize = 12;
 
+/// The tree's lines from `p` down; `kids` by parent pid, `live`: the identities of the
+/// snapshot's processes and of the supervisor.
 fn tree_lines(
     out: &mut String,
     p: &ProcessInfo,
-    kids: &HashMap<i32, Vec<&ProcessInfo>>,
+    (kids, live): (&HashMap<i32, Vec<&ProcessInfo>>, &HashSet<Identity>),
     lead: &str,
     rest: &str,
     width: Option<usize>,
@@ -472,10 +493,20 @@ fn tree_lines(
     let mut line = format!(" [{}]", tags.join(" · "));
     match (p.expected_parent, p.parent) {
         (Some(e), Some(a)) if e != a => {
-            let _ = write!(line, "  parent {} (expected {})", a.pid, e.pid);
+            let _ = write!(
+                line,
+                "  parent {} (expected {})",
+                a.pid,
+                expected_text(e, live)
+            );
         }
         (Some(e), None) => {
-            let _ = write!(line, "  parent {} (expected {})", p.ppid, e.pid);
+            let _ = write!(
+                line,
+                "  parent {} (expected {})",
+                p.ppid,
+                expected_text(e, live)
+            );
         }
         _ => {}
     }
@@ -510,7 +541,7 @@ fn tree_lines(
         tree_lines(
             out,
             c,
-            kids,
+            (kids, live),
             &format!("{rest}{l}"),
             &format!("{rest}{r}"),
             width,
@@ -865,8 +896,56 @@ fn terminal_safe(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::listening_socket_paths;
+    use super::{listening_socket_paths, render_status};
     use std::os::unix::net::UnixListener;
+
+    /// A snapshot of a supervisor (4700) and an orphan (4755) whose expected parent is
+    /// `expected`.
+    fn orphan_status(expected: &str) -> super::Status {
+        let doc = format!(
+            r#"{{"supervisor":{{"identity":{{"pid":4700,"start_time":912345}},"config":"a.toml",
+              "socket":"a.sock","contained":false,"shutting_down":false,"started_ms":0}},
+            "helpers":[],"now_ticks":913000,"hz":100,"processes":[
+            {{"pid":4700,"start_time":912345,"role":"supervisor","helper":null,"generation":0,
+              "policy":null,"expected_parent":null,"parent":{{"pid":4650,"start_time":912000}},
+              "ppid":4650,"adoption":null,"state":"S","comm":"foster","cmdline":["foster"],
+              "uid":0,"threads":1,"rss_bytes":0,"cpu_ticks":0}},
+            {{"pid":4712,"start_time":912360,"role":"helper","helper":"h","generation":1,
+              "policy":null,"expected_parent":{{"pid":4700,"start_time":912345}},
+              "parent":{{"pid":4700,"start_time":912345}},"ppid":4700,"adoption":null,
+              "state":"S","comm":"sh","cmdline":["sh"],"uid":0,"threads":1,"rss_bytes":0,
+              "cpu_ticks":0}},
+            {{"pid":4755,"start_time":912410,"role":"adopted_orphan","helper":"h",
+              "generation":2,"policy":null,"expected_parent":{expected},
+              "parent":{{"pid":4700,"start_time":912345}},"ppid":4700,"adoption":null,
+              "state":"S","comm":"sleep","cmdline":["sleep","300"],"uid":0,"threads":1,
+              "rss_bytes":0,"cpu_ticks":0}}]}}"#
+        );
+        serde_json::from_str(&doc).unwrap()
+    }
+
+    fn orphan_line(expected: &str) -> String {
+        let text = render_status(&orphan_status(expected), None);
+        text.lines()
+            .find(|l| l.contains("sleep 300"))
+            .unwrap_or_else(|| panic!("no orphan in {text}"))
+            .to_string()
+    }
+
+    #[test]
+    fn an_expected_parent_that_ended_is_named_gone_never_0() {
+        // Alive: its pid.
+        let l = orphan_line(r#"{"pid":4712,"start_time":912360}"#);
+        assert!(l.contains("parent 4700 (expected 4712)"), "{l}");
+        // Ended (its pid was taken by another process since, or nobody): its identity, gone.
+        let l = orphan_line(r#"{"pid":4712,"start_time":912355}"#);
+        assert!(l.contains("(expected 4712:912355, gone)"), "{l}");
+        // Ended before the caller could see it across PID namespaces: the translation's 0
+        // is not shown as a pid.
+        let l = orphan_line(r#"{"pid":0,"start_time":912350}"#);
+        assert!(l.contains("(expected ?:912350, gone)"), "{l}");
+        assert!(!l.contains("expected 0"), "{l}");
+    }
 
     #[test]
     fn stale_socket_files_are_not_listening() {
