@@ -5,7 +5,8 @@
 //! (one object per line, `"event"` naming the kind, `"ts_ms"` the wall-clock time in
 //! milliseconds since the Unix epoch), its one rendering for people (`Display`: `foster run`'s
 //! lines on standard error, which [`Narration`] picks by verbosity, `foster ctl events`, the
-//! dashboard's events pane, `foster demo`) and [`EventLog`], the `--events-log FILE` writer
+//! dashboard's events pane, `foster demo`), [`clock_text`] (a time as those show it) and
+//! [`EventLog`], the `--events-log FILE` writer
 //! (rotated by size and reopened through [`crate::logfile`]). The control socket and the
 //! dashboard stream this same type.
 
@@ -839,6 +840,27 @@ impl EventLog {
         line.push(b'\n');
         self.file.write(&line)
     }
+}
+
+/// `HH:MM:SS` in local time (`HH:MM:SS.mmm` with `millis`) of a time in milliseconds since
+/// the Unix epoch, as `foster ctl events` and the dashboard show events and lines; the seconds
+/// since the epoch when the C library cannot convert it.
+pub fn clock_text(ts_ms: u64, millis: bool) -> String {
+    let secs = ts_ms / 1000;
+    // `time_t`'s width is the C library's (it is not named here: libc deprecates it on musl).
+    let Ok(t) = secs.try_into() else {
+        return secs.to_string();
+    };
+    // SAFETY: localtime_r reads `t` and fills `tm`, both ours; it returns null on failure.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    if unsafe { libc::localtime_r(&t, &mut tm) }.is_null() {
+        return secs.to_string();
+    }
+    let mut text = format!("{:02}:{:02}:{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec);
+    if millis {
+        text += &format!(".{:03}", ts_ms % 1000);
+    }
+    text
 }
 
 #[cfg(test)]

@@ -553,24 +553,9 @@ fn text_width(s: &str) -> usize {
     unicode_width::UnicodeWidthStr::width(s)
 }
 
-/// Local wall-clock time `HH:MM:SS.mmm` of a Unix time in milliseconds.
-pub fn clock_text(ts_ms: u64) -> String {
-    let secs = (ts_ms / 1000) as libc::time_t;
-    // SAFETY: localtime_r fills `tm` from `secs`.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    unsafe { libc::localtime_r(&secs, &mut tm) };
-    format!(
-        "{:02}:{:02}:{:02}.{:03}",
-        tm.tm_hour,
-        tm.tm_min,
-        tm.tm_sec,
-        ts_ms % 1000
-    )
-}
-
 /// One streamed event as a line for people.
 pub fn render_event(r: &EventRecord) -> String {
-    format!("{}  {}", clock_text(r.ts_ms), r.event)
+    format!("{}  {}", crate::event::clock_text(r.ts_ms, true), r.event)
 }
 
 /// Follows the events of `conn` (after sending `events`), handing each reply to `each` until

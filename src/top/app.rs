@@ -1331,7 +1331,7 @@ impl App {
                         buf.pop();
                     }
                     PaneLine {
-                        when: clock_time(l.ts_ms),
+                        when: crate::event::clock_text(l.ts_ms, false),
                         // The relay's text is escaped; lossy only in name.
                         text: String::from_utf8_lossy(&buf).into_owned(),
                         kind: match l.stream {
@@ -1811,7 +1811,7 @@ impl App {
             .iter()
             .map(|e| {
                 let when = if e.wall_ms > 0 {
-                    clock_time(e.wall_ms)
+                    crate::event::clock_text(e.wall_ms, false)
                 } else {
                     format!(
                         "{} ago",
@@ -1935,17 +1935,6 @@ pub fn unknown_key(key: &KeyEvent) -> String {
     } else {
         format!("{k}: {why}; ? lists the keys")
     }
-}
-
-/// `HH:MM:SS` in local time for a time in milliseconds since the Unix epoch.
-pub fn clock_time(ms: u64) -> String {
-    let t = (ms / 1000) as libc::time_t;
-    // SAFETY: localtime_r reads `t` and fills `tm`, both ours; it returns null on failure.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    if unsafe { libc::localtime_r(&t, &mut tm) }.is_null() {
-        return format!("{}", ms / 1000);
-    }
-    format!("{:02}:{:02}:{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec)
 }
 
 /// An errno as users read it: `EPERM: operation not permitted`.
