@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Tree scan benchmark (issue 2): the whole-process time of `foster tree -a --root 1` over about
-# N extra processes, against pstree, ps and a raw read of every stat file, in one hyperfine run.
+# N extra processes, against pstree, ps and a raw read of every stat file, in one hyperfine run;
+# also `foster tree --plain -p -a 1`, pstree's layout with its threads, like for like with
+# `pstree -p -a`.
 # Starts N sleeps under one parent shell and stops them by pid afterwards.
 # Usage: benches/tree.sh [N]   (default 1000; RUNS=30 runs at least; more hyperfine options in HYPERFINE_OPTS)
 # With BASELINE=/path/to/another/foster, also an interleaved comparison on a shared machine: each
@@ -62,6 +64,7 @@ echo "started $N sleeps under pid $parent; $(ls -d /proc/[0-9]* 2>/dev/null | wc
 hyperfine -N -i --warmup 5 --min-runs "${RUNS:-30}" ${HYPERFINE_OPTS:-} \
     --export-markdown "$work/result.md" --export-json "$work/result.json" \
     "$foster tree -a --root 1" \
+    "$foster tree --plain -p -a 1" \
     "pstree -p -a" \
     "ps -e -o pid,ppid,stat,lstart,args" \
     "sh -c 'cat /proc/[0-9]*/stat >/dev/null'" >&2

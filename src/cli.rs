@@ -54,7 +54,8 @@ pub enum Command {
     /// Print the process tree like pstree.
     ///
     /// One process a line with its pid, state and name (with -a its command line), as text,
-    /// JSON or a Graphviz digraph.
+    /// JSON or a Graphviz digraph; with --plain, pstree's own layout. pstree's options -c -p -g
+    /// -u -s -t -T -h -H -l -n -A -U mean what they mean there.
     Tree(TreeArgs),
     /// Supervise the helpers a TOML file declares, as their subreaper.
     ///
@@ -489,20 +490,77 @@ pub struct IdentityArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(disable_help_flag = true)]
 pub struct TreeArgs {
     /// Show each process's full command line (escaped) instead of its name.
     #[arg(short = 'a', long = "arguments")]
     pub arguments: bool,
     /// Show only this process and its descendants.
-    #[arg(long, value_name = "PID")]
+    #[arg(long, value_name = "PID", conflicts_with = "pid")]
     pub root: Option<i32>,
+    /// The same as --root PID, as pstree takes it.
+    #[arg(value_name = "PID")]
+    pub pid: Option<i32>,
     /// Print JSON: a list of root nodes, each with pid, ppid, start_time, state, comm, cmdline
     /// and children.
     #[arg(long, conflicts_with = "dot")]
     pub json: bool,
-    /// Print a Graphviz digraph (render with `dot -Tsvg`).
+    /// Print a Graphviz digraph (render with `dot -Tsvg`), boxes styled by state.
     #[arg(long)]
     pub dot: bool,
+    /// pstree's own layout: names, the first child on its parent's line, identical siblings
+    /// merged (3*[sleep]), no state letters; pids with -p.
+    #[arg(long, conflicts_with_all = ["json", "dot"])]
+    pub plain: bool,
+    /// Do not merge identical sibling subtrees (--plain; -p and -a imply it, as in pstree).
+    #[arg(short = 'c', long = "compact-not")]
+    pub compact_not: bool,
+    /// Show pids in --plain, in parentheses (foster's layout always shows them); implies -c.
+    #[arg(short = 'p', long = "show-pids")]
+    pub show_pids: bool,
+    /// Show process group ids in parentheses after each name.
+    #[arg(short = 'g', long = "show-pgids")]
+    pub show_pgids: bool,
+    /// Show the user in parentheses where a process's uid differs from its parent's.
+    #[arg(short = 'u', long = "uid-changes")]
+    pub uid_changes: bool,
+    /// Show the ancestors of the --root process above it.
+    #[arg(short = 's', long = "show-parents")]
+    pub show_parents: bool,
+    /// Show threads with their own names, {NAME} (foster's layout shows threads only then).
+    #[arg(short = 't', long = "thread-names", conflicts_with = "hide_threads")]
+    pub thread_names: bool,
+    /// Hide threads (--plain shows them by default as {PROCESS-NAME}, merged as pstree).
+    #[arg(short = 'T', long = "hide-threads")]
+    pub hide_threads: bool,
+    /// Highlight this foster process and its ancestors in bold (when TERM is set and not dumb).
+    #[arg(short = 'h', long = "highlight-all", conflicts_with = "highlight_pid")]
+    pub highlight_all: bool,
+    /// Highlight this process and its ancestors in bold (when TERM is set and not dumb).
+    #[arg(short = 'H', long = "highlight-pid", value_name = "PID")]
+    pub highlight_pid: Option<i32>,
+    /// Do not cut long lines (otherwise cut to COLUMNS or the terminal's width, marked with +;
+    /// --plain also cuts at 132 columns when neither is known, as pstree).
+    #[arg(short = 'l', long = "long")]
+    pub long: bool,
+    /// Siblings by pid in --plain (by name otherwise, as pstree; foster's layout is by pid).
+    #[arg(short = 'n', long = "numeric-sort")]
+    pub numeric_sort: bool,
+    /// Draw --plain with ASCII characters (the default when standard output is not a UTF-8
+    /// terminal).
+    #[arg(short = 'A', long = "ascii", conflicts_with = "unicode")]
+    pub ascii: bool,
+    /// Draw --plain with Unicode box-drawing characters.
+    #[arg(short = 'U', long = "unicode")]
+    pub unicode: bool,
+    /// Ask a running supervisor for the roles of its processes: foster's layout notes them
+    /// ([supervisor], [helper NAME], [orphan of NAME]) and --dot styles them; without SOCKET,
+    /// the one foster ctl would use.
+    #[arg(long, value_name = "SOCKET", num_args = 0..=1)]
+    pub attach: Option<Option<std::path::PathBuf>>,
+    /// Print help.
+    #[arg(long, action = clap::ArgAction::Help)]
+    pub help: Option<bool>,
 }
 
 #[derive(Debug, Args)]
@@ -526,6 +584,88 @@ pub struct TopArgs {
     /// Start with processes at depth N and below collapsed (0 collapses the roots).
     #[arg(long, value_name = "N")]
     pub collapse_depth: Option<usize>,
+}
+
+/// What `foster tree`'s pstree options ask, with pstree's rules: `-p` and `-a` turn
+/// compaction of processes off; the width is `COLUMNS`, else the terminal's, else (`--plain`
+/// only, as pstree) 132 columns; `-l` never cuts.
+fn tree_view(a: &TreeArgs) -> crate::tree::View {
+    use std::io::IsTerminal;
+    let tty = std::io::stdout().is_terminal();
+    let width = if a.long {
+        None
+    } else {
+        let columns = std::env::var("COLUMNS")
+            .ok()
+            .and_then(|c| c.parse::<usize>().ok())
+            .filter(|&c| c > 0 && c < i32::MAX as usize);
+        columns.or_else(terminal_width).or(a.plain.then_some(132))
+    };
+    let term = std::env::var("TERM").unwrap_or_default();
+    let utf8 = ["LC_ALL", "LC_CTYPE", "LANG"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+        .is_some_and(|v| {
+            let v = v.to_ascii_lowercase();
+            v.contains("utf-8") || v.contains("utf8")
+        });
+    crate::tree::View {
+        compact: !(a.compact_not || a.show_pids),
+        pids: a.show_pids,
+        pgids: a.show_pgids,
+        uid_changes: a.uid_changes,
+        arguments: a.arguments,
+        threads: if a.hide_threads {
+            crate::tree::Threads::Hide
+        } else if a.thread_names {
+            crate::tree::Threads::OwnName
+        } else if a.plain {
+            crate::tree::Threads::ProcessName
+        } else {
+            crate::tree::Threads::Hide
+        },
+        parents: a.show_parents,
+        highlight: if a.highlight_all {
+            Some(std::process::id() as i32)
+        } else {
+            a.highlight_pid
+        },
+        bold: (!term.is_empty() && term != "dumb").then_some(crate::tree::pstree::BOLD),
+        width,
+        by_pid: a.numeric_sort,
+        plain: a.plain,
+        symbols: if a.unicode || (!a.ascii && tty && utf8) {
+            crate::tree::Symbols::Unicode
+        } else {
+            crate::tree::Symbols::Ascii
+        },
+    }
+}
+
+/// The roles of a running supervisor's processes, by identity as seen from here.
+fn tree_roles(given: Option<&std::path::Path>) -> Result<crate::tree::Roles, CliError> {
+    use crate::control::client::{Connection, resolve_socket};
+    let path = resolve_socket(given, "--attach SOCKET")?;
+    let mut conn = Connection::connect(&path)?;
+    let mut map = conn.pid_map();
+    let mut status = conn.status()?;
+    map.status(&mut status);
+    Ok(status
+        .processes
+        .into_iter()
+        .filter(|p| p.pid > 0)
+        .map(|p| {
+            let id = crate::identity::Identity {
+                pid: p.pid,
+                start_time: p.start_time,
+            };
+            let mark = crate::tree::RoleMark {
+                role: p.role,
+                helper: p.helper,
+            };
+            (id, mark)
+        })
+        .collect())
 }
 
 /// The error type of a subcommand: printed as `foster: error: ...`, exit status 1 (2 for a
@@ -635,8 +775,13 @@ fn dispatch(command: Command) -> Result<ExitCode, CliError> {
             };
             let req = crate::tree::TreeRequest {
                 arguments: a.arguments,
-                root: a.root,
+                root: a.root.or(a.pid),
                 format,
+                view: tree_view(&a),
+                roles: match &a.attach {
+                    Some(given) => tree_roles(given.as_deref())?,
+                    None => Default::default(),
+                },
             };
             crate::tree::run(&req, &mut std::io::stdout().lock())?;
             Ok(ExitCode::SUCCESS)

@@ -8,6 +8,8 @@
 //! - [`diff`]: the [`Change`] events between two snapshots.
 //! - [`subtree`]: one process's [`Subtree`], kept current by reading only what changed.
 //! - [`render`]: pstree-like text, JSON and Graphviz output.
+//! - [`pstree`]: pstree's options for the text ([`View`]) and its two layouts, foster's and
+//!   pstree's own (`--plain`).
 //!
 //! [`run`] is the `foster tree` command on top of them; [`children_of`] and [`descendants_of`]
 //! answer the one-off questions about one process that the other modules and the tests ask, by
@@ -15,6 +17,7 @@
 
 pub mod diff;
 pub mod graph;
+pub mod pstree;
 pub mod render;
 pub mod scan;
 pub mod subtree;
@@ -23,8 +26,9 @@ use std::io::{self, Write};
 
 pub use diff::{Change, diff};
 pub use graph::{Forest, Member, ProcessNode, Snapshot, TreeError};
-pub use render::Format;
-pub use scan::{Relisting, ScanOptions, ScanStats, Scanner, nspid, parse_nspid};
+pub use pstree::{Symbols, Threads, View};
+pub use render::{Format, RoleMark, Roles};
+pub use scan::{Relisting, ScanOptions, ScanStats, Scanner, Thread, nspid, parse_nspid};
 pub use subtree::{Subtree, UpdateStats};
 
 /// What `foster tree` was asked for.
@@ -36,6 +40,11 @@ pub struct TreeRequest {
     pub root: Option<i32>,
     /// The output form.
     pub format: Format,
+    /// What the text shows (pstree's options); `view.arguments` follows `arguments`.
+    pub view: View,
+    /// The roles of a supervised tree's processes (`--attach`): noted in foster's layout,
+    /// styling the dot boxes.
+    pub roles: Roles,
 }
 
 /// Why `foster tree` failed.
@@ -47,6 +56,9 @@ pub enum RunError {
     /// The `--root` pid is not a process.
     #[error("no process with pid {0} (given as --root)")]
     NoSuchRoot(i32),
+    /// The thread that draws the text could not be started, or failed.
+    #[error("cannot draw the tree: {0}")]
+    Draw(#[source] io::Error),
     /// Standard output could not be written.
     #[error("cannot write the tree to standard output: {0}")]
     Output(#[source] io::Error),
@@ -101,36 +113,98 @@ pub fn descendants_of(pid: i32) -> Result<Vec<ProcessNode>, TreeError> {
     })
 }
 
+/// The stack of the thread that draws the text (virtual memory, touched only as deep as the tree
+/// goes).
+const DRAW_STACK: usize = 256 << 20;
+
 /// Runs `foster tree`: one scan, the subtree if asked, rendered to `out`. Command lines are read
-/// only when they are shown (`-a`, `--json`), and with `--root` only for the subtree; owners only
-/// for JSON, the one form that shows them. A reader that closes the pipe early (`| head`) is not
-/// an error.
+/// only when they are shown (`-a`, `--json`), and with `--root` only for the subtree (and its
+/// ancestors with `-s`); owners only when shown (JSON, `-u`); threads only for the text that
+/// shows them, and only of the processes shown. A reader that closes the pipe early (`| head`)
+/// is not an error.
 pub fn run(req: &TreeRequest, out: &mut dyn Write) -> Result<(), RunError> {
-    let want_cmdline = req.arguments || req.format == Format::Json;
+    let json = req.format == Format::Json;
+    let text = req.format == Format::Text;
+    let view = View {
+        arguments: req.arguments,
+        ..req.view.clone()
+    };
+    let want_cmdline = req.arguments || json;
     // With --root, command lines are read after the subtree is known, only for it.
-    // The owner is shown only in JSON: text and dot skip its `fstat`, one a process.
+    // The owner is shown only in JSON and by -u: otherwise no `fstat`, one a process.
     let opts = ScanOptions {
-        cmdline: want_cmdline && req.root.is_none(),
-        uid: req.format == Format::Json,
+        cmdline: want_cmdline && (req.root.is_none() || (text && view.parents)),
+        uid: json || (text && view.uid_changes),
         ..ScanOptions::default()
     };
     let mut scanner = Scanner::new(opts)?;
     let snapshot = scanner.scan()?;
     tracing::debug!(stats = ?snapshot.stats, "scanned /proc");
-    let view = match req.root {
+    // The highlighted process and its ancestors, in the whole system.
+    let marked: std::collections::HashSet<i32> = match view.highlight {
+        Some(pid) if text => match snapshot.identity_of(pid) {
+            Some(id) => std::iter::once(pid)
+                .chain(snapshot.ancestors(&id).map(|n| n.pid))
+                .collect(),
+            None => Default::default(),
+        },
+        _ => Default::default(),
+    };
+    let mut ancestors: Vec<ProcessNode> = Vec::new();
+    let shown = match req.root {
         Some(pid) => {
             let mut sub = snapshot
                 .subtree(pid)
                 .map_err(|_| RunError::NoSuchRoot(pid))?;
-            if want_cmdline {
+            if view.parents
+                && text
+                && let Some(id) = snapshot.identity_of(pid)
+            {
+                ancestors = snapshot.ancestors(&id).cloned().collect();
+                ancestors.reverse();
+            }
+            if want_cmdline && !(text && view.parents) {
                 scanner.read_cmdlines(&mut sub);
             }
             sub
         }
         None => snapshot,
     };
-    let text = render::render(&view, req.format, req.arguments);
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+    let rendered = if text {
+        let mut threads = pstree::ThreadMap::new();
+        if view.threads != Threads::Hide {
+            for n in shown.nodes() {
+                if n.num_threads > 1 && !n.kernel_thread {
+                    threads.insert(n.pid, scanner.read_threads(n.pid));
+                }
+            }
+        }
+        // The view is built and drawn recursively, a frame a level: on a thread whose stack
+        // holds a chain of processes hundreds of thousands deep.
+        let draw = || {
+            let roots = pstree::build(&shown, &ancestors, &threads, &view, &marked, &req.roles);
+            if view.plain {
+                pstree::plain_layout(&roots, &view)
+            } else {
+                pstree::foster_layout(&roots, &view)
+            }
+        };
+        std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .name("tree-draw".into())
+                .stack_size(DRAW_STACK)
+                .spawn_scoped(s, draw)
+                .map_err(RunError::Draw)?
+                .join()
+                .map_err(|_| RunError::Draw(io::Error::other("the drawing thread panicked")))
+        })?
+    } else {
+        render::render(&shown, req.format, req.arguments, &req.roles)
+    };
+    match out
+        .write_all(rendered.as_bytes())
+        .and_then(|()| out.flush())
+    {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(RunError::Output(e)),

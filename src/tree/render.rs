@@ -1,6 +1,8 @@
 //! Showing a snapshot: pstree-like text, JSON and Graphviz.
 //!
-//! Owns the three output forms of `foster tree`. Text and Graphviz labels go through
+//! Owns the three output forms of `foster tree` (the text's pstree options and layouts are in
+//! [`crate::tree::pstree`]), and the [`RoleMark`]s of a supervised tree that style the Graphviz
+//! boxes along with each process's state. Text and Graphviz labels go through
 //! [`crate::sanitize::escape`]: no raw control byte or escape sequence from a process name
 //! reaches a terminal or a dot file. JSON strings are exact when the bytes are UTF-8 (written by
 //! [`crate::sanitize::to_json`], which escapes C0/C1 controls, DEL and bidi or zero-width
@@ -9,10 +11,12 @@
 //! `cmdline_escaped`) holds the lossless escaped form. See `docs/tree.md`.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fmt::Write;
 
 use serde::Serialize;
 
+use crate::control::protocol::Role;
 use crate::identity::Identity;
 use crate::sanitize::{escape, escape_args, to_json};
 use crate::tree::graph::{ProcessNode, Snapshot};
@@ -29,12 +33,13 @@ pub enum Format {
     Dot,
 }
 
-/// Renders `snap` in `format`; `arguments` shows full command lines in text and dot.
-pub fn render(snap: &Snapshot, format: Format, arguments: bool) -> String {
+/// Renders `snap` in `format`; `arguments` shows full command lines in text and dot; dot boxes
+/// are styled by `roles`.
+pub fn render(snap: &Snapshot, format: Format, arguments: bool, roles: &Roles) -> String {
     match format {
         Format::Text => text(snap, arguments),
         Format::Json => json(snap),
-        Format::Dot => dot(snap, arguments),
+        Format::Dot => dot_with_roles(snap, arguments, roles),
     }
 }
 
@@ -194,14 +199,90 @@ fn dot_string(s: &str) -> String {
 
 /// A Graphviz `digraph`: one box per process labelled `PID STATE NAME`, edges parent → child.
 pub fn dot(snap: &Snapshot, arguments: bool) -> String {
+    dot_with_roles(snap, arguments, &Roles::new())
+}
+
+/// A process's place in a supervised tree, as its supervisor reports it (`--attach`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoleMark {
+    /// Its role.
+    pub role: Role,
+    /// The helper it belongs to.
+    pub helper: Option<String>,
+}
+
+impl RoleMark {
+    /// The annotation foster's text layout and the dot labels show: `supervisor`, `helper
+    /// NAME`, `orphan of NAME` (escaped); none for a helper's descendant under its own parent.
+    pub fn note(&self) -> Option<String> {
+        let helper = self.helper.as_deref().map(|h| escape(h.as_bytes()));
+        match (self.role, helper) {
+            (Role::Supervisor, _) => Some("supervisor".into()),
+            (Role::Helper, Some(h)) => Some(format!("helper {h}")),
+            (Role::Helper, None) => Some("helper".into()),
+            (Role::AdoptedOrphan, Some(h)) => Some(format!("orphan of {h}")),
+            (Role::AdoptedOrphan, None) => Some("orphan".into()),
+            (Role::Descendant, _) => None,
+        }
+    }
+}
+
+/// Roles by identity.
+pub type Roles = HashMap<Identity, RoleMark>;
+
+/// The dot attributes of a process's box: its state (a zombie dashed and grey, a stopped one
+/// gold, one in disk sleep pink, a running one green, a kernel thread grey) and its role (the
+/// supervisor a double octagon, a helper bold, an adopted orphan blue).
+fn dot_style(n: &ProcessNode, role: Option<&RoleMark>) -> String {
+    let mut attrs: Vec<&str> = Vec::new();
+    match n.state {
+        b'Z' | b'X' => attrs.extend([
+            "style=\"dashed,filled\"",
+            "fillcolor=gray90",
+            "fontcolor=gray40",
+        ]),
+        b'T' | b't' => attrs.extend(["style=filled", "fillcolor=gold"]),
+        b'D' => attrs.extend(["style=filled", "fillcolor=pink"]),
+        b'R' => attrs.extend(["style=filled", "fillcolor=palegreen"]),
+        _ if n.kernel_thread => attrs.push("color=gray60"),
+        _ => {}
+    }
+    match role.map(|r| r.role) {
+        Some(Role::Supervisor) => attrs.extend(["shape=doubleoctagon", "penwidth=2"]),
+        Some(Role::Helper) => attrs.push("penwidth=3"),
+        Some(Role::AdoptedOrphan) => attrs.extend(["color=blue", "penwidth=2"]),
+        _ => {}
+    }
+    attrs.iter().map(|a| format!(", {a}")).collect()
+}
+
+/// [`dot`] with each box styled by its state and, from `roles`, by its role in a supervised
+/// tree, whose label gains the role's note on a second line.
+pub fn dot_with_roles(snap: &Snapshot, arguments: bool, roles: &Roles) -> String {
     let mut out = String::from(
         "digraph processes {\n  rankdir=LR;\n  node [shape=box, fontname=\"monospace\"];\n",
     );
     let mut nodes: Vec<&ProcessNode> = snap.nodes().collect();
     nodes.sort_unstable_by_key(|n| n.pid);
     for n in &nodes {
-        let text = format!("{} {} {}", n.pid, n.state as char, label(n, arguments));
-        let _ = writeln!(out, "  p{} [label=\"{}\"];", n.pid, dot_string(&text));
+        let role = roles.get(&n.identity);
+        let mut text = dot_string(&format!(
+            "{} {} {}",
+            n.pid,
+            n.state as char,
+            label(n, arguments)
+        ));
+        if let Some(note) = role.and_then(RoleMark::note) {
+            text.push_str("\\n");
+            text.push_str(&dot_string(&note));
+        }
+        let _ = writeln!(
+            out,
+            "  p{} [label=\"{}\"{}];",
+            n.pid,
+            text,
+            dot_style(n, role)
+        );
     }
     for n in &nodes {
         for c in snap.children(&n.identity) {
@@ -334,21 +415,73 @@ mod tests {
         assert!(d.contains("  p1 -> p10;\n  p1 -> p20;\n"), "{d}");
         assert!(d.contains("  p12 -> p13;\n"));
         no_control(&d);
-        // Every label is one balanced quoted string.
+        // Every label is one balanced quoted string, followed only by style attributes.
         for line in d.lines().filter(|l| l.contains("[label=")) {
-            let inner = line
-                .split_once("[label=\"")
-                .unwrap()
-                .1
-                .strip_suffix("\"];")
-                .unwrap();
-            let mut chars = inner.chars();
-            while let Some(c) = chars.next() {
-                assert_ne!(c, '"', "unescaped quote in {line}");
+            let inner = line.split_once("[label=\"").unwrap().1;
+            let mut chars = inner.char_indices();
+            let mut end = None;
+            while let Some((i, c)) = chars.next() {
+                if c == '"' {
+                    end = Some(i);
+                    break;
+                }
                 if c == '\\' {
                     chars.next();
                 }
             }
+            let rest = &inner[end.expect("a closing quote") + 1..];
+            assert!(
+                rest == "];" || (rest.starts_with(", ") && rest.ends_with("];")),
+                "{line}"
+            );
+            assert!(!rest.contains("label"), "{line}");
         }
+    }
+
+    #[test]
+    fn dot_boxes_are_styled_by_state_and_role() {
+        let snap = Snapshot::from_nodes(vec![
+            ProcessNode::new(1, 0, 1, b"foster"),
+            ProcessNode::new(2, 1, 2, b"helper"),
+            ProcessNode::new(3, 2, 3, b"z").with_state(b'Z'),
+            ProcessNode::new(4, 2, 4, b"stopped").with_state(b'T'),
+            ProcessNode::new(5, 1, 5, b"orphan"),
+            ProcessNode::new(6, 1, 6, b"plain"),
+        ]);
+        let id = |pid| snap.identity_of(pid).unwrap();
+        let mark = |role, helper: Option<&str>| RoleMark {
+            role,
+            helper: helper.map(str::to_string),
+        };
+        let roles = Roles::from([
+            (id(1), mark(Role::Supervisor, None)),
+            (id(2), mark(Role::Helper, Some("web\x1b"))),
+            (id(5), mark(Role::AdoptedOrphan, Some("web"))),
+        ]);
+        let d = dot_with_roles(&snap, false, &roles);
+        assert!(
+            d.contains("p1 [label=\"1 S foster\\nsupervisor\", shape=doubleoctagon, penwidth=2];"),
+            "{d}"
+        );
+        assert!(
+            d.contains("p2 [label=\"2 S helper\\nhelper web\\\\e\", penwidth=3];"),
+            "{d}"
+        );
+        assert!(
+            d.contains("p3 [label=\"3 Z z\", style=\"dashed,filled\", fillcolor=gray90"),
+            "{d}"
+        );
+        assert!(
+            d.contains("p4 [label=\"4 T stopped\", style=filled, fillcolor=gold];"),
+            "{d}"
+        );
+        assert!(
+            d.contains("p5 [label=\"5 S orphan\\norphan of web\", color=blue, penwidth=2];"),
+            "{d}"
+        );
+        assert!(d.contains("p6 [label=\"6 S plain\"];"), "{d}");
+        no_control(&d);
+        // Without roles, only the states style the boxes.
+        assert!(dot(&snap, false).contains("p1 [label=\"1 S foster\"];"));
     }
 }

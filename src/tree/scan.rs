@@ -37,6 +37,21 @@ use crate::identity::Identity;
 use crate::procstat::{self, PF_EXITING, PF_KTHREAD};
 use crate::tree::graph::{ProcessNode, Snapshot, TreeError};
 
+/// The most threads of one process [`Scanner::read_threads`] reads (the kernel has no limit of
+/// its own but memory).
+pub const MAX_THREADS_SHOWN: usize = 65_536;
+
+/// One thread of a process, other than its main thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Thread {
+    /// Its thread id.
+    pub tid: i32,
+    /// Its state letter, as a process's.
+    pub state: u8,
+    /// Its raw name (`comm`, set by `prctl(PR_SET_NAME)` or inherited from the process).
+    pub comm: Vec<u8>,
+}
+
 /// What a scan reads.
 #[derive(Debug, Clone)]
 pub struct ScanOptions {
@@ -496,6 +511,42 @@ impl Scanner {
         });
         snap.stats.cmdline_reads += reads;
         snap.stats.cmdline_unreadable += unreadable;
+    }
+
+    /// The threads of `pid` other than its main one, by thread id: each one's id, state and name
+    /// (`/proc/<pid>/task/<tid>/stat`, the name parsed as a process's is). Empty when the
+    /// process is gone or its threads cannot be listed; a thread that ends meanwhile is left
+    /// out. At most [`MAX_THREADS_SHOWN`] are read.
+    pub fn read_threads(&mut self, pid: i32) -> Vec<Thread> {
+        let dir = self.opts.proc_root.join(pid.to_string()).join("task");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return Vec::new();
+        };
+        let mut tids: Vec<i32> = entries
+            .filter_map(|e| parse_pid(e.ok()?.file_name().as_bytes()))
+            .filter(|&tid| tid != pid)
+            .take(MAX_THREADS_SHOWN)
+            .collect();
+        tids.sort_unstable();
+        if self.bufs.is_empty() {
+            self.bufs.push(Vec::with_capacity(4096));
+        }
+        let mut out = Vec::with_capacity(tids.len());
+        for tid in tids {
+            let path = format!("{pid}/task/{tid}/stat\0");
+            let buf = &mut self.bufs[0];
+            if read_at(self.proc_fd.as_raw_fd(), path.as_bytes(), buf, false).is_err() {
+                continue;
+            }
+            if let Some((comm, stat)) = parse_stat(buf) {
+                out.push(Thread {
+                    tid,
+                    state: stat.state as u8,
+                    comm: comm.to_vec(),
+                });
+            }
+        }
+        out
     }
 
     /// The `NSpid` line of `/proc/<pid>/status`: the pid of `pid` in every PID namespace from
