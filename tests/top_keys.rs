@@ -190,11 +190,17 @@ command = ["/bin/sh", "-c", "read x < {}; sleep 86402 & wait"]
     a.finish();
 }
 
+/// Whether a line is the table's header (below the title and the meters, when shown).
+fn is_header(l: &str) -> bool {
+    l.trim_start_matches('!').trim_start().starts_with("PID ")
+}
+
 /// The pids of the table's rows, top to bottom.
 fn row_pids(screen: &str) -> Vec<i32> {
     screen
         .lines()
-        .skip(2)
+        .skip_while(|l| !is_header(l))
+        .skip(1)
         .map_while(|l| {
             l.trim_start_matches('!')
                 .split_whitespace()
@@ -206,7 +212,7 @@ fn row_pids(screen: &str) -> Vec<i32> {
 
 /// The table's header line.
 fn header(screen: &str) -> &str {
-    screen.lines().nth(1).unwrap_or_default()
+    screen.lines().find(|l| is_header(l)).unwrap_or_default()
 }
 
 /// Sorting and the flat list, at 80x24 and 200x60: the sorted column marked in the header
