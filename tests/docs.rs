@@ -11,6 +11,7 @@
 //!   $?"` line that ends with a comment `# exit N` must print `exit N`;
 //! - options: `exit=N` (the script's status, or every transcript command's, is N),
 //!   `any-numbers` (every run of digits compares equal to any other: pids, times, sizes),
+//!   `any-state` (a process's state letter compares equal to any other),
 //!   `file=NAME` (the block is not run: its text is written to NAME for the blocks after it),
 //!   `root` (skipped, saying so, when not root).
 
@@ -36,6 +37,7 @@ struct Block {
     text: String,
     exit: Option<i32>,
     any_numbers: bool,
+    any_state: bool,
     file: Option<String>,
     root: bool,
 }
@@ -73,6 +75,7 @@ fn blocks(doc: &str, text: &str) -> Vec<Block> {
                 Some(("exit", n)) => b.exit = Some(n.parse().expect("exit=N")),
                 Some(("file", f)) => b.file = Some(f.to_string()),
                 None if opt == "any-numbers" => b.any_numbers = true,
+                None if opt == "any-state" => b.any_state = true,
                 None if opt == "root" => b.root = true,
                 _ => panic!("{doc}:{}: unknown runnable option {opt:?}", i + 1),
             }
@@ -120,9 +123,19 @@ fn transcript(text: &str) -> Vec<(String, Vec<String>)> {
     out
 }
 
-fn normalise(line: &str, any_numbers: bool) -> String {
+/// A line as compared: with `any_state`, a process's state letter after its pid (`3851 S sh`,
+/// `"state":"S"`) is any letter (a loaded machine shows a sleep in `D` while its exec reads).
+fn normalise(line: &str, any_numbers: bool, any_state: bool) -> String {
+    let line = if any_state {
+        let pid_state = regex::Regex::new(r#"(\d )[A-Za-z]( |"|$)"#).unwrap();
+        let json_state = regex::Regex::new(r#""state":"[A-Za-z]""#).unwrap();
+        let l = pid_state.replace_all(line, "$1?$2");
+        json_state.replace_all(&l, r#""state":"?""#).into_owned()
+    } else {
+        line.to_string()
+    };
     if !any_numbers {
-        return line.to_string();
+        return line;
     }
     let mut s = String::new();
     let mut in_digits = false;
@@ -266,11 +279,11 @@ fn check(block: &Block, dir: &Path) -> Result<(), String> {
         }
         let w: Vec<String> = want
             .iter()
-            .map(|l| normalise(l, block.any_numbers))
+            .map(|l| normalise(l, block.any_numbers, block.any_state))
             .collect();
         let g: Vec<String> = got
             .iter()
-            .map(|l| normalise(l, block.any_numbers))
+            .map(|l| normalise(l, block.any_numbers, block.any_state))
             .collect();
         if w != g {
             return Err(format!(
@@ -334,8 +347,13 @@ fn the_convention_reads_options_transcripts_and_numbers() {
     assert_eq!(t[0], ("a \\\n  b".to_string(), vec!["out 1".to_string()]));
     assert_eq!(t[1], ("c".to_string(), vec![]));
     assert_eq!(
-        normalise("p3851 [label=\"3851 R\"]", true),
+        normalise("p3851 [label=\"3851 R\"]", true, false),
         "pN [label=\"N R\"]"
+    );
+    assert_eq!(normalise("├─3852 D sleep 2", true, true), "├─N ? sleep N");
+    assert_eq!(
+        normalise(r#"{"pid":3,"state":"D"}"#, false, true),
+        r#"{"pid":3,"state":"?"}"#
     );
     assert!(blocks("t.md", "```sh\nfoster\n```\n").is_empty());
     assert!(blocks("t.md", "```\n<!-- runnable -->\n```\n").is_empty());
