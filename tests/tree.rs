@@ -1117,6 +1117,92 @@ fn a_command_line_read_in_the_middle_of_a_real_exec_is_read_again_after_it() {
     assert_all_gone(&[before.identity]);
 }
 
+/// An environment read of a process that was scanned before its exec and is in the middle of
+/// it when its environment is read (held inside `execve`, `common::fuse`) is not taken for its
+/// environment: the node is marked in the middle of an exec, to be read again after it. It was
+/// kept, empty, for good: the demo's orphan, caught entering `exec sleep` between the
+/// supervisor's two reads, was adopted with no helper.
+#[test]
+fn an_environment_read_that_meets_an_exec_is_read_again_after_it() {
+    let _g = serial();
+    let d = common::Dir::new("tree", "heldenv");
+    let mnt = d.path("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let mut held = match HeldExec::mount(&mnt, "held-program", std::path::Path::new("/bin/sh")) {
+        Ok(h) => h,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let prog = CString::new(held.path().as_os_str().as_bytes()).unwrap();
+    let script = c"echo up >&5; exec 5>&-; read x <&6";
+    let argv = [
+        prog.as_ptr(),
+        c"-c".as_ptr(),
+        script.as_ptr(),
+        std::ptr::null(),
+    ];
+    let envp = [c"FOSTER_HELPER=held".as_ptr(), std::ptr::null()];
+    let (go_r, go_w) = pipe();
+    let (up_r, up_w) = pipe();
+    let (hold_r, hold_w) = pipe();
+    let pid = fork();
+    if pid == 0 {
+        // SAFETY: a raw syscall: a group of its own, for the guard below to kill.
+        unsafe { libc::setpgid(0, 0) };
+        child_wait(go_r);
+        // SAFETY: raw syscalls on data prepared before fork; dup2 clears close-on-exec.
+        unsafe {
+            libc::dup2(up_w, 5);
+            libc::dup2(hold_r, 6);
+            libc::execve(prog.as_ptr(), argv.as_ptr(), envp.as_ptr());
+        }
+        child_exit(127);
+    }
+    let mut guard = Group {
+        leader: pid,
+        reaped: false,
+    };
+    // Dropped before the guard: a held process can only end once released.
+    let mut release = held.releaser();
+    for fd in [go_r, up_w, hold_r] {
+        close(fd);
+    }
+    let mut scanner = Scanner::new(ScanOptions {
+        threads: 1,
+        ..ScanOptions::default()
+    })
+    .unwrap();
+    // Scanned before the exec: not in one.
+    let before = scanner.scan_pids(&[pid]).by_pid(pid).unwrap().clone();
+    assert!(!before.in_exec, "{before:?}");
+    // Its environment read once it is in the middle of the exec.
+    child_write(go_w);
+    assert_eq!(held.wait_held(Duration::from_secs(20)), pid);
+    let mut met = before.clone();
+    scanner.read_environ(&mut [&mut met], b"FOSTER_");
+    assert!(met.environ.is_empty(), "{met:?}");
+    assert!(
+        met.in_exec,
+        "an empty environment read in the middle of an exec was taken for the process's: {met:?}"
+    );
+    // After it: the new program's.
+    release.release();
+    assert_eq!(read_deadline(up_r, 20), Some(b'u'));
+    let mut after = scanner.scan_pids(&[pid]).by_pid(pid).unwrap().clone();
+    assert!(!after.in_exec, "{after:?}");
+    scanner.read_environ(&mut [&mut after], b"FOSTER_");
+    assert!(!after.in_exec, "{after:?}");
+    assert_eq!(after.environ.to_vec(), vec![b"FOSTER_HELPER=held".to_vec()]);
+    // The program ends when its pipe closes.
+    close(hold_w);
+    close(go_w);
+    guard.reap(20);
+    close(up_r);
+    assert_all_gone(&[before.identity]);
+}
+
 /// A Subtree of this test process follows a parent that exits without being reaped (a
 /// zombie): its child moves out of the subtree at once, and the next update says so while
 /// reading only what changed.

@@ -568,16 +568,52 @@ impl Scanner {
     /// starts with `prefix`. Returns how many could not be read. The caller decides which
     /// nodes need it: the supervisor reads it once per identity, for the few processes whose
     /// lineage it must learn from the environment.
+    ///
+    /// A read that may have met an `execve` keeps nothing and marks the node
+    /// [`ProcessNode::in_exec`], to be read again once it is out: the process's `stat`, read
+    /// just before and just after, shows it in the middle of one, or another program's memory
+    /// after than before (its code and stack addresses). The scan's own `stat` read cannot
+    /// tell: a process can enter an `execve` between that read and this one, and its
+    /// environment reads empty there.
     pub fn read_environ(&mut self, nodes: &mut [&mut ProcessNode], prefix: &[u8]) -> usize {
-        self.read_each(nodes, b"environ", |n, buf| {
-            n.environ = buf
+        let dir = self.proc_fd.as_raw_fd();
+        if self.bufs.is_empty() {
+            self.bufs.push(Vec::with_capacity(4096));
+        }
+        let buf = &mut self.bufs[0];
+        let mut path = [0u8; 40];
+        // The memory a `stat` line shows (0, 0 once exiting): None in the middle of an exec,
+        // or unreadable.
+        let memory = |buf: &mut Vec<u8>, path: &mut [u8; 40], pid: i32| {
+            let len = pid_path(path, pid, b"stat");
+            read_at(dir, &path[..len], buf, false).ok()?;
+            let (_, f) = parse_stat(buf)?;
+            if u64::from(f.flags) & PF_EXITING != 0 {
+                Some((0, 0))
+            } else {
+                (f.startcode != 0).then_some((f.startcode, f.startstack))
+            }
+        };
+        let mut unreadable = 0;
+        for n in nodes.iter_mut() {
+            let before = memory(buf, &mut path, n.pid);
+            let len = pid_path(&mut path, n.pid, b"environ");
+            let read = read_at(dir, &path[..len], buf, false);
+            let environ: Vec<Vec<u8>> = buf
                 .split(|&b| b == 0)
                 .filter(|v| !v.is_empty() && v.starts_with(prefix))
                 .map(<[u8]>::to_vec)
-                .collect::<Vec<_>>()
-                .into();
-        })
-        .1
+                .collect();
+            let after = memory(buf, &mut path, n.pid);
+            // Exiting since (its memory is gone: 0, 0) does not change what was read.
+            let same = before.is_some() && (after == before || after == Some((0, 0)));
+            match read {
+                Err(_) => unreadable += 1,
+                Ok(_) if same => n.environ = environ.into(),
+                Ok(_) => n.in_exec = true,
+            }
+        }
+        unreadable
     }
 
     /// Reads `/proc/<pid>/<file>` of every node and hands the contents to `take`, split over

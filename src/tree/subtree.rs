@@ -181,7 +181,12 @@ impl Subtree {
             stats.environ_reads = want.len();
             self.scanner.read_environ(&mut want, &self.env_prefix);
             for n in &want {
-                self.env_read.insert(n.identity);
+                if n.in_exec {
+                    // Its read met an exec: read again once it is out.
+                    self.env_pending.insert(n.identity);
+                } else {
+                    self.env_read.insert(n.identity);
+                }
             }
         }
         self.env_read.retain(|id| sub.contains(id));
