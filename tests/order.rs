@@ -427,3 +427,62 @@ command = ["sleep", "600"]
     let st = run.stop();
     assert_eq!(st.code(), Some(4), "{st}");
 }
+
+/// A process of a stopped helper's tree that outlives its SIGKILL for a while (held inside an
+/// `execve` by a file system of the test's own, `common::fuse`: a SIGKILL waits there for the
+/// read) keeps the helper `stopping` until it has ended. `stopped` came as soon as the helper's
+/// own process was reaped, that process still there (the grace's SIGKILL reaches a child an
+/// instant later than its parent's reap under load, too).
+#[test]
+fn a_stop_is_over_once_every_process_it_sigkilled_has_ended() {
+    let d = Dir::new("order", "heldstop");
+    let mnt = d.path("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let mut held =
+        match common::fuse::HeldExec::mount(&mnt, "held-child", std::path::Path::new("/bin/sh")) {
+            Ok(h) => h,
+            Err(why) => {
+                eprintln!("skipped: {why}");
+                return;
+            }
+        };
+    let mut run = Run::start_uncontained(
+        &d,
+        &format!(
+            r#"
+[[helper]]
+name = "web"
+command = ["sh", "-c", '''trap '' TERM; {} -c "exit 0" & wait''']
+stop_grace = "100ms"
+"#,
+            held.path().display()
+        ),
+    );
+    // Dropped before the run: a held process can only end once released.
+    let mut release = held.releaser();
+    let launch = run.launch("web", 1);
+    let web = run.seen[launch]["identity"]["pid"].as_i64().unwrap();
+    let child = held.wait_held(LIMIT);
+    let out = run.ctl(&["stop", "web"]);
+    assert!(out.status.success(), "{out:?}");
+    // Both get SIGKILL at the end of the grace; the helper's own process is reaped, the child
+    // is still held.
+    for pid in [web, i64::from(child)] {
+        run.until(&format!("SIGKILL to {pid}"), |e| {
+            e["event"] == "signal" && e["signal"] == "SIGKILL" && e["target"]["pid"] == pid
+        });
+    }
+    run.until("web's exit", |e| e["event"] == "exit" && e["pid"] == web);
+    assert!(common::process(child).is_some(), "{child} is held");
+    let h = run.helpers();
+    assert_eq!(h["web"]["state"], "stopping", "{h:?}");
+    // Released, it ends, and only then is the helper stopped.
+    release.release();
+    run.state("web", "stopped");
+    assert!(
+        common::process(child).is_none(),
+        "{child} outlived the stop"
+    );
+    let st = run.stop();
+    assert!(st.code().is_some(), "{st}");
+}

@@ -53,8 +53,8 @@ pub(super) struct Run {
     pub(super) stop: Option<StopFor>,
     /// How its process ended while it was stopping.
     pub(super) stopped_with: Option<ExitStatus>,
-    /// Its stop grace ran out: what was left of its tree got SIGKILL.
-    pub(super) killed: bool,
+    /// Its stop grace ran out: the processes left of its tree, which got SIGKILL.
+    pub(super) killed: Option<Vec<Identity>>,
     /// The last `STATUS=` text of its current launch.
     pub(super) status_text: Option<String>,
     /// A reload removed it from the configuration: it is stopped and never launched again;
@@ -79,7 +79,7 @@ impl Run {
             detail: None,
             stop: None,
             stopped_with: None,
-            killed: false,
+            killed: None,
             status_text: None,
             retired: false,
             next: None,
@@ -275,8 +275,8 @@ impl Supervisor {
         }
     }
 
-    /// Helpers whose stop is over (their process ended and their tree is gone, or their grace
-    /// ran out): what their stop was for follows.
+    /// Helpers whose stop is over (their process ended and their tree is gone; after their
+    /// grace, every process SIGKILLed has ended): what their stop was for follows.
     fn finish_stops(&mut self) {
         let pending: Vec<usize> = (0..self.helpers.len())
             .filter(|&i| {
@@ -289,11 +289,24 @@ impl Supervisor {
         }
         let live = self.registry.live_helpers();
         for i in pending {
-            let r = &self.helpers[i];
-            if r.killed || !live.contains(self.config.helpers[i].name()) {
+            let down = match &self.helpers[i].killed {
+                // A process SIGKILLed may end after its helper (a child still in the kernel,
+                // its reap to come): down once the last of them has ended. Those cannot
+                // outlive it; anything of the tree they did not include is the orphan policy's.
+                Some(ids) => ids.iter().all(|id| self.ended(id)),
+                None => !live.contains(self.config.helpers[i].name()),
+            };
+            if down {
                 self.stop_done(i);
             }
         }
+    }
+
+    /// Whether `id` has ended: the registry saw it end, or `/proc` no longer shows it (a zombie
+    /// has not: it ends when it is reaped).
+    fn ended(&self, id: &Identity) -> bool {
+        !self.registry.get(id).is_some_and(|r| r.alive)
+            || Identity::of(id.pid).map_or(true, |now| now != *id)
     }
 
     /// Helper `i` is down after a stop.
@@ -302,7 +315,7 @@ impl Supervisor {
         // A definition a reload gave while it was stopping applies to what follows.
         self.take_next_definition(i);
         let r = &mut self.helpers[i];
-        r.killed = false;
+        r.killed = None;
         let status = r.stopped_with.take();
         let stop = r.stop.take().unwrap_or(StopFor::Shutdown);
         let ran_for = r.started.elapsed();
@@ -358,7 +371,7 @@ impl Supervisor {
         self.timers.retain(|_, t| *t != Timer::StopGrace(i));
         self.at(grace, Timer::StopGrace(i));
         let detail = why.detail();
-        self.helpers[i].killed = false;
+        self.helpers[i].killed = None;
         self.set_state(i, HelperState::Stopping, Some(detail));
         self.helpers[i].stop = Some(why);
         true
@@ -378,11 +391,11 @@ impl Supervisor {
         {
             tree.push(id);
         }
-        for id in tree {
+        for &id in &tree {
             self.stage.mark_forced();
             self.kill_after_grace(id, Some(name.clone()));
         }
-        self.helpers[i].killed = true;
+        self.helpers[i].killed = Some(tree);
     }
 
     /// The process of helper `i` ended with `status` after a run of `ran_for` (or its launch
