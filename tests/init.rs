@@ -1631,8 +1631,9 @@ fn helper_chatter(sig: i32) {
 }
 
 /// Makes `n` orphans (double fork) that end at once when a pipe closes, waits until each is
-/// reaped by whoever adopted it (`kill(pid, 0)` fails with ESRCH: not even a zombie), prints
-/// `reaped N`, and exits `code`.
+/// reaped by whoever adopted it (its identity, pid and start time, is gone from `/proc`: not
+/// even a zombie; by pid alone, a pid reused by another process at once looked unreaped),
+/// prints `reaped N`, and exits `code`.
 fn helper_storm(n: usize, code: i32) {
     let (rel_r, rel_w) = nix::unistd::pipe().unwrap();
     let (pid_r, pid_w) = nix::unistd::pipe().unwrap();
@@ -1669,12 +1670,17 @@ fn helper_storm(n: usize, code: i32) {
         pids.push(i32::from_ne_bytes(b));
     }
     assert_eq!(pids.len(), n);
+    assert!(pids.iter().all(|&p| p > 0), "a fork of an orphan failed");
+    // Read while they all wait for the pipe: their pids cannot have been reused yet.
+    let ids: Vec<foster::identity::Identity> = pids
+        .iter()
+        .map(|&p| foster::identity::Identity::of(p).expect("a waiting orphan"))
+        .collect();
     drop(rel_w); // every orphan ends now
     let deadline = Instant::now() + Duration::from_secs(60);
-    for &p in &pids {
-        // SAFETY: kill with signal 0 only tests existence.
-        while unsafe { libc::kill(p, 0) } == 0 {
-            assert!(Instant::now() < deadline, "orphan {p} never reaped");
+    for id in &ids {
+        while foster::identity::Identity::of(id.pid).is_ok_and(|now| now == *id) {
+            assert!(Instant::now() < deadline, "orphan {id} never reaped");
             std::thread::yield_now();
         }
     }
