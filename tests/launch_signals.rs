@@ -243,7 +243,11 @@ fn demo_helpers_get_the_callers_dispositions() {
         .filter(|(_, comm)| comm == "sh")
         .filter_map(|(p, _)| {
             let status = std::fs::read_to_string(format!("/proc/{p}/status")).ok()?;
-            Some((p, status_sigset(&status, "SigIgn:")))
+            // Still a shell in this same read: a shell's child listed as `sh` may have exec'd
+            // since (the worker's `$("$FOSTER_EXE" identity $$)`: a Rust program, which
+            // ignores SIGPIPE).
+            (status.lines().next() == Some("Name:\tsh"))
+                .then(|| (p, status_sigset(&status, "SigIgn:")))
         })
         .collect();
     // SAFETY: a signal to our own child.
