@@ -15,12 +15,15 @@ DIR=$(mktemp -d)
 trap 'rm -rf "$DIR"' EXIT
 CFG=$DIR/bench.toml
 : > "$CFG"
-i=0
-while [ $i -lt 100 ]; do
-  cat >> "$CFG" <<EOT
+# helpers PREFIX COUNT COMMAND: COUNT helpers PREFIX0.. running COMMAND (a TOML string), their
+# children's generation with a 1s grace.
+helpers() {
+  i=0
+  while [ $i -lt "$2" ]; do
+    cat >> "$CFG" <<EOT
 [[helper]]
-name = "h$i"
-command = ["/bin/sh", "-c", "for j in 1 2 3 4 5 6 7 8 9 10; do sleep 100000 & done; wait"]
+name = "$1$i"
+command = ["/bin/sh", "-c", $3]
 stop_grace = "2s"
 [[helper.generation]]
 signal = "TERM"
@@ -28,25 +31,13 @@ signal = "TERM"
 signal = "TERM"
 grace = "1s"
 EOT
-  i=$((i+1))
-done
+    i=$((i+1))
+  done
+}
+helpers h 100 '"for j in 1 2 3 4 5 6 7 8 9 10; do sleep 100000 & done; wait"'
 # The deep case: helper → a middle shell → 10 sleeps. The helper execs once the middle shell has
 # ended (no end of its own, so no SIGCHLD reaches foster).
-i=0
-while [ $i -lt 10 ]; do
-  cat >> "$CFG" <<EOT
-[[helper]]
-name = "d$i"
-command = ["/bin/sh", "-c", "/bin/sh -c 'for j in 1 2 3 4 5 6 7 8 9 10; do sleep 100000 & done; wait' & wait; exec sleep 100000"]
-stop_grace = "2s"
-[[helper.generation]]
-signal = "TERM"
-[[helper.generation]]
-signal = "TERM"
-grace = "1s"
-EOT
-  i=$((i+1))
-done
+helpers d 10 "\"/bin/sh -c 'for j in 1 2 3 4 5 6 7 8 9 10; do sleep 100000 & done; wait' & wait; exec sleep 100000\""
 # Uncontained: $PID is the supervisor itself and the events log has this namespace's pids
 # (contained, $PID would be the outer foster, and the pids those of the tree's namespace).
 $FOSTER run --no-contain --no-socket --events-log "$DIR/events" "$CFG" &
