@@ -1,5 +1,5 @@
-//! Readiness and liveness checks end to end: `foster run` with small configurations, its events
-//! log (read from a FIFO as foster writes it) and `foster ctl status --json` as what is
+//! Readiness and liveness checks end to end: `foster run` with small configurations
+//! ([`common::supervised`]), its event stream and `foster ctl status --json` as what is
 //! observed; FIFOs hold the helpers where a test needs them held. Deadlines are only safety
 //! nets; the polls of the status wait for a state, they do not time anything.
 //!
@@ -7,11 +7,10 @@
 //! ([`notify_sender`], which waits for foster's barrier as `systemd-notify` does), and from the
 //! real `systemd-notify` where it is installed.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -23,150 +22,7 @@ const SEND: &str = "FOSTER_TEST_NOTIFY";
 
 mod common;
 use common::Dir;
-
-/// A `foster run --socket S --events-log FIFO CONFIG`; stopped (SIGTERM, then SIGKILL as a last
-/// resort) and reaped on drop.
-struct Run {
-    child: Child,
-    socket: PathBuf,
-    events: mpsc::Receiver<Value>,
-    seen: Vec<Value>,
-}
-
-impl Run {
-    fn start(d: &Dir, config: &str) -> Run {
-        let cfg = d.file("foster.toml", config);
-        let fifo = d.fifo("events");
-        let socket = d.path("ctl.sock");
-        let child = Command::new(FOSTER)
-            .args(["run", "--no-contain", "--socket"])
-            .arg(&socket)
-            .arg("--events-log")
-            .arg(&fifo)
-            .arg(&cfg)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let (tx, events) = mpsc::channel();
-        std::thread::spawn(move || {
-            let f = std::fs::File::open(&fifo).unwrap();
-            for line in BufReader::new(f).lines() {
-                let Ok(line) = line else { break };
-                let v: Value = serde_json::from_str(&line).expect("a JSON line");
-                if tx.send(v).is_err() {
-                    break;
-                }
-            }
-        });
-        Run {
-            child,
-            socket,
-            events,
-            seen: Vec::new(),
-        }
-    }
-
-    /// The first event (seen already, or to come) for which `pred` holds.
-    fn wait_for(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        if let Some(v) = self.seen.iter().find(|v| pred(v)) {
-            return v.clone();
-        }
-        let deadline = Instant::now() + LIMIT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.events.recv_timeout(left) {
-                Ok(v) => {
-                    self.seen.push(v.clone());
-                    if pred(&v) {
-                        return v;
-                    }
-                }
-                Err(_) => panic!("no event {what}; seen: {:#?}", self.seen),
-            }
-        }
-    }
-
-    /// The events received so far, without waiting.
-    fn so_far(&mut self) -> &[Value] {
-        while let Ok(v) = self.events.try_recv() {
-            self.seen.push(v);
-        }
-        &self.seen
-    }
-
-    fn status(&self) -> Value {
-        let out = Command::new(FOSTER)
-            .args(["ctl", "--socket"])
-            .arg(&self.socket)
-            .args(["status", "--json"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "ctl status: {out:?}");
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["status"].clone()
-    }
-
-    /// The status once `pred` holds for it (polled; the socket is bound before any launch).
-    fn wait_status(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let t = Instant::now();
-        loop {
-            if self.socket.exists() {
-                let s = self.status();
-                if pred(&s) {
-                    return s;
-                }
-                assert!(t.elapsed() < LIMIT, "status never {what}: {s:#}");
-            }
-            assert!(t.elapsed() < LIMIT, "no control socket");
-            // Safety net only: each poll is an answer of the supervisor's loop.
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// SIGTERM, every event to the end, the exit status.
-    fn stop(&mut self) -> i32 {
-        // SAFETY: kill of our own unreaped child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        self.finish()
-    }
-
-    /// Every event to the end, the exit status.
-    fn finish(&mut self) -> i32 {
-        while let Ok(v) = self.events.recv_timeout(LIMIT) {
-            self.seen.push(v);
-        }
-        let t = Instant::now();
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                use std::os::unix::process::ExitStatusExt;
-                return st.code().unwrap_or_else(|| 128 + st.signal().unwrap());
-            }
-            assert!(t.elapsed() < LIMIT, "foster did not exit");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Run {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_some() {
-            return;
-        }
-        // SAFETY: kill of our own unreaped child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let t = Instant::now();
-        while t.elapsed() < LIMIT {
-            if self.child.try_wait().ok().flatten().is_some() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use common::supervised::Run;
 
 fn kind(v: &Value) -> &str {
     v["event"].as_str().unwrap_or("")
@@ -348,7 +204,7 @@ fn a_notify_helper_is_ready_at_its_ready_1_and_a_datagram_from_outside_is_ignore
             send("READY=1 STATUS=accepting"),
         ),
     );
-    let mut run = Run::start(
+    let mut run = Run::start_uncontained(
         &d,
         &format!(
             "[[helper]]\nname = \"db\"\ncommand = [\"sh\", \"{db}\"]\n\
@@ -401,7 +257,7 @@ fn a_notify_helper_is_ready_at_its_ready_1_and_a_datagram_from_outside_is_ignore
         ready(e) && e["detail"].as_str().is_some_and(|d| d.starts_with("again"))
     });
     assert_eq!(back["helper"], "db");
-    assert_eq!(run.stop(), 0);
+    assert_eq!(run.terminate(), 0);
     assert!(
         std::fs::symlink_metadata(&path).is_err(),
         "the notify socket is removed at the end"
@@ -429,7 +285,7 @@ fn systemd_notify_makes_a_helper_ready() {
             hold.display()
         ),
     );
-    let mut run = Run::start(
+    let mut run = Run::start_uncontained(
         &d,
         &format!(
             "[[helper]]\nname = \"web\"\ncommand = [\"sh\", \"{web}\"]\n\
@@ -448,7 +304,7 @@ fn systemd_notify_makes_a_helper_ready() {
     let s = run.status();
     assert_eq!(helper(&s, "web")["status_text"], "serving on port 8080");
     assert_eq!(s["supervisor"]["notify_refused"], 0, "{s:#}");
-    assert_eq!(run.stop(), 0);
+    assert_eq!(run.terminate(), 0);
 }
 
 /// The s6 protocol: ready at the newline the helper writes to its descriptor 3, not before;
@@ -465,7 +321,7 @@ fn a_newline_on_the_notification_descriptor_makes_a_helper_ready() {
             hold.display()
         ),
     );
-    let mut run = Run::start(
+    let mut run = Run::start_uncontained(
         &d,
         &format!(
             "[[helper]]\nname = \"app\"\ncommand = [\"sh\", \"{app}\"]\n\
@@ -498,7 +354,7 @@ fn a_newline_on_the_notification_descriptor_makes_a_helper_ready() {
         run.seen
     );
     assert_eq!(helper(&run.status(), "app")["state"], "ready");
-    assert_eq!(run.stop(), 0);
+    assert_eq!(run.terminate(), 0);
 }
 
 /// An exec probe that hangs is killed at the readiness timeout with its tree (its child in its
@@ -513,7 +369,7 @@ fn a_hung_exec_probe_is_killed_with_its_tree_at_its_timeout_and_reaped() {
         "probe.sh",
         &format!("sleep 1000 &\necho $$ $! > {}\nwait\n", pids.display()),
     );
-    let mut run = Run::start(
+    let mut run = Run::start_uncontained(
         &d,
         &format!(
             "[[helper]]\nname = \"db\"\ncommand = [\"sleep\", \"1000\"]\n\
@@ -582,7 +438,7 @@ fn bound_socket() -> (OwnedFd, std::net::SocketAddr) {
 fn a_connect_probe_waits_for_a_listener_and_its_health_check_for_it_to_go() {
     let d = Dir::new("ready", "tcp");
     let (sock, addr) = bound_socket();
-    let mut run = Run::start(
+    let mut run = Run::start_uncontained(
         &d,
         &format!(
             "[[helper]]\nname = \"db\"\ncommand = [\"sleep\", \"1000\"]\nrestart = \"always\"\n\
@@ -621,7 +477,7 @@ fn a_connect_probe_waits_for_a_listener_and_its_health_check_for_it_to_go() {
     let stop = run.wait_for("its stop signal", |e| kind(e) == "signal");
     assert_eq!(stop["reason"], "check_failed");
     run.wait_for("its relaunch", |e| kind(e) == "launch" && e["attempt"] == 2);
-    assert_eq!(run.stop(), 0);
+    assert_eq!(run.terminate(), 0);
 }
 
 /// The watchdog: `WATCHDOG_USEC` and `WATCHDOG_PID` reach the helper; pings for longer than the
@@ -642,7 +498,7 @@ fn a_watchdog_that_stops_arriving_restarts_the_helper() {
             alive = alive.display(),
         ),
     );
-    let mut run = Run::start(
+    let mut run = Run::start_uncontained(
         &d,
         &format!(
             "[[helper]]\nname = \"svc\"\ncommand = [\"sh\", \"{pinger}\"]\n\
@@ -683,7 +539,7 @@ fn a_watchdog_that_stops_arriving_restarts_the_helper() {
     assert_eq!(stop["reason"], "check_failed");
     run.wait_for("the restart", |e| kind(e) == "restart");
     run.wait_for("its relaunch", |e| kind(e) == "launch" && e["attempt"] == 2);
-    assert_eq!(run.stop(), 0);
+    assert_eq!(run.terminate(), 0);
 }
 
 /// A health check failing `failures` times in a row fails the helper, not before: two failures
@@ -716,7 +572,7 @@ fn a_failing_health_check_restarts_the_helper_after_its_failures_in_a_row() {
             again = again.display()
         ),
     );
-    let mut run = Run::start(
+    let mut run = Run::start_uncontained(
         &d,
         &format!(
             "[[helper]]\nname = \"api\"\ncommand = [\"sh\", \"{app}\"]\nrestart = \"on-failure\"\n\
@@ -772,7 +628,7 @@ fn a_failing_health_check_restarts_the_helper_after_its_failures_in_a_row() {
     assert!(gone(child_pid) || common::process(child_pid).is_some_and(|p| p.is_zombie()));
     assert_eq!(read_line(&again), "up");
     // The relaunched one ignores SIGTERM too: the shutdown SIGKILLs it after its grace.
-    assert_eq!(run.stop(), 4);
+    assert_eq!(run.terminate(), 4);
 }
 
 /// A notify helper a reload adds, to a foster that had none (so no notify socket yet), gets a
@@ -781,7 +637,7 @@ fn a_failing_health_check_restarts_the_helper_after_its_failures_in_a_row() {
 fn a_notify_helper_added_by_a_reload_becomes_ready() {
     let d = Dir::new("ready", "reload");
     let first = "[[helper]]\nname = \"plain\"\ncommand = [\"sleep\", \"1000\"]\n";
-    let mut run = Run::start(&d, first);
+    let mut run = Run::start_uncontained(&d, first);
     run.wait_for("plain's launch", |e| kind(e) == "launch");
     let db = script(
         &d,
@@ -789,18 +645,13 @@ fn a_notify_helper_added_by_a_reload_becomes_ready() {
         &format!("{}\nexec sleep 1000\n", send("READY=1 STATUS=up")),
     );
     d.file(
-        "foster.toml",
+        "run.toml",
         &format!(
             "{first}[[helper]]\nname = \"db\"\ncommand = [\"sh\", \"{db}\"]\n\
              ready = {{ notify = true, timeout = \"30s\" }}\n"
         ),
     );
-    let out = Command::new(FOSTER)
-        .args(["ctl", "--socket"])
-        .arg(&run.socket)
-        .arg("reload")
-        .output()
-        .unwrap();
+    let out = run.ctl(&["reload"]);
     assert!(out.status.success(), "reload: {out:?}");
     let became = run.wait_for("db ready", |e| ready(e) && e["helper"] == "db");
     assert!(
@@ -808,7 +659,7 @@ fn a_notify_helper_added_by_a_reload_becomes_ready() {
         "{became:#}"
     );
     assert_eq!(helper(&run.status(), "db")["status_text"], "up");
-    assert_eq!(run.stop(), 0);
+    assert_eq!(run.terminate(), 0);
 }
 
 /// A probe's program missing is a failed attempt like any other (its launch counts as 127),

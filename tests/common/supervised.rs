@@ -1,7 +1,8 @@
 //! A `foster run` under test, driven through its control socket: started on a configuration
 //! written to the test's directory, its event stream followed from its start, `ctl` commands,
-//! `ctl --json status`'s helpers by name, and an orderly stop; terminated and reaped on drop.
-//! Shared by the tests of start order, states and reload.
+//! `ctl --json status` (its helpers by name, or polled until it says something), and an orderly
+//! stop (`ctl shutdown`, or SIGTERM) with every event to the end; terminated and reaped on
+//! drop. Shared by the tests of start order, states, reload, readiness and the control socket.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -70,6 +71,10 @@ impl Run {
             .unwrap();
         let mut child = child;
         let stream = wait_socket(&socket, &mut child);
+        // Its standard error read (and let go) from here on: a full pipe would stall it.
+        if let Some(mut err) = child.stderr.take() {
+            std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+        }
         let (tx, rx) = mpsc::channel();
         let r = stream.try_clone().unwrap();
         std::thread::spawn(move || {
@@ -115,6 +120,20 @@ impl Run {
         }
     }
 
+    /// The first event (seen already, or to come) for which `f` holds.
+    pub fn wait_for(&mut self, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+        let i = self.until(what, f);
+        self.seen[i].clone()
+    }
+
+    /// The events received so far, without waiting.
+    pub fn so_far(&mut self) -> &[Value] {
+        while let Ok(v) = self.events.try_recv() {
+            self.seen.push(v);
+        }
+        &self.seen
+    }
+
     /// The index of the `state` event putting `helper` in `state`.
     pub fn state(&mut self, helper: &str, state: &str) -> usize {
         self.until(&format!("{helper} {state}"), |e| {
@@ -139,12 +158,32 @@ impl Run {
             .unwrap()
     }
 
+    /// `ctl --json status`: the snapshot.
+    pub fn status(&self) -> Value {
+        let out = self.ctl(&["--json", "status"]);
+        assert!(out.status.success(), "ctl status: {out:?}");
+        let mut v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["status"].take()
+    }
+
+    /// The status once `pred` holds for it (polled: each poll is an answer of the supervisor's
+    /// loop, nothing is timed).
+    pub fn wait_status(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let t = Instant::now();
+        loop {
+            let s = self.status();
+            if pred(&s) {
+                return s;
+            }
+            assert!(t.elapsed() < LIMIT, "status never {what}: {s:#}");
+            // Safety net only: each poll is an answer of the supervisor's loop.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// `ctl --json status`, its helpers by name.
     pub fn helpers(&self) -> serde_json::Map<String, Value> {
-        let out = self.ctl(&["--json", "status"]);
-        assert!(out.status.success(), "{out:?}");
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["status"]["helpers"]
+        self.status()["helpers"]
             .as_array()
             .unwrap()
             .iter()
@@ -157,6 +196,25 @@ impl Run {
         let out = self.ctl(&["shutdown"]);
         assert!(out.status.success(), "{out:?}");
         self.wait()
+    }
+
+    /// SIGTERM (the same orderly shutdown), every event to the end, the exit code (128 + the
+    /// signal that ended it).
+    pub fn terminate(&mut self) -> i32 {
+        // SAFETY: kill of our own unreaped child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        self.finish()
+    }
+
+    /// Every event to the end (the stream closes when the supervisor exits), the exit code
+    /// (128 + the signal that ended it).
+    pub fn finish(&mut self) -> i32 {
+        while let Ok(v) = self.events.recv_timeout(LIMIT) {
+            self.seen.push(v);
+        }
+        use std::os::unix::process::ExitStatusExt;
+        let st = self.wait();
+        st.code().unwrap_or_else(|| 128 + st.signal().unwrap())
     }
 
     pub fn wait(&mut self) -> std::process::ExitStatus {
@@ -197,20 +255,24 @@ impl Drop for Run {
 
 /// Connects to the socket once it answers, and asks for the event stream from its start.
 pub fn wait_socket(socket: &Path, child: &mut Child) -> UnixStream {
+    let mut s = connect(socket, child);
+    s.write_all(b"{\"request\":\"events\"}\n").unwrap();
+    s
+}
+
+/// A connection to the socket of `child`, a `foster run` starting, once it accepts one; a
+/// failed test, with its standard error (piped), if it ends first.
+pub fn connect(socket: &Path, child: &mut Child) -> UnixStream {
     let t = Instant::now();
     loop {
-        if let Ok(mut s) = UnixStream::connect(socket) {
-            s.write_all(b"{\"request\":\"events\"}\n").unwrap();
+        if let Ok(s) = UnixStream::connect(socket) {
             return s;
         }
         if let Ok(Some(st)) = child.try_wait() {
             let mut err = String::new();
-            child
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut err)
-                .unwrap();
+            if let Some(mut e) = child.stderr.take() {
+                e.read_to_string(&mut err).unwrap();
+            }
             panic!("foster run ended ({st}) before answering: {err}");
         }
         assert!(t.elapsed() < LIMIT, "socket never answered");
