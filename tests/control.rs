@@ -40,31 +40,10 @@ impl Run {
             socket: socket.to_path_buf(),
         };
         // Ready when it answers (the socket is bound before any helper starts).
-        r.wait_socket();
+        let s = common::supervised::connect(socket, &mut r.child);
+        let v = Conn::on(s).unwrap().ask(r#"{"request":"status"}"#);
+        assert!(v.get("status").is_some(), "{v}");
         r
-    }
-    fn wait_socket(&mut self) {
-        let t = Instant::now();
-        loop {
-            if let Ok(mut c) = Conn::open(&self.socket) {
-                if c.ask(r#"{"request":"status"}"#).get("status").is_some() {
-                    return;
-                }
-            }
-            if let Ok(Some(st)) = self.child.try_wait() {
-                let mut err = String::new();
-                self.child
-                    .stderr
-                    .take()
-                    .unwrap()
-                    .read_to_string(&mut err)
-                    .unwrap();
-                panic!("foster run ended ({st}) before answering: {err}");
-            }
-            assert!(t.elapsed() < LIMIT, "socket never answered");
-            // Safety net only: the socket appears within milliseconds of the start.
-            std::thread::sleep(Duration::from_millis(20));
-        }
     }
     fn ctl(&self, args: &[&str]) -> Output {
         Command::new(FOSTER)
@@ -132,7 +111,9 @@ struct Conn {
 }
 impl Conn {
     fn open(path: &Path) -> std::io::Result<Conn> {
-        let s = UnixStream::connect(path)?;
+        Conn::on(UnixStream::connect(path)?)
+    }
+    fn on(s: UnixStream) -> std::io::Result<Conn> {
         let r = s.try_clone()?;
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
