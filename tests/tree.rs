@@ -1018,6 +1018,109 @@ fn a_command_line_read_mid_exec_is_read_again_once_the_arguments_exist() {
     std::fs::remove_dir_all(&root).unwrap();
 }
 
+/// A forked copy of this test that, once told to go, execs `sh -c SCRIPT` from a file system of
+/// the test's own (`common::fuse`) with one entry as its whole environment, and is held in the
+/// middle of that exec until released; the script then says so on a pipe, and ends when its
+/// hold pipe closes.
+struct HeldChild {
+    pid: i32,
+    /// The command line it execs.
+    argv: Vec<Vec<u8>>,
+    go_w: i32,
+    up_r: i32,
+    hold_w: i32,
+    /// Dropped before the guard: a held process can only end once released.
+    release: common::fuse::Release,
+    guard: Group,
+    held: HeldExec,
+    _dir: common::Dir,
+}
+
+impl HeldChild {
+    /// None (the test skips, the reason printed) when the file system cannot be had.
+    fn start(name: &str, env: &std::ffi::CStr) -> Option<HeldChild> {
+        let d = common::Dir::new("tree", name);
+        let mnt = d.path("mnt");
+        std::fs::create_dir(&mnt).unwrap();
+        let mut held = match HeldExec::mount(&mnt, "held-program", std::path::Path::new("/bin/sh"))
+        {
+            Ok(h) => h,
+            Err(why) => {
+                eprintln!("skipped: {why}");
+                return None;
+            }
+        };
+        let prog = CString::new(held.path().as_os_str().as_bytes()).unwrap();
+        let script = c"echo up >&5; exec 5>&-; read x <&6";
+        let argv = [
+            prog.as_ptr(),
+            c"-c".as_ptr(),
+            script.as_ptr(),
+            std::ptr::null(),
+        ];
+        let envp = [env.as_ptr(), std::ptr::null()];
+        let (go_r, go_w) = pipe();
+        let (up_r, up_w) = pipe();
+        let (hold_r, hold_w) = pipe();
+        let pid = fork();
+        if pid == 0 {
+            // SAFETY: a raw syscall: a group of its own, for the guard below to kill.
+            unsafe { libc::setpgid(0, 0) };
+            child_wait(go_r);
+            // SAFETY: raw syscalls on data prepared before fork; dup2 clears close-on-exec.
+            unsafe {
+                libc::dup2(up_w, 5);
+                libc::dup2(hold_r, 6);
+                libc::execve(prog.as_ptr(), argv.as_ptr(), envp.as_ptr());
+            }
+            child_exit(127);
+        }
+        let guard = Group {
+            leader: pid,
+            reaped: false,
+        };
+        let release = held.releaser();
+        for fd in [go_r, up_w, hold_r] {
+            close(fd);
+        }
+        Some(HeldChild {
+            pid,
+            argv: vec![
+                prog.as_bytes().to_vec(),
+                b"-c".to_vec(),
+                script.to_bytes().to_vec(),
+            ],
+            go_w,
+            up_r,
+            hold_w,
+            release,
+            guard,
+            held,
+            _dir: d,
+        })
+    }
+
+    /// Lets it exec, and waits until it is held in the middle.
+    fn go(&mut self) {
+        child_write(self.go_w);
+        assert_eq!(self.held.wait_held(Duration::from_secs(20)), self.pid);
+    }
+
+    /// Lets the exec go on, and waits until the program runs.
+    fn release(&mut self) {
+        self.release.release();
+        assert_eq!(read_deadline(self.up_r, 20), Some(b'u'));
+    }
+
+    /// Ends the program (its hold pipe closed) and reaps it.
+    fn end(mut self) {
+        close(self.hold_w);
+        close(self.go_w);
+        self.guard.reap(20);
+        close(self.up_r);
+    }
+}
+
 /// A real process scanned before its exec (a forked copy of this test), in the middle of it
 /// (held inside `execve` by a file system of the test's own, `common::fuse`: the new name, the
 /// argument area placed but not yet filled, an empty command line) and after it: the command
@@ -1027,50 +1130,10 @@ fn a_command_line_read_mid_exec_is_read_again_once_the_arguments_exist() {
 #[test]
 fn a_command_line_read_in_the_middle_of_a_real_exec_is_read_again_after_it() {
     let _g = serial();
-    let d = common::Dir::new("tree", "heldexec");
-    let mnt = d.path("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    let mut held = match HeldExec::mount(&mnt, "held-program", std::path::Path::new("/bin/sh")) {
-        Ok(h) => h,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return;
-        }
+    let Some(mut h) = HeldChild::start("heldexec", c"PATH=/usr/bin:/bin") else {
+        return;
     };
-    let prog = CString::new(held.path().as_os_str().as_bytes()).unwrap();
-    let script = c"echo up >&5; exec 5>&-; read x <&6";
-    let argv = [
-        prog.as_ptr(),
-        c"-c".as_ptr(),
-        script.as_ptr(),
-        std::ptr::null(),
-    ];
-    let envp = [c"PATH=/usr/bin:/bin".as_ptr(), std::ptr::null()];
-    let (go_r, go_w) = pipe();
-    let (up_r, up_w) = pipe();
-    let (hold_r, hold_w) = pipe();
-    let pid = fork();
-    if pid == 0 {
-        // SAFETY: a raw syscall: a group of its own, for the guard below to kill.
-        unsafe { libc::setpgid(0, 0) };
-        child_wait(go_r);
-        // SAFETY: raw syscalls on data prepared before fork; dup2 clears close-on-exec.
-        unsafe {
-            libc::dup2(up_w, 5);
-            libc::dup2(hold_r, 6);
-            libc::execve(prog.as_ptr(), argv.as_ptr(), envp.as_ptr());
-        }
-        child_exit(127);
-    }
-    let mut guard = Group {
-        leader: pid,
-        reaped: false,
-    };
-    // Dropped before the guard: a held process can only end once released.
-    let mut release = held.releaser();
-    for fd in [go_r, up_w, hold_r] {
-        close(fd);
-    }
+    let pid = h.pid;
     let mut scanner = Scanner::new(ScanOptions {
         threads: 1,
         ..ScanOptions::default()
@@ -1082,22 +1145,16 @@ fn a_command_line_read_in_the_middle_of_a_real_exec_is_read_again_after_it() {
     assert_eq!(before.cmdline[0], mine.as_bytes(), "{before:?}");
     assert!(!before.in_exec, "{before:?}");
     // In the middle of the exec.
-    child_write(go_w);
-    assert_eq!(held.wait_held(Duration::from_secs(20)), pid);
+    h.go();
     let middle = scanner.scan_pids(&[pid]).by_pid(pid).unwrap().clone();
     assert_eq!(middle.identity, before.identity, "exec keeps the identity");
     assert_eq!(middle.comm, b"held-program", "{middle:?}");
     assert!(middle.cmdline.is_empty(), "{middle:?}");
     assert!(middle.in_exec, "{middle:?}");
     // After it: the program runs and says so.
-    release.release();
-    assert_eq!(read_deadline(up_r, 20), Some(b'u'));
+    h.release();
     let after = scanner.scan_pids(&[pid]).by_pid(pid).unwrap().clone();
-    let want: Vec<Vec<u8>> = vec![
-        prog.as_bytes().to_vec(),
-        b"-c".to_vec(),
-        script.to_bytes().to_vec(),
-    ];
+    let want = h.argv.clone();
     assert_eq!(after.identity, before.identity);
     assert!(!after.in_exec, "{after:?}");
     assert_eq!(
@@ -1109,11 +1166,7 @@ fn a_command_line_read_in_the_middle_of_a_real_exec_is_read_again_after_it() {
     let again = scanner.scan_pids(&[pid]);
     assert_eq!(again.stats.cmdline_reads, 0, "{:?}", again.stats);
     assert_eq!(again.by_pid(pid).unwrap().cmdline.to_vec(), want);
-    // The program ends when its pipe closes.
-    close(hold_w);
-    close(go_w);
-    guard.reap(20);
-    close(up_r);
+    h.end();
     assert_all_gone(&[before.identity]);
 }
 
@@ -1125,50 +1178,10 @@ fn a_command_line_read_in_the_middle_of_a_real_exec_is_read_again_after_it() {
 #[test]
 fn an_environment_read_that_meets_an_exec_is_read_again_after_it() {
     let _g = serial();
-    let d = common::Dir::new("tree", "heldenv");
-    let mnt = d.path("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    let mut held = match HeldExec::mount(&mnt, "held-program", std::path::Path::new("/bin/sh")) {
-        Ok(h) => h,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return;
-        }
+    let Some(mut h) = HeldChild::start("heldenv", c"FOSTER_HELPER=held") else {
+        return;
     };
-    let prog = CString::new(held.path().as_os_str().as_bytes()).unwrap();
-    let script = c"echo up >&5; exec 5>&-; read x <&6";
-    let argv = [
-        prog.as_ptr(),
-        c"-c".as_ptr(),
-        script.as_ptr(),
-        std::ptr::null(),
-    ];
-    let envp = [c"FOSTER_HELPER=held".as_ptr(), std::ptr::null()];
-    let (go_r, go_w) = pipe();
-    let (up_r, up_w) = pipe();
-    let (hold_r, hold_w) = pipe();
-    let pid = fork();
-    if pid == 0 {
-        // SAFETY: a raw syscall: a group of its own, for the guard below to kill.
-        unsafe { libc::setpgid(0, 0) };
-        child_wait(go_r);
-        // SAFETY: raw syscalls on data prepared before fork; dup2 clears close-on-exec.
-        unsafe {
-            libc::dup2(up_w, 5);
-            libc::dup2(hold_r, 6);
-            libc::execve(prog.as_ptr(), argv.as_ptr(), envp.as_ptr());
-        }
-        child_exit(127);
-    }
-    let mut guard = Group {
-        leader: pid,
-        reaped: false,
-    };
-    // Dropped before the guard: a held process can only end once released.
-    let mut release = held.releaser();
-    for fd in [go_r, up_w, hold_r] {
-        close(fd);
-    }
+    let pid = h.pid;
     let mut scanner = Scanner::new(ScanOptions {
         threads: 1,
         ..ScanOptions::default()
@@ -1178,8 +1191,7 @@ fn an_environment_read_that_meets_an_exec_is_read_again_after_it() {
     let before = scanner.scan_pids(&[pid]).by_pid(pid).unwrap().clone();
     assert!(!before.in_exec, "{before:?}");
     // Its environment read once it is in the middle of the exec.
-    child_write(go_w);
-    assert_eq!(held.wait_held(Duration::from_secs(20)), pid);
+    h.go();
     let mut met = before.clone();
     scanner.read_environ(&mut [&mut met], b"FOSTER_");
     assert!(met.environ.is_empty(), "{met:?}");
@@ -1188,18 +1200,13 @@ fn an_environment_read_that_meets_an_exec_is_read_again_after_it() {
         "an empty environment read in the middle of an exec was taken for the process's: {met:?}"
     );
     // After it: the new program's.
-    release.release();
-    assert_eq!(read_deadline(up_r, 20), Some(b'u'));
+    h.release();
     let mut after = scanner.scan_pids(&[pid]).by_pid(pid).unwrap().clone();
     assert!(!after.in_exec, "{after:?}");
     scanner.read_environ(&mut [&mut after], b"FOSTER_");
     assert!(!after.in_exec, "{after:?}");
     assert_eq!(after.environ.to_vec(), vec![b"FOSTER_HELPER=held".to_vec()]);
-    // The program ends when its pipe closes.
-    close(hold_w);
-    close(go_w);
-    guard.reap(20);
-    close(up_r);
+    h.end();
     assert_all_gone(&[before.identity]);
 }
 
