@@ -22,8 +22,9 @@
 //! Environment entries (those starting with the prefix the subtree was made with) are read once
 //! per identity, and only for the processes whose lineage may have to be learnt from them: new
 //! children of the root, and processes that changed parent. One caught in the middle of an
-//! `execve` ([`ProcessNode::in_exec`]) has no environment to read yet: its `stat` is read again at
-//! each update ([`Subtree::pending_environ`] counts them) and its environment once it is out.
+//! `execve` ([`ProcessNode::in_exec`]), or whose read met one, has no environment to read yet: its
+//! `stat` is read again at each update ([`Subtree::pending_environ`] counts them) and its
+//! environment once it is out.
 
 use std::collections::HashSet;
 
