@@ -136,10 +136,13 @@ fn main() {
         count_procs()
     );
     if std::env::var_os("BENCH_ONLY_ROOT").is_none() {
-        let (s, shown) = measure(ProcSource::new(None).unwrap(), rounds);
+        let (s, shown) = measure(ProcSource::new(None, Default::default()).unwrap(), rounds);
         report("whole system", &s, shown);
     }
-    let (s, shown) = measure(ProcSource::new(Some(quiet.id() as i32)).unwrap(), rounds);
+    let (s, shown) = measure(
+        ProcSource::new(Some(quiet.id() as i32), Default::default()).unwrap(),
+        rounds,
+    );
     report("--root quiet subtree", &s, shown);
     // Its floor: listing /proc, which finds the pids born since the last reading.
     let mut scanner = foster::tree::Scanner::new(foster::tree::ScanOptions::default()).unwrap();

@@ -842,20 +842,27 @@ impl EventLog {
     }
 }
 
+/// The local time of `secs` since the Unix epoch, broken down (`localtime_r`); `None` when
+/// the C library cannot convert it.
+pub fn local_time(secs: u64) -> Option<libc::tm> {
+    // `time_t`'s width is the C library's (it is not named here: libc deprecates it on musl).
+    let t = secs.try_into().ok()?;
+    // SAFETY: localtime_r reads `t` and fills `tm`, both ours; it returns null on failure.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    if unsafe { libc::localtime_r(&t, &mut tm) }.is_null() {
+        return None;
+    }
+    Some(tm)
+}
+
 /// `HH:MM:SS` in local time (`HH:MM:SS.mmm` with `millis`) of a time in milliseconds since
 /// the Unix epoch, as `foster ctl events` and the dashboard show events and lines; the seconds
 /// since the epoch when the C library cannot convert it.
 pub fn clock_text(ts_ms: u64, millis: bool) -> String {
     let secs = ts_ms / 1000;
-    // `time_t`'s width is the C library's (it is not named here: libc deprecates it on musl).
-    let Ok(t) = secs.try_into() else {
+    let Some(tm) = local_time(secs) else {
         return secs.to_string();
     };
-    // SAFETY: localtime_r reads `t` and fills `tm`, both ours; it returns null on failure.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    if unsafe { libc::localtime_r(&t, &mut tm) }.is_null() {
-        return secs.to_string();
-    }
     let mut text = format!("{:02}:{:02}:{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec);
     if millis {
         text += &format!(".{:03}", ts_ms % 1000);

@@ -3,7 +3,8 @@
 //! can write to) and the descriptions of what is found (type, owner, mode) for the errors.
 //!
 //! Owns [`open_dir`] and its [`DirRule`]s, used for the control socket's directory
-//! (`crate::control::server`) and for the helpers' log files (`crate::logfile`). The check is
+//! (`crate::control::server`), for the helpers' log files (`crate::logfile`) and for the
+//! dashboard's settings (`crate::top::columns`). The check is
 //! made on the directory once open (`fstat`), so that what is checked is what is used.
 
 use std::fmt;
@@ -25,6 +26,11 @@ pub enum DirRule {
     /// `the log file`). A missing socket directory is made (mode 0700) when its parent exists,
     /// and then removed on exit when empty.
     Given(&'static str),
+    /// A directory of the user's own settings (the dashboard's columns): a real directory (not
+    /// a symbolic link), owned by foster's effective uid, not writable by group or others, so
+    /// that nobody else can put a file there for foster to read (named, `the dashboard's
+    /// settings`). Made (mode 0700) when missing and its parent exists.
+    Own(&'static str),
 }
 
 /// A directory, open, checked, and how it came to be.
@@ -106,7 +112,7 @@ pub fn open_dir(dir: &Path, rule: DirRule, create: bool) -> Result<CheckedDir, D
     let me = nix::unistd::geteuid().as_raw();
     let shown = dir.display();
     let mut flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-    if rule == DirRule::Private {
+    if matches!(rule, DirRule::Private | DirRule::Own(_)) {
         flags |= OFlag::O_NOFOLLOW;
     }
     let mut created = false;
@@ -168,6 +174,15 @@ pub fn open_dir(dir: &Path, rule: DirRule, create: bool) -> Result<CheckedDir, D
                 } else {
                     "remove it"
                 }
+            )));
+        }
+        DirRule::Own(what) if owner != me || mode & 0o022 != 0 => {
+            return Err(DirProblem::Refused(format!(
+                "{shown} is a directory owned by {}, mode {mode:04o}: the directory of {what} \
+                 must be yours ({}) and not writable by group or others, or another user could \
+                 put a file there; not using it",
+                uid_text(owner),
+                uid_text(me)
             )));
         }
         DirRule::Given(what) if owner != me && owner != 0 => {

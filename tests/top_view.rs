@@ -39,6 +39,7 @@ fn proc(pid: i32, ppid: i32, comm: &[u8], args: &[&[u8]]) -> ProcInfo {
         cmdline: Arc::from(args.iter().map(|a| a.to_vec()).collect::<Vec<_>>()),
         supervision: None,
         uid: None,
+        ext: Default::default(),
     }
 }
 
@@ -649,7 +650,8 @@ fn root_source_follows_births_and_deaths() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut src = foster::top::standalone::ProcSource::new(Some(sh.id() as i32)).unwrap();
+    let mut src =
+        foster::top::standalone::ProcSource::new(Some(sh.id() as i32), Default::default()).unwrap();
     let first = src.sample().unwrap();
     assert_eq!(first.procs.len(), 1, "only the shell: {:?}", first.procs);
     // Barrier: the shell prints the sleep's pid once it has started it.
@@ -718,7 +720,9 @@ fn app_on_real_sleep() -> (Reaped, App) {
             .spawn()
             .unwrap(),
     );
-    let mut src = foster::top::standalone::ProcSource::new(Some(child.0.id() as i32)).unwrap();
+    let mut src =
+        foster::top::standalone::ProcSource::new(Some(child.0.id() as i32), Default::default())
+            .unwrap();
     let mut app = App::new(None, "1s".into());
     app.set_model(Tracker::new().update(src.sample().unwrap()));
     assert_eq!(pids(&app), vec![child.0.id() as i32]);
@@ -726,7 +730,7 @@ fn app_on_real_sleep() -> (Reaped, App) {
 }
 
 /// A key the dashboard does not know says so in the status line (htop's keys that have no
-/// counterpart yet say what is missing); `\` and `F4` filter as in htop, `K` opens the signal
+/// counterpart say so); `\` and `F4` filter as in htop, `K` opens the signal
 /// menu, where a number picks the signal (`9` SIGKILL, `1` `5` SIGTERM), and the signal picked
 /// by number reaches the real process.
 #[test]
@@ -734,7 +738,7 @@ fn unknown_keys_say_so_and_the_signal_menu_takes_numbers() {
     let (mut child, mut app) = app_on_real_sleep();
     let pid = child.0.id() as i32;
     for (code, says) in [
-        (KeyCode::F(2), "F2: no column setup yet"),
+        (KeyCode::F(8), "F8: foster top does not change priorities"),
         (KeyCode::F(7), "F7: foster top does not change priorities"),
         (KeyCode::Char('z'), "unknown key z"),
         (KeyCode::Insert, "unknown key Insert"),
@@ -943,7 +947,7 @@ fn a_zombie_says_at_least_how_long_and_its_age() {
             .unwrap(),
     );
     let ppid = parent.0.id() as i32;
-    let mut src = foster::top::standalone::ProcSource::new(Some(ppid)).unwrap();
+    let mut src = foster::top::standalone::ProcSource::new(Some(ppid), Default::default()).unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
     let first = loop {
         let s = src.sample().unwrap();

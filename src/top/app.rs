@@ -66,6 +66,17 @@ pub struct Row {
     pub found: bool,
     /// Tagged (`Space`): the signal menu acts on every tagged process.
     pub tagged: bool,
+    /// The optional columns' texts (`-` where the source does not know).
+    pub user: String,
+    pub ppid: String,
+    pub pgid: String,
+    pub sid: String,
+    pub threads: String,
+    pub start: String,
+    pub io_read: String,
+    pub io_write: String,
+    pub cgroup: String,
+    pub pidns: String,
 }
 
 /// What the rows are sorted by: one of the table's columns. In the tree, siblings are sorted;
@@ -84,10 +95,21 @@ pub enum SortKey {
     Cpu,
     Rss,
     Command,
+    User,
+    Ppid,
+    Pgid,
+    Sid,
+    Threads,
+    /// The start time, as AGE (ascending is oldest first).
+    Start,
+    IoRead,
+    IoWrite,
+    Cgroup,
+    PidNs,
 }
 
 impl SortKey {
-    /// In the order of the table's columns (`<` and `>` go through them).
+    /// In the order of the default columns.
     pub const ALL: [SortKey; 11] = [
         SortKey::Pid,
         SortKey::Role,
@@ -116,19 +138,17 @@ impl SortKey {
             SortKey::Cpu => "CPU%",
             SortKey::Rss => "RSS",
             SortKey::Command => "COMMAND",
+            SortKey::User => "USER",
+            SortKey::Ppid => "PPID",
+            SortKey::Pgid => "PGID",
+            SortKey::Sid => "SID",
+            SortKey::Threads => "THR",
+            SortKey::Start => "START",
+            SortKey::IoRead => "READ/s",
+            SortKey::IoWrite => "WRITE/s",
+            SortKey::Cgroup => "CGROUP",
+            SortKey::PidNs => "PIDNS",
         }
-    }
-
-    /// Whether it only means something attached to a supervisor.
-    fn supervised_only(self) -> bool {
-        matches!(
-            self,
-            SortKey::Role
-                | SortKey::Helper
-                | SortKey::HelperState
-                | SortKey::Generation
-                | SortKey::Policy
-        )
     }
 
     /// Compares two processes by this key, ascending.
@@ -155,6 +175,22 @@ impl SortKey {
                 .total_cmp(&b.cpu_pct.unwrap_or(-1.0)),
             SortKey::Rss => a.info.rss_bytes.cmp(&b.info.rss_bytes),
             SortKey::Command => command_text(a).cmp(&command_text(b)),
+            SortKey::User => a.info.uid.cmp(&b.info.uid),
+            SortKey::Ppid => a.info.ppid.cmp(&b.info.ppid),
+            SortKey::Pgid => a.info.ext.pgid.cmp(&b.info.ext.pgid),
+            SortKey::Sid => a.info.ext.sid.cmp(&b.info.ext.sid),
+            SortKey::Threads => a.info.ext.threads.cmp(&b.info.ext.threads),
+            SortKey::Start => SortKey::Age.compare(a, b),
+            SortKey::IoRead => {
+                let r = |n: &Node| n.io_rate.map_or(-1.0, |r| r.0);
+                r(a).total_cmp(&r(b))
+            }
+            SortKey::IoWrite => {
+                let w = |n: &Node| n.io_rate.map_or(-1.0, |r| r.1);
+                w(a).total_cmp(&w(b))
+            }
+            SortKey::Cgroup => a.info.ext.cgroup.cmp(&b.info.ext.cgroup),
+            SortKey::PidNs => a.info.ext.pidns.cmp(&b.info.ext.pidns),
         }
     }
 }
@@ -191,8 +227,8 @@ impl Sort {
     /// In words, for the status line: `sorted by CPU%, largest first`.
     pub fn describe(self) -> String {
         let way = match (self.key, self.descending) {
-            (SortKey::Age, false) => "oldest first",
-            (SortKey::Age, true) => "youngest first",
+            (SortKey::Age | SortKey::Start, false) => "oldest first",
+            (SortKey::Age | SortKey::Start, true) => "youngest first",
             (_, true) => "largest first",
             (_, false) => "smallest first",
         };
@@ -213,6 +249,9 @@ pub enum Effect {
     },
     /// Ask the supervisor (attached mode) to do this.
     Control(Control),
+    /// Save the columns chosen (`F2`), and say where in the status line
+    /// ([`App::columns_saved`]).
+    SaveColumns(crate::top::columns::Layout),
 }
 
 /// What the dashboard asks of the supervisor it is attached to.
@@ -380,6 +419,12 @@ pub enum Dialog {
         uids: Vec<Option<u32>>,
         selected: usize,
     },
+    /// The column setup (`F2`): the cursor on entry `selected` of [`App::columns`]; `changed`
+    /// once anything was changed (saved on closing).
+    Columns {
+        selected: usize,
+        changed: bool,
+    },
 }
 
 /// Signals offered by the picker: every signal with a standard name ([`Sig::standard`]), in
@@ -434,7 +479,7 @@ pub const KEYS: &[(&str, &str)] = &[
         "attached: stop the helper the process belongs to; it stays stopped until o",
     ),
     (
-        "u",
+        "o",
         "attached: start the helper (stopped, ended or given up on)",
     ),
     (
@@ -469,6 +514,10 @@ pub const KEYS: &[(&str, &str)] = &[
     (
         "m",
         "hide or show the meters (CPU, memory, load, tasks) and the selected process's history",
+    ),
+    (
+        "F2",
+        "columns: ↑ ↓ choose, Space or Enter show/hide, [ ] or - + move; Esc saves and closes",
     ),
     ("?  F1", "this help (Esc closes)"),
     ("q  F10  Ctrl-C", "quit"),
@@ -523,6 +572,12 @@ pub struct App {
     pub tree: bool,
     /// The machine's meters and the processes' history.
     pub meters: crate::top::meters::Meters,
+    /// The optional columns, in order, shown or not (`F2`).
+    pub columns: crate::top::columns::Layout,
+    /// User names by uid, for the USER column (looked up once per uid).
+    user_names: std::collections::HashMap<u32, String>,
+    /// The wall-clock second the machine booted, for START (fixed at the first reading).
+    boot_secs: Option<i64>,
 }
 
 /// Lines the log pane keeps (as many as a helper keeps: the pane asks for them all).
@@ -684,7 +739,35 @@ impl App {
             tagged: Vec::new(),
             user: None,
             meters: crate::top::meters::Meters::default(),
+            columns: crate::top::columns::Layout::default(),
+            user_names: std::collections::HashMap::new(),
+            boot_secs: None,
         }
+    }
+
+    /// What a reading must read besides `stat` for the columns shown.
+    pub fn wants(&self) -> crate::tree::ExtraWants {
+        self.columns.wants()
+    }
+
+    /// Says in the status line where the columns were saved, or why they were not.
+    pub fn columns_saved(&mut self, result: Result<std::path::PathBuf, String>) {
+        self.message = Some(match result {
+            Ok(p) => format!(
+                "columns saved in {}",
+                escape(p.as_os_str().as_encoded_bytes())
+            ),
+            Err(e) => format!("columns not saved: {}", escape(e.as_bytes())),
+        });
+    }
+
+    /// The columns shown, in order, for this source: those of a supervisor only attached.
+    pub fn shown_columns(&self) -> Vec<crate::top::columns::Column> {
+        self.columns
+            .shown()
+            .into_iter()
+            .filter(|c| self.model.supervised || !c.supervised_only())
+            .collect()
     }
 
     /// Takes a new model. While paused, processes that vanished stay, marked exited.
@@ -712,6 +795,19 @@ impl App {
         {
             self.message = Some(format!("followed process {} exited", f.pid));
             self.following = None;
+        }
+        for n in model.nodes.values() {
+            if let Some(u) = n.info.uid
+                && !self.user_names.contains_key(&u)
+            {
+                self.user_names.insert(u, user_name(u));
+            }
+        }
+        if self.boot_secs.is_none() && model.hz > 0 {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64);
+            self.boot_secs = Some(now - (model.now_ticks / model.hz) as i64);
         }
         let old_index = self.cursor_index();
         self.model = model;
@@ -961,6 +1057,52 @@ impl App {
                 matched: matched.contains(&id),
                 found: !search.is_empty() && self.matches(n, &search),
                 tagged: self.tagged.contains(&id),
+                user: n.info.uid.map_or_else(
+                    || "-".to_string(),
+                    |u| {
+                        self.user_names
+                            .get(&u)
+                            .cloned()
+                            .unwrap_or_else(|| u.to_string())
+                    },
+                ),
+                ppid: n.info.ppid.to_string(),
+                pgid: opt(n.info.ext.pgid),
+                sid: opt(n.info.ext.sid),
+                threads: opt(n.info.ext.threads),
+                start: match self.boot_secs {
+                    Some(b) => {
+                        start_text(b + (n.info.id.start_time / m.hz.max(1)) as i64, n.age_secs)
+                    }
+                    None => "-".into(),
+                },
+                io_read: n.io_rate.map_or_else(
+                    || {
+                        if n.info.ext.io.is_some() {
+                            String::new()
+                        } else {
+                            "-".into()
+                        }
+                    },
+                    |r| fmt_rate(r.0),
+                ),
+                io_write: n.io_rate.map_or_else(
+                    || {
+                        if n.info.ext.io.is_some() {
+                            String::new()
+                        } else {
+                            "-".into()
+                        }
+                    },
+                    |r| fmt_rate(r.1),
+                ),
+                cgroup: n
+                    .info
+                    .ext
+                    .cgroup
+                    .as_ref()
+                    .map_or_else(|| "-".into(), |c| escape(c.as_bytes())),
+                pidns: opt(n.info.ext.pidns),
             });
             if !collapsed {
                 for (i, k) in kids.iter().enumerate().rev() {
@@ -1175,6 +1317,45 @@ impl App {
                         self.message = Some("cancelled".into());
                     }
                 }
+                return Vec::new();
+            }
+            Dialog::Columns { selected, changed } => {
+                let last = self.columns.entries.len().saturating_sub(1);
+                let (mut selected, mut changed) = (selected, changed);
+                match key.code {
+                    KeyCode::Down | KeyCode::Char('j') => selected = (selected + 1).min(last),
+                    KeyCode::Up | KeyCode::Char('k') => selected = selected.saturating_sub(1),
+                    KeyCode::Home | KeyCode::Char('g') => selected = 0,
+                    KeyCode::End | KeyCode::Char('G') => selected = last,
+                    KeyCode::Char(' ') | KeyCode::Enter => {
+                        self.columns.toggle(selected);
+                        changed = true;
+                    }
+                    KeyCode::Char('[') | KeyCode::Char('-') => {
+                        selected = self.columns.shift(selected, -1);
+                        changed = true;
+                    }
+                    KeyCode::Char(']') | KeyCode::Char('+') | KeyCode::Char('=') => {
+                        selected = self.columns.shift(selected, 1);
+                        changed = true;
+                    }
+                    KeyCode::Esc | KeyCode::F(2) | KeyCode::F(10) | KeyCode::Char('q') => {
+                        self.dialog = Dialog::None;
+                        if changed {
+                            return vec![Effect::SaveColumns(self.columns.clone())];
+                        }
+                        return Vec::new();
+                    }
+                    _ => {
+                        self.message = Some(format!(
+                            "unknown key {} here: ↑ ↓ choose · Space show/hide · [ ] move · Esc done",
+                            key_name(&key)
+                        ));
+                        return Vec::new();
+                    }
+                }
+                self.message = None;
+                self.dialog = Dialog::Columns { selected, changed };
                 return Vec::new();
             }
             Dialog::ConfirmControl(c) => {
@@ -1480,9 +1661,12 @@ impl App {
                 }
             },
             KeyCode::Char('<') | KeyCode::Char('>') | KeyCode::F(6) => {
-                let keys: Vec<SortKey> = SortKey::ALL
+                // The columns shown, in their order, then the command.
+                let keys: Vec<SortKey> = self
+                    .shown_columns()
                     .into_iter()
-                    .filter(|k| self.model.supervised || !k.supervised_only())
+                    .chain([crate::top::columns::Column::Command])
+                    .filter_map(|c| c.sort_key())
                     .collect();
                 let at = keys.iter().position(|k| *k == self.sort.key).unwrap_or(0);
                 let next = if key.code == KeyCode::Char('<') {
@@ -1535,6 +1719,12 @@ impl App {
             KeyCode::Char('r') => return vec![Effect::Refresh],
             KeyCode::Char('m') => self.meters.shown = !self.meters.shown,
             KeyCode::Char('?') | KeyCode::F(1) => self.dialog = Dialog::Help { scroll: 0 },
+            KeyCode::F(2) => {
+                self.dialog = Dialog::Columns {
+                    selected: 0,
+                    changed: false,
+                }
+            }
             KeyCode::Modifier(_) | KeyCode::Null => {}
             _ => self.message = Some(unknown_key(&key)),
         }
@@ -1901,6 +2091,44 @@ pub fn command_text(n: &Node) -> String {
     }
 }
 
+/// A value, or `-` when unknown.
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".into(), |v| v.to_string())
+}
+
+/// A user's name (escaped), or the uid's number when it has none.
+pub fn user_name(uid: u32) -> String {
+    match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+        Ok(Some(u)) => escape(u.name.as_bytes()),
+        _ => uid.to_string(),
+    }
+}
+
+/// Bytes per second, as RSS shows bytes: `0`, `812K`, `12.3M`.
+pub fn fmt_rate(bps: f64) -> String {
+    if bps < 1.0 {
+        "0".into()
+    } else {
+        fmt_bytes(bps as u64)
+    }
+}
+
+/// When a process started, in local time: `14:03` within the last day, else `Nov30`.
+pub fn start_text(secs: i64, age_secs: u64) -> String {
+    let Some(tm) = crate::event::local_time(secs.max(0) as u64) else {
+        return "-".into();
+    };
+    if age_secs < 86400 {
+        format!("{:02}:{:02}", tm.tm_hour, tm.tm_min)
+    } else {
+        const MONTHS: [&str; 12] = [
+            "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+        ];
+        let m = MONTHS.get(tm.tm_mon as usize).copied().unwrap_or("?");
+        format!("{m}{:02}", tm.tm_mday)
+    }
+}
+
 /// A key as the status line names it: `F6`, `t`, `Ctrl-x`, `Insert`; escaped.
 pub fn key_name(key: &KeyEvent) -> String {
     let base = match key.code {
@@ -1926,7 +2154,6 @@ pub fn unknown_key(key: &KeyEvent) -> String {
     let plain = key.modifiers.difference(KeyModifiers::SHIFT).is_empty();
     let why = match key.code {
         _ if !plain => "unknown key",
-        KeyCode::F(2) => "no column setup yet",
         KeyCode::F(7) | KeyCode::F(8) => "foster top does not change priorities",
         _ => "unknown key",
     };

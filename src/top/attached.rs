@@ -581,6 +581,12 @@ fn sample_with_items(status: &Status, items: &[Item], now_ms: u64) -> Sample {
                 comm: p.comm.0.clone(),
                 cmdline: p.cmdline.iter().map(|a| a.0.clone()).collect(),
                 uid: Some(p.uid),
+                // The snapshot carries threads; the process group, session, storage, cgroup and
+                // namespace are not in it (shown `-`).
+                ext: crate::top::model::ProcExt {
+                    threads: Some(p.threads),
+                    ..Default::default()
+                },
                 supervision: Some(Supervision {
                     role: role_text(p.role).to_string(),
                     helper: p.helper.clone(),

@@ -213,6 +213,7 @@ mod tests {
             cmdline: Arc::from(Vec::new()),
             uid: None,
             supervision: None,
+            ext: Default::default(),
         }
     }
 

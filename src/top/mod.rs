@@ -17,6 +17,7 @@
 //! - [`app`], state and keys.
 //! - [`event`], the input, data and signal threads.
 //! - [`ui`], rendering.
+//! - [`columns`], the columns chosen and ordered (`F2`) and the file that keeps them.
 //! - [`meters`], the machine's meters above the tree; [`history`], the selected process's
 //!   recent CPU and memory; [`theme`], the colours (and `NO_COLOR`).
 //! - [`standalone`], the `/proc` source; [`forks`], the kernel's fork notifications it uses.
@@ -25,6 +26,7 @@
 
 pub mod app;
 pub mod attached;
+pub mod columns;
 pub mod demo;
 pub mod event;
 pub mod forks;
@@ -160,13 +162,22 @@ fn test_panic_key() -> Option<char> {
 
 /// Runs the dashboard until the user quits; the exit status is 0, or 128+N after signal N.
 pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
+    // The columns chosen: a bad file gives the defaults, and the status line says why.
+    let (layout, layout_error) = match columns::load() {
+        Ok(l) => (l.unwrap_or_default(), None),
+        Err(e) => (columns::Layout::default(), Some(e)),
+    };
+    let wants: model::SharedWants = std::sync::Arc::new(std::sync::Mutex::new(layout.wants()));
     let (source, attached): (Box<dyn Source>, _) = match (&opts.attach, opts.root) {
         (Some(socket), _) => {
             let s = attached::AttachedSource::connect(socket)?;
             let c = (s.controller(), s.dirty_flag());
             (Box::new(s), Some(c))
         }
-        (None, root) => (Box::new(standalone::ProcSource::new(root)?), None),
+        (None, root) => (
+            Box::new(standalone::ProcSource::new(root, wants.clone())?),
+            None,
+        ),
     };
     // Asks for a reading; attached, one with a snapshot from the supervisor (not only from /proc).
     let refresh = |requests: &mpsc::Sender<Request>| {
@@ -196,6 +207,8 @@ pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
         opts.collapse_depth,
         crate::duration::Text(opts.interval).to_string(),
     );
+    app.columns = layout;
+    app.message = layout_error.map(|e| crate::sanitize::escape(e.as_bytes()));
     let mut tracker = Tracker::new();
     let mut machine = meters::Sampler::new();
     let mut last_screen = None;
@@ -210,9 +223,17 @@ pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
                 if panic_key.is_some_and(|c| k.code == crossterm::event::KeyCode::Char(c)) {
                     panic!("the test panic key was pressed (FOSTER_TOP_TEST_PANIC_KEY)");
                 }
-                for effect in app.on_key(k) {
+                let effects = app.on_key(k);
+                // The columns shown decide what the next readings read.
+                *wants.lock().unwrap_or_else(|e| e.into_inner()) = app.wants();
+                for effect in effects {
                     match effect {
                         Effect::Quit => return Ok(ExitCode::SUCCESS),
+                        Effect::SaveColumns(layout) => {
+                            app.columns_saved(columns::save(&layout));
+                            // The new columns' data at once, not at the next tick.
+                            refresh(&requests);
+                        }
                         Effect::Refresh => refresh(&requests),
                         Effect::Signal { targets, signal } if controller.is_some() => {
                             let c = controller.clone().expect("attached");

@@ -90,6 +90,23 @@ pub struct ProcInfo {
     pub supervision: Option<Supervision>,
     /// Its owner (the real uid), when the source says.
     pub uid: Option<u32>,
+    /// What the optional columns show, as far as the source knows it.
+    pub ext: ProcExt,
+}
+
+/// What the optional columns show of a process beyond the tree's own fields: each `None` when
+/// the source does not know it (attached, the supervisor's snapshot carries threads and the
+/// start time, not the rest), did not read it (its column is hidden), or could not.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct ProcExt {
+    pub pgid: Option<i32>,
+    pub sid: Option<i32>,
+    pub threads: Option<i64>,
+    /// Bytes read from and written to storage since it started (`/proc/<pid>/io`).
+    pub io: Option<(u64, u64)>,
+    pub cgroup: Option<String>,
+    /// The inode number of its PID namespace.
+    pub pidns: Option<u64>,
 }
 
 /// What a supervisor knows of one of its processes.
@@ -174,6 +191,10 @@ pub struct EventLine {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct SourceError(pub String);
+
+/// What the columns shown need read besides `stat`, shared by the dashboard (which sets it
+/// when the columns change) and the standalone source (which reads it at each reading).
+pub type SharedWants = Arc<std::sync::Mutex<crate::tree::ExtraWants>>;
 
 /// Asks the data thread for a reading at once.
 pub type Waker = Box<dyn Fn() + Send + Sync>;
@@ -319,6 +340,9 @@ pub struct Node {
     /// Seconds since it started.
     pub age_secs: u64,
     pub anomalies: Vec<Anomaly>,
+    /// Bytes read and written per second since the previous reading; `None` on its first
+    /// reading or where `io` is not read.
+    pub io_rate: Option<(f64, f64)>,
     /// No longer in the source's reading, kept on screen because the view is paused.
     pub exited: bool,
 }
@@ -395,6 +419,7 @@ impl Model {
             .map(|n| Node {
                 exited: true,
                 cpu_pct: None,
+                io_rate: None,
                 ..n.clone()
             })
             .collect();
@@ -420,6 +445,9 @@ impl Model {
     }
 }
 
+/// Storage bytes (read, written) at a reading, and the rates computed then.
+type IoSeen = ((u64, u64), Option<(f64, f64)>);
+
 /// Turns successive samples into models, remembering what rates and anomalies need from the
 /// previous reading: CPU ticks per identity, and since when each zombie has been seen.
 #[derive(Debug, Default)]
@@ -429,6 +457,8 @@ pub struct Tracker {
     /// The rates of the last reading, kept for a reading that comes too soon after it.
     prev_pct: HashMap<Identity, f64>,
     zombie_since: HashMap<Identity, u64>,
+    /// Storage bytes read and written at the last reading, and the rates computed then.
+    prev_io: HashMap<Identity, IoSeen>,
 }
 
 impl Tracker {
@@ -449,7 +479,25 @@ impl Tracker {
         let mut nodes: Vec<Node> = Vec::with_capacity(sample.procs.len());
         let mut ticks = HashMap::with_capacity(sample.procs.len());
         let mut pcts = HashMap::with_capacity(sample.procs.len());
+        let mut ios = HashMap::new();
         for info in sample.procs {
+            let io_rate = info.ext.io.and_then(|now_io| {
+                let prev = self.prev_io.get(&info.id);
+                let (base, rate) = match prev {
+                    Some(&(_, r)) if too_soon => (prev.map(|p| p.0).unwrap_or(now_io), r),
+                    Some(&((r0, w0), _)) if have_prev => {
+                        let per = |d: u64| d as f64 * hz as f64 / elapsed as f64;
+                        let r = (
+                            per(now_io.0.saturating_sub(r0)),
+                            per(now_io.1.saturating_sub(w0)),
+                        );
+                        (now_io, Some(r))
+                    }
+                    _ => (now_io, None),
+                };
+                ios.insert(info.id, (base, rate));
+                rate
+            });
             let cpu_pct = if too_soon {
                 self.prev_pct.get(&info.id).copied()
             } else if have_prev {
@@ -474,9 +522,11 @@ impl Tracker {
                 cpu_pct,
                 age_secs,
                 anomalies: Vec::new(),
+                io_rate,
                 exited: false,
             });
         }
+        self.prev_io = ios;
         self.prev_ticks = ticks;
         self.prev_pct = pcts;
         if !too_soon {
@@ -614,6 +664,7 @@ mod tests {
             cmdline: Arc::from(Vec::new()),
             supervision: None,
             uid: None,
+            ext: ProcExt::default(),
         }
     }
 

@@ -13,7 +13,7 @@ use std::collections::HashSet;
 
 use crate::identity::Identity;
 use crate::top::forks::ForkWatch;
-use crate::top::model::{ProcInfo, Sample, Source, SourceError};
+use crate::top::model::{ProcExt, ProcInfo, Sample, SharedWants, Source, SourceError};
 use crate::tree::{ScanOptions, Scanner, Snapshot};
 
 /// Readings from `/proc`.
@@ -33,11 +33,13 @@ pub struct ProcSource {
     /// The last reading listed `/proc` (so `known` is current).
     listed: bool,
     hz: u64,
+    /// What the columns shown need besides `stat`.
+    wants: SharedWants,
 }
 
 impl ProcSource {
     /// A source for the whole system, or for `root` and its descendants.
-    pub fn new(root: Option<i32>) -> Result<ProcSource, SourceError> {
+    pub fn new(root: Option<i32>, wants: SharedWants) -> Result<ProcSource, SourceError> {
         let root = match root {
             Some(pid) => {
                 Some(Identity::of(pid).map_err(|e| SourceError(format!("--root {pid}: {e}")))?)
@@ -71,6 +73,7 @@ impl ProcSource {
             },
             listed: false,
             hz,
+            wants,
         })
     }
 
@@ -148,20 +151,34 @@ impl Source for ProcSource {
             ),
         };
         let now_ticks = self.now_ticks()?;
+        let want = *self.wants.lock().unwrap_or_else(|e| e.into_inner());
+        let scanner = &mut self.scanner;
         let procs = snap
             .nodes()
             .filter(|n| !n.kernel_thread)
-            .map(|n| ProcInfo {
-                id: n.identity,
-                parent: n.parent,
-                ppid: n.ppid,
-                state: n.state,
-                cpu_ticks: n.cpu_ticks,
-                rss_bytes: n.rss_bytes,
-                comm: n.comm.clone(),
-                cmdline: n.cmdline.clone(),
-                supervision: None,
-                uid: Some(n.uid),
+            .map(|n| {
+                // Only what the columns shown need: each is one more read per process.
+                let extra = scanner.read_extra(n.pid, want);
+                ProcInfo {
+                    id: n.identity,
+                    parent: n.parent,
+                    ppid: n.ppid,
+                    state: n.state,
+                    cpu_ticks: n.cpu_ticks,
+                    rss_bytes: n.rss_bytes,
+                    comm: n.comm.clone(),
+                    cmdline: n.cmdline.clone(),
+                    supervision: None,
+                    uid: Some(n.uid),
+                    ext: ProcExt {
+                        pgid: Some(n.pgrp),
+                        sid: Some(n.session),
+                        threads: Some(n.num_threads),
+                        io: extra.io,
+                        cgroup: extra.cgroup,
+                        pidns: extra.pidns,
+                    },
+                }
             })
             .collect();
         Ok(Sample {

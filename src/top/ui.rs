@@ -17,136 +17,57 @@ use ratatui::widgets::{
 };
 
 use crate::sanitize::{escape, fit};
-use crate::top::app::{App, Dialog, KEYS, LogSource, PaneKind, Row, SIGNALS, SortKey};
+use crate::top::app::{App, Dialog, KEYS, LogSource, PaneKind, Row, SIGNALS};
 use crate::top::theme;
 
-/// A column of the table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Column {
-    Flag,
-    Pid,
-    Role,
-    Helper,
-    /// The helper's state, on its own process's row.
-    HelperState,
-    Generation,
-    State,
-    Policy,
-    Age,
-    Cpu,
-    Rss,
-    Command,
-}
-
-impl Column {
-    fn title(self) -> &'static str {
-        match self {
-            Column::Flag => "!",
-            Column::Pid => "PID",
-            Column::Role => "ROLE",
-            Column::Helper => "HELPER",
-            Column::HelperState => "STATE",
-            Column::Generation => "GEN",
-            Column::State => "S",
-            Column::Policy => "POLICY",
-            Column::Age => "AGE",
-            Column::Cpu => "CPU%",
-            Column::Rss => "RSS",
-            Column::Command => "COMMAND",
-        }
-    }
-
-    /// A typical width, for [`columns_for`]: the width the column takes when its content is
-    /// not known.
-    fn width(self) -> u16 {
-        match self {
-            Column::Flag => 1,
-            Column::Pid => 7,
-            Column::Role => 10,
-            Column::Helper => 8,
-            Column::HelperState => 9,
-            Column::Generation => 3,
-            Column::State => 4,
-            Column::Policy => 15,
-            Column::Age => 6,
-            Column::Cpu => 5,
-            Column::Rss => 6,
-            Column::Command => 0,
-        }
-    }
-
-    /// The widest it grows to fit its content; longer content is cut, marked `…`.
-    fn max_width(self) -> u16 {
-        match self {
-            Column::Helper | Column::Policy => 24,
-            Column::Role | Column::HelperState => 16,
-            _ => 12,
-        }
-    }
-
-    /// The sort key of this column, if it has one.
-    fn sort_key(self) -> Option<SortKey> {
-        Some(match self {
-            Column::Flag => return None,
-            Column::Pid => SortKey::Pid,
-            Column::Role => SortKey::Role,
-            Column::Helper => SortKey::Helper,
-            Column::HelperState => SortKey::HelperState,
-            Column::Generation => SortKey::Generation,
-            Column::State => SortKey::State,
-            Column::Policy => SortKey::Policy,
-            Column::Age => SortKey::Age,
-            Column::Cpu => SortKey::Cpu,
-            Column::Rss => SortKey::Rss,
-            Column::Command => SortKey::Command,
-        })
-    }
-
-    fn right_aligned(self) -> bool {
-        matches!(
-            self,
-            Column::Pid | Column::Generation | Column::Age | Column::Cpu | Column::Rss
-        )
-    }
-}
+pub use crate::top::columns::Column;
 
 /// The narrowest the command column may become before other columns are dropped.
 const MIN_COMMAND: u16 = 24;
 
-/// The columns that fit in `width` at their typical widths; see [`layout_columns`].
+/// The default columns that fit in `width` at their typical widths; see [`layout_columns`].
 pub fn columns_for(width: u16, supervised: bool, helpers: bool) -> Vec<Column> {
-    layout_columns(width, supervised, helpers, Column::width)
+    let shown: Vec<Column> = Column::DEFAULT
+        .into_iter()
+        .filter(|c| supervised || !c.supervised_only())
+        .collect();
+    layout_columns(width, &shown, helpers, Column::width)
         .into_iter()
         .map(|(c, _)| c)
         .collect()
 }
 
 /// The columns that fit in `width`, each with its width (`want` gives the width its content
-/// asks for): supervision columns only when the source knows them (the helper columns only
-/// when some process belongs to a helper), then dropped in the order helper state, policy,
-/// generation, age, helper, role, state, RSS, CPU% until the command keeps [`MIN_COMMAND`]
-/// columns. The command's own width is 0 (it takes what is left).
+/// asks for): the flag, the columns `shown` in their order (the helper columns only when
+/// some process belongs to a helper: `helpers`), the command; then dropped in the order the
+/// optional ones (cgroup, namespace, storage rates, start, group, session, parent, threads,
+/// user), helper state, policy, generation, age, helper, role, state, RSS, CPU%, PID until the
+/// command keeps [`MIN_COMMAND`] columns. The command's own width is 0 (it takes what is left).
 pub fn layout_columns(
     width: u16,
-    supervised: bool,
+    shown: &[Column],
     helpers: bool,
     want: impl Fn(Column) -> u16,
 ) -> Vec<(Column, u16)> {
-    let mut cols = vec![Column::Flag, Column::Pid];
-    if supervised {
-        cols.push(Column::Role);
-        if helpers {
-            cols.push(Column::Helper);
-            cols.push(Column::HelperState);
-        }
-        cols.push(Column::Generation);
-    }
-    cols.push(Column::State);
-    if supervised {
-        cols.push(Column::Policy);
-    }
-    cols.extend([Column::Age, Column::Cpu, Column::Rss, Column::Command]);
+    let mut cols = vec![Column::Flag];
+    cols.extend(
+        shown
+            .iter()
+            .copied()
+            .filter(|c| helpers || !matches!(c, Column::Helper | Column::HelperState)),
+    );
+    cols.push(Column::Command);
     let drop_order = [
+        Column::Cgroup,
+        Column::PidNs,
+        Column::IoWrite,
+        Column::IoRead,
+        Column::Start,
+        Column::Pgid,
+        Column::Sid,
+        Column::Ppid,
+        Column::Threads,
+        Column::User,
         Column::HelperState,
         Column::Policy,
         Column::Generation,
@@ -156,6 +77,7 @@ pub fn layout_columns(
         Column::State,
         Column::Rss,
         Column::Cpu,
+        Column::Pid,
     ];
     let mut cols: Vec<(Column, u16)> = cols
         .into_iter()
@@ -232,6 +154,16 @@ fn cell_text(c: Column, r: &Row) -> String {
         Column::Cpu => r.cpu.clone(),
         Column::Rss => r.rss.clone(),
         Column::Command => r.command.clone(),
+        Column::User => r.user.clone(),
+        Column::Ppid => r.ppid.clone(),
+        Column::Pgid => r.pgid.clone(),
+        Column::Sid => r.sid.clone(),
+        Column::Threads => r.threads.clone(),
+        Column::Start => r.start.clone(),
+        Column::IoRead => r.io_read.clone(),
+        Column::IoWrite => r.io_write.clone(),
+        Column::Cgroup => r.cgroup.clone(),
+        Column::PidNs => r.pidns.clone(),
     }
 }
 
@@ -409,6 +341,7 @@ pub fn draw(frame: &mut Frame, app: &mut App) {
         }
         Dialog::ConfirmControl(c) => draw_confirm(frame, area, &c.question(), "y yes"),
         Dialog::Users { uids, selected } => draw_users(frame, area, &uids, selected),
+        Dialog::Columns { selected, .. } => draw_columns(frame, area, app, selected),
     }
     theme::finish(frame.buffer_mut());
 }
@@ -512,7 +445,7 @@ fn draw_table(frame: &mut Frame, area: Rect, app: &App) {
                 .as_ref()
                 .is_some_and(|s| s.helper.is_some())
         });
-    let sized = layout_columns(area.width, app.model.supervised, helpers, |c| {
+    let sized = layout_columns(area.width, &app.shown_columns(), helpers, |c| {
         content_width(c, app)
     });
     let fixed: u16 = sized.iter().map(|(_, w)| w + 1).sum();
@@ -845,6 +778,42 @@ fn draw_signals(frame: &mut Frame, area: Rect, title: &str, selected: usize) {
                     .title(title.to_string())
                     .title_bottom(bottom),
             )
+            .highlight_style(Style::new().reversed().bold()),
+        r,
+        &mut state,
+    );
+}
+
+/// The column setup (`F2`): every optional column in order, `[x]` shown, with what it shows.
+fn draw_columns(frame: &mut Frame, area: Rect, app: &App, selected: usize) {
+    let items: Vec<String> = app
+        .columns
+        .entries
+        .iter()
+        .map(|(c, shown)| {
+            format!(
+                "[{}] {:<8} {}",
+                if *shown { 'x' } else { ' ' },
+                c.title(),
+                c.describe()
+            )
+        })
+        .collect();
+    let title = " columns · Space show/hide · [ ] move ";
+    let bottom = " ↑↓ · Esc saves and closes ";
+    let widest = items
+        .iter()
+        .map(|i| Line::raw(i.as_str()).width())
+        .chain([Line::raw(title).width(), Line::raw(bottom).width()])
+        .max()
+        .unwrap_or(0) as u16;
+    let r = centered(area, widest + 2, items.len() as u16 + 2);
+    let inner = r.width.saturating_sub(2) as usize;
+    let mut state = ListState::default().with_selected(Some(selected));
+    frame.render_widget(Clear, r);
+    frame.render_stateful_widget(
+        List::new(items.into_iter().map(|i| ListItem::new(fit(&i, inner))))
+            .block(Block::bordered().title(title).title_bottom(bottom))
             .highlight_style(Style::new().reversed().bold()),
         r,
         &mut state,
