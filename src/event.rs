@@ -312,6 +312,24 @@ impl Event {
         Some(who.to_string())
     }
 
+    /// The helper this event is about (its own process or one of its tree's), if any.
+    pub fn helper(&self) -> Option<&str> {
+        match self {
+            Event::Launch { helper, .. }
+            | Event::LaunchFailed { helper, .. }
+            | Event::Restart { helper, .. }
+            | Event::GiveUp { helper, .. }
+            | Event::State { helper, .. }
+            | Event::OutputDropped { helper, .. }
+            | Event::CheckFailed { helper, .. }
+            | Event::CheckPassed { helper, .. } => Some(helper),
+            Event::Exit { helper, .. }
+            | Event::Reparented { helper, .. }
+            | Event::Signal { helper, .. } => helper.as_deref(),
+            _ => None,
+        }
+    }
+
     /// Whether this is the end of a helper itself (not of one of its descendants).
     pub fn is_helper_exit(&self) -> bool {
         matches!(

@@ -6,65 +6,12 @@
 //! Every process started is torn down and checked gone by pid.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::process::Command;
-use std::time::{Duration, Instant};
 
 use foster::identity::Identity;
 
 mod common;
-use common::tmux::{DEADLINE, Tmux, dashboard_pid, tmux_available, wait_gone};
-use common::{Dir, descendants_of};
-
-/// sh → sleep 4101, sleep 4102.
-struct Subtree {
-    root: std::process::Child,
-    all: Vec<Identity>,
-}
-
-impl Subtree {
-    fn start() -> Subtree {
-        let root = Command::new("sh")
-            .args(["-c", "sleep 4101 & sleep 4102 & wait"])
-            .stdin(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let pid = root.id() as i32;
-        let mut root = root;
-        let start = Instant::now();
-        loop {
-            let below = descendants_of(pid);
-            let execed = |arg: &str| {
-                below.iter().any(|id| {
-                    std::fs::read(format!("/proc/{}/cmdline", id.pid))
-                        .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == arg.as_bytes()))
-                })
-            };
-            if below.len() == 2 && execed("4101") && execed("4102") {
-                let mut all = vec![Identity::of(pid).unwrap()];
-                all.extend(below);
-                return Subtree { root, all };
-            }
-            if start.elapsed() > DEADLINE {
-                let _ = root.kill();
-                let _ = root.wait();
-                panic!("the sleeps never started");
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for Subtree {
-    fn drop(&mut self) {
-        for id in self.all.iter().rev() {
-            let _ = foster::top::send_signal(*id, nix::sys::signal::Signal::SIGKILL);
-        }
-        let _ = self.root.wait();
-        for id in &self.all {
-            assert!(wait_gone(*id), "{id} outlived the test");
-        }
-    }
-}
+use common::Dir;
+use common::tmux::{SleepTree as Subtree, Tmux, dashboard_pid, tmux_available, wait_gone};
 
 /// The dashboard on `tree` in a `w` x `h` terminal, its settings under `config`.
 fn top(tree: &Subtree, config: &std::path::Path, w: u16, h: u16) -> (Tmux, Identity) {

@@ -497,3 +497,110 @@ command = ["sleep", "86405"]
         a.finish();
     }
 }
+
+/// The line the events pane's title is on, if shown (` events ` or ` events of NAME `).
+fn events_title(screen: &str) -> Option<usize> {
+    screen.lines().position(|l| l.starts_with(" events "))
+}
+
+/// The events pane, at 80x24 and 200x60: `e` hides and shows it; `]` and `[` make it larger
+/// and smaller; `H` on a helper's row shows its events alone, again every helper's; `Tab` then
+/// `↑` scrolls it back and `End` to the newest; the wheel over it scrolls it too; the log pane
+/// (`l`) opens beside it.
+#[test]
+fn the_events_pane_hides_resizes_scrolls_and_filters() {
+    if !tmux_available() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    for (w, h) in [(80u16, 24u16), (200, 60)] {
+        let a = Attached::start(&format!("events{w}"), w, h);
+        let s = a.t.wait_for("the failed launch's event", |s| {
+            helper_row(s, "worker-pool").is_some() && s.contains("could not be launched")
+        });
+        let top0 = events_title(&s).unwrap_or_else(|| panic!("{w}x{h}: no events pane:\n{s}"));
+
+        a.t.keys(&["e"]);
+        let s =
+            a.t.wait_for("the pane hidden", |s| s.contains("events pane hidden"));
+        assert!(events_title(&s).is_none(), "{w}x{h}: still shown:\n{s}");
+        a.t.keys(&["e"]);
+        a.t.wait_for("the pane shown", |s| {
+            s.contains("events pane shown") && events_title(s) == Some(top0)
+        });
+
+        // Larger, then smaller: its title moves up, then down.
+        a.t.keys(&["]"]);
+        a.t.wait_for("the pane larger", |s| {
+            events_title(s).is_some_and(|y| y < top0)
+        });
+        for _ in 0..6 {
+            a.t.keys(&["["]);
+        }
+        let s = a.t.wait_for("the pane smaller", |s| {
+            s.contains("events pane: 1 line;") && events_title(s).is_some_and(|y| y > top0)
+        });
+        let small = events_title(&s).unwrap();
+
+        // One line shown: the newest; scrolled back, an older one.
+        a.t.keys(&["Tab"]);
+        a.t.wait_for("the pane focused", |s| s.contains("events pane: ↑ ↓"));
+        a.t.keys(&["Up"]);
+        let s =
+            a.t.wait_for("scrolled back", |s| s.contains("scrolled back 1"));
+        assert!(
+            !s.lines()
+                .nth(small + 1)
+                .unwrap()
+                .contains("could not be launched"),
+            "{w}x{h}: the newest still shown:\n{s}"
+        );
+        a.t.keys(&["End"]);
+        a.t.wait_for("the newest again", |s| {
+            !s.contains("scrolled back")
+                && s.lines()
+                    .nth(small + 1)
+                    .unwrap()
+                    .contains("could not be launched")
+        });
+        // The wheel over the pane scrolls it.
+        a.t.text(&format!("\x1b[<64;5;{}M", small + 2));
+        a.t.wait_for("scrolled back by the wheel", |s| {
+            s.contains("scrolled back 3")
+        });
+        a.t.keys(&["End", "Tab"]);
+
+        // Only worker-pool's events: the line of the missing helper goes.
+        a.t.keys(&["g", "j"]);
+        a.t.keys(&["]", "]", "]", "]"]);
+        a.t.keys(&["H"]);
+        let s = a.t.wait_for("worker-pool's events", |s| {
+            s.contains("events of worker-pool")
+                && s.contains("only the events of helper worker-pool")
+        });
+        let from = events_title(&s).unwrap();
+        let pane: Vec<&str> = s.lines().skip(from + 1).collect();
+        assert!(
+            pane.iter().any(|l| l.contains("worker-pool[")),
+            "{w}x{h}: no worker-pool line:\n{s}"
+        );
+        assert!(
+            !pane
+                .iter()
+                .any(|l| l.contains("missing could not") || l.contains("helper-name-longer")),
+            "{w}x{h}: another helper's line:\n{s}"
+        );
+        a.t.keys(&["H"]);
+        a.t.wait_for("every helper's events", |s| {
+            s.contains("every helper's events") && !s.contains("events of worker-pool")
+        });
+
+        // The log pane beside it.
+        a.t.keys(&["l"]);
+        a.t.wait_for("both panes", |s| {
+            s.contains("logs of worker-pool") && events_title(s).is_some()
+        });
+        a.t.keys(&["l"]);
+        a.finish();
+    }
+}

@@ -237,6 +237,9 @@ fn sigterm_restores_the_terminal() {
     t.wait_for("the dashboard", |s| has_row(s, "sleep 1003"));
     let top = dashboard_pid(&t);
     assert_eq!(t.display("#{alternate_on}"), "1");
+    t.wait_for("mouse reporting on", |_| {
+        t.display("#{mouse_any_flag}") == "1"
+    });
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(top.pid),
         nix::sys::signal::SIGTERM,
@@ -246,10 +249,16 @@ fn sigterm_restores_the_terminal() {
     assert!(wait_gone(top));
     assert_eq!(t.display("#{alternate_on}"), "0");
     assert_eq!(t.display("#{cursor_flag}"), "1");
+    assert_eq!(
+        t.display("#{mouse_any_flag}"),
+        "0",
+        "mouse reporting left on"
+    );
 }
 
 /// A panic inside the dashboard (a debug build's test key) still restores the terminal: raw
-/// mode undone, alternate screen left, cursor shown, and the panic message readable.
+/// mode undone, alternate screen left, mouse reporting off, cursor shown, and the panic
+/// message readable.
 #[test]
 fn a_panic_restores_the_terminal() {
     if !tmux_available() {
@@ -271,6 +280,9 @@ fn a_panic_restores_the_terminal() {
     t.wait_for("the dashboard", |s| has_row(s, "sleep 1003"));
     let top = dashboard_pid(&t);
     assert_eq!(t.display("#{alternate_on}"), "1");
+    t.wait_for("mouse reporting on", |_| {
+        t.display("#{mouse_any_flag}") == "1"
+    });
     t.keys(&["P"]);
     let s = t.wait_for("the exit status", |s| s.contains("status=101"));
     assert!(
@@ -280,6 +292,11 @@ fn a_panic_restores_the_terminal() {
     assert!(wait_gone(top));
     assert_eq!(t.display("#{alternate_on}"), "0");
     assert_eq!(t.display("#{cursor_flag}"), "1");
+    assert_eq!(
+        t.display("#{mouse_any_flag}"),
+        "0",
+        "mouse reporting left on after the panic"
+    );
     t.text("[ \"$(stty -g)\" = \"$S\" ] && echo modes-same || echo modes-differ\n");
     let s = t.wait_for("the terminal modes compared", |s| {
         s.lines()

@@ -5,8 +5,10 @@
 //! [`Identity`], so it stays on the same process while the tree churns), pause and follow, the
 //! open dialog (help, signal picker, confirmation), the log pane ([`LogPane`]: the selected
 //! helper's lines, scrolled or following the end), the meters and history
-//! ([`crate::top::meters::Meters`], `m` shows or hides them), and the visible [`Row`]s derived
-//! from all of that. Keys go in through [`App::on_key`]; what the outside world must do comes back as
+//! ([`crate::top::meters::Meters`], `m` shows or hides them), the events pane ([`EventsPane`]:
+//! shown, sized, scrolled, filtered by helper), the columns chosen (`F2`), and the visible
+//! [`Row`]s derived from all of that. Keys go in through [`App::on_key`], clicks and wheel
+//! steps through [`App::on_mouse`] (against [`Hits`], where the renderer put things); what the outside world must do comes back as
 //! [`Effect`]s (send a signal, ask the supervisor to restart, stop or start a helper, refresh
 //! now, quit), or is read from the state ([`App::log_source`]: whose lines the pane wants), so
 //! every interaction is testable without a terminal or a live system. A key that acts on a
@@ -149,6 +151,14 @@ impl SortKey {
             SortKey::Cgroup => "CGROUP",
             SortKey::PidNs => "PIDNS",
         }
+    }
+
+    /// Whether a click on its column sorts largest first at first (the numbers that grow).
+    pub fn largest_first(self) -> bool {
+        matches!(
+            self,
+            SortKey::Cpu | SortKey::Rss | SortKey::IoRead | SortKey::IoWrite | SortKey::Threads
+        )
     }
 
     /// Compares two processes by this key, ascending.
@@ -516,6 +526,19 @@ pub const KEYS: &[(&str, &str)] = &[
         "hide or show the meters (CPU, memory, load, tasks) and the selected process's history",
     ),
     (
+        "e",
+        "attached: hide or show the events pane; Tab scrolls it (when no log pane)",
+    ),
+    ("[  ]", "attached: the events pane smaller, larger"),
+    (
+        "H",
+        "attached: only the events of the selected row's helper; again: every helper's",
+    ),
+    (
+        "mouse",
+        "click a row to select it, its tree drawing to collapse it, a title to sort; wheel scrolls",
+    ),
+    (
         "F2",
         "columns: ↑ ↓ choose, Space or Enter show/hide, [ ] or - + move; Esc saves and closes",
     ),
@@ -574,11 +597,61 @@ pub struct App {
     pub meters: crate::top::meters::Meters,
     /// The optional columns, in order, shown or not (`F2`).
     pub columns: crate::top::columns::Layout,
+    /// The events pane (attached).
+    pub events: EventsPane,
+    /// Where things are on screen, for the mouse.
+    pub hits: Hits,
     /// User names by uid, for the USER column (looked up once per uid).
     user_names: std::collections::HashMap<u32, String>,
     /// The wall-clock second the machine booted, for START (fixed at the first reading).
     boot_secs: Option<i64>,
 }
+
+/// The events pane (attached): shown or not, its height, how far it is scrolled back, whether
+/// it has the keys, and the helper whose events it shows alone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventsPane {
+    pub shown: bool,
+    /// Its height chosen with `[` `]`; `None`: sized to what the tree leaves.
+    pub height: Option<u16>,
+    /// Lines scrolled back from the newest (0: the newest at the bottom, following).
+    pub back: usize,
+    /// It takes the scrolling keys (`Tab`).
+    pub focus: bool,
+    /// Only this helper's events (`H`).
+    pub helper: Option<String>,
+    /// Lines of events it showed when last drawn, set by the renderer.
+    pub drawn: u16,
+}
+
+impl Default for EventsPane {
+    fn default() -> EventsPane {
+        EventsPane {
+            shown: true,
+            height: None,
+            back: 0,
+            focus: false,
+            helper: None,
+            drawn: 0,
+        }
+    }
+}
+
+/// Where things are on screen, set by the renderer at each drawing, for the mouse.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Hits {
+    /// The table: its header's line, and the lines of its rows (`top`, `height`).
+    pub header_y: Option<u16>,
+    pub rows: (u16, u16),
+    /// Each column shown: where it starts and how wide it is (the command: to the edge).
+    pub columns: Vec<(crate::top::columns::Column, u16, u16)>,
+    /// The events pane's and the log pane's lines (`top`, `height`).
+    pub events: Option<(u16, u16)>,
+    pub logs: Option<(u16, u16)>,
+}
+
+/// How many lines a wheel step scrolls.
+pub const WHEEL_LINES: isize = 3;
 
 /// Lines the log pane keeps (as many as a helper keeps: the pane asks for them all).
 pub const KEEP_LOG_LINES: usize = crate::output::ring::DEFAULT_LINES;
@@ -740,6 +813,8 @@ impl App {
             user: None,
             meters: crate::top::meters::Meters::default(),
             columns: crate::top::columns::Layout::default(),
+            events: EventsPane::default(),
+            hits: Hits::default(),
             user_names: std::collections::HashMap::new(),
             boot_secs: None,
         }
@@ -1442,7 +1517,106 @@ impl App {
             p.version += 1;
             return Vec::new();
         }
+        if self.events.focus {
+            let page = self.events.drawn.max(1) as isize;
+            match key.code {
+                KeyCode::Up | KeyCode::Char('k') => self.scroll_events(1),
+                KeyCode::Down | KeyCode::Char('j') => self.scroll_events(-1),
+                KeyCode::PageUp => self.scroll_events(page),
+                KeyCode::PageDown => self.scroll_events(-page),
+                KeyCode::Home | KeyCode::Char('g') => self.scroll_events(isize::MAX / 2),
+                KeyCode::End | KeyCode::Char('G') => self.events.back = 0,
+                KeyCode::Tab | KeyCode::Esc => self.events.focus = false,
+                _ => return self.on_tree_key(key),
+            }
+            return Vec::new();
+        }
         self.on_tree_key(key)
+    }
+
+    /// Scrolls the events pane `up` lines back (negative: towards the newest).
+    fn scroll_events(&mut self, up: isize) {
+        let total = self.event_lines().len();
+        let h = self.events.drawn.max(1) as usize;
+        let max = total.saturating_sub(h) as isize;
+        self.events.back = (self.events.back as isize + up).clamp(0, max) as usize;
+    }
+
+    /// The events pane is drawn (attached, shown).
+    fn events_drawn(&self) -> bool {
+        self.model.supervised && self.events.shown
+    }
+
+    /// Handles one mouse event; true when it changed something (the screen is then redrawn).
+    /// A click selects a row, on the tree drawing before a command (or its first letter)
+    /// collapses or expands it, on a column's title sorts by it (again: the other way); the
+    /// wheel moves the cursor, or scrolls the pane it is over.
+    pub fn on_mouse(&mut self, m: crossterm::event::MouseEvent) -> bool {
+        use crossterm::event::{MouseButton, MouseEventKind};
+        if self.dialog != Dialog::None {
+            return false;
+        }
+        let (x, y) = (m.column, m.row);
+        let inside = |area: Option<(u16, u16)>| area.is_some_and(|(t, h)| y >= t && y < t + h);
+        match m.kind {
+            MouseEventKind::ScrollUp | MouseEventKind::ScrollDown => {
+                let up = m.kind == MouseEventKind::ScrollUp;
+                if inside(self.hits.events) {
+                    self.scroll_events(if up { WHEEL_LINES } else { -WHEEL_LINES });
+                } else if inside(self.hits.logs) {
+                    if let Some(p) = self.logs.as_mut() {
+                        p.scroll(if up { -WHEEL_LINES } else { WHEEL_LINES } as i64);
+                        p.version += 1;
+                    }
+                } else {
+                    self.message = None;
+                    self.move_cursor(if up { -WHEEL_LINES } else { WHEEL_LINES });
+                }
+                true
+            }
+            MouseEventKind::Down(MouseButton::Left) => {
+                let column = self
+                    .hits
+                    .columns
+                    .iter()
+                    .find(|(_, x0, w)| x >= *x0 && x <= x0.saturating_add(*w))
+                    .copied();
+                if Some(y) == self.hits.header_y {
+                    let Some(key) = column.and_then(|(c, _, _)| c.sort_key()) else {
+                        return false;
+                    };
+                    self.message = None;
+                    if self.sort.key == key {
+                        self.set_sort(key, !self.sort.descending);
+                    } else {
+                        self.set_sort(key, key.largest_first());
+                    }
+                    return true;
+                }
+                let (top, h) = self.hits.rows;
+                if y < top || y >= top + h {
+                    return false;
+                }
+                let i = self.offset + (y - top) as usize;
+                let Some(row) = self.rows.get(i).cloned() else {
+                    return false;
+                };
+                self.message = None;
+                self.cursor = Some(row.id);
+                if self.following.is_some_and(|f| f != row.id) {
+                    self.following = None;
+                }
+                // On the tree drawing before the command, or its first letter: the marker.
+                if let Some((crate::top::columns::Column::Command, x0, _)) = column {
+                    let marker = x0 + ratatui::text::Line::raw(row.prefix.as_str()).width() as u16;
+                    if x <= marker && (row.has_children || row.collapsed) {
+                        self.set_collapsed(!row.collapsed);
+                    }
+                }
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Opens the log pane, or closes it.
@@ -1656,10 +1830,82 @@ impl App {
                     p.focus = true;
                     p.version += 1;
                 }
+                None if self.model.supervised && self.events.shown => {
+                    self.events.focus = true;
+                    self.message = Some(
+                        "events pane: ↑ ↓ PgUp PgDn Home scroll back · End the newest · Tab the tree"
+                            .into(),
+                    );
+                }
                 None => {
-                    self.message = Some("Tab focuses the log pane: open it with l".into());
+                    self.message = Some(
+                        "Tab focuses the log pane (l opens it) or, attached, the events pane"
+                            .into(),
+                    );
                 }
             },
+            KeyCode::Char('e') => {
+                if !self.model.supervised {
+                    self.message =
+                        Some("no supervisor attached: events need foster top --attach".into());
+                } else {
+                    self.events.shown = !self.events.shown;
+                    self.events.focus = false;
+                    self.message = Some(
+                        if self.events.shown {
+                            "events pane shown; e hides it"
+                        } else {
+                            "events pane hidden; e shows it"
+                        }
+                        .into(),
+                    );
+                }
+            }
+            KeyCode::Char('[') | KeyCode::Char(']') => {
+                if !self.events_drawn() {
+                    self.message = Some(
+                        "[ ] resize the events pane: attach to a supervisor, e shows it".into(),
+                    );
+                } else {
+                    let now = self.events.height.unwrap_or(self.events.drawn + 1);
+                    let h = if key.code == KeyCode::Char('[') {
+                        now.saturating_sub(2).max(2)
+                    } else {
+                        now.saturating_add(2).min(200)
+                    };
+                    self.events.height = Some(h);
+                    self.message = Some(format!(
+                        "events pane: {} line{}; [ ] resize",
+                        h - 1,
+                        if h == 2 { "" } else { "s" }
+                    ));
+                }
+            }
+            KeyCode::Char('H') => {
+                if !self.model.supervised {
+                    self.message =
+                        Some("no supervisor attached: events need foster top --attach".into());
+                } else if self.events.helper.take().is_some() {
+                    self.message = Some("every helper's events".into());
+                } else {
+                    let helper = self
+                        .cursor_row()
+                        .and_then(|r| self.model.nodes.get(&r.id))
+                        .and_then(|n| n.info.supervision.as_ref())
+                        .and_then(|s| s.helper.clone());
+                    self.message = Some(match &helper {
+                        Some(h) => format!(
+                            "only the events of helper {}; H shows every helper's",
+                            escape(h.as_bytes())
+                        ),
+                        None => "this process belongs to no helper: H filters the events on a \
+                                 helper's row"
+                            .into(),
+                    });
+                    self.events.helper = helper;
+                }
+                self.events.back = 0;
+            }
             KeyCode::Char('<') | KeyCode::Char('>') | KeyCode::F(6) => {
                 // The columns shown, in their order, then the command.
                 let keys: Vec<SortKey> = self
@@ -1999,6 +2245,12 @@ impl App {
         self.model
             .events
             .iter()
+            .filter(|e| {
+                self.events
+                    .helper
+                    .as_ref()
+                    .is_none_or(|h| e.helper.as_ref() == Some(h))
+            })
             .map(|e| {
                 let when = if e.wall_ms > 0 {
                     crate::event::clock_text(e.wall_ms, false)
@@ -2030,11 +2282,12 @@ impl App {
             dialog: self.dialog.clone(),
             message: self.message.clone(),
             source_error: self.source_error.clone(),
-            events: if self.model.supervised && self.logs.is_none() {
+            events: if self.model.supervised && self.events.shown {
                 self.event_lines()
             } else {
                 Vec::new()
             },
+            events_pane: self.events.clone(),
             logs: self
                 .logs
                 .as_ref()
@@ -2071,6 +2324,7 @@ pub struct Screen {
     message: Option<String>,
     source_error: Option<String>,
     events: Vec<(String, String)>,
+    events_pane: EventsPane,
     /// The log pane: its version, scroll, focus and height.
     logs: Option<(u64, Option<u64>, bool, usize)>,
     sort: Sort,

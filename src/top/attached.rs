@@ -613,12 +613,17 @@ fn sample_with_items(status: &Status, items: &[Item], now_ms: u64) -> Sample {
             !matches!(item, Item::Event(r) if matches!(r.event, Event::State { .. }) && r.event.is_detail())
         })
         .map(|item| {
-            let (ts_ms, text) = match item {
+            let (ts_ms, text, helper) = match item {
                 // Escaped when the pane draws it: raw here, not escaped twice.
-                Item::Event(r) => (r.ts_ms, format!("{:#}", r.event)),
+                Item::Event(r) => (
+                    r.ts_ms,
+                    format!("{:#}", r.event),
+                    r.event.helper().map(str::to_string),
+                ),
                 Item::Lagged { dropped, at_ms } => (
                     *at_ms,
                     format!("{dropped} events skipped: the dashboard did not read fast enough"),
+                    None,
                 ),
             };
             let ago_ticks = now_ms.saturating_sub(ts_ms) * hz / 1000;
@@ -626,6 +631,7 @@ fn sample_with_items(status: &Status, items: &[Item], now_ms: u64) -> Sample {
                 at_ticks: status.now_ticks.saturating_sub(ago_ticks),
                 wall_ms: ts_ms,
                 text: text.into_bytes(),
+                helper,
             }
         })
         .collect();

@@ -12,7 +12,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread;
 use std::time::Duration;
 
-use crossterm::event::{Event, KeyEvent};
+use crossterm::event::{Event, KeyEvent, MouseEvent};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
 
 use crate::top::model::{Sample, Source, SourceError};
@@ -21,6 +21,8 @@ use crate::top::model::{Sample, Source, SourceError};
 #[derive(Debug)]
 pub enum Msg {
     Key(KeyEvent),
+    /// A click or a wheel step (mouse capture is on while the dashboard runs).
+    Mouse(MouseEvent),
     /// The terminal changed size.
     Resize,
     /// A new reading, or why it failed.
@@ -82,6 +84,7 @@ pub fn spawn_input(tx: Sender<Msg>) {
             loop {
                 let msg = match crossterm::event::read() {
                     Ok(Event::Key(k)) => Msg::Key(k),
+                    Ok(Event::Mouse(m)) => Msg::Mouse(m),
                     Ok(Event::Resize(..)) => Msg::Resize,
                     Ok(_) => continue,
                     Err(e) => {

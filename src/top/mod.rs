@@ -2,7 +2,8 @@
 //!
 //! Owns the command's entry point [`run`]: it picks the source (standalone `/proc`, or attached
 //! to a supervisor's control socket), puts the terminal in raw mode on the alternate screen,
-//! runs the loop that takes [`event::Msg`]s from one channel, and restores the terminal on every
+//! runs the loop that takes [`event::Msg`]s from one channel (keys, and clicks and wheel steps:
+//! mouse capture is on while it runs), and restores the terminal (mouse capture off) on every
 //! way out: normal quit, error, termination signal and panic (a panic hook restores it before the
 //! message is printed). The loop redraws only on input, resize, or a reading that changes what
 //! the screen shows. Standalone, signals chosen in the dashboard are sent through a pidfd opened
@@ -94,6 +95,7 @@ fn restore_terminal() {
         let _ = crossterm::terminal::disable_raw_mode();
         let _ = crossterm::execute!(
             io::stdout(),
+            crossterm::event::DisableMouseCapture,
             crossterm::terminal::LeaveAlternateScreen,
             crossterm::cursor::Show
         );
@@ -121,6 +123,7 @@ fn enter_terminal() -> io::Result<(Terminal<CrosstermBackend<Stdout>>, TerminalG
     crossterm::execute!(
         io::stdout(),
         crossterm::terminal::EnterAlternateScreen,
+        crossterm::event::EnableMouseCapture,
         crossterm::cursor::Hide
     )?;
     let terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
@@ -283,6 +286,7 @@ pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
                     }
                 }
             }
+            Msg::Mouse(m) => force = app.on_mouse(m),
             Msg::Resize => {
                 force = true;
                 terminal.autoresize()?;

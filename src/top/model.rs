@@ -185,6 +185,8 @@ pub struct EventLine {
     pub wall_ms: u64,
     /// What happened, raw (it may quote process names); escaped when shown.
     pub text: Vec<u8>,
+    /// The helper it is about, if any (the pane's filter by helper).
+    pub helper: Option<String>,
 }
 
 /// Why a source could not produce a reading.

@@ -2,7 +2,8 @@
 //! dialogs.
 //!
 //! Owns the layout and the look, nothing else: it reads an [`App`] and draws it on a ratatui
-//! frame. Width-aware: columns are as wide as their content, narrowed or dropped in a fixed
+//! frame, and tells the app where it put the table, its columns and the panes
+//! ([`crate::top::app::Hits`], for the mouse). Width-aware: columns are as wide as their content, narrowed or dropped in a fixed
 //! order when the terminal is narrow; no row ever wraps and every cut is marked `…`;
 //! confirmations wrap their question, never cut it. Every process name has already passed
 //! through `sanitize::escape` in the app's rows, and every line of the log pane in the relay's
@@ -208,12 +209,24 @@ fn areas(screen: Rect, app: &App) -> Areas {
 
 fn areas_below_meters(area: Rect, app: &App) -> Areas {
     let footer = footer_height(area);
+    let events_on = app.model.supervised && app.events.shown;
     if app.logs.is_some() && area.height >= 10 {
-        // Two fifths of the screen, in place of the events pane; the table keeps 4 rows.
+        // Two fifths of the screen; the table keeps 4 rows. The events pane beside it, smaller,
+        // when there is room.
         let logs_h = (area.height * 2 / 5).max(5).min(area.height - 5 - footer);
-        let [title, table, logs, status] = Layout::vertical([
+        let events_h = if events_on && area.height >= 20 {
+            let room = area.height - 1 - footer - logs_h - 5;
+            app.events
+                .height
+                .unwrap_or((area.height / 6).max(3))
+                .clamp(2, room.max(2))
+        } else {
+            0
+        };
+        let [title, table, events, logs, status] = Layout::vertical([
             Constraint::Length(1),
             Constraint::Min(1),
+            Constraint::Length(events_h),
             Constraint::Length(logs_h),
             Constraint::Length(footer),
         ])
@@ -222,21 +235,27 @@ fn areas_below_meters(area: Rect, app: &App) -> Areas {
             title,
             meters: None,
             table,
-            events: None,
+            events: (events_h > 0).then_some(events),
             logs: Some(logs),
             status,
         };
     }
-    let events_h = if app.model.supervised && area.height >= 14 {
-        // A quarter of the screen, or all the table does not need (one blank line between),
-        // so a small tree leaves room for more events.
+    let events_h = if events_on && area.height >= 14 {
         let body = area.height - 1 - footer;
-        let table_needs = app.rows.len() as u16 + 2;
-        let events_have = app.model.events.len() as u16 + 1;
-        (area.height / 4)
-            .clamp(4, 8)
-            .max(body.saturating_sub(table_needs).min(events_have))
-            .min(body - 3)
+        match app.events.height {
+            // As chosen with [ ], the table keeping 3 lines.
+            Some(h) => h.clamp(2, body - 3),
+            // A quarter of the screen, or all the table does not need (one blank line
+            // between), so a small tree leaves room for more events.
+            None => {
+                let table_needs = app.rows.len() as u16 + 2;
+                let events_have = app.model.events.len() as u16 + 1;
+                (area.height / 4)
+                    .clamp(4, 8)
+                    .max(body.saturating_sub(table_needs).min(events_have))
+                    .min(body - 3)
+            }
+        }
     } else {
         0
     };
@@ -271,9 +290,20 @@ pub fn draw(frame: &mut Frame, app: &mut App) {
     if let Some(m) = a.meters {
         crate::top::meters::draw(frame, m, app, area);
     }
-    draw_table(frame, a.table, app);
-    if let Some(e) = a.events {
-        draw_events(frame, e, app);
+    app.hits = crate::top::app::Hits {
+        header_y: (a.table.height > 0).then_some(a.table.y),
+        rows: (a.table.y + 1, a.table.height.saturating_sub(1)),
+        columns: Vec::new(),
+        events: a.events.map(|e| (e.y, e.height)),
+        logs: a.logs.map(|l| (l.y, l.height)),
+    };
+    app.hits.columns = draw_table(frame, a.table, app);
+    match a.events {
+        Some(e) => {
+            app.events.drawn = e.height.saturating_sub(1);
+            draw_events(frame, e, app);
+        }
+        None => app.events.drawn = 0,
     }
     if let Some(l) = a.logs {
         draw_logs(frame, l, app);
@@ -437,7 +467,8 @@ fn command_line(row: &Row, width: usize) -> Line<'static> {
     Line::from(spans)
 }
 
-fn draw_table(frame: &mut Frame, area: Rect, app: &App) {
+/// Draws the table; returns where each column is (start, width; the command to the edge).
+fn draw_table(frame: &mut Frame, area: Rect, app: &App) -> Vec<(Column, u16, u16)> {
     let helpers = app.model.supervised
         && app.model.nodes.values().any(|n| {
             n.info
@@ -458,6 +489,20 @@ fn draw_table(frame: &mut Frame, area: Rect, app: &App) {
         })
         .collect();
     let cols: Vec<Column> = sized.iter().map(|(c, _)| *c).collect();
+    let mut x = area.x;
+    let placed: Vec<(Column, u16, u16)> = sized
+        .iter()
+        .map(|(c, w)| {
+            let w = if *c == Column::Command {
+                (area.x + area.width).saturating_sub(x)
+            } else {
+                *w
+            };
+            let at = (*c, x, w);
+            x = x.saturating_add(w + 1);
+            at
+        })
+        .collect();
     let header = TRow::new(cols.iter().map(|c| {
         let t = header_title(*c, app);
         if c.right_aligned() {
@@ -523,6 +568,7 @@ fn draw_table(frame: &mut Frame, area: Rect, app: &App) {
             },
         );
     }
+    placed
 }
 
 /// The colour of a state, a CPU% or an RSS by its value ([`theme`]).
@@ -554,8 +600,9 @@ fn value_style(c: Column, r: &Row, app: &App) -> Option<Style> {
 fn draw_events(frame: &mut Frame, area: Rect, app: &App) {
     let inner_h = area.height.saturating_sub(1) as usize;
     let all = app.event_lines();
-    let skip = all.len().saturating_sub(inner_h);
-    let lines: Vec<Line> = all[skip..]
+    let end = all.len().saturating_sub(app.events.back.min(all.len()));
+    let skip = end.saturating_sub(inner_h);
+    let lines: Vec<Line> = all[skip..end]
         .iter()
         .map(|(when, text)| {
             let when = format!("{when:>8}  ");
@@ -567,7 +614,31 @@ fn draw_events(frame: &mut Frame, area: Rect, app: &App) {
             ])
         })
         .collect();
-    let block = Block::new().borders(Borders::TOP).title(" events ");
+    let whose = match &app.events.helper {
+        Some(h) => format!(" events of {} ", escape(h.as_bytes())),
+        None => " events ".to_string(),
+    };
+    let mut hint = String::new();
+    if app.events.back > 0 {
+        hint.push_str(&format!(
+            " scrolled back {}: End the newest ·",
+            app.events.back
+        ));
+    }
+    hint.push_str(if app.events.focus {
+        " Tab: the tree · e hides "
+    } else {
+        " e hides · [ ] size · H helper "
+    });
+    let title_style = if app.events.focus {
+        Style::new().black().on_yellow().bold()
+    } else {
+        Style::new()
+    };
+    let block = Block::new()
+        .borders(Borders::TOP)
+        .title(Span::styled(whose, title_style))
+        .title(Span::styled(hint, Style::new().fg(Color::DarkGray)));
     frame.render_widget(Paragraph::new(lines).block(block), area);
 }
 
@@ -650,6 +721,8 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
 fn hint_text(app: &App) -> &'static str {
     if app.logs.as_ref().is_some_and(|p| p.focus) {
         "log pane: ↑ ↓ PgUp PgDn Home scroll · End follow · Tab/Esc tree · l close · q quit"
+    } else if app.events.focus {
+        "events pane: ↑ ↓ PgUp PgDn Home scroll back · End newest · Tab/Esc tree · q quit"
     } else if app.model.supervised {
         "q quit · ? help · / filter · s signal · l logs · R restart · x stop · o start · X stop all"
     } else {

@@ -1,6 +1,6 @@
 //! A tmux server of a test's own, to drive `foster top` in a real terminal of a chosen size:
 //! keys in, the screen out, waits on what the screen shows; the dashboard's pid found below
-//! the pane. Every server has its socket in a directory of the test's own and is checked gone,
+//! the pane; a small tree of sleeps for it to show ([`SleepTree`]). Every server has its socket in a directory of the test's own and is checked gone,
 //! socket file included, on drop.
 
 use std::process::{Command, Output};
@@ -173,5 +173,58 @@ pub fn dashboard_pid(t: &Tmux) -> Identity {
         }
         assert!(start.elapsed() < DEADLINE, "the dashboard did not start");
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A shell and two sleeps, `sh -c 'sleep 4101 & sleep 4102 & wait'`, for the dashboard to show;
+/// killed and checked gone by identity on drop.
+pub struct SleepTree {
+    pub root: std::process::Child,
+    /// The shell, then the sleeps.
+    pub all: Vec<Identity>,
+}
+
+impl SleepTree {
+    pub fn start() -> SleepTree {
+        let root = std::process::Command::new("sh")
+            .args(["-c", "sleep 4101 & sleep 4102 & wait"])
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = root.id() as i32;
+        let mut root = root;
+        let start = Instant::now();
+        loop {
+            let below = descendants_of(pid);
+            let execed = |arg: &str| {
+                below.iter().any(|id| {
+                    std::fs::read(format!("/proc/{}/cmdline", id.pid))
+                        .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == arg.as_bytes()))
+                })
+            };
+            if below.len() == 2 && execed("4101") && execed("4102") {
+                let mut all = vec![Identity::of(pid).unwrap()];
+                all.extend(below);
+                return SleepTree { root, all };
+            }
+            if start.elapsed() > DEADLINE {
+                let _ = root.kill();
+                let _ = root.wait();
+                panic!("the sleeps never started");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for SleepTree {
+    fn drop(&mut self) {
+        for id in self.all.iter().rev() {
+            let _ = foster::top::send_signal(*id, nix::sys::signal::Signal::SIGKILL);
+        }
+        let _ = self.root.wait();
+        for id in &self.all {
+            assert!(wait_gone(*id), "{id} outlived the test");
+        }
     }
 }
