@@ -8,11 +8,7 @@
 //! lossy `String` and foster keeps a name's exact bytes ([`parse_stat`]). The uid is the
 //! owner of the opened `stat` file (`fstat` on the descriptor already open): the kernel gives
 //! every inode under `/proc/<pid>` the same owner as the directory, and `status` would triple
-//! the cost. With [`ScanOptions::keep_open`] (the dashboard), each `stat` stays open between
-//! scans and is read again with `pread`, beside its `/proc/<pid>` directory (`O_PATH`) whose
-//! `fstat` gives the owner as of now; a process reaped reads `ESRCH` through them, whoever
-//! holds its pid since, and the start time read is checked against the kept identity. Kernel
-//! threads are marked and not read further. A pid that vanishes mid-scan, a file
+//! the cost. Kernel threads are marked and not read further. A pid that vanishes mid-scan, a file
 //! that cannot be read (`EACCES`, `hidepid`) or does not parse is counted in [`ScanStats`] and
 //! skipped; none aborts the scan. The `NSpid` line of `status` is parsed by hand
 //! ([`parse_nspid`] says why).
@@ -1376,11 +1372,7 @@ mod tests {
         let set_tid = [pid.unwrap_or(0)];
         let args = CloneArgs {
             exit_signal: libc::SIGCHLD as u64,
-            set_tid: if pid.is_some() {
-                set_tid.as_ptr() as u64
-            } else {
-                0
-            },
+            set_tid: set_tid.as_ptr() as u64,
             set_tid_size: u64::from(pid.is_some()),
             ..CloneArgs::default()
         };
