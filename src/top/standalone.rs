@@ -47,13 +47,10 @@ impl ProcSource {
             None => None,
         };
         // One thread: a dashboard wants the least CPU per reading, not the shortest reading.
-        // The owner (an `fstatat` of `/proc/<pid>`) for the user filter (`u`). Each `stat` kept
-        // open between readings: a `pread` each, where opening and closing it cost more than
-        // reading it.
+        // The owner (an `fstat` of the open `stat` file) for the user filter (`u`).
         let scanner = Scanner::new(ScanOptions {
             threads: 1,
             uid: true,
-            keep_open: true,
             ..ScanOptions::default()
         })
         .map_err(|e| SourceError(format!("cannot read /proc: {e}")))?;

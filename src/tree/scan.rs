@@ -31,7 +31,6 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
 
@@ -70,11 +69,6 @@ pub struct ScanOptions {
     /// Read each process's owner (`fstat` of its open `stat` file, one system call a process).
     /// Off, every node's `uid` is 0: for a reader that never shows it (the dashboard).
     pub uid: bool,
-    /// Keep each process's `stat` open between scans and read it again with `pread`: one
-    /// system call where opening, reading and closing take three, and no path walk. For a
-    /// reader that scans again and again (the dashboard); costs a descriptor per process (see
-    /// [`Scanner`]). Off by default.
-    pub keep_open: bool,
 }
 
 impl Default for ScanOptions {
@@ -85,7 +79,6 @@ impl Default for ScanOptions {
             proc_root: PathBuf::from("/proc"),
             threads: cpus.min(4),
             uid: true,
-            keep_open: false,
         }
     }
 }
@@ -153,56 +146,9 @@ pub struct Scanner {
     /// This listing's inode numbers, in `pids` order.
     listed_inos: Vec<u64>,
     cache: HashMap<Identity, CacheEntry>,
-    /// `stat` descriptors kept open between scans, by pid ([`ScanOptions::keep_open`]).
-    kept: HashMap<i32, Kept>,
-    /// How many descriptors `kept` may hold.
-    budget: usize,
     generation: u64,
     page_size: u64,
     empty: Arc<[Vec<u8>]>,
-}
-
-/// A process's `stat`, kept open between scans. The open file stays bound to the process it
-/// was opened for: once that process is reaped it reads `ESRCH`, even when its pid is another
-/// process's by then; the identity read through it is checked all the same.
-#[derive(Debug)]
-struct Kept {
-    /// `stat`.
-    fd: OwnedFd,
-    /// `/proc/<pid>` (`O_PATH`), for its owner, when the scan reads owners.
-    dir: Option<OwnedFd>,
-    identity: Identity,
-    /// The last scan that read it; one that did not (the process is gone, or was not asked
-    /// for) closes it.
-    seen: AtomicU64,
-}
-
-/// Raises the soft limit on open descriptors to the hard one and returns how many `stat`
-/// descriptors a scanner may keep open under it: all but a reserve for everything else
-/// (sockets, the terminal, command lines read). Past it, the others are opened and closed at
-/// each scan.
-fn keep_budget() -> usize {
-    const RESERVE: u64 = 1024;
-    const MOST: u64 = 1 << 20;
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: valid output buffer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return 0;
-    }
-    if lim.rlim_cur < lim.rlim_max {
-        let raised = libc::rlimit {
-            rlim_cur: lim.rlim_max,
-            rlim_max: lim.rlim_max,
-        };
-        // SAFETY: valid input buffer; raising the soft limit up to the hard one is allowed.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
-            lim.rlim_cur = lim.rlim_max;
-        }
-    }
-    lim.rlim_cur.min(MOST).saturating_sub(RESERVE) as usize
 }
 
 /// How reading one file went.
@@ -251,54 +197,46 @@ fn pid_path(out: &mut [u8; 40], pid: i32, file: &[u8]) -> usize {
     len + 1
 }
 
-/// Opens the file at `path` (NUL-terminated, relative to `dir`) for reading.
-fn open_at(dir: i32, path: &[u8]) -> Result<OwnedFd, ReadError> {
-    open_with(dir, path, libc::O_RDONLY | libc::O_NOCTTY)
-}
-
-/// Opens `path` (NUL-terminated, relative to `dir`) with `flags` (and `O_CLOEXEC`).
-fn open_with(dir: i32, path: &[u8], flags: i32) -> Result<OwnedFd, ReadError> {
-    // SAFETY: `path` is NUL-terminated.
-    let fd = unsafe { libc::openat(dir, path.as_ptr().cast(), flags | libc::O_CLOEXEC) };
+/// Reads the file at `path` (NUL-terminated, relative to `dir`) into `buf`. With `want_uid`,
+/// also returns the owner of the open file. A short read is the end of the file: `stat` and
+/// `cmdline` hand out all they have in one read when the buffer is large enough.
+fn read_at(dir: i32, path: &[u8], buf: &mut Vec<u8>, want_uid: bool) -> Result<u32, ReadError> {
+    buf.clear();
+    // SAFETY: `path` is NUL-terminated; the descriptor is closed on every path below.
+    let fd = unsafe {
+        libc::openat(
+            dir,
+            path.as_ptr().cast(),
+            libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY,
+        )
+    };
     if fd < 0 {
         return Err(classify(errno()));
     }
     // SAFETY: `fd` was just opened and is owned here alone.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// The owner of the file open at `fd`. For `/proc/<pid>` itself the kernel works it out from
-/// the process's credentials at each call; for a file in it, it is the owner the file had when
-/// it was looked up (so a `stat` held open keeps the owner of before a `setuid`).
-fn owner(fd: &OwnedFd) -> Result<u32, ReadError> {
-    // SAFETY: a zeroed `stat` is a valid output buffer.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: valid descriptor and buffer.
-    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-        return Err(classify(errno()));
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut uid = 0;
+    if want_uid {
+        // SAFETY: a zeroed `stat` is a valid output buffer.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: valid descriptor and buffer.
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+            return Err(classify(errno()));
+        }
+        uid = st.st_uid;
     }
-    Ok(st.st_uid)
-}
-
-/// Reads the file open at `fd` into `buf`, from its start: with `pread` at growing offsets
-/// when `positional` (a descriptor kept open and read before; a `seq_file` starts over at
-/// offset 0), else with `read` (a descriptor just opened). A short read is the end of the
-/// file: `stat` and `cmdline` hand out all they have in one read when the buffer is large
-/// enough.
-fn read_fd(fd: &OwnedFd, buf: &mut Vec<u8>, positional: bool) -> Result<(), ReadError> {
-    buf.clear();
     loop {
         if buf.capacity() - buf.len() < 1024 {
             buf.reserve(buf.capacity().max(4096));
         }
         let spare = buf.capacity() - buf.len();
-        let tail = buf.as_mut_ptr().wrapping_add(buf.len()).cast();
-        let n = if positional {
-            // SAFETY: reads at most `spare` bytes into the reserved tail of `buf`.
-            unsafe { libc::pread(fd.as_raw_fd(), tail, spare, buf.len() as libc::off_t) }
-        } else {
-            // SAFETY: as above.
-            unsafe { libc::read(fd.as_raw_fd(), tail, spare) }
+        // SAFETY: reads at most `spare` bytes into the reserved tail of `buf`.
+        let n = unsafe {
+            libc::read(
+                fd.as_raw_fd(),
+                buf.as_mut_ptr().add(buf.len()).cast(),
+                spare,
+            )
         };
         if n < 0 {
             let e = errno();
@@ -311,18 +249,9 @@ fn read_fd(fd: &OwnedFd, buf: &mut Vec<u8>, positional: bool) -> Result<(), Read
         // SAFETY: the kernel initialised `n` more bytes.
         unsafe { buf.set_len(buf.len() + n) };
         if n < spare {
-            return Ok(());
+            return Ok(uid);
         }
     }
-}
-
-/// Reads the file at `path` (NUL-terminated, relative to `dir`) into `buf`, opening and
-/// closing it. With `want_uid`, also returns the owner of the open file.
-fn read_at(dir: i32, path: &[u8], buf: &mut Vec<u8>, want_uid: bool) -> Result<u32, ReadError> {
-    let fd = open_at(dir, path)?;
-    let uid = if want_uid { owner(&fd)? } else { 0 };
-    read_fd(&fd, buf, false)?;
-    Ok(uid)
 }
 
 /// One `stat` line: its fields through procfs's [`Stat`], and its name's exact bytes from
@@ -366,7 +295,6 @@ impl Scanner {
         if fd < 0 {
             return Err(proc_err(std::io::Error::last_os_error()));
         }
-        let budget = if opts.keep_open { keep_budget() } else { 0 };
         Ok(Scanner {
             // SAFETY: just opened, owned here alone.
             proc_fd: unsafe { OwnedFd::from_raw_fd(fd) },
@@ -377,8 +305,6 @@ impl Scanner {
             inos: HashMap::new(),
             listed_inos: Vec::new(),
             cache: HashMap::new(),
-            kept: HashMap::new(),
-            budget,
             generation: 0,
             page_size: procfs::page_size(),
             empty: Arc::from(Vec::new()),
@@ -398,11 +324,6 @@ impl Scanner {
     /// How many command lines the cache holds.
     pub fn cached(&self) -> usize {
         self.cache.len()
-    }
-
-    /// How many `stat` files are kept open between scans ([`ScanOptions::keep_open`]).
-    pub fn kept_open(&self) -> usize {
-        self.kept.len()
     }
 
     /// Lists the pids in the proc root (numeric entries), once, in pid order, with the inode
@@ -525,16 +446,11 @@ impl Scanner {
         while self.bufs.len() < threads {
             self.bufs.push(Vec::with_capacity(4096));
         }
-        // Descriptors kept per process: `stat`, and `/proc/<pid>` for its owner.
-        let per_process = if self.opts.uid { 2 } else { 1 };
         let ctx = Ctx {
             dir: self.proc_fd.as_raw_fd(),
             cmdline: self.opts.cmdline,
             uid: self.opts.uid,
             cache: &self.cache,
-            kept: &self.kept,
-            room: self.budget.saturating_sub(self.kept.len() * per_process) / per_process / threads,
-            generation,
             empty: &self.empty,
             page_size: self.page_size,
         };
@@ -565,22 +481,6 @@ impl Scanner {
             nodes.append(&mut out.nodes);
         }
         stats.read = nodes.len();
-        // Close what this scan did not read through (processes gone, or not asked for), then
-        // keep what it opened.
-        self.kept
-            .retain(|_, k| k.seen.load(Ordering::Relaxed) == generation);
-        for out in &mut outs {
-            for (pid, (fd, dir), identity) in out.opened.drain(..) {
-                let seen = AtomicU64::new(generation);
-                let k = Kept {
-                    fd,
-                    dir,
-                    identity,
-                    seen,
-                };
-                self.kept.insert(pid, k);
-            }
-        }
         if self.opts.cmdline {
             for out in outs {
                 for id in out.hits {
@@ -788,10 +688,6 @@ struct Ctx<'a> {
     cmdline: bool,
     uid: bool,
     cache: &'a HashMap<Identity, CacheEntry>,
-    kept: &'a HashMap<i32, Kept>,
-    /// How many more `stat` descriptors this thread may keep open (0: keep none).
-    room: usize,
-    generation: u64,
     empty: &'a Arc<[Vec<u8>]>,
     page_size: u64,
 }
@@ -804,64 +700,9 @@ struct Chunk {
     hits: Vec<Identity>,
     /// Command lines read now, for the cache.
     fresh: Vec<(Identity, CacheEntry)>,
-    /// `stat` descriptors (and `/proc/<pid>` ones) opened now, to keep.
-    opened: Vec<(i32, (OwnedFd, Option<OwnedFd>), Identity)>,
 }
 
 impl Ctx<'_> {
-    /// Reads the `stat` of `pid` into `buf` (`path` holds `<pid>/stat`, `len` bytes with its
-    /// NUL) and returns its owner (0 unless asked for): through the descriptors kept for it
-    /// when they still read the same identity, else opened again, the descriptors then
-    /// returned for keeping when there is room. Kept descriptors that read anything else (the
-    /// process is reaped: `ESRCH`, whoever holds the pid now) are not marked as read, and so
-    /// are closed after the scan.
-    ///
-    /// The owner of a kept process is that of its `/proc/<pid>` directory, held open beside
-    /// `stat`: the kernel works it out at each `fstat`, where `stat` held open would keep the
-    /// owner of before a `setuid`. Both are bound to the process they were opened for.
-    #[allow(clippy::type_complexity)]
-    fn read_stat(
-        &self,
-        pid: i32,
-        path: &mut [u8; 40],
-        len: usize,
-        buf: &mut Vec<u8>,
-    ) -> Result<(u32, Option<(OwnedFd, Option<OwnedFd>)>), ReadError> {
-        if let Some(k) = self.kept.get(&pid) {
-            let uid = match &k.dir {
-                Some(dir) if self.uid => owner(dir),
-                _ => Ok(0),
-            };
-            if let Ok(uid) = uid
-                && read_fd(&k.fd, buf, true).is_ok()
-                && procstat::StatFields::parse(buf)
-                    .is_ok_and(|f| f.pid == pid && f.start_time == k.identity.start_time)
-            {
-                k.seen.store(self.generation, Ordering::Relaxed);
-                return Ok((uid, None));
-            }
-        }
-        if self.room == 0 {
-            // Nothing kept: open `<pid>/stat`, its owner that of the file just looked up.
-            return read_at(self.dir, &path[..len], buf, self.uid).map(|uid| (uid, None));
-        }
-        let (dir, uid, fd) = if self.uid {
-            // `<pid>`, then `stat` in it: both bound to the same process.
-            let slash = len - 1 - b"/stat".len();
-            path[slash] = 0;
-            let dir = open_with(self.dir, &path[..=slash], libc::O_PATH | libc::O_DIRECTORY);
-            path[slash] = b'/';
-            let dir = dir?;
-            let uid = owner(&dir)?;
-            let fd = open_at(dir.as_raw_fd(), b"stat\0")?;
-            (Some(dir), uid, fd)
-        } else {
-            (None, 0, open_at(self.dir, &path[..len])?)
-        };
-        read_fd(&fd, buf, false)?;
-        Ok((uid, Some((fd, dir))))
-    }
-
     /// Reads `pids` with `buf` as the one reusable read buffer.
     fn read(&self, pids: &[i32], buf: &mut Vec<u8>) -> Chunk {
         let mut out = Chunk {
@@ -869,13 +710,12 @@ impl Ctx<'_> {
             stats: ScanStats::default(),
             hits: Vec::new(),
             fresh: Vec::new(),
-            opened: Vec::new(),
         };
         let mut path = [0u8; 40];
         for &pid in pids {
             let len = pid_path(&mut path, pid, b"stat");
-            let (uid, fresh) = match self.read_stat(pid, &mut path, len, buf) {
-                Ok(read) => read,
+            let uid = match read_at(self.dir, &path[..len], buf, self.uid) {
+                Ok(uid) => uid,
                 Err(ReadError::Gone) => {
                     out.stats.vanished += 1;
                     continue;
@@ -901,11 +741,6 @@ impl Ctx<'_> {
                 pid: f.pid,
                 start_time: f.starttime,
             };
-            if let Some(fd) = fresh
-                && out.opened.len() < self.room
-            {
-                out.opened.push((pid, fd, identity));
-            }
             let kernel_thread = u64::from(f.flags) & PF_KTHREAD != 0;
             // The state is one ASCII letter; anything else is shown as `?`.
             let state = u8::try_from(f.state)
@@ -1343,196 +1178,6 @@ mod tests {
             assert_eq!(snap.by_pid(7).unwrap().uid, want, "uid: {uid}");
         }
         std::fs::remove_dir_all(&root).unwrap();
-    }
-
-    /// A child of this test, named `name`, holding until killed; with `pid`, at that pid
-    /// (`clone3`'s `set_tid`: root only). Returns its pid once it has taken its name.
-    fn child(name: &std::ffi::CStr, pid: Option<i32>) -> std::io::Result<Child> {
-        /// `struct clone_args` of `linux/sched.h`, up to `set_tid_size`.
-        #[repr(C)]
-        #[derive(Default)]
-        struct CloneArgs {
-            flags: u64,
-            pidfd: u64,
-            child_tid: u64,
-            parent_tid: u64,
-            exit_signal: u64,
-            stack: u64,
-            stack_size: u64,
-            tls: u64,
-            set_tid: u64,
-            set_tid_size: u64,
-        }
-        let mut ready = [0; 2];
-        // SAFETY: valid array of two descriptors.
-        assert_eq!(
-            unsafe { libc::pipe2(ready.as_mut_ptr(), libc::O_CLOEXEC) },
-            0
-        );
-        let set_tid = [pid.unwrap_or(0)];
-        let args = CloneArgs {
-            exit_signal: libc::SIGCHLD as u64,
-            set_tid: set_tid.as_ptr() as u64,
-            set_tid_size: u64::from(pid.is_some()),
-            ..CloneArgs::default()
-        };
-        // SAFETY: a fork-like clone (no shared memory); the child makes system calls only.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_clone3,
-                &args as *const CloneArgs,
-                std::mem::size_of::<CloneArgs>(),
-            )
-        };
-        if r == 0 {
-            // SAFETY: the child: its name, a byte to say so, then it waits to be killed.
-            unsafe {
-                libc::prctl(libc::PR_SET_NAME, name.as_ptr());
-                libc::write(ready[1], b"x".as_ptr().cast(), 1);
-                loop {
-                    libc::pause();
-                }
-            }
-        }
-        let err = std::io::Error::last_os_error();
-        // SAFETY: our end of the pipe; the child's is closed by closing ours here.
-        unsafe { libc::close(ready[1]) };
-        let mut b = [0u8; 1];
-        // SAFETY: reads one byte from our end, then closes it.
-        let n = if r > 0 {
-            unsafe { libc::read(ready[0], b.as_mut_ptr().cast(), 1) }
-        } else {
-            0
-        };
-        unsafe { libc::close(ready[0]) };
-        if r < 0 {
-            return Err(err);
-        }
-        let c = Child(r as i32);
-        assert_eq!(n, 1, "the child took its name");
-        Ok(c)
-    }
-
-    /// A child killed and reaped, by pid, when dropped.
-    struct Child(i32);
-
-    impl Child {
-        fn end(&mut self) {
-            if self.0 > 0 {
-                // SAFETY: our own child, not reaped yet.
-                unsafe {
-                    libc::kill(self.0, libc::SIGKILL);
-                    assert_eq!(libc::waitpid(self.0, std::ptr::null_mut(), 0), self.0);
-                }
-                self.0 = 0;
-            }
-        }
-    }
-
-    impl Drop for Child {
-        fn drop(&mut self) {
-            self.end();
-        }
-    }
-
-    fn kept_scanner() -> Scanner {
-        Scanner::new(ScanOptions {
-            cmdline: false,
-            threads: 1,
-            keep_open: true,
-            ..ScanOptions::default()
-        })
-        .unwrap()
-    }
-
-    /// Kept open, a process's `stat` is read again through its descriptor; once the process
-    /// is reaped and its pid given to another one, the scanner reads the new process (not the
-    /// old one's descriptor: that reads `ESRCH`, and the start time is checked), and closes
-    /// what it kept for a process gone.
-    #[test]
-    fn a_reused_pid_is_read_as_the_new_process() {
-        let mut first = child(c"first", None).unwrap();
-        let pid = first.0;
-        let mut s = kept_scanner();
-        let a = s.scan_pids(&[pid]).by_pid(pid).unwrap().clone();
-        assert_eq!(a.comm, b"first");
-        assert_eq!(s.kept_open(), 1);
-        assert_eq!(
-            s.scan_pids(&[pid]).by_pid(pid).unwrap().identity,
-            a.identity
-        );
-        assert_eq!(s.kept_open(), 1, "read again through what it kept");
-        first.end();
-        // The next process at this pid must start at a later clock tick to be another identity.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
-        while crate::tree::uptime_ticks(hz).unwrap() <= a.start_time + 1 {
-            std::thread::yield_now();
-        }
-        let second = match child(c"second", Some(pid)) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("skipped: cannot create a process at pid {pid} (clone3 set_tid): {e}");
-                return;
-            }
-        };
-        assert_eq!(second.0, pid);
-        let snap = s.scan_pids(&[pid]);
-        let b = snap.by_pid(pid).expect("the new process is read");
-        assert_eq!(b.comm, b"second");
-        assert_ne!(b.identity, a.identity);
-        assert_eq!(s.kept_open(), 1);
-        drop(second);
-        let snap = s.scan_pids(&[pid]);
-        assert!(snap.by_pid(pid).is_none());
-        assert_eq!(snap.stats.vanished, 1);
-        assert_eq!(s.kept_open(), 0, "closed once the process is gone");
-    }
-
-    /// The owner of a kept process follows its `setuid` (the owner of a `stat` held open
-    /// would not).
-    #[test]
-    fn a_kept_process_owner_follows_setuid() {
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!("skipped: needs root to change a child's user");
-            return;
-        }
-        let mut go = [0; 2];
-        let mut done = [0; 2];
-        unsafe {
-            assert_eq!(libc::pipe2(go.as_mut_ptr(), libc::O_CLOEXEC), 0);
-            assert_eq!(libc::pipe2(done.as_mut_ptr(), libc::O_CLOEXEC), 0);
-        }
-        // SAFETY: the child makes system calls only.
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
-            unsafe {
-                let mut b = [0u8; 1];
-                libc::read(go[0], b.as_mut_ptr().cast(), 1);
-                libc::setuid(65534);
-                libc::write(done[1], b"x".as_ptr().cast(), 1);
-                loop {
-                    libc::pause();
-                }
-            }
-        }
-        assert!(pid > 0);
-        let _child = Child(pid);
-        unsafe {
-            libc::close(go[0]);
-            libc::close(done[1]);
-        }
-        let mut s = kept_scanner();
-        assert_eq!(s.scan_pids(&[pid]).by_pid(pid).unwrap().uid, 0);
-        assert_eq!(s.kept_open(), 1);
-        let mut b = [0u8; 1];
-        unsafe {
-            assert_eq!(libc::write(go[1], b"x".as_ptr().cast(), 1), 1);
-            assert_eq!(libc::read(done[0], b.as_mut_ptr().cast(), 1), 1);
-            libc::close(go[1]);
-            libc::close(done[0]);
-        }
-        assert_eq!(s.scan_pids(&[pid]).by_pid(pid).unwrap().uid, 65534);
-        assert_eq!(s.kept_open(), 1);
     }
 
     #[test]
