@@ -13,7 +13,12 @@
 //! `clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD)`: like `posix_spawn`, the child borrows the
 //! launcher's memory on a stack of its own (a mapping with a `PROT_NONE` guard page below it)
 //! while the spawner thread waits for its exec (no page tables copied), and the pidfd is obtained atomically with the child, so it is never a pid
-//! some other process reused, even if the reaper reaps the child at once. The child resets
+//! some other process reused, even if the reaper reaps the child at once. A launch whose
+//! descriptors fit is cloned with `CLONE_FILES` too, and the child's first step takes a
+//! descriptor table of its own holding only the numbers below the spawner's boundary, where
+//! the spawner placed what the launch needs on numbers it reserved at start ([`LowSlots`]): a
+//! launch costs the descriptors it uses, not the thousands foster holds (no table copied at
+//! clone, nothing of foster's closed at exec). The child resets
 //! caught signal handlers to default, applies stdio (sources that are themselves standard
 //! numbers moved out of the way first; the spawner's own descriptors kept above 2), then the
 //! extra descriptors at their numbers (every source, and the spawner's own descriptors, moved
@@ -491,11 +496,14 @@ impl Spawner {
                 // A pidfd of this process, inherited by each child until its exec (close-on-exec):
                 // the gate's lifeline when getppid() cannot tell.
                 let own_pidfd = pidfd_open(identity.pid).and_then(above_stdio).ok();
+                // Reserved after the pidfd, so that it lies below the boundary too.
+                let low = LowSlots::reserve();
                 for (spec, reply) in rx {
                     let r = launch_here(
                         spec,
                         identity,
                         own_pidfd.as_ref().map(|f| f.as_raw_fd()),
+                        low.as_ref(),
                         stack.top(),
                     );
                     let _ = reply.send(r);
@@ -557,7 +565,7 @@ fn cstring(what: &str, b: &[u8]) -> Result<CString, SpawnError> {
 const R_GATE: u32 = 1;
 const R_EXEC: u32 = 2;
 const R_SETUP: u32 = 3;
-const SETUP_WHAT: [&str; 7] = [
+const SETUP_WHAT: [&str; 8] = [
     "dup2 of stdio",
     "setgroups",
     "setgid",
@@ -565,6 +573,7 @@ const SETUP_WHAT: [&str; 7] = [
     "chdir",
     "own identity",
     "dup2 of an extra descriptor",
+    "close_range (the child's own descriptor table)",
 ];
 
 const CHILD_STACK: usize = 256 * 1024;
@@ -621,6 +630,155 @@ impl Drop for ChildStack {
     fn drop(&mut self) {
         // SAFETY: our own mapping; no child runs on it once the spawner thread ends.
         unsafe { libc::munmap(self.base, self.len) };
+    }
+}
+
+/// The lowest number of a reserved slot: the numbers below are left to a launch's extra
+/// descriptors (the notification descriptor of s6's protocol is 3 to 9 in practice), which
+/// the child places over whatever lies there.
+const SLOT_BASE: RawFd = 10;
+/// Reserved slots per spawner: stdio, the report pipe, an extra descriptor, the lifeline, the
+/// terminal and the trace hooks' two, the most one launch needs but for many extra descriptors.
+const SLOTS: usize = 8;
+
+/// A spawner thread's reserved low descriptor numbers, which make a launch cost the
+/// descriptors it uses and not the thousands the launcher holds (two pipe ends per captured
+/// stream, a pidfd per helper and per watched parent, all close-on-exec).
+///
+/// A fork copies the whole descriptor table and the exec then closes every close-on-exec
+/// descriptor in it, one by one: with 1,000 helpers, 5,000 each, and 2.5 million to start
+/// them. Instead, a launch whose descriptors fit is cloned with `CLONE_FILES` (the table
+/// shared, nothing copied) and the child's first step is `close_range(boundary, ~0,
+/// CLOSE_RANGE_UNSHARE)`, which gives it a table of its own holding copies of the
+/// descriptors below `boundary` only: the numbers this process had open when the spawner
+/// started (its standard ones, those its caller passed, its first own ones) and the reserved
+/// slots. Before the clone, the spawner thread `dup3`s each descriptor the child needs that
+/// lies at `boundary` or above onto a slot (close-on-exec); after it, each used slot gets its
+/// placeholder back.
+///
+/// The invariants:
+/// - a slot always holds a descriptor (a placeholder on `/dev/null` between launches), so no
+///   other thread's open ever lands on it, and only this spawner thread writes it;
+/// - every slot is at [`SLOT_BASE`] or above and below `boundary`, which also lies above
+///   every descriptor open when the spawner started: so what foster's caller passed without
+///   close-on-exec still reaches every helper, as with a copied table. A descriptor opened
+///   later without close-on-exec at `boundary` or above reaches none (foster opens everything
+///   close-on-exec; a launch passes a descriptor explicitly, as stdio or an extra one);
+/// - a launch falls back to the copied table when its descriptors do not fit: an extra
+///   descriptor at the first slot's number or above, more than [`SLOTS`] to place.
+struct LowSlots {
+    null: OwnedFd,
+    /// Ascending.
+    slots: Vec<OwnedFd>,
+    boundary: RawFd,
+}
+
+impl LowSlots {
+    /// Reserves the slots and reads the boundary; `None` (every launch copies the table) when
+    /// `close_range` is missing (before Linux 5.9, or filtered), or `/dev/null` or
+    /// `/proc/self/fd` cannot be read.
+    fn reserve() -> Option<LowSlots> {
+        // Flags 0 and a range where nothing is open: closes nothing, fails only when the call
+        // is not there. (With CLOSE_RANGE_UNSHARE it would unshare this thread's table.)
+        // SAFETY: see above.
+        if unsafe { libc::syscall(libc::SYS_close_range, u32::MAX, u32::MAX, 0) } != 0 {
+            return None;
+        }
+        let null: OwnedFd = std::fs::File::open("/dev/null").ok()?.into();
+        let mut slots = Vec::with_capacity(SLOTS);
+        for _ in 0..SLOTS {
+            // SAFETY: duplicates a descriptor we own; the duplicate is owned from here on.
+            let d = unsafe { libc::fcntl(null.as_raw_fd(), libc::F_DUPFD_CLOEXEC, SLOT_BASE) };
+            if d < 0 {
+                return None;
+            }
+            slots.push(unsafe { OwnedFd::from_raw_fd(d) });
+        }
+        // Read once the slots are held: every number open now, slots included, lies below.
+        let highest = std::fs::read_dir("/proc/self/fd")
+            .ok()?
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<RawFd>().ok())
+            .max()?;
+        Some(LowSlots {
+            null,
+            slots,
+            boundary: highest + 1,
+        })
+    }
+
+    /// Moves the descriptors of one launch below the boundary (`fds` and `report` rewritten
+    /// to the numbers the child finds them at), or `None`, with nothing changed, when they do
+    /// not fit. `floor`: one above the highest extra descriptor number, which no descriptor
+    /// the child still needs once its stdio is placed may lie under.
+    fn place(&self, floor: RawFd, fds: &mut ChildFds, report: &mut RawFd) -> Option<Placed<'_>> {
+        if floor > self.slots[0].as_raw_fd() {
+            return None;
+        }
+        let mut pl = Placed {
+            low: self,
+            used: Vec::with_capacity(SLOTS),
+        };
+        let mut f = fds.clone();
+        for fd in f.stdio.iter_mut() {
+            *fd = pl.low(*fd)?;
+        }
+        for (src, _) in f.extra.iter_mut() {
+            *src = pl.low(*src)?;
+        }
+        if let Some(fd) = &mut f.lifeline {
+            *fd = pl.low(*fd)?;
+        }
+        f.foreground_tty = pl.low(f.foreground_tty)?;
+        if let Some(t) = &mut f.trace {
+            t.fd = pl.low(t.fd)?;
+            t.go_fd = pl.low(t.go_fd)?;
+        }
+        let r = pl.low(*report)?;
+        *fds = f;
+        *report = r;
+        Some(pl)
+    }
+}
+
+/// The slots one launch uses; dropped, each gets its placeholder back (a pipe's end left on a
+/// slot would keep that pipe open).
+struct Placed<'a> {
+    low: &'a LowSlots,
+    /// `(source, slot)`.
+    used: Vec<(RawFd, RawFd)>,
+}
+
+impl Placed<'_> {
+    fn boundary(&self) -> RawFd {
+        self.low.boundary
+    }
+
+    /// The number the child finds `fd` at: itself below the boundary (and -1, none), else
+    /// the slot it is copied onto; `None` when no slot is left.
+    fn low(&mut self, fd: RawFd) -> Option<RawFd> {
+        if fd < self.low.boundary {
+            return Some(fd);
+        }
+        if let Some(&(_, slot)) = self.used.iter().find(|(src, _)| *src == fd) {
+            return Some(slot);
+        }
+        let slot = self.low.slots.get(self.used.len())?.as_raw_fd();
+        // SAFETY: replaces the content of a slot this thread owns with a descriptor the launch
+        // holds; atomic, so the number is never free for another thread's open.
+        if unsafe { libc::dup3(fd, slot, libc::O_CLOEXEC) } != slot {
+            return None;
+        }
+        self.used.push((fd, slot));
+        Some(slot)
+    }
+}
+
+impl Drop for Placed<'_> {
+    fn drop(&mut self) {
+        for &(_, slot) in &self.used {
+            // SAFETY: as in `low`, the placeholder back on the slot.
+            unsafe { libc::dup3(self.low.null.as_raw_fd(), slot, libc::O_CLOEXEC) };
+        }
     }
 }
 
@@ -690,14 +848,24 @@ struct Prepared {
     extra: Vec<(RawFd, RawFd)>,
     /// `NAME=PID`, filled by the child.
     pid_slot: Option<IdentitySlot>,
+    /// The boundary of a launch that shares the launcher's descriptor table (`CLONE_FILES`):
+    /// the child's first step keeps only the descriptors below it, in a table of its own
+    /// ([`LowSlots`]); -1 for a launch whose table is copied at clone.
+    unshare_below: RawFd,
 }
 
-fn prepare(
-    spec: &LaunchSpec,
-    me: Identity,
-    own_pidfd: Option<RawFd>,
+/// The descriptors the child uses, by number in the launcher's table: its stdio sources, its
+/// extra descriptors' sources, the gate's lifeline, the terminal, the trace hooks'.
+#[derive(Clone)]
+struct ChildFds {
+    stdio: [RawFd; 3],
     extra: Vec<(RawFd, RawFd)>,
-) -> Result<Prepared, SpawnError> {
+    lifeline: Option<RawFd>,
+    foreground_tty: RawFd,
+    trace: Option<Trace>,
+}
+
+fn prepare(spec: &LaunchSpec, me: Identity, fds: ChildFds) -> Result<Prepared, SpawnError> {
     if spec.program.as_os_str().is_empty() {
         // Joined to a PATH directory, an empty name would name the directory itself.
         return Err(SpawnError::Target(TargetError::NotFound(PathBuf::new())));
@@ -792,13 +960,12 @@ fn prepare(
     envp.push(std::ptr::null());
 
     let mut plan = GatePlan::new(me, &spec.policy, SignalSetup::ExecDefault);
-    if let Some(fd) = own_pidfd {
+    if let Some(fd) = fds.lifeline {
         plan = plan.with_lifeline_fd(fd);
     }
-    if let Some(t) = spec.trace {
+    if let Some(t) = fds.trace {
         plan = plan.with_trace(t);
     }
-    let fd = |o: &Option<OwnedFd>| o.as_ref().map_or(-1, |f| f.as_raw_fd());
     // The user database is read here, on the spawner thread: the child only sets the result.
     let credentials = if spec.uid.is_some() || spec.gid.is_some() {
         Credentials::resolve(spec.uid, spec.gid).map_err(SpawnError::Credentials)?
@@ -818,13 +985,13 @@ fn prepare(
         slot,
         slot_index,
         plan,
-        stdio: [fd(&spec.stdin), fd(&spec.stdout), fd(&spec.stderr)],
+        stdio: fds.stdio,
         credentials,
         cwd,
         caught: caught_signals(),
         gated: spec.gated,
         new_process_group: spec.new_process_group || spec.foreground_tty.is_some(),
-        foreground_tty: spec.foreground_tty.unwrap_or(-1),
+        foreground_tty: fds.foreground_tty,
         exec_signals: {
             let e = spec.exec_signals.unwrap_or_else(ExecSignals::inherited);
             if spec.gated {
@@ -833,8 +1000,9 @@ fn prepare(
                 e
             }
         },
-        extra,
+        extra: fds.extra,
         pid_slot,
+        unshare_below: -1,
     })
 }
 
@@ -859,6 +1027,20 @@ unsafe fn child(p: &mut Prepared, report_fd: RawFd) -> ! {
             report(report_fd, kind, a, b);
             libc::_exit(status)
         };
+        // A launch sharing the launcher's descriptor table (CLONE_FILES) takes a table of its
+        // own first, with only the descriptors below the boundary copied into it: everything
+        // it uses lies there (LowSlots), and the thousands above, close-on-exec, are neither
+        // copied nor closed at exec. Nothing below touches a descriptor before this.
+        if p.unshare_below >= 0
+            && libc::syscall(
+                libc::SYS_close_range,
+                p.unshare_below as libc::c_uint,
+                libc::c_uint::MAX,
+                libc::CLOSE_RANGE_UNSHARE,
+            ) != 0
+        {
+            fail(R_SETUP, 7, last_errno(), EXIT_GATE_ERROR);
+        }
         // Caught handlers inherited from the launcher must not run here: back to default
         // (the list of caught signals was read before fork).
         for &sig in &p.caught {
@@ -949,6 +1131,7 @@ fn launch_here(
     spec: LaunchSpec,
     me: Identity,
     own_pidfd: Option<RawFd>,
+    low: Option<&LowSlots>,
     stack_top: *mut libc::c_void,
 ) -> Result<Launched, SpawnError> {
     // Every descriptor the child uses itself (its extra ones' sources, the lifeline, the report
@@ -998,8 +1181,6 @@ fn launch_here(
         }
         other => other,
     };
-    let mut p = prepare(&spec, me, own_pidfd, extra)?;
-    let _keep = (&p.argv, &p.env, &moved);
     let mut fds = [0 as RawFd; 2];
     // SAFETY: pipe2 into a stack array.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
@@ -1018,6 +1199,23 @@ fn launch_here(
     } else {
         wr
     };
+    let raw = |o: &Option<OwnedFd>| o.as_ref().map_or(-1, |f| f.as_raw_fd());
+    let mut fds = ChildFds {
+        stdio: [raw(&spec.stdin), raw(&spec.stdout), raw(&spec.stderr)],
+        extra,
+        lifeline: own_pidfd,
+        foreground_tty: spec.foreground_tty.unwrap_or(-1),
+        trace: spec.trace,
+    };
+    let mut report_fd = wr.as_raw_fd();
+    // Every descriptor the child uses at a reserved number below the boundary, when they fit:
+    // then the child shares this table and keeps only what lies below (`child`'s first step).
+    // Otherwise the table is copied whole at clone, as fork does. `placed` puts the
+    // placeholders back when it is dropped, after the clone (or on an error before it).
+    let placed = low.and_then(|l| l.place(floor, &mut fds, &mut report_fd));
+    let mut p = prepare(&spec, me, fds)?;
+    p.unshare_below = placed.as_ref().map_or(-1, |pl| pl.boundary());
+    let _keep = (&p.argv, &p.env, &moved);
 
     // Block every signal across the clone, so no handler of this process runs in the child
     // before it has reset them; the child's gate sets its own mask.
@@ -1029,7 +1227,12 @@ fn launch_here(
     // copied, which is what makes a fork from a large supervisor slow.
     let mut args = ChildArgs {
         p: &mut p,
-        report_fd: wr.as_raw_fd(),
+        report_fd,
+    };
+    let files = if placed.is_some() {
+        libc::CLONE_FILES
+    } else {
+        0
     };
     // SAFETY: the child runs only `child_entry` on its own stack, touches nothing but `p`
     // (prepared above and kept alive until the clone returns) and ends in execve or _exit.
@@ -1039,7 +1242,7 @@ fn launch_here(
         let r = libc::clone(
             child_entry,
             stack_top,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | files | libc::SIGCHLD,
             (&mut args as *mut ChildArgs).cast(),
             &mut pidfd as *mut libc::c_int,
         );
@@ -1050,6 +1253,7 @@ fn launch_here(
         }
         r
     };
+    drop(placed); // the placeholders back on the reserved numbers
     drop(wr);
     drop(spec); // the parent's copies of the stdio descriptors
     drop(moved);

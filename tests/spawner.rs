@@ -270,3 +270,88 @@ fn extra_descriptors_reach_their_numbers_and_the_pid_variable_its_pid() {
         assert!(e.pid().is_none(), "{numbers:?}: refused before fork: {e}");
     }
 }
+
+/// The numbers of the descriptors process `pid` holds, ascending.
+fn numbers(pid: i32) -> Vec<RawFd> {
+    let mut v: Vec<RawFd> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_str().unwrap().parse().unwrap())
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// A helper holds its standard descriptors, its extra ones and those this process's caller
+/// passed (open without close-on-exec when the spawner started), nothing else: not the
+/// launcher's own (close-on-exec: other helpers' pipes, pidfds), not the spawner's reserved
+/// numbers, not the copies of its sources placed there. A launch whose descriptors fit below
+/// the spawner's boundary shares the launcher's table and keeps only what lies below it, so a
+/// descriptor opened later without close-on-exec, high, does not reach it either; a launch
+/// whose extra descriptor sits above the reserved numbers copies the table as fork does.
+#[test]
+fn a_helper_holds_only_its_own_descriptors() {
+    if !in_own_process("a_helper_holds_only_its_own_descriptors") {
+        return;
+    }
+    let (_passed_r, passed) = pipe();
+    // SAFETY: clears close-on-exec on a descriptor we own, as a caller passing it would.
+    unsafe { libc::fcntl(passed.as_raw_fd(), libc::F_SETFD, 0) };
+    // Those this process's caller passed (the test harness's), and `passed`.
+    let inherited: Vec<RawFd> = numbers(std::process::id() as i32)
+        .into_iter()
+        // SAFETY: reads the flags of a number, open or not.
+        .filter(|&fd| fd > 2 && unsafe { libc::fcntl(fd, libc::F_GETFD) } == 0)
+        .collect();
+    assert!(inherited.contains(&passed.as_raw_fd()));
+    let sp = Spawner::start().unwrap(); // kept: its thread is the child's parent
+    // What a supervisor of many helpers holds: their pipes, close-on-exec.
+    let held: Vec<(OwnedFd, OwnedFd)> = (0..100).map(|_| pipe()).collect();
+    // SAFETY: a duplicate without close-on-exec, high; owned from here on.
+    let late = unsafe { libc::fcntl(held[0].1.as_raw_fd(), libc::F_DUPFD, 400) };
+    assert!(late >= 400, "{}", std::io::Error::last_os_error());
+    let late = unsafe { OwnedFd::from_raw_fd(late) };
+    // The helper, a `cat`, copies a line from one pipe to another: once the line is back, it
+    // runs its program (its exec is over); its table is read, then its input closed.
+    let list = |number: RawFd| {
+        let (in_r, in_w) = pipe();
+        let (out_r, out_w) = pipe();
+        let (_note_r, note_w) = pipe();
+        let mut spec = LaunchSpec::new("/bin/cat", [""; 0], Policy::term());
+        spec.stdin = Some(in_r);
+        spec.stdout = Some(out_w);
+        spec.extra_fds = vec![(note_w, number)];
+        let l = sp.launch(spec).unwrap();
+        let mut input = std::fs::File::from(in_w);
+        std::io::Write::write_all(&mut input, b"line\n").unwrap();
+        let mut out = std::fs::File::from(out_r);
+        let mut line = [0u8; 5];
+        out.read_exact(&mut line).unwrap();
+        let held = numbers(l.pid);
+        drop(input);
+        assert_eq!(reap(&l), 0);
+        // End of file: no copy of the write end is left on a reserved number either.
+        let mut rest = String::new();
+        out.read_to_string(&mut rest).unwrap();
+        held
+    };
+    let want = |number: RawFd| {
+        let mut v = vec![0, 1, 2, number];
+        v.extend(&inherited);
+        v.sort_unstable();
+        v
+    };
+    assert_eq!(
+        list(7),
+        want(7),
+        "the launch's own, and {inherited:?} passed"
+    );
+    // Above the reserved numbers: the copied table, which holds the late one (without
+    // close-on-exec, as a descriptor foster opens never is): closed first.
+    drop(late);
+    assert_eq!(
+        list(250),
+        want(250),
+        "the launch's own, and {inherited:?} passed"
+    );
+    drop(held);
+}
