@@ -28,7 +28,9 @@ pub use diff::{Change, diff};
 pub use graph::{Forest, Member, ProcessNode, Snapshot, TreeError};
 pub use pstree::{Symbols, Threads, View};
 pub use render::{Format, RoleMark, Roles};
-pub use scan::{Extra, ExtraWants, Relisting, ScanOptions, ScanStats, Scanner, Thread, nspid, parse_nspid};
+pub use scan::{
+    Extra, ExtraWants, Relisting, ScanOptions, ScanStats, Scanner, Thread, nspid, parse_nspid,
+};
 pub use subtree::{Subtree, UpdateStats};
 
 /// What `foster tree` was asked for.
