@@ -165,13 +165,7 @@ impl fmt::Display for Reloaded {
     /// escaped, unless in the alternate form, as [`Event`]'s).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let raw = f.alternate();
-        let text = |s: &str| -> String {
-            if raw {
-                s.to_string()
-            } else {
-                crate::sanitize::escape(s.as_bytes())
-            }
-        };
+        let text = |s: &str| shown(s, raw);
         let mut first = true;
         for (what, names) in [
             ("started", &self.started),
@@ -375,13 +369,7 @@ impl Event {
 impl fmt::Display for Event {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let raw = f.alternate();
-        let text = |s: &str| -> String {
-            if raw {
-                s.to_string()
-            } else {
-                crate::sanitize::escape(s.as_bytes())
-            }
-        };
+        let text = |s: &str| shown(s, raw);
         let who = |helper: &Option<String>, generation: Option<u32>, pid: i32| Who {
             helper: helper.as_deref().map(text),
             generation,
@@ -886,6 +874,16 @@ pub fn clock_text(ts_ms: u64, millis: bool) -> String {
         text += &format!(".{:03}", ts_ms % 1000);
     }
     text
+}
+
+/// A string an event or a reload reply carries, as `{}` shows it (escaped for a terminal) or,
+/// with `raw` (the alternate form `{:#}`), as it is.
+fn shown(s: &str, raw: bool) -> String {
+    if raw {
+        s.to_string()
+    } else {
+        crate::sanitize::escape(s.as_bytes())
+    }
 }
 
 #[cfg(test)]

@@ -42,21 +42,6 @@ fn helper(name: &str) -> Labels {
     vec![("helper", name.to_string())]
 }
 
-/// Every state a helper can be in, for the state set `foster_helper_state`.
-const STATES: [HelperState; 11] = [
-    HelperState::Waiting,
-    HelperState::Starting,
-    HelperState::Running,
-    HelperState::Ready,
-    HelperState::Unhealthy,
-    HelperState::Stopping,
-    HelperState::Stopped,
-    HelperState::Backoff,
-    HelperState::GaveUp,
-    HelperState::Completed,
-    HelperState::Failed,
-];
-
 /// A state's name in JSON and metrics (`gave_up`).
 fn state_name(s: HelperState) -> String {
     serde_json::to_value(s)
@@ -149,7 +134,7 @@ pub fn render(status: &Status, counts: &Counts, now_ms: u64) -> String {
     let tree_cpu = Family::<Labels, FGauge>::default();
     for h in &status.helpers {
         let l = helper(&h.name);
-        for s in STATES {
+        for s in HelperState::ALL {
             let mut ls = l.clone();
             ls.push(("state", state_name(s)));
             state.get_or_create(&ls).set(i64::from(h.state == s));
