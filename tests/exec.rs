@@ -878,6 +878,38 @@ fn exec_as_namespace_init(
     cmd.spawn().unwrap()
 }
 
+/// Why a new PID namespace with its own /proc cannot be had here, if it cannot: not root, or
+/// `unshare --pid --fork --mount-proc` itself refused (a container may withhold the mount),
+/// with what it said. The namespace tests skip, saying so, rather than blame foster.
+fn namespace_unavailable() -> Option<String> {
+    if !common::is_root() {
+        return Some("a new PID namespace needs root".into());
+    }
+    let out = match Command::new("unshare")
+        .args([
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "/bin/sh",
+            "-c",
+            "echo $$",
+        ])
+        .stdin(Stdio::null())
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => return Some(format!("unshare could not be run: {e}")),
+    };
+    if out.status.success() && out.stdout == b"1\n" {
+        return None;
+    }
+    Some(format!(
+        "unshare --pid --fork --mount-proc does not work here ({}; it said {:?})",
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    ))
+}
+
 /// What a namespace test started: `unshare` (this test's child), killed and reaped on drop, and
 /// pidfds of what ran in the namespace, SIGKILLed on drop should the test fail midway.
 struct Namespace {
@@ -916,8 +948,8 @@ fn init_and_program(unshare: i32) -> (i32, i32) {
 /// the signal when the parent dies.
 #[test]
 fn as_a_namespaces_init_it_stays_and_the_program_gets_the_signal() {
-    if !common::is_root() {
-        eprintln!("skipping: a new PID namespace needs root");
+    if let Some(why) = namespace_unavailable() {
+        eprintln!("skipping: {why}");
         return;
     }
     let child = exec_as_namespace_init(&["-v", "exec"], "echo ready; exec sleep 1000", &[]);
@@ -928,7 +960,17 @@ fn as_a_namespaces_init_it_stays_and_the_program_gets_the_signal() {
     let mut out = BufReader::new(ns.unshare.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
-    assert_eq!(line, "ready\n");
+    if line != "ready\n" {
+        let _ = ns.unshare.kill();
+        let err = read_to_end_within(
+            ns.unshare.stderr.take().unwrap().into(),
+            "foster exec's standard error",
+        );
+        panic!(
+            "the program never said ready ({line:?}); foster exec said: {}",
+            String::from_utf8_lossy(&err)
+        );
+    }
     let (init, program) = init_and_program(ns.unshare.id() as i32);
     let ifd = pidfd_open(init).unwrap();
     let pfd = pidfd_open(program).unwrap();
@@ -966,8 +1008,8 @@ fn as_a_namespaces_init_it_stays_and_the_program_gets_the_signal() {
 /// level); exec'd in foster's place, a program that never waits left it a zombie.
 #[test]
 fn as_a_namespaces_init_it_reaps_the_orphans() {
-    if !common::is_root() {
-        eprintln!("skipping: a new PID namespace needs root");
+    if let Some(why) = namespace_unavailable() {
+        eprintln!("skipping: {why}");
         return;
     }
     let dir = common::Dir::new("exec", "nsorphan");
@@ -998,7 +1040,14 @@ fn as_a_namespaces_init_it_reaps_the_orphans() {
     let orphan = line
         .trim()
         .strip_prefix("orphan ")
-        .unwrap_or_else(|| panic!("{line:?}"))
+        .unwrap_or_else(|| {
+            let _ = ns.unshare.kill();
+            let said: Vec<String> =
+                std::iter::from_fn(|| rx.recv_timeout(Duration::from_secs(5)).ok())
+                    .take(50)
+                    .collect();
+            panic!("the program never named its orphan ({line:?}); foster exec said: {said:#?}")
+        })
         .to_string();
     let (init, program) = init_and_program(ns.unshare.id() as i32);
     ns.inside = vec![pidfd_open(program).unwrap(), pidfd_open(init).unwrap()];

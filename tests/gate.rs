@@ -355,8 +355,9 @@ fn the_in_process_gate_keeps_the_callers_mask_whatever_the_reaction() {
 /// `/bin/echo ran` launched through the gate (`GatePlan::install`, the exec-time setup) with
 /// `policy`, expecting this test process, from a thread that first made its children's PID
 /// namespace a new one: the program is PID 1 there. A pidfd of this process is the lifeline
-/// (`getppid()` is 0 there). What `output()` gave.
-fn gated_as_namespace_init(policy: &str) -> std::io::Result<std::process::Output> {
+/// (`getppid()` is 0 there). What `output()` gave; `Err` with why when no new PID namespace
+/// can be had here (a container may withhold it).
+fn gated_as_namespace_init(policy: &str) -> Result<std::io::Result<std::process::Output>, String> {
     use std::os::fd::AsRawFd;
     let me = Identity::current().unwrap();
     let policy: foster::policy::Policy = policy.parse().unwrap();
@@ -364,13 +365,18 @@ fn gated_as_namespace_init(policy: &str) -> std::io::Result<std::process::Output
         let lifeline = foster::identity::pidfd_open(me.pid).unwrap();
         // SAFETY: unshare changes this thread's namespace for children only; the thread
         // forks once (a namespace ends with its first process) and then ends.
-        assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWPID) }, 0, "unshare");
+        if unsafe { libc::unshare(libc::CLONE_NEWPID) } != 0 {
+            return Err(format!(
+                "unshare(CLONE_NEWPID) is refused here: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
         let mut cmd = Command::new("/bin/echo");
         cmd.arg("ran").stdin(Stdio::null());
         foster::gate::GatePlan::new(me, &policy, foster::gate::SignalSetup::ExecDefault)
             .with_lifeline_fd(lifeline.as_raw_fd())
             .install(&mut cmd);
-        cmd.output()
+        Ok(cmd.output())
     })
     .join()
     .unwrap()
@@ -386,7 +392,14 @@ fn the_gate_refuses_a_program_that_would_be_its_namespaces_init() {
         eprintln!("skipping: a new PID namespace needs root");
         return;
     }
-    match gated_as_namespace_init("TERM") {
+    let refused = match gated_as_namespace_init("TERM") {
+        Ok(r) => r,
+        Err(why) => {
+            eprintln!("skipping: {why}");
+            return;
+        }
+    };
+    match refused {
         Ok(out) => panic!(
             "the program ran as PID 1, armed in name only: {:?} {}",
             out.status,
@@ -394,7 +407,9 @@ fn the_gate_refuses_a_program_that_would_be_its_namespaces_init() {
         ),
         Err(e) => assert_eq!(e.raw_os_error(), Some(libc::EPROTO), "{e}"),
     }
-    let out = gated_as_namespace_init("KILL").expect("the gate refused SIGKILL");
+    let out = gated_as_namespace_init("KILL")
+        .unwrap()
+        .expect("the gate refused SIGKILL");
     assert!(out.status.success(), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "ran\n");
 }
