@@ -1224,25 +1224,7 @@ fn the_demo_keeps_its_supervisors_lines_and_says_how_its_tree_ended() {
 #[test]
 fn ctl_status_into_a_pipe_cuts_no_command_line() {
     let d = Dir::new("ctl-status", "pipe");
-    let mut args = vec!["\"/bin/sleep\"", "\"1000\""];
-    args.extend(std::iter::repeat_n("\"0\"", 60));
-    let config = format!(
-        "[[helper]]\nname = \"long\"\ncommand = [{}]\n",
-        args.join(", ")
-    );
-    let mut run = common::supervised::Run::start_uncontained(&d, &config);
-    run.launch("long", 1);
-    let full = format!("/bin/sleep 1000{}", " 0".repeat(60));
-    // The launch is before the exec: wait for the command line (JSON has it whole either way).
-    let start = Instant::now();
-    loop {
-        let out = run.ctl(&["--json", "status"]);
-        if String::from_utf8_lossy(&out.stdout).contains("\"1000\",\"0\"") {
-            break;
-        }
-        assert!(start.elapsed() < LIMIT, "the helper never exec'd: {out:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (mut run, full) = common::long_command::start(&d);
     let out = run.ctl(&["status"]);
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8_lossy(&out.stdout);

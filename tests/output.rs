@@ -13,8 +13,7 @@ use serde_json::Value;
 
 mod common;
 use common::Dir;
-
-const LIMIT: Duration = Duration::from_secs(30);
+use common::events::{Events, LIMIT, kind};
 
 /// `foster run --no-socket --no-contain ARGS...`: uncontained, so that the child's pid is the
 /// supervisor itself (its memory is read) and the events' pids are this namespace's.
@@ -160,58 +159,6 @@ impl Lines {
             .map(|l| String::from_utf8_lossy(l).into_owned())
             .collect()
     }
-}
-
-/// The events of an events log FIFO, as JSON values.
-struct Events(Lines);
-
-impl Events {
-    fn open(fifo: &Path) -> Events {
-        let fifo = fifo.to_path_buf();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let f = std::fs::File::open(&fifo).unwrap();
-            for l in BufReader::new(f).split(b'\n') {
-                let Ok(l) = l else { break };
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
-        Events(Lines {
-            rx,
-            seen: Vec::new(),
-        })
-    }
-
-    fn wait_for(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let l = self.0.wait_for(what, |l| {
-            serde_json::from_slice::<Value>(l).is_ok_and(|v| pred(&v))
-        });
-        serde_json::from_slice(&l).unwrap()
-    }
-
-    /// The next event, whatever it is.
-    fn next(&mut self, what: &str) -> Value {
-        let l = match self.0.rx.recv_timeout(LIMIT) {
-            Ok(l) => l,
-            Err(_) => panic!("no event {what}; seen: {:#?}", self.0.text()),
-        };
-        self.0.seen.push(l.clone());
-        serde_json::from_slice(&l).unwrap()
-    }
-
-    fn all(&self) -> Vec<Value> {
-        self.0
-            .seen
-            .iter()
-            .map(|l| serde_json::from_slice(l).unwrap())
-            .collect()
-    }
-}
-
-fn kind(v: &Value) -> &str {
-    v["event"].as_str().unwrap_or("")
 }
 
 fn term(f: &Child) {
@@ -477,7 +424,7 @@ fn a_flood_keeps_foster_bounded_and_another_helper_restarting() {
     let _err = Lines::read(f.stderr.take().unwrap());
     let mut ev = Events::open(&fifo);
     let restarts = |ev: &Events| {
-        ev.all()
+        ev.seen
             .iter()
             .filter(|v| kind(v) == "restart" && v["helper"] == "crasher")
             .count()
@@ -491,9 +438,9 @@ fn a_flood_keeps_foster_bounded_and_another_helper_restarting() {
     while restarts(&ev) < seen + 20 {
         ev.next("the crasher's next restart");
     }
-    let drops: Vec<Value> = ev
-        .all()
-        .into_iter()
+    let drops: Vec<&Value> = ev
+        .seen
+        .iter()
         .filter(|v| kind(v) == "output_dropped")
         .collect();
     let after = rss_kib(pid);
@@ -505,7 +452,7 @@ fn a_flood_keeps_foster_bounded_and_another_helper_restarting() {
     // At most one report a second (the events' times are when the supervisor's loop took
     // them, a little after they were sent: one more is allowed for that).
     let ts = |v: &Value| v["ts_ms"].as_u64().unwrap();
-    let span = ts(drops.last().unwrap()) - ts(&drops[0]);
+    let span = ts(drops[drops.len() - 1]) - ts(drops[0]);
     assert!(
         drops.len() as u64 <= span / 1000 + 2,
         "at most one report a second: {drops:#?}"
@@ -722,7 +669,7 @@ fn a_regular_file_on_standard_output_gets_every_line_of_a_flood() {
     assert_eq!(text.lines().count(), 200_000);
     assert!(text.lines().all(|l| l == want));
     assert!(
-        !ev.all().iter().any(|v| kind(v) == "output_dropped"),
+        !ev.seen.iter().any(|v| kind(v) == "output_dropped"),
         "nothing dropped on the way to a file"
     );
 }

@@ -4,89 +4,14 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-const LIMIT: Duration = Duration::from_secs(30);
-
 mod common;
+use common::events::{Events, LIMIT, kind};
 use common::{Dir, is_root, libc_signals_at_default, process, processes, processes_with_env};
 
-/// Lines of an events log, read on a thread.
-struct Events {
-    rx: mpsc::Receiver<Value>,
-    seen: Vec<Value>,
-}
-impl Events {
-    fn open(fifo: &Path) -> Events {
-        let (tx, rx) = mpsc::channel();
-        let fifo = fifo.to_path_buf();
-        std::thread::spawn(move || {
-            let f = std::fs::File::open(&fifo).unwrap();
-            for line in BufReader::new(f).lines() {
-                let Ok(line) = line else { break };
-                let v: Value = serde_json::from_str(&line).expect("a JSON line");
-                if tx.send(v).is_err() {
-                    break;
-                }
-            }
-        });
-        Events {
-            rx,
-            seen: Vec::new(),
-        }
-    }
-    fn wait_for(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        if let Some(v) = self.seen.iter().find(|v| pred(v)) {
-            return v.clone();
-        }
-        let deadline = Instant::now() + LIMIT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.rx.recv_timeout(left) {
-                Ok(v) => {
-                    self.seen.push(v.clone());
-                    if pred(&v) {
-                        return v;
-                    }
-                }
-                Err(_) => panic!("no event {what}; seen: {:#?}", self.seen),
-            }
-        }
-    }
-    /// Like [`Events::wait_for`], with a deadline of its own.
-    fn wait_within(&mut self, limit: Duration, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        if let Some(v) = self.seen.iter().find(|v| pred(v)) {
-            return v.clone();
-        }
-        let deadline = Instant::now() + limit;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.rx.recv_timeout(left) {
-                Ok(v) => {
-                    self.seen.push(v.clone());
-                    if pred(&v) {
-                        return v;
-                    }
-                }
-                Err(_) => panic!("no event {what} within {limit:?}; seen: {:#?}", self.seen),
-            }
-        }
-    }
-    /// Every event until foster closes the log.
-    fn rest(&mut self) -> &[Value] {
-        while let Ok(v) = self.rx.recv_timeout(LIMIT) {
-            self.seen.push(v);
-        }
-        &self.seen
-    }
-}
-
-fn kind(v: &Value) -> &str {
-    v["event"].as_str().unwrap_or("")
-}
 fn launch_of<'a>(helper: &'a str) -> impl Fn(&Value) -> bool + 'a {
     move |v| kind(v) == "launch" && v["helper"] == helper
 }

@@ -1,32 +1,45 @@
 //! A `foster run` under test, driven through its control socket: started on a configuration
-//! written to the test's directory, its event stream followed from its start, `ctl` commands,
+//! written to the test's directory, its event stream followed from its start (read as
+//! [`Events`], which the run derefs to), `ctl` commands,
 //! `ctl --json status` (its helpers by name, or polled until it says something), and an orderly
 //! stop (`ctl shutdown`, or SIGTERM) with every event to the end; terminated and reaped on
 //! drop. Shared by the tests of start order, states, reload, readiness and the control socket.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use super::Dir;
+use super::events::Events;
+pub use super::events::LIMIT;
 
 const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
-/// Safety net of every wait here.
-pub const LIMIT: Duration = Duration::from_secs(30);
 
 /// A `foster run` under test, with its events followed from its start; terminated and reaped
 /// on drop if still running.
 pub struct Run {
     pub child: Child,
     pub socket: PathBuf,
-    events: mpsc::Receiver<Value>,
-    /// Every event read so far, in order.
-    pub seen: Vec<Value>,
+    /// Its events (the run's own methods and fields through `Deref`: `run.until(..)`,
+    /// `run.seen`).
+    pub events: Events,
+}
+
+impl std::ops::Deref for Run {
+    type Target = Events;
+    fn deref(&self) -> &Events {
+        &self.events
+    }
+}
+
+impl std::ops::DerefMut for Run {
+    fn deref_mut(&mut self) -> &mut Events {
+        &mut self.events
+    }
 }
 
 impl Run {
@@ -75,77 +88,16 @@ impl Run {
         if let Some(mut err) = child.stderr.take() {
             std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
         }
-        let (tx, rx) = mpsc::channel();
-        let r = stream.try_clone().unwrap();
-        std::thread::spawn(move || {
-            let _keep = stream;
-            for line in BufReader::new(r).lines() {
-                let Ok(line) = line else { break };
-                let v: Value = serde_json::from_str(&line).expect("a JSON reply line");
-                if v.get("event").is_some() && tx.send(v["event"].clone()).is_err() {
-                    break;
-                }
-            }
-        });
         Run {
             child,
             socket,
-            events: rx,
-            seen: Vec::new(),
+            events: Events::follow(stream),
         }
     }
 
     /// [`Run::start`] with `--no-contain`: the events' pids (the supervisor's) are this test's.
     pub fn start_uncontained(d: &Dir, config: &str) -> Run {
         Run::start(d, config, &["--no-contain"])
-    }
-
-    /// Reads events until one satisfies `f`; returns its index in [`Run::seen`].
-    pub fn until(&mut self, what: &str, f: impl Fn(&Value) -> bool) -> usize {
-        if let Some(i) = self.seen.iter().position(&f) {
-            return i;
-        }
-        let t = Instant::now();
-        loop {
-            let left = LIMIT.saturating_sub(t.elapsed());
-            match self.events.recv_timeout(left) {
-                Ok(v) => {
-                    self.seen.push(v);
-                    if f(self.seen.last().unwrap()) {
-                        return self.seen.len() - 1;
-                    }
-                }
-                Err(_) => panic!("no {what} within {LIMIT:?}; events: {:#?}", self.seen),
-            }
-        }
-    }
-
-    /// The first event (seen already, or to come) for which `f` holds.
-    pub fn wait_for(&mut self, what: &str, f: impl Fn(&Value) -> bool) -> Value {
-        let i = self.until(what, f);
-        self.seen[i].clone()
-    }
-
-    /// The events received so far, without waiting.
-    pub fn so_far(&mut self) -> &[Value] {
-        while let Ok(v) = self.events.try_recv() {
-            self.seen.push(v);
-        }
-        &self.seen
-    }
-
-    /// The index of the `state` event putting `helper` in `state`.
-    pub fn state(&mut self, helper: &str, state: &str) -> usize {
-        self.until(&format!("{helper} {state}"), |e| {
-            e["event"] == "state" && e["helper"] == helper && e["state"] == state
-        })
-    }
-
-    /// The index of `helper`'s launch number `attempt`.
-    pub fn launch(&mut self, helper: &str, attempt: u64) -> usize {
-        self.until(&format!("launch {attempt} of {helper}"), |e| {
-            e["event"] == "launch" && e["helper"] == helper && e["attempt"] == attempt
-        })
     }
 
     pub fn ctl(&self, args: &[&str]) -> Output {
@@ -209,9 +161,7 @@ impl Run {
     /// Every event to the end (the stream closes when the supervisor exits), the exit code
     /// (128 + the signal that ended it).
     pub fn finish(&mut self) -> i32 {
-        while let Ok(v) = self.events.recv_timeout(LIMIT) {
-            self.seen.push(v);
-        }
+        self.events.rest();
         use std::os::unix::process::ExitStatusExt;
         let st = self.wait();
         st.code().unwrap_or_else(|| 128 + st.signal().unwrap())
