@@ -11,27 +11,18 @@ use foster::identity::Identity;
 
 mod common;
 use common::Dir;
-use common::tmux::{SleepTree as Subtree, Tmux, dashboard_pid, tmux_available, wait_gone};
+use common::tmux::{SleepTree as Subtree, Tmux, tmux_missing, top_over};
 
 /// The dashboard on `tree` in a `w` x `h` terminal, its settings under `config`.
 fn top(tree: &Subtree, config: &std::path::Path, w: u16, h: u16) -> (Tmux, Identity) {
-    let t = Tmux::start_sized("sh", w, h);
-    t.text(&format!(
-        "XDG_CONFIG_HOME={} {} top --root {} --interval 300ms\n",
-        config.display(),
-        env!("CARGO_BIN_EXE_foster"),
-        tree.all[0].pid
-    ));
-    let top = dashboard_pid(&t);
-    t.wait_for("the sleeps", |s| {
-        s.contains("sleep 4101") && s.contains("sleep 4102")
-    });
+    let (t, top) = top_over(
+        tree,
+        &format!("XDG_CONFIG_HOME={} ", config.display()),
+        w,
+        h,
+    );
+    t.wait_for("the sleeps", Subtree::shown);
     (t, top)
-}
-
-fn quit(t: &Tmux, top: Identity) {
-    t.keys(&["Escape", "q"]);
-    assert!(wait_gone(top), "the dashboard did not quit");
 }
 
 /// The table's header line.
@@ -46,8 +37,7 @@ fn header(screen: &str) -> &str {
 /// private; a new dashboard reads it and shows USER first again.
 #[test]
 fn f2_chooses_and_orders_columns_and_the_choice_is_saved() {
-    if !tmux_available() {
-        eprintln!("skipped: tmux is not installed");
+    if tmux_missing() {
         return;
     }
     let tree = Subtree::start();
@@ -91,14 +81,14 @@ fn f2_chooses_and_orders_columns_and_the_choice_is_saved() {
             std::fs::metadata(dir.0.join("foster")).unwrap().mode() & 0o777,
             0o700
         );
-        quit(&t, top);
+        t.quit(top);
         drop(t);
         // Read again by the next dashboard.
         let (t, top) = self::top(&tree, &dir.0, w, h);
         let s = t.wait_for("USER from the file", |s| header(s).contains("USER"));
         let head = header(&s);
         assert!(head.find("USER") < head.find("PID"), "{head}");
-        quit(&t, top);
+        t.quit(top);
     }
 }
 
@@ -107,8 +97,7 @@ fn f2_chooses_and_orders_columns_and_the_choice_is_saved() {
 /// its room and the optional columns go first.
 #[test]
 fn the_optional_columns_show_what_proc_says() {
-    if !tmux_available() {
-        eprintln!("skipped: tmux is not installed");
+    if tmux_missing() {
         return;
     }
     let tree = Subtree::start();
@@ -160,7 +149,7 @@ fn the_optional_columns_show_what_proc_says() {
         cgroup.clone(),
     ];
     assert_eq!(words[..7], want, "{row}");
-    quit(&t, top);
+    t.quit(top);
     drop(t);
     let (t, top) = self::top(&tree, &dir.0, 80, 24);
     let s = t.screen();
@@ -170,14 +159,13 @@ fn the_optional_columns_show_what_proc_says() {
         "{head}"
     );
     assert!(head.contains("PGID"), "{head}");
-    quit(&t, top);
+    t.quit(top);
 }
 
 /// A file that is not right: what is wrong in the footer, the default columns, no crash.
 #[test]
 fn a_bad_settings_file_is_named_and_the_defaults_are_used() {
-    if !tmux_available() {
-        eprintln!("skipped: tmux is not installed");
+    if tmux_missing() {
         return;
     }
     let tree = Subtree::start();
@@ -229,22 +217,20 @@ fn a_bad_settings_file_is_named_and_the_defaults_are_used() {
         std::fs::set_permissions(dir.path("foster"), PermissionsExt::from_mode(0o700)).unwrap();
         setup(&dir);
         let (w, h) = if i % 2 == 0 { (200, 60) } else { (80, 24) };
-        let t = Tmux::start_sized("sh", w, h);
         // What is wrong comes first in the message (the footer cuts it at 80 columns), except
         // for a directory refused, which is tried at 200.
-        t.text(&format!(
-            "XDG_CONFIG_HOME={} {} top --root {} --interval 300ms\n",
-            dir.0.display(),
-            env!("CARGO_BIN_EXE_foster"),
-            tree.all[0].pid
-        ));
-        let top = dashboard_pid(&t);
+        let (t, top) = top_over(
+            &tree,
+            &format!("XDG_CONFIG_HOME={} ", dir.0.display()),
+            w,
+            h,
+        );
         let s = t.wait_for(says, |s| s.contains(says) && s.contains("sleep 4101"));
         let head = header(&s);
         assert!(
             head.contains("PID S") && !head.contains("USER"),
             "not the defaults: {head}"
         );
-        quit(&t, top);
+        t.quit(top);
     }
 }

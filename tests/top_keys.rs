@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::Dir;
 use common::descendants_of;
 use common::supervised::Run;
-use common::tmux::{Tmux, dashboard_pid, tmux_available, wait_gone};
+use common::tmux::{Tmux, dashboard_pid, tmux_missing, wait_gone};
 
 /// A helper whose name is longer than the HELPER column ever grows (24 columns).
 const LONG: &str = "helper-name-longer-than-the-column";
@@ -74,8 +74,7 @@ impl Attached {
     /// Quits the dashboard, stops the supervisor, and checks that nothing is left.
     fn finish(mut self) {
         let all = descendants_of(self.run.child.id() as i32);
-        self.t.keys(&["Escape", "q"]);
-        assert!(wait_gone(self.top), "the dashboard did not quit");
+        self.t.quit(self.top);
         self.run.stop();
         for id in all {
             assert!(wait_gone(id), "{id} outlived its supervisor");
@@ -105,8 +104,7 @@ fn row_pid(row: &str) -> i32 {
 /// event line wider than the pane cut and marked.
 #[test]
 fn columns_confirmation_and_events_are_never_cut_silently() {
-    if !tmux_available() {
-        eprintln!("skipped: tmux is not installed");
+    if tmux_missing() {
         return;
     }
     for (w, h) in [(80u16, 24u16), (200, 60)] {
@@ -165,8 +163,7 @@ fn columns_confirmation_and_events_are_never_cut_silently() {
 /// next periodic snapshot (10 s).
 #[test]
 fn a_child_born_without_an_event_shows_within_a_few_refreshes() {
-    if !tmux_available() {
-        eprintln!("skipped: tmux is not installed");
+    if tmux_missing() {
         return;
     }
     let dir = Dir::new("topkeys", "fork");
@@ -221,8 +218,7 @@ fn header(screen: &str) -> &str {
 /// in the tree, siblings sorted.
 #[test]
 fn sort_keys_and_the_flat_list() {
-    if !tmux_available() {
-        eprintln!("skipped: tmux is not installed");
+    if tmux_missing() {
         return;
     }
     for (w, h) in [(80u16, 24u16), (200, 60)] {
@@ -309,8 +305,7 @@ fn sleep_pids(screen: &str) -> Vec<i32> {
 /// footer counting them; the signal menu opened there names the match.
 #[test]
 fn search_moves_the_cursor_and_hides_nothing() {
-    if !tmux_available() {
-        eprintln!("skipped: tmux is not installed");
+    if tmux_missing() {
         return;
     }
     for (w, h) in [(80u16, 24u16), (200, 60)] {
@@ -350,8 +345,7 @@ fn search_moves_the_cursor_and_hides_nothing() {
 /// SIGTERM; `?` and `F1` list every key; `F10` quits.
 #[test]
 fn tags_signal_numbers_help_and_f10() {
-    if !tmux_available() {
-        eprintln!("skipped: tmux is not installed");
+    if tmux_missing() {
         return;
     }
     for (w, h) in [(80u16, 24u16), (200, 60)] {
@@ -449,8 +443,7 @@ fn tags_signal_numbers_help_and_f10() {
 /// only their processes, with their ancestors, named in the title; every user again shows all.
 #[test]
 fn the_user_filter_picks_from_the_users_present() {
-    if !tmux_available() {
-        eprintln!("skipped: tmux is not installed");
+    if tmux_missing() {
         return;
     }
     if !common::is_root() {
@@ -509,8 +502,7 @@ fn events_title(screen: &str) -> Option<usize> {
 /// (`l`) opens beside it.
 #[test]
 fn the_events_pane_hides_resizes_scrolls_and_filters() {
-    if !tmux_available() {
-        eprintln!("skipped: tmux is not installed");
+    if tmux_missing() {
         return;
     }
     for (w, h) in [(80u16, 24u16), (200, 60)] {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use foster::identity::Identity;
 
 mod common;
-use common::tmux::{DEADLINE, Tmux, tmux_available};
+use common::tmux::{DEADLINE, Tmux, tmux_missing};
 
 /// A process this test started, killed by pid and checked gone on drop.
 struct Started(Child, Identity);
@@ -62,8 +62,7 @@ fn core_bars(screen: &str) -> usize {
 
 #[test]
 fn meters_fit_80x24_and_show_every_core_at_200x60_and_m_toggles_them() {
-    if !tmux_available() {
-        eprintln!("skipped: tmux is not installed");
+    if tmux_missing() {
         return;
     }
     let p = Started::sh("exec sleep 1000");
@@ -121,8 +120,7 @@ fn meters_fit_80x24_and_show_every_core_at_200x60_and_m_toggles_them() {
 
 #[test]
 fn the_selected_process_has_a_history_sparkline() {
-    if !tmux_available() {
-        eprintln!("skipped: tmux is not installed");
+    if tmux_missing() {
         return;
     }
     // A process that keeps a core busy: its CPU sparkline has bars.
@@ -144,8 +142,7 @@ fn the_selected_process_has_a_history_sparkline() {
 
 #[test]
 fn no_color_takes_every_colour_off() {
-    if !tmux_available() {
-        eprintln!("skipped: tmux is not installed");
+    if tmux_missing() {
         return;
     }
     let p = Started::sh("exec sleep 1000");

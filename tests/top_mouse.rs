@@ -8,20 +8,12 @@
 use foster::identity::Identity;
 
 mod common;
-use common::tmux::{SleepTree, Tmux, dashboard_pid, tmux_available, wait_gone};
+use common::tmux::{SleepTree, Tmux, tmux_missing, top_over, wait_gone};
 
 /// The dashboard on `tree`'s shell in a `w` x `h` terminal.
 fn top(tree: &SleepTree, w: u16, h: u16) -> (Tmux, Identity) {
-    let t = Tmux::start_sized("sh", w, h);
-    t.text(&format!(
-        "{} top --root {} --interval 300ms\n",
-        env!("CARGO_BIN_EXE_foster"),
-        tree.all[0].pid
-    ));
-    let top = dashboard_pid(&t);
-    t.wait_for("the sleeps", |s| {
-        s.contains("sleep 4101") && s.contains("sleep 4102")
-    });
+    let (t, top) = top_over(tree, "", w, h);
+    t.wait_for("the sleeps", SleepTree::shown);
     // Mouse reporting on (the pane's flag), so tmux passes the reports on.
     t.wait_for("mouse reporting", |_| t.display("#{mouse_any_flag}") == "1");
     (t, top)
@@ -53,8 +45,7 @@ fn selected(pid: i32, name: &str) -> impl Fn(&str) -> bool {
 
 #[test]
 fn click_wheel_header_and_collapse_marker() {
-    if !tmux_available() {
-        eprintln!("skipped: tmux is not installed");
+    if tmux_missing() {
         return;
     }
     let tree = SleepTree::start();

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use foster::identity::Identity;
 
 mod common;
-use common::tmux::{DEADLINE, Tmux, dashboard_pid, has_row, tmux_available, wait_gone};
+use common::tmux::{DEADLINE, Tmux, dashboard_pid, has_row, tmux_missing, wait_gone};
 use common::{Dir, descendants_of};
 
 /// A subtree: sh (root) → sh (inner) → sleep 1001, sleep 1002; and root → sleep 1003.
@@ -115,8 +115,7 @@ impl SpawnWithFd3 for Command {
 
 #[test]
 fn see_collapse_filter_signal_quit() {
-    if !tmux_available() {
-        eprintln!("skipped: tmux is not installed");
+    if tmux_missing() {
         return;
     }
     let tree = Subtree::start();
@@ -124,7 +123,7 @@ fn see_collapse_filter_signal_quit() {
     let victim = tree.pid_of("1002");
     let t = Tmux::start("sh");
     // The terminal's modes before, to compare with after.
-    t.text("S=$(stty -g)\n");
+    t.save_modes();
     t.text(&format!(
         "{} top --root {} --interval 200ms\n",
         env!("CARGO_BIN_EXE_foster"),
@@ -210,21 +209,12 @@ fn see_collapse_filter_signal_quit() {
         !s.contains("COMMAND"),
         "the dashboard is still on screen:\n{s}"
     );
-    t.text("[ \"$(stty -g)\" = \"$S\" ] && echo modes-same || echo modes-differ\n");
-    let s = t.wait_for("the terminal modes compared", |s| {
-        s.lines()
-            .any(|l| l.trim() == "modes-same" || l.trim() == "modes-differ")
-    });
-    assert!(
-        s.lines().any(|l| l.trim() == "modes-same"),
-        "raw mode was not undone:\n{s}"
-    );
+    t.assert_modes_restored("");
 }
 
 #[test]
 fn sigterm_restores_the_terminal() {
-    if !tmux_available() {
-        eprintln!("skipped: tmux is not installed");
+    if tmux_missing() {
         return;
     }
     let tree = Subtree::start();
@@ -261,8 +251,7 @@ fn sigterm_restores_the_terminal() {
 /// message readable.
 #[test]
 fn a_panic_restores_the_terminal() {
-    if !tmux_available() {
-        eprintln!("skipped: tmux is not installed");
+    if tmux_missing() {
         return;
     }
     if !cfg!(debug_assertions) {
@@ -271,7 +260,7 @@ fn a_panic_restores_the_terminal() {
     }
     let tree = Subtree::start();
     let t = Tmux::start("sh");
-    t.text("S=$(stty -g)\n");
+    t.save_modes();
     t.text(&format!(
         "FOSTER_TOP_TEST_PANIC_KEY=P {} top --root {}; echo status=$?\n",
         env!("CARGO_BIN_EXE_foster"),
@@ -297,15 +286,7 @@ fn a_panic_restores_the_terminal() {
         "0",
         "mouse reporting left on after the panic"
     );
-    t.text("[ \"$(stty -g)\" = \"$S\" ] && echo modes-same || echo modes-differ\n");
-    let s = t.wait_for("the terminal modes compared", |s| {
-        s.lines()
-            .any(|l| l.trim() == "modes-same" || l.trim() == "modes-differ")
-    });
-    assert!(
-        s.lines().any(|l| l.trim() == "modes-same"),
-        "raw mode was not undone after the panic:\n{s}"
-    );
+    t.assert_modes_restored(" after the panic");
 }
 
 /// The table row of `pid` on the screen, if shown.
@@ -330,15 +311,14 @@ fn pid_of_role(screen: &str, role: &str, helper: &str) -> Option<i32> {
 /// quits and tears the whole demo down, which the test checks by pid.
 #[test]
 fn demo_opens_the_dashboard_and_leaves_nothing_behind() {
-    if !tmux_available() {
-        eprintln!("skipped: tmux is not installed");
+    if tmux_missing() {
         return;
     }
     // The demo's socket (and the log beside it) in a directory of this test's own, not the
     // user's default socket directory, where a demo may already be running.
     let dir = Dir::new("top", "demo");
     let t = Tmux::start("sh");
-    t.text("S=$(stty -g)\n");
+    t.save_modes();
     t.text(&format!(
         "{} demo --socket {}; echo status=$?\n",
         env!("CARGO_BIN_EXE_foster"),
@@ -436,12 +416,7 @@ fn demo_opens_the_dashboard_and_leaves_nothing_behind() {
         assert!(wait_gone(*id), "process {id} of the demo outlived it:\n{s}");
     }
     assert_eq!(t.display("#{alternate_on}"), "0");
-    t.text("[ \"$(stty -g)\" = \"$S\" ] && echo modes-same || echo modes-differ\n");
-    let s = t.wait_for("the terminal modes compared", |s| {
-        s.lines()
-            .any(|l| l.trim() == "modes-same" || l.trim() == "modes-differ")
-    });
-    assert!(s.lines().any(|l| l.trim() == "modes-same"), "{s}");
+    t.assert_modes_restored("");
 }
 
 /// The dashboard's log pane in `foster demo`: `l` on the worker's row shows the worker's own
@@ -449,8 +424,7 @@ fn demo_opens_the_dashboard_and_leaves_nothing_behind() {
 /// (the crasher's standard error marked); `l` again closes it; `q` still tears the demo down.
 #[test]
 fn demo_log_pane_shows_the_selected_helpers_lines() {
-    if !tmux_available() {
-        eprintln!("skipped: tmux is not installed");
+    if tmux_missing() {
         return;
     }
     let dir = Dir::new("top", "demologs");
@@ -510,8 +484,7 @@ fn demo_log_pane_shows_the_selected_helpers_lines() {
 /// listening socket of the default directory (XDG_RUNTIME_DIR/foster), or FOSTER_SOCKET.
 #[test]
 fn attach_without_a_path_finds_the_socket_as_ctl_does() {
-    if !tmux_available() {
-        eprintln!("skipped: tmux is not installed");
+    if tmux_missing() {
         return;
     }
     let d = Dir::new("top-attach", "default");
@@ -551,30 +524,12 @@ fn attach_without_a_path_finds_the_socket_as_ctl_does() {
 /// terminal's width (not at a fixed length); with --wide it cuts nothing.
 #[test]
 fn ctl_status_cuts_command_lines_to_the_terminal() {
-    if !tmux_available() {
-        eprintln!("skipped: tmux is not installed");
+    if tmux_missing() {
         return;
     }
     let d = Dir::new("ctl-status", "width");
-    // A command line of 1 + 2 * 60 arguments: longer than any terminal line here.
-    let mut args = vec!["\"/bin/sleep\"", "\"1000\""];
-    args.extend(std::iter::repeat_n("\"0\"", 60));
-    let config = format!(
-        "[[helper]]\nname = \"long\"\ncommand = [{}]\n",
-        args.join(", ")
-    );
-    let mut run = common::supervised::Run::start_uncontained(&d, &config);
-    run.launch("long", 1);
-    let full = format!("/bin/sleep 1000{}", " 0".repeat(60));
-    // The helper has exec'd when its command line shows (the launch is before the exec).
-    let start = Instant::now();
-    while !String::from_utf8_lossy(&run.ctl(&["status"]).stdout).contains(&full) {
-        assert!(
-            start.elapsed() < DEADLINE,
-            "the helper's command line never showed"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    // A command line longer than any terminal line here.
+    let (mut run, full) = common::long_command::start(&d);
     let foster = env!("CARGO_BIN_EXE_foster");
     let socket = run.socket.display().to_string();
     let t = Tmux::start(&format!(

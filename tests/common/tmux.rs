@@ -1,7 +1,9 @@
 //! A tmux server of a test's own, to drive `foster top` in a real terminal of a chosen size:
-//! keys in, the screen out, waits on what the screen shows; the dashboard's pid found below
-//! the pane; a small tree of sleeps for it to show ([`SleepTree`]). Every server has its socket in a directory of the test's own and is checked gone,
-//! socket file included, on drop.
+//! keys in, the screen out, waits on what the screen shows; the terminal's modes kept and
+//! compared; the dashboard's pid found below the pane, the dashboard started over a small tree
+//! of sleeps ([`SleepTree`], [`top_over`]) and quit; the skip where tmux is missing. Every
+//! server has its socket in a directory of the test's own and is checked gone, socket file
+//! included, on drop.
 
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -91,6 +93,33 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
+    /// Keeps the terminal's modes (`stty -g`) in the pane's shell, for
+    /// [`Tmux::assert_modes_restored`] to compare with after.
+    pub fn save_modes(&self) {
+        self.text("S=$(stty -g)\n");
+    }
+
+    /// The pane's shell finds the terminal's modes as [`Tmux::save_modes`] kept them: raw mode
+    /// undone (`after` says after what).
+    pub fn assert_modes_restored(&self, after: &str) {
+        self.text("[ \"$(stty -g)\" = \"$S\" ] && echo modes-same || echo modes-differ\n");
+        let s = self.wait_for("the terminal modes compared", |s| {
+            s.lines()
+                .any(|l| l.trim() == "modes-same" || l.trim() == "modes-differ")
+        });
+        assert!(
+            s.lines().any(|l| l.trim() == "modes-same"),
+            "raw mode was not undone{after}:\n{s}"
+        );
+    }
+
+    /// Quits the dashboard `top` (Escape, for a box or prompt left open, then `q`) and checks
+    /// it gone.
+    pub fn quit(&self, top: Identity) {
+        self.keys(&["Escape", "q"]);
+        assert!(wait_gone(top), "the dashboard did not quit");
+    }
+
     /// Waits until the screen satisfies `ok`, or fails with the last screen.
     pub fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
         self.wait_within(DEADLINE, what, ok)
@@ -138,11 +167,16 @@ pub fn has_row(screen: &str, command: &str) -> bool {
     })
 }
 
-pub fn tmux_available() -> bool {
-    Command::new("tmux")
+/// True, the reason printed, when tmux is not installed: the test skips.
+pub fn tmux_missing() -> bool {
+    let there = Command::new("tmux")
         .arg("-V")
         .output()
-        .is_ok_and(|o| o.status.success())
+        .is_ok_and(|o| o.status.success());
+    if !there {
+        eprintln!("skipped: tmux is not installed");
+    }
+    !there
 }
 
 pub fn wait_gone(id: Identity) -> bool {
@@ -176,6 +210,20 @@ pub fn dashboard_pid(t: &Tmux) -> Identity {
     }
 }
 
+/// `foster top` over `tree` (its shell as the root, refreshed every 300 ms) started from the
+/// shell of a new `w` x `h` terminal, after `env` (assignments for its environment, or ""):
+/// the terminal and the dashboard, once it runs.
+pub fn top_over(tree: &SleepTree, env: &str, w: u16, h: u16) -> (Tmux, Identity) {
+    let t = Tmux::start_sized("sh", w, h);
+    t.text(&format!(
+        "{env}{} top --root {} --interval 300ms\n",
+        env!("CARGO_BIN_EXE_foster"),
+        tree.all[0].pid
+    ));
+    let top = dashboard_pid(&t);
+    (t, top)
+}
+
 /// A shell and two sleeps, `sh -c 'sleep 4101 & sleep 4102 & wait'`, for the dashboard to show;
 /// killed and checked gone by identity on drop.
 pub struct SleepTree {
@@ -185,6 +233,11 @@ pub struct SleepTree {
 }
 
 impl SleepTree {
+    /// Whether `screen` shows both sleeps.
+    pub fn shown(screen: &str) -> bool {
+        screen.contains("sleep 4101") && screen.contains("sleep 4102")
+    }
+
     pub fn start() -> SleepTree {
         let root = std::process::Command::new("sh")
             .args(["-c", "sleep 4101 & sleep 4102 & wait"])
