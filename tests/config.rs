@@ -7,8 +7,6 @@
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
 
 use foster::config::{Config, MIN_DURATION};
 use foster::policy::Policy;
@@ -18,14 +16,12 @@ use proptest::prelude::*;
 mod common;
 use common::{Dir, is_root};
 
-/// A safety net only: every run below ends on its own in milliseconds.
-const LIMIT: Duration = Duration::from_secs(30);
-
 const HELPER: &str = "[[helper]]\nname = \"a\"\ncommand = [\"/bin/true\"]\n";
 
 /// Runs `foster ARGS` with `stdin` written to its standard input (written from a thread, and
 /// left unwritten once foster stops reading), and returns its output; SIGKILLs it (by its pid)
-/// and fails if it runs past `LIMIT`.
+/// and fails if it runs past `common::events::LIMIT` (a safety net only: every run below ends
+/// on its own in milliseconds).
 fn foster(args: &[&str], stdin: Option<Vec<u8>>) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_foster"))
         .args(args)
@@ -38,25 +34,13 @@ fn foster(args: &[&str], stdin: Option<Vec<u8>>) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let pid = child.id() as i32;
     let writer = child.stdin.take().zip(stdin).map(|(mut pipe, bytes)| {
         std::thread::spawn(move || {
             // foster may stop reading before the end (that is the point of the bound).
             let _ = pipe.write_all(&bytes);
         })
     });
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let out = match rx.recv_timeout(LIMIT) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            // SAFETY: kill(2) of the child we started, by its pid; it is not reaped yet.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            panic!("foster {args:?} did not end within {LIMIT:?}");
-        }
-    };
+    let out = common::child::output_within(child, &format!("foster {args:?}"));
     if let Some(w) = writer {
         w.join().unwrap();
     }

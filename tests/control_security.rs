@@ -72,19 +72,7 @@ fn output_within(mut c: Command) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let pid = child.id() as i32;
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(LIMIT) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            // SAFETY: kill of our own child, still unreaped (the thread waits for it).
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            panic!("{c:?} did not end within {LIMIT:?}");
-        }
-    }
+    common::child::output_within(child, &format!("{c:?}"))
 }
 
 // ---- A listener of another user ----

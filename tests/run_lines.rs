@@ -5,15 +5,12 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
 
 use serde_json::Value;
 
 mod common;
 use common::Dir;
-
-const LIMIT: Duration = Duration::from_secs(30);
+use common::events::{Events, LIMIT, kind};
 
 /// A helper that exits with 3 twice and is given up on, and one whose child (foster's
 /// grandchild) it leaves behind: the orphan ignores SIGTERM, its orphan policy, so it is
@@ -57,19 +54,7 @@ fn run(d: &Dir, tag: &str, flags: &[&str]) -> Run {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let pid = child.id() as i32;
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let out = match rx.recv_timeout(LIMIT) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            // SAFETY: kill of our own child, not yet reaped (the thread still waits for it).
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            panic!("foster run did not end");
-        }
-    };
+    let out = common::child::output_within(child, "foster run");
     Run {
         status: out.status.code().unwrap_or(-1),
         stderr: String::from_utf8(out.stderr).unwrap(),
@@ -83,10 +68,6 @@ fn read_events(log: &Path) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
-}
-
-fn kind(v: &Value) -> &str {
-    v["event"].as_str().unwrap_or("")
 }
 
 /// The events of `kind` (and of `helper`, when given), in order.
@@ -297,7 +278,7 @@ fn verbose_adds_the_detail_in_the_same_words() {
 /// come out, in order, once the pipe is read (foster waits a little for that before it exits).
 #[test]
 fn a_standard_error_nobody_reads_does_not_stall_the_supervision() {
-    use std::io::{BufRead, BufReader, Read};
+    use std::io::Read;
     let d = Dir::new("lines", "full");
     let cfg = d.file(
         "c.toml",
@@ -330,30 +311,15 @@ fn a_standard_error_nobody_reads_does_not_stall_the_supervision() {
         .unwrap();
     let pid = child.id() as i32;
     // The whole supervision happens while standard error stays full.
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let f = std::fs::File::open(&fifo).unwrap();
-        for line in BufReader::new(f).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut events = Vec::new();
-    while !events
-        .last()
-        .is_some_and(|l: &String| l.contains("\"stopped\""))
-    {
-        match rx.recv_timeout(LIMIT) {
-            Ok(l) => events.push(l),
-            Err(_) => {
-                // SAFETY: kill of our own child, not yet reaped.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-                let _ = child.wait();
-                panic!("the supervision stalled on a full standard error: {events:#?}");
-            }
-        }
+    let mut ev = Events::open(&fifo);
+    if ev.try_until(LIMIT, |e| kind(e) == "stopped").is_none() {
+        // SAFETY: kill of our own child, not yet reaped.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        let _ = child.wait();
+        panic!(
+            "the supervision stalled on a full standard error: {:#?}",
+            ev.seen
+        );
     }
     // Now read it: the filler, then every line foster had queued.
     let mut out = Vec::new();
@@ -361,14 +327,10 @@ fn a_standard_error_nobody_reads_does_not_stall_the_supervision() {
     assert_eq!(child.wait().unwrap().code(), Some(3));
     assert!(out[..filled].iter().all(|&b| b == b'.'));
     let text = String::from_utf8(out[filled..].to_vec()).unwrap();
-    let events: Vec<Value> = events
-        .iter()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     let r = Run {
         status: 3,
         stderr: text,
-        events,
+        events: ev.seen,
     };
     let lines: Vec<&str> = r.stderr.lines().collect();
     assert_eq!(lines, expected(&r, false), "standard error:\n{}", r.stderr);

@@ -75,19 +75,25 @@ impl Events {
         what: &str,
         f: impl Fn(&Value) -> bool,
     ) -> usize {
+        self.try_until(limit, f)
+            .unwrap_or_else(|| panic!("no event {what} within {limit:?}; seen: {:#?}", self.seen))
+    }
+
+    /// [`Events::until_within`] that says `None` (for the test to clean up before it fails)
+    /// when no such event came within `limit`.
+    pub fn try_until(&mut self, limit: Duration, f: impl Fn(&Value) -> bool) -> Option<usize> {
         if let Some(i) = self.seen.iter().position(&f) {
-            return i;
+            return Some(i);
         }
         let t = Instant::now();
         loop {
-            match self.rx.recv_timeout(limit.saturating_sub(t.elapsed())) {
-                Ok(v) => {
-                    self.seen.push(v);
-                    if f(self.seen.last().unwrap()) {
-                        return self.seen.len() - 1;
-                    }
-                }
-                Err(_) => panic!("no event {what} within {limit:?}; seen: {:#?}", self.seen),
+            let v = self
+                .rx
+                .recv_timeout(limit.saturating_sub(t.elapsed()))
+                .ok()?;
+            self.seen.push(v);
+            if f(self.seen.last().unwrap()) {
+                return Some(self.seen.len() - 1);
             }
         }
     }
