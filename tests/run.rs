@@ -946,6 +946,19 @@ fn an_orphan_whose_parent_foster_never_saw_has_the_generation_it_has_when_seen()
     let (mut f, mut ev, sock) = run_with_socket(&d, &cfg);
     let me = ev.wait_for("start", |v| kind(v) == "start")["supervisor"].clone();
     ev.wait_for("launch", launch_of(&tag));
+    // Nothing of foster's runs while the middle shell lives: it is stopped (all its threads,
+    // as its parent is told) before the helper goes on, and continued once the middle shell
+    // has ended. Else a read it had due (after a launch it reads again while the helper may
+    // still be in its exec, and later and later under load) could see the middle shell.
+    let foster_pid = nix::unistd::Pid::from_raw(f.id() as i32);
+    nix::sys::signal::kill(foster_pid, nix::sys::signal::SIGSTOP).unwrap();
+    assert!(matches!(
+        nix::sys::wait::waitpid(foster_pid, Some(nix::sys::wait::WaitPidFlag::WUNTRACED)),
+        Ok(nix::sys::wait::WaitStatus::Stopped(
+            _,
+            nix::sys::signal::SIGSTOP
+        ))
+    ));
     std::fs::write(&go, "go\n").unwrap();
     wait_ready(&ready);
     let sleep: i32 = std::fs::read_to_string(&orphan)
@@ -953,6 +966,7 @@ fn an_orphan_whose_parent_foster_never_saw_has_the_generation_it_has_when_seen()
         .trim()
         .parse()
         .unwrap();
+    nix::sys::signal::kill(foster_pid, nix::sys::signal::SIGCONT).unwrap();
     assert_eq!(ppid_of(sleep), f.id() as i32, "adopted by foster");
     // foster reads its tree now: the sleep is first seen as its child.
     let status = raw_request(&sock, r#"{"request":"status"}"#);
