@@ -7,9 +7,11 @@
 //!
 //! This parser is written by hand on purpose: the startup gate calls it between fork and exec,
 //! on a stack buffer, where nothing may allocate (and `chainload`, `identity`, `init` and
-//! `spawner` use it for one-off reads). The tree scanner reads its many lines through `procfs`'s
-//! `Stat` instead (it follows the kernel's format), and takes only the raw name from [`split`]:
-//! procfs holds the name as a lossy `String`, and foster shows a name's exact bytes, escaped.
+//! `spawner` use it for one-off reads). The tree scanner reads every process's line through it
+//! too, every scan: it reads only the fields foster keeps and allocates nothing, where
+//! `procfs`'s `Stat` parses all 52 through `str` searches and copies the name into a lossy
+//! `String` (foster shows a name's exact bytes, escaped). The scanner's tests check that both
+//! agree on every field foster reads.
 //! Field numbers in this file are those of `proc_pid_stat(5)`, counting from 1.
 
 /// Flag bit of field 9 (`flags`) marking a kernel thread (`PF_KTHREAD` in `include/linux/sched.h`).
@@ -72,6 +74,17 @@ pub struct StatFields<'a> {
     pub vsize: u64,
     /// Field 24, pages.
     pub rss: i64,
+    /// Field 26, the address above which program text can run: 0 in the middle of an
+    /// `execve` (it is set last), for a kernel thread and past an exit; 0 also when the line
+    /// stops before it.
+    pub startcode: u64,
+    /// Field 28, the address of the start of the stack (0 as `startcode`).
+    pub startstack: u64,
+    /// Field 48, where the program's arguments begin (`None` when the line stops before it:
+    /// kernels before 3.5).
+    pub arg_start: Option<u64>,
+    /// Field 49, where the program's arguments end.
+    pub arg_end: Option<u64>,
 }
 
 /// Splits `rest` at the next space, skipping any run of spaces first.
@@ -180,6 +193,10 @@ impl<'a> StatFields<'a> {
             start_time: 0,
             vsize: 0,
             rss: 0,
+            startcode: 0,
+            startstack: 0,
+            arg_start: None,
+            arg_end: None,
         };
         for field in 3u8..=24 {
             let tok = next_token(&mut rest).ok_or(StatError::MissingField(field))?;
@@ -203,6 +220,21 @@ impl<'a> StatFields<'a> {
                 22 => f.start_time = parse_u64(tok).ok_or(bad)?,
                 23 => f.vsize = parse_u64(tok).ok_or(bad)?,
                 24 => f.rss = parse_i64(tok).ok_or(bad)?,
+                _ => {}
+            }
+        }
+        // Fields 25 to 49, where the kernel writes them (each kernel version added some at the
+        // end): those foster keeps are picked out, and the line may stop anywhere among them.
+        for field in 25u8..=49 {
+            let Some(tok) = next_token(&mut rest) else {
+                break;
+            };
+            let bad = StatError::BadField(field);
+            match field {
+                26 => f.startcode = parse_u64(tok).ok_or(bad)?,
+                28 => f.startstack = parse_u64(tok).ok_or(bad)?,
+                48 => f.arg_start = Some(parse_u64(tok).ok_or(bad)?),
+                49 => f.arg_end = Some(parse_u64(tok).ok_or(bad)?),
                 _ => {}
             }
         }

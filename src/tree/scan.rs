@@ -3,9 +3,9 @@
 //! Owns [`Scanner`]: it lists `/proc` once per scan (raw `getdents64` into a reused buffer),
 //! reads every pid's `stat` every scan, and reads `cmdline` only once per new identity, keeping
 //! it in a cache keyed by [`Identity`] that forgets identities no longer present. The `stat`
-//! bytes, read by the scanner's own I/O path, are parsed by `procfs`'s [`Stat`] (it follows the
-//! kernel's format); only the name comes from [`procstat::split`], since procfs holds it as a
-//! lossy `String` and foster keeps a name's exact bytes ([`parse_stat`]). The uid is the
+//! bytes, read by the scanner's own I/O path, are parsed by [`procstat::StatFields`]
+//! ([`parse_stat`]): allocation-free, only the fields foster keeps, the name's exact bytes (its
+//! tests check it against `procfs`'s `Stat`, which parses every field). The uid is the
 //! owner of the opened `stat` file (`fstat` on the descriptor already open): the kernel gives
 //! every inode under `/proc/<pid>` the same owner as the directory, and `status` would triple
 //! the cost. Kernel threads are marked and not read further. A pid that vanishes mid-scan, a file
@@ -35,7 +35,6 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use procfs::FromRead;
-use procfs::process::Stat;
 
 use crate::identity::Identity;
 use crate::procstat::{self, PF_EXITING, PF_KTHREAD};
@@ -254,17 +253,12 @@ fn read_at(dir: i32, path: &[u8], buf: &mut Vec<u8>, want_uid: bool) -> Result<u
     }
 }
 
-/// One `stat` line: its fields through procfs's [`Stat`], and its name's exact bytes from
-/// [`procstat::split`] (procfs replaces the bytes of a name that are not UTF-8). `None` when the
-/// line does not parse.
-///
-/// [`procstat::split`] also checks the line's shape around the name first: procfs cuts the line
-/// at one byte before the first `(` and two after the last `)`, and panics when those are not
-/// where the kernel puts them (a line from a hand-made proc root could be anything).
-pub(crate) fn parse_stat(line: &[u8]) -> Option<(&[u8], Stat)> {
-    let parts = procstat::split(line).ok()?;
-    let stat = Stat::from_read(line).ok()?;
-    Some((parts.comm, stat))
+/// One `stat` line's fields, by [`procstat::StatFields`] (allocation-free; the name's exact
+/// bytes borrowed from the line). `None` when the line does not parse: [`procstat::split`]
+/// checks the line's shape around the name first (a line from a hand-made proc root could be
+/// anything).
+pub(crate) fn parse_stat(line: &[u8]) -> Option<procstat::StatFields<'_>> {
+    procstat::StatFields::parse(line).ok()
 }
 
 /// Splits a `cmdline` buffer at NUL into arguments (the final NUL ends the last one).
@@ -542,11 +536,11 @@ impl Scanner {
             if read_at(self.proc_fd.as_raw_fd(), path.as_bytes(), buf, false).is_err() {
                 continue;
             }
-            if let Some((comm, stat)) = parse_stat(buf) {
+            if let Some(stat) = parse_stat(buf) {
                 out.push(Thread {
                     tid,
-                    state: stat.state as u8,
-                    comm: comm.to_vec(),
+                    state: stat.state,
+                    comm: stat.comm.to_vec(),
                 });
             }
         }
@@ -591,8 +585,8 @@ impl Scanner {
         let memory = |buf: &mut Vec<u8>, path: &mut [u8; 40], pid: i32| {
             let len = pid_path(path, pid, b"stat");
             read_at(dir, &path[..len], buf, false).ok()?;
-            let (_, f) = parse_stat(buf)?;
-            if u64::from(f.flags) & PF_EXITING != 0 {
+            let f = parse_stat(buf)?;
+            if f.flags & PF_EXITING != 0 {
                 Some((0, 0))
             } else {
                 (f.startcode != 0).then_some((f.startcode, f.startstack))
@@ -733,22 +727,19 @@ impl Ctx<'_> {
                 out.stats.vanished += 1;
                 continue;
             }
-            let Some((comm, f)) = parse_stat(buf) else {
+            let Some(f) = parse_stat(buf) else {
                 out.stats.failed += 1;
                 continue;
             };
             let identity = Identity {
                 pid: f.pid,
-                start_time: f.starttime,
+                start_time: f.start_time,
             };
-            let kernel_thread = u64::from(f.flags) & PF_KTHREAD != 0;
+            let kernel_thread = f.is_kernel_thread();
             // The state is one ASCII letter; anything else is shown as `?`.
-            let state = u8::try_from(f.state)
-                .ok()
-                .filter(u8::is_ascii_graphic)
-                .unwrap_or(b'?');
+            let state = Some(f.state).filter(u8::is_ascii_graphic).unwrap_or(b'?');
             let zombie = matches!(state, b'Z' | b'X');
-            let flags = u64::from(f.flags);
+            let flags = f.flags;
             // The new program's code address is set last in `execve`, after its arguments and
             // environment; 0 in a process with memory that is not exiting is the middle of an
             // exec (a process without the right to see it reads 1, a kernel thread or a
@@ -763,12 +754,14 @@ impl Ctx<'_> {
                 session: f.session,
                 state,
                 uid,
-                comm: comm.to_vec(),
+                comm: f.comm.to_vec(),
                 cmdline: self.empty.clone(),
                 environ: self.empty.clone(),
-                start_time: f.starttime,
+                start_time: f.start_time,
                 num_threads: f.num_threads,
-                rss_bytes: f.rss.saturating_mul(self.page_size),
+                rss_bytes: u64::try_from(f.rss)
+                    .unwrap_or(0)
+                    .saturating_mul(self.page_size),
                 cpu_ticks: f.utime.saturating_add(f.stime),
                 kernel_thread,
                 in_exec,
@@ -862,6 +855,7 @@ fn parse_pid(name: &[u8]) -> Option<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use procfs::process::Stat;
 
     #[test]
     fn nspid_lines_are_read_outermost_first() {
@@ -954,7 +948,7 @@ mod tests {
     }
 
     /// Hostile names: the fields come right after the last `)`, the name keeps its exact bytes
-    /// (procfs alone would have replaced those that are not UTF-8), and the hand parser agrees.
+    /// (procfs would have replaced those that are not UTF-8), and procfs agrees on the fields.
     #[test]
     fn stat_lines_with_hostile_names_keep_the_exact_name() {
         let long_kthread = [b'k'; 64]; // a kernel thread's name in `stat` can reach 64 bytes
@@ -980,21 +974,57 @@ mod tests {
         ];
         for name in names {
             let line = stat_line(name, 4242, 17, 123456, 0x7ffd_0000);
-            let (comm, f) = parse_stat(&line).unwrap_or_else(|| panic!("{name:?}"));
-            assert_eq!(comm, *name);
+            let f = parse_stat(&line).unwrap_or_else(|| panic!("{name:?}"));
+            assert_eq!(f.comm, *name);
             assert_eq!((f.pid, f.ppid, f.pgrp, f.session), (4242, 17, 4242, 4242));
-            assert_eq!(f.state, 'S');
-            assert_eq!(f.starttime, 123456);
+            assert_eq!(f.state, b'S');
+            assert_eq!(f.start_time, 123456);
             assert_eq!(f.arg_start, Some(0x7ffd_0000));
+            assert_eq!(f.arg_end, Some(4300));
+            assert_eq!((f.startcode, f.startstack), (1, 0));
             assert_eq!((f.utime, f.stime, f.num_threads, f.rss), (17, 9, 3, 812));
-            assert_eq!(u64::from(f.flags) & PF_KTHREAD, 0);
-            let h = procstat::StatFields::parse(&line).unwrap();
-            assert_eq!(h.comm, comm);
-            assert_eq!((h.pid, h.ppid, h.start_time), (f.pid, f.ppid, f.starttime));
-            if std::str::from_utf8(name).is_err() {
-                assert_ne!(f.comm.as_bytes(), *name, "procfs's name is lossy");
+            assert_eq!(f.flags & PF_KTHREAD, 0);
+            agrees_with_procfs(&line);
+        }
+    }
+
+    /// The hand parser reads every field foster keeps as procfs's `Stat` (which parses all
+    /// of them, by the kernel's format) does; only the name differs, procfs's being lossy.
+    fn agrees_with_procfs(line: &[u8]) {
+        let h = parse_stat(line).expect("the hand parser reads it");
+        let p = Stat::from_read(line).expect("procfs reads it");
+        assert_eq!(
+            (h.pid, h.ppid, h.pgrp, h.session, h.tty_nr, h.tpgid),
+            (p.pid, p.ppid, p.pgrp, p.session, p.tty_nr, p.tpgid)
+        );
+        assert_eq!(h.state as char, p.state);
+        assert_eq!(h.flags, u64::from(p.flags));
+        assert_eq!((h.utime, h.stime), (p.utime, p.stime));
+        assert_eq!((h.num_threads, h.start_time), (p.num_threads, p.starttime));
+        assert_eq!((h.vsize, h.rss as u64), (p.vsize, p.rss));
+        assert_eq!((h.startcode, h.startstack), (p.startcode, p.startstack));
+        assert_eq!((h.arg_start, h.arg_end), (p.arg_start, p.arg_end));
+        if std::str::from_utf8(h.comm).is_ok() {
+            assert_eq!(h.comm, p.comm.as_bytes());
+        } else {
+            assert_ne!(p.comm.as_bytes(), h.comm, "procfs's name is lossy");
+        }
+    }
+
+    /// Every process of this machine: the hand parser and procfs agree on the real lines.
+    #[test]
+    fn real_stat_lines_agree_with_procfs() {
+        let mut n = 0;
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            if parse_pid(e.file_name().as_bytes()).is_none() {
+                continue;
+            }
+            if let Ok(line) = std::fs::read(e.path().join("stat")) {
+                agrees_with_procfs(&line);
+                n += 1;
             }
         }
+        assert!(n > 0);
     }
 
     /// Lines without the kernel's shape around the name are refused, never a panic (procfs
@@ -1035,12 +1065,11 @@ mod tests {
             arg_start: u64,
         ) {
             let line = stat_line(&name, pid, ppid, start, arg_start);
-            let (comm, f) = parse_stat(&line).expect("a kernel-shaped line parses");
-            proptest::prop_assert_eq!(comm, &name[..]);
-            proptest::prop_assert_eq!((f.pid, f.ppid, f.starttime), (pid, ppid, start));
+            let f = parse_stat(&line).expect("a kernel-shaped line parses");
+            proptest::prop_assert_eq!(f.comm, &name[..]);
+            proptest::prop_assert_eq!((f.pid, f.ppid, f.start_time), (pid, ppid, start));
             proptest::prop_assert_eq!(f.arg_start, Some(arg_start));
-            let h = procstat::StatFields::parse(&line).unwrap();
-            proptest::prop_assert_eq!(h.comm, comm);
+            agrees_with_procfs(&line);
         }
 
         /// No line panics: any bytes, and lines built from the characters the cutting looks at.
