@@ -16,6 +16,11 @@ use crate::top::forks::ForkWatch;
 use crate::top::model::{ProcExt, ProcInfo, Sample, SharedWants, Source, SourceError};
 use crate::tree::{ScanOptions, Scanner, Snapshot};
 
+/// How many readings an owner already read is trusted for ([`ScanOptions::owner_recheck`]):
+/// a process's owner changes only by an exec (seen at once) or a `setuid` (seen within this
+/// many readings).
+pub const OWNER_RECHECK: u64 = 10;
+
 /// Readings from `/proc`.
 #[derive(Debug)]
 pub struct ProcSource {
@@ -47,10 +52,12 @@ impl ProcSource {
             None => None,
         };
         // One thread: a dashboard wants the least CPU per reading, not the shortest reading.
-        // The owner (an `fstat` of the open `stat` file) for the user filter (`u`).
+        // The owner (an `fstat` of the open `stat` file) for the USER column and the user
+        // filter (`u`), read once per process and program, and again every 10 readings.
         let scanner = Scanner::new(ScanOptions {
             threads: 1,
             uid: true,
+            owner_recheck: OWNER_RECHECK,
             ..ScanOptions::default()
         })
         .map_err(|e| SourceError(format!("cannot read /proc: {e}")))?;

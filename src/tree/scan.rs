@@ -8,7 +8,8 @@
 //! tests check it against `procfs`'s `Stat`, which parses every field). The uid is the
 //! owner of the opened `stat` file (`fstat` on the descriptor already open): the kernel gives
 //! every inode under `/proc/<pid>` the same owner as the directory, and `status` would triple
-//! the cost. Kernel threads are marked and not read further. A pid that vanishes mid-scan, a file
+//! the cost. With [`ScanOptions::owner_recheck`] the owner is kept per identity too, read again
+//! when the program changes (name or argument area) or after that many scans. Kernel threads are marked and not read further. A pid that vanishes mid-scan, a file
 //! that cannot be read (`EACCES`, `hidepid`) or does not parse is counted in [`ScanStats`] and
 //! skipped; none aborts the scan. The `NSpid` line of `status` is parsed by hand
 //! ([`parse_nspid`] says why).
@@ -37,7 +38,7 @@ use serde::Serialize;
 use procfs::FromRead;
 
 use crate::identity::Identity;
-use crate::procstat::{self, PF_EXITING, PF_KTHREAD};
+use crate::procstat::{self, PF_EXITING};
 use crate::tree::graph::{ProcessNode, Snapshot, TreeError};
 
 /// The most threads of one process [`Scanner::read_threads`] reads (the kernel has no limit of
@@ -66,8 +67,13 @@ pub struct ScanOptions {
     /// CPUs this process may run on, at most 4.
     pub threads: usize,
     /// Read each process's owner (`fstat` of its open `stat` file, one system call a process).
-    /// Off, every node's `uid` is 0: for a reader that never shows it (the dashboard).
+    /// Off, every node's `uid` is 0: for a reader that never shows it.
     pub uid: bool,
+    /// With `uid`, how often an owner already read is read again. 0: every scan. N: once per
+    /// identity, and again when its program changes (its name or argument area: an `execve`,
+    /// as of a set-user-ID program) or after N scans (a `setuid` without an exec shows within
+    /// N scans). For a reader that scans often and shows owners (the dashboard).
+    pub owner_recheck: u64,
 }
 
 impl Default for ScanOptions {
@@ -78,6 +84,7 @@ impl Default for ScanOptions {
             proc_root: PathBuf::from("/proc"),
             threads: cpus.min(4),
             uid: true,
+            owner_recheck: 0,
         }
     }
 }
@@ -124,6 +131,18 @@ struct CacheEntry {
     seen: u64,
 }
 
+/// A cached owner ([`ScanOptions::owner_recheck`]): valid while the process keeps its name and
+/// argument area, for `owner_recheck` scans after it was read.
+#[derive(Debug)]
+struct OwnerEntry {
+    uid: u32,
+    comm: Vec<u8>,
+    args: ArgArea,
+    /// The scan that read it.
+    read: u64,
+    seen: u64,
+}
+
 /// `arg_start` and `arg_end` (fields 48 and 49 of `stat`): where the argument area lies. Both 0
 /// where `stat` does not show them (another user's process, for a user other than root).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,6 +164,8 @@ pub struct Scanner {
     /// This listing's inode numbers, in `pids` order.
     listed_inos: Vec<u64>,
     cache: HashMap<Identity, CacheEntry>,
+    /// Owners already read, by identity (only with [`ScanOptions::owner_recheck`]).
+    owners: HashMap<Identity, OwnerEntry>,
     generation: u64,
     page_size: u64,
     empty: Arc<[Vec<u8>]>,
@@ -200,8 +221,26 @@ fn pid_path(out: &mut [u8; 40], pid: i32, file: &[u8]) -> usize {
 /// also returns the owner of the open file. A short read is the end of the file: `stat` and
 /// `cmdline` hand out all they have in one read when the buffer is large enough.
 fn read_at(dir: i32, path: &[u8], buf: &mut Vec<u8>, want_uid: bool) -> Result<u32, ReadError> {
+    let fd = open_read(dir, path, buf)?;
+    if want_uid { owner(&fd) } else { Ok(0) }
+}
+
+/// The owner of an open file (`fstat`).
+fn owner(fd: &OwnedFd) -> Result<u32, ReadError> {
+    // SAFETY: a zeroed `stat` is a valid output buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: valid descriptor and buffer.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(classify(errno()));
+    }
+    Ok(st.st_uid)
+}
+
+/// Opens the file at `path` (NUL-terminated, relative to `dir`) and reads it into `buf`;
+/// returns the descriptor, still open (for [`owner`]).
+fn open_read(dir: i32, path: &[u8], buf: &mut Vec<u8>) -> Result<OwnedFd, ReadError> {
     buf.clear();
-    // SAFETY: `path` is NUL-terminated; the descriptor is closed on every path below.
+    // SAFETY: `path` is NUL-terminated; the descriptor is owned below and closed on drop.
     let fd = unsafe {
         libc::openat(
             dir,
@@ -214,16 +253,6 @@ fn read_at(dir: i32, path: &[u8], buf: &mut Vec<u8>, want_uid: bool) -> Result<u
     }
     // SAFETY: `fd` was just opened and is owned here alone.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let mut uid = 0;
-    if want_uid {
-        // SAFETY: a zeroed `stat` is a valid output buffer.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: valid descriptor and buffer.
-        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-            return Err(classify(errno()));
-        }
-        uid = st.st_uid;
-    }
     loop {
         if buf.capacity() - buf.len() < 1024 {
             buf.reserve(buf.capacity().max(4096));
@@ -248,7 +277,7 @@ fn read_at(dir: i32, path: &[u8], buf: &mut Vec<u8>, want_uid: bool) -> Result<u
         // SAFETY: the kernel initialised `n` more bytes.
         unsafe { buf.set_len(buf.len() + n) };
         if n < spare {
-            return Ok(uid);
+            return Ok(fd);
         }
     }
 }
@@ -299,6 +328,7 @@ impl Scanner {
             inos: HashMap::new(),
             listed_inos: Vec::new(),
             cache: HashMap::new(),
+            owners: HashMap::new(),
             generation: 0,
             page_size: procfs::page_size(),
             empty: Arc::from(Vec::new()),
@@ -444,6 +474,9 @@ impl Scanner {
             dir: self.proc_fd.as_raw_fd(),
             cmdline: self.opts.cmdline,
             uid: self.opts.uid,
+            owner_recheck: self.opts.owner_recheck,
+            owners: &self.owners,
+            generation,
             cache: &self.cache,
             empty: &self.empty,
             page_size: self.page_size,
@@ -476,18 +509,31 @@ impl Scanner {
         }
         stats.read = nodes.len();
         if self.opts.cmdline {
-            for out in outs {
-                for id in out.hits {
+            for out in &mut outs {
+                for id in out.hits.drain(..) {
                     if let Some(e) = self.cache.get_mut(&id) {
                         e.seen = generation;
                     }
                 }
-                for (id, mut e) in out.fresh {
+                for (id, mut e) in out.fresh.drain(..) {
                     e.seen = generation;
                     self.cache.insert(id, e);
                 }
             }
             self.cache.retain(|_, e| e.seen == generation);
+        }
+        if self.opts.uid && self.opts.owner_recheck > 0 {
+            for out in &mut outs {
+                for id in out.owner_hits.drain(..) {
+                    if let Some(e) = self.owners.get_mut(&id) {
+                        e.seen = generation;
+                    }
+                }
+                for (id, e) in out.owners_fresh.drain(..) {
+                    self.owners.insert(id, e);
+                }
+            }
+            self.owners.retain(|_, e| e.seen == generation);
         }
         let mut snap = Snapshot::from_nodes(nodes);
         snap.stats = stats;
@@ -681,6 +727,10 @@ struct Ctx<'a> {
     dir: i32,
     cmdline: bool,
     uid: bool,
+    owner_recheck: u64,
+    owners: &'a HashMap<Identity, OwnerEntry>,
+    /// This scan's number.
+    generation: u64,
     cache: &'a HashMap<Identity, CacheEntry>,
     empty: &'a Arc<[Vec<u8>]>,
     page_size: u64,
@@ -694,6 +744,10 @@ struct Chunk {
     hits: Vec<Identity>,
     /// Command lines read now, for the cache.
     fresh: Vec<(Identity, CacheEntry)>,
+    /// Identities whose owner came from the cache.
+    owner_hits: Vec<Identity>,
+    /// Owners read now, for the cache.
+    owners_fresh: Vec<(Identity, OwnerEntry)>,
 }
 
 impl Ctx<'_> {
@@ -704,12 +758,14 @@ impl Ctx<'_> {
             stats: ScanStats::default(),
             hits: Vec::new(),
             fresh: Vec::new(),
+            owner_hits: Vec::new(),
+            owners_fresh: Vec::new(),
         };
         let mut path = [0u8; 40];
         for &pid in pids {
             let len = pid_path(&mut path, pid, b"stat");
-            let uid = match read_at(self.dir, &path[..len], buf, self.uid) {
-                Ok(uid) => uid,
+            let fd = match open_read(self.dir, &path[..len], buf) {
+                Ok(fd) => fd,
                 Err(ReadError::Gone) => {
                     out.stats.vanished += 1;
                     continue;
@@ -740,6 +796,26 @@ impl Ctx<'_> {
             let state = Some(f.state).filter(u8::is_ascii_graphic).unwrap_or(b'?');
             let zombie = matches!(state, b'Z' | b'X');
             let flags = f.flags;
+            let args = ArgArea {
+                start: f.arg_start.unwrap_or(0),
+                end: f.arg_end.unwrap_or(0),
+            };
+            let uid = if self.uid {
+                match self.owner_of(identity, f.comm, args, &fd, &mut out) {
+                    Ok(uid) => uid,
+                    Err(e) => {
+                        match e {
+                            ReadError::Gone => out.stats.vanished += 1,
+                            ReadError::Denied => out.stats.denied += 1,
+                            ReadError::Other => out.stats.failed += 1,
+                        }
+                        continue;
+                    }
+                }
+            } else {
+                0
+            };
+            drop(fd);
             // The new program's code address is set last in `execve`, after its arguments and
             // environment; 0 in a process with memory that is not exiting is the middle of an
             // exec (a process without the right to see it reads 1, a kernel thread or a
@@ -767,15 +843,47 @@ impl Ctx<'_> {
                 in_exec,
             };
             if self.cmdline && !kernel_thread {
-                let args = ArgArea {
-                    start: f.arg_start.unwrap_or(0),
-                    end: f.arg_end.unwrap_or(0),
-                };
                 node.cmdline = self.cmdline_of(&node, args, zombie, buf, &mut out);
             }
             out.nodes.push(node);
         }
         out
+    }
+
+    /// The owner of the process whose `stat` is open on `fd`: from the cache while the
+    /// identity, name and argument area are those it was read with, for `owner_recheck` scans;
+    /// else read now (`fstat`).
+    fn owner_of(
+        &self,
+        identity: Identity,
+        comm: &[u8],
+        args: ArgArea,
+        fd: &OwnedFd,
+        out: &mut Chunk,
+    ) -> Result<u32, ReadError> {
+        if self.owner_recheck == 0 {
+            return owner(fd);
+        }
+        if let Some(e) = self.owners.get(&identity)
+            && e.comm == comm
+            && e.args == args
+            && self.generation - e.read < self.owner_recheck
+        {
+            out.owner_hits.push(identity);
+            return Ok(e.uid);
+        }
+        let uid = owner(fd)?;
+        out.owners_fresh.push((
+            identity,
+            OwnerEntry {
+                uid,
+                comm: comm.to_vec(),
+                args,
+                read: self.generation,
+                seen: self.generation,
+            },
+        ));
+        Ok(uid)
     }
 
     /// The command line of `node`: from the cache while the identity, name and argument area
@@ -983,7 +1091,7 @@ mod tests {
             assert_eq!(f.arg_end, Some(4300));
             assert_eq!((f.startcode, f.startstack), (1, 0));
             assert_eq!((f.utime, f.stime, f.num_threads, f.rss), (17, 9, 3, 812));
-            assert_eq!(f.flags & PF_KTHREAD, 0);
+            assert_eq!(f.flags & procstat::PF_KTHREAD, 0);
             agrees_with_procfs(&line);
         }
     }
@@ -1178,6 +1286,120 @@ mod tests {
             assert_eq!(snap.stats.cmdline_reads, PARALLEL_MIN + 1);
             assert_eq!(snap.stats.cmdline_unreadable, PARALLEL_MIN);
         }
+    }
+
+    /// A hand-made proc root holding one process, pid 7: its `stat` (with this start time and
+    /// argument area), owned by `uid`, and its `cmdline`.
+    fn fake_process(root: &std::path::Path, start: u64, arg_start: u64, uid: u32, cmd: &[u8]) {
+        std::fs::create_dir_all(root.join("7")).unwrap();
+        let stat = root.join("7/stat");
+        std::fs::write(&stat, stat_line(b"x", 7, 1, start, arg_start)).unwrap();
+        std::fs::write(root.join("7/cmdline"), cmd).unwrap();
+        std::os::unix::fs::chown(&stat, Some(uid), None).unwrap();
+    }
+
+    /// With `owner_recheck`, an owner is read once per identity and program: a pid held by
+    /// another process (another start time) or an exec (another argument area) is read at
+    /// once, with its command line; the same process's owner is read again after that many
+    /// scans (a `setuid` without an exec), and not before.
+    #[test]
+    fn cached_owners_are_keyed_by_identity_and_program() {
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: giving a file away to another owner needs root");
+            return;
+        }
+        let root = std::env::temp_dir().join(format!("foster-owners-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        fake_process(&root, 42, 100, 4321, b"first\0");
+        let mut s = Scanner::new(ScanOptions {
+            proc_root: root.clone(),
+            owner_recheck: 3,
+            ..ScanOptions::default()
+        })
+        .unwrap();
+        let seen = |s: &mut Scanner| {
+            let snap = s.scan().unwrap();
+            let n = snap.by_pid(7).unwrap();
+            (n.uid, n.cmdline.to_vec())
+        };
+        assert_eq!(seen(&mut s), (4321, vec![b"first".to_vec()]));
+        // The pid is another process's now: its owner and command at once.
+        fake_process(&root, 43, 100, 1234, b"second\0");
+        assert_eq!(seen(&mut s), (1234, vec![b"second".to_vec()]));
+        // It runs another program: read at once.
+        fake_process(&root, 43, 200, 2345, b"third\0");
+        assert_eq!(seen(&mut s), (2345, vec![b"third".to_vec()]));
+        // The same program's owner changes: the cache answers until it is 3 scans old.
+        fake_process(&root, 43, 200, 3456, b"third\0");
+        assert_eq!(seen(&mut s).0, 2345, "read from the cache");
+        assert_eq!(seen(&mut s).0, 2345, "read from the cache");
+        assert_eq!(seen(&mut s).0, 3456, "read again after 3 scans");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// A real process that changes its owner and then runs another program shows the new
+    /// owner and command at the next scan, however long the owner is otherwise cached.
+    #[test]
+    fn an_exec_shows_the_new_owner_and_command_at_once() {
+        use std::ffi::CString;
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: changing a process's owner needs root");
+            return;
+        }
+        // Everything the child needs, made before the fork: it only calls the system after.
+        let sleep = CString::new("/bin/sleep").unwrap();
+        let arg = CString::new("3600").unwrap();
+        let argv = [sleep.as_ptr(), arg.as_ptr(), std::ptr::null()];
+        let mut go = [0i32; 2];
+        let mut execd = [0i32; 2];
+        unsafe {
+            assert_eq!(libc::pipe2(go.as_mut_ptr(), libc::O_CLOEXEC), 0);
+            assert_eq!(libc::pipe2(execd.as_mut_ptr(), libc::O_CLOEXEC), 0);
+        }
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            // The child: waits for the go, becomes uid 4321, runs sleep (the exec closes
+            // `execd`, which the parent sees as the end of the pipe).
+            unsafe {
+                let mut b = 0u8;
+                libc::read(go[0], (&raw mut b).cast(), 1);
+                if libc::setresuid(4321, 4321, 4321) == 0 {
+                    libc::execv(sleep.as_ptr(), argv.as_ptr());
+                }
+                libc::_exit(127);
+            }
+        }
+        unsafe {
+            libc::close(go[0]);
+            libc::close(execd[1]);
+        }
+        let mut s = Scanner::new(ScanOptions {
+            owner_recheck: 1_000_000,
+            ..ScanOptions::default()
+        })
+        .unwrap();
+        let before = s.scan_pids(&[pid]);
+        let n = before.by_pid(pid).expect("the child is scanned");
+        assert_eq!(n.uid, 0);
+        // Go, and wait for the exec: the end of `execd`.
+        unsafe {
+            assert_eq!(libc::write(go[1], [1u8].as_ptr().cast(), 1), 1);
+            let mut b = 0u8;
+            assert_eq!(libc::read(execd[0], (&raw mut b).cast(), 1), 0);
+            libc::close(go[1]);
+            libc::close(execd[0]);
+        }
+        let after = s.scan_pids(&[pid]);
+        let n = after.by_pid(pid).expect("the child is scanned");
+        let (uid, cmdline) = (n.uid, n.cmdline.to_vec());
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            let mut status = 0;
+            assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
+        }
+        assert_eq!(uid, 4321);
+        assert_eq!(cmdline, vec![b"/bin/sleep".to_vec(), b"3600".to_vec()]);
     }
 
     /// The owner is the owner of the `stat` file, read only when asked for.
