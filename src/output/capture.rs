@@ -8,8 +8,10 @@
 //! one epoll on a thread of their own, which waits without a timeout unless a count of lines
 //! not relayed is due (see the module docs of [`crate::output`]): an idle helper costs foster
 //! no wake-up. Each readable pipe is read in 64 KiB chunks (a few per turn, so that one helper
-//! cannot starve the others), cut into lines, and each line kept, written and offered to the
-//! relay; log files are flushed whenever epoll has nothing more ready, so no timer is needed.
+//! cannot starve the others; a pipe found full grows to [`GROWN_PIPE`] and is read in
+//! [`GROWN_CHUNK`]s), and the lines of each read cut into one [`Batch`], kept, written to the
+//! log file and relayed together (line by line to a relay that takes lines one by one); log
+//! files are flushed whenever epoll has nothing more ready, so no timer is needed.
 //! Commands (reopen the log files, finish) reach the thread through an eventfd in the same
 //! epoll.
 //!
@@ -40,8 +42,19 @@ use crate::logfile::Rotation;
 /// Counts of lines not relayed are reported at most this often per helper.
 pub const REPORT_EVERY: Duration = Duration::from_secs(1);
 
-/// Bytes read at once from a pipe.
+/// Bytes read at once from a pipe, at first: a pipe's own size.
 const CHUNK: usize = 64 * 1024;
+
+/// What a pipe found full grows to (within `/proc/sys/fs/pipe-max-size`), and how many pipes
+/// may be grown at once: a helper that writes faster than foster reads is then read in fewer,
+/// larger pieces, with fewer wake-ups of either side. The bound keeps foster within a quarter
+/// of the pipe memory an unprivileged user may have (`/proc/sys/fs/pipe-user-pages-soft`,
+/// 64 MiB by default), past which the kernel would give that user's new pipes one page.
+const GROWN_PIPE: usize = 1 << 20;
+const GROWN_PIPES: usize = 16;
+
+/// Bytes read at once once a pipe has grown.
+const GROWN_CHUNK: usize = 256 * 1024;
 
 /// Chunks read from one pipe before the others get their turn.
 const CHUNKS_PER_TURN: usize = 4;
@@ -384,6 +397,10 @@ struct Source {
     fd: OwnedFd,
     split: Splitter,
     open: bool,
+    /// Whether its pipe was found full (and grown if it could be, see [`GROWN_PIPE`]).
+    full: bool,
+    /// Whether its pipe was grown.
+    grown: bool,
 }
 
 /// Lines of one helper the relay could not take.
@@ -436,6 +453,15 @@ impl std::fmt::Debug for Reader {
     }
 }
 
+/// The largest pipe an unprivileged process may ask for (`/proc/sys/fs/pipe-max-size`; 1 MiB
+/// when it cannot be read, the kernel's default).
+fn pipe_max_size() -> usize {
+    std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(1 << 20)
+}
+
 /// Milliseconds since the Unix epoch, now.
 fn now_ms() -> u64 {
     SystemTime::now()
@@ -456,7 +482,7 @@ impl Reader {
             for e in &events[..n] {
                 match e.data() {
                     WAKE => self.commands(),
-                    k => self.read(k as usize, CHUNKS_PER_TURN * CHUNK),
+                    k => self.read(k as usize, CHUNKS_PER_TURN * self.buf.len()),
                 }
             }
             self.report(false);
@@ -553,6 +579,8 @@ impl Reader {
                 fd,
                 split: Splitter::new(),
                 open: true,
+                full: false,
+                grown: false,
             };
             let k = match self.sources.iter().position(|s| !s.open) {
                 Some(k) => {
@@ -629,11 +657,41 @@ impl Reader {
                 return;
             }
             let n = n as usize;
+            if n == self.buf.len() && !self.sources[k].full {
+                self.grow(k);
+            }
             left = left.saturating_sub(n);
             let s = &mut self.sources[k];
             let batch = &mut self.batch;
             s.split.feed(&self.buf[..n], |p, cont| batch.push(p, cont));
             self.deliver(k);
+        }
+    }
+
+    /// Source `k`'s pipe held a whole read: its helper writes faster than foster reads. The
+    /// pipe grows to [`GROWN_PIPE`] when fewer than [`GROWN_PIPES`] have, and the reads to
+    /// [`GROWN_CHUNK`]; once per source, best effort (the kernel may refuse: its limits).
+    fn grow(&mut self, k: usize) {
+        self.sources[k].full = true;
+        let grown = self.sources.iter().filter(|s| s.open && s.grown).count();
+        if grown >= GROWN_PIPES {
+            return;
+        }
+        let size = GROWN_PIPE.min(pipe_max_size());
+        // SAFETY: F_SETPIPE_SZ on a pipe of ours, with an integer argument.
+        let r = unsafe {
+            libc::fcntl(
+                self.sources[k].fd.as_raw_fd(),
+                libc::F_SETPIPE_SZ,
+                size as libc::c_int,
+            )
+        };
+        if r < 0 {
+            return;
+        }
+        self.sources[k].grown = true;
+        if self.buf.len() < GROWN_CHUNK && r as usize > CHUNK {
+            self.buf.resize(GROWN_CHUNK, 0);
         }
     }
 
@@ -647,25 +705,37 @@ impl Reader {
         self.deliver(k);
     }
 
-    /// The pieces cut from source `k`: kept, sent to followers, offered to the relay.
+    /// The pieces cut from source `k`: kept, sent to followers, written to the log file, and
+    /// relayed: as one batch when the relay writes text to a file, else line by line.
     fn deliver(&mut self, k: usize) {
         if self.batch.is_empty() {
             return;
         }
         let (i, stream) = (self.sources[k].helper, self.sources[k].stream);
-        self.output
-            .publish(i, stream, now_ms(), &self.batch, &mut self.lines);
-        self.batch.clear();
-        for line in self.lines.drain(..) {
-            if let Some(f) = &mut self.files[i] {
-                f.append(&line);
-            }
-            if let Some(relay) = &mut self.relay
-                && relay.offer(&line) == Offer::Full
-            {
-                self.drops[i].pending += 1;
+        let ts_ms = now_ms();
+        let by_line = self.relay.as_ref().is_some_and(Relay::wants_lines);
+        self.output.publish(
+            i,
+            stream,
+            ts_ms,
+            &self.batch,
+            by_line.then_some(&mut self.lines),
+        );
+        if let Some(f) = &mut self.files[i] {
+            f.append(stream, ts_ms, &self.batch);
+        }
+        if let Some(relay) = &mut self.relay {
+            if by_line {
+                for line in self.lines.drain(..) {
+                    if relay.offer(&line) == Offer::Full {
+                        self.drops[i].pending += 1;
+                    }
+                }
+            } else {
+                relay.write_batch(&self.names[i], stream, &self.batch);
             }
         }
+        self.batch.clear();
     }
 
     /// Nothing is ready: what the log files gathered is written, counts due are reported.

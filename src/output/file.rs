@@ -16,7 +16,7 @@ use std::path::Path;
 
 use tracing::warn;
 
-use super::{Line, Stream};
+use super::{Batch, Stream};
 use crate::logfile::{RotatingFile, Rotation, Trust};
 
 /// Bytes gathered before they are written.
@@ -59,26 +59,33 @@ impl LogFile {
         self.file.path()
     }
 
-    /// Takes `line`; it is written by a later [`LogFile::flush`] (or at once when the buffer
-    /// is full, or when it must go to another file than the lines before it).
-    pub fn append(&mut self, line: &Line) {
-        let tag: &[u8] = match (line.stream, line.continued) {
+    /// Takes the pieces of `batch`, read from `stream` at `ts_ms` (the time formatted once for
+    /// all of them); they are written by a later [`LogFile::flush`] (or at once when the buffer
+    /// is full, or when a line must go to another file than the lines before it).
+    pub fn append(&mut self, stream: Stream, ts_ms: u64, batch: &Batch) {
+        let stamp = *self.stamp.text(ts_ms);
+        for (piece, continued) in batch.pieces() {
+            self.push(&stamp, stream, continued, piece);
+        }
+    }
+
+    fn push(&mut self, stamp: &[u8; STAMP_LEN], stream: Stream, continued: bool, bytes: &[u8]) {
+        let tag: &[u8] = match (stream, continued) {
             (Stream::Stdout, false) => b" out ",
             (Stream::Stdout, true) => b" out+ ",
             (Stream::Stderr, false) => b" err ",
             (Stream::Stderr, true) => b" err+ ",
         };
-        let len = STAMP_LEN + tag.len() + line.bytes.len() + 1;
+        let len = STAMP_LEN + tag.len() + bytes.len() + 1;
         if !self.pending.is_empty()
             && (self.pending.len() + len > BUFFER
                 || !self.file.fits((self.pending.len() + len) as u64))
         {
             self.flush();
         }
-        self.pending
-            .extend_from_slice(self.stamp.text(line.ts_ms).as_bytes());
+        self.pending.extend_from_slice(stamp);
         self.pending.extend_from_slice(tag);
-        self.pending.extend_from_slice(&line.bytes);
+        self.pending.extend_from_slice(bytes);
         self.pending.push(b'\n');
         self.pending_lines += 1;
     }
@@ -123,19 +130,19 @@ impl LogFile {
 #[derive(Debug, Default)]
 struct Stamp {
     second: Option<i64>,
-    text: String,
+    text: [u8; STAMP_LEN],
 }
 
 impl Stamp {
     /// RFC 3339 UTC with milliseconds of `ts_ms` (milliseconds since the Unix epoch).
-    fn text(&mut self, ts_ms: u64) -> &str {
+    fn text(&mut self, ts_ms: u64) -> &[u8; STAMP_LEN] {
         let second = (ts_ms / 1000) as i64;
         if self.second != Some(second) {
             // SAFETY: gmtime_r fills `tm` from `t`.
             let mut tm: libc::tm = unsafe { std::mem::zeroed() };
             let t = second as libc::time_t;
             unsafe { libc::gmtime_r(&t, &mut tm) };
-            self.text = format!(
+            let text = format!(
                 "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.000Z",
                 tm.tm_year + 1900,
                 tm.tm_mon + 1,
@@ -144,18 +151,17 @@ impl Stamp {
                 tm.tm_min,
                 tm.tm_sec
             );
+            // Always 24 bytes until the year 10000 (past it, the year's first digits are cut).
+            let b = text.as_bytes();
+            let n = b.len().min(STAMP_LEN);
+            self.text[STAMP_LEN - n..].copy_from_slice(&b[b.len() - n..]);
             self.second = Some(second);
         }
         // The milliseconds, in place: ".mmmZ" is the last five bytes.
         let ms = (ts_ms % 1000) as u32;
-        let n = self.text.len();
-        let digits = [
-            b'0' + (ms / 100) as u8,
-            b'0' + (ms / 10 % 10) as u8,
-            b'0' + (ms % 10) as u8,
-        ];
-        self.text
-            .replace_range(n - 4..n - 1, std::str::from_utf8(&digits).unwrap_or("000"));
+        self.text[STAMP_LEN - 4] = b'0' + (ms / 100) as u8;
+        self.text[STAMP_LEN - 3] = b'0' + (ms / 10 % 10) as u8;
+        self.text[STAMP_LEN - 2] = b'0' + (ms % 10) as u8;
         &self.text
     }
 }
@@ -163,15 +169,14 @@ impl Stamp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     #[test]
     fn stamps_are_rfc3339_utc_with_milliseconds() {
         let mut s = Stamp::default();
-        assert_eq!(s.text(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(s.text(1_796_134_506_252), "2026-12-01T14:15:06.252Z");
-        assert_eq!(s.text(1_796_134_506_007), "2026-12-01T14:15:06.007Z");
-        assert_eq!(s.text(951_782_400_999), "2000-02-29T00:00:00.999Z");
+        assert_eq!(s.text(0), b"1970-01-01T00:00:00.000Z");
+        assert_eq!(s.text(1_796_134_506_252), b"2026-12-01T14:15:06.252Z");
+        assert_eq!(s.text(1_796_134_506_007), b"2026-12-01T14:15:06.007Z");
+        assert_eq!(s.text(951_782_400_999), b"2000-02-29T00:00:00.999Z");
     }
 
     #[test]
@@ -181,18 +186,14 @@ mod tests {
         std::fs::create_dir_all(&d).unwrap();
         let p = d.join("h.log");
         let mut f = LogFile::open("h", &p, Rotation::default()).unwrap();
-        let line = |stream, continued, bytes: &[u8]| Line {
-            seq: 1,
-            helper: Arc::from("h"),
-            stream,
-            helper_pid: None,
-            ts_ms: 1_796_134_506_252,
-            continued,
-            bytes: bytes.to_vec(),
-        };
-        f.append(&line(Stream::Stdout, false, b"plain"));
-        f.append(&line(Stream::Stderr, true, b"\x1b[31m\xff"));
-        f.append(&line(Stream::Stderr, false, b"end"));
+        let ts = 1_796_134_506_252;
+        let mut b = Batch::default();
+        b.push(b"plain", false);
+        f.append(Stream::Stdout, ts, &b);
+        let mut b = Batch::default();
+        b.push(b"\x1b[31m\xff", true);
+        b.push(b"end", false);
+        f.append(Stream::Stderr, ts, &b);
         assert_eq!(std::fs::read(&p).unwrap(), b"", "nothing before a flush");
         f.flush();
         assert_eq!(

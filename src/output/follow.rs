@@ -171,7 +171,7 @@ mod tests {
         for t in texts {
             batch.push(t.as_bytes(), false);
         }
-        o.publish(i, Stream::Stdout, 1, &batch, &mut Vec::new());
+        o.publish(i, Stream::Stdout, 1, &batch, None);
     }
 
     fn text(n: &Next) -> String {

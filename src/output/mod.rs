@@ -119,6 +119,24 @@ impl Batch {
         self.ends.is_empty()
     }
 
+    /// The pieces' bytes one after the other (no newline between them).
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// How many pieces it holds.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Each piece's length, the last piece first.
+    fn lens_from_last(&self) -> impl Iterator<Item = usize> {
+        (0..self.ends.len()).rev().map(|k| {
+            let start = if k == 0 { 0 } else { self.ends[k - 1].0 };
+            self.ends[k].0 - start
+        })
+    }
+
     /// The pieces, in order: (bytes, continued).
     pub fn pieces(&self) -> impl Iterator<Item = (&[u8], bool)> {
         let mut start = 0;
@@ -305,15 +323,16 @@ impl Output {
     }
 
     /// Numbers the lines of `batch`, read for helper `i`, keeps them and sends them to the
-    /// followers, all under one lock; the numbered lines are appended to `out`. In a steady
-    /// flow the lines the ring lets go are reused: no allocation per line.
+    /// followers, all under one lock; the numbered lines are appended to `out` when given (a
+    /// caller that writes the batch's bytes itself needs none). In a steady flow the lines the
+    /// ring lets go are reused: no allocation per line.
     fn publish(
         &self,
         i: usize,
         stream: Stream,
         ts_ms: u64,
         batch: &Batch,
-        out: &mut Vec<Arc<Line>>,
+        mut out: Option<&mut Vec<Arc<Line>>>,
     ) {
         if batch.is_empty() {
             return;
@@ -322,7 +341,20 @@ impl Output {
         let g = &mut *g;
         // Asked once for the lot: a follower subscribes under this same lock.
         let followed = g.tx.as_ref().is_some_and(|tx| tx.receiver_count() > 0);
-        for (bytes, continued) in batch.pieces() {
+        // When nobody else takes the lines, those the ring would let go before this batch
+        // ends are only counted (a flood read in large pieces): the ring then keeps the
+        // batch's last lines alone, as it would have.
+        let mut first = 0;
+        if !followed && out.is_none() {
+            let name = g.names[i].len();
+            let keeps = g.rings[i].keeps(batch.lens_from_last().map(|n| n + name));
+            if keeps < batch.len() {
+                first = batch.len() - keeps;
+                g.seq += first as u64;
+                g.counts[i] += first as u64;
+            }
+        }
+        for (bytes, continued) in batch.pieces().skip(first) {
             g.seq += 1;
             let line = match g
                 .spare
@@ -353,7 +385,9 @@ impl Output {
                     bytes: bytes.to_vec(),
                 }),
             };
-            out.push(line.clone());
+            if let Some(out) = out.as_deref_mut() {
+                out.push(line.clone());
+            }
             g.counts[i] += 1;
             if followed && let Some(tx) = &g.tx {
                 let _ = tx.send(line.clone());
@@ -363,6 +397,12 @@ impl Output {
             {
                 g.spare = Some(gone);
             }
+        }
+        if first > 0
+            && let Some(gone) = g.rings[i].keep_last(batch.len() - first)
+            && Arc::strong_count(&gone) == 1
+        {
+            g.spare = Some(gone);
         }
     }
 }
@@ -428,9 +468,21 @@ mod tests {
     fn tail_and_follow_see_each_line_once_in_order() {
         let o = Output::new(&["a", "b"], 3, 1 << 20);
         let mut out = Vec::new();
-        o.publish(0, Stream::Stdout, 1, &pieces(&[b"a1", b"a2"]), &mut out);
-        o.publish(1, Stream::Stderr, 2, &pieces(&[b"b1"]), &mut out);
-        o.publish(0, Stream::Stdout, 3, &pieces(&[b"a3", b"a4"]), &mut out);
+        o.publish(
+            0,
+            Stream::Stdout,
+            1,
+            &pieces(&[b"a1", b"a2"]),
+            Some(&mut out),
+        );
+        o.publish(1, Stream::Stderr, 2, &pieces(&[b"b1"]), Some(&mut out));
+        o.publish(
+            0,
+            Stream::Stdout,
+            3,
+            &pieces(&[b"a3", b"a4"]),
+            Some(&mut out),
+        );
         assert_eq!(out.len(), 5);
         let text = |v: &[Arc<Line>]| {
             v.iter()
@@ -444,7 +496,7 @@ mod tests {
         assert!(o.tail(Some("c"), 1).is_err());
         let (past, mut rx) = o.follow(Some("b"), 5).unwrap();
         assert_eq!(text(&past), ["b1"]);
-        o.publish(1, Stream::Stdout, 4, &pieces(&[b"b2"]), &mut out);
+        o.publish(1, Stream::Stdout, 4, &pieces(&[b"b2"]), Some(&mut out));
         let next = rx.try_recv().unwrap();
         assert_eq!((&*next.bytes, next.seq), (&b"b2"[..], 6));
         assert!(rx.try_recv().is_err());
@@ -471,7 +523,7 @@ mod tests {
                 Stream::Stdout,
                 k as u64,
                 &pieces(&[t.as_bytes()]),
-                &mut out,
+                Some(&mut out),
             );
             if k == 1 {
                 held = out; // "two" stays held by someone else
@@ -481,11 +533,58 @@ mod tests {
         assert_eq!((held[0].seq, &held[0].bytes[..]), (2, &b"two"[..]));
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+
+        /// Publishing with nobody taking the lines (so that those the ring would let go within
+        /// a batch are only counted) keeps the same lines, numbered the same, as publishing
+        /// each line; and counts the same.
+        #[test]
+        fn lines_only_counted_leave_the_ring_as_if_each_was_kept(
+            batches in proptest::collection::vec(
+                proptest::collection::vec((0usize..300, proptest::prelude::any::<bool>()), 0..40),
+                0..12,
+            ),
+            max_lines in 0usize..20,
+            max_bytes in 0usize..4000,
+        ) {
+            let counted = Output::new(&["a", "b"], max_lines, max_bytes);
+            let each = Output::new(&["a", "b"], max_lines, max_bytes);
+            let mut out = Vec::new();
+            for (k, pieces) in batches.iter().enumerate() {
+                let mut b = Batch::default();
+                for (j, &(n, cont)) in pieces.iter().enumerate() {
+                    b.push(&vec![b'a' + (j % 26) as u8; n], cont);
+                }
+                let (i, stream) = (k % 2, if k % 3 == 0 { Stream::Stderr } else { Stream::Stdout });
+                counted.publish(i, stream, k as u64, &b, None);
+                each.publish(i, stream, k as u64, &b, Some(&mut out));
+                out.clear();
+            }
+            let kept = |o: &Output, h| {
+                o.tail(Some(h), usize::MAX)
+                    .unwrap()
+                    .iter()
+                    .map(|l| (l.seq, l.stream, l.ts_ms, l.continued, l.bytes.clone()))
+                    .collect::<Vec<_>>()
+            };
+            for h in ["a", "b"] {
+                proptest::prop_assert_eq!(kept(&counted, h), kept(&each, h));
+            }
+            let (c, e) = (counted.lock(), each.lock());
+            proptest::prop_assert_eq!(&c.counts, &e.counts);
+            proptest::prop_assert_eq!(c.seq, e.seq);
+            for (rc, re) in c.rings.iter().zip(&e.rings) {
+                proptest::prop_assert_eq!(rc.bytes(), re.bytes());
+            }
+        }
+    }
+
     #[test]
     fn an_index_set_again_is_a_new_helper_with_no_kept_line() {
         let o = Output::new(&["a"], 3, 1 << 20);
         let mut out = Vec::new();
-        o.publish(0, Stream::Stdout, 1, &pieces(&[b"a1"]), &mut out);
+        o.publish(0, Stream::Stdout, 1, &pieces(&[b"a1"]), Some(&mut out));
         o.set(2, "c", ring::Bounds::default()); // past the end: index 1 is held empty
         o.set(0, "b", ring::Bounds::default()); // a removed helper's index to a new one
         assert_eq!(&*o.helpers()[0], "b");
@@ -493,7 +592,7 @@ mod tests {
         assert!(o.tail(Some("a"), 5).is_err(), "a's name went with it");
         assert!(o.tail(Some(""), 5).is_err(), "an empty index is no helper");
         assert!(o.tail(Some("b"), 5).unwrap().is_empty(), "a's lines went");
-        o.publish(2, Stream::Stderr, 2, &pieces(&[b"c1"]), &mut out);
+        o.publish(2, Stream::Stderr, 2, &pieces(&[b"c1"]), Some(&mut out));
         assert_eq!(&*o.tail(Some("c"), 5).unwrap()[0].helper, "c");
     }
 

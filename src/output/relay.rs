@@ -25,7 +25,8 @@
 //! - a regular file, or `/dev/null` (`foster run x.toml > out`): a record, like a log file. The
 //!   reading thread writes it itself, buffered, flushed when the pipes are idle
 //!   ([`Relay::flush`]); nothing is dropped, and a slow disk slows the helpers as a log file
-//!   does.
+//!   does. In text, it takes the lines of a read together ([`Relay::write_batch`]), checked
+//!   once for anything to escape, and the same bytes as line by line.
 //!
 //! When standard output is closed (`EPIPE`) or fails, relaying ends for the rest of the run,
 //! with one warning (none for a reader that went away).
@@ -41,7 +42,7 @@ use std::time::Duration;
 
 use tracing::warn;
 
-use super::{Line, Stream};
+use super::{Batch, Line, Stream};
 
 /// Lines the relay may have queued.
 pub const QUEUE_LINES: usize = 8192;
@@ -129,6 +130,20 @@ impl Out {
         Ok(n)
     }
 
+    /// Renders the pieces of `batch` as text, each after `prefix`, as [`render`] renders each
+    /// line. The batch's bytes are checked once for anything to escape: when there is nothing
+    /// (the usual case), each piece is copied as it is, without a check of its own.
+    fn batch(&mut self, prefix: &[u8], batch: &Batch) -> io::Result<()> {
+        let plain = crate::sanitize::is_plain(batch.bytes());
+        for (piece, continued) in batch.pieces() {
+            render_piece(&mut self.buf, prefix, piece, continued, plain);
+            if self.buf.len() >= Out::BUFFER {
+                self.flush()?;
+            }
+        }
+        Ok(())
+    }
+
     fn flush(&mut self) -> io::Result<()> {
         let r = self.file.write_all(&self.buf);
         self.buf.clear();
@@ -189,6 +204,24 @@ impl Relay {
         }
     }
 
+    /// Whether it takes lines one by one ([`Relay::offer`]) rather than a read's batch
+    /// ([`Relay::write_batch`]): the queue, and JSON.
+    pub fn wants_lines(&self) -> bool {
+        match self {
+            Relay::Queue(_) => true,
+            Relay::Direct(d) => d.format != Format::Text,
+        }
+    }
+
+    /// Relays the lines of `batch`, read from `helper`'s `stream`, as text: only for a relay
+    /// that does not [`Relay::wants_lines`] (the lines are then offered one by one).
+    pub fn write_batch(&mut self, helper: &str, stream: Stream, batch: &Batch) -> Offer {
+        match self {
+            Relay::Direct(d) if d.format == Format::Text => d.write_batch(helper, stream, batch),
+            _ => Offer::Closed,
+        }
+    }
+
     /// Writes what a direct relay has gathered (nothing to do for the queue's thread, which
     /// flushes whenever its queue is empty).
     pub fn flush(&mut self) {
@@ -215,6 +248,20 @@ impl Direct {
             return Offer::Closed;
         }
         if let Err(e) = self.out.line(line, self.format, &self.prefixes) {
+            self.failed = fail(None, &e);
+            return Offer::Closed;
+        }
+        Offer::Queued
+    }
+}
+
+impl Direct {
+    fn write_batch(&mut self, helper: &str, stream: Stream, batch: &Batch) -> Offer {
+        if self.failed {
+            return Offer::Closed;
+        }
+        let prefix = self.prefixes.named(helper, stream);
+        if let Err(e) = self.out.batch(prefix.as_bytes(), batch) {
             self.failed = fail(None, &e);
             return Offer::Closed;
         }
@@ -360,16 +407,30 @@ impl Prefixes {
     }
 
     fn get(&self, line: &Line) -> std::borrow::Cow<'_, str> {
-        let err = line.stream == Stream::Stderr;
         let found = self
             .by_name
             .iter()
             .find(|(n, _)| Arc::ptr_eq(n, &line.helper))
-            .or_else(|| self.by_name.iter().find(|(n, _)| *n == line.helper))
-            .map(|(_, p)| p);
+            .or_else(|| self.by_name.iter().find(|(n, _)| *n == line.helper));
+        self.pick(found, &line.helper, line.stream)
+    }
+
+    /// The prefix of `helper`'s lines of `stream`, found by its name's text.
+    fn named(&self, helper: &str, stream: Stream) -> std::borrow::Cow<'_, str> {
+        let found = self.by_name.iter().find(|(n, _)| **n == *helper);
+        self.pick(found, helper, stream)
+    }
+
+    fn pick<'a>(
+        &'a self,
+        found: Option<&'a (Arc<str>, (String, String))>,
+        helper: &str,
+        stream: Stream,
+    ) -> std::borrow::Cow<'a, str> {
+        let err = stream == Stream::Stderr;
         match found {
-            Some((o, e)) => std::borrow::Cow::Borrowed(if err { e } else { o }),
-            None => std::borrow::Cow::Owned(prefix(&line.helper, self.fallback_pad, None, err)),
+            Some((_, (o, e))) => std::borrow::Cow::Borrowed(if err { e } else { o }),
+            None => std::borrow::Cow::Owned(prefix(helper, self.fallback_pad, None, err)),
         }
     }
 }
@@ -396,16 +457,29 @@ pub fn colour_for(out: &impl AsFd) -> bool {
 fn render(buf: &mut Vec<u8>, line: &Line, format: Format, prefixes: &Prefixes) {
     match format {
         Format::Text | Format::None => {
-            buf.extend_from_slice(prefixes.get(line).as_bytes());
-            crate::sanitize::escape_into(&line.bytes, buf);
-            if line.continued {
-                buf.extend_from_slice("…".as_bytes());
+            let prefix = prefixes.get(line);
+            render_piece(buf, prefix.as_bytes(), &line.bytes, line.continued, false);
+        }
+        Format::Json => {
+            if let Ok(j) = crate::sanitize::to_json(line) {
+                buf.extend_from_slice(j.as_bytes());
+                buf.push(b'\n');
             }
         }
-        Format::Json => match crate::sanitize::to_json(line) {
-            Ok(j) => buf.extend_from_slice(j.as_bytes()),
-            Err(_) => return,
-        },
+    }
+}
+
+/// A piece in text after `prefix`: escaped (unless the caller knows it is `plain`, see
+/// [`crate::sanitize::is_plain`]), `…` when the next piece `continued` it, a newline.
+fn render_piece(buf: &mut Vec<u8>, prefix: &[u8], piece: &[u8], continued: bool, plain: bool) {
+    buf.extend_from_slice(prefix);
+    if plain {
+        buf.extend_from_slice(piece);
+    } else {
+        crate::sanitize::escape_into(piece, buf);
+    }
+    if continued {
+        buf.extend_from_slice("…".as_bytes());
     }
     buf.push(b'\n');
 }
@@ -468,6 +542,114 @@ mod tests {
             continued,
             bytes: bytes.to_vec(),
         }
+    }
+
+    /// The bytes a direct relay to a file writes for `reads` of one stream of `helper`, cut
+    /// into lines of at most `max` bytes and written a read's batch at a time, against the
+    /// same lines rendered one by one; `names` the relay's helpers.
+    fn batched_and_by_line(
+        names: &[&str],
+        colour: bool,
+        helper: &str,
+        stream: Stream,
+        reads: &[&[u8]],
+        max: usize,
+    ) -> (Vec<u8>, Vec<u8>) {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "foster-relay-batch-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let file = File::create(&path).unwrap();
+        let arcs: Vec<Arc<str>> = names.iter().map(|n| Arc::from(*n)).collect();
+        let mut relay = Relay::start(file.into(), Format::Text, &arcs, colour).unwrap();
+        assert!(!relay.wants_lines(), "a file is written a batch at a time");
+        let renderer = Renderer::new(names, Format::Text, colour);
+        let mut want = Vec::new();
+        let mut split = super::super::line::Splitter::with_max(max);
+        let mut batch = Batch::default();
+        let mut each = |batch: &mut Batch, relay: &mut Relay| {
+            for (p, cont) in batch.pieces() {
+                renderer.render(&line(helper, stream, p, cont), &mut want);
+            }
+            assert_eq!(relay.write_batch(helper, stream, batch), Offer::Queued);
+            batch.clear();
+        };
+        for r in reads {
+            split.feed(r, |p, cont| batch.push(p, cont));
+            each(&mut batch, &mut relay);
+        }
+        split.finish(|p, cont| batch.push(p, cont));
+        each(&mut batch, &mut relay);
+        relay.finish();
+        let got = std::fs::read(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        (got, want)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+
+        /// A read's lines written as one batch are, byte for byte, the lines rendered one by
+        /// one: with escapes, bytes that are not UTF-8, long lines cut into pieces, reads cut
+        /// anywhere, names known or not, coloured or not.
+        #[test]
+        fn a_batch_is_written_as_its_lines_are_rendered(
+            data in proptest::collection::vec(
+                proptest::prop_oneof![
+                    6 => proptest::sample::select(b"abc xyz-0123456789\n".to_vec()),
+                    1 => proptest::sample::select(b"\x1b\\\r\t\x7f\xff\xc3\xa9\xe2\x80\xae".to_vec()),
+                    1 => proptest::prelude::any::<u8>(),
+                ],
+                0..2000,
+            ),
+            cuts in proptest::collection::vec(0usize..2000, 0..12),
+            max in 1usize..300,
+            named in proptest::prelude::any::<bool>(),
+            colour in proptest::prelude::any::<bool>(),
+            err in proptest::prelude::any::<bool>(),
+        ) {
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(data.len())).collect();
+            cuts.sort_unstable();
+            let mut reads = Vec::new();
+            let mut at = 0;
+            for c in cuts.into_iter().chain([data.len()]) {
+                reads.push(&data[at..c]);
+                at = c;
+            }
+            let helper = if named { "web" } else { "other\x1b" };
+            let stream = if err { Stream::Stderr } else { Stream::Stdout };
+            let (got, want) =
+                batched_and_by_line(&["web", "db-primary"], colour, helper, stream, &reads, max);
+            proptest::prop_assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn a_batch_larger_than_the_buffer_is_written_whole_and_in_order() {
+        // 3 x 300 KiB of 100-byte lines, plain but for one line of each read, and a line
+        // longer than the bound: several buffers' worth per read.
+        let mut reads = Vec::new();
+        for r in 0..3u8 {
+            let mut v = Vec::new();
+            for k in 0..3000u32 {
+                let mut l = format!("{r}:{k:06} ").into_bytes();
+                l.resize(99, b'x');
+                if k == 1500 {
+                    l[50] = 0x1b;
+                }
+                v.extend_from_slice(&l);
+                v.push(b'\n');
+            }
+            v.extend(std::iter::repeat_n(b'y', 70_000));
+            reads.push(v);
+        }
+        let reads: Vec<&[u8]> = reads.iter().map(|r| &r[..]).collect();
+        let (got, want) =
+            batched_and_by_line(&["gen"], false, "gen", Stream::Stdout, &reads, 64 * 1024);
+        assert!(got.len() > 900_000, "{}", got.len());
+        assert!(got == want, "the batch path differs from the line path");
     }
 
     fn text(p: &Prefixes, l: &Line, f: Format) -> String {

@@ -3,7 +3,8 @@
 //! Owns [`Ring`]: lines go in at the back; the oldest go out whenever the ring would hold more
 //! than its line bound or its byte bound (each line counted as its bytes plus
 //! [`LINE_OVERHEAD`], so that a flood of empty lines is bounded too). A single line heavier
-//! than the byte bound is still kept, alone. What `foster ctl logs` and the dashboard show of a
+//! than the byte bound is still kept, alone. [`Ring::keeps`] says how many of the lines about
+//! to come it would keep, so that lines it would let go at once need not be made. What `foster ctl logs` and the dashboard show of a
 //! helper's past comes from here.
 
 use std::collections::VecDeque;
@@ -88,6 +89,40 @@ impl<T: Weigh> Ring<T> {
         }
         self.bytes += w;
         self.lines.push_back(line);
+        gone
+    }
+
+    /// How many of `weights` (the [`Weigh::weight`]s of lines about to be pushed, the newest
+    /// first) the ring would keep once they all were. When that is fewer than all of them, it
+    /// would keep none of its own lines either: a caller may push only those, then
+    /// [`Ring::keep_last`] as many, with the same result.
+    pub fn keeps(&self, weights: impl Iterator<Item = usize>) -> usize {
+        if self.max_lines == 0 {
+            return 0;
+        }
+        let mut bytes = 0;
+        let mut n = 0;
+        for w in weights {
+            let w = w + LINE_OVERHEAD;
+            if n > 0 && (n >= self.max_lines || bytes + w > self.max_bytes) {
+                break;
+            }
+            bytes += w;
+            n += 1;
+        }
+        n
+    }
+
+    /// Lets the oldest lines go until at most `n` are kept; returns the last that went, for
+    /// its allocation to be reused.
+    pub fn keep_last(&mut self, n: usize) -> Option<T> {
+        let mut gone = None;
+        while self.lines.len() > n {
+            if let Some(old) = self.lines.pop_front() {
+                self.bytes -= old.weight() + LINE_OVERHEAD;
+                gone = Some(old);
+            }
+        }
         gone
     }
 
