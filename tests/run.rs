@@ -922,6 +922,45 @@ fn three_generations(tag: &str, command: &[&str]) -> String {
     )
 }
 
+/// Runs `during` while `f` (a `foster run` of this test's) is stopped: SIGSTOP, waited for as
+/// its parent (every thread of it stopped), then SIGCONT. Nothing of foster's runs meanwhile:
+/// a read of its tree it had due (after a launch it reads again while the helper may still be
+/// in its exec, later and later under load) cannot see what `during` makes and ends.
+fn while_stopped<T>(f: &Child, during: impl FnOnce() -> T) -> T {
+    use nix::sys::signal::{SIGCONT, SIGSTOP, kill};
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    let pid = nix::unistd::Pid::from_raw(f.id() as i32);
+    kill(pid, SIGSTOP).unwrap();
+    assert_eq!(
+        waitpid(pid, Some(WaitPidFlag::WUNTRACED)),
+        Ok(WaitStatus::Stopped(pid, SIGSTOP))
+    );
+    let out = during();
+    kill(pid, SIGCONT).unwrap();
+    out
+}
+
+/// `orphan`, first seen adopted by foster (from no parent foster knew), classified with the
+/// helper `tag` in generation 3 of [`three_generations`], gets that generation's signal (INT)
+/// and is reaped; its `reparented` event.
+fn adopted_first_seen_in_generation_3(ev: &mut Events, orphan: i32, tag: &str) -> Value {
+    let v = ev.wait_for("the orphan's adoption", |v| {
+        kind(v) == "reparented" && pid(v) == orphan
+    });
+    assert_eq!(v["from"], Value::Null, "first seen adopted: {v}");
+    assert_eq!(v["generation"], 3, "{v}");
+    assert_eq!(v["helper"], tag, "{v}");
+    assert_eq!(v["classification"], "expected", "{v}");
+    let s = ev.wait_for("the orphan policy's signal", |v| {
+        kind(v) == "signal" && v["reason"] == "orphan_policy" && pid_of_target(v) == orphan
+    });
+    assert_eq!(s["signal"], "SIGINT", "generation 3's: {s}");
+    ev.wait_for("the orphan reaped", |v| {
+        kind(v) == "exit" && v["pid"].as_i64() == Some(i64::from(orphan))
+    });
+    v
+}
+
 /// The helper's grandchild, orphaned by a middle shell that no read of foster's saw (nothing
 /// wakes foster between its start and its end), is generation 3 as it would be had foster seen
 /// the middle shell (`an_adoption_that_brings_no_sigchld_is_noticed_at_once`): the helper is
@@ -946,48 +985,24 @@ fn an_orphan_whose_parent_foster_never_saw_has_the_generation_it_has_when_seen()
     let (mut f, mut ev, sock) = run_with_socket(&d, &cfg);
     let me = ev.wait_for("start", |v| kind(v) == "start")["supervisor"].clone();
     ev.wait_for("launch", launch_of(&tag));
-    // Nothing of foster's runs while the middle shell lives: it is stopped (all its threads,
-    // as its parent is told) before the helper goes on, and continued once the middle shell
-    // has ended. Else a read it had due (after a launch it reads again while the helper may
-    // still be in its exec, and later and later under load) could see the middle shell.
-    let foster_pid = nix::unistd::Pid::from_raw(f.id() as i32);
-    nix::sys::signal::kill(foster_pid, nix::sys::signal::SIGSTOP).unwrap();
-    assert!(matches!(
-        nix::sys::wait::waitpid(foster_pid, Some(nix::sys::wait::WaitPidFlag::WUNTRACED)),
-        Ok(nix::sys::wait::WaitStatus::Stopped(
-            _,
-            nix::sys::signal::SIGSTOP
-        ))
-    ));
-    std::fs::write(&go, "go\n").unwrap();
-    wait_ready(&ready);
-    let sleep: i32 = std::fs::read_to_string(&orphan)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    nix::sys::signal::kill(foster_pid, nix::sys::signal::SIGCONT).unwrap();
+    // Nothing of foster's runs while the middle shell lives.
+    let sleep: i32 = while_stopped(&f, || {
+        std::fs::write(&go, "go\n").unwrap();
+        wait_ready(&ready);
+        std::fs::read_to_string(&orphan)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    });
     assert_eq!(ppid_of(sleep), f.id() as i32, "adopted by foster");
     // foster reads its tree now: the sleep is first seen as its child.
     let status = raw_request(&sock, r#"{"request":"status"}"#);
     let p = status_of(&status, sleep);
     assert_eq!(p["generation"], 3, "{p}");
     assert_eq!(p["helper"], tag.as_str(), "{p}");
-    let v = ev.wait_for("the sleep's adoption", |v| {
-        kind(v) == "reparented" && pid(v) == sleep
-    });
-    assert_eq!(v["from"], Value::Null, "first seen adopted: {v}");
+    let v = adopted_first_seen_in_generation_3(&mut ev, sleep, &tag);
     assert_eq!(v["to"], me, "{v}");
-    assert_eq!(v["generation"], 3, "{v}");
-    assert_eq!(v["helper"], tag.as_str(), "{v}");
-    assert_eq!(v["classification"], "expected", "{v}");
-    let s = ev.wait_for("the orphan policy's signal", |v| {
-        kind(v) == "signal" && v["reason"] == "orphan_policy" && pid_of_target(v) == sleep
-    });
-    assert_eq!(s["signal"], "SIGINT", "generation 3's: {s}");
-    ev.wait_for("the sleep reaped", |v| {
-        kind(v) == "exit" && v["pid"].as_i64() == Some(i64::from(sleep))
-    });
     stop_leaving_nothing(&mut f, &mut ev, &tag);
 }
 
@@ -1023,9 +1038,13 @@ fn an_orphan_caught_in_the_middle_of_its_exec_is_classified_once_out_of_it() {
     );
     let (mut f, mut ev, sock) = run_with_socket(&d, &cfg);
     ev.wait_for("launch", launch_of(&tag));
-    std::fs::write(&go, "go\n").unwrap();
-    let orphan = held.wait_held(LIMIT);
-    wait_ready(&ready);
+    // Nothing of foster's runs while the middle shell lives.
+    let orphan = while_stopped(&f, || {
+        std::fs::write(&go, "go\n").unwrap();
+        let orphan = held.wait_held(LIMIT);
+        wait_ready(&ready);
+        orphan
+    });
     assert_eq!(ppid_of(orphan), f.id() as i32, "adopted by foster");
     let caught = process(orphan).unwrap();
     assert!(caught.in_exec, "{caught:?}");
@@ -1033,20 +1052,7 @@ fn an_orphan_caught_in_the_middle_of_its_exec_is_classified_once_out_of_it() {
     let status = raw_request(&sock, r#"{"request":"status"}"#);
     status_of(&status, orphan);
     held.release();
-    let v = ev.wait_for("the orphan's adoption", |v| {
-        kind(v) == "reparented" && pid(v) == orphan
-    });
-    assert_eq!(v["helper"], tag.as_str(), "{v}");
-    assert_eq!(v["generation"], 3, "{v}");
-    assert_eq!(v["from"], Value::Null, "{v}");
-    assert_eq!(v["classification"], "expected", "{v}");
-    let s = ev.wait_for("the orphan policy's signal", |v| {
-        kind(v) == "signal" && v["reason"] == "orphan_policy" && pid_of_target(v) == orphan
-    });
-    assert_eq!(s["signal"], "SIGINT", "generation 3's: {s}");
-    ev.wait_for("the orphan reaped", |v| {
-        kind(v) == "exit" && v["pid"].as_i64() == Some(i64::from(orphan))
-    });
+    adopted_first_seen_in_generation_3(&mut ev, orphan, &tag);
     stop_leaving_nothing(&mut f, &mut ev, &tag);
 }
 
