@@ -134,24 +134,14 @@ fn columns_confirmation_and_events_are_never_cut_silently() {
         a.t.keys(&["/"]);
         a.t.text("worker-pool");
         a.t.keys(&["Enter", "R"]);
-        let s =
-            a.t.wait_for("the confirmation", |s| s.contains(" confirm "));
-        let boxed: String = s
-            .lines()
-            .filter_map(|l| {
-                let l = l.trim();
-                let l = l.strip_prefix('│')?.strip_suffix('│')?;
-                Some(l.trim().to_string())
-            })
-            .collect::<Vec<_>>()
-            .join(" ");
-        assert!(
-            boxed.contains(&format!(
+        let question = [
+            &format!(
                 "Restart helper worker-pool: SIGTERM to its process {pid} and its 2 descendants"
-            )) && boxed.contains("then launch it again?")
-                && boxed.contains("any other key cancels"),
-            "{w}x{h}: the question is not whole:\n{s}"
-        );
+            ),
+            "then launch it again?",
+            "any other key cancels",
+        ];
+        wait_confirmation(&a.t, &format!("{w}x{h}: the question whole"), &question);
         a.t.keys(&["n"]);
         a.t.wait_for("cancelled", |s| s.contains("cancelled"));
         a.finish();
@@ -291,6 +281,27 @@ fn sort_keys_and_the_flat_list() {
     }
 }
 
+/// The confirmation box's text, its lines joined (a question wraps inside the box).
+fn boxed(screen: &str) -> String {
+    screen
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            Some(l.strip_prefix('│')?.strip_suffix('│')?.trim().to_string())
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Waits for the confirmation box to hold every one of `parts` (a screen caught while the
+/// dashboard draws the box may have its title and not yet its lines); fails, with the screen,
+/// if it never does.
+fn wait_confirmation(t: &Tmux, what: &str, parts: &[&str]) -> String {
+    t.wait_for(what, |s| {
+        s.contains(" confirm ") && parts.iter().all(|p| boxed(s).contains(p))
+    })
+}
+
 /// The sleeps' pids on screen, top to bottom (rows ending in `sleep 86400`).
 fn sleep_pids(screen: &str) -> Vec<i32> {
     screen
@@ -350,12 +361,14 @@ fn tags_signal_numbers_help_and_f10() {
     }
     for (w, h) in [(80u16, 24u16), (200, 60)] {
         let a = Attached::start(&format!("tags{w}"), w, h);
+        // Whole rows: a screen caught while the dashboard draws may show a row half drawn.
+        let lone_row = |s: &str| s.lines().find(|l| l.ends_with("sleep 86401")).map(row_pid);
         let s = a.t.wait_for("both sleeps", |s| {
-            sleep_pids(s).len() == 2 && s.contains("sleep 86401")
+            sleep_pids(s).len() == 2 && lone_row(s).is_some()
         });
         let sleeps = sleep_pids(&s);
         let ids: Vec<Identity> = sleeps.iter().map(|p| Identity::of(*p).unwrap()).collect();
-        let lone = row_pid(s.lines().find(|l| l.ends_with("sleep 86401")).unwrap());
+        let lone = lone_row(&s).unwrap();
         // To the first sleep, then tag both.
         a.t.keys(&["F3"]);
         a.t.text("86400");
@@ -365,38 +378,26 @@ fn tags_signal_numbers_help_and_f10() {
         a.t.keys(&["Space"]);
         a.t.wait_for("one tagged", |s| s.contains(" · 1 tagged"));
         a.t.keys(&["Space"]);
-        let s = a.t.wait_for("two tagged", |s| s.contains(" · 2 tagged"));
-        for p in &sleeps {
-            let row = s
-                .lines()
-                .find(|l| {
-                    l.trim_start_matches('*').split_whitespace().next() == Some(&p.to_string())
-                })
-                .unwrap();
-            assert!(row.starts_with('*'), "{w}x{h}: {p} not marked:\n{s}");
-        }
+        // The title says it before the rows are marked: a screen caught while the dashboard
+        // draws may have one and not the other.
+        let marked = |s: &str, p: i32| {
+            s.lines().any(|l| {
+                l.starts_with('*') && l[1..].split_whitespace().next() == Some(&p.to_string())
+            })
+        };
+        a.t.wait_for(&format!("{w}x{h}: two tagged, both marked"), |s| {
+            s.contains(" · 2 tagged") && sleeps.iter().all(|p| marked(s, *p))
+        });
         a.t.keys(&["F9"]);
         a.t.wait_for("the menu for the tagged", |s| {
             s.contains("signal the 2 tagged processes")
         });
         a.t.keys(&["9", "Enter"]);
-        let s =
-            a.t.wait_for("the confirmation", |s| s.contains(" confirm "));
-        let boxed: String = s
-            .lines()
-            .filter_map(|l| {
-                let l = l.trim();
-                Some(l.strip_prefix('│')?.strip_suffix('│')?.trim().to_string())
-            })
-            .collect::<Vec<_>>()
-            .join(" ");
-        assert!(
-            boxed.contains(&format!(
-                "Send SIGKILL to the 2 tagged processes: {} (sleep), {} (sleep)?",
-                sleeps[0], sleeps[1]
-            )),
-            "{w}x{h}: {boxed}\n{s}"
+        let question = format!(
+            "Send SIGKILL to the 2 tagged processes: {} (sleep), {} (sleep)?",
+            sleeps[0], sleeps[1]
         );
+        wait_confirmation(&a.t, &format!("{w}x{h}: the confirmation"), &[&question]);
         a.t.keys(&["y"]);
         a.t.wait_for("the result", |s| s.contains("sent SIGKILL to 2 processes"));
         for id in ids {
