@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -16,91 +16,14 @@ const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
 const LIMIT: Duration = Duration::from_secs(30);
 
 mod common;
+use common::supervised::{Plain as Run, terminate, wait_child};
 use common::{Dir, is_root, process, processes_with_env};
-
-/// A `foster run` under test; SIGKILLed and reaped on drop if still running.
-struct Run {
-    child: Child,
-    socket: PathBuf,
-}
-impl Run {
-    fn start(config: &Path, socket: &Path) -> Run {
-        let child = Command::new(FOSTER)
-            .arg("run")
-            .arg(config)
-            .arg("--socket")
-            .arg(socket)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut r = Run {
-            child,
-            socket: socket.to_path_buf(),
-        };
-        // Ready when it answers (the socket is bound before any helper starts).
-        let s = common::supervised::connect(socket, &mut r.child);
-        let v = Conn::on(s).unwrap().ask(r#"{"request":"status"}"#);
-        assert!(v.get("status").is_some(), "{v}");
-        r
-    }
-    fn ctl(&self, args: &[&str]) -> Output {
-        Command::new(FOSTER)
-            .arg("ctl")
-            .arg("--socket")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .unwrap()
-    }
-    fn stop(mut self) -> std::process::ExitStatus {
-        let out = self.ctl(&["shutdown"]);
-        assert!(out.status.success(), "{out:?}");
-        wait_child(&mut self.child)
-    }
-}
-impl Drop for Run {
-    fn drop(&mut self) {
-        // A failed test: the orderly shutdown ends the whole tree, SIGKILL only as a last resort.
-        terminate(&mut self.child);
-    }
-}
-
-/// SIGTERM, a bounded wait, then SIGKILL; reaped in every case.
-fn terminate(c: &mut Child) {
-    if c.try_wait().ok().flatten().is_some() {
-        return;
-    }
-    // SAFETY: kill of our own unreaped child.
-    unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-    let t = Instant::now();
-    while t.elapsed() < LIMIT {
-        if c.try_wait().ok().flatten().is_some() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = c.kill();
-    let _ = c.wait();
-}
 
 /// Terminates a child on drop (a demo whose test failed half-way).
 struct Guard(Child);
 impl Drop for Guard {
     fn drop(&mut self) {
         terminate(&mut self.0);
-    }
-}
-
-fn wait_child(c: &mut Child) -> std::process::ExitStatus {
-    let t = Instant::now();
-    loop {
-        if let Some(s) = c.try_wait().unwrap() {
-            return s;
-        }
-        assert!(t.elapsed() < LIMIT, "process {} did not end", c.id());
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

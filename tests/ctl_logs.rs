@@ -6,7 +6,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::process::{Child, ChildStdout, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -14,55 +14,24 @@ use serde_json::Value;
 
 mod common;
 use common::Dir;
+use common::supervised::{Plain, ctl_command, terminate};
 
-const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
 const LIMIT: Duration = Duration::from_secs(30);
 
 /// A `foster run` under test: stopped (SIGTERM, its orderly shutdown ends its tree) and reaped
-/// when the test ends, passed or failed.
-struct Run {
-    child: Child,
-    socket: PathBuf,
-}
+/// when the test ends, passed or failed; a failed test if it does not end on the SIGTERM.
+struct Run(Plain);
 
 impl Run {
     fn start(d: &Dir, config: &str) -> Run {
-        let cfg = d.file("run.toml", config);
-        let socket = d.path("run.sock");
-        let child = Command::new(FOSTER)
-            .arg("run")
-            .arg(&cfg)
-            .arg("--socket")
-            .arg(&socket)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(d.path("run.err")).unwrap())
-            .spawn()
-            .unwrap();
-        let mut r = Run { child, socket };
-        // Ready when it answers (the socket is bound before any helper starts).
-        let t = Instant::now();
-        loop {
-            if r.ctl(&["status"]).status.success() {
-                return r;
-            }
-            if let Ok(Some(st)) = r.child.try_wait() {
-                panic!(
-                    "foster run ended ({st}) before answering: {}",
-                    std::fs::read_to_string(d.path("run.err")).unwrap_or_default()
-                );
-            }
-            assert!(t.elapsed() < LIMIT, "the socket never answered");
-            // Safety net only: the socket answers within milliseconds of the start.
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        Run(Plain::start(
+            &d.file("run.toml", config),
+            &d.path("run.sock"),
+        ))
     }
 
     fn ctl(&self, args: &[&str]) -> Output {
-        Command::new(FOSTER)
-            .arg("ctl")
-            .arg("--socket")
-            .arg(&self.socket)
+        ctl_command(&self.0.socket)
             .args(args)
             .env_remove("NO_COLOR")
             .output()
@@ -76,10 +45,7 @@ impl Run {
 
     /// [`Run::follow`], its lines after the first read only as `gate` lets them.
     fn follow_gated(&self, args: &[&str], gate: Option<mpsc::Receiver<()>>) -> Follow {
-        let mut child = Command::new(FOSTER)
-            .arg("ctl")
-            .arg("--socket")
-            .arg(&self.socket)
+        let mut child = ctl_command(&self.0.socket)
             .arg("logs")
             .args(args)
             .stdin(Stdio::null())
@@ -97,21 +63,9 @@ impl Run {
 
 impl Drop for Run {
     fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            // SAFETY: kill of our own unreaped child.
-            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        }
-        let t = Instant::now();
-        while t.elapsed() < LIMIT {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if !std::thread::panicking() {
-            panic!("foster run {} did not end on SIGTERM", self.child.id());
+        let id = self.0.child.id();
+        if !terminate(&mut self.0.child) && !std::thread::panicking() {
+            panic!("foster run {id} did not end on SIGTERM");
         }
     }
 }

@@ -3,9 +3,11 @@
 //! [`Events`], which the run derefs to), `ctl` commands,
 //! `ctl --json status` (its helpers by name, or polled until it says something), and an orderly
 //! stop (`ctl shutdown`, or SIGTERM) with every event to the end; terminated and reaped on
-//! drop. Shared by the tests of start order, states, reload, readiness and the control socket.
+//! drop. The same without its events ([`Plain`]), for the tests that count the socket's
+//! connections; `foster ctl` on a socket, a bounded wait for a child, an orderly end of one.
+//! Shared by the tests of start order, states, reload, readiness and the control socket.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -101,13 +103,7 @@ impl Run {
     }
 
     pub fn ctl(&self, args: &[&str]) -> Output {
-        Command::new(FOSTER)
-            .arg("ctl")
-            .arg("--socket")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .unwrap()
+        ctl_command(&self.socket).args(args).output().unwrap()
     }
 
     /// `ctl --json status`: the snapshot.
@@ -168,14 +164,7 @@ impl Run {
     }
 
     pub fn wait(&mut self) -> std::process::ExitStatus {
-        let t = Instant::now();
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return s;
-            }
-            assert!(t.elapsed() < LIMIT, "foster run did not end");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_child(&mut self.child)
     }
 
     /// Every event up to the supervisor's `stopped` (after it was asked to end).
@@ -186,21 +175,103 @@ impl Run {
 
 impl Drop for Run {
     fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_some() {
-            return;
-        }
-        // SAFETY: kill of our own unreaped child: the orderly shutdown ends its tree.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let t = Instant::now();
-        while t.elapsed() < LIMIT {
-            if self.child.try_wait().ok().flatten().is_some() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        terminate(&mut self.child);
     }
+}
+
+/// A `foster run` under test that no connection of the test's follows (its events are not
+/// read): for the tests that count the socket's connections. Terminated and reaped on drop.
+pub struct Plain {
+    pub child: Child,
+    pub socket: PathBuf,
+}
+
+impl Plain {
+    /// `foster run CONFIG --socket SOCKET`, once the socket answers a `status` (it is bound
+    /// before any helper starts); its standard error read and let go from then on.
+    pub fn start(config: &Path, socket: &Path) -> Plain {
+        let mut child = Command::new(FOSTER)
+            .arg("run")
+            .arg(config)
+            .arg("--socket")
+            .arg(socket)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut s = connect(socket, &mut child);
+        s.write_all(b"{\"request\":\"status\"}\n").unwrap();
+        s.set_read_timeout(Some(LIMIT)).unwrap();
+        let mut reply = String::new();
+        BufReader::new(s).read_line(&mut reply).unwrap();
+        let v: Value = serde_json::from_str(&reply).expect("a JSON reply line");
+        assert!(v.get("status").is_some(), "{v}");
+        if let Some(mut err) = child.stderr.take() {
+            std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+        }
+        Plain {
+            child,
+            socket: socket.to_path_buf(),
+        }
+    }
+
+    pub fn ctl(&self, args: &[&str]) -> Output {
+        ctl_command(&self.socket).args(args).output().unwrap()
+    }
+
+    /// Stops the supervisor (`ctl shutdown`) and waits for it; its exit status.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        let out = self.ctl(&["shutdown"]);
+        assert!(out.status.success(), "{out:?}");
+        wait_child(&mut self.child)
+    }
+}
+
+impl Drop for Plain {
+    fn drop(&mut self) {
+        terminate(&mut self.child);
+    }
+}
+
+/// `foster ctl --socket SOCKET`, for the arguments to follow.
+pub fn ctl_command(socket: &Path) -> Command {
+    let mut c = Command::new(FOSTER);
+    c.arg("ctl").arg("--socket").arg(socket);
+    c
+}
+
+/// Waits for `child` to end (a failed test past [`LIMIT`]); its exit status.
+pub fn wait_child(child: &mut Child) -> std::process::ExitStatus {
+    let t = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(t.elapsed() < LIMIT, "process {} did not end", child.id());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Ends `child` (a `foster run`, or another program of the test's that ends on SIGTERM) in
+/// order: SIGTERM (the orderly shutdown ends its tree), a bounded wait, then SIGKILL as a last
+/// resort; reaped in every case. Whether it ended before the SIGKILL.
+pub fn terminate(child: &mut Child) -> bool {
+    if child.try_wait().ok().flatten().is_some() {
+        return true;
+    }
+    // SAFETY: kill of our own unreaped child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let t = Instant::now();
+    while t.elapsed() < LIMIT {
+        if child.try_wait().ok().flatten().is_some() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    false
 }
 
 /// Connects to the socket once it answers, and asks for the event stream from its start.
