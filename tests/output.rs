@@ -7,12 +7,13 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::Value;
 
 mod common;
 use common::Dir;
+use common::child::wait_exit;
 use common::events::{Events, LIMIT, kind};
 
 /// `foster run --no-socket --no-contain ARGS...`: uncontained, so that the child's pid is the
@@ -60,21 +61,12 @@ impl Drop for Run {
 
 /// [`wait_exit`] without a panic: `None` when it had to be killed.
 fn wait_exit_quietly(f: &mut Child) -> Option<i32> {
-    let deadline = Instant::now() + LIMIT;
-    while Instant::now() < deadline {
-        if let Ok(Some(st)) = f.try_wait() {
-            return st.code();
-        }
-        if let Ok(fd) = foster::identity::pidfd_open(f.id() as i32) {
-            foster::identity::poll_readable(
-                std::os::fd::AsRawFd::as_raw_fd(&fd),
-                Some(Duration::from_millis(500)),
-            );
-        }
+    let st = common::child::wait_within(f, LIMIT);
+    if st.is_none() {
+        let _ = f.kill();
+        let _ = f.wait();
     }
-    let _ = f.kill();
-    let _ = f.wait();
-    None
+    st?.code()
 }
 
 /// Lines of a stream, read on a thread.
@@ -167,28 +159,6 @@ fn term(f: &Child) {
         nix::sys::signal::SIGTERM,
     )
     .unwrap();
-}
-
-/// Waits for foster's exit (its stdout and stderr drained on threads, so that it never blocks
-/// on them), killing it past the deadline.
-fn wait_exit(f: &mut Child) -> i32 {
-    let deadline = Instant::now() + LIMIT;
-    loop {
-        if let Some(st) = f.try_wait().unwrap() {
-            use std::os::unix::process::ExitStatusExt;
-            return st.code().unwrap_or_else(|| 128 + st.signal().unwrap());
-        }
-        if Instant::now() > deadline {
-            let _ = f.kill();
-            panic!("foster did not exit in time");
-        }
-        if let Ok(fd) = foster::identity::pidfd_open(f.id() as i32) {
-            foster::identity::poll_readable(
-                std::os::fd::AsRawFd::as_raw_fd(&fd),
-                Some(Duration::from_millis(500)),
-            );
-        }
-    }
 }
 
 /// A TOML string literal of `s` (a literal string: no escapes are read in it).

@@ -4,11 +4,12 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
 mod common;
+use common::child::wait_exit;
 use common::events::{Events, LIMIT, kind};
 use common::{Dir, is_root, libc_signals_at_default, process, processes, processes_with_env};
 
@@ -56,22 +57,6 @@ fn run_logged_with(d: &Dir, name: &str, cfg: &Path, flags: &[&str]) -> (Child, E
     let f = foster(&args);
     let ev = Events::open(&fifo);
     (f, ev)
-}
-
-fn wait_exit(child: &mut Child) -> i32 {
-    let deadline = Instant::now() + LIMIT;
-    loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            use std::os::unix::process::ExitStatusExt;
-            return st.code().unwrap_or_else(|| 128 + st.signal().unwrap());
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("foster did not exit in time");
-        }
-        // Bounded wait on foster's pidfd: returns as soon as it exits.
-        wait_gone(child.id() as i32, Duration::from_millis(500));
-    }
 }
 
 /// Waits (pidfd poll, no sleeping) until `pid` has ended or `limit` passes; true if it ended.

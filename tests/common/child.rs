@@ -1,9 +1,12 @@
 //! A child process the test started and lets run to its end: its output (standard output and
-//! error as it piped them) once it ends within a bound, or it is SIGKILLed, reaped, and the
-//! test fails naming it. Shared by the tests that run `foster` to its end.
+//! error as it piped them), or its exit code, once it ends within a bound, or it is SIGKILLed,
+//! reaped, and the test fails naming it; a wait for its end bounded by the caller. Shared by
+//! the tests that run `foster` to its end.
 
-use std::process::{Child, Output};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Child, ExitStatus, Output};
 use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use super::events::LIMIT;
 
@@ -22,6 +25,41 @@ pub fn output_within(child: Child, what: &str) -> Output {
             // waits for it, and reaps it).
             unsafe { libc::kill(pid, libc::SIGKILL) };
             panic!("{what} did not end within {LIMIT:?}");
+        }
+    }
+}
+
+/// Waits for `child` to end (a poll on its pidfd, no sleeping), within `limit`: its status, or
+/// `None` if it still runs.
+pub fn wait_within(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return Some(st);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        if let Ok(fd) = foster::identity::pidfd_open(child.id() as i32) {
+            // Returns as soon as it exits; bounded, so a slip in between costs no more.
+            foster::identity::poll_readable(
+                std::os::fd::AsRawFd::as_raw_fd(&fd),
+                Some(left.min(Duration::from_millis(500))),
+            );
+        }
+    }
+}
+
+/// The exit code of `child` (128 + the signal that ended it) once it ends; past [`LIMIT`] it
+/// is SIGKILLed, reaped, and the test fails.
+pub fn wait_exit(child: &mut Child) -> i32 {
+    match wait_within(child, LIMIT) {
+        Some(st) => st.code().unwrap_or_else(|| 128 + st.signal().unwrap()),
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("process {} did not exit within {LIMIT:?}", child.id());
         }
     }
 }
