@@ -848,30 +848,50 @@ fn demo_processes(demo: u32) -> Vec<i32> {
         .collect()
 }
 
-fn demo(stop: libc::c_int) {
-    let d = Dir::new("ctl", &format!("demo{stop}"));
-    let sock = d.path("demo.sock");
+/// `foster demo FLAG --socket SOCK` (terminated on drop), its standard error to `stderr`, the
+/// lines of its standard output read on a thread.
+fn start_demo(flag: &str, sock: &Path, stderr: Stdio) -> (Guard, mpsc::Receiver<String>) {
     let mut guard = Guard(
         Command::new(FOSTER)
-            .args(["demo", "--json", "--socket"])
-            .arg(&sock)
+            .args(["demo", flag, "--socket"])
+            .arg(sock)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .unwrap(),
     );
-    let child = &mut guard.0;
-    let demo_pid = child.id();
-    let (tx, rx) = mpsc::channel::<Value>();
-    let out = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let out = guard.0.stdout.take().unwrap();
     std::thread::spawn(move || {
         for l in BufReader::new(out).lines() {
             let Ok(l) = l else { break };
-            if tx.send(serde_json::from_str(&l).unwrap()).is_err() {
+            if tx.send(l).is_err() {
                 break;
             }
         }
     });
+    (guard, rx)
+}
+
+/// Waits until no process of the demo `demo_pid` is left (`after`: after what).
+fn wait_demo_gone(demo_pid: u32, after: &str) {
+    let t = Instant::now();
+    loop {
+        let left = demo_processes(demo_pid);
+        if left.is_empty() {
+            return;
+        }
+        assert!(t.elapsed() < LIMIT, "demo processes left{after}: {left:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn demo(stop: libc::c_int) {
+    let d = Dir::new("ctl", &format!("demo{stop}"));
+    let sock = d.path("demo.sock");
+    let (mut guard, rx) = start_demo("--json", &sock, Stdio::null());
+    let child = &mut guard.0;
+    let demo_pid = child.id();
     let mut launched = std::collections::HashSet::new();
     let t = Instant::now();
     // Every helper launched (the worker once the demo's migration has completed), and an
@@ -880,8 +900,9 @@ fn demo(stop: libc::c_int) {
     let every = ["db", "migrate", "nested", "worker", "crasher", "orphaner"];
     let mut seen = Vec::new();
     while !every.iter().all(|h| launched.contains(*h)) || !adopted {
-        let v = rx
+        let v: Value = rx
             .recv_timeout(LIMIT.saturating_sub(t.elapsed()))
+            .map(|l| serde_json::from_str(&l).unwrap())
             .unwrap_or_else(|_| {
                 panic!("launched {launched:?}, adopted {adopted}; the demo's events: {seen:#?}")
             });
@@ -963,18 +984,7 @@ fn demo(stop: libc::c_int) {
         assert_eq!(st.code(), Some(0), "demo after signal {stop}: {st}");
     }
     // Nothing of it remains.
-    let t = Instant::now();
-    loop {
-        let left = demo_processes(demo_pid);
-        if left.is_empty() {
-            break;
-        }
-        assert!(
-            t.elapsed() < LIMIT,
-            "demo processes left after signal {stop}: {left:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_demo_gone(demo_pid, &format!(" after signal {stop}"));
     if stop != libc::SIGKILL {
         assert!(!sock.exists(), "socket file left behind");
     }
@@ -1005,27 +1015,9 @@ fn the_demo_keeps_its_supervisors_lines_and_says_how_its_tree_ended() {
     let d = Dir::new("ctl", "demolog");
     let sock = d.path("demo.sock");
     let log = d.path("demo.log");
-    let mut guard = Guard(
-        Command::new(FOSTER)
-            .args(["demo", "--events", "--socket"])
-            .arg(&sock)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let (mut guard, rx) = start_demo("--events", &sock, Stdio::piped());
     let child = &mut guard.0;
     let demo_pid = child.id();
-    let (tx, rx) = mpsc::channel::<String>();
-    let out = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for l in BufReader::new(out).lines() {
-            let Ok(l) = l else { break };
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
     let mut err = child.stderr.take().unwrap();
     let stderr = std::thread::spawn(move || {
         let mut s = String::new();
@@ -1131,15 +1123,7 @@ fn the_demo_keeps_its_supervisors_lines_and_says_how_its_tree_ended() {
     };
     assert_eq!(lines.last(), Some(&end), "{log_text}");
 
-    let t = Instant::now();
-    loop {
-        let left = demo_processes(demo_pid);
-        if left.is_empty() {
-            break;
-        }
-        assert!(t.elapsed() < LIMIT, "demo processes left: {left:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_demo_gone(demo_pid, "");
 }
 
 /// `foster ctl status` into a pipe cuts nothing: a command line longer than any terminal is
