@@ -49,12 +49,7 @@ fn foster(args: &[&str], stdin: Option<Vec<u8>>) -> Output {
 
 /// `foster run --check FILE` on `text`: (exit status, standard error).
 fn check(d: &Dir, name: &str, text: &str) -> (Option<i32>, String) {
-    let f = d.file(name, text);
-    let out = foster(&["run", "--check", f.to_str().unwrap()], None);
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::check::check(&d.file(name, text))
 }
 
 /// Asserts that `foster run --check` refuses `text` with status 2 and every one of `want` in

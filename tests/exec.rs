@@ -147,12 +147,8 @@ fn exec_takes_the_grace_forms_a_configuration_takes() {
             "a.toml",
             &format!("[[helper]]\nname = \"a\"\ncommand = [\"true\"]\nstop_grace = \"{grace}\"\n"),
         );
-        let o = Command::new(FOSTER)
-            .args(["run", "--check"])
-            .arg(&cfg)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "config {grace}: {o:?}");
+        let (code, err) = common::check::check(&cfg);
+        assert_eq!(code, Some(0), "config {grace}: {err}");
     }
     for (grace, why) in [
         ("0.5ms", "shorter than 1ms"),
@@ -187,13 +183,8 @@ fn exec_takes_the_grace_forms_a_configuration_takes() {
             "a.toml",
             &format!("[[helper]]\nname = \"a\"\ncommand = [\"true\"]\nstop_grace = \"{grace}\"\n"),
         );
-        let o = Command::new(FOSTER)
-            .args(["run", "--check"])
-            .arg(&cfg)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "config {grace}: {err}");
+        let (code, err) = common::check::check(&cfg);
+        assert_eq!(code, Some(2), "config {grace}: {err}");
         assert!(err.contains(why), "config {grace}: {err}");
     }
 }

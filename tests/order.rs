@@ -4,12 +4,10 @@
 //! matters) and `ctl status --json`; FIFOs hold helpers where a test needs them held. Deadlines
 //! are only safety nets.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
 const LIMIT: Duration = Duration::from_secs(30);
 
 mod common;
@@ -234,13 +232,8 @@ depends_on = ["a", "dbx"]
 stop_grace = "0s"
 "#,
     );
-    let out = Command::new(FOSTER)
-        .args(["run", "--check"])
-        .arg(&cfg)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let (code, err) = common::check::check(&cfg);
+    assert_eq!(code, Some(2), "{err}");
     assert!(
         err.contains(
             "helper \"a\": key `helper[1].depends_on[1]`: dependency cycle: a -> b -> c -> a"

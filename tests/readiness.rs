@@ -10,12 +10,10 @@
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
 const LIMIT: Duration = Duration::from_secs(30);
 /// The variable that makes this binary a notify sender ([`notify_sender`]).
 const SEND: &str = "FOSTER_TEST_NOTIFY";
@@ -674,13 +672,8 @@ fn check_names_a_missing_probe_program_at_its_key() {
         "[[helper]]\nname = \"db\"\ncommand = [\"sleep\", \"1\"]\n\
          health = { exec = [\"/nonexistent/probe\"] }\n",
     );
-    let out = Command::new(FOSTER)
-        .args(["run", "--check"])
-        .arg(&cfg)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let (code, err) = common::check::check(&cfg);
+    assert_eq!(code, Some(2), "{err}");
     assert!(
         err.contains("helper \"db\": key `helper[1].health.exec`: the probe:"),
         "{err}"

@@ -1,7 +1,8 @@
 //! Scaffolding shared by the integration tests: a temporary directory of the test's own,
 //! removed on drop, with files and FIFOs in it; the tests' one way to read the process tree
 //! (the product's own walker, `foster::tree::Scanner`); ids and signal sets of
-//! `/proc/<pid>/status`; a child's output within a bound (`child`); an exec held in its middle
+//! `/proc/<pid>/status`; `foster run --check` (`check`); a child's output within a bound
+//! (`child`); an exec held in its middle
 //! (`fuse`); a supervisor's events as JSON
 //! (`events`); a `foster run` driven through its socket (`supervised`); a helper with a command
 //! line longer than any terminal (`long_command`); a tmux server to drive the dashboard in
@@ -9,6 +10,7 @@
 
 #![allow(dead_code)] // each test binary uses its own part of it
 
+pub mod check;
 pub mod child;
 pub mod events;
 pub mod fuse;
