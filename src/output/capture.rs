@@ -54,7 +54,7 @@ const GROWN_PIPE: usize = 1 << 20;
 const GROWN_PIPES: usize = 16;
 
 /// Bytes read at once once a pipe has grown.
-const GROWN_CHUNK: usize = 256 * 1024;
+const GROWN_CHUNK: usize = 128 * 1024;
 
 /// Chunks read from one pipe before the others get their turn.
 const CHUNKS_PER_TURN: usize = 4;
