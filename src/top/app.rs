@@ -24,6 +24,7 @@ use crate::identity::Identity;
 use crate::sanitize::{escape, escape_args};
 use crate::signal::Sig;
 use crate::state::HelperState;
+use crate::top::columns::Column;
 use crate::top::model::{Anomaly, Model, Node, fmt_age, fmt_bytes, fmt_cpu};
 
 /// One visible line of the tree, with everything the renderer shows.
@@ -81,134 +82,12 @@ pub struct Row {
     pub pidns: String,
 }
 
-/// What the rows are sorted by: one of the table's columns. In the tree, siblings are sorted;
-/// in the flat list, every row.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SortKey {
-    Pid,
-    Role,
-    Helper,
-    HelperState,
-    Generation,
-    State,
-    Policy,
-    /// The start time: ascending is oldest first.
-    Age,
-    Cpu,
-    Rss,
-    Command,
-    User,
-    Ppid,
-    Pgid,
-    Sid,
-    Threads,
-    /// The start time, as AGE (ascending is oldest first).
-    Start,
-    IoRead,
-    IoWrite,
-    Cgroup,
-    PidNs,
-}
-
-impl SortKey {
-    /// In the order of the default columns.
-    pub const ALL: [SortKey; 11] = [
-        SortKey::Pid,
-        SortKey::Role,
-        SortKey::Helper,
-        SortKey::HelperState,
-        SortKey::Generation,
-        SortKey::State,
-        SortKey::Policy,
-        SortKey::Age,
-        SortKey::Cpu,
-        SortKey::Rss,
-        SortKey::Command,
-    ];
-
-    /// The title of its column.
-    pub fn title(self) -> &'static str {
-        match self {
-            SortKey::Pid => "PID",
-            SortKey::Role => "ROLE",
-            SortKey::Helper => "HELPER",
-            SortKey::HelperState => "STATE",
-            SortKey::Generation => "GEN",
-            SortKey::State => "S",
-            SortKey::Policy => "POLICY",
-            SortKey::Age => "AGE",
-            SortKey::Cpu => "CPU%",
-            SortKey::Rss => "RSS",
-            SortKey::Command => "COMMAND",
-            SortKey::User => "USER",
-            SortKey::Ppid => "PPID",
-            SortKey::Pgid => "PGID",
-            SortKey::Sid => "SID",
-            SortKey::Threads => "THR",
-            SortKey::Start => "START",
-            SortKey::IoRead => "READ/s",
-            SortKey::IoWrite => "WRITE/s",
-            SortKey::Cgroup => "CGROUP",
-            SortKey::PidNs => "PIDNS",
-        }
-    }
-
-    /// Whether a click on its column sorts largest first at first (the numbers that grow).
-    pub fn largest_first(self) -> bool {
-        matches!(
-            self,
-            SortKey::Cpu | SortKey::Rss | SortKey::IoRead | SortKey::IoWrite | SortKey::Threads
-        )
-    }
-
-    /// Compares two processes by this key, ascending.
-    fn compare(self, a: &Node, b: &Node) -> std::cmp::Ordering {
-        let sup = |n: &Node| n.info.supervision.clone().unwrap_or_default();
-        match self {
-            SortKey::Pid => a.info.id.pid.cmp(&b.info.id.pid),
-            SortKey::Role => sup(a).role.cmp(&sup(b).role),
-            SortKey::Helper => sup(a).helper.cmp(&sup(b).helper),
-            SortKey::HelperState => sup(a)
-                .helper_state
-                .map(|h| h.state)
-                .cmp(&sup(b).helper_state.map(|h| h.state)),
-            SortKey::Generation => sup(a).generation.cmp(&sup(b).generation),
-            SortKey::State => a.info.state.cmp(&b.info.state),
-            SortKey::Policy => sup(a).policy.cmp(&sup(b).policy),
-            // Oldest first: the earliest start.
-            SortKey::Age => {
-                (a.info.id.start_time, a.info.id.pid).cmp(&(b.info.id.start_time, b.info.id.pid))
-            }
-            SortKey::Cpu => a
-                .cpu_pct
-                .unwrap_or(-1.0)
-                .total_cmp(&b.cpu_pct.unwrap_or(-1.0)),
-            SortKey::Rss => a.info.rss_bytes.cmp(&b.info.rss_bytes),
-            SortKey::Command => command_text(a).cmp(&command_text(b)),
-            SortKey::User => a.info.uid.cmp(&b.info.uid),
-            SortKey::Ppid => a.info.ppid.cmp(&b.info.ppid),
-            SortKey::Pgid => a.info.ext.pgid.cmp(&b.info.ext.pgid),
-            SortKey::Sid => a.info.ext.sid.cmp(&b.info.ext.sid),
-            SortKey::Threads => a.info.ext.threads.cmp(&b.info.ext.threads),
-            SortKey::Start => SortKey::Age.compare(a, b),
-            SortKey::IoRead => {
-                let r = |n: &Node| n.io_rate.map_or(-1.0, |r| r.0);
-                r(a).total_cmp(&r(b))
-            }
-            SortKey::IoWrite => {
-                let w = |n: &Node| n.io_rate.map_or(-1.0, |r| r.1);
-                w(a).total_cmp(&w(b))
-            }
-            SortKey::Cgroup => a.info.ext.cgroup.cmp(&b.info.ext.cgroup),
-            SortKey::PidNs => a.info.ext.pidns.cmp(&b.info.ext.pidns),
-        }
-    }
-}
-
-/// The order of the rows: a key, and which way.
+/// The order of the rows: a column, and which way. In the tree, siblings are sorted; in the
+/// flat list, every row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sort {
-    pub key: SortKey,
+    /// The column sorted by (one that sorts: [`Column::sorts`]).
+    pub key: Column,
     /// Largest first (for AGE: youngest first).
     pub descending: bool,
 }
@@ -216,7 +95,7 @@ pub struct Sort {
 impl Sort {
     /// The default: oldest first, as processes started.
     pub const DEFAULT: Sort = Sort {
-        key: SortKey::Age,
+        key: Column::Age,
         descending: false,
     };
 
@@ -237,8 +116,8 @@ impl Sort {
     /// In words, for the status line: `sorted by CPU%, largest first`.
     pub fn describe(self) -> String {
         let way = match (self.key, self.descending) {
-            (SortKey::Age | SortKey::Start, false) => "oldest first",
-            (SortKey::Age | SortKey::Start, true) => "youngest first",
+            (Column::Age | Column::Start, false) => "oldest first",
+            (Column::Age | Column::Start, true) => "youngest first",
             (_, true) => "largest first",
             (_, false) => "smallest first",
         };
@@ -1582,7 +1461,7 @@ impl App {
                     .find(|(_, x0, w)| x >= *x0 && x <= x0.saturating_add(*w))
                     .copied();
                 if Some(y) == self.hits.header_y {
-                    let Some(key) = column.and_then(|(c, _, _)| c.sort_key()) else {
+                    let Some(key) = column.map(|(c, _, _)| c).filter(|c| c.sorts()) else {
                         return false;
                     };
                     self.message = None;
@@ -1908,11 +1787,11 @@ impl App {
             }
             KeyCode::Char('<') | KeyCode::Char('>') | KeyCode::F(6) => {
                 // The columns shown, in their order, then the command.
-                let keys: Vec<SortKey> = self
+                let keys: Vec<Column> = self
                     .shown_columns()
                     .into_iter()
-                    .chain([crate::top::columns::Column::Command])
-                    .filter_map(|c| c.sort_key())
+                    .chain([Column::Command])
+                    .filter(|c| c.sorts())
                     .collect();
                 let at = keys.iter().position(|k| *k == self.sort.key).unwrap_or(0);
                 let next = if key.code == KeyCode::Char('<') {
@@ -1922,9 +1801,9 @@ impl App {
                 };
                 self.set_sort(keys[next], self.sort.descending);
             }
-            KeyCode::Char('P') => self.set_sort(SortKey::Cpu, true),
-            KeyCode::Char('M') => self.set_sort(SortKey::Rss, true),
-            KeyCode::Char('T') => self.set_sort(SortKey::Age, false),
+            KeyCode::Char('P') => self.set_sort(Column::Cpu, true),
+            KeyCode::Char('M') => self.set_sort(Column::Rss, true),
+            KeyCode::Char('T') => self.set_sort(Column::Age, false),
             KeyCode::Char('I') => self.set_sort(self.sort.key, !self.sort.descending),
             KeyCode::Char('t') | KeyCode::F(5) => {
                 self.tree = !self.tree;
@@ -2030,7 +1909,7 @@ impl App {
     }
 
     /// Sorts by `key`, and says so in the status line.
-    fn set_sort(&mut self, key: SortKey, descending: bool) {
+    fn set_sort(&mut self, key: Column, descending: bool) {
         self.sort = Sort { key, descending };
         self.message = Some(format!(
             "{} · < > F6 another column · I invert",

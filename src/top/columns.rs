@@ -1,7 +1,8 @@
 //! The dashboard's columns: which exist, which are shown and in what order, and the file that
 //! keeps that choice.
 //!
-//! Owns [`Column`] (its title, widths, sort key and name in the file), [`Layout`] (every
+//! Owns [`Column`] (its title, widths, name in the file, and whether and how the rows sort by
+//! it: the dashboard's sort is keyed by the column itself), [`Layout`] (every
 //! optional column in the chosen order, each shown or not, as the `F2` setup screen edits it)
 //! and the file `$XDG_CONFIG_HOME/foster/top.toml` (else `~/.config/foster/top.toml`):
 //! [`load`] reads it with a size bound, after checking its directory and itself as foster
@@ -14,7 +15,10 @@ use std::io::{Read, Write};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
-use crate::top::app::SortKey;
+use std::cmp::Ordering;
+
+use crate::top::app::command_text;
+use crate::top::model::{Node, Supervision};
 use crate::tree::ExtraWants;
 
 /// A column of the table.
@@ -203,32 +207,77 @@ impl Column {
         }
     }
 
-    /// The sort key of this column, if it has one.
-    pub fn sort_key(self) -> Option<SortKey> {
-        Some(match self {
-            Column::Flag => return None,
-            Column::Pid => SortKey::Pid,
-            Column::Role => SortKey::Role,
-            Column::Helper => SortKey::Helper,
-            Column::HelperState => SortKey::HelperState,
-            Column::Generation => SortKey::Generation,
-            Column::State => SortKey::State,
-            Column::Policy => SortKey::Policy,
-            Column::Age => SortKey::Age,
-            Column::Cpu => SortKey::Cpu,
-            Column::Rss => SortKey::Rss,
-            Column::User => SortKey::User,
-            Column::Ppid => SortKey::Ppid,
-            Column::Pgid => SortKey::Pgid,
-            Column::Sid => SortKey::Sid,
-            Column::Threads => SortKey::Threads,
-            Column::Start => SortKey::Start,
-            Column::IoRead => SortKey::IoRead,
-            Column::IoWrite => SortKey::IoWrite,
-            Column::Cgroup => SortKey::Cgroup,
-            Column::PidNs => SortKey::PidNs,
-            Column::Command => SortKey::Command,
-        })
+    /// Whether the rows can be sorted by it (every column but the flag).
+    pub fn sorts(self) -> bool {
+        self != Column::Flag
+    }
+
+    /// Whether sorting by it starts largest first (the numbers that grow).
+    pub fn largest_first(self) -> bool {
+        matches!(
+            self,
+            Column::Cpu | Column::Rss | Column::IoRead | Column::IoWrite | Column::Threads
+        )
+    }
+
+    /// Compares two processes by this column, ascending (AGE and START: oldest first). A
+    /// column that does not sort finds every process equal.
+    pub fn compare(self, a: &Node, b: &Node) -> Ordering {
+        fn sup(n: &Node) -> Option<&Supervision> {
+            n.info.supervision.as_ref()
+        }
+        fn text(n: &Node, f: fn(&Supervision) -> &str) -> &str {
+            sup(n).map_or("", f)
+        }
+        match self {
+            Column::Flag => Ordering::Equal,
+            Column::Pid => a.info.id.pid.cmp(&b.info.id.pid),
+            Column::Role => text(a, |s| &s.role).cmp(text(b, |s| &s.role)),
+            Column::Helper => {
+                fn h(n: &Node) -> Option<&str> {
+                    sup(n).and_then(|s| s.helper.as_deref())
+                }
+                h(a).cmp(&h(b))
+            }
+            Column::HelperState => {
+                fn h(n: &Node) -> Option<&str> {
+                    sup(n)
+                        .and_then(|s| s.helper_state.as_ref())
+                        .map(|h| h.state.as_str())
+                }
+                h(a).cmp(&h(b))
+            }
+            Column::Generation => {
+                let g = |n: &Node| sup(n).map_or(0, |s| s.generation);
+                g(a).cmp(&g(b))
+            }
+            Column::State => a.info.state.cmp(&b.info.state),
+            Column::Policy => text(a, |s| &s.policy).cmp(text(b, |s| &s.policy)),
+            Column::Age | Column::Start => {
+                (a.info.id.start_time, a.info.id.pid).cmp(&(b.info.id.start_time, b.info.id.pid))
+            }
+            Column::Cpu => a
+                .cpu_pct
+                .unwrap_or(-1.0)
+                .total_cmp(&b.cpu_pct.unwrap_or(-1.0)),
+            Column::Rss => a.info.rss_bytes.cmp(&b.info.rss_bytes),
+            Column::Command => command_text(a).cmp(&command_text(b)),
+            Column::User => a.info.uid.cmp(&b.info.uid),
+            Column::Ppid => a.info.ppid.cmp(&b.info.ppid),
+            Column::Pgid => a.info.ext.pgid.cmp(&b.info.ext.pgid),
+            Column::Sid => a.info.ext.sid.cmp(&b.info.ext.sid),
+            Column::Threads => a.info.ext.threads.cmp(&b.info.ext.threads),
+            Column::IoRead => {
+                let r = |n: &Node| n.io_rate.map_or(-1.0, |r| r.0);
+                r(a).total_cmp(&r(b))
+            }
+            Column::IoWrite => {
+                let w = |n: &Node| n.io_rate.map_or(-1.0, |r| r.1);
+                w(a).total_cmp(&w(b))
+            }
+            Column::Cgroup => a.info.ext.cgroup.cmp(&b.info.ext.cgroup),
+            Column::PidNs => a.info.ext.pidns.cmp(&b.info.ext.pidns),
+        }
     }
 
     pub fn right_aligned(self) -> bool {

@@ -125,7 +125,7 @@ fn content_width(c: Column, app: &App) -> u16 {
 
 /// A column's title in the header, the sorted one marked with its direction (`CPU%▼`).
 fn header_title(c: Column, app: &App) -> String {
-    if c.sort_key() == Some(app.sort.key) {
+    if c == app.sort.key {
         format!("{}{}", c.title(), app.sort.arrow())
     } else {
         c.title().to_string()
