@@ -1013,3 +1013,30 @@ fn a_zombie_says_at_least_how_long_and_its_age() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
+
+/// A column shown from the setup screen (`F2`) has its values at once, before the next
+/// reading: the rows' texts are made for the columns shown only, and showing one remakes them.
+#[test]
+fn a_column_shown_from_setup_has_its_values_at_once() {
+    let mut app = app_with(standalone);
+    assert!(!app.rows.is_empty());
+    assert!(
+        app.rows.iter().all(|r| r.ppid.is_empty()),
+        "PPID is hidden: its texts are not made"
+    );
+    app.on_key(key(KeyCode::F(2)));
+    let at = app
+        .columns
+        .entries
+        .iter()
+        .position(|(c, shown)| *c == foster::top::columns::Column::Ppid && !shown)
+        .expect("PPID is listed, hidden");
+    press(&mut app, &"j".repeat(at));
+    press(&mut app, " ");
+    app.on_key(key(KeyCode::Esc));
+    for r in &app.rows {
+        assert_eq!(r.ppid, app.model.nodes[&r.id].info.ppid.to_string());
+    }
+    let lines = render(&mut app, 200, 40);
+    assert!(screen(&lines).contains("PPID"), "{}", screen(&lines));
+}

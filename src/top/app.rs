@@ -69,7 +69,8 @@ pub struct Row {
     pub found: bool,
     /// Tagged (`Space`): the signal menu acts on every tagged process.
     pub tagged: bool,
-    /// The optional columns' texts (`-` where the source does not know).
+    /// The optional columns' texts (`-` where the source does not know), each made only while
+    /// its column is shown (empty otherwise).
     pub user: String,
     pub ppid: String,
     pub pgid: String,
@@ -895,6 +896,16 @@ impl App {
                     include.contains(id)
                 }
         };
+        // The optional columns' texts are made for the columns shown only (the others'
+        // stay empty: nothing reads them), so a hidden column costs nothing a refresh.
+        let shown = self.shown_columns();
+        let text = |c: Column, make: &dyn Fn() -> String| {
+            if shown.contains(&c) {
+                make()
+            } else {
+                String::new()
+            }
+        };
         let sort = self.sort;
         let order = |ids: &mut Vec<Identity>| {
             ids.sort_by(|a, b| sort.compare(&m.nodes[a], &m.nodes[b]));
@@ -1011,52 +1022,59 @@ impl App {
                 matched: matched.contains(&id),
                 found: !search.is_empty() && self.matches(n, &search),
                 tagged: self.tagged.contains(&id),
-                user: n.info.uid.map_or_else(
-                    || "-".to_string(),
-                    |u| {
-                        self.user_names
-                            .get(&u)
-                            .cloned()
-                            .unwrap_or_else(|| u.to_string())
-                    },
-                ),
-                ppid: n.info.ppid.to_string(),
-                pgid: opt(n.info.ext.pgid),
-                sid: opt(n.info.ext.sid),
-                threads: opt(n.info.ext.threads),
-                start: match self.boot_secs {
+                user: text(Column::User, &|| {
+                    n.info.uid.map_or_else(
+                        || "-".to_string(),
+                        |u| {
+                            self.user_names
+                                .get(&u)
+                                .cloned()
+                                .unwrap_or_else(|| u.to_string())
+                        },
+                    )
+                }),
+                ppid: text(Column::Ppid, &|| n.info.ppid.to_string()),
+                pgid: text(Column::Pgid, &|| opt(n.info.ext.pgid)),
+                sid: text(Column::Sid, &|| opt(n.info.ext.sid)),
+                threads: text(Column::Threads, &|| opt(n.info.ext.threads)),
+                start: text(Column::Start, &|| match self.boot_secs {
                     Some(b) => {
                         start_text(b + (n.info.id.start_time / m.hz.max(1)) as i64, n.age_secs)
                     }
                     None => "-".into(),
-                },
-                io_read: n.io_rate.map_or_else(
-                    || {
-                        if n.info.ext.io.is_some() {
-                            String::new()
-                        } else {
-                            "-".into()
-                        }
-                    },
-                    |r| fmt_rate(r.0),
-                ),
-                io_write: n.io_rate.map_or_else(
-                    || {
-                        if n.info.ext.io.is_some() {
-                            String::new()
-                        } else {
-                            "-".into()
-                        }
-                    },
-                    |r| fmt_rate(r.1),
-                ),
-                cgroup: n
-                    .info
-                    .ext
-                    .cgroup
-                    .as_ref()
-                    .map_or_else(|| "-".into(), |c| escape(c.as_bytes())),
-                pidns: opt(n.info.ext.pidns),
+                }),
+                io_read: text(Column::IoRead, &|| {
+                    n.io_rate.map_or_else(
+                        || {
+                            if n.info.ext.io.is_some() {
+                                String::new()
+                            } else {
+                                "-".into()
+                            }
+                        },
+                        |r| fmt_rate(r.0),
+                    )
+                }),
+                io_write: text(Column::IoWrite, &|| {
+                    n.io_rate.map_or_else(
+                        || {
+                            if n.info.ext.io.is_some() {
+                                String::new()
+                            } else {
+                                "-".into()
+                            }
+                        },
+                        |r| fmt_rate(r.1),
+                    )
+                }),
+                cgroup: text(Column::Cgroup, &|| {
+                    n.info
+                        .ext
+                        .cgroup
+                        .as_ref()
+                        .map_or_else(|| "-".into(), |c| escape(c.as_bytes()))
+                }),
+                pidns: text(Column::PidNs, &|| opt(n.info.ext.pidns)),
             });
             if !collapsed {
                 for (i, k) in kids.iter().enumerate().rev() {
@@ -1284,6 +1302,8 @@ impl App {
                     KeyCode::Char(' ') | KeyCode::Enter => {
                         self.columns.toggle(selected);
                         changed = true;
+                        // A column shown now needs its texts, made for shown columns only.
+                        self.relayout();
                     }
                     KeyCode::Char('[') | KeyCode::Char('-') => {
                         selected = self.columns.shift(selected, -1);

@@ -9,6 +9,8 @@
 //! through `sanitize::escape` in the app's rows, and every line of the log pane in the relay's
 //! rendering; event texts are escaped here.
 
+use std::borrow::Cow;
+
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style, Stylize};
@@ -117,7 +119,7 @@ fn content_width(c: Column, app: &App) -> u16 {
     let title = Line::raw(header_title(c, app).as_str()).width();
     let widest = rows
         .iter()
-        .map(|r| Line::raw(cell_text(c, r).as_str()).width())
+        .map(|r| Span::raw(cell_text(c, r)).width())
         .max()
         .unwrap_or(0);
     (title.max(widest) as u16).min(c.max_width().max(title as u16))
@@ -133,39 +135,40 @@ fn header_title(c: Column, app: &App) -> String {
 }
 
 /// The text of a cell other than the command's.
-fn cell_text(c: Column, r: &Row) -> String {
-    match c {
+fn cell_text(c: Column, r: &Row) -> Cow<'_, str> {
+    let text: &str = match c {
         Column::Flag => {
             if r.tagged {
-                "*".into()
+                "*"
             } else if !r.anomalies.is_empty() || r.hidden_anomalies > 0 {
-                "!".into()
+                "!"
             } else {
-                " ".into()
+                " "
             }
         }
-        Column::Pid => r.id.pid.to_string(),
-        Column::Role => r.role.clone(),
-        Column::Helper => r.helper.clone(),
-        Column::HelperState => r.helper_state.clone(),
-        Column::Generation => r.generation.clone(),
-        Column::State => r.state.clone(),
-        Column::Policy => r.policy.clone(),
-        Column::Age => r.age.clone(),
-        Column::Cpu => r.cpu.clone(),
-        Column::Rss => r.rss.clone(),
-        Column::Command => r.command.clone(),
-        Column::User => r.user.clone(),
-        Column::Ppid => r.ppid.clone(),
-        Column::Pgid => r.pgid.clone(),
-        Column::Sid => r.sid.clone(),
-        Column::Threads => r.threads.clone(),
-        Column::Start => r.start.clone(),
-        Column::IoRead => r.io_read.clone(),
-        Column::IoWrite => r.io_write.clone(),
-        Column::Cgroup => r.cgroup.clone(),
-        Column::PidNs => r.pidns.clone(),
-    }
+        Column::Pid => return Cow::Owned(r.id.pid.to_string()),
+        Column::Role => &r.role,
+        Column::Helper => &r.helper,
+        Column::HelperState => &r.helper_state,
+        Column::Generation => &r.generation,
+        Column::State => &r.state,
+        Column::Policy => &r.policy,
+        Column::Age => &r.age,
+        Column::Cpu => &r.cpu,
+        Column::Rss => &r.rss,
+        Column::Command => &r.command,
+        Column::User => &r.user,
+        Column::Ppid => &r.ppid,
+        Column::Pgid => &r.pgid,
+        Column::Sid => &r.sid,
+        Column::Threads => &r.threads,
+        Column::Start => &r.start,
+        Column::IoRead => &r.io_read,
+        Column::IoWrite => &r.io_write,
+        Column::Cgroup => &r.cgroup,
+        Column::PidNs => &r.pidns,
+    };
+    Cow::Borrowed(text)
 }
 
 /// The screen's areas.
