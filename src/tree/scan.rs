@@ -11,8 +11,10 @@
 //! the cost. With [`ScanOptions::owner_recheck`] the owner is kept per identity too, read again
 //! when the program changes (name or argument area) or after that many scans. Kernel threads are marked and not read further. A pid that vanishes mid-scan, a file
 //! that cannot be read (`EACCES`, `hidepid`) or does not parse is counted in [`ScanStats`] and
-//! skipped; none aborts the scan. The `NSpid` line of `status` is parsed by hand
-//! ([`parse_nspid`] says why).
+//! skipped; none aborts the scan. The `NSpid` line of `status` (and of a pidfd's `fdinfo`,
+//! [`Scanner::read_pidfd_nspid`]) is parsed by hand ([`parse_nspid`] says why). A scanner
+//! reads through a descriptor of its `/proc`, opened by path ([`Scanner::new`]) or given
+//! ([`Scanner::over`]: a `/proc` a path no longer reaches).
 //!
 //! A cached command line is kept while the name and the bounds of the argument area (fields 48
 //! and 49 of `stat`, `arg_start` and `arg_end`) stay the same: `execve` changes them, so an exec
@@ -318,9 +320,16 @@ impl Scanner {
         if fd < 0 {
             return Err(proc_err(std::io::Error::last_os_error()));
         }
-        Ok(Scanner {
-            // SAFETY: just opened, owned here alone.
-            proc_fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        // SAFETY: just opened, owned here alone.
+        Ok(Scanner::over(unsafe { OwnedFd::from_raw_fd(fd) }, opts))
+    }
+
+    /// A scanner over a `/proc` directory already open (`dir`, opened `O_DIRECTORY`): one
+    /// that a path no longer reaches, as the `/proc` of the PID namespace a contained foster
+    /// left, under the fresh one mounted over it ([`crate::contain`]).
+    pub fn over(dir: OwnedFd, opts: ScanOptions) -> Scanner {
+        Scanner {
+            proc_fd: dir,
             opts,
             bufs: Vec::new(),
             dents: vec![0; 32 * 1024],
@@ -332,7 +341,7 @@ impl Scanner {
             generation: 0,
             page_size: procfs::page_size(),
             empty: Arc::from(Vec::new()),
-        })
+        }
     }
 
     /// The options this scanner reads with.
@@ -604,6 +613,21 @@ impl Scanner {
         let len = pid_path(&mut path, pid, b"status");
         let buf = &mut self.bufs[0];
         read_at(self.proc_fd.as_raw_fd(), &path[..len], buf, false).ok()?;
+        parse_nspid(buf)
+    }
+
+    /// The `NSpid` line of the process a pidfd of this process holds (its
+    /// `/proc/self/fdinfo/<fd>`): the process's pid in every PID namespace from the one this
+    /// proc root shows down to its own, as [`Scanner::read_nspid`] gives, but found by the
+    /// pidfd, whatever the process's pid here. `None` once the process has been reaped (the
+    /// kernel writes -1) or when the line cannot be read.
+    pub fn read_pidfd_nspid(&mut self, pidfd: std::os::fd::BorrowedFd<'_>) -> Option<Vec<i32>> {
+        if self.bufs.is_empty() {
+            self.bufs.push(Vec::with_capacity(4096));
+        }
+        let path = format!("self/fdinfo/{}\0", pidfd.as_raw_fd());
+        let buf = &mut self.bufs[0];
+        read_at(self.proc_fd.as_raw_fd(), path.as_bytes(), buf, false).ok()?;
         parse_nspid(buf)
     }
 
@@ -988,6 +1012,31 @@ mod tests {
         assert_eq!(nspid(me), Some(mine));
     }
 
+    /// A pidfd's `fdinfo` has the same `NSpid` line as `status` (and -1 once the process is
+    /// reaped, which is no pid).
+    #[test]
+    fn nspid_lines_of_a_pidfd_s_fdinfo() {
+        let live =
+            b"pos:\t0\nflags:\t02000002\nmnt_id:\t15\nino:\t1057\nPid:\t28824\nNSpid:\t28824\t5\n";
+        assert_eq!(parse_nspid(live), Some(vec![28824, 5]));
+        let reaped = b"pos:\t0\nflags:\t02000002\nmnt_id:\t15\nino:\t1057\nPid:\t-1\nNSpid:\t-1\n";
+        assert_eq!(parse_nspid(reaped), None);
+        // Read for real: a child's pidfd, here and once it is reaped.
+        let mut child = std::process::Command::new("/bin/sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let fd = crate::identity::pidfd_open(pid).unwrap();
+        let mut s = Scanner::new(ScanOptions::default()).unwrap();
+        let got = s.read_pidfd_nspid(std::os::fd::AsFd::as_fd(&fd));
+        assert_eq!(got.as_ref().and_then(|n| n.first()), Some(&pid), "{got:?}");
+        assert_eq!(got, s.read_nspid(pid));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(s.read_pidfd_nspid(std::os::fd::AsFd::as_fd(&fd)), None);
+    }
+
     /// Why `NSpid` is not read through procfs's `Status`: the kernel writes a name's bytes
     /// into `Name:` as they are (only `\\` and newlines are escaped), and procfs refuses the
     /// whole file when they are not UTF-8, so a process could hide its `NSpid` by its name.
@@ -1161,6 +1210,25 @@ mod tests {
 
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// No text makes the `NSpid` parser panic, and what it gives is positive pids only.
+        #[test]
+        fn any_status_text_parses_without_panic(
+            head in proptest::collection::vec(proptest::num::u8::ANY, 0..200),
+            fields in proptest::collection::vec("-?[0-9]{0,12}|[ \t]{1,3}|x", 0..8),
+            tail in proptest::collection::vec(proptest::num::u8::ANY, 0..50),
+        ) {
+            let mut text = head;
+            text.extend_from_slice(b"\nNSpid:");
+            for f in &fields {
+                text.extend_from_slice(f.as_bytes());
+                text.push(b'\t');
+            }
+            text.extend_from_slice(&tail);
+            if let Some(p) = parse_nspid(&text) {
+                proptest::prop_assert!(!p.is_empty() && p.iter().all(|&x| x > 0), "{:?}", p);
+            }
+        }
 
         /// Any name the kernel could show, and longer: the exact bytes back, and the same
         /// fields as the hand parser.
