@@ -23,9 +23,20 @@
 //! signal. The outer foster forwards every signal of the supervisor's table
 //! ([`crate::supervisor::signals::handled`]) to the init, which acts on it (its own parent's
 //! death as SIGTERM), reaps it, and exits with its status.
+//!
+//! Also owns [`OuterPids`]: the pids of the contained tree as the namespace foster was started
+//! in sees them, the ones its user can give to `ps`, `kill` or `top`. Before it mounts its
+//! fresh `/proc`, the init keeps the one it had open (a directory descriptor that the mount
+//! does not change); through it, the `fdinfo` of a pidfd of a process of the tree gives that
+//! process's `NSpid` from the outer namespace down ([`crate::tree::Scanner::read_pidfd_nspid`]).
+//! The supervisor reads it once per process (a helper's at its launch, through the pidfd the
+//! launch returned), and writes its lines, its events log and `--output json` with the outer
+//! pids; the control socket speaks the namespace's own pids, which `foster ctl` translates.
 
+use std::collections::{HashMap, VecDeque};
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::Mutex;
 
 use nix::errno::Errno;
 use nix::sched::{CloneFlags, unshare};
@@ -34,7 +45,112 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::unistd::{ForkResult, fork};
 use tracing::{info, warn};
 
+use crate::event::{Event, PidView};
+use crate::identity::{Identity, ProcessRef};
 use crate::reaper::{Reaper, Routed};
+use crate::tree::{ScanOptions, Scanner};
+
+/// The `/proc` of the namespace foster was started in, kept open by the init of the new one
+/// before it mounts its own over it; taken by [`OuterPids::take`].
+static OUTER_PROC: Mutex<Option<OwnedFd>> = Mutex::new(None);
+
+/// How many processes an [`OuterPids`] remembers, ended ones included (a line may name a
+/// process after its end: the former parent of an orphan); the oldest learnt go first.
+pub const OUTER_REMEMBERED: usize = 4096;
+
+/// The pids of the contained tree as the namespace foster was started in sees them (see the
+/// module docs): the init's, one per contained `foster run`.
+#[derive(Debug)]
+pub struct OuterPids {
+    /// Over the outer `/proc`.
+    proc: Scanner,
+    /// Inner identity → outer pid.
+    known: HashMap<Identity, i32>,
+    /// The order `known` learnt its entries in, for forgetting the oldest.
+    order: VecDeque<Identity>,
+}
+
+impl OuterPids {
+    /// The init's view of the outer namespace, once: `None` when this process is not the init
+    /// of a contained tree (or could not keep the outer `/proc`), or when it was taken already.
+    pub fn take() -> Option<OuterPids> {
+        let dir = OUTER_PROC
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()?;
+        Some(OuterPids::over(dir))
+    }
+
+    /// A view through `dir`, an open `/proc` directory (the outer one; in tests, any).
+    pub fn over(dir: OwnedFd) -> OuterPids {
+        OuterPids {
+            proc: Scanner::over(dir, ScanOptions::default()),
+            known: HashMap::new(),
+            order: VecDeque::new(),
+        }
+    }
+
+    /// The outer pid of `process` (its pidfd's `NSpid`, read once and remembered; without a
+    /// pidfd, one is opened and checked first), `None` when the process has ended already.
+    pub fn learn(&mut self, process: &ProcessRef) -> Option<i32> {
+        let id = process.identity();
+        if let Some(&p) = self.known.get(&id) {
+            return Some(p);
+        }
+        let opened;
+        let pidfd = match process.pidfd() {
+            Some(fd) => fd,
+            None => {
+                opened = ProcessRef::open(id).ok()?;
+                opened.pidfd()?
+            }
+        };
+        let nspid = self.proc.read_pidfd_nspid(pidfd.as_fd())?;
+        // The last entry is the pid in the process's own namespace: this one's.
+        if nspid.last() != Some(&id.pid) {
+            return None;
+        }
+        let outer = *nspid.first()?;
+        if self.order.len() >= OUTER_REMEMBERED
+            && let Some(old) = self.order.pop_front()
+        {
+            self.known.remove(&old);
+        }
+        self.known.insert(id, outer);
+        self.order.push_back(id);
+        Some(outer)
+    }
+
+    /// `event` with the outer pids (0 for a process that ended before it was learnt).
+    pub fn event(&mut self, event: &Event) -> Event {
+        let mut e = event.clone();
+        e.map_pids(self);
+        e
+    }
+}
+
+impl PidView for OuterPids {
+    fn identity(&mut self, id: Identity) -> Identity {
+        let pid = match self.known.get(&id) {
+            Some(&p) => p,
+            None if id.pid > 0 => self.learn(&ProcessRef::unpinned(id)).unwrap_or(0),
+            None => 0,
+        };
+        Identity {
+            pid,
+            start_time: id.start_time,
+        }
+    }
+
+    /// The latest process learnt with this pid.
+    fn pid(&mut self, pid: i32) -> i32 {
+        let found = self.order.iter().rev().find(|id| id.pid == pid);
+        found
+            .and_then(|id| self.known.get(id))
+            .copied()
+            .unwrap_or(0)
+    }
+}
 
 /// Whether `foster run` contains its tree.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -336,6 +452,11 @@ fn split(way: Way) -> io::Result<Option<i32>> {
                 }
             }
             drop(outer_fd);
+            // The outer /proc, kept before the fresh one covers it ([`OuterPids`]); without
+            // it, the pids foster shows are the namespace's (said once by the supervisor).
+            if let Ok(dir) = std::fs::File::open("/proc") {
+                *OUTER_PROC.lock().unwrap_or_else(|p| p.into_inner()) = Some(dir.into());
+            }
             // The way was probed: a failure now is an error (the init exits, so does the tree).
             mount_proc(way).map_err(io::Error::other)?;
             Ok(None)
@@ -380,5 +501,54 @@ fn split(way: Way) -> io::Result<Option<i32>> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Over this namespace's own `/proc`, the outer pid is the pid: learnt through the pidfd,
+    /// remembered after the process's end, and 0 for a process that ended unlearnt.
+    #[test]
+    fn outer_pids_are_learnt_once_and_remembered() {
+        let mut o = OuterPids::over(std::fs::File::open("/proc").unwrap().into());
+        let mut child = std::process::Command::new("/bin/sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let id = Identity::of(pid).unwrap();
+        let held = ProcessRef::open(id).unwrap();
+        assert_eq!(o.learn(&held), Some(pid));
+        assert_eq!(o.known.len(), 1);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // Reaped: the pidfd shows no pid any more, but what was learnt is remembered.
+        assert_eq!(o.proc.read_pidfd_nspid(held.pidfd().unwrap()), None);
+        let exit = Event::Exit {
+            pid,
+            identity: Some(id),
+            helper: Some("h".into()),
+            generation: Some(1),
+            status: crate::reaper::ExitStatus::Signaled {
+                signal: libc::SIGKILL,
+                core_dumped: false,
+            },
+        };
+        assert_eq!(o.event(&exit), exit);
+        let mut bare = exit.clone();
+        if let Event::Exit { identity, .. } = &mut bare {
+            *identity = None;
+        }
+        assert_eq!(o.event(&bare), bare, "a bare pid: the latest learnt");
+        let mut unlearnt = OuterPids::over(std::fs::File::open("/proc").unwrap().into());
+        let Event::Exit {
+            pid: p, identity, ..
+        } = unlearnt.event(&exit)
+        else {
+            unreachable!()
+        };
+        assert_eq!((p, identity.map(|i| i.pid)), (0, Some(0)), "ended unlearnt");
     }
 }

@@ -8,7 +8,9 @@
 //! dashboard's events pane, `foster demo`), [`clock_text`] (a time as those show it) and
 //! [`EventLog`], the `--events-log FILE` writer
 //! (rotated by size and reopened through [`crate::logfile`]). The control socket and the
-//! dashboard stream this same type.
+//! dashboard stream this same type. [`Event::map_pids`] is the one walk over the pids an event
+//! names, for whoever shows them in another PID namespace ([`PidView`]: `foster ctl`, a
+//! contained `foster run`'s own lines).
 
 use std::fmt;
 use std::io;
@@ -232,7 +234,61 @@ pub enum SignalReason {
     CheckFailed,
 }
 
+/// The pids of a PID namespace as another one sees them: what [`Event::map_pids`] asks for
+/// each process an event names. A process not seen there is pid 0, the kernel's own word for
+/// it (shown as `?`).
+pub trait PidView {
+    /// `id` as seen there (the start time does not depend on the namespace).
+    fn identity(&mut self, id: Identity) -> Identity;
+    /// A pid named without its start time.
+    fn pid(&mut self, pid: i32) -> i32;
+}
+
 impl Event {
+    /// Every pid this event names, as `view` shows it: `foster ctl` shows a contained
+    /// supervisor's events with the caller's pids, and a contained `foster run` writes its
+    /// lines and events log with the pids of the namespace it was started in.
+    pub fn map_pids(&mut self, view: &mut impl PidView) {
+        match self {
+            Event::Start { supervisor, .. } => *supervisor = view.identity(*supervisor),
+            Event::Launch { identity, .. } => *identity = view.identity(*identity),
+            Event::Exit { pid, identity, .. } => match identity {
+                Some(i) => {
+                    *i = view.identity(*i);
+                    *pid = i.pid;
+                }
+                None => *pid = view.pid(*pid),
+            },
+            Event::Reparented {
+                identity,
+                from,
+                to,
+                expected,
+                ..
+            } => {
+                *identity = view.identity(*identity);
+                *from = from.map(|i| view.identity(i));
+                *to = view.identity(*to);
+                *expected = expected.map(|i| view.identity(i));
+            }
+            Event::Signal { target, .. } => *target = view.identity(*target),
+            Event::CheckFailed {
+                identity: Some(id), ..
+            } => *id = view.identity(*id),
+            Event::LaunchFailed { .. }
+            | Event::Restart { .. }
+            | Event::GiveUp { .. }
+            | Event::State { .. }
+            | Event::OutputDropped { .. }
+            | Event::CheckFailed { identity: None, .. }
+            | Event::CheckPassed { .. }
+            | Event::Shutdown { .. }
+            | Event::Reload { .. }
+            | Event::ReloadRefused { .. }
+            | Event::Stopped { .. } => {}
+        }
+    }
+
     /// Whether this event deserves a warning (unexpected adoptions, give-ups, failed launches).
     pub fn is_warning(&self) -> bool {
         match self {

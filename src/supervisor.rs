@@ -378,6 +378,9 @@ struct Supervisor {
     events: Option<EventLog>,
     /// The events' lines for people on standard error.
     narration: Narration,
+    /// Contained: the tree's pids as the namespace foster was started in sees them, for the
+    /// lines, the events log and the relay (the control socket speaks the namespace's own).
+    outer: Option<crate::contain::OuterPids>,
     /// Events the events log could not take since the last one it did.
     events_lost: u64,
     /// Every signal of [`signals::handled`], read in the loop.
@@ -441,6 +444,18 @@ impl Supervisor {
             killed: HashSet::new(),
             events,
             narration: Narration::new(crate::logging::verbosity()),
+            outer: if contained {
+                let outer = crate::contain::OuterPids::take();
+                if outer.is_none() {
+                    warn!(
+                        "the /proc of the namespace foster was started in could not be kept: \
+                         the pids foster shows are those of its own PID namespace"
+                    );
+                }
+                outer
+            } else {
+                None
+            },
             events_lost: 0,
             signal_fd,
             exec_wait: EXEC_WAIT_MIN,
@@ -455,11 +470,17 @@ impl Supervisor {
 
     fn emit(&mut self, event: Event) {
         let record = Record::now(event);
-        for line in self.narration.push(&record.event) {
+        // Contained, what foster writes itself names the processes by their outer pids.
+        let outer = self.outer.as_mut().map(|o| Record {
+            event: o.event(&record.event),
+            ..record.clone()
+        });
+        let shown = outer.as_ref().unwrap_or(&record);
+        for line in self.narration.push(&shown.event) {
             crate::logging::write_stderr(&line);
         }
         if let Some(log) = &mut self.events {
-            match log.write(&record) {
+            match log.write(shown) {
                 // One warning per failing streak, not one per event.
                 Err(e) => {
                     if self.events_lost == 0 {
@@ -771,8 +792,14 @@ impl Supervisor {
                 // Its lineage is known: its environment need not be read (it is, besides, in
                 // the middle of its exec now).
                 self.tree.known(identity);
+                // Contained: its outer pid, read once, through the pidfd of its launch.
+                let outer = match (&mut self.outer, &h.process) {
+                    (Some(o), Some(p)) => o.learn(p),
+                    (Some(o), None) => o.learn(&ProcessRef::unpinned(identity)),
+                    (None, _) => None,
+                };
                 if let Some(o) = &self.output {
-                    o.output().launched(i, pid);
+                    o.output().launched(i, pid, outer);
                 }
                 self.emit(Event::Launch {
                     helper: name,

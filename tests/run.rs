@@ -44,7 +44,8 @@ fn run_logged(d: &Dir, name: &str, cfg: &Path) -> (Child, Events) {
 }
 
 /// [`run_logged`] with more options of `foster run` (`--no-contain` for a test that compares
-/// the events' pids with this namespace's: a contained foster reports its namespace's).
+/// the events' pids with foster's own and its tree's: contained, the supervisor is the init
+/// that foster forks, and its adoptions and policies are its namespace's).
 fn run_logged_with(d: &Dir, name: &str, cfg: &Path, flags: &[&str]) -> (Child, Events) {
     let fifo = d.fifo(name);
     let mut args = vec!["run"];
@@ -466,7 +467,7 @@ fn nested_supervisors_adopt_at_the_nearest_living_subreaper() {
             inner.display()
         ),
     );
-    // Uncontained, both: the test compares the events' pids with this namespace's.
+    // Uncontained, both: the test compares the events' pids with foster's own.
     let (mut f, mut top_ev) = run_logged_with(&d, "top-events", &top, &["--no-contain"]);
     let mut in_ev = Events::open(&inner_fifo);
     let nested = top_ev.wait_for("launch nested", launch_of(&format!("{tag}-nested")));
@@ -524,7 +525,7 @@ fn nested_supervisors_adopt_at_the_nearest_living_subreaper() {
 }
 
 /// SIGKILL of foster (the OOM killer's way). By default, as root, the tree is contained: the
-/// helper runs in a new PID namespace (its `NSpid` seen from here has two entries, the last the
+/// helper runs in a new PID namespace (its `NSpid` seen from here has two entries, the first the
 /// pid its launch event names) and the kernel ends every process of it, the unarmed
 /// grandchildren too; `--contain` is the same, required. With `--no-contain` (the only case run
 /// when not root) the helper is in this namespace, the gated helper ends by its own parent-death
@@ -571,8 +572,9 @@ fn sigkill_of_foster_ends_the_contained_tree_and_only_armed_processes_uncontaine
             if contained { 2 } else { 1 },
             "{flags:?}: NSpid {ns:?}"
         );
+        // The events log names the helper by its pid here, contained or not.
         assert_eq!(
-            ns.last().copied(),
+            ns.first().copied(),
             Some(pid(&launched)),
             "{flags:?}: NSpid {ns:?}"
         );
@@ -1640,8 +1642,14 @@ fn ctl_from_the_host_shows_and_takes_host_pids_of_a_contained_tree() {
     let helper = outer["helpers"][0]["identity"]["pid"].as_i64().unwrap() as i32;
     assert_eq!(
         nspid(helper).last().map(|&p| i64::from(p)),
+        inner["helpers"][0]["identity"]["pid"].as_i64(),
+        "the helper's pid here is the supervisor's there"
+    );
+    // The events log, written by the supervisor for its user, has the pid here.
+    assert_eq!(
         launched["identity"]["pid"].as_i64(),
-        "the helper's pid here is the launch event's there"
+        Some(i64::from(helper)),
+        "{launched}"
     );
     // The text says the same pids, and so do the events.
     let text = String::from_utf8(ctl(&sock, &["status"]).stdout).unwrap();
@@ -1799,7 +1807,8 @@ fn an_unprivileged_foster_contains_through_a_user_namespace_where_the_kernel_all
         return;
     }
     assert_eq!(ns.len(), 2, "a new PID namespace: NSpid {ns:?}");
-    assert_eq!(ns.last().copied(), Some(pid(&launched)), "NSpid {ns:?}");
+    // The events log names the helper by its pid here (read through a user namespace too).
+    assert_eq!(ns.first().copied(), Some(pid(&launched)), "NSpid {ns:?}");
     // The user's foster ctl, from here: this namespace's pids.
     let out = as_nobody(
         home,

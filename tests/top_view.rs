@@ -825,6 +825,7 @@ fn log_line(helper: &str, stream: Stream, text: &[u8], seq: u64) -> LogItem {
         helper: helper.into(),
         stream,
         helper_pid: None,
+        outer_pid: None,
         ts_ms: 1_767_000_000_000 + seq * 1000,
         continued: false,
         bytes: text.to_vec(),

@@ -662,6 +662,8 @@ fn logs(
         crate::output::Format::Text
     };
     let renderer = crate::output::Renderer::new(&names, format, colour && !json);
+    // Lines carry the supervisor's pid of their helper: shown as the caller's.
+    let mut pids = conn.pid_map();
     let mut left = n;
     let mut buf = Vec::with_capacity(256);
     loop {
@@ -674,7 +676,10 @@ fn logs(
         left = left.saturating_sub(1);
         buf.clear();
         match r.body {
-            ReplyBody::Log(rec) => renderer.render(&rec.into_line(), &mut buf),
+            ReplyBody::Log(mut rec) => {
+                pids.log(&mut rec);
+                renderer.render(&rec.into_line(), &mut buf)
+            }
             ReplyBody::Lagged { dropped } if json => {
                 let _ = writeln!(
                     buf,

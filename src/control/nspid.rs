@@ -22,7 +22,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::os::unix::net::UnixStream;
 
-use crate::control::protocol::{AdoptionInfo, ReplyBody, Status, Target};
+use crate::control::protocol::{AdoptionInfo, LogRecord, ReplyBody, Status, Target};
 use crate::event::Event;
 use crate::identity::Identity;
 use crate::tree::{ScanOptions, Subtree};
@@ -69,6 +69,9 @@ struct Below {
     order: VecDeque<Identity>,
     /// A refresh was done for the current reply: a miss now means the process is gone.
     fresh: bool,
+    /// The last helper pid of a log line and its translation: lines come in runs of one
+    /// launch's, translated once.
+    last_line: Option<(i32, i32)>,
 }
 
 impl PidMap {
@@ -232,43 +235,26 @@ impl PidMap {
             return;
         };
         b.fresh = false;
-        match e {
-            Event::Start { supervisor, .. } => *supervisor = b.id(*supervisor),
-            Event::Launch { identity, .. } => *identity = b.id(*identity),
-            Event::Exit { pid, identity, .. } => match identity {
-                Some(i) => {
-                    *i = b.id(*i);
-                    *pid = i.pid;
-                }
-                None => *pid = b.pid(*pid),
-            },
-            Event::Reparented {
-                identity,
-                from,
-                to,
-                expected,
-                ..
-            } => {
-                *identity = b.id(*identity);
-                *from = from.map(|i| b.id(i));
-                *to = b.id(*to);
-                *expected = expected.map(|i| b.id(i));
+        e.map_pids(&mut **b);
+    }
+
+    /// Translates the helper's pid of a log line (`foster ctl logs`): the process that holds
+    /// that pid now (0 once it has ended), read again only when the pid changes.
+    pub fn log(&mut self, rec: &mut LogRecord) {
+        let View::Below(b) = &mut self.view else {
+            return;
+        };
+        let Some(p) = &mut rec.helper_pid else {
+            return;
+        };
+        match b.last_line {
+            Some((inner, outer)) if inner == *p => *p = outer,
+            _ => {
+                b.fresh = false;
+                let outer = b.pid(*p);
+                b.last_line = Some((*p, outer));
+                *p = outer;
             }
-            Event::Signal { target, .. } => *target = b.id(*target),
-            Event::CheckFailed {
-                identity: Some(id), ..
-            } => *id = b.id(*id),
-            Event::LaunchFailed { .. }
-            | Event::Restart { .. }
-            | Event::GiveUp { .. }
-            | Event::State { .. }
-            | Event::OutputDropped { .. }
-            | Event::CheckFailed { identity: None, .. }
-            | Event::CheckPassed { .. }
-            | Event::Shutdown { .. }
-            | Event::Reload { .. }
-            | Event::ReloadRefused { .. }
-            | Event::Stopped { .. } => {}
         }
     }
 
@@ -411,6 +397,7 @@ impl View {
             known: HashMap::new(),
             order: VecDeque::new(),
             fresh: false,
+            last_line: None,
         }))
     }
 }
@@ -514,6 +501,16 @@ impl Below {
     }
 }
 
+impl crate::event::PidView for Below {
+    fn identity(&mut self, id: Identity) -> Identity {
+        self.id(id)
+    }
+
+    fn pid(&mut self, pid: i32) -> i32 {
+        Below::pid(self, pid)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -530,6 +527,7 @@ mod tests {
             known: HashMap::new(),
             order: VecDeque::new(),
             fresh: false,
+            last_line: None,
         };
         for &((pid, start_time), outer) in known {
             let inner = Identity { pid, start_time };

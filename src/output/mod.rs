@@ -89,6 +89,10 @@ pub struct Line {
     /// first): the helper's main process, not necessarily the line's writer, which may be any
     /// process of its tree (they share the pipe, which does not say who wrote).
     pub helper_pid: Option<i32>,
+    /// [`Line::helper_pid`] as the PID namespace `foster run` was started in sees it, when the
+    /// tree is contained (`None` otherwise, and on a line that came through the control
+    /// socket): the pid its JSON form gives.
+    pub outer_pid: Option<i32>,
     /// When foster read it, milliseconds since the Unix epoch (the events log's clock).
     pub ts_ms: u64,
     /// The line goes on in the next piece of the same helper and stream (it was longer than
@@ -178,7 +182,7 @@ impl Serialize for Line {
         m.serialize_entry("version", &crate::json::VERSION)?;
         m.serialize_entry("helper", &*self.helper)?;
         m.serialize_entry("stream", &self.stream)?;
-        m.serialize_entry("helper_pid", &self.helper_pid)?;
+        m.serialize_entry("helper_pid", &self.outer_pid.or(self.helper_pid))?;
         m.serialize_entry("ts_ms", &self.ts_ms)?;
         match utf8 {
             Some(t) => m.serialize_entry("text", t)?,
@@ -222,8 +226,8 @@ struct Kept {
     counts: Vec<u64>,
     /// `None` once [`Output::close`] ended every follower.
     tx: Option<broadcast::Sender<Arc<Line>>>,
-    /// The pid of each helper's latest launch.
-    pids: Vec<Option<i32>>,
+    /// The pid of each helper's latest launch, and the outer one when contained.
+    pids: Vec<(Option<i32>, Option<i32>)>,
     /// A line a ring let go that nobody else held: its allocations serve the next line.
     spare: Option<Arc<Line>>,
 }
@@ -244,7 +248,7 @@ impl Output {
                     .map(|_| ring::Ring::new(max_lines, max_bytes))
                     .collect(),
                 counts: vec![0; names.len()],
-                pids: vec![None; names.len()],
+                pids: vec![(None, None); names.len()],
                 tx: Some(tx),
                 spare: None,
             }),
@@ -273,19 +277,20 @@ impl Output {
             g.rings
                 .push(ring::Ring::new(self.max_lines, self.max_bytes));
             g.counts.push(0);
-            g.pids.push(None);
+            g.pids.push((None, None));
         }
         g.names[i] = Arc::from(name);
-        g.pids[i] = None;
+        g.pids[i] = (None, None);
         g.rings[i] = ring::Ring::within(bounds);
         g.counts[i] = 0;
     }
 
-    /// Helper `i` was launched as `pid`: the lines read from now on carry it
-    /// ([`Line::helper_pid`]).
-    pub fn launched(&self, i: usize, pid: i32) {
+    /// Helper `i` was launched as `pid` (`outer` in the namespace `foster run` was started
+    /// in, when contained): the lines read from now on carry it ([`Line::helper_pid`],
+    /// [`Line::outer_pid`]).
+    pub fn launched(&self, i: usize, pid: i32, outer: Option<i32>) {
         if let Some(p) = self.lock().pids.get_mut(i) {
-            *p = Some(pid);
+            *p = (Some(pid), outer);
         }
     }
 
@@ -368,7 +373,7 @@ impl Output {
                         m.helper = g.names[i].clone();
                     }
                     m.stream = stream;
-                    m.helper_pid = g.pids[i];
+                    (m.helper_pid, m.outer_pid) = g.pids[i];
                     m.ts_ms = ts_ms;
                     m.continued = continued;
                     m.bytes.clear();
@@ -379,7 +384,8 @@ impl Output {
                     seq: g.seq,
                     helper: g.names[i].clone(),
                     stream,
-                    helper_pid: g.pids[i],
+                    helper_pid: g.pids[i].0,
+                    outer_pid: g.pids[i].1,
                     ts_ms,
                     continued,
                     bytes: bytes.to_vec(),
@@ -603,6 +609,7 @@ mod tests {
             helper: Arc::from("web"),
             stream: Stream::Stderr,
             helper_pid: Some(42),
+            outer_pid: None,
             ts_ms: 7,
             continued: true,
             bytes: b"a\x1b[31m\xff".to_vec(),
@@ -623,5 +630,11 @@ mod tests {
         };
         let v = serde_json::to_value(&plain).unwrap();
         assert!(v.get("text_escaped").is_none() && v.get("continued").is_none());
+        // Contained, the JSON names the helper by its pid outside.
+        let outer = Line {
+            outer_pid: Some(4242),
+            ..plain
+        };
+        assert_eq!(serde_json::to_value(&outer).unwrap()["helper_pid"], 4242);
     }
 }

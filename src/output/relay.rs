@@ -538,6 +538,7 @@ mod tests {
             helper: Arc::from(helper),
             stream,
             helper_pid: None,
+            outer_pid: None,
             ts_ms: 5,
             continued,
             bytes: bytes.to_vec(),
