@@ -37,17 +37,7 @@ impl Conn {
         Conn::on(UnixStream::connect(path)?)
     }
     fn on(s: UnixStream) -> std::io::Result<Conn> {
-        let r = s.try_clone()?;
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(r).lines() {
-                let Ok(line) = line else { break };
-                let v: Value = serde_json::from_str(&line).expect("a JSON reply line");
-                if tx.send(v).is_err() {
-                    break;
-                }
-            }
-        });
+        let rx = common::lines::json_lines(s.try_clone()?);
         Ok(Conn { w: s, rx })
     }
     fn send(&mut self, bytes: &[u8]) {
@@ -570,16 +560,7 @@ fn events_show_a_crash_and_its_restart() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let (tx, rx) = mpsc::channel::<Value>();
-    let out = ev.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for l in BufReader::new(out).lines() {
-            let Ok(l) = l else { break };
-            if tx.send(serde_json::from_str(&l).unwrap()).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = common::lines::json_lines(ev.stdout.take().unwrap());
     let until = |what: &str, f: &dyn Fn(&Value) -> bool| loop {
         let v = rx
             .recv_timeout(LIMIT)
@@ -860,16 +841,7 @@ fn start_demo(flag: &str, sock: &Path, stderr: Stdio) -> (Guard, mpsc::Receiver<
             .spawn()
             .unwrap(),
     );
-    let (tx, rx) = mpsc::channel();
-    let out = guard.0.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for l in BufReader::new(out).lines() {
-            let Ok(l) = l else { break };
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = common::lines::lines(guard.0.stdout.take().unwrap());
     (guard, rx)
 }
 

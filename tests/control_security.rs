@@ -118,16 +118,7 @@ impl FakeServer {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let (tx, lines) = mpsc::channel();
-        let out = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines() {
-                let Ok(l) = l else { break };
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = common::lines::lines(child.stdout.take().unwrap());
         let f = FakeServer { child, lines };
         f.expect("ready");
         f

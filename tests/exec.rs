@@ -1015,16 +1015,7 @@ fn as_a_namespaces_init_it_reaps_the_orphans() {
         inside: Vec::new(),
     };
     // Standard error line by line on a thread.
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    let err = ns.unshare.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for l in BufReader::new(err).lines() {
-            let Ok(l) = l else { break };
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = common::lines::lines(ns.unshare.stderr.take().unwrap());
     let mut out = BufReader::new(ns.unshare.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();

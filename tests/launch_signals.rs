@@ -11,7 +11,6 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::{Dir, processes_with_env, sigbit, status_sigset};
@@ -213,16 +212,7 @@ fn demo_helpers_get_the_callers_dispositions() {
     }
     let mut demo = Demo(cmd.spawn().unwrap());
     let pid = demo.0.id();
-    let (tx, rx) = mpsc::channel::<serde_json::Value>();
-    let out = demo.0.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for l in BufReader::new(out).lines() {
-            let Ok(l) = l else { break };
-            if tx.send(serde_json::from_str(&l).unwrap()).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = common::lines::json_lines(demo.0.stdout.take().unwrap());
     // The helpers that run shells launched (each has exec'd when its launch is reported; the
     // worker waits for the demo's migration).
     let mut launched = std::collections::HashSet::new();

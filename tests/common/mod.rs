@@ -3,7 +3,7 @@
 //! (the product's own walker, `foster::tree::Scanner`); ids and signal sets of
 //! `/proc/<pid>/status`; `foster run --check` (`check`); a child's output within a bound
 //! (`child`); an exec held in its middle
-//! (`fuse`); a supervisor's events as JSON
+//! (`fuse`); a stream's lines read on a thread (`lines`); a supervisor's events as JSON
 //! (`events`); a `foster run` driven through its socket (`supervised`); a helper with a command
 //! line longer than any terminal (`long_command`); a tmux server to drive the dashboard in
 //! (`tmux`).
@@ -14,6 +14,7 @@ pub mod check;
 pub mod child;
 pub mod events;
 pub mod fuse;
+pub mod lines;
 pub mod long_command;
 pub mod supervised;
 pub mod tmux;
