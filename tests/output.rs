@@ -171,15 +171,19 @@ fn lit(s: &str) -> String {
 fn lines_of_a_helper_its_grandchild_and_an_adopted_orphan_arrive_named() {
     let d = Dir::new("output", "tree");
     let (go, ready, stop) = (d.fifo("go"), d.fifo("ready"), d.fifo("stop"));
+    let trapped = d.fifo("trapped");
     // helper → child → grandchild; the child exits at once, so the grandchild is adopted by
     // foster (which reads its tree on the SIGCHLD of the other helper's end); the grandchild
-    // writes its last line only once the test has seen that adoption.
+    // writes its last line only once the test has seen that adoption. The grandchild says when
+    // it ignores USR1, its generation's orphan policy: under load it could get that signal
+    // before its shell had run the trap, and die of it.
     let script = format!(
         "echo from the helper; \
-         sh -c 'sh -c \"trap \\\"\\\" USR1; echo from the grandchild; read x < {go}; echo from the orphan\" & exit 0'; \
+         sh -c 'sh -c \"trap \\\"\\\" USR1; echo > {trapped}; echo from the grandchild; read x < {go}; echo from the orphan\" & exit 0'; \
          echo > {ready}; exec sleep 1000",
         go = go.display(),
-        ready = ready.display()
+        ready = ready.display(),
+        trapped = trapped.display()
     );
     let cfg = d.file(
         "c.toml",
@@ -201,8 +205,12 @@ fn lines_of_a_helper_its_grandchild_and_an_adopted_orphan_arrive_named() {
     let mut ev = Events::open(&fifo);
     let mut out = Lines::read(f.stdout.take().unwrap());
     let _err = Lines::read(f.stderr.take().unwrap());
-    // The helper's child has ended; the other helper's end makes foster read its tree.
+    // The grandchild ignores USR1; the helper's child has ended; the other helper's end makes
+    // foster read its tree.
     let mut line = String::new();
+    BufReader::new(std::fs::File::open(&trapped).unwrap())
+        .read_line(&mut line)
+        .unwrap();
     BufReader::new(std::fs::File::open(&ready).unwrap())
         .read_line(&mut line)
         .unwrap();
