@@ -15,6 +15,9 @@
 # from /proc/PID/stat, not its children's: the generator's own cost is the same everywhere;
 # start-up is left out), per MB, and its peak resident memory (VmHWM).
 # Usage: benches/output_throughput.sh [MB]   (default 200; needs a release build)
+# The generator writes about 1 GB/s, so 200 MB takes a fraction of a second and the 10 ms polls
+# weigh on it: 2000 MB gives steadier figures. TMPDIR=/dev/shm keeps the disk's write-back out
+# of the comparison (every taker then writes to memory).
 set -eu
 MB=${1:-200}
 BYTES=$((MB * 1000000))
@@ -36,7 +39,7 @@ cleanup() {
 size() {
   for f in "$@"; do
     if [ -d "$f" ]; then stat -c %s "$f"/* 2>/dev/null; else stat -c %s "$f" 2>/dev/null; fi
-  done | awk '{ n += $1 } END { print n + 0 }'
+  done | awk '{ n += $1 } END { printf "%.0f\n", n }'
 }
 # cpu PID, rss PID
 cpu() { awk '{print $14+$15}' /proc/$1/stat 2>/dev/null || echo 0; }
@@ -103,12 +106,14 @@ cleanup; rm -f "$DIR/gen.log"
 # s6-supervise and s6-log.
 mkdir -p "$DIR/scan/gen/log" "$DIR/s6log"
 printf '#!/bin/sh\n%s\nexec sleep 100000\n' "$GEN" > "$DIR/scan/gen/run"
-printf '#!/bin/sh\nexec s6-log n20 s100000000 T %s\n' "$DIR/s6log" > "$DIR/scan/gen/log/run"
+# Enough archives of 100 MB to keep every line (s6-log deletes the oldest beyond n).
+S6N=$((MB / 50 + 2))
+printf '#!/bin/sh\nexec s6-log n%s s100000000 T %s\n' "$S6N" "$DIR/s6log" > "$DIR/scan/gen/log/run"
 chmod +x "$DIR/scan/gen/run" "$DIR/scan/gen/log/run"
 s6-svscan "$DIR/scan" 2> "$DIR/err" &
 SCAN=$!
 KILL="s6-svscanctl -t $DIR/scan; wait $SCAN"
-while ! S6LOG=$(pgrep -n -f "s6-log n20 s100000000 T $DIR/s6log"); do sleep 0.01; done
+while ! S6LOG=$(pgrep -n -f "s6-log n$S6N s100000000 T $DIR/s6log"); do sleep 0.01; done
 # Every line is 100 bytes and s6-log's timestamp, whose length the first line tells.
 s6_want() {
   while [ "$(size "$DIR/s6log/current")" -lt 200 ]; do sleep 0.01; done
