@@ -1044,28 +1044,10 @@ impl App {
                     None => "-".into(),
                 }),
                 io_read: text(Column::IoRead, &|| {
-                    n.io_rate.map_or_else(
-                        || {
-                            if n.info.ext.io.is_some() {
-                                String::new()
-                            } else {
-                                "-".into()
-                            }
-                        },
-                        |r| fmt_rate(r.0),
-                    )
+                    io_text(n.io_rate.map(|r| r.0), n.info.ext.io.is_some())
                 }),
                 io_write: text(Column::IoWrite, &|| {
-                    n.io_rate.map_or_else(
-                        || {
-                            if n.info.ext.io.is_some() {
-                                String::new()
-                            } else {
-                                "-".into()
-                            }
-                        },
-                        |r| fmt_rate(r.1),
-                    )
+                    io_text(n.io_rate.map(|r| r.1), n.info.ext.io.is_some())
                 }),
                 cgroup: text(Column::Cgroup, &|| {
                     n.info
@@ -2258,6 +2240,17 @@ pub fn user_name(uid: u32) -> String {
 }
 
 /// Bytes per second, as RSS shows bytes: `0`, `812K`, `12.3M`.
+/// An I/O column's text: the rate once two readings gave one, empty while the first reading
+/// waits for its second, `-` where the counters were not read (not readable, or not in the
+/// snapshot).
+fn io_text(rate: Option<f64>, readable: bool) -> String {
+    match rate {
+        Some(r) => fmt_rate(r),
+        None if readable => String::new(),
+        None => "-".into(),
+    }
+}
+
 pub fn fmt_rate(bps: f64) -> String {
     if bps < 1.0 {
         "0".into()
