@@ -2239,7 +2239,6 @@ pub fn user_name(uid: u32) -> String {
     }
 }
 
-/// Bytes per second, as RSS shows bytes: `0`, `812K`, `12.3M`.
 /// An I/O column's text: the rate once two readings gave one, empty while the first reading
 /// waits for its second, `-` where the counters were not read (not readable, or not in the
 /// snapshot).
@@ -2251,6 +2250,7 @@ fn io_text(rate: Option<f64>, readable: bool) -> String {
     }
 }
 
+/// Bytes per second, as RSS shows bytes: `0`, `812K`, `12.3M`.
 pub fn fmt_rate(bps: f64) -> String {
     if bps < 1.0 {
         "0".into()
