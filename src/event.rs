@@ -538,7 +538,9 @@ impl fmt::Display for Event {
                     text(signal),
                     who(helper, generation, target.pid)
                 )?;
+                // After SIGKILL itself there is nothing to follow up with.
                 let then = grace_ms
+                    .filter(|_| signal != "SIGKILL")
                     .map(|g| format!("SIGKILL after {}", Millis(g)))
                     .unwrap_or_default();
                 match reason {
@@ -1091,6 +1093,10 @@ mod tests {
             (
                 signal("orphaner", 3, "SIGUSR1", SignalReason::OrphanPolicy),
                 "sent SIGUSR1 to orphaner's grandchild 4801 (orphan policy; SIGKILL after 15s)",
+            ),
+            (
+                signal("orphaner", 3, "SIGKILL", SignalReason::OrphanPolicy),
+                "sent SIGKILL to orphaner's grandchild 4801 (orphan policy)",
             ),
             (
                 signal("orphaner", 3, "SIGKILL", SignalReason::GraceExpired),
