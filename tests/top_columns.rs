@@ -1,8 +1,9 @@
 //! `foster top`'s columns in a real terminal (tmux) at 80x24 and 200x60, standalone over a
 //! subtree this test starts: `F2` shows, hides and moves columns and saves the choice in
 //! `$XDG_CONFIG_HOME/foster/top.toml`, which the next dashboard reads; the optional columns
-//! show what `/proc` says (process group, session, threads, cgroup, PID namespace); a bad file,
-//! or one another user could have planted, is named in the footer and the defaults are used.
+//! show what `/proc` says (process group, session, threads, cgroup, PID namespace), attached
+//! to a supervisor too; a bad file, or one another user could have planted, is named in the
+//! footer and the defaults are used.
 //! Every process started is torn down and checked gone by pid.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -233,4 +234,80 @@ fn a_bad_settings_file_is_named_and_the_defaults_are_used() {
         );
         t.quit(top);
     }
+}
+
+/// Attached to a supervisor (contained where this runs as root, so its pids are translated),
+/// the PGID and SID columns chosen in the file show what this process's `/proc` says of the
+/// helper's child, as standalone, not `-`: the snapshot does not carry them, the dashboard
+/// reads them for the processes it sees under the snapshot's pid and start time.
+#[test]
+fn attached_the_process_group_and_session_are_read_from_proc() {
+    if tmux_missing() {
+        return;
+    }
+    use common::supervised::Run;
+    let dir = Dir::new("topcols", "attached");
+    std::fs::create_dir(dir.path("foster")).unwrap();
+    std::fs::set_permissions(dir.path("foster"), PermissionsExt::from_mode(0o700)).unwrap();
+    dir.file("foster/top.toml", r#"columns = ["pid", "pgid", "sid"]"#);
+    let mut run = Run::start(
+        &dir,
+        "[[helper]]\nname = \"pair\"\ncommand = [\"sh\", \"-c\", \"sleep 4301 & wait\"]\n",
+        &[],
+    );
+    // The sleep, as this namespace sees it (the shell starts it just after its launch).
+    let start = std::time::Instant::now();
+    let sleep = loop {
+        let found = common::descendants_of(run.child.id() as i32)
+            .into_iter()
+            .find(|id| {
+                std::fs::read(format!("/proc/{}/cmdline", id.pid))
+                    .is_ok_and(|c| c == b"sleep\x004301\x00")
+            });
+        if let Some(id) = found {
+            break id;
+        }
+        assert!(start.elapsed() < common::tmux::DEADLINE, "no sleep 4301");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let node = common::process(sleep.pid).unwrap();
+    assert_eq!(node.identity, sleep);
+    // Its group and session are the shell's, not its own pid: a column showing the pid would
+    // not pass.
+    assert_ne!(node.pgrp, sleep.pid);
+    let t = Tmux::start_sized("sh", 200, 50);
+    t.text(&format!(
+        "XDG_CONFIG_HOME={} {} top --attach {} --interval 300ms\n",
+        dir.0.display(),
+        env!("CARGO_BIN_EXE_foster"),
+        run.socket.display()
+    ));
+    let top = common::tmux::dashboard_pid(&t);
+    let row_of = |s: &str| -> Option<String> {
+        s.lines()
+            .find(|l| l.trim_end().ends_with("sleep 4301"))
+            .map(str::to_string)
+    };
+    let want = [
+        sleep.pid.to_string(),
+        node.pgrp.to_string(),
+        node.session.to_string(),
+    ];
+    let shows = |row: &str| {
+        let words: Vec<&str> = row.split_whitespace().collect();
+        words.windows(3).any(|w| w == want)
+    };
+    // Within a few readings (the first may come before the columns' data).
+    let s = t.wait_for("the sleep's group and session", |s| {
+        row_of(s).is_some_and(|r| shows(&r))
+    });
+    let head = header(&s);
+    assert!(head.contains("PGID") && head.contains("SID"), "{head}");
+    t.quit(top);
+    drop(t);
+    assert!(run.stop().success());
+    assert!(
+        common::tmux::wait_gone(sleep),
+        "{sleep} outlived its supervisor"
+    );
 }

@@ -700,8 +700,8 @@ impl App {
         }
     }
 
-    /// What a reading must read besides `stat` for the columns shown.
-    pub fn wants(&self) -> crate::tree::ExtraWants {
+    /// What a reading must read of each process for the columns shown.
+    pub fn wants(&self) -> crate::top::model::Wants {
         self.columns.wants()
     }
 

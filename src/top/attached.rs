@@ -9,7 +9,9 @@
 //! from `/proc` itself, and asks for a snapshot only when the tree changed under it: a process
 //! gone, reparented or exec'd, or one born under a process of the snapshot (the kernel's fork
 //! notifications, [`ForkWatch`], or else a listing of `/proc`); it redraws only when what it
-//! shows changed.
+//! shows changed. The optional columns the snapshot does not carry (process group, session,
+//! storage, cgroup, PID namespace) are read from `/proc` for the processes seen here under
+//! their snapshot identity, only while such a column is shown.
 //!
 //! Also owns [`Controller`], which carries out the dashboard's actions through the socket
 //! (`signal`, `restart`, `start`, `stop`), [`LogStream`], the log pane's one `logs` request following
@@ -35,7 +37,7 @@ use crate::top::app::{KEEP_LOG_LINES, LogItem, LogSource};
 use crate::top::forks::ForkWatch;
 use crate::top::model::{
     Adoption, EventLine, HelperDown, HelperStatus, HelperSummary, ProcInfo, RESTART_LOOP, Sample,
-    Source, SourceError, Supervision, Waker,
+    SharedWants, Source, SourceError, Supervision, Waker,
 };
 use crate::tree::{ScanOptions, Scanner};
 
@@ -216,6 +218,8 @@ pub struct AttachedSource {
     forks: Option<ForkWatch>,
     /// Without them: every pid of the last listing of `/proc`, to find the new ones.
     known: HashSet<i32>,
+    /// What the optional columns shown need read from `/proc` (nothing unless told).
+    wants: SharedWants,
 }
 
 impl std::fmt::Debug for AttachedSource {
@@ -266,7 +270,43 @@ impl AttachedSource {
             .ok(),
             forks,
             known: HashSet::new(),
+            wants: SharedWants::default(),
         })
+    }
+
+    /// Reads what the optional columns shown (as `wants` says at each reading) need of the
+    /// snapshot's processes from this process's `/proc`.
+    pub fn with_wants(mut self, wants: SharedWants) -> AttachedSource {
+        self.wants = wants;
+        self
+    }
+
+    /// Fills what the optional columns shown need of `sample`'s processes (process group,
+    /// session, storage, cgroup, PID namespace: the snapshot does not carry them) from
+    /// `/proc`, through the scanner's `stat` reading and [`Scanner::read_extra`]. Only a
+    /// process seen here under its snapshot pid with the same start time is read (the pids are
+    /// this namespace's, translated where the supervisor is contained); any other keeps `-`.
+    /// Nothing is read when no such column is shown.
+    fn read_ext(&mut self, sample: &mut Sample) {
+        let want = *self.wants.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(scanner) = self.scanner.as_mut().filter(|_| want.any()) else {
+            return;
+        };
+        let pids: Vec<i32> = sample.procs.iter().map(|p| p.id.pid).collect();
+        let snap = scanner.scan_pids(&pids);
+        for p in &mut sample.procs {
+            let Some(n) = snap.get(&p.id) else {
+                continue;
+            };
+            if want.groups {
+                p.ext.pgid = Some(n.pgrp);
+                p.ext.sid = Some(n.session);
+            }
+            let extra = scanner.read_extra(n.pid, want.extra);
+            p.ext.io = extra.io;
+            p.ext.cgroup = extra.cgroup;
+            p.ext.pidns = extra.pidns;
+        }
     }
 
     /// A flag that makes the next reading ask the supervisor for a snapshot (set it before
@@ -444,7 +484,8 @@ impl Source for AttachedSource {
         let feed = self.feed.lock().unwrap();
         let records: Vec<Item> = feed.records.iter().cloned().collect();
         drop(feed);
-        let sample = sample_with_items(&status, &records, now_ms());
+        let mut sample = sample_with_items(&status, &records, now_ms());
+        self.read_ext(&mut sample);
         self.last = Some(status);
         Ok(sample)
     }
@@ -582,7 +623,8 @@ fn sample_with_items(status: &Status, items: &[Item], now_ms: u64) -> Sample {
                 cmdline: p.cmdline.iter().map(|a| a.0.clone()).collect(),
                 uid: Some(p.uid),
                 // The snapshot carries threads; the process group, session, storage, cgroup and
-                // namespace are not in it (shown `-`).
+                // namespace are not in it: the source reads those it shows from `/proc`
+                // ([`AttachedSource`]'s `read_ext`), else `-`.
                 ext: crate::top::model::ProcExt {
                     threads: Some(p.threads),
                     ..Default::default()

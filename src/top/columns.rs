@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::cmp::Ordering;
 
 use crate::top::app::command_text;
-use crate::top::model::{Node, Supervision};
+use crate::top::model::{Node, Supervision, Wants};
 use crate::tree::ExtraWants;
 
 /// A column of the table.
@@ -347,12 +347,15 @@ impl Layout {
         self.entries.iter().any(|(e, s)| *e == c && *s)
     }
 
-    /// What a reading must read besides `stat` for the columns shown.
-    pub fn wants(&self) -> ExtraWants {
-        ExtraWants {
-            io: self.is_shown(Column::IoRead) || self.is_shown(Column::IoWrite),
-            cgroup: self.is_shown(Column::Cgroup),
-            pidns: self.is_shown(Column::PidNs),
+    /// What a reading must read of each process for the columns shown.
+    pub fn wants(&self) -> Wants {
+        Wants {
+            groups: self.is_shown(Column::Pgid) || self.is_shown(Column::Sid),
+            extra: ExtraWants {
+                io: self.is_shown(Column::IoRead) || self.is_shown(Column::IoWrite),
+                cgroup: self.is_shown(Column::Cgroup),
+                pidns: self.is_shown(Column::PidNs),
+            },
         }
     }
 

@@ -173,7 +173,7 @@ pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
     let wants: model::SharedWants = std::sync::Arc::new(std::sync::Mutex::new(layout.wants()));
     let (source, attached): (Box<dyn Source>, _) = match (&opts.attach, opts.root) {
         (Some(socket), _) => {
-            let s = attached::AttachedSource::connect(socket)?;
+            let s = attached::AttachedSource::connect(socket)?.with_wants(wants.clone());
             let c = (s.controller(), s.dirty_flag());
             (Box::new(s), Some(c))
         }

@@ -95,8 +95,9 @@ pub struct ProcInfo {
 }
 
 /// What the optional columns show of a process beyond the tree's own fields: each `None` when
-/// the source does not know it (attached, the supervisor's snapshot carries threads and the
-/// start time, not the rest), did not read it (its column is hidden), or could not.
+/// the source did not read it (its column is hidden), could not (attached, the snapshot carries
+/// threads; the rest is read from this process's `/proc`, and not for a process it cannot see
+/// under the snapshot's pid and start time), or was not allowed to.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct ProcExt {
     pub pgid: Option<i32>,
@@ -194,9 +195,26 @@ pub struct EventLine {
 #[error("{0}")]
 pub struct SourceError(pub String);
 
-/// What the columns shown need read besides `stat`, shared by the dashboard (which sets it
-/// when the columns change) and the standalone source (which reads it at each reading).
-pub type SharedWants = Arc<std::sync::Mutex<crate::tree::ExtraWants>>;
+/// What the optional columns shown need read of each process: the process group and session
+/// (fields of `stat`, which a standalone reading has anyway) and the files beyond `stat`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Wants {
+    /// The PGID or SID column is shown.
+    pub groups: bool,
+    /// The files the other columns shown need.
+    pub extra: crate::tree::ExtraWants,
+}
+
+impl Wants {
+    /// Whether any column shown needs something read.
+    pub fn any(self) -> bool {
+        self.groups || self.extra.any()
+    }
+}
+
+/// What the columns shown need read, shared by the dashboard (which sets it when the columns
+/// change) and the source (which reads it at each reading).
+pub type SharedWants = Arc<std::sync::Mutex<Wants>>;
 
 /// Asks the data thread for a reading at once.
 pub type Waker = Box<dyn Fn() + Send + Sync>;

@@ -165,7 +165,7 @@ impl Source for ProcSource {
             .filter(|n| !n.kernel_thread)
             .map(|n| {
                 // Only what the columns shown need: each is one more read per process.
-                let extra = scanner.read_extra(n.pid, want);
+                let extra = scanner.read_extra(n.pid, want.extra);
                 ProcInfo {
                     id: n.identity,
                     parent: n.parent,
