@@ -43,6 +43,15 @@ fn selected(pid: i32, name: &str) -> impl Fn(&str) -> bool {
     move |s: &str| s.contains(&label)
 }
 
+/// The pid at the start of the screen's line `y`.
+fn row_pid(screen: &str, y: usize) -> i32 {
+    let line = screen.lines().nth(y).unwrap_or_default();
+    line.split_whitespace()
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no pid at the start of line {y}: {line:?}"))
+}
+
 #[test]
 fn click_wheel_header_and_collapse_marker() {
     if tmux_missing() {
@@ -56,15 +65,7 @@ fn click_wheel_header_and_collapse_marker() {
 
         // A click on a sleep's row selects it.
         let (_, y) = find(&s, "─ sleep 4102");
-        let pid: i32 = s
-            .lines()
-            .nth(y)
-            .unwrap()
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let pid = row_pid(&s, y);
         click(&t, 0, 3, y);
         t.wait_for("the clicked row selected", selected(pid, "sleep"));
 
@@ -74,15 +75,7 @@ fn click_wheel_header_and_collapse_marker() {
         click(&t, 65, 3, y);
         let s = t.wait_for("the wheel down", |s| !selected(root, "sh")(s));
         let (_, last_y) = find(&s, "└─ sleep");
-        let last: i32 = s
-            .lines()
-            .nth(last_y)
-            .unwrap()
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let last = row_pid(&s, last_y);
         t.wait_for("the last row selected", selected(last, "sleep"));
 
         // A click on a title sorts by it; again, the other way.

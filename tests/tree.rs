@@ -1121,6 +1121,15 @@ impl HeldChild {
     }
 }
 
+/// A scanner reading on the calling thread alone (the held-exec tests read one process).
+fn one_thread_scanner() -> Scanner {
+    Scanner::new(ScanOptions {
+        threads: 1,
+        ..ScanOptions::default()
+    })
+    .unwrap()
+}
+
 /// A real process scanned before its exec (a forked copy of this test), in the middle of it
 /// (held inside `execve` by a file system of the test's own, `common::fuse`: the new name, the
 /// argument area placed but not yet filled, an empty command line) and after it: the command
@@ -1134,11 +1143,7 @@ fn a_command_line_read_in_the_middle_of_a_real_exec_is_read_again_after_it() {
         return;
     };
     let pid = h.pid;
-    let mut scanner = Scanner::new(ScanOptions {
-        threads: 1,
-        ..ScanOptions::default()
-    })
-    .unwrap();
+    let mut scanner = one_thread_scanner();
     let mine = std::env::args_os().next().unwrap();
     // Before the exec: a copy of this process, its command line this test's.
     let before = scanner.scan_pids(&[pid]).by_pid(pid).unwrap().clone();
@@ -1182,11 +1187,7 @@ fn an_environment_read_that_meets_an_exec_is_read_again_after_it() {
         return;
     };
     let pid = h.pid;
-    let mut scanner = Scanner::new(ScanOptions {
-        threads: 1,
-        ..ScanOptions::default()
-    })
-    .unwrap();
+    let mut scanner = one_thread_scanner();
     // Scanned before the exec: not in one.
     let before = scanner.scan_pids(&[pid]).by_pid(pid).unwrap().clone();
     assert!(!before.in_exec, "{before:?}");

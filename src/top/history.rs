@@ -195,25 +195,12 @@ impl History {
 mod tests {
     use super::*;
     use crate::top::model::{ProcInfo, Sample, Tracker};
-    use std::sync::Arc;
 
     fn proc(pid: i32, parent: Option<i32>, ticks: u64, rss: u64) -> ProcInfo {
-        let id = |pid: i32| Identity {
-            pid,
-            start_time: 10 + pid as u64,
-        };
         ProcInfo {
-            id: id(pid),
-            parent: parent.map(id),
-            ppid: parent.unwrap_or(0),
-            state: b'S',
             cpu_ticks: ticks,
             rss_bytes: rss,
-            comm: b"p".to_vec(),
-            cmdline: Arc::from(Vec::new()),
-            uid: None,
-            supervision: None,
-            ext: Default::default(),
+            ..ProcInfo::fixture(pid, parent)
         }
     }
 
@@ -232,7 +219,7 @@ mod tests {
         let mut h = History::new();
         let one = Identity {
             pid: 1,
-            start_time: 11,
+            start_time: 1001,
         };
         // 1: 50% of a core each second; 2: idle, then gone.
         for (i, now) in [1000u64, 1100, 1200].into_iter().enumerate() {
@@ -283,7 +270,7 @@ mod tests {
         }
         let one = Identity {
             pid: 1,
-            start_time: 11,
+            start_time: 1001,
         };
         assert_eq!(h.points(one).unwrap().len(), HISTORY_LEN);
         assert_eq!(h.times.len(), HISTORY_LEN);

@@ -664,11 +664,11 @@ pub fn fmt_cpu(pct: Option<f64>) -> String {
     }
 }
 
+/// A process for the unit tests of the dashboard's modules: pid `pid` started at tick
+/// `1000 + pid`, its parent likewise, sleeping, named `pPID`, nothing else known.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn proc(pid: i32, parent: Option<i32>, state: u8) -> ProcInfo {
+impl ProcInfo {
+    pub(crate) fn fixture(pid: i32, parent: Option<i32>) -> ProcInfo {
         let id = |pid: i32| Identity {
             pid,
             start_time: 1000 + pid as u64,
@@ -677,7 +677,7 @@ mod tests {
             id: id(pid),
             parent: parent.map(id),
             ppid: parent.unwrap_or(0),
-            state,
+            state: b'S',
             cpu_ticks: 0,
             rss_bytes: 0,
             comm: format!("p{pid}").into_bytes(),
@@ -685,6 +685,18 @@ mod tests {
             supervision: None,
             uid: None,
             ext: ProcExt::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn proc(pid: i32, parent: Option<i32>, state: u8) -> ProcInfo {
+        ProcInfo {
+            state,
+            ..ProcInfo::fixture(pid, parent)
         }
     }
 
