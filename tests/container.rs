@@ -205,24 +205,11 @@ fn run_command(image: &Image, args: Option<&[&str]>) -> Command {
 }
 
 fn wait_bounded(child: &mut std::process::Child, what: &str) -> std::process::ExitStatus {
-    // A pidfd turns readable when the child ends: no polling loop.
-    // SAFETY: pidfd_open with integers; the descriptor is closed below.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id() as i32, 0) } as i32;
-    assert!(fd >= 0, "pidfd_open");
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one pollfd; then our own fd closed.
-    let n = unsafe { libc::poll(&mut p, 1, 60_000) };
-    unsafe { libc::close(fd) };
-    if n == 0 {
+    common::child::wait_within(child, std::time::Duration::from_secs(60)).unwrap_or_else(|| {
         let _ = child.kill();
         let _ = child.wait();
-        panic!("{what} did not end within 60 s");
-    }
-    child.wait().unwrap()
+        panic!("{what} did not end within 60 s")
+    })
 }
 
 #[test]

@@ -207,28 +207,11 @@ impl Running {
 }
 
 fn wait_bounded(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + limit;
-    // A pidfd turns readable when the child ends: no polling loop.
-    let fd = raw_pidfd(child.id() as i32);
-    if fd >= 0 {
-        let mut p = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = deadline
-            .saturating_duration_since(Instant::now())
-            .as_millis() as i32;
-        // SAFETY: one pollfd; then our fd closed.
-        let n = unsafe { libc::poll(&mut p, 1, ms) };
-        unsafe { libc::close(fd) };
-        if n == 0 {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("foster did not end within {limit:?}");
-        }
-    }
-    child.wait().unwrap()
+    common::child::wait_within(child, limit).unwrap_or_else(|| {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("foster did not end within {limit:?}")
+    })
 }
 
 fn run_status(mode: Mode, args: &[&str]) -> (i32, String) {
