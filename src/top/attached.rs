@@ -211,6 +211,9 @@ pub struct AttachedSource {
     local: bool,
     /// Reads `stat` of the snapshot's processes, between snapshots.
     scanner: Option<Scanner>,
+    /// The `stat` reading of this refresh's processes, when [`Self::refresh_locally`] made one:
+    /// the optional columns take theirs from it rather than reading every `stat` again.
+    scanned: Option<crate::tree::Snapshot>,
     /// The supervisor's pids as seen from here (learnt from the status connection).
     pids: PidMap,
     /// Fork notifications, when the kernel grants them: a birth under a process of the last
@@ -270,6 +273,7 @@ impl AttachedSource {
             .ok(),
             forks,
             known: HashSet::new(),
+            scanned: None,
             wants: SharedWants::default(),
         })
     }
@@ -288,12 +292,15 @@ impl AttachedSource {
     /// this namespace's, translated where the supervisor is contained); any other keeps `-`.
     /// Nothing is read when no such column is shown.
     fn read_ext(&mut self, sample: &mut Sample) {
+        let scanned = self.scanned.take();
         let want = *self.wants.lock().unwrap_or_else(|e| e.into_inner());
         let Some(scanner) = self.scanner.as_mut().filter(|_| want.any()) else {
             return;
         };
-        let pids: Vec<i32> = sample.procs.iter().map(|p| p.id.pid).collect();
-        let snap = scanner.scan_pids(&pids);
+        let snap = scanned.unwrap_or_else(|| {
+            let pids: Vec<i32> = sample.procs.iter().map(|p| p.id.pid).collect();
+            scanner.scan_pids(&pids)
+        });
         for p in &mut sample.procs {
             let Some(n) = snap.get(&p.id) else {
                 continue;
@@ -367,6 +374,7 @@ impl AttachedSource {
         match crate::tree::uptime_ticks(last.hz) {
             Ok(t) => {
                 last.now_ticks = t;
+                self.scanned = Some(snap);
                 true
             }
             Err(_) => false,
