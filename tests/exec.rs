@@ -390,8 +390,7 @@ echo "$$ $!""#;
             libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
             let p = libc::fork();
             if p == 0 {
-                libc::dup2(out_wfd, 1);
-                libc::dup2(err_wfd, 2);
+                let _ = common::fd::place(&[(out_wfd, 1), (err_wfd, 2)]);
                 libc::execve(sh_path.as_ptr(), argv.as_ptr(), envp.as_ptr());
                 libc::_exit(127);
             }
@@ -769,7 +768,7 @@ fn exec_with_parent_pidfd(value: &str, pidfd_of: i32, program: &str) -> (i32, St
         .env_remove("FOSTER_POLICY")
         .env_remove("FOSTER_GATED")
         .stdin(Stdio::null());
-    // SAFETY: pidfd_open, dup2 and close between fork and exec.
+    // SAFETY: pidfd_open and dup2 or fcntl between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
             if pidfd_of != 0 {
@@ -778,10 +777,7 @@ fn exec_with_parent_pidfd(value: &str, pidfd_of: i32, program: &str) -> (i32, St
                 } else {
                     pidfd_of
                 };
-                let fd = foster::identity::pidfd_open(pid)?;
-                if libc::dup2(fd.as_raw_fd(), 10) != 10 {
-                    return Err(std::io::Error::last_os_error());
-                }
+                common::fd::pidfd_at(pid, 10)?;
             }
             Ok(())
         });
@@ -856,15 +852,9 @@ fn exec_as_namespace_init(
     .stdin(Stdio::null())
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
-    // SAFETY: pidfd_open and dup2 between fork and exec.
+    // SAFETY: pidfd_open and dup2 or fcntl between fork and exec.
     unsafe {
-        cmd.pre_exec(|| {
-            let fd = pidfd_open(libc::getpid())?;
-            if libc::dup2(fd.as_raw_fd(), 10) != 10 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
+        cmd.pre_exec(|| common::fd::pidfd_at(libc::getpid(), 10));
     }
     cmd.spawn().unwrap()
 }

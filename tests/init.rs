@@ -861,9 +861,7 @@ fn tty_ctrl_c(mode: Mode) {
         cmd.pre_exec(move || {
             libc::setsid();
             libc::ioctl(slave_fd, libc::TIOCSCTTY, 0);
-            libc::dup2(slave_fd, 0);
-            libc::dup2(wr_fd, 3);
-            Ok(())
+            common::fd::place(&[(slave_fd, 0), (wr_fd, 3)])
         });
     }
     cmd.stdout(Stdio::null()).stderr(Stdio::piped());
@@ -919,11 +917,7 @@ fn job_control() {
         cmd.pre_exec(move || {
             libc::setsid();
             libc::ioctl(slave_fd, libc::TIOCSCTTY, 0);
-            for fd in 0..3 {
-                libc::dup2(slave_fd, fd);
-            }
-            libc::dup2(wr_fd, 3);
-            Ok(())
+            common::fd::place(&[(slave_fd, 0), (slave_fd, 1), (slave_fd, 2), (wr_fd, 3)])
         });
     }
     let mut bash = cmd.spawn().unwrap();

@@ -100,12 +100,7 @@ impl SpawnWithFd3 for Command {
         let raw = fd.as_raw_fd();
         // SAFETY: dup2 is async-signal-safe; nothing else runs between fork and exec.
         unsafe {
-            self.pre_exec(move || {
-                if libc::dup2(raw, 3) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
+            self.pre_exec(move || common::fd::place(&[(raw, 3)]));
         }
         let child = self.spawn().unwrap();
         drop(fd);

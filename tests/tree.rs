@@ -271,9 +271,9 @@ fn json_of_a_hostile_tree_matches_what_was_built() {
         if c == 0 {
             // The exec closes C's copy of `ready_w` (close-on-exec): the barrier covers the exec.
             // `cat` reads the release pipe and ends when it closes.
-            // SAFETY: precomputed path and argv; dup2 and execv are async-signal-safe.
+            // SAFETY: precomputed path and argv; dup2, fcntl and execv are async-signal-safe.
             unsafe {
-                libc::dup2(release_r, 0);
+                let _ = common::fd::place(&[(release_r, 0)]);
                 libc::execv(link_c.as_ptr(), argv.as_ptr());
             }
             child_exit(127);
@@ -716,9 +716,9 @@ fn diff_of_real_processes_sees_every_change() {
             close(ready_w);
             child_wait(xgo_r);
             // `cat` reads the hold pipe and ends when it closes.
-            // SAFETY: precomputed path and argv; dup2 and execv are async-signal-safe.
+            // SAFETY: precomputed path and argv; dup2, fcntl and execv are async-signal-safe.
             unsafe {
-                libc::dup2(hold_r, 0);
+                let _ = common::fd::place(&[(hold_r, 0)]);
                 libc::execv(cat.as_ptr(), cat_argv.as_ptr());
             }
             child_exit(127);
@@ -1069,8 +1069,7 @@ impl HeldChild {
             child_wait(go_r);
             // SAFETY: raw syscalls on data prepared before fork; dup2 clears close-on-exec.
             unsafe {
-                libc::dup2(up_w, 5);
-                libc::dup2(hold_r, 6);
+                let _ = common::fd::place(&[(up_w, 5), (hold_r, 6)]);
                 libc::execve(prog.as_ptr(), argv.as_ptr(), envp.as_ptr());
             }
             child_exit(127);

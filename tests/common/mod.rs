@@ -2,7 +2,7 @@
 //! removed on drop, with files and FIFOs in it; the tests' one way to read the process tree
 //! (the product's own walker, `foster::tree::Scanner`); ids and signal sets of
 //! `/proc/<pid>/status`; `foster run --check` (`check`); a child's output within a bound
-//! (`child`); an exec held in its middle
+//! (`child`); descriptors put on fixed numbers in a child (`fd`); an exec held in its middle
 //! (`fuse`); a stream's lines read on a thread (`lines`); a supervisor's events as JSON
 //! (`events`); a `foster run` driven through its socket (`supervised`); a helper with a command
 //! line longer than any terminal (`long_command`); a tmux server to drive the dashboard in
@@ -13,6 +13,7 @@
 pub mod check;
 pub mod child;
 pub mod events;
+pub mod fd;
 pub mod fuse;
 pub mod lines;
 pub mod long_command;
