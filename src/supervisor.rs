@@ -582,6 +582,8 @@ impl Supervisor {
             tokio::select! {
                 g = chld.readable() => {
                     let mut g = g?;
+                    // What the ended processes said before they ended, first (`drain_notify`).
+                    self.drain_notify();
                     self.on_sigchld();
                     g.clear_ready();
                 }
@@ -601,7 +603,11 @@ impl Supervisor {
                     }
                     g.clear_ready();
                 }
-                _ = sleep_until(next), if next.is_some() => self.fire_timers(),
+                _ = sleep_until(next), if next.is_some() => {
+                    // A ping or READY=1 sent before the deadline may still be queued.
+                    self.drain_notify();
+                    self.fire_timers();
+                }
                 r = output_report(&mut self.output) => self.on_output_report(r),
                 g = readable(&notify) => {
                     let mut g = g?;

@@ -120,6 +120,16 @@ fn send(assignments: &str) -> String {
     )
 }
 
+/// Set to a path (a FIFO), the sender writes `sent` into it once its datagram is queued,
+/// before its barrier ([`send_telling`]).
+const TELL: &str = "FOSTER_TEST_NOTIFY_TELL";
+
+/// [`send`], which writes `sent` into `fifo` once the datagram is queued, then waits for
+/// foster's barrier as [`send`] does: the sender is still running when foster reads it.
+fn send_telling(assignments: &str, fifo: &Path) -> String {
+    format!("{TELL}='{}' {}", fifo.display(), send(assignments))
+}
+
 /// Not a test: this binary run with `FOSTER_TEST_NOTIFY` set sends its value (assignments,
 /// one per line or separated by spaces) to `$NOTIFY_SOCKET` as one datagram, then waits for
 /// the receiver's barrier (`BARRIER=1` with a pipe's write end: it has handled what came
@@ -147,6 +157,9 @@ fn notify_sender() {
     let msg = text.split_whitespace().collect::<Vec<_>>().join("\n");
     let iov = [std::io::IoSlice::new(msg.as_bytes())];
     sendmsg(s.as_raw_fd(), &iov, &[], MsgFlags::empty(), Some(&addr)).unwrap();
+    if let Some(fifo) = std::env::var_os(TELL) {
+        std::fs::write(fifo, "sent\n").unwrap();
+    }
     let mut fds = [0; 2];
     // SAFETY: pipe2 into an array of two ints, owned from here on.
     assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
@@ -539,6 +552,66 @@ fn a_watchdog_that_stops_arriving_restarts_the_helper() {
     assert_eq!(stop["reason"], "check_failed");
     run.wait_for("the restart", |e| kind(e) == "restart");
     run.wait_for("its relaunch", |e| kind(e) == "launch" && e["attempt"] == 2);
+    assert_eq!(run.terminate(), 0);
+}
+
+/// A `WATCHDOG=1` queued before the watchdog's deadline counts, however late foster reads it.
+/// foster is stopped (SIGSTOP) while the helper pings (the sender says when its ping is queued;
+/// it then waits for foster's barrier) and until the deadline has passed; once it goes on,
+/// the overdue timer and the queued ping wake its loop together, and the ping must be read
+/// before the timer is judged. The loop takes its ready sources in a random order (the timer
+/// came first in most turns), so this is done three times; each time the ping's `STATUS=`
+/// says foster has read it, and the helper must still be running, with no `check_failed`.
+#[test]
+fn a_watchdog_ping_queued_before_the_deadline_counts_however_late_it_is_read() {
+    let d = Dir::new("ready", "queuedping");
+    let (go, sent) = (d.fifo("go"), d.fifo("sent"));
+    let pinger = script(
+        &d,
+        "pinger.sh",
+        &format!(
+            "i=0\nwhile read x < {go}; do i=$((i+1)); {}; done\n",
+            send_telling("WATCHDOG=1 STATUS=ping-$i", &sent),
+            go = go.display(),
+        ),
+    );
+    // A period long enough that the test's steps between two stops (a status read, a FIFO)
+    // never miss it on a loaded machine; each stop outlasts it.
+    let period = Duration::from_secs(2);
+    let mut run = Run::start_uncontained(
+        &d,
+        &format!(
+            "[[helper]]\nname = \"svc\"\ncommand = [\"sh\", \"{pinger}\"]\n\
+             watchdog = \"2s\"\nrestart = \"always\"\nstop_grace = \"100ms\"\n"
+        ),
+    );
+    run.wait_for("launch", |e| kind(e) == "launch");
+    for n in 1..=3 {
+        common::child::while_stopped(&run.child, || {
+            release(&go);
+            assert_eq!(read_line(&sent), "sent");
+            // The ping is queued; foster stays stopped past the deadline it was sent before
+            // (the time is what is tested here, not a wait for something to happen).
+            std::thread::sleep(period + Duration::from_millis(200));
+        });
+        let text = format!("ping-{n}");
+        // Its ping read, or its failure (it is then stopped, and launched again).
+        let s = run.wait_status("the ping read", |s| {
+            let h = helper(s, "svc");
+            h["status_text"] == text || h["state"] != "running" || h["launches"] != 1
+        });
+        let h = helper(&s, "svc");
+        assert_eq!(
+            (&h["state"], &h["launches"]),
+            (&"running".into(), &1.into()),
+            "round {n}: {s:#}"
+        );
+        assert!(
+            !run.so_far().iter().any(|e| kind(e) == "check_failed"),
+            "round {n}: the queued ping was not counted: {:#?}",
+            run.seen
+        );
+    }
     assert_eq!(run.terminate(), 0);
 }
 

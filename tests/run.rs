@@ -909,24 +909,6 @@ fn three_generations(tag: &str, command: &[&str]) -> String {
     )
 }
 
-/// Runs `during` while `f` (a `foster run` of this test's) is stopped: SIGSTOP, waited for as
-/// its parent (every thread of it stopped), then SIGCONT. Nothing of foster's runs meanwhile:
-/// a read of its tree it had due (after a launch it reads again while the helper may still be
-/// in its exec, later and later under load) cannot see what `during` makes and ends.
-fn while_stopped<T>(f: &Child, during: impl FnOnce() -> T) -> T {
-    use nix::sys::signal::{SIGCONT, SIGSTOP, kill};
-    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-    let pid = nix::unistd::Pid::from_raw(f.id() as i32);
-    kill(pid, SIGSTOP).unwrap();
-    assert_eq!(
-        waitpid(pid, Some(WaitPidFlag::WUNTRACED)),
-        Ok(WaitStatus::Stopped(pid, SIGSTOP))
-    );
-    let out = during();
-    kill(pid, SIGCONT).unwrap();
-    out
-}
-
 /// `orphan`, first seen adopted by foster (from no parent foster knew), classified with the
 /// helper `tag` in generation 3 of [`three_generations`], gets that generation's signal (INT)
 /// and is reaped; its `reparented` event.
@@ -973,7 +955,7 @@ fn an_orphan_whose_parent_foster_never_saw_has_the_generation_it_has_when_seen()
     let me = ev.wait_for("start", |v| kind(v) == "start")["supervisor"].clone();
     ev.wait_for("launch", launch_of(&tag));
     // Nothing of foster's runs while the middle shell lives.
-    let sleep: i32 = while_stopped(&f, || {
+    let sleep: i32 = common::child::while_stopped(&f, || {
         std::fs::write(&go, "go\n").unwrap();
         wait_ready(&ready);
         std::fs::read_to_string(&orphan)
@@ -1026,7 +1008,7 @@ fn an_orphan_caught_in_the_middle_of_its_exec_is_classified_once_out_of_it() {
     let (mut f, mut ev, sock) = run_with_socket(&d, &cfg);
     ev.wait_for("launch", launch_of(&tag));
     // Nothing of foster's runs while the middle shell lives.
-    let orphan = while_stopped(&f, || {
+    let orphan = common::child::while_stopped(&f, || {
         std::fs::write(&go, "go\n").unwrap();
         let orphan = held.wait_held(LIMIT);
         wait_ready(&ready);

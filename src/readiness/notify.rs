@@ -43,6 +43,15 @@ pub const MAX_DATAGRAM: usize = 4096;
 /// Descriptors one datagram may carry; more are closed by the kernel.
 const MAX_FDS: usize = 16;
 
+/// Where the kernel's limit on a datagram socket's queue is read (`net.unix.max_dgram_qlen`).
+const QLEN_SYSCTL: &str = "/proc/sys/net/unix/max_dgram_qlen";
+
+/// The limit taken when the sysctl cannot be read (the kernel's default is 10, systemd's
+/// sysctl settings make it 512; a larger bound only reads longer), and the ceiling of the
+/// bound.
+const QLEN_DEFAULT: usize = 512;
+const QLEN_CEILING: usize = 1 << 16;
+
 /// A bound notification socket.
 #[derive(Debug)]
 pub struct NotifySocket {
@@ -51,6 +60,8 @@ pub struct NotifySocket {
     address: String,
     /// The socket file to remove at the end (with its device and inode: only that file).
     file: Option<(PathBuf, u64, u64)>,
+    /// The most datagrams its queue can hold (see [`NotifySocket::queued_bound`]).
+    queue: usize,
 }
 
 /// One datagram as received.
@@ -77,6 +88,17 @@ fn random_hex() -> io::Result<String> {
         return Err(io::Error::last_os_error());
     }
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+/// The most datagrams a socket made now can have queued: the kernel refuses a sender once the
+/// queue holds more than `net.unix.max_dgram_qlen` (a socket keeps the value it was made with).
+fn queue_limit() -> usize {
+    std::fs::read_to_string(QLEN_SYSCTL)
+        .ok()
+        .and_then(|t| t.trim().parse::<usize>().ok())
+        .unwrap_or(QLEN_DEFAULT)
+        .min(QLEN_CEILING)
+        + 1
 }
 
 fn datagram_socket() -> io::Result<OwnedFd> {
@@ -118,6 +140,7 @@ impl NotifySocket {
             fd,
             address: String::new(),
             file,
+            queue: queue_limit(),
         };
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
         socket.address = path
@@ -139,6 +162,7 @@ impl NotifySocket {
             fd,
             address: format!("@{name}"),
             file: None,
+            queue: queue_limit(),
         })
     }
 
@@ -150,6 +174,13 @@ impl NotifySocket {
     /// The descriptor, for the event loop.
     pub fn raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
+    }
+
+    /// How many datagrams can be queued on the socket at once: reading that many (or until
+    /// none is left) takes every datagram that was queued when the reading began, however
+    /// fast senders queue more meanwhile (what they queue later is left for later).
+    pub fn queued_bound(&self) -> usize {
+        self.queue
     }
 
     /// The next datagram, or `WouldBlock` when none is waiting.

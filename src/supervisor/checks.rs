@@ -799,6 +799,27 @@ impl Supervisor {
         more
     }
 
+    /// Every datagram queued on the notify sockets now, read and handled before something
+    /// they could change is judged: a due watchdog or readiness deadline (a `WATCHDOG=1` or
+    /// `READY=1` sent in time may still wait in the queue when the timer wakes the loop: the
+    /// loop does not choose between ready sources in any order), a process's end (what a
+    /// process said before it ended is handled before its end). At most what a socket's queue
+    /// can hold is read ([`NotifySocket::queued_bound`]): everything that was queued when the
+    /// drain began, never an endless read of a sender that keeps sending.
+    pub(super) fn drain_notify(&mut self) {
+        for other in [false, true] {
+            let bound = match other {
+                true => self.checks_io.notify_other.as_ref(),
+                false => self.checks_io.notify.as_ref(),
+            }
+            .map_or(0, |s| s.queued_bound());
+            let mut read = 0;
+            while read < bound && self.on_notify_readable(other) {
+                read += DATAGRAMS_PER_TURN;
+            }
+        }
+    }
+
     /// A datagram refused: counted; the first is a warning, the others are logged at debug
     /// level (another user could send many).
     fn refuse(&mut self, d: &Datagram, why: &str) {

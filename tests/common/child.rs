@@ -1,7 +1,7 @@
 //! A child process the test started and lets run to its end: its output (standard output and
 //! error as it piped them), or its exit code, once it ends within a bound, or it is SIGKILLed,
-//! reaped, and the test fails naming it; a wait for its end bounded by the caller. Shared by
-//! the tests that run `foster` to its end.
+//! reaped, and the test fails naming it; a wait for its end bounded by the caller; something
+//! done while it is stopped. Shared by the tests that run `foster` to its end.
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, ExitStatus, Output};
@@ -62,4 +62,22 @@ pub fn wait_exit(child: &mut Child) -> i32 {
             panic!("process {} did not exit within {LIMIT:?}", child.id());
         }
     }
+}
+
+/// Runs `during` while `f` (a `foster run` of this test's) is stopped: SIGSTOP, waited for as
+/// its parent (every thread of it stopped), then SIGCONT. Nothing of foster's runs meanwhile:
+/// a read of its tree it had due (after a launch it reads again while the helper may still be
+/// in its exec, later and later under load) cannot see what `during` makes and ends.
+pub fn while_stopped<T>(f: &Child, during: impl FnOnce() -> T) -> T {
+    use nix::sys::signal::{SIGCONT, SIGSTOP, kill};
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    let pid = nix::unistd::Pid::from_raw(f.id() as i32);
+    kill(pid, SIGSTOP).unwrap();
+    assert_eq!(
+        waitpid(pid, Some(WaitPidFlag::WUNTRACED)),
+        Ok(WaitStatus::Stopped(pid, SIGSTOP))
+    );
+    let out = during();
+    kill(pid, SIGCONT).unwrap();
+    out
 }
