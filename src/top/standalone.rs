@@ -21,6 +21,11 @@ use crate::tree::{ScanOptions, Scanner, Snapshot};
 /// many readings).
 pub const OWNER_RECHECK: u64 = 10;
 
+/// How many readings a process that has not run keeps its previous reading for
+/// ([`ScanOptions::reuse_idle`]): what others do to a sleeping process without waking it (its
+/// memory reclaimed, its process group set by its parent) shows within this many readings.
+pub const IDLE_RECHECK: u64 = 10;
+
 /// Readings from `/proc`.
 #[derive(Debug)]
 pub struct ProcSource {
@@ -58,6 +63,7 @@ impl ProcSource {
             threads: 1,
             uid: true,
             owner_recheck: OWNER_RECHECK,
+            reuse_idle: IDLE_RECHECK,
             ..ScanOptions::default()
         })
         .map_err(|e| SourceError(format!("cannot read /proc: {e}")))?;

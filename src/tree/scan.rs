@@ -24,6 +24,12 @@
 //! arguments are laid out (`arg_end`), and at its exit. Such a process is marked
 //! [`ProcessNode::in_exec`] when `stat` shows it (see there).
 //!
+//! With [`ScanOptions::reuse_idle`] (the dashboard), a process that has not run since the
+//! previous scan keeps that scan's reading: its `schedstat` (three numbers, a fraction of
+//! `stat`'s cost to the kernel) is read first, and `stat` only when those moved (it has been
+//! on a CPU), it was runnable, it has several threads, or its periodic reading is due; a parent's departure makes its
+//! children read again in the same scan (see [`Kept`] for what changes in a sleeping process).
+//!
 //! Besides the scan, [`Scanner::read_extra`] reads what a reader shows of some processes only
 //! (the dashboard's optional columns): `io` and `cgroup` (parsed by procfs), the PID
 //! namespace's inode (`fstatat` of `ns/pid`), through the same `/proc` descriptor and buffer.
@@ -76,6 +82,16 @@ pub struct ScanOptions {
     /// as of a set-user-ID program) or after N scans (a `setuid` without an exec shows within
     /// N scans). For a reader that scans often and shows owners (the dashboard).
     pub owner_recheck: u64,
+    /// Reuse what the previous scan read of a process that has not run since: 0, never (every
+    /// process's `stat` is read every scan). N: each process's `schedstat` is read first (a
+    /// line of three numbers the kernel writes at a fraction of `stat`'s cost), and when they
+    /// are those of the previous scan (the process has not been on a CPU since), for a process
+    /// of one thread that was not runnable and whose `/proc` entry is the same, the previous
+    /// node stands (nothing in `stat`
+    /// changes while a process does not run, but what others do to it, see [`Kept`]); `stat`
+    /// is read anyway at least every N scans of a process. For a reader that scans often, most
+    /// of whose processes sleep (the dashboard).
+    pub reuse_idle: u64,
 }
 
 impl Default for ScanOptions {
@@ -87,6 +103,7 @@ impl Default for ScanOptions {
             threads: cpus.min(4),
             uid: true,
             owner_recheck: 0,
+            reuse_idle: 0,
         }
     }
 }
@@ -108,6 +125,9 @@ pub struct ScanStats {
     pub cmdline_unreadable: usize,
     /// Command lines read by this scan (the others came from the cache).
     pub cmdline_reads: usize,
+    /// Processes whose previous reading stood, found not to have run
+    /// ([`ScanOptions::reuse_idle`]).
+    pub reused: usize,
 }
 
 impl ScanStats {
@@ -120,6 +140,7 @@ impl ScanStats {
         self.failed += other.failed;
         self.cmdline_unreadable += other.cmdline_unreadable;
         self.cmdline_reads += other.cmdline_reads;
+        self.reused += other.reused;
     }
 }
 
@@ -153,6 +174,25 @@ struct ArgArea {
     end: u64,
 }
 
+/// What the previous scan read of a process, for the next scan to reuse while the process does
+/// not run ([`ScanOptions::reuse_idle`]). Of `stat`'s fields, only what another process does to
+/// this one changes without it running: its parent pid when its parent exits (the orphan is
+/// handed to a reaper), which the scan sees at once (the parent's departure makes its children
+/// read again, see [`Scanner::scan_pids`]); its process group when its parent sets it before
+/// the child's first exec; its memory when the kernel reclaims pages; the owner of its `/proc`
+/// entry when it changes credentials (it runs to do it). Those others show within
+/// `reuse_idle` scans.
+#[derive(Debug)]
+struct Kept {
+    node: ProcessNode,
+    /// `schedstat`'s numbers ([`parse_schedstat`]), read before the node's `stat`.
+    sched: [u64; 3],
+    /// The inode number of the process's `/proc` entry in the listing it was read from (0
+    /// when the pids did not come from a listing).
+    ino: u64,
+    seen: u64,
+}
+
 /// Reads `/proc` into [`Snapshot`]s, reusing one buffer and a per-identity cache across scans.
 #[derive(Debug)]
 pub struct Scanner {
@@ -171,6 +211,11 @@ pub struct Scanner {
     generation: u64,
     page_size: u64,
     empty: Arc<[Vec<u8>]>,
+    /// The previous scan's nodes by pid ([`ScanOptions::reuse_idle`]; empty when off, or when
+    /// this kernel's `schedstat` gives no run times).
+    kept: HashMap<i32, Kept>,
+    /// `schedstat` gives run times here (checked once on this process's own).
+    schedstat: bool,
 }
 
 /// How reading one file went.
@@ -292,6 +337,24 @@ pub(crate) fn parse_stat(line: &[u8]) -> Option<procstat::StatFields<'_>> {
     procstat::StatFields::parse(line).ok()
 }
 
+/// The three numbers of a `/proc/<pid>/schedstat` line: time on a CPU (nanoseconds), time
+/// waiting for one, and how many times the process was put on one. The first moves only when
+/// the kernel accounts a run (at a tick or a switch); the last moves as soon as the process is
+/// switched in: together they say whether it has been on a CPU.
+fn parse_schedstat(line: &[u8]) -> Option<[u64; 3]> {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let mut out = [0u64; 3];
+    let mut fields = line.split(|&b| b == b' ');
+    for slot in &mut out {
+        let field = fields.next()?;
+        if field.is_empty() || field.len() > 20 || !field.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        *slot = std::str::from_utf8(field).ok()?.parse().ok()?;
+    }
+    fields.next().is_none().then_some(out)
+}
+
 /// Splits a `cmdline` buffer at NUL into arguments (the final NUL ends the last one).
 fn split_cmdline(buf: &[u8]) -> Vec<Vec<u8>> {
     if buf.is_empty() {
@@ -341,7 +404,26 @@ impl Scanner {
             generation: 0,
             page_size: procfs::page_size(),
             empty: Arc::from(Vec::new()),
+            kept: HashMap::new(),
+            schedstat: false,
         }
+        .checked_schedstat()
+    }
+
+    /// With [`ScanOptions::reuse_idle`], whether `schedstat` gives run times: without
+    /// `CONFIG_SCHED_INFO` the file reads `0 0 0` (or is missing), and nothing could be reused.
+    fn checked_schedstat(mut self) -> Scanner {
+        if self.opts.reuse_idle > 0 {
+            let mut buf = Vec::with_capacity(128);
+            self.schedstat = open_read(self.proc_fd.as_raw_fd(), b"self/schedstat\0", &mut buf)
+                .ok()
+                .and_then(|_| parse_schedstat(&buf))
+                .is_some_and(|[ns, _, runs]| ns > 0 && runs > 0);
+            if !self.schedstat {
+                tracing::debug!("schedstat gives no run times here: every stat read every scan");
+            }
+        }
+        self
     }
 
     /// The options this scanner reads with.
@@ -458,17 +540,50 @@ impl Scanner {
     /// Scans every pid listed in the proc root.
     pub fn scan(&mut self) -> Result<Snapshot, TreeError> {
         self.list()?;
-        self.pids.sort_unstable();
-        let pids = std::mem::take(&mut self.pids);
-        let snap = self.scan_pids(&pids);
+        let mut pids = std::mem::take(&mut self.pids);
+        let mut inos = std::mem::take(&mut self.listed_inos);
+        if self.reusing() {
+            // Each pid with its entry's inode (a pid held by another process has another).
+            let mut pairs: Vec<(i32, u64)> =
+                pids.iter().copied().zip(inos.iter().copied()).collect();
+            pairs.sort_unstable();
+            pids.clear();
+            inos.clear();
+            for (pid, ino) in pairs {
+                pids.push(pid);
+                inos.push(ino);
+            }
+        } else {
+            pids.sort_unstable();
+            inos.clear();
+        }
+        let snap = self.scan_listed(&pids, &inos);
         self.pids = pids;
+        self.listed_inos = inos;
         Ok(snap)
+    }
+
+    /// Whether this scanner reuses the readings of processes that have not run: asked to
+    /// ([`ScanOptions::reuse_idle`]) on a kernel whose `schedstat` gives run times.
+    pub fn reusing(&self) -> bool {
+        self.opts.reuse_idle > 0 && self.schedstat
     }
 
     /// Scans exactly these pids, as if the listing had given them: a pid that does not exist is
     /// counted as vanished. Above [`PARALLEL_MIN`] pids the work is split over
     /// `opts.threads` scoped threads; the cache is only read while they run and updated after.
     pub fn scan_pids(&mut self, pids: &[i32]) -> Snapshot {
+        self.scan_listed(pids, &[])
+    }
+
+    /// [`Scanner::scan_pids`], with the inode number of each pid's `/proc` entry where a listing
+    /// gave them (`inos` in `pids` order, or empty).
+    ///
+    /// Reusing ([`ScanOptions::reuse_idle`]), a node whose process has not run stands; then
+    /// the processes whose reading stood and whose parent has left since the previous scan
+    /// (gone, another process under its pid, or exiting) are read again at once: the kernel
+    /// hands such an orphan to a reaper without it running, and its parent pid must show it.
+    fn scan_listed(&mut self, pids: &[i32], inos: &[u64]) -> Snapshot {
         self.generation += 1;
         let generation = self.generation;
         let threads = if pids.len() >= PARALLEL_MIN {
@@ -479,6 +594,11 @@ impl Scanner {
         while self.bufs.len() < threads {
             self.bufs.push(Vec::with_capacity(4096));
         }
+        let reuse = if self.reusing() {
+            self.opts.reuse_idle
+        } else {
+            0
+        };
         let ctx = Ctx {
             dir: self.proc_fd.as_raw_fd(),
             cmdline: self.opts.cmdline,
@@ -489,17 +609,24 @@ impl Scanner {
             cache: &self.cache,
             empty: &self.empty,
             page_size: self.page_size,
+            reuse,
+            kept: &self.kept,
+            force: false,
         };
         let mut outs: Vec<Chunk> = if threads == 1 {
-            vec![ctx.read(pids, &mut self.bufs[0])]
+            vec![ctx.read(pids, inos, &mut self.bufs[0])]
         } else {
             let per = pids.len().div_ceil(threads);
             std::thread::scope(|scope| {
                 let ctx = &ctx;
                 let handles: Vec<_> = pids
                     .chunks(per)
+                    .enumerate()
                     .zip(self.bufs.iter_mut())
-                    .map(|(chunk, buf)| scope.spawn(move || ctx.read(chunk, buf)))
+                    .map(|((i, chunk), buf)| {
+                        let inos = inos.get(i * per..(i * per + chunk.len()).min(inos.len()));
+                        scope.spawn(move || ctx.read(chunk, inos.unwrap_or(&[]), buf))
+                    })
                     .collect();
                 handles
                     .into_iter()
@@ -512,9 +639,61 @@ impl Scanner {
             ..ScanStats::default()
         };
         let mut nodes = Vec::with_capacity(pids.len());
+        let mut reused = Vec::new();
         for out in &mut outs {
             stats.add(&out.stats);
+            reused.extend(out.reused.drain(..).map(|i| i + nodes.len()));
             nodes.append(&mut out.nodes);
+        }
+        if reuse > 0 {
+            let departed = self.keep(&reused, &nodes, &mut outs, generation);
+            let again: Vec<i32> = reused
+                .iter()
+                .map(|&i| &nodes[i])
+                .filter(|n| departed.contains(&n.ppid))
+                .map(|n| n.pid)
+                .collect();
+            if !again.is_empty() {
+                let ctx = Ctx {
+                    dir: self.proc_fd.as_raw_fd(),
+                    cmdline: self.opts.cmdline,
+                    uid: self.opts.uid,
+                    owner_recheck: self.opts.owner_recheck,
+                    owners: &self.owners,
+                    generation,
+                    cache: &self.cache,
+                    empty: &self.empty,
+                    page_size: self.page_size,
+                    reuse,
+                    kept: &self.kept,
+                    force: true,
+                };
+                let inos: Vec<u64> = again
+                    .iter()
+                    .map(|pid| self.kept.get(pid).map_or(0, |k| k.ino))
+                    .collect();
+                let mut out = ctx.read(&again, &inos, &mut self.bufs[0]);
+                let mut fresh: HashMap<i32, ProcessNode> =
+                    out.nodes.drain(..).map(|n| (n.pid, n)).collect();
+                nodes.retain_mut(|n| {
+                    if again.binary_search(&n.pid).is_err() {
+                        return true;
+                    }
+                    match fresh.remove(&n.pid) {
+                        Some(f) => {
+                            *n = f;
+                            true
+                        }
+                        None => false,
+                    }
+                });
+                stats.add(&out.stats);
+                stats.reused -= again.len();
+                for (pid, k) in out.kept_fresh.drain(..) {
+                    self.kept.insert(pid, k);
+                }
+                outs.push(out);
+            }
         }
         stats.read = nodes.len();
         if self.opts.cmdline {
@@ -551,6 +730,46 @@ impl Scanner {
 }
 
 impl Scanner {
+    /// Brings [`Scanner::kept`] up to this scan (`reused`: the indices in `nodes` of the
+    /// readings that stood; the chunks' fresh readings) and returns the pids whose process has
+    /// left since the previous scan: gone or not scanned now, held by another process, or
+    /// found exiting now. Their children, if their readings stood, are to be read again.
+    fn keep(
+        &mut self,
+        reused: &[usize],
+        nodes: &[ProcessNode],
+        outs: &mut [Chunk],
+        generation: u64,
+    ) -> Vec<i32> {
+        let mut departed = Vec::new();
+        for &i in reused {
+            if let Some(k) = self.kept.get_mut(&nodes[i].pid) {
+                k.seen = generation;
+            }
+        }
+        let leaving = |n: &ProcessNode| matches!(n.state, b'Z' | b'X');
+        for out in outs.iter_mut() {
+            for (pid, k) in out.kept_fresh.drain(..) {
+                if let Some(old) = self.kept.get(&pid)
+                    && (old.node.identity != k.node.identity
+                        || (leaving(&k.node) && !leaving(&old.node)))
+                {
+                    departed.push(pid);
+                }
+                self.kept.insert(pid, k);
+            }
+        }
+        self.kept.retain(|&pid, k| {
+            if k.seen != generation {
+                departed.push(pid);
+            }
+            k.seen == generation
+        });
+        departed.sort_unstable();
+        departed.dedup();
+        departed
+    }
+
     /// Reads the command line of every process of `snap` that has none yet (kernel threads
     /// excepted), without the cache: for one-shot use after a scan without command lines, such
     /// as `foster tree -a --root PID`, which needs them only for the subtree it shows.
@@ -758,6 +977,12 @@ struct Ctx<'a> {
     cache: &'a HashMap<Identity, CacheEntry>,
     empty: &'a Arc<[Vec<u8>]>,
     page_size: u64,
+    /// [`ScanOptions::reuse_idle`] where `schedstat` gives run times, else 0.
+    reuse: u64,
+    /// The previous scan's readings, by pid.
+    kept: &'a HashMap<i32, Kept>,
+    /// Read every `stat`, whatever `schedstat` says (the second pass of a reusing scan).
+    force: bool,
 }
 
 /// What one scanning thread found.
@@ -772,11 +997,16 @@ struct Chunk {
     owner_hits: Vec<Identity>,
     /// Owners read now, for the cache.
     owners_fresh: Vec<(Identity, OwnerEntry)>,
+    /// Indices in `nodes` of the readings that stood.
+    reused: Vec<usize>,
+    /// Readings made now, to be kept (only when reusing).
+    kept_fresh: Vec<(i32, Kept)>,
 }
 
 impl Ctx<'_> {
-    /// Reads `pids` with `buf` as the one reusable read buffer.
-    fn read(&self, pids: &[i32], buf: &mut Vec<u8>) -> Chunk {
+    /// Reads `pids` (with the inode number of each one's `/proc` entry in `inos`, or none)
+    /// with `buf` as the one reusable read buffer.
+    fn read(&self, pids: &[i32], inos: &[u64], buf: &mut Vec<u8>) -> Chunk {
         let mut out = Chunk {
             nodes: Vec::with_capacity(pids.len()),
             stats: ScanStats::default(),
@@ -784,9 +1014,39 @@ impl Ctx<'_> {
             fresh: Vec::new(),
             owner_hits: Vec::new(),
             owners_fresh: Vec::new(),
+            reused: Vec::new(),
+            kept_fresh: Vec::new(),
         };
         let mut path = [0u8; 40];
-        for &pid in pids {
+        for (i, &pid) in pids.iter().enumerate() {
+            let ino = inos.get(i).copied().unwrap_or(0);
+            // `schedstat` first, then `stat`: a process that runs between the two reads reads
+            // as having run at the next scan.
+            let mut sched = [0; 3];
+            if self.reuse > 0 {
+                let len = pid_path(&mut path, pid, b"schedstat");
+                match open_read(self.dir, &path[..len], buf) {
+                    Ok(_) => sched = parse_schedstat(buf).unwrap_or([0; 3]),
+                    Err(ReadError::Gone) => {
+                        out.stats.vanished += 1;
+                        continue;
+                    }
+                    // `stat` says what it is.
+                    Err(_) => {}
+                }
+                if let Some(node) = self.unchanged(pid, ino, sched) {
+                    if self.cmdline {
+                        out.hits.push(node.identity);
+                    }
+                    if self.uid && self.owner_recheck > 0 {
+                        out.owner_hits.push(node.identity);
+                    }
+                    out.stats.reused += 1;
+                    out.reused.push(out.nodes.len());
+                    out.nodes.push(node);
+                    continue;
+                }
+            }
             let len = pid_path(&mut path, pid, b"stat");
             let fd = match open_read(self.dir, &path[..len], buf) {
                 Ok(fd) => fd,
@@ -869,9 +1129,46 @@ impl Ctx<'_> {
             if self.cmdline && !kernel_thread {
                 node.cmdline = self.cmdline_of(&node, args, zombie, buf, &mut out);
             }
+            if self.reuse > 0 && sched[2] > 0 {
+                out.kept_fresh.push((
+                    pid,
+                    Kept {
+                        node: node.clone(),
+                        sched,
+                        ino,
+                        seen: self.generation,
+                    },
+                ));
+            }
             out.nodes.push(node);
         }
         out
+    }
+
+    /// The previous reading of `pid`, when it stands: the process has not been on a CPU since
+    /// (the same `schedstat`, switched in at least once: a process never switched in could be
+    /// a newborn under a reused pid), has the same `/proc` entry, has one thread, was neither
+    /// runnable (it may be running now, its time not yet accounted) nor in the middle of an
+    /// exec, and is not due for its periodic reading (every `reuse` scans, staggered by pid).
+    fn unchanged(&self, pid: i32, ino: u64, sched: [u64; 3]) -> Option<ProcessNode> {
+        if self.force || sched[2] == 0 {
+            return None;
+        }
+        let k = self.kept.get(&pid)?;
+        let due = (pid.unsigned_abs() as u64).wrapping_add(self.generation) % self.reuse == 0;
+        if due
+            || k.sched != sched
+            || k.ino != ino
+            || k.node.num_threads != 1
+            || k.node.in_exec
+            || k.node.state == b'R'
+        {
+            return None;
+        }
+        let mut node = k.node.clone();
+        node.parent = None;
+        node.environ = self.empty.clone();
+        Some(node)
     }
 
     /// The owner of the process whose `stat` is open on `fd`: from the cache while the
@@ -1081,6 +1378,32 @@ mod tests {
     }
 
     #[test]
+    fn schedstat_lines_give_their_three_numbers() {
+        assert_eq!(
+            parse_schedstat(b"1016326 52013 7\n"),
+            Some([1_016_326, 52_013, 7])
+        );
+        assert_eq!(parse_schedstat(b"0 0 0\n"), Some([0, 0, 0]));
+        for bad in [
+            &b""[..],
+            b"\n",
+            b"1 2\n",
+            b"1 2 3 4\n",
+            b"1  2 3\n",
+            b"-1 2 3\n",
+            b"1 2 x\n",
+            b"99999999999999999999999 1 1\n",
+        ] {
+            assert_eq!(
+                parse_schedstat(bad),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
     fn pid_names_only() {
         assert_eq!(parse_pid(b"123"), Some(123));
         assert_eq!(parse_pid(b"self"), None);
@@ -1210,6 +1533,17 @@ mod tests {
 
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// Any three numbers round-trip; no text makes the `schedstat` parser panic.
+        #[test]
+        fn schedstat_round_trips_and_never_panics(
+            a: u64, b: u64, c: u64,
+            junk in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+        ) {
+            let line = format!("{a} {b} {c}\n");
+            proptest::prop_assert_eq!(parse_schedstat(line.as_bytes()), Some([a, b, c]));
+            let _ = parse_schedstat(&junk);
+        }
 
         /// No text makes the `NSpid` parser panic, and what it gives is positive pids only.
         #[test]
