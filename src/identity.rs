@@ -11,7 +11,9 @@
 //! (the pidfd is opened first and the start time read after, the order of systemd's
 //! `pidref_verify`, so a pid reused in between is never taken for the process), signals it (or
 //! the process group it leads) and waits for its end. Signalling a process by identity
-//! ([`signal`]) is that reference opened, checked, signalled and closed.
+//! ([`signal`]) is that reference opened, checked, signalled and closed. What a pidfd says of
+//! its process, however foster got it (a notify datagram brings its sender's): its pid until
+//! it is reaped ([`pidfd_pid`]), and the number that tells it from any other ([`pidfd_inode`]).
 
 use std::ffi::CString;
 use std::fmt;
@@ -232,6 +234,51 @@ fn pidfd_open_flags(pid: i32, flags: libc::c_int) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
+/// What a pidfd's `fdinfo` says of the process it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PidfdPid {
+    /// Not reaped yet (running, or a zombie): its pid, as the `/proc` foster reads numbers it
+    /// (0 when the process is in a PID namespace that one cannot see). While a pidfd says so,
+    /// the pid is that process's: a pid passes to another process only once its holder was
+    /// reaped.
+    Pid(i32),
+    /// Reaped (`Pid: -1`): its pid may be another process's already.
+    Reaped,
+}
+
+/// The pid of the process `pidfd` holds, from `/proc/self/fdinfo/FD` (its `Pid:` line).
+pub fn pidfd_pid(pidfd: BorrowedFd<'_>) -> io::Result<PidfdPid> {
+    let text = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd()))?;
+    let pid = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Pid:"))
+        .and_then(|v| v.trim().parse::<i32>().ok())
+        .ok_or_else(|| io::Error::other("a pidfd's fdinfo without a Pid: line"))?;
+    Ok(if pid < 0 {
+        PidfdPid::Reaped
+    } else {
+        PidfdPid::Pid(pid)
+    })
+}
+
+/// The number that tells the process `pidfd` holds from every other process: the inode number
+/// of a pidfd on pidfs (Linux 6.9+), the same for every pidfd of one process and never given to
+/// another while the system runs. `None` where the kernel has no such number: before pidfs
+/// (every pidfd then shares one anonymous inode), or where inode numbers are 32 bits wide (pidfs
+/// then reuses them with a generation count foster does not read).
+pub fn pidfd_inode(pidfd: BorrowedFd<'_>) -> Option<u64> {
+    const PIDFS_MAGIC: i64 = 0x5049_4446;
+    if cfg!(not(target_pointer_width = "64")) {
+        return None;
+    }
+    let fs = nix::sys::statfs::fstatfs(pidfd).ok()?;
+    if fs.filesystem_type().0 as i64 != PIDFS_MAGIC {
+        return None;
+    }
+    let st = nix::sys::stat::fstat(pidfd).ok()?;
+    Some(st.st_ino)
+}
+
 /// Sends `sig` to the process `pidfd` holds (no siginfo, no flags).
 pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: i32) -> io::Result<()> {
     pidfd_send_signal_flags(pidfd, sig, 0)
@@ -405,6 +452,41 @@ pub fn signal(id: Identity, sig: i32) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A pidfd says its process's pid until the process is reaped, then that it was; its pidfs
+    /// inode number (where the kernel has one) is its process's alone, and stays after the
+    /// reaping.
+    #[test]
+    fn a_pidfd_tells_its_pid_until_reaped_and_its_process_by_inode() {
+        let mut a = std::process::Command::new("sleep")
+            .arg("100")
+            .spawn()
+            .unwrap();
+        let b = std::process::Command::new("sleep")
+            .arg("100")
+            .spawn()
+            .unwrap();
+        let pid = a.id() as i32;
+        let (fa, fa2) = (pidfd_open(pid).unwrap(), pidfd_open(pid).unwrap());
+        let fb = pidfd_open(b.id() as i32).unwrap();
+        assert_eq!(pidfd_pid(fa.as_fd()).unwrap(), PidfdPid::Pid(pid));
+        let inode = pidfd_inode(fa.as_fd());
+        if inode.is_some() {
+            assert_eq!(pidfd_inode(fa2.as_fd()), inode, "one process, one number");
+            assert_ne!(pidfd_inode(fb.as_fd()), inode, "another process, another");
+        }
+        a.kill().unwrap();
+        a.wait().unwrap();
+        assert_eq!(pidfd_pid(fa.as_fd()).unwrap(), PidfdPid::Reaped);
+        assert_eq!(
+            pidfd_inode(fa.as_fd()),
+            inode,
+            "the number outlives the process"
+        );
+        let _ = pidfd_send_signal(fb.as_fd(), libc::SIGKILL);
+        let mut b = b;
+        b.wait().unwrap();
+    }
 
     #[test]
     fn text_round_trip() {

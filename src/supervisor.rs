@@ -590,6 +590,9 @@ impl Supervisor {
                 g = parents.readable() => {
                     let mut g = g?;
                     // A parent of the tree ended: its children have a new parent already.
+                    // What it said before it ended first, while its pidfd is still held
+                    // (`checks.rs`, `sender_helper`).
+                    self.drain_notify();
                     if self.watch.take_ended() > 0 {
                         self.rescan();
                     }

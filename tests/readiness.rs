@@ -120,6 +120,19 @@ fn send(assignments: &str) -> String {
     )
 }
 
+/// Set, the sender does not wait for foster's barrier: it ends as soon as its datagram is
+/// queued ([`send_now`]).
+const NO_BARRIER: &str = "FOSTER_TEST_NOTIFY_NO_BARRIER";
+/// Set to a FIFO (with [`GO`] set to another), the sender first makes a child of its own
+/// (`sleep`), writes its pid into this FIFO, and sends only once a line comes in [`GO`]'s.
+const PARENT: &str = "FOSTER_TEST_NOTIFY_PARENT";
+const GO: &str = "FOSTER_TEST_NOTIFY_GO";
+/// Set to a FIFO, this binary run as [`notify_sender`] is a helper that takes pids instead of
+/// sending ([`pid_taker`]): it reads a pid from it, makes a child of its own that has that pid,
+/// and says in the FIFO [`TAKEN`] names whether it could; then the next.
+const TAKE: &str = "FOSTER_TEST_TAKE";
+const TAKEN: &str = "FOSTER_TEST_TAKEN";
+
 /// Set to a path (a FIFO), the sender writes `sent` into it once its datagram is queued,
 /// before its barrier ([`send_telling`]).
 const TELL: &str = "FOSTER_TEST_NOTIFY_TELL";
@@ -130,15 +143,92 @@ fn send_telling(assignments: &str, fifo: &Path) -> String {
     format!("{TELL}='{}' {}", fifo.display(), send(assignments))
 }
 
+/// [`send`] without the barrier: the sender ends once its datagram is queued, whether foster
+/// has read it or not (as `systemd-notify --no-block`, or a program calling `sd_notify` that
+/// exits at once).
+fn send_now(assignments: &str) -> String {
+    format!("{NO_BARRIER}=1 {}", send(assignments))
+}
+
+/// For [`notify_sender`] with [`TAKE`] set: writes `$NOTIFY_SOCKET` into the FIFO `sock`, then
+/// for each pid read from the FIFO `take`, [`take_pid`] writes into `report` whether it made a
+/// child that has it. Ends when foster stops it.
+fn pid_taker(sock: &str, take: &str, report: &str) {
+    let socket = std::env::var("NOTIFY_SOCKET").unwrap();
+    std::fs::write(sock, format!("{socket}\n")).unwrap();
+    loop {
+        // A read may end at a writer's close without a line: then read again.
+        let Ok(line) = std::fs::read_to_string(take) else {
+            continue;
+        };
+        let Ok(pid) = line.trim().parse::<i32>() else {
+            continue;
+        };
+        let taken = take_pid(pid);
+        std::fs::write(report, if taken { "taken\n" } else { "missed\n" }).unwrap();
+    }
+}
+
+/// A child that has the pid `pid` (free now: its holder was reaped), made by setting the pid
+/// namespace's last pid to `pid - 1` (root) before each fork; another process of the machine
+/// may fork in between, so it is tried again (a child with another pid is killed and reaped),
+/// until `pid` is taken by some other process. The child pauses until it is killed.
+fn take_pid(pid: i32) -> bool {
+    let mut taken = false;
+    for _ in 0..1000 {
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            break;
+        }
+        std::fs::write("/proc/sys/kernel/ns_last_pid", format!("{}", pid - 1)).unwrap();
+        // SAFETY: the child only pauses (async-signal-safe) until a signal ends it.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            loop {
+                // SAFETY: pause(2) alone, in the forked child.
+                unsafe { libc::pause() };
+            }
+        }
+        assert!(child > 0, "fork: {}", std::io::Error::last_os_error());
+        if child == pid {
+            taken = true;
+            break;
+        }
+        // SAFETY: our own child, by the pid fork returned, reaped at once.
+        unsafe {
+            libc::kill(child, libc::SIGKILL);
+            libc::waitpid(child, std::ptr::null_mut(), 0);
+        }
+    }
+    taken
+}
+
 /// Not a test: this binary run with `FOSTER_TEST_NOTIFY` set sends its value (assignments,
 /// one per line or separated by spaces) to `$NOTIFY_SOCKET` as one datagram, then waits for
 /// the receiver's barrier (`BARRIER=1` with a pipe's write end: it has handled what came
 /// before once it closes the descriptor), as `sd_notify_barrier(3)` and `systemd-notify` do.
 #[test]
 fn notify_sender() {
+    if let (Ok(take), Ok(report), Ok(sock)) = (
+        std::env::var(TAKE),
+        std::env::var(TAKEN),
+        std::env::var(SEND),
+    ) {
+        return pid_taker(&sock, &take, &report);
+    }
     let Ok(text) = std::env::var(SEND) else {
         return;
     };
+    if let (Some(parent), Some(go)) = (std::env::var_os(PARENT), std::env::var_os(GO)) {
+        // Left to be adopted by foster when this process ends (foster reaps it).
+        #[allow(clippy::zombie_processes)]
+        std::process::Command::new("sleep")
+            .arg("1000")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::fs::write(parent, format!("{}\n", std::process::id())).unwrap();
+        std::fs::read_to_string(go).unwrap();
+    }
     use nix::sys::socket::{
         AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType, UnixAddr, sendmsg, socket,
     };
@@ -159,6 +249,9 @@ fn notify_sender() {
     sendmsg(s.as_raw_fd(), &iov, &[], MsgFlags::empty(), Some(&addr)).unwrap();
     if let Some(fifo) = std::env::var_os(TELL) {
         std::fs::write(fifo, "sent\n").unwrap();
+    }
+    if std::env::var_os(NO_BARRIER).is_some() {
+        return;
     }
     let mut fds = [0; 2];
     // SAFETY: pipe2 into an array of two ints, owned from here on.
@@ -273,6 +366,149 @@ fn a_notify_helper_is_ready_at_its_ready_1_and_a_datagram_from_outside_is_ignore
         std::fs::symlink_metadata(&path).is_err(),
         "the notify socket is removed at the end"
     );
+}
+
+/// A datagram whose sender has ended, been reaped, and whose pid a process of the helper's tree
+/// took since, is not that process's: foster tells the sender by the pidfd the kernel gave
+/// with its datagram, not by its pid. While foster is stopped, a sender outside the tree (a
+/// child of this test) says `READY=1` and ends, and is reaped; then the helper makes a child
+/// of its own that takes its pid (root: the pid namespace's last pid set before a fork). When foster goes
+/// on, the datagram's pid names a process of the helper's tree: it must be refused all the
+/// same, and the helper still `starting`. A datagram of this test's, refused too, comes after
+/// it: once it is counted, foster has read the first.
+#[test]
+fn a_datagram_of_an_ended_sender_is_not_taken_for_the_process_that_reused_its_pid() {
+    if !common::is_root() {
+        println!("skipped: making a child take a given pid needs root (ns_last_pid)");
+        return;
+    }
+    let d = Dir::new("ready", "reused");
+    let (sock, take, taken) = (d.fifo("sock"), d.fifo("take"), d.fifo("taken"));
+    // The helper is this binary as a pid taker: the children it makes are its own.
+    let mut run = Run::start_uncontained(
+        &d,
+        &format!(
+            "[[helper]]\nname = \"db\"\n\
+             command = [\"{exe}\", \"notify_sender\", \"--exact\", \"--quiet\"]\n\
+             env = {{ {TAKE} = \"{take}\", {TAKEN} = \"{taken}\", {SEND} = \"{sock}\" }}\n\
+             ready = {{ notify = true, timeout = \"60s\" }}\n",
+            exe = std::env::current_exe().unwrap().display(),
+            take = take.display(),
+            taken = taken.display(),
+            sock = sock.display(),
+        ),
+    );
+    let path = read_line(&sock);
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let got = common::child::while_stopped(&run.child, || {
+            let mut outsider = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["notify_sender", "--exact", "--quiet"])
+                .env(SEND, "READY=1 STATUS=spoofed")
+                .env(NO_BARRIER, "1")
+                .env("NOTIFY_SOCKET", &path)
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            let pid = outsider.id() as i32;
+            assert!(
+                common::child::wait_exit(&mut outsider) == 0,
+                "the outsider's send"
+            );
+            assert!(gone(pid), "the outsider is reaped");
+            std::fs::write(&take, format!("{pid}\n")).unwrap();
+            read_line(&taken)
+        });
+        if got == "taken" {
+            break;
+        }
+        assert!(
+            tries < 5,
+            "no child of the helper could take a freed pid in {tries} tries"
+        );
+    }
+    // After the datagrams above: once this one is counted, they were all read.
+    let out = std::os::unix::net::UnixDatagram::unbound().unwrap();
+    out.send_to(b"STATUS=after", &path).unwrap();
+    let s = run.wait_status("every datagram read", |s| {
+        s["supervisor"]["notify_refused"].as_u64() >= Some(tries + 1)
+            || helper(s, "db")["state"] != "starting"
+    });
+    let h = helper(&s, "db");
+    assert_eq!(
+        h["state"], "starting",
+        "taken for its pid's new holder: {s:#}"
+    );
+    assert!(h["status_text"].is_null(), "{h:#}");
+    assert_eq!(s["supervisor"]["notify_refused"], tries + 1, "{s:#}");
+    let code = run.terminate();
+    assert!(code == 0 || code == 4, "{code}");
+}
+
+/// Whether process `holder` has a pidfd of process `pid` open (its `fdinfo` says `Pid: PID`).
+fn holds_pidfd(holder: i32, pid: i32) -> bool {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{holder}/fdinfo")) else {
+        return false;
+    };
+    dir.flatten().any(|e| {
+        std::fs::read_to_string(e.path()).is_ok_and(|t| {
+            t.lines()
+                .any(|l| l.strip_prefix("Pid:").map(str::trim) == Some(&pid.to_string()))
+        })
+    })
+}
+
+/// A sender that has ended and been reaped before foster read its datagram is taken for what it
+/// was when foster holds a pidfd of it: a process of the helper's tree that has a child (foster
+/// watches such processes for their end, once a read of its tree found them: here the one a
+/// status request makes) says `READY=1` and ends, and the helper reaps it, all while foster is
+/// stopped. No process has its pid any more; when foster goes on, the pidfd that came with the
+/// datagram is matched to the one it holds, and the helper is ready.
+#[test]
+fn a_datagram_of_an_ended_sender_foster_held_a_pidfd_of_counts() {
+    let d = Dir::new("ready", "watched");
+    let (mid, go, done) = (d.fifo("mid"), d.fifo("go"), d.fifo("done"));
+    let app = script(
+        &d,
+        "app.sh",
+        &format!(
+            "{PARENT}='{}' {GO}='{}' {}\necho reaped > {}\nexec sleep 1000\n",
+            mid.display(),
+            go.display(),
+            send_now("READY=1 STATUS=launched"),
+            done.display(),
+        ),
+    );
+    let mut run = Run::start_uncontained(
+        &d,
+        &format!(
+            "[[helper]]\nname = \"app\"\ncommand = [\"sh\", \"{app}\"]\n\
+             ready = {{ notify = true, timeout = \"60s\" }}\n"
+        ),
+    );
+    let sender: i32 = read_line(&mid).parse().unwrap();
+    // A read of the tree, which finds the sender with its child.
+    let s = run.status();
+    assert_eq!(helper(&s, "app")["state"], "starting");
+    let foster = run.child.id() as i32;
+    assert!(
+        holds_pidfd(foster, sender),
+        "foster watches {sender}, a parent in its tree"
+    );
+    common::child::while_stopped(&run.child, || {
+        release(&go);
+        assert_eq!(read_line(&done), "reaped");
+        assert!(gone(sender), "the sender is reaped");
+    });
+    let s = run.wait_status("the datagram read", |s| {
+        helper(s, "app")["state"] != "starting" || s["supervisor"]["notify_refused"] != 0
+    });
+    assert_eq!(helper(&s, "app")["state"], "ready", "{s:#}");
+    assert_eq!(helper(&s, "app")["status_text"], "launched", "{s:#}");
+    assert_eq!(s["supervisor"]["notify_refused"], 0, "{s:#}");
+    let code = run.terminate();
+    assert!(code == 0 || code == 4, "{code}");
 }
 
 /// The real `systemd-notify --ready` (Debian's `systemd` package) makes a helper ready as under

@@ -6,7 +6,10 @@
 //! (`ready = { notify = true }`, or `watchdog`). The socket has `SO_PASSCRED` on, so every
 //! datagram comes with its sender's pid as the kernel saw it; the supervisor accepts a datagram
 //! only from a process of that helper's tree and ignores any other (the check is the
-//! supervisor's: it knows each process's helper).
+//! supervisor's: it knows each process's helper). Where the kernel offers it (`SO_PASSPIDFD`,
+//! Linux 6.5+), each datagram also comes with a pidfd of its sender taken when it sent
+//! (`SCM_PIDFD`): the sender itself, even once it has ended and its pid was given to another
+//! process, which the pid alone cannot tell (`supervisor/checks.rs` says how it is used).
 //!
 //! **Where the socket is.** For helpers that run as foster's own user, a socket file in
 //! foster's private runtime directory (the control socket's directory: owned by foster's
@@ -64,11 +67,21 @@ pub struct NotifySocket {
     queue: usize,
 }
 
+/// `SCM_PIDFD` (`include/linux/socket.h`; the same on every architecture).
+const SCM_PIDFD: libc::c_int = 4;
+
 /// One datagram as received.
 #[derive(Debug)]
 pub struct Datagram {
-    /// The sender's pid as the kernel gave it (`SCM_CREDENTIALS`); 0 when it gave none.
+    /// The sender's pid as the kernel gave it (`SCM_CREDENTIALS`); 0 when it gave none. By the
+    /// time foster reads it, it may name another process (the sender ended and was reaped).
     pub pid: i32,
+    /// The sender's pidfd, taken by the kernel when it sent (`SCM_PIDFD`); `None` where the
+    /// kernel gives none, or gave none for this datagram ([`Datagram::sender_reaped`]).
+    pub pidfd: Option<OwnedFd>,
+    /// The kernel could make no pidfd because the sender had been reaped already (before
+    /// Linux 6.16, which gives a pidfd of the reaped process instead).
+    pub sender_reaped: bool,
     /// The sender's uid.
     pub uid: u32,
     /// The text (at most [`MAX_DATAGRAM`] bytes).
@@ -110,6 +123,25 @@ fn datagram_socket() -> io::Result<OwnedFd> {
     )
     .map_err(io::Error::from)?;
     setsockopt(&fd, sockopt::PassCred, &true).map_err(io::Error::from)?;
+    // The sender's pidfd with each datagram, where the kernel has it (Linux 6.5+; refused
+    // before: the pid alone then).
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt with an int option value on a socket we own.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PASSPIDFD,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        tracing::debug!(
+            "notify socket: no SO_PASSPIDFD ({}): senders are told by their pid alone",
+            io::Error::last_os_error()
+        );
+    }
     Ok(fd)
 }
 
@@ -187,7 +219,7 @@ impl NotifySocket {
     pub fn recv(&self) -> io::Result<Datagram> {
         let mut buf = vec![0u8; MAX_DATAGRAM];
         let mut iov = [io::IoSliceMut::new(&mut buf)];
-        let mut space = nix::cmsg_space!(libc::ucred, [RawFd; MAX_FDS]);
+        let mut space = nix::cmsg_space!(libc::ucred, RawFd, [RawFd; MAX_FDS]);
         let msg = recvmsg::<()>(
             self.fd.as_raw_fd(),
             &mut iov,
@@ -196,6 +228,7 @@ impl NotifySocket {
         )
         .map_err(io::Error::from)?;
         let (mut pid, mut uid) = (0, u32::MAX);
+        let (mut pidfd, mut sender_reaped) = (None, false);
         let mut fds = Vec::new();
         if let Ok(cmsgs) = msg.cmsgs() {
             for c in cmsgs {
@@ -208,6 +241,20 @@ impl NotifySocket {
                         // SAFETY: the kernel gave these descriptors to this process.
                         fds.extend(list.into_iter().map(|f| unsafe { OwnedFd::from_raw_fd(f) }));
                     }
+                    ControlMessageOwned::Unknown(u)
+                        if u.cmsg_header.cmsg_level == libc::SOL_SOCKET
+                            && u.cmsg_header.cmsg_type == SCM_PIDFD =>
+                    {
+                        let Some(b) = u.data_bytes.get(..4) else {
+                            continue;
+                        };
+                        match libc::c_int::from_ne_bytes(b.try_into().expect("4 bytes")) {
+                            // SAFETY: a descriptor the kernel installed for this process.
+                            fd if fd >= 0 => pidfd = Some(unsafe { OwnedFd::from_raw_fd(fd) }),
+                            // No pidfd could be made: the kernel says why, as -errno.
+                            e => sender_reaped = e == -libc::ESRCH,
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -217,6 +264,8 @@ impl NotifySocket {
         buf.truncate(n);
         Ok(Datagram {
             pid,
+            pidfd,
+            sender_reaped,
             uid,
             bytes: buf,
             too_long,
@@ -396,6 +445,15 @@ mod tests {
         out.send_to(&exact, &path).unwrap();
         let d = s.recv().unwrap();
         assert_eq!(d.pid, std::process::id() as i32);
+        if let Some(fd) = &d.pidfd {
+            // Where the kernel gives the sender's pidfd, it is this process's.
+            use std::os::fd::AsFd;
+            assert_eq!(
+                crate::identity::pidfd_pid(fd.as_fd()).unwrap(),
+                crate::identity::PidfdPid::Pid(std::process::id() as i32)
+            );
+        }
+        assert!(!d.sender_reaped);
         assert_eq!(d.uid, nix::unistd::geteuid().as_raw());
         assert_eq!(d.bytes, b"READY=1\nSTATUS=up");
         assert!(!d.too_long && d.fds.is_empty());

@@ -6,7 +6,9 @@
 //! ([`CheckTimer`]: the readiness deadline, a probe's next attempt and its time limit, the
 //! watchdog, the grace of a helper stopped for a failed check), the datagrams of the notify
 //! socket (each accepted only from a process of that helper's tree, found by the registry, or by
-//! its ancestry in `/proc` for a process born since foster last read its tree), the exec probes'
+//! its ancestry in `/proc` for a process born since foster last read its tree; the sender told
+//! by the pidfd that comes with the datagram, [`Supervisor::sender_helper`]; everything queued
+//! read before a deadline is judged, [`Supervisor::drain_notify`]), the exec probes'
 //! statuses (routed by the reaper as [`Owner::Probe`](super::Owner)), the reports of the tasks
 //! (notification descriptor, log, connect probe), and the check results as `check_failed` and
 //! `check_passed` events. What a result does to the helper goes through the entry points of
@@ -140,6 +142,9 @@ impl ChecksIo {
         Ok(self.notify.as_ref().expect("bound"))
     }
 }
+
+/// Why a datagram is refused when its sender is no process of a helper's tree.
+const NOT_IN_TREE: &str = "not a process of a helper's tree";
 
 /// `ppid` and start time of `pid`, from `/proc/<pid>/stat`.
 fn parent_of(pid: i32) -> Option<(i32, u64)> {
@@ -842,16 +847,26 @@ impl Supervisor {
     /// born since foster last read its tree, the first ancestor the registry knows (read up
     /// `/proc`); for one that reaches foster itself (adopted since), the tree read again.
     /// A process whose ancestry leaves foster's tree belongs to no helper.
+    ///
+    /// Each step up reads a parent by its pid, which its holder may have left (it ended and
+    /// was reaped) for another process since the child's `stat` was read: a parent is born
+    /// before its child, and a process is only ever moved to an ancestor, born before it too,
+    /// so a "parent" younger than the child is not its parent and the walk stops there.
     fn helper_of_pid(&mut self, pid: i32) -> Option<usize> {
         if pid <= 0 || pid == self.me.pid {
             return None;
         }
         let mut cur = pid;
+        let mut younger_than = u64::MAX;
         for _ in 0..ANCESTRY {
             if cur == self.me.pid {
                 break;
             }
             let (ppid, start_time) = parent_of(cur)?;
+            if start_time > younger_than {
+                return None;
+            }
+            younger_than = start_time;
             let id = Identity {
                 pid: cur,
                 start_time,
@@ -874,6 +889,85 @@ impl Supervisor {
         self.helper_index(&helper)
     }
 
+    /// The helper whose tree sent `d`, or why it cannot be told.
+    ///
+    /// The pid the kernel gives (`SCM_CREDENTIALS`) was the sender's when it sent; by the time
+    /// foster reads the datagram the sender may have ended, been reaped by its parent, and its
+    /// pid given to another process, which the pid alone cannot tell: a datagram from outside
+    /// the tree could pass for one of a process of the tree that took the pid since. Where the
+    /// kernel gives the sender's pidfd with the datagram (`SCM_PIDFD`, taken when it sent), the
+    /// sender is told without that race:
+    ///
+    /// - **Not reaped** (running, or a zombie its parent has not waited for): the pidfd's
+    ///   `fdinfo` gives its pid. foster reads that process's ancestry in `/proc`, then reads the
+    ///   pidfd again: still that pid, and the sender was that pid's process all along (a pid
+    ///   is given to another process only once its holder was reaped, and a reaped process
+    ///   never holds a pid again), so what `/proc` said of the pid was said of the sender.
+    /// - **Reaped** (`Pid: -1`; before Linux 6.16 the kernel gives no pidfd at all then, and
+    ///   says why): its place in the tree can no longer be read, and its pid proves nothing.
+    ///   It is accepted only as a process foster holds a pidfd for (a helper's own process, or
+    ///   a process of the tree that has children, watched for its end), matched by the pidfd's
+    ///   pidfs inode number, which no other process ever has: those are the only processes
+    ///   foster knew that are sure to be the sender. Any other is refused: a short-lived sender
+    ///   must still run when foster reads it (`systemd-notify` waits for foster's barrier
+    ///   unless `--no-block`; `sd_notify_barrier(3)`).
+    ///
+    /// Where the kernel gives no pidfd (before Linux 6.5), the pid is all there is: read as it
+    /// is now, with the race above.
+    fn sender_helper(&mut self, d: &Datagram) -> Result<usize, &'static str> {
+        use crate::identity::{PidfdPid, pidfd_pid};
+        use std::os::fd::AsFd;
+        let Some(fd) = &d.pidfd else {
+            if d.sender_reaped {
+                return Err("its sender had ended and been reaped before foster read it");
+            }
+            return self.helper_of_pid(d.pid).ok_or(NOT_IN_TREE);
+        };
+        match pidfd_pid(fd.as_fd()) {
+            Ok(PidfdPid::Pid(pid)) => {
+                let found = self.helper_of_pid(pid);
+                match pidfd_pid(fd.as_fd()) {
+                    Ok(PidfdPid::Pid(p)) if p == pid => found.ok_or(NOT_IN_TREE),
+                    // Reaped meanwhile: what was read of its pid may be another's.
+                    _ => self.ended_sender_helper(d),
+                }
+            }
+            Ok(PidfdPid::Reaped) => self.ended_sender_helper(d),
+            Err(e) => {
+                debug!("notify socket: a sender's pidfd: {e}");
+                Err("its sender's pidfd cannot be read")
+            }
+        }
+    }
+
+    /// The helper of the reaped sender of `d`, when foster holds a pidfd of that very process
+    /// (see [`Supervisor::sender_helper`]).
+    fn ended_sender_helper(&mut self, d: &Datagram) -> Result<usize, &'static str> {
+        use std::os::fd::AsFd;
+        const ENDED: &str = "its sender had ended and been reaped before foster read it, and \
+                             was no process foster held";
+        let inode = d
+            .pidfd
+            .as_ref()
+            .and_then(|fd| crate::identity::pidfd_inode(fd.as_fd()))
+            .ok_or(ENDED)?;
+        let own = self.helpers.iter().position(|h| {
+            h.process
+                .as_ref()
+                .and_then(|p| p.pidfd())
+                .and_then(crate::identity::pidfd_inode)
+                == Some(inode)
+        });
+        if let Some(i) = own {
+            return Ok(i);
+        }
+        let id = self.watch.watched_inode(inode).ok_or(ENDED)?;
+        let helper = self.registry.get(&id).and_then(|r| r.helper.clone());
+        helper
+            .and_then(|h| self.helper_index(&h))
+            .ok_or(NOT_IN_TREE)
+    }
+
     /// One datagram of a notify socket: accepted from a process of a helper's tree, for that
     /// helper, when it uses the protocol; its descriptors are closed once it was handled.
     fn on_datagram(&mut self, d: Datagram) {
@@ -886,8 +980,9 @@ impl Supervisor {
                 ),
             );
         }
-        let Some(i) = self.helper_of_pid(d.pid) else {
-            return self.refuse(&d, "not a process of a helper's tree");
+        let i = match self.sender_helper(&d) {
+            Ok(i) => i,
+            Err(why) => return self.refuse(&d, why),
         };
         if !uses_notify(&self.config.helpers[i]) {
             let why = format!(

@@ -26,6 +26,10 @@
 //! its socket buffer fills (a rescan then anyway). A pidfd works in any namespace and for any
 //! user, wakes foster only for its own tree's parents, and loses nothing.
 //!
+//! Each held pidfd's pidfs inode number is kept too: a notify datagram whose sender has ended
+//! and been reaped before foster read it comes with a pidfd of that sender, which is matched to
+//! a watched process by it (`supervisor/checks.rs`).
+//!
 //! What neither this nor SIGCHLD covers: a process born after foster's last read of its tree
 //! that has a child and ends before the next read (the next SIGCHLD, the end of a watched
 //! parent, or a control request). Its orphan is noticed at that next read.
@@ -59,6 +63,10 @@ pub struct ParentWatch {
     epoll: Epoll,
     held: HashMap<Identity, OwnedFd>,
     by_fd: HashMap<RawFd, Identity>,
+    /// The pidfs inode number of each held pidfd ([`crate::identity::pidfd_inode`]), where
+    /// the kernel has one: a pidfd of a process that has ended is matched to the watched one.
+    by_inode: HashMap<u64, Identity>,
+    inode_of: HashMap<Identity, u64>,
     /// How many pidfds may be held now.
     limit: usize,
     /// Whether the soft descriptor limit was raised already (or cannot be).
@@ -89,6 +97,8 @@ impl ParentWatch {
             epoll,
             held: HashMap::new(),
             by_fd: HashMap::new(),
+            by_inode: HashMap::new(),
+            inode_of: HashMap::new(),
             limit: budget(soft),
             raised: soft >= hard,
             over: 0,
@@ -118,6 +128,11 @@ impl ParentWatch {
         self.held.contains_key(id)
     }
 
+    /// The watched process that `inode` (a pidfs inode number) is the pidfd inode of, if any.
+    pub fn watched_inode(&self, inode: u64) -> Option<Identity> {
+        self.by_inode.get(&inode).copied()
+    }
+
     /// Closes the pidfds of the processes that ended and returns how many did. Never blocks.
     pub fn take_ended(&mut self) -> usize {
         let mut events = [EpollEvent::empty(); 64];
@@ -135,6 +150,9 @@ impl ParentWatch {
                 let fd = e.data() as RawFd;
                 if let Some(id) = self.by_fd.remove(&fd) {
                     self.held.remove(&id); // closing it takes it out of the epoll set
+                    if let Some(inode) = self.inode_of.remove(&id) {
+                        self.by_inode.remove(&inode);
+                    }
                     ended += 1;
                 }
             }
@@ -163,6 +181,8 @@ impl ParentWatch {
         if synced.closed > 0 {
             let held = &self.held;
             self.by_fd.retain(|_, id| held.contains_key(id));
+            self.by_inode.retain(|_, id| held.contains_key(id));
+            self.inode_of.retain(|id, _| held.contains_key(id));
         }
         let mut over = 0;
         for id in wanted {
@@ -201,6 +221,10 @@ impl ParentWatch {
             .add(fd.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, raw as u64))
             .map_err(io::Error::from)?;
         self.by_fd.insert(raw, id);
+        if let Some(inode) = crate::identity::pidfd_inode(fd.as_fd()) {
+            self.by_inode.insert(inode, id);
+            self.inode_of.insert(id, inode);
+        }
         self.held.insert(id, fd);
         Ok(true)
     }
