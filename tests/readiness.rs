@@ -123,9 +123,10 @@ fn send(assignments: &str) -> String {
 /// Set, the sender does not wait for foster's barrier: it ends as soon as its datagram is
 /// queued ([`send_now`]).
 const NO_BARRIER: &str = "FOSTER_TEST_NOTIFY_NO_BARRIER";
-/// Set to a FIFO (with [`GO`] set to another), the sender first makes a child of its own
-/// (`sleep`), writes its pid into this FIFO, and sends only once a line comes in [`GO`]'s.
+/// Set to a FIFO, the sender first makes a child of its own (`sleep`) and writes its pid into
+/// it.
 const PARENT: &str = "FOSTER_TEST_NOTIFY_PARENT";
+/// Set to a FIFO, the sender sends only once a line comes in it.
 const GO: &str = "FOSTER_TEST_NOTIFY_GO";
 /// Set to a FIFO, this binary run as [`notify_sender`] is a helper that takes pids instead of
 /// sending ([`pid_taker`]): it reads a pid from it, makes a child of its own that has that pid,
@@ -218,7 +219,7 @@ fn notify_sender() {
     let Ok(text) = std::env::var(SEND) else {
         return;
     };
-    if let (Some(parent), Some(go)) = (std::env::var_os(PARENT), std::env::var_os(GO)) {
+    if let Some(parent) = std::env::var_os(PARENT) {
         // Left to be adopted by foster when this process ends (foster reaps it).
         #[allow(clippy::zombie_processes)]
         std::process::Command::new("sleep")
@@ -227,6 +228,8 @@ fn notify_sender() {
             .spawn()
             .unwrap();
         std::fs::write(parent, format!("{}\n", std::process::id())).unwrap();
+    }
+    if let Some(go) = std::env::var_os(GO) {
         std::fs::read_to_string(go).unwrap();
     }
     use nix::sys::socket::{
@@ -509,6 +512,62 @@ fn a_datagram_of_an_ended_sender_foster_held_a_pidfd_of_counts() {
     assert_eq!(s["supervisor"]["notify_refused"], 0, "{s:#}");
     let code = run.terminate();
     assert!(code == 0 || code == 4, "{code}");
+}
+
+/// What a helper's own process said before it ended is handled before its end: the helper (this
+/// binary as a sender, not waiting for a barrier) says `READY=1` and exits at once, all while
+/// foster is stopped, so that its datagram and its end wait together. foster must read the
+/// datagram before it reaps the helper: the helper is ready, then it ends, and the helper that
+/// waits for it to be ready is launched. The loop takes its ready sources in a random order (the
+/// end came first in about a third of the rounds here), so eight rounds, each with a foster of
+/// its own.
+#[test]
+fn a_helper_that_says_ready_1_and_exits_at_once_was_ready_before_it_ended() {
+    for round in 1..=8 {
+        let d = Dir::new("ready", &format!("oneshot{round}"));
+        let go = d.fifo("go");
+        let mut run = Run::start_uncontained(
+            &d,
+            &format!(
+                "[[helper]]\nname = \"setup\"\n\
+                 command = [\"{exe}\", \"notify_sender\", \"--exact\", \"--quiet\"]\n\
+                 env = {{ {SEND} = \"READY=1\", {NO_BARRIER} = \"1\", {GO} = \"{go}\" }}\n\
+                 ready = {{ notify = true, timeout = \"60s\" }}\n\
+                 [[helper]]\nname = \"user\"\ncommand = [\"sleep\", \"1000\"]\n\
+                 depends_on = {{ setup = \"ready\" }}\n",
+                exe = std::env::current_exe().unwrap().display(),
+                go = go.display(),
+            ),
+        );
+        run.wait_for("setup's launch", |e| {
+            kind(e) == "launch" && e["helper"] == "setup"
+        });
+        let pid = helper(&run.status(), "setup")["identity"]["pid"]
+            .as_i64()
+            .unwrap() as i32;
+        let pidfd = foster::identity::pidfd_open(pid).unwrap();
+        common::child::while_stopped(&run.child, || {
+            release(&go);
+            assert!(
+                foster::identity::poll_readable(pidfd.as_raw_fd(), Some(LIMIT)),
+                "the helper did not exit"
+            );
+        });
+        let exit = run.until("setup's exit", |e| {
+            kind(e) == "exit" && e["helper"] == "setup"
+        });
+        assert!(
+            run.seen[..exit]
+                .iter()
+                .any(|e| ready(e) && e["helper"] == "setup"),
+            "round {round}: its end was taken before its READY=1: {:#?}",
+            run.seen
+        );
+        run.wait_for("user's launch", |e| {
+            kind(e) == "launch" && e["helper"] == "user"
+        });
+        assert_eq!(run.terminate(), 0);
+    }
 }
 
 /// The real `systemd-notify --ready` (Debian's `systemd` package) makes a helper ready as under
