@@ -683,6 +683,58 @@ fn root_source_follows_births_and_deaths() {
     assert!(e.contains("has exited"), "{e}");
 }
 
+/// The whole-system standalone source sees a process born after its first reading (through
+/// fork notifications as root, without listing `/proc`; else by listing it), sees it asleep
+/// under its parent in the readings after (its reading kept while it does not run), and loses
+/// it once it has exited and been reaped.
+#[test]
+fn whole_system_source_follows_births_and_deaths() {
+    use foster::top::model::Source;
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut sh = Command::new("sh")
+        .args(["-c", "read x; sleep 1005 & echo $!; wait"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let shell = sh.id() as i32;
+    let mut src = foster::top::standalone::ProcSource::new(None, Default::default()).unwrap();
+    let first = src.sample().unwrap();
+    assert!(first.procs.iter().any(|p| p.id.pid == shell));
+    // Barrier: the shell prints the sleep's pid once it has started it.
+    sh.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(sh.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let child: i32 = line.trim().parse().unwrap();
+    for _ in 0..3 {
+        let s = src.sample().unwrap();
+        let kid = s
+            .procs
+            .iter()
+            .find(|p| p.id.pid == child)
+            .expect("the newborn is seen");
+        assert_eq!(kid.parent.map(|p| p.pid), Some(shell));
+    }
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child), Signal::SIGKILL).unwrap();
+    let status = sh.wait().unwrap();
+    assert!(
+        status.success(),
+        "the shell reaped its sleep and exited: {status:?}"
+    );
+    let last = src.sample().unwrap();
+    assert!(
+        last.procs
+            .iter()
+            .all(|p| p.id.pid != child && p.id.pid != shell),
+        "both gone"
+    );
+}
+
 /// A reading pushed by an event a few milliseconds after the last one keeps the last CPU rates
 /// (too soon for a rate of its own), and the next reading measures from the older baseline.
 #[test]

@@ -1,10 +1,11 @@
-//! Fork notifications from the kernel's process-events connector, for `--root`.
+//! Fork notifications from the kernel's process-events connector, for the standalone source.
 //!
 //! Owns [`ForkWatch`]: a `NETLINK_CONNECTOR` socket subscribed to `PROC_EVENT_FORK` (filtered in
 //! the kernel since Linux 6.6, so other events never reach it). The standalone source drains it
-//! without blocking once per reading and learns every process born under a subtree member,
-//! instead of listing `/proc` to find new pids: an idle subtree then costs one `recv` and one
-//! `stat` per member, however many processes the rest of the system has. Subscribing needs
+//! without blocking once per reading and learns every process born (under a subtree member,
+//! with `--root`), instead of listing `/proc` to find new pids: an idle subtree then costs one
+//! `recv` and one `stat` per member, however many processes the rest of the system has, and
+//! the whole system is read without a listing whose cost grows with every process. Subscribing needs
 //! `CAP_NET_ADMIN` on most kernels; when the kernel refuses, [`ForkWatch::open`] says so and the
 //! source lists `/proc` instead. A lost notification (`ENOBUFS`, the socket buffer overflowed)
 //! is reported so the caller falls back to one listing.

@@ -1,8 +1,11 @@
 //! The standalone source: readings straight from `/proc`, for the whole system or one subtree.
 //!
-//! Owns [`ProcSource`], a [`Source`] over the tree's [`Scanner`] (which reads `stat` every scan
-//! and `cmdline` once per new identity). Whole system, every process is read each time; kernel
-//! threads are left out, as htop does by default. With `--root`, only the subtree's members and
+//! Owns [`ProcSource`], a [`Source`] over the tree's [`Scanner`] (which reads `cmdline` once per
+//! new identity, and `stat` of a process only when it has been on a CPU since the last reading
+//! or every [`IDLE_RECHECK`] readings: [`ScanOptions::reuse_idle`]). Whole system, every
+//! process is read each time; kernel threads are left out, as htop does by default; with fork
+//! notifications, the pids read are the last reading's and those born since, and `/proc` is
+//! listed only every [`RELIST_EVERY`] readings. With `--root`, only the subtree's members and
 //! the processes born since the last reading are read: a process outside the subtree cannot move
 //! into it except by being born there. Births come from the kernel's fork notifications
 //! ([`ForkWatch`]) when it grants them (`CAP_NET_ADMIN`), so an idle subtree costs one `recv` and
@@ -26,6 +29,9 @@ pub const OWNER_RECHECK: u64 = 10;
 /// memory reclaimed, its process group set by its parent) shows within this many readings.
 pub const IDLE_RECHECK: u64 = 10;
 
+/// Whole system with fork notifications, how many readings go between two listings of `/proc`.
+pub const RELIST_EVERY: u64 = 60;
+
 /// Readings from `/proc`.
 #[derive(Debug)]
 pub struct ProcSource {
@@ -38,8 +44,13 @@ pub struct ProcSource {
     known: HashSet<i32>,
     /// The pids to read this time (kept to reuse its allocation).
     wanted: Vec<i32>,
-    /// Fork notifications, when the kernel grants them (subtree mode only).
+    /// Fork notifications, when the kernel grants them.
     forks: Option<ForkWatch>,
+    /// Whole system, with fork notifications: the pids of the last reading, with the ones born
+    /// since, in pid order (what the next reading reads instead of listing `/proc`).
+    alive: Vec<i32>,
+    /// Readings since `/proc` was last listed (whole system, with fork notifications).
+    since_listing: u64,
     /// The last reading listed `/proc` (so `known` is current).
     listed: bool,
     hz: u64,
@@ -76,14 +87,13 @@ impl ProcSource {
             known: HashSet::new(),
             wanted: Vec::new(),
             // Subscribed before the first listing, so no birth falls between the two.
-            forks: match root {
-                Some(_) => ForkWatch::open()
-                    .inspect_err(|e| {
-                        tracing::debug!("no fork notifications ({e}); listing /proc instead")
-                    })
-                    .ok(),
-                None => None,
-            },
+            forks: ForkWatch::open()
+                .inspect_err(|e| {
+                    tracing::debug!("no fork notifications ({e}); listing /proc instead")
+                })
+                .ok(),
+            alive: Vec::new(),
+            since_listing: 0,
             listed: false,
             hz,
             wants,
@@ -92,6 +102,47 @@ impl ProcSource {
 
     fn now_ticks(&self) -> Result<u64, SourceError> {
         crate::tree::uptime_ticks(self.hz).map_err(|e| SourceError(e.to_string()))
+    }
+
+    /// Every process. With fork notifications, the pids read are those of the last reading
+    /// and the ones born since (a pid born again is read afresh: [`Scanner::forget`]), and a
+    /// process that has ended is found by its reading failing: no listing of `/proc`, whose
+    /// cost grows with every process, except after lost notifications and once every
+    /// [`RELIST_EVERY`] readings (a safety net: a pid whose reading failed for another reason
+    /// than its end is found again there).
+    fn whole_snapshot(&mut self) -> Result<Snapshot, SourceError> {
+        let mut lost = false;
+        if let Some(w) = &mut self.forks {
+            let (alive, scanner) = (&mut self.alive, &mut self.scanner);
+            let before = alive.len();
+            lost = w
+                .drain(|_, child| {
+                    scanner.forget(child);
+                    alive.push(child);
+                })
+                .is_err();
+            if alive.len() > before {
+                alive.sort_unstable();
+                alive.dedup();
+            }
+        }
+        self.since_listing += 1;
+        let snap =
+            if self.forks.is_some() && self.listed && !lost && self.since_listing < RELIST_EVERY {
+                self.scanner.scan_pids(&self.alive)
+            } else {
+                self.since_listing = 0;
+                self.listed = true;
+                self.scanner
+                    .scan()
+                    .map_err(|e| SourceError(format!("cannot scan /proc: {e}")))?
+            };
+        if self.forks.is_some() {
+            self.alive.clear();
+            self.alive.extend(snap.nodes().map(|n| n.pid));
+            self.alive.sort_unstable();
+        }
+        Ok(snap)
     }
 
     fn subtree_snapshot(&mut self, root: Identity) -> Result<Snapshot, SourceError> {
@@ -156,12 +207,7 @@ impl Source for ProcSource {
                 self.subtree_snapshot(root)?,
                 format!("subtree of {}", root.pid),
             ),
-            None => (
-                self.scanner
-                    .scan()
-                    .map_err(|e| SourceError(format!("cannot scan /proc: {e}")))?,
-                "whole system".to_string(),
-            ),
+            None => (self.whole_snapshot()?, "whole system".to_string()),
         };
         let now_ticks = self.now_ticks()?;
         let want = *self.wants.lock().unwrap_or_else(|e| e.into_inner());

@@ -188,7 +188,7 @@ struct Kept {
     /// `schedstat`'s numbers ([`parse_schedstat`]), read before the node's `stat`.
     sched: [u64; 3],
     /// The inode number of the process's `/proc` entry in the listing it was read from (0
-    /// when the pids did not come from a listing).
+    /// when the pids did not come from a listing; then only a listing's is compared).
     ino: u64,
     seen: u64,
 }
@@ -561,6 +561,12 @@ impl Scanner {
         self.pids = pids;
         self.listed_inos = inos;
         Ok(snap)
+    }
+
+    /// Drops what was kept of `pid` ([`ScanOptions::reuse_idle`]): the next scan reads it in
+    /// full. For a reader that learns of a birth under a pid (a pid used again).
+    pub fn forget(&mut self, pid: i32) {
+        self.kept.remove(&pid);
     }
 
     /// Whether this scanner reuses the readings of processes that have not run: asked to
@@ -1158,7 +1164,7 @@ impl Ctx<'_> {
         let due = (pid.unsigned_abs() as u64).wrapping_add(self.generation) % self.reuse == 0;
         if due
             || k.sched != sched
-            || k.ino != ino
+            || (ino != 0 && k.ino != 0 && k.ino != ino)
             || k.node.num_threads != 1
             || k.node.in_exec
             || k.node.state == b'R'
