@@ -66,8 +66,19 @@ pub fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<St
 /// are not UTF-8 as `\xNN`.
 pub fn escape(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len());
-    escape_to(bytes, &mut out);
+    push_escaped(bytes, &mut out);
     out
+}
+
+/// [`escape`], appended to `out`: plain bytes ([`is_plain`]) copied as they are.
+fn push_escaped(bytes: &[u8], out: &mut String) {
+    if is_plain(bytes)
+        && let Ok(plain) = std::str::from_utf8(bytes)
+    {
+        out.push_str(plain);
+    } else {
+        escape_to(bytes, out);
+    }
 }
 
 /// [`escape`], appended to `out` (a line being built): printable ASCII other than `\` is
@@ -117,12 +128,13 @@ fn escape_to(bytes: &[u8], out: &mut String) {
 
 /// Like [`escape`], for a command line: arguments joined by spaces, each escaped.
 pub fn escape_args<A: AsRef<[u8]>>(args: &[A]) -> String {
-    let mut out = String::new();
+    let len = args.iter().map(|a| a.as_ref().len() + 1).sum();
+    let mut out = String::with_capacity(len);
     for (i, a) in args.iter().enumerate() {
         if i > 0 {
             out.push(' ');
         }
-        out.push_str(&escape(a.as_ref()));
+        push_escaped(a.as_ref(), &mut out);
     }
     out
 }
@@ -164,6 +176,30 @@ mod tests {
             super::escape_into(&bytes, &mut v);
             let want = escape(&bytes);
             proptest::prop_assert_eq!(&v[1..], want.as_bytes());
+        }
+
+        /// The plain bytes' shortcut gives what escaping every character gives, for a word
+        /// and for arguments joined.
+        #[test]
+        fn the_plain_shortcut_escapes_as_every_character_does(
+            args in proptest::collection::vec(
+                proptest::collection::vec(proptest::prop_oneof![
+                    0x20..0x7fu8,
+                    proptest::prelude::any::<u8>(),
+                ], 0..40),
+                0..5,
+            )
+        ) {
+            let slow = |b: &[u8]| {
+                let mut s = String::new();
+                super::escape_to(b, &mut s);
+                s
+            };
+            for a in &args {
+                proptest::prop_assert_eq!(escape(a), slow(a));
+            }
+            let joined: Vec<String> = args.iter().map(|a| slow(a)).collect();
+            proptest::prop_assert_eq!(super::escape_args(&args), joined.join(" "));
         }
     }
 

@@ -15,10 +15,11 @@
 //! helper acts on the helper the cursor's row belongs to, and its confirmation
 //! ([`Control::question`]) says exactly what will happen to which process.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use nix::sys::signal::Signal;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::identity::Identity;
 use crate::sanitize::{escape, escape_args};
@@ -440,9 +441,9 @@ pub struct App {
     pub offset: usize,
     /// Table rows that fit on screen, set by the renderer.
     pub page: usize,
-    pub collapsed: HashSet<Identity>,
+    pub collapsed: FxHashSet<Identity>,
     /// Processes collapse-depth has already been applied to (so a user's expansion holds).
-    seen: HashSet<Identity>,
+    seen: FxHashSet<Identity>,
     /// Processes at this depth and below start collapsed.
     pub collapse_depth: Option<usize>,
     pub filter: String,
@@ -450,7 +451,7 @@ pub struct App {
     /// Rows the user collapsed one by one while the filter is on: they stay collapsed even
     /// though a match below them would open them (collapse all does not hide matches).
     /// Forgotten when the filter changes.
-    filter_collapsed: HashSet<Identity>,
+    filter_collapsed: FxHashSet<Identity>,
     pub paused: bool,
     pub following: Option<Identity>,
     pub dialog: Dialog,
@@ -482,7 +483,7 @@ pub struct App {
     /// Where things are on screen, for the mouse.
     pub hits: Hits,
     /// User names by uid, for the USER column (looked up once per uid).
-    user_names: std::collections::HashMap<u32, String>,
+    user_names: FxHashMap<u32, String>,
     /// The wall-clock second the machine booted, for START (fixed at the first reading).
     boot_secs: Option<i64>,
 }
@@ -672,12 +673,12 @@ impl App {
             cursor: None,
             offset: 0,
             page: 20,
-            collapsed: HashSet::new(),
-            seen: HashSet::new(),
+            collapsed: FxHashSet::default(),
+            seen: FxHashSet::default(),
             collapse_depth,
             filter: String::new(),
             filter_editing: false,
-            filter_collapsed: HashSet::new(),
+            filter_collapsed: FxHashSet::default(),
             paused: false,
             following: None,
             dialog: Dialog::None,
@@ -695,7 +696,7 @@ impl App {
             columns: crate::top::columns::Layout::default(),
             events: EventsPane::default(),
             hits: Hits::default(),
-            user_names: std::collections::HashMap::new(),
+            user_names: FxHashMap::default(),
             boot_secs: None,
         }
     }
@@ -858,9 +859,9 @@ impl App {
         let search = self.search.trim().to_lowercase();
         let user = self.user;
         let filtering = !needle.is_empty() || user.is_some();
-        let mut matched: HashSet<Identity> = HashSet::new();
-        let mut include: HashSet<Identity> = HashSet::new();
-        let mut forced_open: HashSet<Identity> = HashSet::new();
+        let mut matched: FxHashSet<Identity> = FxHashSet::default();
+        let mut include: FxHashSet<Identity> = FxHashSet::default();
+        let mut forced_open: FxHashSet<Identity> = FxHashSet::default();
         if filtering {
             for n in m.nodes.values() {
                 if (needle.is_empty() || self.matches(n, &needle))
@@ -907,30 +908,37 @@ impl App {
             }
         };
         let sort = self.sort;
-        let order = |ids: &mut Vec<Identity>| {
-            ids.sort_by(|a, b| sort.compare(&m.nodes[a], &m.nodes[b]));
-        };
+        let order = |nodes: &mut Vec<&'_ Node>| nodes.sort_by(|a, b| sort.compare(a, b));
 
-        let mut rows = Vec::new();
-        // (node, depth, "is last" flags of its ancestors and itself)
+        let mut rows = Vec::with_capacity(if filtering { 0 } else { m.len() });
         // Flat: every process a root, without children.
-        let mut roots: Vec<Identity> = if flat {
-            m.nodes.keys().copied().filter(visible).collect()
+        let mut roots: Vec<&Node> = if flat {
+            m.nodes.values().filter(|n| visible(&n.info.id)).collect()
         } else {
-            m.roots().filter(visible).collect()
+            m.nodes.roots().filter(|n| visible(&n.info.id)).collect()
         };
         order(&mut roots);
-        let mut stack: Vec<(Identity, usize, Vec<bool>)> = Vec::new();
+        // (node, depth, whether it is the last of its siblings), depth first; `lasts` holds
+        // that flag for the popped node's ancestors and itself.
+        let mut stack: Vec<(&Node, usize, bool)> = Vec::new();
+        let mut lasts: Vec<bool> = Vec::new();
         for (i, r) in roots.iter().enumerate().rev() {
-            stack.push((*r, 0, vec![i + 1 == roots.len()]));
+            stack.push((r, 0, i + 1 == roots.len()));
         }
-        while let Some((id, depth, lasts)) = stack.pop() {
-            let n = &m.nodes[&id];
-            let mut kids: Vec<Identity> = if flat {
-                Vec::new()
-            } else {
-                n.children.iter().copied().filter(visible).collect()
-            };
+        let mut kids: Vec<&Node> = Vec::new();
+        while let Some((n, depth, last)) = stack.pop() {
+            let id = n.info.id;
+            lasts.truncate(depth);
+            lasts.push(last);
+            kids.clear();
+            if !flat {
+                kids.extend(
+                    n.children
+                        .iter()
+                        .filter(|c| visible(c))
+                        .filter_map(|c| m.nodes.get(c)),
+                );
+            }
             order(&mut kids);
             let collapsed = !kids.is_empty()
                 && self.collapsed.contains(&id)
@@ -949,14 +957,18 @@ impl App {
                 prefix.push(' ');
             }
             let (cpu, rss, hidden, hidden_anomalies) = if collapsed {
-                let sub = m.subtree(id);
-                let cpu: Option<f64> = sub
-                    .iter()
-                    .filter_map(|i| m.nodes[i].cpu_pct)
-                    .fold(None, |acc, c| Some(acc.unwrap_or(0.0) + c));
-                let rss: u64 = sub.iter().map(|i| m.nodes[i].info.rss_bytes).sum();
-                let ha = sub[1..].iter().map(|i| m.nodes[i].anomalies.len()).sum();
-                (cpu, rss, sub.len() - 1, ha)
+                let (mut cpu, mut rss, mut len, mut ha) = (None, 0u64, 0, 0);
+                for d in m.nodes.descendants(&id) {
+                    if let Some(c) = d.cpu_pct {
+                        cpu = Some(cpu.unwrap_or(0.0) + c);
+                    }
+                    rss += d.info.rss_bytes;
+                    if len > 0 {
+                        ha += d.anomalies.len();
+                    }
+                    len += 1;
+                }
+                (cpu, rss, len - 1, ha)
             } else {
                 (n.cpu_pct, n.info.rss_bytes, 0, 0)
             };
@@ -1060,9 +1072,7 @@ impl App {
             });
             if !collapsed {
                 for (i, k) in kids.iter().enumerate().rev() {
-                    let mut l = lasts.clone();
-                    l.push(i + 1 == kids.len());
-                    stack.push((*k, depth + 1, l));
+                    stack.push((k, depth + 1, i + 1 == kids.len()));
                 }
             }
         }

@@ -7,7 +7,9 @@
 //! (attached) records its whole tree: the sum over its subtree. [`History::levels`] gives what
 //! a sparkline draws, quantized as drawn, so an unchanged picture compares equal.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::identity::Identity;
 use crate::top::model::Model;
@@ -50,13 +52,13 @@ pub struct Levels {
 /// Per-process rings of recent CPU and memory.
 #[derive(Debug, Default)]
 pub struct History {
-    rings: HashMap<Identity, Ring>,
+    rings: FxHashMap<Identity, Ring>,
     /// The clock ticks of each recording, newest last (as many as the longest ring).
     times: VecDeque<u64>,
     recordings: u64,
     hz: u64,
     /// Identities whose ring holds their tree's sum (helpers' own processes).
-    trees: std::collections::HashSet<Identity>,
+    trees: FxHashSet<Identity>,
 }
 
 impl History {

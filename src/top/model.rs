@@ -9,8 +9,9 @@
 //! of a `/proc` snapshot), its subtree and ancestor queries petgraph's traversals. Nothing here
 //! reads `/proc` or touches a terminal.
 
-use std::collections::HashMap;
 use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 
 use crate::identity::Identity;
 use crate::tree::{Forest, Member};
@@ -468,17 +469,31 @@ impl Model {
 /// Storage bytes (read, written) at a reading, and the rates computed then.
 type IoSeen = ((u64, u64), Option<(f64, f64)>);
 
+/// What the tracker remembers of one process from the readings that showed it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Track {
+    /// The last reading that showed it.
+    seen: u64,
+    /// CPU ticks at the baseline its next rate is computed from.
+    ticks: u64,
+    /// The CPU rate of the last reading, kept for a reading that comes too soon after it.
+    pct: Option<f64>,
+    /// Storage bytes read and written at the baseline, and the rates computed then (when read).
+    io: Option<IoSeen>,
+    /// Since when it has been seen a zombie (while it is one).
+    zombie_since: Option<u64>,
+}
+
 /// Turns successive samples into models, remembering what rates and anomalies need from the
-/// previous reading: CPU ticks per identity, and since when each zombie has been seen.
+/// previous reading: per identity, CPU ticks and storage bytes at the baseline, the last rates,
+/// and since when a zombie has been seen. One map, updated in place at each reading (an entry
+/// for each process of the reading, dropped when it leaves), rather than rebuilt.
 #[derive(Debug, Default)]
 pub struct Tracker {
     prev_now: u64,
-    prev_ticks: HashMap<Identity, u64>,
-    /// The rates of the last reading, kept for a reading that comes too soon after it.
-    prev_pct: HashMap<Identity, f64>,
-    zombie_since: HashMap<Identity, u64>,
-    /// Storage bytes read and written at the last reading, and the rates computed then.
-    prev_io: HashMap<Identity, IoSeen>,
+    tracks: FxHashMap<Identity, Track>,
+    /// Readings taken so far: the `seen` of the entries of the last one.
+    readings: u64,
 }
 
 impl Tracker {
@@ -491,50 +506,63 @@ impl Tracker {
         let hz = sample.hz.max(1);
         let now = sample.now_ticks;
         let elapsed = now.saturating_sub(self.prev_now);
-        let have_prev = !self.prev_ticks.is_empty() && elapsed > 0;
+        // The last reading showed a process (so there are rates to compute).
+        let had = !self.tracks.is_empty();
+        let have_prev = had && elapsed > 0;
         // A reading pushed by an event can come a few milliseconds after the last one: too
         // soon for a rate (a tick is 10 ms). Then the last rates stay, and so does the baseline.
-        let too_soon = !self.prev_ticks.is_empty() && elapsed < (hz / 4).max(1);
+        let too_soon = had && elapsed < (hz / 4).max(1);
+        self.readings += 1;
+        let reading = self.readings;
 
         let mut nodes: Vec<Node> = Vec::with_capacity(sample.procs.len());
-        let mut ticks = HashMap::with_capacity(sample.procs.len());
-        let mut pcts = HashMap::with_capacity(sample.procs.len());
-        let mut ios = HashMap::new();
         for info in sample.procs {
-            let io_rate = info.ext.io.and_then(|now_io| {
-                let prev = self.prev_io.get(&info.id);
-                let (base, rate) = match prev {
-                    Some(&(_, r)) if too_soon => (prev.map(|p| p.0).unwrap_or(now_io), r),
-                    Some(&((r0, w0), _)) if have_prev => {
-                        let per = |d: u64| d as f64 * hz as f64 / elapsed as f64;
-                        let r = (
-                            per(now_io.0.saturating_sub(r0)),
-                            per(now_io.1.saturating_sub(w0)),
-                        );
-                        (now_io, Some(r))
-                    }
-                    _ => (now_io, None),
-                };
-                ios.insert(info.id, (base, rate));
-                rate
-            });
+            let t = self.tracks.entry(info.id).or_default();
+            // What the previous reading left (nothing for a process it did not show).
+            let prev = (t.seen + 1 == reading).then_some(*t);
+            let io_rate = match info.ext.io {
+                None => {
+                    t.io = None;
+                    None
+                }
+                Some(now_io) => {
+                    let prev_io = prev.and_then(|p| p.io);
+                    let (base, rate) = match prev_io {
+                        Some((base, r)) if too_soon => (base, r),
+                        Some(((r0, w0), _)) if have_prev => {
+                            let per = |d: u64| d as f64 * hz as f64 / elapsed as f64;
+                            let r = (
+                                per(now_io.0.saturating_sub(r0)),
+                                per(now_io.1.saturating_sub(w0)),
+                            );
+                            (now_io, Some(r))
+                        }
+                        _ => (now_io, None),
+                    };
+                    t.io = Some((base, rate));
+                    rate
+                }
+            };
+            let prev_ticks = prev.map(|p| p.ticks);
             let cpu_pct = if too_soon {
-                self.prev_pct.get(&info.id).copied()
+                prev.and_then(|p| p.pct)
             } else if have_prev {
-                self.prev_ticks.get(&info.id).map(|&before| {
+                prev_ticks.map(|before| {
                     info.cpu_ticks.saturating_sub(before) as f64 * 100.0 / elapsed as f64
                 })
             } else {
                 None
             };
-            if let Some(p) = cpu_pct {
-                pcts.insert(info.id, p);
-            }
-            let baseline = match (too_soon, self.prev_ticks.get(&info.id)) {
-                (true, Some(&before)) => before,
+            t.pct = cpu_pct;
+            t.ticks = match (too_soon, prev_ticks) {
+                (true, Some(before)) => before,
                 _ => info.cpu_ticks,
             };
-            ticks.insert(info.id, baseline);
+            // Since when a zombie: kept while it stays one (the anomalies below set it).
+            if info.state != b'Z' {
+                t.zombie_since = None;
+            }
+            t.seen = reading;
             let age_secs = now.saturating_sub(info.id.start_time) / hz;
             nodes.push(Node {
                 info,
@@ -546,9 +574,8 @@ impl Tracker {
                 exited: false,
             });
         }
-        self.prev_io = ios;
-        self.prev_ticks = ticks;
-        self.prev_pct = pcts;
+        // A process the reading did not show is forgotten.
+        self.tracks.retain(|_, t| t.seen == reading);
         if !too_soon {
             self.prev_now = now;
         }
@@ -557,13 +584,14 @@ impl Tracker {
         let mut nodes = Model::forest(nodes);
 
         // Anomalies.
-        let mut zombie_since = HashMap::new();
         let mut found: Vec<(Identity, Anomaly)> = Vec::new();
         for n in nodes.values() {
             let id = &n.info.id;
             if n.info.state == b'Z' {
-                let since = *self.zombie_since.get(id).unwrap_or(&now);
-                zombie_since.insert(*id, since);
+                let since = match self.tracks.get_mut(id) {
+                    Some(t) => *t.zombie_since.get_or_insert(now),
+                    None => now,
+                };
                 let for_secs = (now - since) / hz;
                 let parent = n.info.parent.and_then(|p| nodes.get(&p));
                 if let Some(p) = parent
@@ -614,7 +642,6 @@ impl Tracker {
                 }
             }
         }
-        self.zombie_since = zombie_since;
         for (id, a) in found {
             nodes.get_mut(&id).unwrap().anomalies.push(a);
         }
@@ -658,6 +685,8 @@ pub fn fmt_bytes(b: u64) -> String {
 /// 100); blank when unknown.
 pub fn fmt_cpu(pct: Option<f64>) -> String {
     match pct {
+        // Most processes, most of the time: without the formatting of a float.
+        Some(p) if p.to_bits() == 0 => "0.0".to_string(),
         Some(p) if p < 99.95 => format!("{p:.1}"),
         Some(p) => format!("{p:.0}"),
         None => String::new(),
@@ -691,6 +720,8 @@ impl ProcInfo {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
 
     fn proc(pid: i32, parent: Option<i32>, state: u8) -> ProcInfo {
@@ -707,6 +738,12 @@ mod tests {
             hz: 100,
             procs,
             ..Sample::default()
+        }
+    }
+
+    impl Sample {
+        fn with_now(self, now_ticks: u64) -> Sample {
+            Sample { now_ticks, ..self }
         }
     }
 
@@ -771,5 +808,164 @@ mod tests {
         assert!(now.nodes[&twenty].children.is_empty());
         assert!(!now.nodes.contains_key(&gone));
         assert!(!now.drop_exited());
+    }
+
+    /// What the reference says of one process: CPU%, storage rates, age, zombie since.
+    type Expected = (Option<f64>, Option<(f64, f64)>, u64, Option<u64>);
+
+    /// The tracker as it was before it kept its state in place: every map rebuilt from the
+    /// sample at each reading. The reference the tracker is checked against.
+    #[derive(Default)]
+    struct Rebuilt {
+        prev_now: u64,
+        prev_ticks: HashMap<Identity, u64>,
+        prev_pct: HashMap<Identity, f64>,
+        zombie_since: HashMap<Identity, u64>,
+        prev_io: HashMap<Identity, IoSeen>,
+    }
+
+    impl Rebuilt {
+        /// Each node's rates, age and zombie-since, by identity.
+        fn update(&mut self, sample: &Sample) -> HashMap<Identity, Expected> {
+            let hz = sample.hz.max(1);
+            let now = sample.now_ticks;
+            let elapsed = now.saturating_sub(self.prev_now);
+            let have_prev = !self.prev_ticks.is_empty() && elapsed > 0;
+            let too_soon = !self.prev_ticks.is_empty() && elapsed < (hz / 4).max(1);
+            let (mut ticks, mut pcts, mut ios, mut zombies) = (
+                HashMap::new(),
+                HashMap::new(),
+                HashMap::new(),
+                HashMap::new(),
+            );
+            let mut out = HashMap::new();
+            for info in &sample.procs {
+                let io_rate = info.ext.io.and_then(|now_io| {
+                    let prev = self.prev_io.get(&info.id);
+                    let (base, rate) = match prev {
+                        Some(&(_, r)) if too_soon => (prev.map(|p| p.0).unwrap_or(now_io), r),
+                        Some(&((r0, w0), _)) if have_prev => {
+                            let per = |d: u64| d as f64 * hz as f64 / elapsed as f64;
+                            let r = (
+                                per(now_io.0.saturating_sub(r0)),
+                                per(now_io.1.saturating_sub(w0)),
+                            );
+                            (now_io, Some(r))
+                        }
+                        _ => (now_io, None),
+                    };
+                    ios.insert(info.id, (base, rate));
+                    rate
+                });
+                let cpu_pct = if too_soon {
+                    self.prev_pct.get(&info.id).copied()
+                } else if have_prev {
+                    self.prev_ticks.get(&info.id).map(|&before| {
+                        info.cpu_ticks.saturating_sub(before) as f64 * 100.0 / elapsed as f64
+                    })
+                } else {
+                    None
+                };
+                if let Some(p) = cpu_pct {
+                    pcts.insert(info.id, p);
+                }
+                let baseline = match (too_soon, self.prev_ticks.get(&info.id)) {
+                    (true, Some(&before)) => before,
+                    _ => info.cpu_ticks,
+                };
+                ticks.insert(info.id, baseline);
+                let zombie = (info.state == b'Z').then(|| {
+                    let since = *self.zombie_since.get(&info.id).unwrap_or(&now);
+                    zombies.insert(info.id, since);
+                    since
+                });
+                let age = now.saturating_sub(info.id.start_time) / hz;
+                out.insert(info.id, (cpu_pct, io_rate, age, zombie));
+            }
+            (
+                self.prev_ticks,
+                self.prev_pct,
+                self.prev_io,
+                self.zombie_since,
+            ) = (ticks, pcts, ios, zombies);
+            if !too_soon {
+                self.prev_now = now;
+            }
+            out
+        }
+    }
+
+    /// One reading of up to 12 pids, each possibly reused (another start time), a zombie,
+    /// with storage counters or without; then how long after the last reading it comes (0,
+    /// too soon for a rate, or a refresh).
+    fn reading() -> impl proptest::strategy::Strategy<Value = (u64, Vec<ProcInfo>)> {
+        use proptest::prelude::*;
+        let one = (
+            1..13i32,
+            0..2u64,
+            proptest::option::of(1..13i32),
+            prop_oneof![Just(b'S'), Just(b'Z'), Just(b'R')],
+            0..500u64,
+            proptest::option::of((0..5000u64, 0..5000u64)),
+        )
+            .prop_map(|(pid, reuse, parent, state, ticks, io)| {
+                let mut p = ProcInfo::fixture(pid, parent);
+                p.id.start_time += reuse * 7;
+                p.state = state;
+                p.cpu_ticks = ticks;
+                p.ext.io = io;
+                p
+            });
+        (
+            prop_oneof![Just(0u64), 1..25u64, Just(100u64), 26..400u64],
+            proptest::collection::vec(one, 0..12),
+        )
+            .prop_map(|(gap, mut procs)| {
+                // One process per pid in a reading, as a kernel shows them.
+                procs.sort_by_key(|p| p.id.pid);
+                procs.dedup_by_key(|p| p.id.pid);
+                (gap, procs)
+            })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// The tracker, keeping its state in place, gives every reading of any sequence the
+        /// rates, ages and zombie anomalies the maps rebuilt at each reading gave.
+        #[test]
+        fn the_tracker_in_place_equals_the_maps_rebuilt(
+            readings in proptest::collection::vec(reading(), 1..10),
+        ) {
+            let (mut t, mut r) = (Tracker::new(), Rebuilt::default());
+            let mut now = 100_000;
+            for (gap, procs) in readings {
+                now += gap;
+                let s = sample(procs).with_now(now);
+                let want = r.update(&s);
+                let m = t.update(s);
+                proptest::prop_assert_eq!(m.len(), want.len());
+                for (id, (cpu, io, age, zombie)) in want {
+                    let n = &m.nodes[&id];
+                    proptest::prop_assert_eq!(n.cpu_pct, cpu);
+                    proptest::prop_assert_eq!(n.io_rate, io);
+                    proptest::prop_assert_eq!(n.age_secs, age);
+                    // A zombie's anomaly says since when it is seen (under a live parent, past
+                    // the grace).
+                    let seen_for = n.anomalies.iter().find_map(|a| match a {
+                        Anomaly::UnreapedZombie { for_secs, .. } => Some(*for_secs),
+                        _ => None,
+                    });
+                    if let Some(f) = seen_for {
+                        proptest::prop_assert_eq!(Some(f), zombie.map(|z| (now - z) / 100));
+                    } else if let Some(z) = zombie {
+                        let parent_live = n.info.parent
+                            .and_then(|p| m.nodes.get(&p))
+                            .is_some_and(|p| p.info.state != b'Z');
+                        proptest::prop_assert!(!parent_live || (now - z) / 100 < ZOMBIE_GRACE_SECS);
+                    }
+                }
+            }
+        }
     }
 }
