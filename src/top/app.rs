@@ -16,6 +16,7 @@
 //! ([`Control::question`]) says exactly what will happen to which process.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use nix::sys::signal::Signal;
@@ -124,6 +125,44 @@ impl Sort {
             (_, false) => "smallest first",
         };
         format!("sorted by {}, {way}", self.key.title())
+    }
+}
+
+/// The rows of the last rebuild, and what their texts were made of: the next rebuild takes
+/// the texts whose inputs did not change.
+#[derive(Debug, Default)]
+struct Reuse {
+    rows: Vec<Row>,
+    made_of: Vec<MadeOf>,
+}
+
+/// What the texts of one row that usually last from one refresh to the next were made of.
+#[derive(Clone, Debug)]
+struct MadeOf {
+    /// The command line (the command's text when not empty).
+    cmdline: Arc<[Vec<u8>]>,
+    /// Exited, and the state letter.
+    state: (bool, u8),
+    /// What the age's text shows ([`crate::top::model::age_class`]).
+    age: (u8, u64),
+    /// Exited, and the CPU% (its bits).
+    cpu: (bool, Option<u64>),
+    /// Whether the memory is blank (exited and not collapsed), and the memory.
+    rss: (bool, u64),
+    uid: Option<u32>,
+}
+
+/// A row's text: taken from the same process's old row when `same` (its inputs did not
+/// change), else made.
+fn again(
+    prev: &mut Option<&mut Row>,
+    same: bool,
+    field: fn(&mut Row) -> &mut String,
+    make: impl FnOnce() -> String,
+) -> String {
+    match prev.as_deref_mut() {
+        Some(r) if same => std::mem::take(field(r)),
+        _ => make(),
     }
 }
 
@@ -482,6 +521,8 @@ pub struct App {
     pub events: EventsPane,
     /// Where things are on screen, for the mouse.
     pub hits: Hits,
+    /// What the texts of each of `rows` were made of, for the next rebuild to reuse them.
+    rows_made_of: Vec<MadeOf>,
     /// User names by uid, for the USER column (looked up once per uid).
     user_names: FxHashMap<u32, String>,
     /// The wall-clock second the machine booted, for START (fixed at the first reading).
@@ -670,6 +711,7 @@ impl App {
         App {
             model: Model::default(),
             rows: Vec::new(),
+            rows_made_of: Vec::new(),
             cursor: None,
             offset: 0,
             page: 20,
@@ -790,7 +832,11 @@ impl App {
     /// Recomputes the rows and keeps the cursor on its identity: if that process is hidden
     /// under a collapsed ancestor, on the ancestor; if it is gone, on the row at `old_index`.
     fn rebuild(&mut self, old_index: Option<usize>) {
-        self.rows = self.compute_rows();
+        let old = Reuse {
+            rows: std::mem::take(&mut self.rows),
+            made_of: std::mem::take(&mut self.rows_made_of),
+        };
+        (self.rows, self.rows_made_of) = self.rows_reusing(old);
         if self.rows.is_empty() {
             self.cursor = None;
             self.offset = 0;
@@ -854,6 +900,28 @@ impl App {
 
     /// The visible rows, in tree order.
     pub fn compute_rows(&self) -> Vec<Row> {
+        self.rows_reusing(Reuse::default()).0
+    }
+
+    /// The visible rows, in tree order, and what each one's texts were made of: a text whose
+    /// inputs are those of the same process's row in `old` is taken from it rather than made
+    /// again (at each refresh, most processes' command, age, CPU, memory and state are what they
+    /// were).
+    fn rows_reusing(&self, mut old: Reuse) -> (Vec<Row>, Vec<MadeOf>) {
+        // Each old row by its process (none when they do not go with what they were made of).
+        let old_at: FxHashMap<Identity, usize> = if old.rows.len() == old.made_of.len() {
+            old.rows
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (r.id, i))
+                .collect()
+        } else {
+            FxHashMap::default()
+        };
+        let Reuse {
+            rows: old_rows,
+            made_of: old_made,
+        } = &mut old;
         let m = &self.model;
         let needle = self.filter.trim().to_lowercase();
         let search = self.search.trim().to_lowercase();
@@ -911,6 +979,9 @@ impl App {
         let order = |nodes: &mut Vec<&'_ Node>| nodes.sort_by(|a, b| sort.compare(a, b));
 
         let mut rows = Vec::with_capacity(if filtering { 0 } else { m.len() });
+        let mut made_of = Vec::with_capacity(rows.capacity());
+        let user_shown = shown.contains(&Column::User);
+        let mut scratch = String::new();
         // Flat: every process a root, without children.
         let mut roots: Vec<&Node> = if flat {
             m.nodes.values().filter(|n| visible(&n.info.id)).collect()
@@ -943,7 +1014,8 @@ impl App {
             let collapsed = !kids.is_empty()
                 && self.collapsed.contains(&id)
                 && (!forced_open.contains(&id) || self.filter_collapsed.contains(&id));
-            let mut prefix = String::new();
+            let prefix = &mut scratch;
+            prefix.clear();
             for (level, last) in lasts.iter().enumerate().skip(1) {
                 if level + 1 == lasts.len() {
                     prefix.push_str(if *last { "└─" } else { "├─" });
@@ -972,6 +1044,99 @@ impl App {
             } else {
                 (n.cpu_pct, n.info.rss_bytes, 0, 0)
             };
+            // What this row's lasting texts are made of, and the same process's old row.
+            let made = MadeOf {
+                cmdline: n.info.cmdline.clone(),
+                state: (n.exited, n.info.state),
+                age: crate::top::model::age_class(n.age_secs),
+                cpu: (n.exited, cpu.map(f64::to_bits)),
+                rss: (n.exited && !collapsed, rss),
+                uid: n.info.uid,
+            };
+            let (mut prev, was) = match old_at.get(&id) {
+                Some(&i) => (Some(&mut old_rows[i]), Some(&old_made[i])),
+                None => (None, None),
+            };
+            let same = |f: fn(&MadeOf, &MadeOf) -> bool| was.is_some_and(|w| f(w, &made));
+            let same_command = same(|w, m| {
+                !m.cmdline.is_empty()
+                    && (Arc::ptr_eq(&w.cmdline, &m.cmdline) || w.cmdline == m.cmdline)
+            });
+            let prefix = match prev.as_deref_mut() {
+                Some(r) if r.prefix == *prefix => std::mem::take(&mut r.prefix),
+                _ => prefix.clone(),
+            };
+            let command = again(
+                &mut prev,
+                same_command,
+                |r| &mut r.command,
+                || command_text(n),
+            );
+            let state = again(
+                &mut prev,
+                same(|w, m| w.state == m.state),
+                |r| &mut r.state,
+                || {
+                    if n.exited {
+                        "exit".to_string()
+                    } else {
+                        escape(&[n.info.state])
+                    }
+                },
+            );
+            let age = again(
+                &mut prev,
+                same(|w, m| w.age == m.age),
+                |r| &mut r.age,
+                || fmt_age(n.age_secs),
+            );
+            let cpu = again(
+                &mut prev,
+                same(|w, m| w.cpu == m.cpu),
+                |r| &mut r.cpu,
+                || {
+                    if n.exited {
+                        String::new()
+                    } else {
+                        fmt_cpu(cpu)
+                    }
+                },
+            );
+            let rss = again(
+                &mut prev,
+                same(|w, m| w.rss == m.rss),
+                |r| &mut r.rss,
+                || {
+                    if n.exited && !collapsed {
+                        String::new()
+                    } else {
+                        fmt_bytes(rss)
+                    }
+                },
+            );
+            // Shown before (a shown USER is never empty) and now, for the same owner.
+            let same_user = user_shown
+                && same(|w, m| w.uid == m.uid)
+                && prev.as_ref().is_some_and(|r| !r.user.is_empty());
+            let user = again(
+                &mut prev,
+                same_user,
+                |r| &mut r.user,
+                || {
+                    text(Column::User, &|| {
+                        n.info.uid.map_or_else(
+                            || "-".to_string(),
+                            |u| {
+                                self.user_names
+                                    .get(&u)
+                                    .cloned()
+                                    .unwrap_or_else(|| u.to_string())
+                            },
+                        )
+                    })
+                },
+            );
+            made_of.push(made);
             let sup = n.info.supervision.as_ref();
             rows.push(Row {
                 id,
@@ -1010,41 +1175,19 @@ impl App {
                     Some(t)
                 }),
                 generation: sup.map(|s| s.generation.to_string()).unwrap_or_default(),
-                state: if n.exited {
-                    "exit".to_string()
-                } else {
-                    escape(&[n.info.state])
-                },
+                state,
                 policy: sup.map(|s| escape(s.policy.as_bytes())).unwrap_or_default(),
-                age: fmt_age(n.age_secs),
-                cpu: if n.exited {
-                    String::new()
-                } else {
-                    fmt_cpu(cpu)
-                },
-                rss: if n.exited && !collapsed {
-                    String::new()
-                } else {
-                    fmt_bytes(rss)
-                },
-                command: command_text(n),
+                age,
+                cpu,
+                rss,
+                command,
                 anomalies: n.anomalies.iter().map(Anomaly::short).collect(),
                 anomaly_details: n.anomalies.iter().map(Anomaly::describe).collect(),
                 exited: n.exited,
                 matched: matched.contains(&id),
                 found: !search.is_empty() && self.matches(n, &search),
                 tagged: self.tagged.contains(&id),
-                user: text(Column::User, &|| {
-                    n.info.uid.map_or_else(
-                        || "-".to_string(),
-                        |u| {
-                            self.user_names
-                                .get(&u)
-                                .cloned()
-                                .unwrap_or_else(|| u.to_string())
-                        },
-                    )
-                }),
+                user,
                 ppid: text(Column::Ppid, &|| n.info.ppid.to_string()),
                 pgid: text(Column::Pgid, &|| opt(n.info.ext.pgid)),
                 sid: text(Column::Sid, &|| opt(n.info.ext.sid)),
@@ -1076,7 +1219,7 @@ impl App {
                 }
             }
         }
-        rows
+        (rows, made_of)
     }
 
     fn move_cursor(&mut self, delta: isize) {
@@ -2329,4 +2472,154 @@ pub fn errno_text(e: nix::errno::Errno) -> String {
         None => String::new(),
     };
     format!("{e:?}: {desc}")
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::top::model::{ProcInfo, Sample, Tracker};
+
+    /// A process of a reading: pid, parent, zombie, CPU ticks, memory, command line (of a
+    /// pool, shared or the same words in another allocation), uid.
+    type Proc = (i32, Option<i32>, bool, u64, u64, Option<(usize, bool)>, u32);
+
+    /// What happens between two rebuilds of the rows.
+    #[derive(Clone, Debug)]
+    enum Step {
+        /// A reading `gap` ticks after the last.
+        Reading {
+            gap: u64,
+            procs: Vec<Proc>,
+        },
+        Pause(bool),
+        Collapse(i32),
+        Expand(i32),
+        Filter(&'static str),
+        UserColumn(bool),
+        Flat(bool),
+        SortByCpu(bool),
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        let proc = (
+            1..10i32,
+            proptest::option::of(1..10i32),
+            proptest::bool::weighted(0.1),
+            prop_oneof![Just(0u64), 0..300u64],
+            prop_oneof![Just(1u64 << 20), 0..(64u64 << 20)],
+            proptest::option::of((0..3usize, any::<bool>())),
+            0..3u32,
+        );
+        prop_oneof![
+            4 => (
+                prop_oneof![Just(0u64), Just(100u64), 1..400_000u64],
+                proptest::collection::vec(proc, 0..10),
+            )
+                .prop_map(|(gap, procs)| Step::Reading { gap, procs }),
+            1 => any::<bool>().prop_map(Step::Pause),
+            1 => (1..10i32).prop_map(Step::Collapse),
+            1 => (1..10i32).prop_map(Step::Expand),
+            1 => prop_oneof![Just(""), Just("p3"), Just("sleep")].prop_map(Step::Filter),
+            1 => any::<bool>().prop_map(Step::UserColumn),
+            1 => any::<bool>().prop_map(Step::Flat),
+            1 => any::<bool>().prop_map(Step::SortByCpu),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// The rows a rebuild makes reusing the last rebuild's texts are the rows made from
+        /// nothing, whatever the readings and the keys between them.
+        #[test]
+        fn rows_reusing_texts_equal_rows_made_anew(
+            steps in proptest::collection::vec(step(), 1..16),
+        ) {
+            let pool: Vec<Vec<Vec<u8>>> = vec![
+                vec![b"sleep".to_vec(), b"3600".to_vec()],
+                vec![b"sh".to_vec(), b"-c".to_vec(), b"x\x1by".to_vec()],
+                vec![b"top".to_vec()],
+            ];
+            let shared: Vec<Arc<[Vec<u8>]>> = pool.iter().map(|c| Arc::from(c.clone())).collect();
+            let mut app = App::new(None, "1s".into());
+            let mut tracker = Tracker::new();
+            let mut now = 100_000;
+            for s in steps {
+                match s {
+                    Step::Reading { gap, procs } => {
+                        now += gap;
+                        let mut procs: Vec<ProcInfo> = procs
+                            .into_iter()
+                            .map(|(pid, parent, zombie, ticks, rss, cmd, uid)| {
+                                let mut p = ProcInfo::fixture(pid, parent);
+                                p.state = if zombie { b'Z' } else { b'S' };
+                                p.cpu_ticks = ticks;
+                                p.rss_bytes = rss;
+                                p.uid = Some(uid);
+                                p.cmdline = match cmd {
+                                    None => Arc::from(Vec::new()),
+                                    Some((i, true)) => shared[i].clone(),
+                                    Some((i, false)) => Arc::from(pool[i].clone()),
+                                };
+                                p
+                            })
+                            .collect();
+                        procs.sort_by_key(|p| p.id.pid);
+                        procs.dedup_by_key(|p| p.id.pid);
+                        app.set_model(tracker.update(Sample {
+                            now_ticks: now,
+                            hz: 100,
+                            procs,
+                            ..Sample::default()
+                        }));
+                    }
+                    Step::Pause(p) => {
+                        app.paused = p;
+                        if !p && app.model.drop_exited() {
+                            app.relayout();
+                        }
+                    }
+                    Step::Collapse(pid) | Step::Expand(pid) => {
+                        let id = app.model.nodes.keys().find(|i| i.pid == pid).copied();
+                        if let Some(id) = id {
+                            if matches!(s, Step::Collapse(_)) {
+                                app.collapsed.insert(id);
+                            } else {
+                                app.collapsed.remove(&id);
+                            }
+                        }
+                        app.relayout();
+                    }
+                    Step::Filter(f) => {
+                        app.filter = f.to_string();
+                        app.relayout();
+                    }
+                    Step::UserColumn(on) => {
+                        let mut shown = Column::DEFAULT.to_vec();
+                        if on {
+                            shown.push(Column::User);
+                        }
+                        app.columns = crate::top::columns::Layout::showing(&shown);
+                        app.relayout();
+                    }
+                    Step::Flat(flat) => {
+                        app.tree = !flat;
+                        app.relayout();
+                    }
+                    Step::SortByCpu(on) => {
+                        app.sort = if on {
+                            Sort { key: Column::Cpu, descending: true }
+                        } else {
+                            Sort::DEFAULT
+                        };
+                        app.relayout();
+                    }
+                }
+                prop_assert_eq!(&app.rows, &app.compute_rows());
+                prop_assert_eq!(app.rows.len(), app.rows_made_of.len());
+            }
+        }
+    }
 }

@@ -669,6 +669,16 @@ pub fn fmt_age(secs: u64) -> String {
     }
 }
 
+/// What [`fmt_age`] shows of `secs`: two ages of the same class have the same text.
+pub fn age_class(secs: u64) -> (u8, u64) {
+    match secs {
+        0..100 => (0, secs),
+        100..3600 => (1, secs / 60),
+        3600..86400 => (2, secs / 60),
+        _ => (3, secs / 3600),
+    }
+}
+
 /// Resident memory: `812K`, `12.3M`, `1.2G`.
 pub fn fmt_bytes(b: u64) -> String {
     const K: u64 = 1024;
@@ -771,6 +781,17 @@ mod tests {
         let forty = m.nodes.keys().find(|i| i.pid == 40).copied().unwrap();
         assert_eq!(pids(&m.ancestors(forty)), vec![20, 1]);
         assert_eq!(m.len(), 5);
+    }
+
+    /// Ages of one class have one text (so a row may keep its age's text while the class
+    /// holds): classes are runs of consecutive ages, so checking neighbours checks all.
+    #[test]
+    fn an_age_class_has_one_text() {
+        for secs in (0..200_000u64).chain(40 * 86400..40 * 86400 + 7300) {
+            if age_class(secs) == age_class(secs + 1) {
+                assert_eq!(fmt_age(secs), fmt_age(secs + 1), "{secs}");
+            }
+        }
     }
 
     /// Parent links that form a cycle (no kernel makes one; a peer's reading could) end the
