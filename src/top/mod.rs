@@ -293,7 +293,13 @@ pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
             }
             Msg::Data(Ok(sample)) => {
                 app.meters.take(machine.read());
-                app.set_model(tracker.update(sample));
+                // The new model is built in the last one's storage; paused, the view keeps
+                // the last one, to carry over the processes that left.
+                let last = match app.paused {
+                    true => model::Model::default(),
+                    false => std::mem::take(&mut app.model),
+                };
+                app.set_model(tracker.update_into(sample, last));
             }
             Msg::Data(Err(e)) => app.set_source_error(e.to_string()),
             Msg::InputFailed(e) => return Err(format!("reading the terminal failed: {e}").into()),

@@ -400,9 +400,14 @@ impl Model {
 
     /// `nodes` as the model's forest, each node's `children` filled in from it.
     fn forest(nodes: Vec<Node>) -> Forest<Node> {
-        let mut forest = Forest::new(nodes, |n| (n.info.id.start_time, n.info.id.pid));
+        let mut forest = Forest::new(nodes, Model::order);
         forest.fill_children(|n, kids| n.children = kids);
         forest
+    }
+
+    /// The order of roots and of siblings: oldest first.
+    fn order(n: &Node) -> (u64, i32) {
+        (n.info.id.start_time, n.info.id.pid)
     }
 
     /// The roots (processes without a parent in the model), oldest first.
@@ -501,8 +506,16 @@ impl Tracker {
         Tracker::default()
     }
 
-    /// Builds the model of `sample`.
+    /// Builds the model of `sample`, anew.
     pub fn update(&mut self, sample: Sample) -> Model {
+        self.update_into(sample, Model::default())
+    }
+
+    /// Builds the model of `sample` in the storage of `previous` (the last model this tracker
+    /// built, or an empty one): a process of both keeps its node, refreshed in place, and the
+    /// tree's edges are laid again only when a process came, went or changed parents. The
+    /// model is the one [`Tracker::update`] builds.
+    pub fn update_into(&mut self, sample: Sample, previous: Model) -> Model {
         let hz = sample.hz.max(1);
         let now = sample.now_ticks;
         let elapsed = now.saturating_sub(self.prev_now);
@@ -515,9 +528,9 @@ impl Tracker {
         self.readings += 1;
         let reading = self.readings;
 
-        let mut nodes: Vec<Node> = Vec::with_capacity(sample.procs.len());
-        for info in sample.procs {
-            let t = self.tracks.entry(info.id).or_default();
+        let tracks = &mut self.tracks;
+        let nodes = sample.procs.into_iter().map(|info| {
+            let t = tracks.entry(info.id).or_default();
             // What the previous reading left (nothing for a process it did not show).
             let prev = (t.seen + 1 == reading).then_some(*t);
             let io_rate = match info.ext.io {
@@ -564,7 +577,7 @@ impl Tracker {
             }
             t.seen = reading;
             let age_secs = now.saturating_sub(info.id.start_time) / hz;
-            nodes.push(Node {
+            Node {
                 info,
                 children: Vec::new(),
                 cpu_pct,
@@ -572,16 +585,24 @@ impl Tracker {
                 anomalies: Vec::new(),
                 io_rate,
                 exited: false,
-            });
-        }
+            }
+        });
+        // The tree: a parent missing from the reading makes a root; a node kept keeps its
+        // children while the edges stay.
+        let mut nodes = if previous.nodes.is_empty() {
+            Model::forest(nodes.collect())
+        } else {
+            let mut forest = previous.nodes;
+            if forest.refresh(nodes, Model::order, |new, old| new.children = old.children) {
+                forest.fill_children(|n, kids| n.children = kids);
+            }
+            forest
+        };
         // A process the reading did not show is forgotten.
         self.tracks.retain(|_, t| t.seen == reading);
         if !too_soon {
             self.prev_now = now;
         }
-
-        // The tree: a parent missing from the reading makes a root.
-        let mut nodes = Model::forest(nodes);
 
         // Anomalies.
         let mut found: Vec<(Identity, Anomaly)> = Vec::new();
@@ -949,8 +970,83 @@ mod tests {
             })
     }
 
+    /// Readings of one population of 12 processes, each reading showing most of them, some
+    /// gone (or not yet born), some under another parent than in the reading before; or the
+    /// same as the reading before.
+    fn drifting_readings() -> impl proptest::strategy::Strategy<Value = Vec<(u64, Vec<ProcInfo>)>> {
+        use proptest::prelude::*;
+        // Per reading, per pid: shown (with its own parent, or another), or not.
+        let change = prop_oneof![
+            6 => Just(None),
+            1 => Just(Some(None)),
+            1 => (1..13i32).prop_map(|p| Some(Some(p))),
+        ];
+        // None: the same processes as the reading before, each under the same parent.
+        let reading = (
+            prop_oneof![Just(0u64), Just(100u64)],
+            proptest::option::of(proptest::collection::vec(
+                (proptest::bool::weighted(0.85), change),
+                12,
+            )),
+        );
+        (
+            proptest::collection::vec(proptest::option::of(1..13i32), 12),
+            proptest::collection::vec(reading, 1..10),
+        )
+            .prop_map(|(parents, readings)| {
+                let mut last = Vec::new();
+                readings
+                    .into_iter()
+                    .map(|(gap, shown)| {
+                        let shown = shown.unwrap_or_else(|| last.clone());
+                        last = shown.clone();
+                        let procs = shown
+                            .into_iter()
+                            .enumerate()
+                            .filter(|(_, (here, _))| *here)
+                            .map(|(i, (_, moved))| {
+                                let pid = i as i32 + 1;
+                                ProcInfo::fixture(pid, moved.unwrap_or(parents[i]))
+                            })
+                            .collect();
+                        (gap, procs)
+                    })
+                    .collect()
+            })
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// A model refreshed in the storage of the last one is the model built anew, whatever
+        /// came, went or moved between the readings: the same nodes, roots, children, subtrees
+        /// and ancestors, in the same order.
+        #[test]
+        fn a_model_refreshed_in_place_equals_one_built_anew(
+            readings in proptest::prop_oneof![
+                proptest::collection::vec(reading(), 1..10),
+                drifting_readings(),
+            ],
+        ) {
+            let (mut anew, mut in_place) = (Tracker::new(), Tracker::new());
+            let mut last = Model::default();
+            let mut now = 100_000;
+            for (gap, procs) in readings {
+                now += gap;
+                let s = sample(procs).with_now(now);
+                let want = anew.update(s.clone());
+                let got = in_place.update_into(s, last);
+                proptest::prop_assert_eq!(got.len(), want.len());
+                let roots = |m: &Model| m.roots().collect::<Vec<_>>();
+                proptest::prop_assert_eq!(roots(&got), roots(&want));
+                for id in want.nodes.keys() {
+                    proptest::prop_assert_eq!(got.nodes.get(id), Some(&want.nodes[id]));
+                    proptest::prop_assert_eq!(got.subtree(*id), want.subtree(*id));
+                    proptest::prop_assert_eq!(got.ancestors(*id), want.ancestors(*id));
+                }
+                last = got;
+            }
+        }
 
         /// The tracker, keeping its state in place, gives every reading of any sequence the
         /// rates, ages and zombie anomalies the maps rebuilt at each reading gave.

@@ -212,8 +212,9 @@ impl Source for ProcSource {
         let now_ticks = self.now_ticks()?;
         let want = *self.wants.lock().unwrap_or_else(|e| e.into_inner());
         let scanner = &mut self.scanner;
+        // The snapshot's nodes are taken, their names and command lines moved, not copied.
         let procs = snap
-            .nodes()
+            .into_nodes()
             .filter(|n| !n.kernel_thread)
             .map(|n| {
                 // Only what the columns shown need: each is one more read per process.
@@ -225,8 +226,8 @@ impl Source for ProcSource {
                     state: n.state,
                     cpu_ticks: n.cpu_ticks,
                     rss_bytes: n.rss_bytes,
-                    comm: n.comm.clone(),
-                    cmdline: n.cmdline.clone(),
+                    comm: n.comm,
+                    cmdline: n.cmdline,
                     supervision: None,
                     uid: Some(n.uid),
                     ext: ProcExt {

@@ -175,6 +175,10 @@ pub struct Forest<N> {
     /// assigns, and SipHash's resistance to chosen keys cost a tenth of a dashboard's refresh.
     index: FxHashMap<Identity, NodeIndex>,
     roots: Vec<NodeIndex>,
+    /// By node index: the [`Forest::refresh`] that last had the node (stale entries for nodes
+    /// removed since).
+    stamps: Vec<u64>,
+    refreshes: u64,
 }
 
 impl<N> Default for Forest<N> {
@@ -183,6 +187,8 @@ impl<N> Default for Forest<N> {
             graph: StableGraph::default(),
             index: FxHashMap::default(),
             roots: Vec::new(),
+            stamps: Vec::new(),
+            refreshes: 0,
         }
     }
 }
@@ -200,6 +206,86 @@ impl<N: Member> Forest<N> {
                 graph.remove_node(old);
             }
         }
+        let mut forest = Forest {
+            graph,
+            index,
+            roots: Vec::new(),
+            stamps: Vec::new(),
+            refreshes: 0,
+        };
+        forest.link(key);
+        forest
+    }
+
+    /// Makes this the forest of `nodes`, as [`Forest::new`] would, in place: a node whose
+    /// identity is here already takes its place (`carry` moves what the caller keeps of the
+    /// node it replaces into it), a node missing from `nodes` goes, a new one comes. The edges
+    /// and roots are laid again only when a node came, went or changed parents; the return
+    /// says whether they were. `key` must depend on the identity alone (as it does for the
+    /// forests of foster: pid, or start time and pid), so that a node kept keeps its place.
+    pub fn refresh<K: Ord>(
+        &mut self,
+        nodes: impl IntoIterator<Item = N>,
+        key: impl Fn(&N) -> K,
+        mut carry: impl FnMut(&mut N, N),
+    ) -> bool {
+        self.refreshes += 1;
+        let now = self.refreshes;
+        let mut relink = false;
+        // Nodes of this refresh found here or added.
+        let mut had = 0;
+        for n in nodes {
+            let id = n.identity();
+            match self.index.get(&id) {
+                Some(&ix) => {
+                    // A second node of one identity (the last is kept) relinks too.
+                    let first = self.stamp(ix, now);
+                    relink |= !first || self.graph[ix].parent() != n.parent();
+                    let old = std::mem::replace(&mut self.graph[ix], n);
+                    carry(&mut self.graph[ix], old);
+                }
+                None => {
+                    let ix = self.graph.add_node(n);
+                    self.index.insert(id, ix);
+                    self.stamp(ix, now);
+                    relink = true;
+                }
+            }
+            had += 1;
+        }
+        if self.index.len() != had {
+            let stamps = &self.stamps;
+            let gone: Vec<NodeIndex> = self
+                .graph
+                .node_indices()
+                .filter(|ix| stamps.get(ix.index()) != Some(&now))
+                .collect();
+            for ix in gone {
+                if let Some(n) = self.graph.remove_node(ix) {
+                    self.index.remove(&n.identity());
+                }
+            }
+            relink = true;
+        }
+        if relink {
+            self.graph.clear_edges();
+            self.link(key);
+        }
+        relink
+    }
+
+    /// Marks the node `ix` as had by the refresh `now`; false when it was already.
+    fn stamp(&mut self, ix: NodeIndex, now: u64) -> bool {
+        let i = ix.index();
+        if self.stamps.len() <= i {
+            self.stamps.resize(i + 1, 0);
+        }
+        std::mem::replace(&mut self.stamps[i], now) != now
+    }
+
+    /// Lays the edges (the forest has none) and lists the roots, by `key`.
+    fn link<K: Ord>(&mut self, key: impl Fn(&N) -> K) {
+        let graph = &mut self.graph;
         let mut order: Vec<(K, NodeIndex)> = graph
             .node_indices()
             .map(|ix| (key(&graph[ix]), ix))
@@ -207,24 +293,19 @@ impl<N: Member> Forest<N> {
         order.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         // Edges go in in order; petgraph lists a node's edges newest first, so `children`
         // reverses them and a depth-first walk (which takes the last pushed first) goes in order.
-        let mut roots = Vec::new();
+        self.roots.clear();
         for (_, ix) in order {
             let own = graph[ix].identity();
             match graph[ix]
                 .parent()
                 .filter(|p| *p != own)
-                .and_then(|p| index.get(&p).copied())
+                .and_then(|p| self.index.get(&p).copied())
             {
                 Some(parent) => {
                     graph.add_edge(parent, ix, ());
                 }
-                None => roots.push(ix),
+                None => self.roots.push(ix),
             }
-        }
-        Forest {
-            graph,
-            index,
-            roots,
         }
     }
 }
@@ -434,6 +515,11 @@ impl Snapshot {
     /// Every process, in no particular order.
     pub fn nodes(&self) -> impl Iterator<Item = &ProcessNode> {
         self.forest.values()
+    }
+
+    /// Takes the processes out, in no particular order.
+    pub fn into_nodes(self) -> impl Iterator<Item = ProcessNode> {
+        self.forest.into_values()
     }
 
     /// Every process, mutably, for filling in what a scan left out. The identity, pid and
