@@ -7,8 +7,10 @@
 //! helper's lines, scrolled or following the end), the meters and history
 //! ([`crate::top::meters::Meters`], `m` shows or hides them), the events pane ([`EventsPane`]:
 //! shown, sized, scrolled, filtered by helper), the columns chosen (`F2`), and the visible
-//! [`Row`]s derived from all of that. Keys go in through [`App::on_key`], clicks and wheel
-//! steps through [`App::on_mouse`] (against [`Hits`], where the renderer put things); what the outside world must do comes back as
+//! [`Row`]s derived from all of that (a rebuild takes the texts of a process's row whose
+//! inputs did not change from its row before, rather than making them again). Keys go in
+//! through [`App::on_key`], clicks and wheel steps through [`App::on_mouse`] (against
+//! [`Hits`], where the renderer put things); what the outside world must do comes back as
 //! [`Effect`]s (send a signal, ask the supervisor to restart, stop or start a helper, refresh
 //! now, quit), or is read from the state ([`App::log_source`]: whose lines the pane wants), so
 //! every interaction is testable without a terminal or a live system. A key that acts on a
@@ -523,6 +525,8 @@ pub struct App {
     pub hits: Hits,
     /// What the texts of each of `rows` were made of, for the next rebuild to reuse them.
     rows_made_of: Vec<MadeOf>,
+    /// The storage of the rows before, emptied, for the next rebuild.
+    spare_rows: Reuse,
     /// User names by uid, for the USER column (looked up once per uid).
     user_names: FxHashMap<u32, String>,
     /// The wall-clock second the machine booted, for START (fixed at the first reading).
@@ -712,6 +716,7 @@ impl App {
             model: Model::default(),
             rows: Vec::new(),
             rows_made_of: Vec::new(),
+            spare_rows: Reuse::default(),
             cursor: None,
             offset: 0,
             page: 20,
@@ -836,7 +841,13 @@ impl App {
             rows: std::mem::take(&mut self.rows),
             made_of: std::mem::take(&mut self.rows_made_of),
         };
-        (self.rows, self.rows_made_of) = self.rows_reusing(old);
+        let spare = std::mem::take(&mut self.spare_rows);
+        let (rows, made_of, mut old) = self.rows_reusing(old, spare);
+        (self.rows, self.rows_made_of) = (rows, made_of);
+        // The old rows' storage, for the next rebuild to fill.
+        old.rows.clear();
+        old.made_of.clear();
+        self.spare_rows = old;
         if self.rows.is_empty() {
             self.cursor = None;
             self.offset = 0;
@@ -900,14 +911,15 @@ impl App {
 
     /// The visible rows, in tree order.
     pub fn compute_rows(&self) -> Vec<Row> {
-        self.rows_reusing(Reuse::default()).0
+        self.rows_reusing(Reuse::default(), Reuse::default()).0
     }
 
     /// The visible rows, in tree order, and what each one's texts were made of: a text whose
     /// inputs are those of the same process's row in `old` is taken from it rather than made
     /// again (at each refresh, most processes' command, age, CPU, memory and state are what they
-    /// were).
-    fn rows_reusing(&self, mut old: Reuse) -> (Vec<Row>, Vec<MadeOf>) {
+    /// were). The rows go in `into`'s vectors (emptied), and `old` comes back, its rows
+    /// emptied of the texts taken.
+    fn rows_reusing(&self, mut old: Reuse, into: Reuse) -> (Vec<Row>, Vec<MadeOf>, Reuse) {
         // Each old row by its process (none when they do not go with what they were made of).
         let old_at: FxHashMap<Identity, usize> = if old.rows.len() == old.made_of.len() {
             old.rows
@@ -978,8 +990,16 @@ impl App {
         let sort = self.sort;
         let order = |nodes: &mut Vec<&'_ Node>| nodes.sort_by(|a, b| sort.compare(a, b));
 
-        let mut rows = Vec::with_capacity(if filtering { 0 } else { m.len() });
-        let mut made_of = Vec::with_capacity(rows.capacity());
+        let Reuse {
+            mut rows,
+            mut made_of,
+        } = into;
+        rows.clear();
+        made_of.clear();
+        if !filtering {
+            rows.reserve(m.len());
+            made_of.reserve(m.len());
+        }
         let user_shown = shown.contains(&Column::User);
         let mut scratch = String::new();
         // Flat: every process a root, without children.
@@ -1219,7 +1239,7 @@ impl App {
                 }
             }
         }
-        (rows, made_of)
+        (rows, made_of, old)
     }
 
     fn move_cursor(&mut self, delta: isize) {

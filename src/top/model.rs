@@ -6,8 +6,10 @@
 //! computed from clock-tick deltas between two readings and the anomalies foster flags (a parent
 //! other than the expected one, an unexpected adoption, a zombie its live parent does not reap, a
 //! helper restarting in a loop). The tree is the tree layer's graph ([`Forest`], the structure
-//! of a `/proc` snapshot), its subtree and ancestor queries petgraph's traversals. Nothing here
-//! reads `/proc` or touches a terminal.
+//! of a `/proc` snapshot), its subtree and ancestor queries petgraph's traversals. The
+//! [`Tracker`] keeps what rates and anomalies need per identity in one map updated in place,
+//! and builds each model in the last one's storage ([`Tracker::update_into`]: a process of both
+//! readings keeps its node). Nothing here reads `/proc` or touches a terminal.
 
 use std::sync::Arc;
 

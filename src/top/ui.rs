@@ -117,12 +117,31 @@ const MIN_WHO: u16 = 8;
 fn content_width(c: Column, app: &App) -> u16 {
     let rows = &app.rows;
     let title = Line::raw(header_title(c, app).as_str()).width();
-    let widest = rows
-        .iter()
-        .map(|r| Span::raw(cell_text(c, r)).width())
-        .max()
-        .unwrap_or(0);
+    let widest = rows.iter().map(|r| cell_width(c, r)).max().unwrap_or(0);
     (title.max(widest) as u16).min(c.max_width().max(title as u16))
+}
+
+/// The width of a cell other than the command's, without making its text where it can: a pid
+/// is counted in digits, and printable ASCII (most texts) is one column a byte.
+fn cell_width(c: Column, r: &Row) -> usize {
+    match c {
+        Column::Pid => decimal_width(r.id.pid),
+        _ => text_width(&cell_text(c, r)),
+    }
+}
+
+/// The width of a number's decimal text.
+fn decimal_width(n: i32) -> usize {
+    (n < 0) as usize + n.unsigned_abs().checked_ilog10().unwrap_or(0) as usize + 1
+}
+
+/// The width of a text on a terminal.
+fn text_width(text: &str) -> usize {
+    if text.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        text.len()
+    } else {
+        Span::raw(text).width()
+    }
 }
 
 /// A column's title in the header, the sorted one marked with its direction (`CPU%▼`).
@@ -987,4 +1006,22 @@ fn draw_confirm(frame: &mut Frame, area: Rect, text: &str, yes: &str) {
         ),
         r,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// The widths counted without making or measuring the text are the text's.
+        #[test]
+        fn widths_counted_are_the_texts(n in proptest::prelude::any::<i32>(), t in "\\PC{0,12}") {
+            proptest::prop_assert_eq!(decimal_width(n), n.to_string().len());
+            for e in [i32::MIN, i32::MAX, 0, -1, 9, 10, 99, 100] {
+                proptest::prop_assert_eq!(decimal_width(e), e.to_string().len());
+            }
+            proptest::prop_assert_eq!(text_width(&t), Span::raw(t.as_str()).width());
+            proptest::prop_assert_eq!(text_width("sleep 3600"), 10);
+        }
+    }
 }

@@ -7,7 +7,9 @@
 //! [`ProcessNode`]s, children by pid, with a map from pid to identity; a root is a process whose
 //! parent is pid 0 or not in the snapshot. [`Snapshot::subtree`] takes the part below any pid as
 //! a snapshot of its own. The dashboard's model is a forest of its own nodes
-//! (`crate::top::model`), built by the same code.
+//! (`crate::top::model`), built by the same code, and refreshed in place at each reading
+//! ([`Forest::refresh`]: a node of both keeps its slot; the edges are laid again only when a
+//! node came, went or changed parents).
 
 use std::io;
 use std::ops::Index;
