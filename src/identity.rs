@@ -261,6 +261,16 @@ pub fn pidfd_pid(pidfd: BorrowedFd<'_>) -> io::Result<PidfdPid> {
     })
 }
 
+/// Whether the process `pidfd` holds has not been reaped yet (it runs, or is a zombie): signal 0
+/// through the pidfd, which fails with `ESRCH` only once it was reaped (`EPERM` says it exists).
+/// One system call, where [`pidfd_pid`] reads a file.
+pub fn pidfd_unreaped(pidfd: BorrowedFd<'_>) -> bool {
+    match pidfd_send_signal(pidfd, 0) {
+        Ok(()) => true,
+        Err(e) => e.raw_os_error() == Some(libc::EPERM),
+    }
+}
+
 /// The number that tells the process `pidfd` holds from every other process: the inode number
 /// of a pidfd on pidfs (Linux 6.9+), the same for every pidfd of one process and never given to
 /// another while the system runs. `None` where the kernel has no such number: before pidfs
@@ -470,14 +480,20 @@ mod tests {
         let (fa, fa2) = (pidfd_open(pid).unwrap(), pidfd_open(pid).unwrap());
         let fb = pidfd_open(b.id() as i32).unwrap();
         assert_eq!(pidfd_pid(fa.as_fd()).unwrap(), PidfdPid::Pid(pid));
+        assert!(pidfd_unreaped(fa.as_fd()));
         let inode = pidfd_inode(fa.as_fd());
         if inode.is_some() {
             assert_eq!(pidfd_inode(fa2.as_fd()), inode, "one process, one number");
             assert_ne!(pidfd_inode(fb.as_fd()), inode, "another process, another");
         }
         a.kill().unwrap();
+        // Ended, not yet reaped: a zombie still has its pid.
+        assert!(poll_readable(fa.as_raw_fd(), Some(Duration::from_secs(10))));
+        assert_eq!(pidfd_pid(fa.as_fd()).unwrap(), PidfdPid::Pid(pid));
+        assert!(pidfd_unreaped(fa.as_fd()));
         a.wait().unwrap();
         assert_eq!(pidfd_pid(fa.as_fd()).unwrap(), PidfdPid::Reaped);
+        assert!(!pidfd_unreaped(fa.as_fd()));
         assert_eq!(
             pidfd_inode(fa.as_fd()),
             inode,

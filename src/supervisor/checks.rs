@@ -899,10 +899,10 @@ impl Supervisor {
     /// sender is told without that race:
     ///
     /// - **Not reaped** (running, or a zombie its parent has not waited for): the pidfd's
-    ///   `fdinfo` gives its pid. foster reads that process's ancestry in `/proc`, then reads the
-    ///   pidfd again: still that pid, and the sender was that pid's process all along (a pid
-    ///   is given to another process only once its holder was reaped, and a reaped process
-    ///   never holds a pid again), so what `/proc` said of the pid was said of the sender.
+    ///   `fdinfo` gives its pid. foster reads that process's ancestry in `/proc`, then asks the
+    ///   pidfd again (signal 0): still not reaped, and the sender held that pid all along (a
+    ///   pid is given to another process only once its holder was reaped), so what `/proc` said
+    ///   of the pid was said of the sender.
     /// - **Reaped** (`Pid: -1`; before Linux 6.16 the kernel gives no pidfd at all then, and
     ///   says why): its place in the tree can no longer be read, and its pid proves nothing.
     ///   It is accepted only as a process foster holds a pidfd for (a helper's own process, or
@@ -915,7 +915,7 @@ impl Supervisor {
     /// Where the kernel gives no pidfd (before Linux 6.5), the pid is all there is: read as it
     /// is now, with the race above.
     fn sender_helper(&mut self, d: &Datagram) -> Result<usize, &'static str> {
-        use crate::identity::{PidfdPid, pidfd_pid};
+        use crate::identity::{PidfdPid, pidfd_pid, pidfd_unreaped};
         use std::os::fd::AsFd;
         let Some(fd) = &d.pidfd else {
             if d.sender_reaped {
@@ -926,10 +926,10 @@ impl Supervisor {
         match pidfd_pid(fd.as_fd()) {
             Ok(PidfdPid::Pid(pid)) => {
                 let found = self.helper_of_pid(pid);
-                match pidfd_pid(fd.as_fd()) {
-                    Ok(PidfdPid::Pid(p)) if p == pid => found.ok_or(NOT_IN_TREE),
+                match pidfd_unreaped(fd.as_fd()) {
+                    true => found.ok_or(NOT_IN_TREE),
                     // Reaped meanwhile: what was read of its pid may be another's.
-                    _ => self.ended_sender_helper(d),
+                    false => self.ended_sender_helper(d),
                 }
             }
             Ok(PidfdPid::Reaped) => self.ended_sender_helper(d),
