@@ -66,7 +66,7 @@ fn static_busybox() -> Option<PathBuf> {
 fn copy_foster(root: &Path, dest: &str) {
     let to = root.join(dest.trim_start_matches('/'));
     std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-    std::fs::copy(FOSTER, &to).unwrap();
+    copy_program(Path::new(FOSTER), &to);
     let out = Command::new("ldd").arg(FOSTER).output().expect("run ldd");
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         // "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)" or "/lib64/ld-linux... (0x...)"
@@ -78,9 +78,22 @@ fn copy_foster(root: &Path, dest: &str) {
         if let Some(lib) = lib {
             let to = root.join(lib.trim_start_matches('/'));
             std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-            std::fs::copy(lib, &to).unwrap_or_else(|e| panic!("copy {lib}: {e}"));
+            copy_program(Path::new(lib), &to);
         }
     }
+}
+
+/// Copies a program (or a library) into the image by `cp`, in a process of its own, not by
+/// `std::fs::copy` here: a file this multi-threaded test process opens for writing is also open
+/// in every child another test forks meanwhile, until that child's exec, and executing the file
+/// then fails with `ETXTBSY` (busybox's `--install` exited 126 that way).
+fn copy_program(from: &Path, to: &Path) {
+    let st = Command::new("cp")
+        .arg(from)
+        .arg(to)
+        .status()
+        .expect("run cp");
+    assert!(st.success(), "cp {} {}: {st}", from.display(), to.display());
 }
 
 /// The Dockerfile's instructions, its comments and line continuations taken out.
@@ -145,7 +158,7 @@ fn build_image(dir: &Dir) -> Image {
                     "busybox" => {
                         let to = root.join(dest.trim().trim_start_matches('/'));
                         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-                        std::fs::copy(static_busybox().unwrap(), to).unwrap();
+                        copy_program(&static_busybox().unwrap(), &to);
                     }
                     other => panic!("COPY of {other}: this test knows foster and busybox"),
                 }
