@@ -640,24 +640,22 @@ fn an_unchanged_reading_leaves_the_screen_unchanged() {
     assert_ne!(app.screen(), before, "a visible change: redraw");
 }
 
-/// The standalone `--root` source sees a process born in the subtree after the first reading
-/// (through fork notifications as root, else by listing `/proc`), and loses it when it exits.
-#[test]
-fn root_source_follows_births_and_deaths() {
-    use foster::top::model::Source;
-    use std::io::Write;
+/// A shell that, once told (`start_its_sleep`), starts `sleep SECS`, says its pid, and waits
+/// for it.
+fn shell_that_starts_a_sleep(secs: u32) -> std::process::Child {
     use std::process::{Command, Stdio};
-    let mut sh = Command::new("sh")
-        .args(["-c", "read x; sleep 1004 & echo $!; wait"])
+    Command::new("sh")
+        .args(["-c", &format!("read x; sleep {secs} & echo $!; wait")])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
-        .unwrap();
-    let mut src =
-        foster::top::standalone::ProcSource::new(Some(sh.id() as i32), Default::default()).unwrap();
-    let first = src.sample().unwrap();
-    assert_eq!(first.procs.len(), 1, "only the shell: {:?}", first.procs);
-    // Barrier: the shell prints the sleep's pid once it has started it.
+        .unwrap()
+}
+
+/// Tells the shell to start its sleep and returns the sleep's pid (the shell says it once the
+/// sleep is started: the barrier).
+fn start_its_sleep(sh: &mut std::process::Child) -> i32 {
+    use std::io::Write;
     sh.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
     let mut line = String::new();
     std::io::BufRead::read_line(
@@ -665,7 +663,30 @@ fn root_source_follows_births_and_deaths() {
         &mut line,
     )
     .unwrap();
-    let child: i32 = line.trim().parse().unwrap();
+    line.trim().parse().unwrap()
+}
+
+/// Kills the sleep; the shell reaps it and exits, reaped here.
+fn end_its_sleep(sh: &mut std::process::Child, child: i32) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child), Signal::SIGKILL).unwrap();
+    let status = sh.wait().unwrap();
+    assert!(
+        status.success(),
+        "the shell reaped its sleep and exited: {status:?}"
+    );
+}
+
+/// The standalone `--root` source sees a process born in the subtree after the first reading
+/// (through fork notifications as root, else by listing `/proc`), and loses it when it exits.
+#[test]
+fn root_source_follows_births_and_deaths() {
+    use foster::top::model::Source;
+    let mut sh = shell_that_starts_a_sleep(1004);
+    let mut src =
+        foster::top::standalone::ProcSource::new(Some(sh.id() as i32), Default::default()).unwrap();
+    let first = src.sample().unwrap();
+    assert_eq!(first.procs.len(), 1, "only the shell: {:?}", first.procs);
+    let child = start_its_sleep(&mut sh);
     let second = src.sample().unwrap();
     let kid = second
         .procs
@@ -673,12 +694,7 @@ fn root_source_follows_births_and_deaths() {
         .find(|p| p.id.pid == child)
         .expect("the newborn is seen");
     assert_eq!(kid.parent.map(|p| p.pid), Some(sh.id() as i32));
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child), Signal::SIGKILL).unwrap();
-    let status = sh.wait().unwrap();
-    assert!(
-        status.success(),
-        "the shell reaped its sleep and exited: {status:?}"
-    );
+    end_its_sleep(&mut sh, child);
     let e = src.sample().unwrap_err().to_string();
     assert!(e.contains("has exited"), "{e}");
 }
@@ -690,27 +706,12 @@ fn root_source_follows_births_and_deaths() {
 #[test]
 fn whole_system_source_follows_births_and_deaths() {
     use foster::top::model::Source;
-    use std::io::Write;
-    use std::process::{Command, Stdio};
-    let mut sh = Command::new("sh")
-        .args(["-c", "read x; sleep 1005 & echo $!; wait"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut sh = shell_that_starts_a_sleep(1005);
     let shell = sh.id() as i32;
     let mut src = foster::top::standalone::ProcSource::new(None, Default::default()).unwrap();
     let first = src.sample().unwrap();
     assert!(first.procs.iter().any(|p| p.id.pid == shell));
-    // Barrier: the shell prints the sleep's pid once it has started it.
-    sh.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(sh.stdout.as_mut().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let child: i32 = line.trim().parse().unwrap();
+    let child = start_its_sleep(&mut sh);
     for _ in 0..3 {
         let s = src.sample().unwrap();
         let kid = s
@@ -720,12 +721,7 @@ fn whole_system_source_follows_births_and_deaths() {
             .expect("the newborn is seen");
         assert_eq!(kid.parent.map(|p| p.pid), Some(shell));
     }
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child), Signal::SIGKILL).unwrap();
-    let status = sh.wait().unwrap();
-    assert!(
-        status.success(),
-        "the shell reaped its sleep and exited: {status:?}"
-    );
+    end_its_sleep(&mut sh, child);
     let last = src.sample().unwrap();
     assert!(
         last.procs

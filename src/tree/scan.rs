@@ -605,22 +605,11 @@ impl Scanner {
         } else {
             0
         };
-        let ctx = Ctx {
-            dir: self.proc_fd.as_raw_fd(),
-            cmdline: self.opts.cmdline,
-            uid: self.opts.uid,
-            owner_recheck: self.opts.owner_recheck,
-            owners: &self.owners,
-            generation,
-            cache: &self.cache,
-            empty: &self.empty,
-            page_size: self.page_size,
-            reuse,
-            kept: &self.kept,
-            force: false,
-        };
+        // The buffers are taken out while the scan's contexts borrow the rest of the scanner.
+        let mut bufs = std::mem::take(&mut self.bufs);
+        let ctx = self.ctx(generation, reuse, false);
         let mut outs: Vec<Chunk> = if threads == 1 {
-            vec![ctx.read(pids, inos, &mut self.bufs[0])]
+            vec![ctx.read(pids, inos, &mut bufs[0])]
         } else {
             let per = pids.len().div_ceil(threads);
             std::thread::scope(|scope| {
@@ -628,7 +617,7 @@ impl Scanner {
                 let handles: Vec<_> = pids
                     .chunks(per)
                     .enumerate()
-                    .zip(self.bufs.iter_mut())
+                    .zip(bufs.iter_mut())
                     .map(|((i, chunk), buf)| {
                         let inos = inos.get(i * per..(i * per + chunk.len()).min(inos.len()));
                         scope.spawn(move || ctx.read(chunk, inos.unwrap_or(&[]), buf))
@@ -653,32 +642,21 @@ impl Scanner {
         }
         if reuse > 0 {
             let departed = self.keep(&reused, &nodes, &mut outs, generation);
-            let again: Vec<i32> = reused
+            let mut again: Vec<i32> = reused
                 .iter()
                 .map(|&i| &nodes[i])
-                .filter(|n| departed.contains(&n.ppid))
+                .filter(|n| departed.binary_search(&n.ppid).is_ok())
                 .map(|n| n.pid)
                 .collect();
+            again.sort_unstable();
             if !again.is_empty() {
-                let ctx = Ctx {
-                    dir: self.proc_fd.as_raw_fd(),
-                    cmdline: self.opts.cmdline,
-                    uid: self.opts.uid,
-                    owner_recheck: self.opts.owner_recheck,
-                    owners: &self.owners,
-                    generation,
-                    cache: &self.cache,
-                    empty: &self.empty,
-                    page_size: self.page_size,
-                    reuse,
-                    kept: &self.kept,
-                    force: true,
-                };
                 let inos: Vec<u64> = again
                     .iter()
                     .map(|pid| self.kept.get(pid).map_or(0, |k| k.ino))
                     .collect();
-                let mut out = ctx.read(&again, &inos, &mut self.bufs[0]);
+                let mut out = self
+                    .ctx(generation, reuse, true)
+                    .read(&again, &inos, &mut bufs[0]);
                 let mut fresh: HashMap<i32, ProcessNode> =
                     out.nodes.drain(..).map(|n| (n.pid, n)).collect();
                 nodes.retain_mut(|n| {
@@ -701,6 +679,7 @@ impl Scanner {
                 outs.push(out);
             }
         }
+        self.bufs = bufs;
         stats.read = nodes.len();
         if self.opts.cmdline {
             for out in &mut outs {
@@ -736,6 +715,25 @@ impl Scanner {
 }
 
 impl Scanner {
+    /// What the threads of scan number `generation` read with (`force`: every `stat`, whatever
+    /// `schedstat` says, as the second pass of a reusing scan does).
+    fn ctx(&self, generation: u64, reuse: u64, force: bool) -> Ctx<'_> {
+        Ctx {
+            dir: self.proc_fd.as_raw_fd(),
+            cmdline: self.opts.cmdline,
+            uid: self.opts.uid,
+            owner_recheck: self.opts.owner_recheck,
+            owners: &self.owners,
+            generation,
+            cache: &self.cache,
+            empty: &self.empty,
+            page_size: self.page_size,
+            reuse,
+            kept: &self.kept,
+            force,
+        }
+    }
+
     /// Brings [`Scanner::kept`] up to this scan (`reused`: the indices in `nodes` of the
     /// readings that stood; the chunks' fresh readings) and returns the pids whose process has
     /// left since the previous scan: gone or not scanned now, held by another process, or
