@@ -20,9 +20,9 @@
 //! ## Why pidfds, not the process-events connector
 //!
 //! The connector (netlink `PROC_EVENT_EXIT`/`FORK`) would also tell of processes foster has
-//! not read yet, but it needs `CAP_NET_ADMIN` and a listener in the initial user and PID
-//! namespaces (so never a contained foster, PID 1 of its own namespace, nor an unprivileged
-//! one), it wakes foster for every fork or exit of the whole machine, and it drops events when
+//! not read yet, but older kernels grant it only to `CAP_NET_ADMIN` in the initial namespaces,
+//! its notices number processes as the initial PID namespace does (not as a contained foster,
+//! PID 1 of its own namespace, knows them), it wakes foster for every fork or exit of the whole machine, and it drops events when
 //! its socket buffer fills (a rescan then anyway). A pidfd works in any namespace and for any
 //! user, wakes foster only for its own tree's parents, and loses nothing.
 //!

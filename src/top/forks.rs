@@ -5,9 +5,12 @@
 //! without blocking once per reading and learns every process born (under a subtree member,
 //! with `--root`), instead of listing `/proc` to find new pids: an idle subtree then costs one
 //! `recv` and one `stat` per member, however many processes the rest of the system has, and
-//! the whole system is read without a listing whose cost grows with every process. Subscribing needs
-//! `CAP_NET_ADMIN` on most kernels; when the kernel refuses, [`ForkWatch::open`] says so and the
-//! source lists `/proc` instead. A lost notification (`ENOBUFS`, the socket buffer overflowed)
+//! the whole system is read without a listing whose cost grows with every process. Older kernels
+//! grant the subscription only with `CAP_NET_ADMIN`; recent ones (6.18 was tried) grant a
+//! filtered one to any user. Either way the kernel says nothing when it refuses, and inside a
+//! PID namespace of its own the notices number processes as the initial namespace does: so
+//! [`ForkWatch::open`] checks that a child it forks is announced with its own pid, and when it is
+//! not, says so and the source lists `/proc` instead. A lost notification (`ENOBUFS`, the socket buffer overflowed)
 //! is reported so the caller falls back to one listing.
 
 use std::io;
@@ -134,7 +137,7 @@ impl ForkWatch {
             if left.is_zero() {
                 return Err(io::Error::new(
                     io::ErrorKind::PermissionDenied,
-                    "no fork notification arrived (CAP_NET_ADMIN needed?)",
+                    "no fork notification arrived for a child of this pid (refused without CAP_NET_ADMIN, or another PID namespace)",
                 ));
             }
             let mut pfd = libc::pollfd {

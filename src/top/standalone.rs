@@ -8,7 +8,7 @@
 //! listed only every [`RELIST_EVERY`] readings. With `--root`, only the subtree's members and
 //! the processes born since the last reading are read: a process outside the subtree cannot move
 //! into it except by being born there. Births come from the kernel's fork notifications
-//! ([`ForkWatch`]) when it grants them (`CAP_NET_ADMIN`), so an idle subtree costs one `recv` and
+//! ([`ForkWatch`]) when it grants them (older kernels only to `CAP_NET_ADMIN`), so an idle subtree costs one `recv` and
 //! one `stat` per member whatever the size of the rest of the system; otherwise (or after lost
 //! notifications) from listing `/proc` and reading the pids not seen in the previous listing.
 
