@@ -501,8 +501,9 @@ pub struct TreeArgs {
     /// The same as --root PID, as pstree takes it.
     #[arg(value_name = "PID")]
     pub pid: Option<i32>,
-    /// Print JSON: a list of root nodes, each with pid, ppid, start_time, state, comm, cmdline
-    /// and children.
+    /// Print JSON, one document: `{"version": 1, "roots": [...]}`, the root nodes, each with
+    /// pid, ppid, identity (`{"pid": PID, "start_time": TICKS}`), state, comm, cmdline and
+    /// children.
     #[arg(long, conflicts_with = "dot")]
     pub json: bool,
     /// Print a Graphviz digraph (render with `dot -Tsvg`), boxes styled by state.

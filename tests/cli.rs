@@ -337,6 +337,34 @@ fn help_texts_are_alike_and_name_no_source_file() {
     }
     let (_, demo, _) = foster_env(&["demo", "--help"], &[]);
     assert!(demo.contains("--no-tui"), "{demo}");
+    // The JSON a help text describes is the one printed: the top-level keys of each document,
+    // in the order the help gives them, are the output's.
+    for (args, keys) in [
+        (&["tree", "--json"][..], &["version", "roots"][..]),
+        (
+            &["identity", "--json", "1"][..],
+            &["version", "identity"][..],
+        ),
+    ] {
+        let (code, out, err) = foster_env(args, &[]);
+        assert_eq!(code, Some(0), "{args:?}: {err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let got: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        let mut want = keys.to_vec();
+        want.sort();
+        assert_eq!(got, want, "{args:?}: {out}");
+        let (_, help, _) = foster_env(&[args[0], "--help"], &[]);
+        let described = keys
+            .iter()
+            .map(|k| format!("\"{k}\": "))
+            .collect::<Vec<_>>();
+        let at: Vec<Option<usize>> = described.iter().map(|k| help.find(k.as_str())).collect();
+        assert!(
+            at.iter().all(Option::is_some) && at.windows(2).all(|w| w[0] < w[1]),
+            "{} --help does not describe {keys:?} ({described:?}):\n{help}",
+            args[0]
+        );
+    }
     let (_, run, _) = foster_env(&["run", "--help"], &[]);
     assert!(
         run.contains("CAP_SYS_ADMIN") && run.contains("user namespaces"),
