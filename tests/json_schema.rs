@@ -1,7 +1,8 @@
 //! Every kind of JSON foster writes, from real commands and a real supervisor, validated
 //! against its JSON Schema in `docs/schema/` (`docs/json.md` describes them): `tree --json`,
-//! `identity --json`, `qualify --json`, the control socket's replies (`ctl --json`), the
-//! events log, and output lines (`ctl --json logs`, the form of `run --output json`).
+//! `identity --json`, `qualify --json`, the control socket's replies (`ctl --json`, for every
+//! request), the events log, output lines (`run --output json`, `ctl --json logs`), and
+//! `demo --json` (events with the helpers' output lines among them).
 
 mod common;
 
@@ -153,7 +154,7 @@ restart = "never"
     });
     let control = schema("control");
     let mut kinds = BTreeSet::new();
-    let mut replies = |what: &str, args: &[&str], ok: bool| {
+    let replies = |run: &Run, kinds: &mut BTreeSet<String>, what: &str, args: &[&str], ok: bool| {
         let out = run.ctl(args);
         assert_eq!(out.status.success(), ok, "{what}: {out:?}");
         for r in json_lines(what, &out.stdout) {
@@ -161,16 +162,65 @@ restart = "never"
             kinds.extend(r.as_object().unwrap().keys().cloned());
         }
     };
-    replies("status", &["--json", "status"], true);
-    replies("events", &["--json", "events", "--no-follow"], true);
-    replies("signal", &["--json", "signal", "talker", "TERM"], true);
-    replies("no such helper", &["--json", "restart", "nobody"], false);
-    replies("reload", &["--json", "reload"], true);
-    replies("metrics", &["--json", "metrics"], true);
+    replies(&run, &mut kinds, "status", &["--json", "status"], true);
+    replies(
+        &run,
+        &mut kinds,
+        "events",
+        &["--json", "events", "--no-follow"],
+        true,
+    );
+    replies(
+        &run,
+        &mut kinds,
+        "signal",
+        &["--json", "signal", "talker", "TERM"],
+        true,
+    );
+    replies(
+        &run,
+        &mut kinds,
+        "no such helper",
+        &["--json", "restart", "nobody"],
+        false,
+    );
+    replies(&run, &mut kinds, "reload", &["--json", "reload"], true);
+    replies(&run, &mut kinds, "metrics", &["--json", "metrics"], true);
+    run.launch("talker", 2);
+    // Every request of a helper's life, and the log files reopened.
+    replies(
+        &run,
+        &mut kinds,
+        "restart",
+        &["--json", "restart", "talker"],
+        true,
+    );
+    run.launch("talker", 3);
+    replies(
+        &run,
+        &mut kinds,
+        "stop",
+        &["--json", "stop", "talker"],
+        true,
+    );
+    replies(
+        &run,
+        &mut kinds,
+        "start",
+        &["--json", "start", "talker"],
+        true,
+    );
+    run.launch("talker", 4);
+    replies(
+        &run,
+        &mut kinds,
+        "reopen-logs",
+        &["--json", "reopen-logs"],
+        true,
+    );
     for k in ["status", "event", "done", "error", "reloaded", "metrics"] {
         assert!(kinds.contains(k), "no {k} reply among {kinds:?}");
     }
-    run.launch("talker", 2);
 
     // Output lines: the relay's JSON form, as `run --output json` writes them.
     let out = run.ctl(&["--json", "logs", "talker"]);
@@ -197,7 +247,9 @@ restart = "never"
         .collect();
     assert!(tree.len() >= 2, "the supervisor and talker: {v}");
 
-    run.stop();
+    // The shutdown's reply too.
+    replies(&run, &mut kinds, "shutdown", &["--json", "shutdown"], true);
+    run.wait();
     for id in &tree {
         let now = foster::identity::Identity::of(id.pid).ok();
         assert_ne!(now.as_ref(), Some(id), "{id} outlived its supervisor");
@@ -227,4 +279,119 @@ restart = "never"
     }
     let signal = records.iter().find(|r| r["event"] == "signal").unwrap();
     assert_eq!(signal["signal"], "SIGTERM", "{signal}");
+}
+
+/// `foster run --output json`'s own standard output (not the control socket's copy): a
+/// helper's line of each stream, each an output line of the schema.
+#[test]
+fn run_output_json_lines_match_their_schema() {
+    let d = Dir::new("json", "output");
+    let config = d.file(
+        "run.toml",
+        "[[helper]]\nname = \"talker\"\ncommand = [\"sh\", \"-c\", \"echo out; echo err >&2\"]\n\
+         restart = \"never\"\n",
+    );
+    let child = Command::new(FOSTER)
+        .args(["run", "--no-contain", "--no-socket", "--output", "json"])
+        .arg(&config)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The helper's end leaves nothing running: foster ends on its own.
+    let out = common::child::output_within(child, "foster run --output json");
+    assert!(out.status.success(), "{out:?}");
+    let lines = json_lines("run --output json", &out.stdout);
+    let line = schema("output-line");
+    for l in &lines {
+        valid(&line, "a line of run --output json", l);
+    }
+    let got: BTreeSet<(&str, &str)> = lines
+        .iter()
+        .map(|l| (l["stream"].as_str().unwrap(), l["text"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        got,
+        BTreeSet::from([("stdout", "out"), ("stderr", "err")]),
+        "{lines:?}"
+    );
+}
+
+/// `foster demo --json`: its lines are control replies (events) and, among them, the helpers'
+/// output lines, each of its schema, up to the adoption of its orphan; then it is stopped and
+/// nothing of it is left.
+#[test]
+fn demo_json_matches_the_control_schema() {
+    let d = Dir::new("json", "demo");
+    let sock = d.path("demo.sock");
+    let mut child = Command::new(FOSTER)
+        .args(["demo", "--json", "--socket"])
+        .arg(&sock)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let rx = common::lines::lines(child.stdout.take().unwrap());
+    let control = schema("control");
+    let line = schema("output-line");
+    let t = std::time::Instant::now();
+    let mut seen = BTreeSet::new();
+    let mut helper_lines = 0;
+    // Up to the orphan's adoption and a line of a helper's (the crasher's first one comes
+    // before its exit, which makes foster find the orphan).
+    let mut adopted = false;
+    while !adopted || helper_lines == 0 {
+        let Ok(l) = rx.recv_timeout(common::events::LIMIT.saturating_sub(t.elapsed())) else {
+            break;
+        };
+        let v: Value = serde_json::from_str(&l).unwrap_or_else(|e| panic!("{e}: {l}"));
+        // The helpers' own lines among the events, as docs/json.md says: told by `stream`.
+        if v.get("stream").is_some() {
+            valid(&line, "a helper's line of demo --json", &v);
+            helper_lines += 1;
+            continue;
+        }
+        valid(&control, "an event of demo --json", &v);
+        seen.insert(v["event"]["event"].as_str().unwrap_or("").to_string());
+        adopted |= v["event"]["event"] == "reparented";
+    }
+    // Every process of the demo, to check that none outlives it.
+    let status = Command::new(FOSTER)
+        .args(["ctl", "--json", "--socket"])
+        .arg(&sock)
+        .arg("status")
+        .output()
+        .unwrap();
+    // SAFETY: kill of our own child, not reaped yet.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let st = common::child::wait_within(&mut child, common::events::LIMIT);
+    if st.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert!(adopted, "no adoption among the demo's events: {seen:?}");
+    assert!(helper_lines > 0, "no helper's line among the demo's events");
+    assert_eq!(st.and_then(|s| s.code()), Some(0), "the demo after SIGTERM");
+    assert!(status.status.success(), "{status:?}");
+    let v: Value = serde_json::from_slice(&status.stdout).unwrap();
+    valid(&control, "the demo's status", &v);
+    let tree: Vec<foster::identity::Identity> = v["status"]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| serde_json::from_value(p.clone()).unwrap())
+        .collect();
+    assert!(tree.len() >= 4, "{v}");
+    let t = std::time::Instant::now();
+    loop {
+        let left: Vec<_> = tree.iter().filter(|id| id.is_alive()).collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            t.elapsed() < common::events::LIMIT,
+            "left after the demo: {left:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
