@@ -1,7 +1,8 @@
-//! `foster run --metrics ADDR`: a real supervisor scraped over HTTP with a std TcpStream, its
-//! Prometheus text parsed line by line, its numbers checked against what happened (a helper
-//! killed: its restarts counter and last exit move), the same numbers through `foster ctl
-//! metrics`, and the responder's bounds (unknown paths, methods, oversized heads).
+//! `foster run --metrics ADDR`: a real supervisor scraped over HTTP with a std TcpStream and
+//! with curl (where it is installed), its Prometheus text parsed line by line, its numbers
+//! checked against what happened (a helper killed: its restarts counter and last exit move),
+//! the same numbers through `foster ctl metrics`, and the responder's bounds (unknown paths,
+//! methods, oversized heads).
 
 mod common;
 
@@ -145,6 +146,29 @@ fn scrape(addr: &str) -> Samples {
     parse(&body)
 }
 
+/// `curl http://ADDR/metrics` (failing on an HTTP error, bounded), parsed; `None` without
+/// curl.
+fn curl(addr: &str) -> Option<Samples> {
+    let out = match std::process::Command::new("curl")
+        .args(["--fail", "--silent", "--show-error", "--max-time", "30"])
+        .args(["--write-out", "\n%{content_type}"])
+        .arg(format!("http://{addr}/metrics"))
+        .output()
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        other => other.expect("run curl"),
+    };
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "curl: {}{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (body, kind) = text.rsplit_once('\n').unwrap();
+    assert!(kind.starts_with("text/plain; version=0.0.4"), "{kind}");
+    Some(parse(body))
+}
+
 #[test]
 fn metrics_are_scraped_over_http_and_through_ctl() {
     let d = Dir::new("metrics", "scrape");
@@ -174,6 +198,15 @@ restart = "never"
         .unwrap() as i32;
 
     let s = scrape(&addr);
+    // A real HTTP client, as a scraper is one: curl's GET gives the same series.
+    match curl(&addr) {
+        None => println!("curl not checked: curl is not installed"),
+        Some(c) => assert_eq!(
+            c.keys().collect::<Vec<_>>(),
+            s.keys().collect::<Vec<_>>(),
+            "curl and the scrape give other series"
+        ),
+    }
     let victim_l = [("helper", "victim")];
     assert_eq!(get(&s, "foster_helper_restarts_total", &victim_l), 0.0);
     assert_eq!(get(&s, "foster_helper_launches_total", &victim_l), 1.0);
