@@ -730,8 +730,18 @@ fn dispatch(command: Command) -> Result<ExitCode, CliError> {
         Command::Identity(a) => {
             let id = Identity::of(a.pid)?;
             if a.json {
-                let doc = serde_json::json!({"version": crate::json::VERSION, "identity": id});
-                print_out(&format!("{doc}\n"));
+                // A struct, not json!'s map, for the order docs/json.md shows: version first.
+                #[derive(serde::Serialize)]
+                struct Doc {
+                    version: u32,
+                    identity: Identity,
+                }
+                let doc = Doc {
+                    version: crate::json::VERSION,
+                    identity: id,
+                };
+                let text = serde_json::to_string(&doc)?;
+                print_out(&format!("{text}\n"));
             } else {
                 print_out(&format!("{id}\n"));
             }

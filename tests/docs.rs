@@ -13,7 +13,8 @@
 //!   `any-numbers` (every run of digits compares equal to any other: pids, times, sizes),
 //!   `any-state` (a process's state letter compares equal to any other),
 //!   `file=NAME` (the block is not run: its text is written to NAME for the blocks after it),
-//!   `root` (skipped, saying so, when not root).
+//!   `root` (skipped, saying so, when not root), `needs=TOOL,...` (skipped, saying so, when a
+//!   program it runs besides foster and the base system is not installed).
 
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -40,6 +41,8 @@ struct Block {
     any_state: bool,
     file: Option<String>,
     root: bool,
+    /// Programs the block runs that a base system may lack (`jq`, `curl`).
+    needs: Vec<String>,
 }
 
 /// Every marked block of one Markdown text.
@@ -74,6 +77,7 @@ fn blocks(doc: &str, text: &str) -> Vec<Block> {
             match opt.split_once('=') {
                 Some(("exit", n)) => b.exit = Some(n.parse().expect("exit=N")),
                 Some(("file", f)) => b.file = Some(f.to_string()),
+                Some(("needs", tools)) => b.needs = tools.split(',').map(str::to_string).collect(),
                 None if opt == "any-numbers" => b.any_numbers = true,
                 None if opt == "any-state" => b.any_state = true,
                 None if opt == "root" => b.root = true,
@@ -296,6 +300,17 @@ fn check(block: &Block, dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether `tool` is a program in PATH.
+fn installed(tool: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|d| {
+            std::fs::metadata(d.join(tool))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
+}
+
 fn documents() -> Vec<PathBuf> {
     let root = Path::new(MANIFEST);
     let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
@@ -324,6 +339,10 @@ fn runnable_examples_of_the_docs_do_what_the_docs_show() {
         for b in &marked {
             if b.root && !root {
                 println!("skipped {}:{}: not root", b.doc, b.line);
+                continue;
+            }
+            if let Some(tool) = b.needs.iter().find(|t| !installed(t)) {
+                println!("skipped {}:{}: {tool} is not installed", b.doc, b.line);
                 continue;
             }
             match check(b, &dir.0) {
@@ -355,6 +374,9 @@ fn the_convention_reads_options_transcripts_and_numbers() {
         normalise(r#"{"pid":3,"state":"D"}"#, false, true),
         r#"{"pid":3,"state":"?"}"#
     );
+    let b = blocks("t.md", "<!-- runnable: needs=jq,curl -->\n```sh\njq\n```\n");
+    assert_eq!(b[0].needs, ["jq", "curl"]);
+    assert!(installed("sh") && !installed("no-such-program-of-foster"));
     assert!(blocks("t.md", "```sh\nfoster\n```\n").is_empty());
     assert!(blocks("t.md", "```\n<!-- runnable -->\n```\n").is_empty());
 }
