@@ -138,9 +138,11 @@ impl Stamp {
     fn text(&mut self, ts_ms: u64) -> &[u8; STAMP_LEN] {
         let second = (ts_ms / 1000) as i64;
         if self.second != Some(second) {
-            // SAFETY: gmtime_r fills `tm` from `t`.
+            // SAFETY: gmtime_r fills `tm` from `t`, both ours.
             let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-            let t = second as libc::time_t;
+            // `time_t`'s width is the C library's (it is not named here: libc deprecates it on
+            // musl); 64 bits on every target foster builds for.
+            let t = (ts_ms / 1000).try_into().unwrap_or_default();
             unsafe { libc::gmtime_r(&t, &mut tm) };
             let text = format!(
                 "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.000Z",
