@@ -4,7 +4,8 @@
 //! --mount-proc` and `chroot`, root only, as tests/init.rs does), then stopped by SIGTERM as
 //! `docker stop` does; `examples/kubernetes/pod.yaml` decoded by `kubectl` (offline, when it is
 //! installed), checked for what the docs say of it, and its `foster run` configuration checked
-//! by `foster run --check` inside that image root, against the image's own programs.
+//! by `foster run --check` inside that image root, against the image's own programs; and
+//! docs/init.md's copy of the Dockerfile compared with the file.
 //!
 //! The image's `foster` is the binary under test with the shared libraries `ldd` names copied
 //! beside it (the Dockerfile's static musl build is not needed); its `busybox` is the host's
@@ -291,6 +292,28 @@ fn dockerfile_image_runs_foster_init_as_pid1_and_stops_on_sigterm() {
         let left = process(id.pid).filter(|n| n.identity == *id);
         assert!(left.is_none(), "{id:?} is gone with the container");
     }
+}
+
+/// docs/init.md shows examples/Dockerfile: its `dockerfile` block has the file's instructions,
+/// the same, in the same order (the file's comments aside).
+#[test]
+fn init_md_shows_the_example_dockerfile() {
+    let file = std::fs::read_to_string(Path::new(MANIFEST).join("examples/Dockerfile")).unwrap();
+    let doc = std::fs::read_to_string(Path::new(MANIFEST).join("docs/init.md")).unwrap();
+    let block: String = doc
+        .lines()
+        .skip_while(|l| l.trim() != "```dockerfile")
+        .skip(1)
+        .take_while(|l| l.trim() != "```")
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let shown = instructions(&block);
+    assert!(!shown.is_empty(), "no ```dockerfile block in docs/init.md");
+    assert_eq!(
+        shown,
+        instructions(&file),
+        "docs/init.md and examples/Dockerfile differ"
+    );
 }
 
 /// The `pod.toml` of the pod's ConfigMap, as the YAML block scalar holds it.
