@@ -53,9 +53,7 @@ use crate::event::{Event, EventLog, Narration, Record, SignalReason};
 use crate::identity::{Identity, ProcessRef};
 use crate::reaper::{ExitStatus, Reaper, Routed};
 use crate::signal::name as signal_name;
-use crate::spawner::{
-    CredentialError, ExecSignals, LaunchSpec, SpawnError, Spawner, group_id, user_id,
-};
+use crate::spawner::{CredentialError, LaunchSpec, SpawnError, Spawner, group_id, user_id};
 use crate::state::HelperState;
 use crate::tree::{ScanOptions, Subtree};
 
@@ -897,11 +895,8 @@ impl Supervisor {
         spec.uid = uid;
         spec.gid = gid;
         // What foster blocks and what Rust's runtime ignores (SIGPIPE) are foster's own: the
-        // helper gets an empty mask and the dispositions foster was started with.
-        spec.exec_signals = Some(ExecSignals {
-            mask: 0,
-            ignored: signals::helper_ignored(),
-        });
+        // helper gets the mask and dispositions foster was started with (the spawner's
+        // default, ExecSignals::inherited), as every other launch path does.
         Ok(spec)
     }
 

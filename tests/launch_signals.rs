@@ -2,8 +2,8 @@
 //! exec`, `foster exec --watch`, `foster run`, `foster init` and `foster demo`. What foster
 //! changed for itself is not passed on (the SIGPIPE that Rust's runtime ignores, the signals
 //! foster blocks to read them from a signalfd, its handlers); what foster's caller set is kept
-//! (tini's rule), except that `foster run` gives its helpers an empty mask and that a gated
-//! program's parent-death signal is neither blocked nor ignored. Read from the launched
+//! (tini's rule), except that a gated program's parent-death signal is neither blocked nor
+//! ignored. Read from the launched
 //! program's own `/proc/PID/status` (`SigBlk`, `SigIgn`); `docs/signals.md` is the same table.
 
 mod common;
@@ -145,10 +145,11 @@ fn init_passes_on_the_callers_state() {
     }
 }
 
-/// `foster run` (a verification): helpers get an empty mask and the dispositions foster was
-/// started with.
+/// `foster run`: helpers get the mask and the dispositions foster was started with (they
+/// started with an empty mask, whatever the caller had blocked); contained (the default
+/// where a PID namespace can be had) and not.
 #[test]
-fn run_helpers_get_an_empty_mask_and_the_callers_dispositions() {
+fn run_helpers_get_the_callers_state() {
     let d = Dir::new("launchsig", "run");
     let cfg = d.file(
         "c.toml",
@@ -157,10 +158,11 @@ fn run_helpers_get_an_empty_mask_and_the_callers_dispositions() {
             PROBE.to_vec()
         ),
     );
-    for pipe in [false, true] {
+    for (pipe, contain) in [(false, None), (true, None), (false, Some("--no-contain"))] {
         let caller = Caller { pipe };
         let mut cmd = Command::new(FOSTER);
         cmd.args(["run", "--no-socket"])
+            .args(contain)
             .arg(&cfg)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -176,7 +178,8 @@ fn run_helpers_get_an_empty_mask_and_the_callers_dispositions() {
         // SAFETY: a signal to our own child.
         unsafe { libc::kill(f.id() as i32, libc::SIGTERM) };
         assert_eq!(f.wait().unwrap().code(), Some(0));
-        check("run", caller, probe_state(&text), 0);
+        let path = format!("run {}", contain.unwrap_or(""));
+        check(&path, caller, probe_state(&text), caller.mask());
     }
 }
 

@@ -1235,7 +1235,7 @@ fn bit(sig: i32) -> u64 {
 }
 
 /// What foster blocks and what Rust's runtime makes it ignore (SIGPIPE) stay foster's: a helper
-/// execs with an empty mask and the dispositions foster was started with. A signal foster was
+/// execs with the mask (empty here) and the dispositions foster was started with. A signal foster was
 /// started with ignored (`nohup`) stays ignored by foster too.
 #[test]
 fn helpers_get_a_clean_signal_state_and_inherited_ignores_stay() {

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, mpsc};
 use tracing::{debug, info, warn};
 
-use super::{Owner, Supervisor, Timer, signals};
+use super::{Owner, Supervisor, Timer};
 use crate::config::checks::{Probe, ReadyCheck};
 use crate::config::{CommandLine, Config, Helper};
 use crate::duration::Text;
@@ -38,7 +38,7 @@ use crate::readiness::fd::FdOutcome;
 use crate::readiness::notify::{Datagram, Message, NotifySocket, Watchdog};
 use crate::readiness::{ExecProbe, LaunchChecks, Outcome, Readiness, Report, fd, log, tcp};
 use crate::reaper::ExitStatus;
-use crate::spawner::{CredentialError, ExecSignals, LaunchSpec, group_id, user_id};
+use crate::spawner::{CredentialError, LaunchSpec, group_id, user_id};
 use crate::state::HelperState;
 
 /// `NOTIFY_SOCKET`, as systemd sets it.
@@ -477,10 +477,6 @@ impl Supervisor {
         spec.stdout = Some(null(true)?);
         spec.stderr = Some(null(true)?);
         spec.new_process_group = true;
-        spec.exec_signals = Some(ExecSignals {
-            mask: 0,
-            ignored: signals::helper_ignored(),
-        });
         Ok(spec)
     }
 

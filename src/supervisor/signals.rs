@@ -25,8 +25,8 @@
 //! started with ignored (`nohup`, a shell's background job) is not blocked: it stays ignored,
 //! as the caller asked.
 //!
-//! Nothing of this reaches the helpers: the gate execs them with an empty mask, and
-//! [`helper_ignored`] gives them the dispositions foster was started with, not foster's.
+//! Nothing of this reaches the helpers: the spawner execs them with the mask and dispositions
+//! foster was started with ([`crate::spawner::ExecSignals::inherited`]), not foster's.
 
 use std::io;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -97,12 +97,6 @@ pub fn table() -> SigBits {
 /// with ignored.
 pub fn handled() -> SigBits {
     SigBits(table().0 & !Inherited::get().ignored.0)
-}
-
-/// The dispositions helpers exec with: "ignore" for what foster was started with ignored
-/// (SIGPIPE only if it really was: not the one Rust's runtime ignores), "default" for the rest.
-pub fn helper_ignored() -> u64 {
-    Inherited::get().ignored.0
 }
 
 static PDEATH_SIGNAL: AtomicI32 = AtomicI32::new(0);
