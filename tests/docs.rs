@@ -17,6 +17,7 @@
 //!   program it runs besides foster and the base system is not installed).
 
 use std::io::Read;
+use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -185,24 +186,16 @@ fn run_sh(dir: &Path, script: &str, what: &str) -> (i32, String) {
         let _ = stdout.read_to_end(&mut s);
         String::from_utf8_lossy(&s).into_owned()
     });
-    // SAFETY: pidfd_open with integers; the descriptor is closed below.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pgid, 0) } as i32;
-    assert!(fd >= 0, "pidfd_open");
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one pollfd; then our own descriptor closed.
-    let n = unsafe { libc::poll(&mut p, 1, BOUND.as_millis() as i32) };
-    unsafe { libc::close(fd) };
+    let fd = foster::identity::pidfd_open(pgid).expect("pidfd_open");
+    let ended = foster::identity::poll_readable(fd.as_raw_fd(), Some(BOUND));
+    drop(fd);
     // Whatever the block left running (a background sleep) ends with it.
     // SAFETY: kill with integers; the group is the shell's own.
     unsafe { libc::kill(-pgid, libc::SIGKILL) };
     let st = child.wait().unwrap();
     let out = reader.join().unwrap();
     assert!(
-        n > 0,
+        ended,
         "{what}: did not end within {BOUND:?}; it printed:\n{out}"
     );
     (st.code().unwrap_or_else(|| 128 + st.signal().unwrap()), out)

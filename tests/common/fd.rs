@@ -40,10 +40,8 @@ pub fn place(pairs: &[(RawFd, RawFd)]) -> std::io::Result<()> {
 /// A pidfd of `pid` on `number`, not close-on-exec, async-signal-safe: the pidfd may itself be
 /// opened on `number` (the lowest free descriptor), in which case it stays there.
 pub fn pidfd_at(pid: libc::pid_t, number: RawFd) -> std::io::Result<()> {
-    // SAFETY: a raw syscall; the descriptor is this process's.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as RawFd;
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    // identity's one opener: a raw system call, no allocation. The descriptor is left open
+    // (close-on-exec, as every pidfd): on `number` already, dropping it would close it.
+    let fd = std::os::fd::IntoRawFd::into_raw_fd(foster::identity::pidfd_open(pid)?);
     place(&[(fd, number)])
 }
