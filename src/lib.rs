@@ -14,7 +14,8 @@
 //! - [`size`]: sizes in bytes as people write them (`10MiB`, `1G`).
 //! - [`ownership`]: whether another user could plant or replace a file where foster puts one.
 //! - [`logfile`]: a log file rotated by size, the one rotation of the events and helpers' logs.
-//! - [`state`]: a helper's state, the one documented set, and the conditions of `depends_on`.
+//! - [`state`]: a helper's state, the one documented set, and the conditions of `depends_on`;
+//!   a process's role in the supervised tree.
 //! - [`identity`]: `(pid, starttime)`, its `PID:STARTTIME` text form; [`identity::ProcessRef`],
 //!   the one way to hold, check, signal and wait for a process through a pidfd.
 //! - [`tree`]: `/proc` scanned into a graph keyed by identity, snapshot diffs, renderings.

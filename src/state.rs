@@ -7,6 +7,8 @@
 //! with the one rule saying which states meet which condition ([`Condition::met_by`]). The
 //! supervisor keeps each helper in one of these states; `foster ctl status` (text and JSON),
 //! the `state` event and the dashboard show them as they are. `docs/run.md` has the table.
+//! And [`Role`], a process's place in the supervised tree, as a status reports it and the
+//! tree's renderings and the dashboard mark it.
 
 use std::fmt;
 
@@ -168,6 +170,21 @@ impl fmt::Display for Condition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.text())
     }
+}
+
+/// A process's place in the supervised tree. The JSON form is the snake_case name
+/// (`adopted_orphan`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The supervisor itself, or a nested `foster run` inside its tree.
+    Supervisor,
+    /// A process the supervisor launched from its configuration.
+    Helper,
+    /// Any other process below a helper, under the parent it was born to.
+    Descendant,
+    /// A process whose parent died and that a subreaper of the tree adopted.
+    AdoptedOrphan,
 }
 
 #[cfg(test)]

@@ -480,21 +480,7 @@ pub struct Dependency {
 }
 
 /// Where a helper is in its life: the one set of states ([`crate::state`]).
-pub use crate::state::HelperState;
-
-/// A process's place in the supervised tree.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    /// The supervisor itself, or a nested `foster run` inside its tree.
-    Supervisor,
-    /// A process the supervisor launched from its configuration.
-    Helper,
-    /// Any other process below a helper, under the parent it was born to.
-    Descendant,
-    /// A process whose parent died and that a subreaper of the tree adopted.
-    AdoptedOrphan,
-}
+pub use crate::state::{HelperState, Role};
 
 /// One process of the supervised tree.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

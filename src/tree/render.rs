@@ -16,9 +16,9 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use crate::control::protocol::Role;
 use crate::identity::Identity;
 use crate::sanitize::{escape, escape_args, to_json};
+use crate::state::Role;
 use crate::tree::graph::{ProcessNode, Snapshot};
 
 /// An output form of `foster tree`.
