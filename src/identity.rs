@@ -13,7 +13,9 @@
 //! the process group it leads) and waits for its end. Signalling a process by identity
 //! ([`signal`]) is that reference opened, checked, signalled and closed. What a pidfd says of
 //! its process, however foster got it (a notify datagram brings its sender's): its pid until
-//! it is reaped ([`pidfd_pid`]), and the number that tells it from any other ([`pidfd_inode`]).
+//! it is reaped and its pid in each PID namespace (its `fdinfo`, read once here for both:
+//! [`read_pidfd_info`], [`pidfd_pid`]), and the number that tells it from any other
+//! ([`pidfd_inode`]).
 
 use std::ffi::CString;
 use std::fmt;
@@ -234,7 +236,7 @@ fn pidfd_open_flags(pid: i32, flags: libc::c_int) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
-/// What a pidfd's `fdinfo` says of the process it holds.
+/// Whether the process a pidfd holds was reaped, by the `Pid:` line of its `fdinfo`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PidfdPid {
     /// Not reaped yet (running, or a zombie): its pid, as the `/proc` foster reads numbers it
@@ -246,19 +248,76 @@ pub enum PidfdPid {
     Reaped,
 }
 
-/// The pid of the process `pidfd` holds, from `/proc/self/fdinfo/FD` (its `Pid:` line).
+/// What a pidfd's `fdinfo` says of the process it holds: the one reading of that file, for
+/// its `Pid:` line (is the process reaped, what is its pid here) and its `NSpid:` line (its
+/// pid in each PID namespace from the one the `/proc` read shows down to its own).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PidfdInfo {
+    /// The `Pid:` line.
+    pub pid: PidfdPid,
+    /// The `NSpid:` line, outermost first ([`crate::procstat::parse_nspid`]); `None` once
+    /// the process was reaped (the kernel writes -1) or on a kernel without the line.
+    pub nspid: Option<Vec<i32>>,
+}
+
+/// The most of a pidfd's `fdinfo` read (the kernel writes about 100 bytes).
+const FDINFO_MAX: usize = 4096;
+
+impl PidfdInfo {
+    /// Parses the text of a pidfd's `fdinfo`; `None` without a `Pid:` line with a number (the
+    /// descriptor is not a pidfd). Any bytes are safe to give it.
+    pub fn parse(text: &[u8]) -> Option<PidfdInfo> {
+        let text = &text[..text.len().min(FDINFO_MAX)];
+        let pid: i32 = text
+            .split(|&b| b == b'\n')
+            .find_map(|l| l.strip_prefix(b"Pid:"))
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .and_then(|v| v.trim().parse().ok())?;
+        Some(PidfdInfo {
+            pid: if pid < 0 {
+                PidfdPid::Reaped
+            } else {
+                PidfdPid::Pid(pid)
+            },
+            nspid: crate::procstat::parse_nspid(text),
+        })
+    }
+}
+
+/// Reads what the pidfd `pidfd` (a descriptor of this process) says of its process: its
+/// `fdinfo`, through `proc` (a `/proc` directory held open, as the scanner's, which may be a
+/// `/proc` a path no longer reaches) or through `/proc` when `None`, into `buf` (reused; at
+/// most 4 KiB read). An error when the file cannot be read or is not a pidfd's.
+pub fn read_pidfd_info(
+    proc: Option<BorrowedFd<'_>>,
+    pidfd: BorrowedFd<'_>,
+    buf: &mut Vec<u8>,
+) -> io::Result<PidfdInfo> {
+    use std::io::Read;
+    let (dir, path) = match proc {
+        Some(d) => (d.as_raw_fd(), format!("self/fdinfo/{}", pidfd.as_raw_fd())),
+        None => (
+            libc::AT_FDCWD,
+            format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd()),
+        ),
+    };
+    let path = CString::new(path).expect("no NUL in a number");
+    // SAFETY: a NUL-terminated path; the descriptor is owned below.
+    let fd = unsafe { libc::openat(dir, path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: just opened, owned here alone.
+    let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    buf.clear();
+    file.take(FDINFO_MAX as u64).read_to_end(buf)?;
+    PidfdInfo::parse(buf).ok_or_else(|| io::Error::other("not a pidfd: no Pid: line in its fdinfo"))
+}
+
+/// The pid of the process `pidfd` holds, from `/proc/self/fdinfo/FD` (its `Pid:` line):
+/// [`read_pidfd_info`]'s `pid`.
 pub fn pidfd_pid(pidfd: BorrowedFd<'_>) -> io::Result<PidfdPid> {
-    let text = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd()))?;
-    let pid = text
-        .lines()
-        .find_map(|l| l.strip_prefix("Pid:"))
-        .and_then(|v| v.trim().parse::<i32>().ok())
-        .ok_or_else(|| io::Error::other("a pidfd's fdinfo without a Pid: line"))?;
-    Ok(if pid < 0 {
-        PidfdPid::Reaped
-    } else {
-        PidfdPid::Pid(pid)
-    })
+    read_pidfd_info(None, pidfd, &mut Vec::new()).map(|i| i.pid)
 }
 
 /// Whether the process `pidfd` holds has not been reaped yet (it runs, or is a zombie): signal 0
@@ -462,6 +521,57 @@ pub fn signal(id: Identity, sig: i32) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One reading of a pidfd's `fdinfo` gives both lines: the pid and the `NSpid` of a live
+    /// child (the same as its `status` says), through `/proc` or a `/proc` directory held open;
+    /// reaped, `Pid: -1` and no `NSpid`. A descriptor that is no pidfd is an error.
+    #[test]
+    fn a_pidfds_fdinfo_is_read_once_for_its_pid_and_nspid() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("100")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let fd = pidfd_open(pid).unwrap();
+        let proc = std::fs::File::open("/proc").unwrap();
+        let mut buf = Vec::new();
+        let status = std::fs::read(format!("/proc/{pid}/status")).unwrap();
+        for dir in [None, Some(proc.as_fd())] {
+            let info = read_pidfd_info(dir, fd.as_fd(), &mut buf).unwrap();
+            assert_eq!(info.pid, PidfdPid::Pid(pid));
+            assert_eq!(info.nspid, crate::procstat::parse_nspid(&status));
+            assert_eq!(info.nspid.as_ref().and_then(|n| n.first()), Some(&pid));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        for dir in [None, Some(proc.as_fd())] {
+            let info = read_pidfd_info(dir, fd.as_fd(), &mut buf).unwrap();
+            assert_eq!((info.pid, info.nspid), (PidfdPid::Reaped, None));
+        }
+        assert!(
+            read_pidfd_info(None, proc.as_fd(), &mut buf).is_err(),
+            "not a pidfd"
+        );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        /// No text makes the parser panic, and what it gives holds a pid line's number.
+        #[test]
+        fn pidfd_info_parses_any_bytes(
+            head in proptest::collection::vec(proptest::num::u8::ANY, 0..100),
+            pid in -1i32..100_000,
+            tail in proptest::collection::vec(proptest::num::u8::ANY, 0..100),
+        ) {
+            let _ = PidfdInfo::parse(&head);
+            let mut text = head.clone();
+            text.extend_from_slice(format!("\nPid:\t{pid}\nNSpid:\t{pid}\n").as_bytes());
+            text.extend_from_slice(&tail);
+            if let Some(i) = PidfdInfo::parse(&text) {
+                proptest::prop_assert!(i.nspid.iter().flatten().all(|&p| p > 0));
+            }
+        }
+    }
 
     /// A pidfd says its process's pid until the process is reaped, then that it was; its pidfs
     /// inode number (where the kernel has one) is its process's alone, and stays after the

@@ -1,7 +1,8 @@
 //! The `/proc/<pid>/stat` format's hand parser, allocation-free.
 //!
 //! Owns two things: where a `stat` line's command name (field 2) begins and ends, and
-//! [`StatFields::parse`], the fields foster needs from a line. `comm` sits between parentheses
+//! [`StatFields::parse`], the fields foster needs from a line. Also the one other `/proc` line
+//! foster parses by hand, `NSpid:` ([`parse_nspid`], of `status` and of a pidfd's `fdinfo`). `comm` sits between parentheses
 //! and may itself hold `)`, `(`, spaces, newlines and bytes that are not UTF-8, so the name ends at
 //! the **last** `)` of the line ([`split`]).
 //!
@@ -125,6 +126,23 @@ fn parse_i64(tok: &[u8]) -> Option<i64> {
 
 fn parse_i32(tok: &[u8]) -> Option<i32> {
     parse_i64(tok).and_then(|v| i32::try_from(v).ok())
+}
+
+/// The pids of the `NSpid:` line of a `/proc/<pid>/status` text or of a pidfd's `fdinfo`
+/// (the same line), outermost namespace first. `None` without that line (a kernel before 4.1)
+/// or with a field that is not a positive pid (a reaped process's `-1`). Read by hand, not
+/// through procfs's `Status`: that refuses the whole file when the process's name (the `Name:`
+/// line, raw bytes) is not UTF-8, and needs some twenty other lines.
+pub fn parse_nspid(text: &[u8]) -> Option<Vec<i32>> {
+    let line = text
+        .split(|&b| b == b'\n')
+        .find_map(|l| l.strip_prefix(b"NSpid:"))?;
+    let pids: Option<Vec<i32>> = line
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|f| !f.is_empty())
+        .map(|f| parse_i32(f).filter(|&p| p > 0))
+        .collect();
+    pids.filter(|p| !p.is_empty())
 }
 
 /// A `stat` line cut around its command name, borrowing from the line. Allocation-free.

@@ -10,6 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use foster::identity::{PidfdInfo, PidfdPid};
 use serde_json::Value;
 
 const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
@@ -716,13 +717,15 @@ fn pidfds_held_by(pid: u32) -> Vec<i64> {
         if link.to_string_lossy() != "anon_inode:[pidfd]" {
             continue;
         }
-        let info = std::fs::read_to_string(format!(
+        let info = std::fs::read(format!(
             "/proc/{pid}/fdinfo/{}",
             e.file_name().to_string_lossy()
         ))
         .unwrap_or_default();
-        if let Some(p) = info.lines().find_map(|l| l.strip_prefix("Pid:")) {
-            out.push(p.trim().parse().unwrap_or(0));
+        match PidfdInfo::parse(&info).map(|i| i.pid) {
+            Some(PidfdPid::Pid(p)) => out.push(i64::from(p)),
+            Some(PidfdPid::Reaped) => out.push(-1),
+            None => {}
         }
     }
     out

@@ -455,9 +455,9 @@ fn holds_pidfd(holder: i32, pid: i32) -> bool {
         return false;
     };
     dir.flatten().any(|e| {
-        std::fs::read_to_string(e.path()).is_ok_and(|t| {
-            t.lines()
-                .any(|l| l.strip_prefix("Pid:").map(str::trim) == Some(&pid.to_string()))
+        std::fs::read(e.path()).is_ok_and(|t| {
+            foster::identity::PidfdInfo::parse(&t)
+                .is_some_and(|i| i.pid == foster::identity::PidfdPid::Pid(pid))
         })
     })
 }

@@ -208,3 +208,13 @@ fn one_proc_walker() {
     found.extend(occurrences("opendir", &["src/tree/"]));
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
+
+/// One reading of a pidfd's `fdinfo`, `identity::PidfdInfo` (its `Pid:` and `NSpid:` lines,
+/// the latter by `procstat::parse_nspid`, the one `NSpid` parser): the gate, the scanner and
+/// two tests each read one of its lines their own way.
+#[test]
+fn one_reader_of_a_pidfds_fdinfo() {
+    let mut found = occurrences("Pid:\"", &["src/identity.rs", "src/procstat.rs"]);
+    found.extend(occurrences("self/fdinfo/", &["src/identity.rs"]));
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}

@@ -6,10 +6,10 @@
 //! `FOSTER_PARENT_PIDFD`); and [`env_for_children`], the variables a gated process hands its
 //! children.
 
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 use crate::identity::Identity;
-use crate::identity::poll_readable;
+use crate::identity::{PidfdPid, poll_readable, read_pidfd_info};
 use crate::policy::{ENV_PARENT, ENV_POLICY, Policy};
 
 /// The environment variable that keeps, in a gated process, what it was checked against.
@@ -93,22 +93,6 @@ impl Expectation {
     }
 }
 
-/// The `Pid:` line of `/proc/self/fdinfo/<fd>`: `None` when the descriptor is not a pidfd (or
-/// its fdinfo cannot be read); the pid as this `/proc` sees it, 0 when the process is not
-/// visible there (another PID namespace), -1 when it has exited.
-fn pidfd_pid(fd: RawFd) -> Option<i64> {
-    use std::io::Read;
-    let mut text = String::new();
-    std::fs::File::open(format!("/proc/self/fdinfo/{fd}"))
-        .ok()?
-        .take(4096)
-        .read_to_string(&mut text)
-        .ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("Pid:"))
-        .and_then(|v| v.trim().parse().ok())
-}
-
 /// The expected parent's pidfd named by `FOSTER_PARENT_PIDFD`, when the variable is set: an
 /// open descriptor, a pidfd (its fdinfo has a `Pid:` line), and of the expected process where
 /// this `/proc` can tell (a visible pid must be `expected`'s, with its start time; a process
@@ -137,12 +121,15 @@ pub fn parent_pidfd_from_env(expected: Identity) -> Result<Option<OwnedFd>, EnvE
     if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
         return Err(bad("not an open descriptor"));
     }
-    let Some(pid) = pidfd_pid(fd) else {
+    // SAFETY: `fd` was just checked open, and stays open while borrowed here.
+    let Ok(info) = read_pidfd_info(None, unsafe { BorrowedFd::borrow_raw(fd) }, &mut Vec::new())
+    else {
         return Err(bad("not a pidfd (no Pid: line in /proc/self/fdinfo)"));
     };
     let exited = || poll_readable(fd, Some(std::time::Duration::ZERO));
-    if pid > 0 {
-        if pid != i64::from(expected.pid) {
+    // 0: a process this /proc cannot see; reaped: left for the gate to report.
+    if let PidfdPid::Pid(pid @ 1..) = info.pid {
+        if pid != expected.pid {
             return Err(bad(&format!(
                 "a pidfd of process {pid}, not of the expected parent {expected}"
             )));

@@ -24,13 +24,12 @@ pub mod subtree;
 
 use std::io::{self, Write};
 
+pub use crate::procstat::parse_nspid;
 pub use diff::{Change, diff};
 pub use graph::{Forest, Member, ProcessNode, Snapshot, TreeError};
 pub use pstree::{Symbols, Threads, View};
 pub use render::{Format, RoleMark, Roles};
-pub use scan::{
-    Extra, ExtraWants, Relisting, ScanOptions, ScanStats, Scanner, Thread, nspid, parse_nspid,
-};
+pub use scan::{Extra, ExtraWants, Relisting, ScanOptions, ScanStats, Scanner, Thread, nspid};
 pub use subtree::{Subtree, UpdateStats};
 
 /// What `foster tree` was asked for.

@@ -11,8 +11,9 @@
 //! the cost. With [`ScanOptions::owner_recheck`] the owner is kept per identity too, read again
 //! when the program changes (name or argument area) or after that many scans. Kernel threads are marked and not read further. A pid that vanishes mid-scan, a file
 //! that cannot be read (`EACCES`, `hidepid`) or does not parse is counted in [`ScanStats`] and
-//! skipped; none aborts the scan. The `NSpid` line of `status` (and of a pidfd's `fdinfo`,
-//! [`Scanner::read_pidfd_nspid`]) is parsed by hand ([`parse_nspid`] says why). A scanner
+//! skipped; none aborts the scan. The `NSpid` line of `status` is parsed by hand
+//! ([`parse_nspid`] says why); a pidfd's `fdinfo` is read through the scanner's `/proc` by
+//! identity's one reader of it ([`Scanner::read_pidfd_nspid`]). A scanner
 //! reads through a descriptor of its `/proc`, opened by path ([`Scanner::new`]) or given
 //! ([`Scanner::over`]: a `/proc` a path no longer reaches).
 //!
@@ -36,7 +37,7 @@
 
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -46,7 +47,7 @@ use serde::Serialize;
 use procfs::FromRead;
 
 use crate::identity::Identity;
-use crate::procstat::{self, PF_EXITING};
+use crate::procstat::{self, PF_EXITING, parse_nspid};
 use crate::tree::graph::{ProcessNode, Snapshot, TreeError};
 
 /// The most threads of one process [`Scanner::read_threads`] reads (the kernel has no limit of
@@ -848,10 +849,10 @@ impl Scanner {
         if self.bufs.is_empty() {
             self.bufs.push(Vec::with_capacity(4096));
         }
-        let path = format!("self/fdinfo/{}\0", pidfd.as_raw_fd());
-        let buf = &mut self.bufs[0];
-        read_at(self.proc_fd.as_raw_fd(), path.as_bytes(), buf, false).ok()?;
-        parse_nspid(buf)
+        let proc = self.proc_fd.as_fd();
+        crate::identity::read_pidfd_info(Some(proc), pidfd, &mut self.bufs[0])
+            .ok()?
+            .nspid
     }
 
     /// Reads `/proc/<pid>/environ` of each of `nodes` (a zombie's or an unreadable one stays
@@ -1250,22 +1251,6 @@ impl Ctx<'_> {
         out.fresh.push((node.identity, entry));
         cmdline
     }
-}
-
-/// The pids of the `NSpid:` line of a `/proc/<pid>/status` text, outermost namespace first.
-/// `None` without that line (a kernel before 4.1) or with a field that is not a positive pid.
-/// Read by hand, not through procfs's `Status`: that refuses the whole file when the process's
-/// name (the `Name:` line, raw bytes) is not UTF-8, and needs some twenty other lines.
-pub fn parse_nspid(status: &[u8]) -> Option<Vec<i32>> {
-    let line = status
-        .split(|&b| b == b'\n')
-        .find_map(|l| l.strip_prefix(b"NSpid:"))?;
-    let pids: Option<Vec<i32>> = line
-        .split(|b| b.is_ascii_whitespace())
-        .filter(|f| !f.is_empty())
-        .map(parse_pid)
-        .collect();
-    pids.filter(|p| !p.is_empty())
 }
 
 /// [`parse_nspid`] of `/proc/<pid>/status`, for a one-off read without a [`Scanner`].
