@@ -123,6 +123,27 @@ fn errors_keep_their_cause_as_source() {
         e.to_string(),
         "cannot parse /proc/7/stat: field 1 (pid) is not a number"
     );
+    // foster init's PROGRAM that cannot be created: the spawner's refusal is the source.
+    let plan = foster::init::launch::LaunchPlan {
+        program: "/nonexistent/program".into(),
+        args: Vec::new(),
+        terminal: None,
+        inherited: foster::signal::Inherited::get(),
+        policy: None,
+    };
+    let e = foster::init::launch::launch(foster::spawner::Spawner::global(), &plan).unwrap_err();
+    assert_eq!(e.status, 127, "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "cannot run /nonexistent/program: no such file"
+    );
+    let cause = e
+        .source()
+        .and_then(|s| s.downcast_ref::<foster::spawner::SpawnError>());
+    assert!(
+        matches!(cause, Some(foster::spawner::SpawnError::Target(_))),
+        "{e:?}"
+    );
 }
 
 /// `foster ARGS` with `env` added: its status, standard output and standard error.

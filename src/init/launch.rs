@@ -48,17 +48,15 @@ pub struct Launched {
     pub failed: Option<String>,
 }
 
-/// PROGRAM could not even be created: the message and the exit status foster ends with.
-#[derive(Debug)]
+/// PROGRAM could not even be created: the message, the exit status foster ends with, and the
+/// spawner's error as the source.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
 pub struct LaunchError {
     pub message: String,
     pub status: i32,
-}
-
-impl std::fmt::Display for LaunchError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
+    #[source]
+    pub cause: SpawnError,
 }
 
 fn name(program: &OsString) -> String {
@@ -107,6 +105,7 @@ pub fn launch(spawner: &Spawner, plan: &LaunchPlan) -> Result<Launched, LaunchEr
             Err(LaunchError {
                 message,
                 status: e.exit_status(),
+                cause: SpawnError::Target(e),
             })
         }
         Err(SpawnError::Exec { pid, errno, .. }) => Ok(Launched {
@@ -140,6 +139,7 @@ pub fn launch(spawner: &Spawner, plan: &LaunchPlan) -> Result<Launched, LaunchEr
         Err(e) => Err(LaunchError {
             message: format!("cannot launch {}: {e}", name(&plan.program)),
             status: 1,
+            cause: e,
         }),
     }
 }
