@@ -194,9 +194,10 @@ fn demo_processes(demo: u32) -> Vec<(i32, String)> {
 
 /// `foster demo`: it launches `foster run` through the spawner, which passed on the SIGPIPE
 /// the demo's runtime ignores; `foster run` took it for its caller's and gave it to every
-/// helper. The demo's helper shells must have the caller's dispositions.
+/// helper. The demo's helper shells must have the caller's dispositions, and its programs the
+/// caller's mask (they had an empty one, as every helper of `foster run`).
 #[test]
-fn demo_helpers_get_the_callers_dispositions() {
+fn demo_helpers_get_the_callers_state() {
     let d = Dir::new("launchsig", "demo");
     let caller = Caller { pipe: false };
     let mut cmd = Command::new(FOSTER);
@@ -243,6 +244,21 @@ fn demo_helpers_get_the_callers_dispositions() {
                 .then(|| (p, status_sigset(&status, "SigIgn:")))
         })
         .collect();
+    // The masks of its `sleep 86400`s (db's, launched before the worker; inner's and the
+    // worker's when they have exec'd): a shell's own mask cannot be read reliably (one waiting
+    // for its foreground child shows sigsuspend's empty set), a sleep's can.
+    let sleeps: Vec<(i32, u64)> = demo_processes(pid)
+        .into_iter()
+        .filter(|(p, comm)| {
+            comm == "sleep"
+                && std::fs::read(format!("/proc/{p}/cmdline")).ok().as_deref()
+                    == Some(&b"sleep\x0086400\x00"[..])
+        })
+        .filter_map(|(p, _)| {
+            let status = std::fs::read_to_string(format!("/proc/{p}/status")).ok()?;
+            Some((p, status_sigset(&status, "SigBlk:")))
+        })
+        .collect();
     // SAFETY: a signal to our own child.
     unsafe { libc::kill(pid as i32, libc::SIGTERM) };
     let status = demo.0.wait().unwrap();
@@ -257,6 +273,14 @@ fn demo_helpers_get_the_callers_dispositions() {
     }
     assert_eq!(status.code(), Some(0), "{status:?}");
     assert!(shells.len() >= 3, "the demo's helper shells: {shells:?}");
+    assert!(!sleeps.is_empty(), "the demo's sleep 86400s");
+    for (p, blocked) in sleeps {
+        assert_eq!(
+            blocked,
+            caller.mask(),
+            "demo sleep {p}: SigBlk {blocked:#x}: the caller's mask (SIGWINCH blocked)"
+        );
+    }
     for (p, ignored) in shells {
         assert_eq!(
             ignored & (sigbit(libc::SIGPIPE) | sigbit(libc::SIGUSR2) | sigbit(32) | sigbit(33)),
