@@ -218,3 +218,26 @@ fn one_reader_of_a_pidfds_fdinfo() {
     found.extend(occurrences("self/fdinfo/", &["src/identity.rs"]));
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
+
+/// One signal parser, `signal::Sig` (names with or without `SIG`, numbers, `RTMIN+N`,
+/// `RTMAX-N`): the real-time forms are read nowhere else (policy, reaper and control had
+/// parsers of their own before).
+#[test]
+fn one_signal_parser() {
+    let mut found = occurrences("starts_with(\"RTMIN", &["src/signal.rs"]);
+    found.extend(occurrences("starts_with(\"RTMAX", &["src/signal.rs"]));
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+/// One duration grammar, `duration::parse` and its writer: their units are matched nowhere
+/// else (exec, init, policy text and the configuration each had a parser before).
+#[test]
+fn one_duration_grammar() {
+    let mut found = occurrences("\"ms\" =>", &["src/duration.rs"]);
+    found.extend(occurrences("strip_suffix(\"ms\")", &["src/duration.rs"]));
+    found.extend(occurrences(
+        "Duration::from_secs_f64(",
+        &["src/duration.rs"],
+    ));
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
