@@ -8,7 +8,8 @@
 //! subreaper; pids vanishing between listing and reading; a procfs-like directory with unreadable,
 //! empty and unparsable entries. Forked children do only async-signal-safe work (raw syscalls on
 //! precomputed data), wait on pipe barriers, and every test tears down what it started by pid and
-//! checks that nothing is left.
+//! checks that nothing is left. `--dot` boxes of a real zombie, stopped process, supervisor and
+//! helper styled by state and role.
 
 use std::ffi::{CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
@@ -1414,4 +1415,107 @@ fn children_and_descendants_of_one_process() {
     assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
     assert_all_gone(&ids);
     assert!(foster::tree::children_of(a).unwrap().is_empty());
+}
+
+/// `--dot` styles the boxes of real processes by state: a zombie dashed and grey, a stopped
+/// process gold; with `--attach`, a supervisor's and its helper's boxes by role.
+#[test]
+fn dot_styles_real_processes_by_state_and_role() {
+    // A parent that never reaps: its first child ends (a zombie), the second is stopped.
+    let mut parent = Command::new("sh")
+        .args(["-c", "(exit 0) & sleep 600 & exec sleep 600"])
+        .spawn()
+        .unwrap();
+    let pid = parent.id() as i32;
+    let t = Instant::now();
+    let (zombie, sleeper) = loop {
+        let snap = common::processes();
+        if let Some(root) = snap.identity_of(pid) {
+            let kids = snap.children(&root);
+            let z = kids.iter().find(|k| k.state == b'Z');
+            let s = kids.iter().find(|k| k.comm == b"sleep" && k.state != b'Z');
+            if let (Some(z), Some(s), true) = (z, s, snap.get(&root).unwrap().comm == b"sleep") {
+                break (z.identity, s.identity);
+            }
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the tree never settled"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // SAFETY: a child of our child, alive (just read).
+    assert_eq!(unsafe { libc::kill(sleeper.pid, libc::SIGSTOP) }, 0);
+    while common::process(sleeper.pid).is_some_and(|n| n.state != b'T') {
+        assert!(t.elapsed() < Duration::from_secs(30), "never stopped");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = foster()
+        .args(["tree", "--dot", "--root", &pid.to_string()])
+        .output()
+        .unwrap();
+    let dot = String::from_utf8(out.stdout).unwrap();
+    // SAFETY: kills of our child and its child, by pid; the child is then reaped.
+    unsafe {
+        libc::kill(sleeper.pid, libc::SIGKILL);
+        libc::kill(pid, libc::SIGKILL);
+    }
+    parent.wait().unwrap();
+    assert!(out.status.success(), "{dot}");
+    assert!(
+        line_of(&dot, zombie.pid).contains("style=\"dashed,filled\", fillcolor=gray90"),
+        "{dot}"
+    );
+    assert!(
+        line_of(&dot, sleeper.pid).contains(&format!(
+            "label=\"{} T sleep\", style=filled, fillcolor=gold",
+            sleeper.pid
+        )),
+        "{dot}"
+    );
+    assert!(!line_of(&dot, pid).contains("fillcolor"), "{dot}");
+    // Orphaned by the kill, both are reaped by whoever adopted them.
+    let t = Instant::now();
+    while zombie.is_alive() || sleeper.is_alive() {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "left behind: {zombie} {sleeper}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+
+    // Roles: the supervisor a double octagon, its helper bold-edged.
+    let d = common::Dir::new("tree", "dot-roles");
+    let mut run = common::supervised::Run::start(
+        &d,
+        "[[helper]]\nname = \"web\"\ncommand = [\"sleep\", \"600\"]\n",
+        &["--no-contain"],
+    );
+    run.launch("web", 1);
+    let status = run.status();
+    let sup: Identity = serde_json::from_value(status["supervisor"]["identity"].clone()).unwrap();
+    let web: Identity = serde_json::from_value(status["helpers"][0]["identity"].clone()).unwrap();
+    let out = foster()
+        .args(["tree", "--dot", "--root", &sup.pid.to_string(), "--attach"])
+        .arg(&run.socket)
+        .output()
+        .unwrap();
+    let dot = String::from_utf8(out.stdout).unwrap();
+    run.stop();
+    assert!(out.status.success(), "{dot}");
+    assert!(
+        line_of(&dot, sup.pid).contains("shape=doubleoctagon"),
+        "{dot}"
+    );
+    assert!(line_of(&dot, web.pid).contains("penwidth=3"), "{dot}");
+    assert!(line_of(&dot, web.pid).contains("\\nhelper web"), "{dot}");
+    assert_all_gone(&[sup, web]);
+}
+
+/// The box of `pid` in a dot text.
+fn line_of(dot: &str, pid: i32) -> String {
+    dot.lines()
+        .find(|l| l.trim_start().starts_with(&format!("p{pid} [")))
+        .unwrap_or_else(|| panic!("no box for {pid}:\n{dot}"))
+        .to_string()
 }
