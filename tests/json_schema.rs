@@ -50,11 +50,32 @@ fn valid(validator: &jsonschema::Validator, what: &str, doc: &Value) {
     assert_eq!(doc["version"], 1, "{what}: {doc}");
 }
 
+/// Asserts that the JSON text `doc` (a document, or one line of a stream) has `version` as its
+/// first key, as docs/json.md shows every kind: a reader that looks at a line's start (a log
+/// shipper's filter, `head -c`) finds it there.
+fn version_first(what: &str, doc: &str) {
+    let start: String = doc
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .take(11)
+        .collect();
+    assert_eq!(
+        start,
+        "{\"version\":",
+        "{what}: version is not the first key: {}",
+        doc.chars().take(300).collect::<String>()
+    );
+}
+
+/// The lines of a JSON stream, each with `version` first.
 fn json_lines(what: &str, bytes: &[u8]) -> Vec<Value> {
     String::from_utf8_lossy(bytes)
         .lines()
         .filter(|l| !l.is_empty())
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{what}: {e}: {l}")))
+        .map(|l| {
+            version_first(what, l);
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("{what}: {e}: {l}"))
+        })
         .collect()
 }
 
@@ -79,6 +100,7 @@ fn tree_json_matches_its_schema() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
+    version_first("tree --json", &String::from_utf8_lossy(&out.stdout));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     valid(&schema("tree"), "tree --json", &v);
     // The identity is the object form, the same as the control socket's.
@@ -102,6 +124,7 @@ fn identity_json_matches_its_schema() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
+    version_first("identity --json", &String::from_utf8_lossy(&out.stdout));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     valid(&schema("identity"), "identity --json", &v);
     let text = Command::new(FOSTER)
@@ -120,6 +143,7 @@ fn qualify_json_matches_its_schema() {
         .args(["qualify", "--json", "--case", "normal"])
         .output()
         .unwrap();
+    version_first("qualify --json", &String::from_utf8_lossy(&out.stdout));
     let v: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
     valid(&schema("qualify"), "qualify --json", &v);
@@ -344,6 +368,7 @@ fn demo_json_matches_the_control_schema() {
         let Ok(l) = rx.recv_timeout(common::events::LIMIT.saturating_sub(t.elapsed())) else {
             break;
         };
+        version_first("a line of demo --json", &l);
         let v: Value = serde_json::from_str(&l).unwrap_or_else(|e| panic!("{e}: {l}"));
         // The helpers' own lines among the events, as docs/json.md says: told by `stream`.
         if v.get("stream").is_some() {

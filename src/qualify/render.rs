@@ -158,13 +158,22 @@ pub fn without_times(markdown: &str) -> String {
 
 /// JSON for machines: the records and the totals.
 pub fn json(records: &[CaseRecord]) -> String {
-    let (p, f, s) = totals(records);
-    let v = serde_json::json!({
-        "version": crate::json::VERSION,
-        "cases": records,
-        "passed": p,
-        "failed": f,
-        "skipped": s,
-    });
-    serde_json::to_string_pretty(&v).unwrap_or_default()
+    // A struct, not json!'s sorted map: `version` first, as in every document foster writes.
+    #[derive(serde::Serialize)]
+    struct Doc<'a> {
+        version: u32,
+        cases: &'a [CaseRecord],
+        passed: usize,
+        failed: usize,
+        skipped: usize,
+    }
+    let (passed, failed, skipped) = totals(records);
+    let doc = Doc {
+        version: crate::json::VERSION,
+        cases: records,
+        passed,
+        failed,
+        skipped,
+    };
+    serde_json::to_string_pretty(&doc).unwrap_or_default()
 }
