@@ -124,7 +124,8 @@ pub struct CompletionsArgs {
 
 #[derive(Debug, Args)]
 pub struct ManArgs {
-    /// The subcommand whose page to print (`run` or `foster-run`); without it, foster(1).
+    /// The subcommand whose page to print (`run` or `foster-run`; `ctl-status` for `foster ctl
+    /// status`); without it, foster(1).
     pub subcommand: Option<String>,
 }
 
@@ -943,30 +944,46 @@ fn exec(a: ExecArgs) -> ExitCode {
     }
 }
 
+/// The names of the pages `foster man NAME` prints besides foster(1), without `foster-`: each
+/// visible subcommand (`run`) and each subcommand of one (`ctl-status`), the pages the
+/// SUBCOMMANDS sections of foster(1) and foster-ctl(1) refer to.
+fn man_pages(cmd: &clap::Command) -> Vec<(String, clap::Command)> {
+    let visible = |c: &&clap::Command| !c.is_hide_set() && c.get_name() != "help";
+    let mut pages = Vec::new();
+    for sub in cmd.get_subcommands().filter(visible) {
+        pages.push((sub.get_name().to_string(), sub.clone()));
+        for nested in sub.get_subcommands().filter(visible) {
+            let name = format!("{}-{}", sub.get_name(), nested.get_name());
+            pages.push((name, nested.clone()));
+        }
+    }
+    pages
+}
+
 /// The roff man page of foster (`None`) or of one of its subcommands (`run` or `foster-run`:
-/// the page foster-run(1), its synopsis `foster run ...`), generated from these definitions.
+/// the page foster-run(1), its synopsis `foster run ...`; `ctl-status`: foster-ctl-status(1)),
+/// generated from these definitions.
 fn man_page(subcommand: Option<&str>) -> Result<String, CliError> {
-    let mut cmd = <Cli as clap::CommandFactory>::command();
+    // No `help` subcommand in the pages: it has no page of its own to refer to.
+    let mut cmd = <Cli as clap::CommandFactory>::command()
+        .disable_help_subcommand(true)
+        .mut_subcommands(|c| c.disable_help_subcommand(true));
     // Built, each subcommand has the global options and its `foster SUB` binary name.
     cmd.build();
     let page = match subcommand {
         None => cmd,
         Some(name) => {
             let name = name.strip_prefix("foster-").unwrap_or(name);
-            let known: Vec<&str> = cmd
-                .get_subcommands()
-                .filter(|c| !c.is_hide_set() && c.get_name() != "help")
-                .map(|c| c.get_name())
-                .collect();
-            if !known.contains(&name) {
+            let pages = man_pages(&cmd);
+            let Some((_, sub)) = pages.iter().find(|(n, _)| n == name) else {
+                let known: Vec<&str> = pages.iter().map(|(n, _)| n.as_str()).collect();
                 return Err(UsageError(format!(
-                    "no man page for {:?}; the subcommands are: {}",
+                    "no man page for {:?}; the pages are: {}",
                     crate::sanitize::escape(name.as_bytes()),
                     known.join(", ")
                 ))
                 .into());
-            }
-            let sub = cmd.find_subcommand(name).expect("a known subcommand");
+            };
             sub.clone().name(format!("foster-{name}"))
         }
     };

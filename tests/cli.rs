@@ -256,7 +256,9 @@ const PAGES: [&str; 11] = [
 ];
 
 /// `foster man` and `foster man SUBCOMMAND` print roff that `man -l` renders without a
-/// warning: NAME foster-SUBCOMMAND, the synopsis `foster SUBCOMMAND`, the options.
+/// warning: NAME foster-SUBCOMMAND, the synopsis `foster SUBCOMMAND`, the options. Every page a
+/// SUBCOMMANDS section refers to (foster-run(1) from foster(1), foster-ctl-status(1) from
+/// foster-ctl(1)) is one `foster man` prints: the pages are followed from foster(1).
 #[test]
 fn man_pages_render() {
     let has_man = Command::new("man")
@@ -264,25 +266,40 @@ fn man_pages_render() {
         .output()
         .is_ok_and(|o| o.status.success());
     let d = Dir::new("man", "pages");
-    for sub in std::iter::once(None).chain(PAGES.iter().map(Some)) {
-        let (name, args) = match sub {
-            None => ("foster".to_string(), vec!["man"]),
-            Some(s) => (format!("foster-{s}"), vec!["man", s]),
+    let reference = regex::Regex::new(r"foster(?:\\-[a-z]+)+\(1\)").unwrap();
+    // (page, its synopsis), from foster(1) down the pages each one refers to.
+    let mut todo = vec![("foster".to_string(), "foster".to_string())];
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some((name, synopsis)) = todo.pop() {
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        let args = match name.strip_prefix("foster-") {
+            None => vec!["man"],
+            Some(s) => vec!["man", s],
         };
         let (code, roff, err) = foster_env(&args, &[]);
-        assert_eq!(code, Some(0), "{name}: {err}");
+        assert_eq!(code, Some(0), "{name}, referred to by a page: {err}");
         assert!(
             roff.contains(&format!(".TH {name} 1")),
             "{name}: {}",
             &roff[..roff.len().min(300)]
         );
+        for r in reference.find_iter(&roff) {
+            let page = r.as_str().replace("\\-", "-");
+            let page = page.strip_suffix("(1)").unwrap().to_string();
+            let sub = page
+                .strip_prefix(&format!("{name}-"))
+                .unwrap_or_else(|| panic!("{name} refers to {page}, not one of its own"));
+            todo.push((page.clone(), format!("{synopsis} {sub}")));
+        }
         if !has_man {
             continue;
         }
-        let page = d.file(&format!("{name}.1"), &roff);
+        let file = d.file(&format!("{name}.1"), &roff);
         let o = Command::new("man")
             .args(["--warnings", "-P", "cat", "-l"])
-            .arg(&page)
+            .arg(&file)
             .env("MANWIDTH", "200")
             .env("LC_ALL", "C.UTF-8")
             .output()
@@ -291,19 +308,26 @@ fn man_pages_render() {
         let warnings = String::from_utf8_lossy(&o.stderr);
         assert!(o.status.success(), "{name}: {warnings}");
         assert!(warnings.trim().is_empty(), "{name}: {warnings}");
-        let synopsis = name.replacen('-', " ", 1);
+        // man justifies a line it fills (a long NAME, a synopsis): compare with single spaces.
+        let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(
-            text.contains("NAME") && text.contains(&format!("{name} - ")),
+            text.contains("NAME") && words.contains(&format!("{name} - ")),
             "{name}:\n{text}"
         );
-        // man justifies a synopsis that fills its line: compare with single spaces.
-        let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
-        assert!(words.contains(&synopsis), "{name}:\n{text}");
+        assert!(
+            words.contains(&synopsis),
+            "{name}: no {synopsis:?}:\n{text}"
+        );
         assert!(text.contains("--help"), "{name}:\n{text}");
     }
     if !has_man {
         eprintln!("man -l not checked: man (man-db) is not installed");
     }
+    // Every subcommand has its page, and ctl's subcommands theirs.
+    for sub in PAGES {
+        assert!(seen.contains(&format!("foster-{sub}")), "{sub}: {seen:?}");
+    }
+    assert!(seen.contains("foster-ctl-status"), "{seen:?}");
     let (_, run, _) = foster_env(&["man", "foster-run"], &[]);
     assert!(
         run.contains(".TH foster-run 1"),
