@@ -104,6 +104,15 @@ pub enum Command {
     /// group of its own, reaps every orphan, forwards the signals it gets, and exits with
     /// PROGRAM's status.
     Init(InitArgs),
+    /// Tell the supervisor this helper is ready, reloading or stopping, or its status text.
+    ///
+    /// systemd's notification protocol, as systemd-notify speaks it: one datagram to the
+    /// socket NOTIFY_SOCKET names (foster run sets it for a helper with `ready = { notify =
+    /// true }` or a `watchdog`), then a wait until the supervisor has handled it (BARRIER=1;
+    /// --no-block skips it). For example `foster notify --ready --status "accepting
+    /// connections"` in a helper's script, once it serves. Exit status 1 when it could not be
+    /// sent or confirmed.
+    Notify(NotifyArgs),
     /// Print the shell completion script for bash, zsh or fish.
     ///
     /// For example `foster completions bash > /usr/share/bash-completion/completions/foster`,
@@ -114,6 +123,33 @@ pub enum Command {
     /// For example `foster man run > /usr/share/man/man1/foster-run.1`, or
     /// `foster man run | man -l -` to read it now.
     Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct NotifyArgs {
+    /// READY=1: the helper is ready (ready = { notify = true }).
+    #[arg(long)]
+    pub ready: bool,
+    /// RELOADING=1: not ready again until the next READY=1.
+    #[arg(long)]
+    pub reloading: bool,
+    /// STOPPING=1: the helper is shutting down.
+    #[arg(long)]
+    pub stopping: bool,
+    /// STATUS=TEXT: the text foster ctl status and the dashboard show with the helper's state.
+    #[arg(long, value_name = "TEXT")]
+    pub status: Option<String>,
+    /// MAINPID=PID: the helper's main process (a process of its tree).
+    #[arg(long, value_name = "PID", value_parser = clap::value_parser!(i32).range(1..))]
+    pub pid: Option<i32>,
+    /// Do not wait for the supervisor to confirm it handled the notification. A sender that
+    /// has ended, and been reaped by its parent, before the supervisor read its datagram
+    /// cannot be told from a process outside the helper's tree, and is refused.
+    #[arg(long)]
+    pub no_block: bool,
+    /// More KEY=VALUE assignments, sent as given (WATCHDOG=1, EXTEND_TIMEOUT_USEC=N, ...).
+    #[arg(value_name = "KEY=VALUE")]
+    pub assignments: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -767,6 +803,27 @@ fn dispatch(command: Command) -> Result<ExitCode, CliError> {
         Command::Qualify(a) => qualify(a),
         Command::QualifyInternal(a) => Ok(qualify_internal(a)),
         Command::Init(a) => Ok(init(a, 0)),
+        Command::Notify(a) => {
+            use crate::readiness::notify;
+            let mut what = Vec::new();
+            for (on, line) in [
+                (a.ready, "READY=1"),
+                (a.reloading, "RELOADING=1"),
+                (a.stopping, "STOPPING=1"),
+            ] {
+                if on {
+                    what.push(line.to_string());
+                }
+            }
+            what.extend(a.status.map(|t| format!("STATUS={t}")));
+            what.extend(a.pid.map(|p| format!("MAINPID={p}")));
+            what.extend(a.assignments);
+            let text = notify::notification(&what)?;
+            let to = std::env::var_os(notify::ENV_NOTIFY_SOCKET);
+            let barrier = (!a.no_block).then_some(notify::BARRIER_TIMEOUT);
+            notify::send(to.as_deref(), &text, barrier)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Completions(a) => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             let mut out = Vec::new();

@@ -241,7 +241,7 @@ fn completions_complete_subcommands_in_bash() {
 }
 
 /// The subcommands man pages are generated for (every visible one).
-const PAGES: [&str; 11] = [
+const PAGES: [&str; 12] = [
     "identity",
     "tree",
     "run",
@@ -251,6 +251,7 @@ const PAGES: [&str; 11] = [
     "top",
     "qualify",
     "init",
+    "notify",
     "completions",
     "man",
 ];

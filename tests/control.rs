@@ -869,9 +869,10 @@ fn demo(stop: libc::c_int) {
     let demo_pid = child.id();
     let mut launched = std::collections::HashSet::new();
     let t = Instant::now();
-    // Every helper launched (the worker once the demo's migration has completed), and an
-    // orphan adopted (noticed at the crasher's first exit).
+    // Every helper launched (the migration once the db said it is ready, the worker once the
+    // migration has completed), and an orphan adopted (noticed at the crasher's first exit).
     let mut adopted = false;
+    let mut db_ready = false;
     let every = ["db", "migrate", "nested", "worker", "crasher", "orphaner"];
     let mut seen = Vec::new();
     while !every.iter().all(|h| launched.contains(*h)) || !adopted {
@@ -883,7 +884,21 @@ fn demo(stop: libc::c_int) {
             });
         seen.push(v.clone());
         if event_is(&v, "launch") {
-            launched.insert(v["event"]["helper"].as_str().unwrap().to_string());
+            let h = v["event"]["helper"].as_str().unwrap().to_string();
+            // The db is ready (through `foster notify`) before what waits for it is launched.
+            if h == "migrate" || h == "worker" {
+                assert!(db_ready, "{h} launched before the db was ready: {seen:#?}");
+            }
+            launched.insert(h);
+        }
+        if event_is(&v, "state") && v["event"]["helper"] == "db" && v["event"]["state"] == "ready" {
+            assert!(
+                v["event"]["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.ends_with("(notify)")),
+                "{v}"
+            );
+            db_ready = true;
         }
         if event_is(&v, "reparented") && v["event"]["helper"] == "orphaner" {
             assert_eq!(v["event"]["classification"], "expected", "{v}");
@@ -930,6 +945,15 @@ fn demo(stop: libc::c_int) {
         let _ = rx.recv_timeout(Duration::from_millis(100));
     };
     let procs = v["status"]["processes"].as_array().unwrap();
+    let db = v["status"]["helpers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["name"] == "db")
+        .unwrap();
+    assert_eq!(db["state"], "ready", "{v}");
+    assert_eq!(db["status_text"], "accepting connections", "{v}");
+    assert_eq!(v["status"]["supervisor"]["notify_refused"], 0, "{v}");
     let before = demo_processes(demo_pid);
     assert!(
         before.len() >= 8,

@@ -613,6 +613,60 @@ fn systemd_notify_makes_a_helper_ready() {
     assert_eq!(run.terminate(), 0);
 }
 
+/// `foster notify` (a `systemd-notify` of foster's own) in a helper's script makes it ready,
+/// with its status text and main pid, and returns only once foster has handled what it sent
+/// (its barrier): the status asked right after it returned says so, without a wait, and nothing
+/// was refused though the sender was a short-lived child of the helper's shell. Outside a
+/// helper (no `NOTIFY_SOCKET`) it says so and exits 1.
+#[test]
+fn foster_notify_makes_a_helper_ready_before_it_returns() {
+    let d = Dir::new("ready", "fosternotify");
+    let hold = d.fifo("hold");
+    let done = d.fifo("done");
+    let web = script(
+        &d,
+        "web.sh",
+        &format!(
+            "read x < {}\n\"$FOSTER_EXE\" notify --ready --status 'serving on port 8080' \
+             --pid $$\necho $? > {}\nexec sleep 1000\n",
+            hold.display(),
+            done.display()
+        ),
+    );
+    let mut run = Run::start_uncontained(
+        &d,
+        &format!(
+            "[[helper]]\nname = \"web\"\ncommand = [\"sh\", \"{web}\"]\n\
+             ready = {{ notify = true }}\n"
+        ),
+    );
+    run.wait_for("launch", |e| kind(e) == "launch");
+    let s = run.status();
+    assert_eq!(helper(&s, "web")["state"], "starting", "{s:#}");
+    let pid = helper(&s, "web")["identity"]["pid"].clone();
+    release(&hold);
+    assert_eq!(read_line(&done), "0", "foster notify failed");
+    let s = run.status();
+    let web = helper(&s, "web");
+    assert_eq!(web["state"], "ready", "{s:#}");
+    assert!(
+        web["detail"].as_str().unwrap().ends_with("(notify)"),
+        "{s:#}"
+    );
+    assert_eq!(web["status_text"], "serving on port 8080", "{s:#}");
+    assert_eq!(web["main_pid"], pid, "{s:#}");
+    assert_eq!(s["supervisor"]["notify_refused"], 0, "{s:#}");
+    assert_eq!(run.terminate(), 0);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_foster"))
+        .args(["notify", "--ready"])
+        .env_remove("NOTIFY_SOCKET")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("NOTIFY_SOCKET is not set"), "{err}");
+}
+
 /// The s6 protocol: ready at the newline the helper writes to its descriptor 3, not before;
 /// a helper that depends on it being ready is launched only then.
 #[test]

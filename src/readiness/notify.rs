@@ -1,7 +1,8 @@
 //! The systemd notification protocol (`sd_notify(3)`, `systemd-notify`): foster's socket and
 //! what a datagram says.
 //!
-//! Owns [`NotifySocket`] and [`Message`]. foster binds one datagram socket of its own and sets
+//! Owns [`NotifySocket`] and [`Message`], and the sender's side, [`send`] (`foster notify`,
+//! a `systemd-notify` of foster's own, for helpers on systems without it). foster binds one datagram socket of its own and sets
 //! `NOTIFY_SOCKET` to it in the environment of each helper that asks for the protocol
 //! (`ready = { notify = true }`, or `watchdog`). The socket has `SO_PASSCRED` on, so every
 //! datagram comes with its sender's pid as the kernel saw it; the supervisor accepts a datagram
@@ -38,6 +39,9 @@ use nix::sys::socket::{
     AddressFamily, ControlMessageOwned, MsgFlags, SockFlag, SockType, UnixAddr, bind, recvmsg,
     setsockopt, socket, sockopt,
 };
+
+/// `NOTIFY_SOCKET`, as systemd sets it.
+pub const ENV_NOTIFY_SOCKET: &str = "NOTIFY_SOCKET";
 
 /// The longest datagram foster takes, in bytes (as systemd: a notification is a few short
 /// lines). A longer one is refused whole.
@@ -398,6 +402,141 @@ pub fn env_value(socket: &NotifySocket) -> std::ffi::OsString {
     std::ffi::OsStr::from_bytes(socket.address().as_bytes()).to_owned()
 }
 
+/// How long [`send`] waits for the receiver's barrier by default: `sd_notify_barrier(3)`'s 5 s.
+pub const BARRIER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Why a notification could not be sent (`foster notify`).
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    #[error(
+        "NOTIFY_SOCKET is not set: no supervisor asked this process for notifications \
+         (foster run sets it for a helper with `ready = {{ notify = true }}` or a `watchdog`)"
+    )]
+    NoSocket,
+    #[error("NOTIFY_SOCKET is {0:?}: expected an absolute path or @name")]
+    BadSocket(String),
+    #[error("{0:?} is not an assignment: expected KEY=VALUE, KEY made of A-Z, 0-9 and _")]
+    BadAssignment(String),
+    #[error("the value of {0} holds a newline: it would be read as another assignment")]
+    Newline(String),
+    #[error("nothing to send: give --ready, --reloading, --stopping, --status, --pid or KEY=VALUE")]
+    Nothing,
+    #[error("the notification is {0} bytes: at most {MAX_DATAGRAM}")]
+    TooLong(usize),
+    #[error("sending to NOTIFY_SOCKET {0:?}: {1}")]
+    Send(String, io::Error),
+    #[error(
+        "the supervisor did not confirm within {0} that it handled the notification \
+         (BARRIER=1)"
+    )]
+    BarrierTimeout(crate::duration::Text),
+}
+
+/// The text of one notification: `KEY=VALUE` lines, each checked (a key of `A-Z`, `0-9` and
+/// `_`; no newline in a value, which would smuggle in another key).
+pub fn notification(assignments: &[String]) -> Result<String, SendError> {
+    if assignments.is_empty() {
+        return Err(SendError::Nothing);
+    }
+    let mut text = String::new();
+    for a in assignments {
+        let Some((key, value)) = a.split_once('=') else {
+            return Err(SendError::BadAssignment(a.clone()));
+        };
+        if key.is_empty()
+            || !key
+                .bytes()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+        {
+            return Err(SendError::BadAssignment(a.clone()));
+        }
+        if value.contains('\n') {
+            return Err(SendError::Newline(key.to_string()));
+        }
+        text.push_str(a);
+        text.push('\n');
+    }
+    if text.len() > MAX_DATAGRAM {
+        return Err(SendError::TooLong(text.len()));
+    }
+    Ok(text)
+}
+
+/// Sends `text` (see [`notification`]) as one datagram to the socket `NOTIFY_SOCKET` names (a
+/// path, or `@name` for an abstract socket), as `sd_notify(3)` does; then, with `barrier`,
+/// sends `BARRIER=1` with the write end of a pipe and waits, at most that long, until the
+/// receiver has closed it: it has handled what came before (`sd_notify_barrier(3)`). A sender
+/// that ends at once could otherwise be gone before the supervisor reads its datagram, and be
+/// refused as one it cannot place in a helper's tree (`docs/run.md`).
+pub fn send(
+    to: Option<&std::ffi::OsStr>,
+    text: &str,
+    barrier: Option<std::time::Duration>,
+) -> Result<(), SendError> {
+    use nix::sys::socket::{ControlMessage, sendmsg};
+    let to = to.filter(|s| !s.is_empty()).ok_or(SendError::NoSocket)?;
+    let shown = to.to_string_lossy().into_owned();
+    let bytes = to.as_bytes();
+    let addr = match bytes.strip_prefix(b"@") {
+        Some(name) => UnixAddr::new_abstract(name),
+        None if bytes.starts_with(b"/") => UnixAddr::new(Path::new(to)),
+        None => return Err(SendError::BadSocket(shown)),
+    }
+    .map_err(|_| SendError::BadSocket(shown.clone()))?;
+    let fail = |e: nix::Error| SendError::Send(shown.clone(), io::Error::from(e));
+    let s = socket(
+        AddressFamily::Unix,
+        SockType::Datagram,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .map_err(fail)?;
+    let iov = [io::IoSlice::new(text.as_bytes())];
+    sendmsg(s.as_raw_fd(), &iov, &[], MsgFlags::empty(), Some(&addr)).map_err(fail)?;
+    let Some(limit) = barrier else {
+        return Ok(());
+    };
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(fail)?;
+    let iov = [io::IoSlice::new(b"BARRIER=1")];
+    let rights = [w.as_raw_fd()];
+    sendmsg(
+        s.as_raw_fd(),
+        &iov,
+        &[ControlMessage::ScmRights(&rights)],
+        MsgFlags::empty(),
+        Some(&addr),
+    )
+    .map_err(fail)?;
+    drop(w);
+    // The read end sees its end (POLLHUP) once every write end is closed: the receiver's,
+    // once it has handled both datagrams.
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let mut p = libc::pollfd {
+            fd: r.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = left.as_millis().min(i32::MAX as u128) as libc::c_int;
+        // SAFETY: poll on one pollfd that lives across the call.
+        let n = unsafe { libc::poll(&mut p, 1, ms) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(SendError::Send(shown, e));
+        }
+        if n > 0 && p.revents & (libc::POLLHUP | libc::POLLERR) != 0 {
+            return Ok(());
+        }
+        if n == 0 || left.is_zero() {
+            return Err(SendError::BarrierTimeout(crate::duration::Text(limit)));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -469,5 +608,30 @@ mod tests {
         nix::sys::socket::sendto(out.as_raw_fd(), b"WATCHDOG=1", &addr, MsgFlags::empty()).unwrap();
         assert_eq!(a.recv().unwrap().bytes, b"WATCHDOG=1");
         let _ = std::fs::remove_dir(&dir);
+    }
+
+    #[test]
+    fn a_notification_is_checked_before_it_is_sent() {
+        let a = |v: &[&str]| notification(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            a(&["READY=1", "STATUS=up and running"]).unwrap(),
+            "READY=1\nSTATUS=up and running\n"
+        );
+        assert!(matches!(a(&[]), Err(SendError::Nothing)));
+        assert!(matches!(a(&["ready=1"]), Err(SendError::BadAssignment(_))));
+        assert!(matches!(a(&["READY"]), Err(SendError::BadAssignment(_))));
+        assert!(matches!(a(&["=1"]), Err(SendError::BadAssignment(_))));
+        assert!(matches!(a(&["STATUS=a\nREADY=1"]), Err(SendError::Newline(k)) if k == "STATUS"));
+        let long = format!("STATUS={}", "x".repeat(MAX_DATAGRAM));
+        assert!(matches!(a(&[&long]), Err(SendError::TooLong(_))));
+        assert!(matches!(
+            send(None, "READY=1\n", None),
+            Err(SendError::NoSocket)
+        ));
+        let rel = std::ffi::OsStr::new("relative.sock");
+        assert!(matches!(
+            send(Some(rel), "READY=1\n", None),
+            Err(SendError::BadSocket(_))
+        ));
     }
 }

@@ -41,8 +41,7 @@ use crate::reaper::ExitStatus;
 use crate::spawner::{CredentialError, LaunchSpec, group_id, user_id};
 use crate::state::HelperState;
 
-/// `NOTIFY_SOCKET`, as systemd sets it.
-pub const ENV_NOTIFY_SOCKET: &str = "NOTIFY_SOCKET";
+pub use crate::readiness::notify::ENV_NOTIFY_SOCKET;
 /// `WATCHDOG_USEC`: the watchdog's period in microseconds.
 pub const ENV_WATCHDOG_USEC: &str = "WATCHDOG_USEC";
 /// `WATCHDOG_PID`: the pid the watchdog is meant for (the helper's own).
