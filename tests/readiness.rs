@@ -964,6 +964,79 @@ fn a_watchdog_ping_queued_before_the_deadline_counts_however_late_it_is_read() {
     assert_eq!(run.terminate(), 0);
 }
 
+/// A helper that said `STOPPING=1` is no longer held to its watchdog (as under systemd): `a`
+/// pings once with `STOPPING=1` and then takes longer than its period to finish. `b`, whose
+/// watchdog starts at its `READY=1`, sent only after `a`'s datagram was handled (its barrier),
+/// never pings: its watchdog runs out after `a`'s would have, and fails it. `a` is still
+/// running then, with no failed check, and its end (exit 0) is a completion, not a failure.
+#[test]
+fn a_helper_that_said_stopping_1_is_not_failed_by_its_watchdog() {
+    let d = Dir::new("ready", "stopping");
+    let (a_sent, a_go, b_go, b_hold) = (
+        d.fifo("a_sent"),
+        d.fifo("a_go"),
+        d.fifo("b_go"),
+        d.fifo("b_hold"),
+    );
+    let a = script(
+        &d,
+        "a.sh",
+        &format!(
+            "{}\necho sent > {}\nread x < {}\nexit 0\n",
+            send("WATCHDOG=1 STOPPING=1"),
+            a_sent.display(),
+            a_go.display()
+        ),
+    );
+    let b = script(
+        &d,
+        "b.sh",
+        &format!(
+            "read x < {}\n{}\nread x < {}\nexec sleep 1000\n",
+            b_go.display(),
+            send("READY=1"),
+            b_hold.display()
+        ),
+    );
+    let mut run = Run::start_uncontained(
+        &d,
+        &format!(
+            "[[helper]]\nname = \"a\"\ncommand = [\"sh\", \"{a}\"]\nwatchdog = \"1s\"\n\
+             restart = \"on-failure\"\n\n\
+             [[helper]]\nname = \"b\"\ncommand = [\"sh\", \"{b}\"]\nwatchdog = \"1s\"\n\
+             ready = {{ notify = true }}\n"
+        ),
+    );
+    assert_eq!(read_line(&a_sent), "sent");
+    release(&b_go);
+    let failed = run.wait_for("b's watchdog", |e| {
+        kind(e) == "check_failed" && e["helper"] == "b"
+    });
+    assert_eq!(failed["check"], "watchdog", "{failed:#}");
+    assert!(
+        !run.so_far()
+            .iter()
+            .any(|e| kind(e) == "check_failed" && e["helper"] == "a"),
+        "a failed its watchdog after STOPPING=1: {:#?}",
+        run.seen
+    );
+    let s = run.status();
+    let h = helper(&s, "a");
+    assert_eq!(h["state"], "running", "{s:#}");
+    assert!(
+        h["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("STOPPING=1")),
+        "{s:#}"
+    );
+    release(&a_go);
+    run.wait_for("a completed", |e| {
+        kind(e) == "state" && e["helper"] == "a" && e["state"] == "completed"
+    });
+    // 3: b failed (its watchdog), and its restart rule (never) leaves it so.
+    assert_eq!(run.terminate(), 3);
+}
+
 /// A health check failing `failures` times in a row fails the helper, not before: two failures
 /// then a pass is no failure (`check_passed`); three in a row stop it. It ignores its stop
 /// signal, so its tree (it and its child) gets SIGKILL after its stop grace, then its restart

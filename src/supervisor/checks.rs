@@ -426,6 +426,10 @@ impl Supervisor {
                 }
             }
             CheckTimer::Watchdog => {
+                // It said STOPPING=1: on its way out, no longer held to its watchdog.
+                if c.stopping {
+                    return;
+                }
                 let Some(due) = c.watchdog_due() else {
                     return;
                 };
@@ -1052,6 +1056,11 @@ impl Supervisor {
             self.set_state(i, HelperState::Starting, detail);
         }
         if stopping {
+            // On its way out: its watchdog is no longer judged (as systemd stops a stopping
+            // service's), so a helper that takes longer than its period to finish is not
+            // killed for it and its end not taken as a failure.
+            self.timers
+                .retain(|_, t| !matches!(t, Timer::Check(j, _, CheckTimer::Watchdog) if *j == i));
             let state = self.helpers[i].state;
             self.set_state(i, state, Some("(it said STOPPING=1)".to_string()));
         }
