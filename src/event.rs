@@ -82,12 +82,16 @@ pub enum Event {
     GiveUp { helper: String, restarts: u32 },
     /// A helper's state changed ([`HelperState`], `docs/run.md`): every change is one event.
     /// `detail`, when there is more to say, continues the state's words: `waiting` `for db:
-    /// gave up after 5 restarts`, `stopped` `by request`.
+    /// gave up after 5 restarts`, `stopped` `by request`. `status_text` is the `STATUS=` text
+    /// its current launch sent last, as sent (a change of the text alone is no event: a helper
+    /// may send one a second; `ctl status` has the latest).
     State {
         helper: String,
         state: HelperState,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         detail: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status_text: Option<String>,
     },
     /// foster sent a signal, and why.
     Signal {
@@ -515,10 +519,14 @@ impl fmt::Display for Event {
                 helper,
                 state,
                 detail,
+                status_text,
             } => {
                 write!(f, "{}: {state}", text(helper))?;
-                match detail {
-                    Some(d) => write!(f, " {}", text(d)),
+                if let Some(d) = detail {
+                    write!(f, " {}", text(d))?;
+                }
+                match status_text {
+                    Some(t) => write!(f, " · status: {}", text(t)),
                     None => Ok(()),
                 }
             }
@@ -1146,6 +1154,7 @@ mod tests {
                     helper: "worker".into(),
                     state: HelperState::Waiting,
                     detail: Some("for db: gave up after 5 restarts".into()),
+                    status_text: None,
                 },
                 "worker: waiting for db: gave up after 5 restarts",
             ),
@@ -1154,8 +1163,18 @@ mod tests {
                     helper: "db".into(),
                     state: HelperState::GaveUp,
                     detail: None,
+                    status_text: None,
                 },
                 "db: gave up",
+            ),
+            (
+                Event::State {
+                    helper: "db".into(),
+                    state: HelperState::Ready,
+                    detail: Some("after 1.2s (notify)".into()),
+                    status_text: Some("accepting\nconnections".into()),
+                },
+                "db: ready after 1.2s (notify) · status: accepting\\nconnections",
             ),
         ];
         for (e, want) in cases {

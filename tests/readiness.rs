@@ -344,6 +344,8 @@ fn a_notify_helper_is_ready_at_its_ready_1_and_a_datagram_from_outside_is_ignore
         became["detail"].as_str().unwrap().ends_with("(notify)"),
         "{became:#}"
     );
+    // The event says the status text the datagram that made it ready carried too.
+    assert_eq!(became["status_text"], "accepting", "{became:#}");
     let s = run.status();
     let h = helper(&s, "db");
     assert_eq!(h["state"], "ready", "{h:#}");
@@ -351,13 +353,14 @@ fn a_notify_helper_is_ready_at_its_ready_1_and_a_datagram_from_outside_is_ignore
     assert_eq!(s["supervisor"]["notify_refused"], 1);
     // RELOADING=1: starting again, until READY=1.
     release(&reload);
-    run.wait_for("starting again", |e| {
+    let reloading = run.wait_for("starting again", |e| {
         kind(e) == "state"
             && e["state"] == "starting"
             && e["detail"]
                 .as_str()
                 .is_some_and(|d| d.contains("RELOADING=1"))
     });
+    assert_eq!(reloading["status_text"], "reloading", "{reloading:#}");
     assert_eq!(helper(&run.status(), "db")["status_text"], "reloading");
     release(&again);
     let back = run.wait_for("ready again", |e| {

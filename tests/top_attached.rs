@@ -1093,6 +1093,7 @@ fn the_pane_shows_the_states_no_other_line_says() {
                 helper: "web".into(),
                 state: HelperState::Running,
                 detail: None,
+                status_text: None,
             },
         ),
         rec(
@@ -1101,6 +1102,7 @@ fn the_pane_shows_the_states_no_other_line_says() {
                 helper: "api".into(),
                 state: HelperState::Waiting,
                 detail: Some("for db: gave up after 5 restarts".into()),
+                status_text: None,
             },
         ),
     ];

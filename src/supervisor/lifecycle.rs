@@ -202,10 +202,12 @@ impl Supervisor {
             r.stop = None;
         }
         let helper = self.config.helpers[i].name().to_string();
+        let status_text = self.helpers[i].status_text.clone();
         self.emit(Event::State {
             helper,
             state,
             detail,
+            status_text,
         });
     }
 
