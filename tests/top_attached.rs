@@ -177,8 +177,8 @@ fn a_snapshot_becomes_supervised_rows_with_anomalies_and_events() {
     // It names the row's process, the helper it belongs to, and what happens to which.
     assert_eq!(
         c.question(),
-        "ev\\xff 4711 belongs to helper web. Restart helper web: SIGTERM to its process 4710 \
-         and its 2 descendants, SIGKILL to what is left after 10s, then launch it again?"
+        "ev\\xff 4711 belongs to helper web. Restart helper web: SIGTERM to its process 4710, \
+         SIGKILL after 10s to what is left of it and of its 2 descendants, then launch it again?"
     );
     let fx = app.on_key(key('y'));
     assert!(
@@ -1016,8 +1016,8 @@ fn keys_act_on_the_rows_helper_and_say_what_they_do() {
     assert_eq!(
         question(&app),
         "sleep 120 belongs to helper nested. Restart helper nested: SIGTERM to its process 110 \
-         (a nested supervisor) and its 1 descendant, SIGKILL to what is left after 2s, then \
-         launch it again?"
+         (a nested supervisor), SIGKILL after 2s to what is left of it and of its 1 descendant, \
+         then launch it again?"
     );
     let fx = app.on_key(key('y'));
     assert!(
@@ -1028,8 +1028,8 @@ fn keys_act_on_the_rows_helper_and_say_what_they_do() {
     assert_eq!(
         question(&app),
         "sleep 120 belongs to helper nested. Stop helper nested: SIGTERM to its process 110 \
-         (a nested supervisor) and its 1 descendant, SIGKILL to what is left after 2s? It stays \
-         stopped until started (o)."
+         (a nested supervisor), SIGKILL after 2s to what is left of it and of its 1 descendant? \
+         It stays stopped until started (o)."
     );
     let fx = app.on_key(key('y'));
     assert!(

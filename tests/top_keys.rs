@@ -134,11 +134,11 @@ fn columns_confirmation_and_events_are_never_cut_silently() {
         a.t.keys(&["/"]);
         a.t.text("worker-pool");
         a.t.keys(&["Enter", "R"]);
+        // The stop signal goes to the helper's process alone; the SIGKILL after the grace to
+        // what is left of its tree.
         let question = [
-            &format!(
-                "Restart helper worker-pool: SIGTERM to its process {pid} and its 2 descendants"
-            ),
-            "then launch it again?",
+            &format!("Restart helper worker-pool: SIGTERM to its process {pid}, SIGKILL after"),
+            "to what is left of it and of its 2 descendants, then launch it again?",
             "any other key cancels",
         ];
         wait_confirmation(&a.t, &format!("{w}x{h}: the question whole"), &question);

@@ -235,8 +235,10 @@ impl HelperTarget {
         }
     }
 
-    /// What stopping it does: `SIGTERM to its process 4710 (a nested supervisor) and its 2
-    /// descendants, SIGKILL to what is left after 10s`.
+    /// What stopping it does: `SIGTERM to its process 4710 (a nested supervisor), SIGKILL after
+    /// 10s to what is left of it and of its 2 descendants`. The stop signal goes to its process
+    /// alone (its descendants get their generation's orphan policy when it ends, as in any
+    /// stop of the supervisor's); the SIGKILL to whatever of its tree outlives the grace.
     fn stop_text(&self, p: Identity) -> String {
         let what = if self.nested_supervisor {
             " (a nested supervisor)"
@@ -245,8 +247,8 @@ impl HelperTarget {
         };
         let rest = match self.descendants {
             0 => String::new(),
-            1 => " and its 1 descendant".to_string(),
-            n => format!(" and its {n} descendants"),
+            1 => " and of its 1 descendant".to_string(),
+            n => format!(" and of its {n} descendants"),
         };
         // A supervisor that does not say (an older one): in general words.
         let signal = match self.stop_signal.as_str() {
@@ -258,7 +260,7 @@ impl HelperTarget {
             ms => crate::duration::Text(std::time::Duration::from_millis(ms)).to_string(),
         };
         format!(
-            "{signal} to its process {}{what}{rest}, SIGKILL to what is left after {after}",
+            "{signal} to its process {}{what}, SIGKILL after {after} to what is left of it{rest}",
             p.pid
         )
     }
