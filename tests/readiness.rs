@@ -670,6 +670,40 @@ fn foster_notify_makes_a_helper_ready_before_it_returns() {
     assert!(err.contains("NOTIFY_SOCKET is not set"), "{err}");
 }
 
+/// `MAINPID=` and `ERRNO=` are shown by `ctl status` as they are in its JSON: the main pid
+/// when it is another process than the one foster launched (here the helper's child), the
+/// errno even without a status text.
+#[test]
+fn ctl_status_shows_a_helpers_main_pid_and_errno() {
+    let d = Dir::new("ready", "mainpid");
+    let web = script(
+        &d,
+        "web.sh",
+        "sleep 1000 &\n\"$FOSTER_EXE\" notify --ready --pid $! ERRNO=5\nwait\n",
+    );
+    let mut run = Run::start_uncontained(
+        &d,
+        &format!(
+            "[[helper]]\nname = \"web\"\ncommand = [\"sh\", \"{web}\"]\n\
+             ready = {{ notify = true }}\n"
+        ),
+    );
+    run.wait_for("ready", ready);
+    let s = run.status();
+    let web = helper(&s, "web");
+    let main = web["main_pid"].as_i64().expect("main_pid");
+    assert_ne!(Some(main), web["identity"]["pid"].as_i64(), "{s:#}");
+    assert_eq!(web["errno"], 5, "{s:#}");
+    let text = String::from_utf8_lossy(&run.ctl(&["status"]).stdout).to_string();
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("web "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains(&format!("main pid {main}")), "{line}");
+    assert!(line.contains("(errno 5)"), "{line}");
+    assert_eq!(run.terminate(), 0);
+}
+
 /// The s6 protocol: ready at the newline the helper writes to its descriptor 3, not before;
 /// a helper that depends on it being ready is launched only then.
 #[test]

@@ -421,9 +421,16 @@ pub fn render_status(s: &Status, width: Option<usize>) -> String {
         }
         if let Some(t) = &h.status_text {
             let _ = write!(line, "  status: {}", escape(t.as_bytes()));
-            if let Some(e) = h.errno {
-                let _ = write!(line, " (errno {e})");
-            }
+        }
+        if let Some(e) = h.errno {
+            let _ = write!(line, " (errno {e})");
+        }
+        // MAINPID=, when it names another process than the one foster launched.
+        if let Some(p) = h
+            .main_pid
+            .filter(|&p| h.identity.is_none_or(|i| i.pid != p))
+        {
+            let _ = write!(line, "  main pid {p}");
         }
         let _ = writeln!(out, "{line}");
     }
