@@ -244,15 +244,19 @@ fn demo_helpers_get_the_callers_state() {
                 .then(|| (p, status_sigset(&status, "SigIgn:")))
         })
         .collect();
-    // The masks of its `sleep 86400`s (db's, launched before the worker; inner's and the
-    // worker's when they have exec'd): a shell's own mask cannot be read reliably (one waiting
-    // for its foreground child shows sigsuspend's empty set), a sleep's can.
+    // The masks of its `sleep 86400`s (inner's and the worker's when they have exec'd): a
+    // shell's own mask cannot be read reliably (one waiting for its foreground child shows
+    // sigsuspend's empty set), a sleep's can. Not db's: its shell waits for `sleep 1` and
+    // `foster notify` before it execs its sleep, and dash clears its mask after waiting for a
+    // foreground child (sigclearmask), whatever mask foster gave it.
     let sleeps: Vec<(i32, u64)> = demo_processes(pid)
         .into_iter()
         .filter(|(p, comm)| {
             comm == "sleep"
                 && std::fs::read(format!("/proc/{p}/cmdline")).ok().as_deref()
                     == Some(&b"sleep\x0086400\x00"[..])
+                && !std::fs::read(format!("/proc/{p}/environ"))
+                    .is_ok_and(|e| e.split(|&b| b == 0).any(|v| v == b"FOSTER_HELPER=db"))
         })
         .filter_map(|(p, _)| {
             let status = std::fs::read_to_string(format!("/proc/{p}/status")).ok()?;
