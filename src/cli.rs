@@ -115,10 +115,11 @@ pub enum Command {
     Notify(NotifyArgs),
     /// Print the shell completion script for bash, zsh or fish.
     ///
-    /// For example `foster completions bash > /usr/share/bash-completion/completions/foster`,
-    /// or `source <(foster completions bash)` in the current shell.
+    /// Elvish and PowerShell scripts too (`elvish`, `powershell`). For example `foster
+    /// completions bash > /usr/share/bash-completion/completions/foster`, or `source <(foster
+    /// completions bash)` in the current shell.
     Completions(CompletionsArgs),
-    /// Print a man page (roff): foster's, or one subcommand's (foster-run, foster-ctl...).
+    /// Print a man page (roff): foster's, or one subcommand's (foster-run, foster-ctl-status...).
     ///
     /// For example `foster man run > /usr/share/man/man1/foster-run.1`, or
     /// `foster man run | man -l -` to read it now.
@@ -173,7 +174,8 @@ pub struct QualifyArgs {
     /// Run every case N times, to expose rare orderings; the summary shows counts.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub repeat: u32,
-    /// Print JSON for machines.
+    /// Print JSON, one document: `{"version": 1, "cases": [...], "passed": N, "failed": N,
+    /// "skipped": N}`, a record per case run.
     #[arg(long, conflicts_with = "markdown")]
     pub json: bool,
     /// Print the lifecycle matrix as a Markdown document.
@@ -543,7 +545,8 @@ pub struct TreeArgs {
     /// children.
     #[arg(long, conflicts_with = "dot")]
     pub json: bool,
-    /// Print a Graphviz digraph (render with `dot -Tsvg`), boxes styled by state.
+    /// Print a Graphviz digraph (render with `dot -Tsvg`), boxes styled by state (with
+    /// --attach, by role too).
     #[arg(long)]
     pub dot: bool,
     /// pstree's own layout: names, the first child on its parent's line, identical siblings

@@ -391,6 +391,10 @@ fn help_texts_are_alike_and_name_no_source_file() {
             &["identity", "--json", "1"][..],
             &["version", "identity"][..],
         ),
+        (
+            &["qualify", "--json", "--case", "normal"][..],
+            &["version", "cases", "passed", "failed", "skipped"][..],
+        ),
     ] {
         let (code, out, err) = foster_env(args, &[]);
         assert_eq!(code, Some(0), "{args:?}: {err}");
