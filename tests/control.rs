@@ -17,16 +17,8 @@ const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
 const LIMIT: Duration = Duration::from_secs(30);
 
 mod common;
-use common::supervised::{Plain as Run, terminate, wait_child};
+use common::supervised::{Guard, Plain as Run, terminate, wait_child};
 use common::{Dir, is_root, process, processes_with_env};
-
-/// Terminates a child on drop (a demo whose test failed half-way).
-struct Guard(Child);
-impl Drop for Guard {
-    fn drop(&mut self) {
-        terminate(&mut self.0);
-    }
-}
 
 /// A raw client connection reading replies on a thread (so a test never blocks on it).
 struct Conn {

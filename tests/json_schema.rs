@@ -348,13 +348,17 @@ fn run_output_json_lines_match_their_schema() {
 fn demo_json_matches_the_control_schema() {
     let d = Dir::new("json", "demo");
     let sock = d.path("demo.sock");
-    let mut child = Command::new(FOSTER)
-        .args(["demo", "--json", "--socket"])
-        .arg(&sock)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    // Ended and reaped on drop too: an assertion that fails in the loop below leaves no demo.
+    let mut guard = common::supervised::Guard(
+        Command::new(FOSTER)
+            .args(["demo", "--json", "--socket"])
+            .arg(&sock)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let child = &mut guard.0;
     let rx = common::lines::lines(child.stdout.take().unwrap());
     let control = schema("control");
     let line = schema("output-line");
@@ -389,7 +393,7 @@ fn demo_json_matches_the_control_schema() {
         .unwrap();
     // SAFETY: kill of our own child, not reaped yet.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let st = common::child::wait_within(&mut child, common::events::LIMIT);
+    let st = common::child::wait_within(child, common::events::LIMIT);
     if st.is_none() {
         let _ = child.kill();
         let _ = child.wait();

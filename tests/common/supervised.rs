@@ -253,6 +253,16 @@ pub fn wait_child(child: &mut Child) -> std::process::ExitStatus {
     }
 }
 
+/// A child of the test's (a `foster demo`, a `foster run`) ended by [`terminate`] when the
+/// guard is dropped: a test that fails half-way leaves nothing running.
+pub struct Guard(pub Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        terminate(&mut self.0);
+    }
+}
+
 /// Ends `child` (a `foster run`, or another program of the test's that ends on SIGTERM) in
 /// order: SIGTERM (the orderly shutdown ends its tree), a bounded wait, then SIGKILL as a last
 /// resort; reaped in every case. Whether it ended before the SIGKILL.
