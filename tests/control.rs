@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -17,7 +17,7 @@ const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
 const LIMIT: Duration = Duration::from_secs(30);
 
 mod common;
-use common::supervised::{Guard, Plain as Run, terminate, wait_child};
+use common::supervised::{Guard, Plain as Run, wait_child};
 use common::{Dir, is_root, process, processes_with_env};
 
 /// A raw client connection reading replies on a thread (so a test never blocks on it).
