@@ -232,49 +232,17 @@ fn notify_sender() {
     if let Some(go) = std::env::var_os(GO) {
         std::fs::read_to_string(go).unwrap();
     }
-    use nix::sys::socket::{
-        AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType, UnixAddr, sendmsg, socket,
-    };
-    let to = std::env::var("NOTIFY_SOCKET").expect("NOTIFY_SOCKET");
-    let addr = match to.strip_prefix('@') {
-        Some(name) => UnixAddr::new_abstract(name.as_bytes()).unwrap(),
-        None => UnixAddr::new(to.as_str()).unwrap(),
-    };
-    let s = socket(
-        AddressFamily::Unix,
-        SockType::Datagram,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )
-    .unwrap();
+    let to = std::env::var_os("NOTIFY_SOCKET");
     let msg = text.split_whitespace().collect::<Vec<_>>().join("\n");
-    let iov = [std::io::IoSlice::new(msg.as_bytes())];
-    sendmsg(s.as_raw_fd(), &iov, &[], MsgFlags::empty(), Some(&addr)).unwrap();
+    foster::readiness::notify::send(to.as_deref(), &msg, None).unwrap();
     if let Some(fifo) = std::env::var_os(TELL) {
         std::fs::write(fifo, "sent\n").unwrap();
     }
     if std::env::var_os(NO_BARRIER).is_some() {
         return;
     }
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 into an array of two ints, owned from here on.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    let iov = [std::io::IoSlice::new(b"BARRIER=1")];
-    let rights = [w.as_raw_fd()];
-    sendmsg(
-        s.as_raw_fd(),
-        &iov,
-        &[ControlMessage::ScmRights(&rights)],
-        MsgFlags::empty(),
-        Some(&addr),
-    )
-    .unwrap();
-    drop(w);
-    // The read end ends once every write end is closed: foster's, once it has handled both.
-    let mut buf = [0u8; 1];
-    let n = std::fs::File::from(r).read(&mut buf).unwrap();
-    assert_eq!(n, 0);
+    // foster has handled the datagram once it has closed the barrier's descriptor.
+    foster::readiness::notify::barrier(to.as_deref(), LIMIT).unwrap();
 }
 
 /// A script file in `d` for a helper's command (`["sh", PATH]`): no quoting inside TOML.

@@ -464,75 +464,112 @@ pub fn notification(assignments: &[String]) -> Result<String, SendError> {
 
 /// Sends `text` (see [`notification`]) as one datagram to the socket `NOTIFY_SOCKET` names (a
 /// path, or `@name` for an abstract socket), as `sd_notify(3)` does; then, with `barrier`,
-/// sends `BARRIER=1` with the write end of a pipe and waits, at most that long, until the
-/// receiver has closed it: it has handled what came before (`sd_notify_barrier(3)`). A sender
-/// that ends at once could otherwise be gone before the supervisor reads its datagram, and be
-/// refused as one it cannot place in a helper's tree (`docs/run.md`).
+/// waits at most that long for the receiver's [`barrier`]. A sender that ends at once could
+/// otherwise be gone before the supervisor reads its datagram, and be refused as one it cannot
+/// place in a helper's tree (`docs/run.md`).
 pub fn send(
     to: Option<&std::ffi::OsStr>,
     text: &str,
     barrier: Option<std::time::Duration>,
 ) -> Result<(), SendError> {
-    use nix::sys::socket::{ControlMessage, sendmsg};
-    let to = to.filter(|s| !s.is_empty()).ok_or(SendError::NoSocket)?;
-    let shown = to.to_string_lossy().into_owned();
-    let bytes = to.as_bytes();
-    let addr = match bytes.strip_prefix(b"@") {
-        Some(name) => UnixAddr::new_abstract(name),
-        None if bytes.starts_with(b"/") => UnixAddr::new(Path::new(to)),
-        None => return Err(SendError::BadSocket(shown)),
+    let t = Target::open(to)?;
+    t.send(text.as_bytes(), &[])?;
+    match barrier {
+        Some(limit) => t.barrier(limit),
+        None => Ok(()),
     }
-    .map_err(|_| SendError::BadSocket(shown.clone()))?;
-    let fail = |e: nix::Error| SendError::Send(shown.clone(), io::Error::from(e));
-    let s = socket(
-        AddressFamily::Unix,
-        SockType::Datagram,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )
-    .map_err(fail)?;
-    let iov = [io::IoSlice::new(text.as_bytes())];
-    sendmsg(s.as_raw_fd(), &iov, &[], MsgFlags::empty(), Some(&addr)).map_err(fail)?;
-    let Some(limit) = barrier else {
-        return Ok(());
-    };
-    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(fail)?;
-    let iov = [io::IoSlice::new(b"BARRIER=1")];
-    let rights = [w.as_raw_fd()];
-    sendmsg(
-        s.as_raw_fd(),
-        &iov,
-        &[ControlMessage::ScmRights(&rights)],
-        MsgFlags::empty(),
-        Some(&addr),
-    )
-    .map_err(fail)?;
-    drop(w);
-    // The read end sees its end (POLLHUP) once every write end is closed: the receiver's,
-    // once it has handled both datagrams.
-    let deadline = std::time::Instant::now() + limit;
-    loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let mut p = libc::pollfd {
-            fd: r.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = left.as_millis().min(i32::MAX as u128) as libc::c_int;
-        // SAFETY: poll on one pollfd that lives across the call.
-        let n = unsafe { libc::poll(&mut p, 1, ms) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
+}
+
+/// `sd_notify_barrier(3)`: sends `BARRIER=1` with the write end of a pipe to the socket `to`
+/// names and waits, at most `limit`, until the receiver has closed it: it has handled every
+/// datagram this process sent before.
+pub fn barrier(to: Option<&std::ffi::OsStr>, limit: std::time::Duration) -> Result<(), SendError> {
+    Target::open(to)?.barrier(limit)
+}
+
+/// The socket `NOTIFY_SOCKET` names, and a datagram socket to send to it.
+struct Target {
+    socket: OwnedFd,
+    addr: UnixAddr,
+    shown: String,
+}
+
+impl Target {
+    fn open(to: Option<&std::ffi::OsStr>) -> Result<Target, SendError> {
+        let to = to.filter(|s| !s.is_empty()).ok_or(SendError::NoSocket)?;
+        let shown = to.to_string_lossy().into_owned();
+        let bytes = to.as_bytes();
+        let addr = match bytes.strip_prefix(b"@") {
+            Some(name) => UnixAddr::new_abstract(name),
+            None if bytes.starts_with(b"/") => UnixAddr::new(Path::new(to)),
+            None => return Err(SendError::BadSocket(shown)),
+        }
+        .map_err(|_| SendError::BadSocket(shown.clone()))?;
+        let socket = socket(
+            AddressFamily::Unix,
+            SockType::Datagram,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .map_err(|e| SendError::Send(shown.clone(), io::Error::from(e)))?;
+        Ok(Target {
+            socket,
+            addr,
+            shown,
+        })
+    }
+
+    fn fail(&self, e: impl Into<io::Error>) -> SendError {
+        SendError::Send(self.shown.clone(), e.into())
+    }
+
+    /// One datagram, with `fds` passed along when there are any.
+    fn send(&self, bytes: &[u8], fds: &[RawFd]) -> Result<(), SendError> {
+        use nix::sys::socket::{ControlMessage, sendmsg};
+        let iov = [io::IoSlice::new(bytes)];
+        let rights = [ControlMessage::ScmRights(fds)];
+        let cmsgs = if fds.is_empty() { &[][..] } else { &rights[..] };
+        sendmsg(
+            self.socket.as_raw_fd(),
+            &iov,
+            cmsgs,
+            MsgFlags::empty(),
+            Some(&self.addr),
+        )
+        .map(drop)
+        .map_err(|e| self.fail(e))
+    }
+
+    fn barrier(&self, limit: std::time::Duration) -> Result<(), SendError> {
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| self.fail(e))?;
+        self.send(b"BARRIER=1", &[w.as_raw_fd()])?;
+        drop(w);
+        // The read end sees its end (POLLHUP) once every write end is closed: the receiver's,
+        // once it has handled what came before.
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let mut p = libc::pollfd {
+                fd: r.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let ms = left.as_millis().min(i32::MAX as u128) as libc::c_int;
+            // SAFETY: poll on one pollfd that lives across the call.
+            let n = unsafe { libc::poll(&mut p, 1, ms) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(self.fail(e));
             }
-            return Err(SendError::Send(shown, e));
-        }
-        if n > 0 && p.revents & (libc::POLLHUP | libc::POLLERR) != 0 {
-            return Ok(());
-        }
-        if n == 0 || left.is_zero() {
-            return Err(SendError::BarrierTimeout(crate::duration::Text(limit)));
+            if n > 0 && p.revents & (libc::POLLHUP | libc::POLLERR) != 0 {
+                return Ok(());
+            }
+            if n == 0 || left.is_zero() {
+                return Err(SendError::BarrierTimeout(crate::duration::Text(limit)));
+            }
         }
     }
 }
