@@ -541,6 +541,21 @@ fn a_helper_that_says_ready_1_and_exits_at_once_was_ready_before_it_ended() {
     }
 }
 
+/// A supervisor (uncontained) of one helper `web` with `ready = { notify = true }` that runs
+/// the shell script `body`, once it has launched it.
+fn notify_web(d: &Dir, body: &str) -> Run {
+    let web = script(d, "web.sh", body);
+    let mut run = Run::start_uncontained(
+        d,
+        &format!(
+            "[[helper]]\nname = \"web\"\ncommand = [\"sh\", \"{web}\"]\n\
+             ready = {{ notify = true }}\n"
+        ),
+    );
+    run.wait_for("launch", |e| kind(e) == "launch");
+    run
+}
+
 /// The real `systemd-notify --ready` (Debian's `systemd` package) makes a helper ready as under
 /// systemd, its `--status` shown.
 #[test]
@@ -554,22 +569,13 @@ fn systemd_notify_makes_a_helper_ready() {
     };
     let d = Dir::new("ready", "systemd");
     let hold = d.fifo("hold");
-    let web = script(
+    let mut run = notify_web(
         &d,
-        "web.sh",
         &format!(
             "read x < {}\n{tool} --ready --status='serving on port 8080'\nexec sleep 1000\n",
             hold.display()
         ),
     );
-    let mut run = Run::start_uncontained(
-        &d,
-        &format!(
-            "[[helper]]\nname = \"web\"\ncommand = [\"sh\", \"{web}\"]\n\
-             ready = {{ notify = true }}\n"
-        ),
-    );
-    run.wait_for("launch", |e| kind(e) == "launch");
     let s = run.status();
     assert_eq!(helper(&s, "web")["state"], "starting");
     release(&hold);
@@ -594,9 +600,8 @@ fn foster_notify_makes_a_helper_ready_before_it_returns() {
     let d = Dir::new("ready", "fosternotify");
     let hold = d.fifo("hold");
     let done = d.fifo("done");
-    let web = script(
+    let mut run = notify_web(
         &d,
-        "web.sh",
         &format!(
             "read x < {}\n\"$FOSTER_EXE\" notify --ready --status 'serving on port 8080' \
              --pid $$\necho $? > {}\nexec sleep 1000\n",
@@ -604,14 +609,6 @@ fn foster_notify_makes_a_helper_ready_before_it_returns() {
             done.display()
         ),
     );
-    let mut run = Run::start_uncontained(
-        &d,
-        &format!(
-            "[[helper]]\nname = \"web\"\ncommand = [\"sh\", \"{web}\"]\n\
-             ready = {{ notify = true }}\n"
-        ),
-    );
-    run.wait_for("launch", |e| kind(e) == "launch");
     let s = run.status();
     assert_eq!(helper(&s, "web")["state"], "starting", "{s:#}");
     let pid = helper(&s, "web")["identity"]["pid"].clone();
