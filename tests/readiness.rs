@@ -1177,3 +1177,96 @@ fn check_names_a_missing_probe_program_at_its_key() {
     );
     assert!(err.contains("/nonexistent/probe"), "{err}");
 }
+
+/// `fifo` open for reading and writing (so that no writer's close ends it, and a writer never
+/// waits for a reader): the probes' tally, read by [`lines_within`].
+fn tally(fifo: &Path) -> std::fs::File {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(fifo)
+        .unwrap()
+}
+
+/// The lines written into `tally` once there are `n` (waited for in `poll`), or those written
+/// within [`LIMIT`].
+fn lines_within(tally: &std::fs::File, n: usize) -> usize {
+    let deadline = Instant::now() + LIMIT;
+    let mut lines = 0;
+    while lines < n {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if !foster::identity::poll_readable(tally.as_raw_fd(), Some(left)) {
+            break;
+        }
+        let mut buf = [0u8; 256];
+        match (&*tally).read(&mut buf) {
+            Ok(k) => lines += buf[..k].iter().filter(|&&b| b == b'\n').count(),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => panic!("tally: {e}"),
+        }
+    }
+    lines
+}
+
+/// A helper whose health probe (`sleep 0.6`, then a line into a FIFO) outlasts its `interval`
+/// (300ms) well within its `timeout` (2s), with `ready` given by `ready` (or none): `passes`
+/// probes pass in a row (each a line in the FIFO), then foster is stopped. Not one
+/// `check_failed` in its whole event stream, one launch, never `unhealthy`: no probe's time
+/// limit killed another probe. Each probe's 2s end falls while a later one runs (they start
+/// 0.9s apart), so a time limit that is not the probe's own kills one.
+fn probes_outlasting_their_interval(tag: &str, ready: &str, passes: usize) {
+    let d = Dir::new("ready", tag);
+    let fifo = d.fifo("passes");
+    let tally = tally(&fifo);
+    let probe = script(
+        &d,
+        "probe.sh",
+        &format!("sleep 0.6\necho pass > {}\n", fifo.display()),
+    );
+    let mut run = Run::start_uncontained(
+        &d,
+        &format!(
+            "[[helper]]\nname = \"api\"\ncommand = [\"sleep\", \"1000\"]\nrestart = \"never\"\n\
+             {ready}health = {{ exec = [\"sh\", \"{probe}\"], interval = \"300ms\", \
+             timeout = \"2s\", failures = 10 }}\n"
+        ),
+    );
+    let passed = lines_within(&tally, passes);
+    assert_eq!(run.terminate(), 0, "{:#?}", run.seen);
+    let failed: Vec<&Value> = run
+        .seen
+        .iter()
+        .filter(|e| kind(e) == "check_failed")
+        .collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+    assert_eq!(passed, passes, "{:#?}", run.seen);
+    let launches = run.seen.iter().filter(|e| kind(e) == "launch").count();
+    assert_eq!(launches, 1, "{:#?}", run.seen);
+    assert!(
+        !run.seen
+            .iter()
+            .any(|e| kind(e) == "state" && e["state"] == "unhealthy"),
+        "{:#?}",
+        run.seen
+    );
+}
+
+/// The reproduction of the attack: a health probe longer than its interval, shorter than its
+/// timeout, is healthy across several intervals.
+#[test]
+fn a_health_probe_longer_than_its_interval_is_not_killed_by_an_earlier_probes_timeout() {
+    probes_outlasting_their_interval("outlast", "", 6);
+}
+
+/// The readiness probe's time limit (the readiness deadline, 1.5s) runs out while a health
+/// probe runs: it is the readiness probe's, which passed long before, and kills nothing.
+#[test]
+fn a_readiness_probes_time_limit_does_not_kill_a_health_probe() {
+    probes_outlasting_their_interval(
+        "ready-limit",
+        "ready = { exec = [\"true\"], interval = \"10ms\", timeout = \"1500ms\" }\n",
+        3,
+    );
+}

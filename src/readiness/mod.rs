@@ -72,6 +72,9 @@ pub struct ExecProbe {
     pub process: ProcessRef,
     /// The check it runs for.
     pub check: Check,
+    /// Its number among the probes of its helper's launch ([`LaunchChecks::probes`]): what its
+    /// time limit is armed for, so that no other probe's limit ends it.
+    pub attempt: u32,
     /// When it was launched.
     pub started: Instant,
     /// It ran out of time (after this long) and was killed with its tree.
@@ -107,8 +110,11 @@ pub struct LaunchChecks {
     pub watchdog_armed: bool,
     /// The last `WATCHDOG=1` (or when the watchdog was armed).
     pub last_ping: Instant,
-    /// The exec probe in flight, if any.
+    /// The exec probe in flight, if any (never more than one: an attempt due while it runs
+    /// is skipped).
     pub probe: Option<ExecProbe>,
+    /// Exec probes launched so far: the last one's [`ExecProbe::attempt`].
+    pub probes: u32,
     /// Tasks on the runtime (the notification descriptor, the log, a connect probe): aborted
     /// when the checks end.
     pub tasks: Vec<tokio::task::AbortHandle>,
@@ -131,6 +137,7 @@ impl LaunchChecks {
             watchdog_armed: false,
             last_ping: now,
             probe: None,
+            probes: 0,
             tasks: Vec::new(),
         }
     }

@@ -3,7 +3,8 @@
 //! Owns, as the supervisor's methods: what a launch gets for its checks (`NOTIFY_SOCKET`,
 //! `WATCHDOG_USEC` and `WATCHDOG_PID`, the notification descriptor, the output subscription;
 //! [`Supervisor::prepare_checks`]), their start once the helper runs, their timers
-//! ([`CheckTimer`]: the readiness deadline, a probe's next attempt and its time limit, the
+//! ([`CheckTimer`]: the readiness deadline, a probe's next attempt (skipped while the last
+//! probe runs) and each exec probe's own time limit, keyed by the probe's attempt, the
 //! watchdog, the grace of a helper stopped for a failed check), the datagrams of the notify
 //! socket (each accepted only from a process of that helper's tree, found by the registry, or by
 //! its ancestry in `/proc` for a process born since foster last read its tree; the sender told
@@ -60,8 +61,8 @@ pub(super) enum CheckTimer {
     ReadyDeadline,
     /// The next attempt of a probe, for this check.
     Attempt(Check),
-    /// The exec probe in flight may have run out of time.
-    ProbeTimeout,
+    /// The exec probe of this attempt ([`ExecProbe::attempt`]) may have run out of time.
+    ProbeTimeout(u32),
     /// The watchdog's period may have run out.
     Watchdog,
 }
@@ -372,8 +373,11 @@ impl Supervisor {
                 self.fail_helper(i, Check::Ready, reason, true);
             }
             CheckTimer::Attempt(Check::Ready) => {
-                if c.readiness != Readiness::Starting || c.probe.is_some() {
+                if c.readiness != Readiness::Starting {
                     return;
+                }
+                if let Some(p) = &c.probe {
+                    return skip_attempt(cfg.name(), Check::Ready, p);
                 }
                 let left = c.ready_deadline.saturating_duration_since(now);
                 match cfg.ready.as_ref().and_then(|r| r.check().ok()) {
@@ -388,8 +392,8 @@ impl Supervisor {
                 }
             }
             CheckTimer::Attempt(_) => {
-                if c.probe.is_some() {
-                    return;
+                if let Some(p) = &c.probe {
+                    return skip_attempt(cfg.name(), Check::Health, p);
                 }
                 let Some(h) = &cfg.health else {
                     return;
@@ -404,8 +408,14 @@ impl Supervisor {
                     Err(_) => {}
                 }
             }
-            CheckTimer::ProbeTimeout => {
-                let Some(p) = c.probe.as_mut().filter(|p| p.timed_out.is_none()) else {
+            CheckTimer::ProbeTimeout(attempt) => {
+                // Only the probe this limit was armed for: an earlier probe's limit, still
+                // armed when a later probe runs, is not the later one's.
+                let Some(p) = c
+                    .probe
+                    .as_mut()
+                    .filter(|p| p.attempt == attempt && p.timed_out.is_none())
+                else {
                     return;
                 };
                 let limit = p.started.elapsed();
@@ -485,9 +495,11 @@ impl Supervisor {
 
     /// Starts an exec probe of helper `i` for `check`, killed (with its tree) after `limit`.
     fn start_exec_probe(&mut self, i: usize, check: Check, command: &CommandLine, limit: Duration) {
-        let Some(launch) = self.live_checks(i, None).map(|c| c.launch) else {
+        let Some(c) = self.live_checks(i, None) else {
             return;
         };
+        c.probes += 1;
+        let (launch, attempt) = (c.launch, c.probes);
         let spec = match self.probe_spec(i, command) {
             Ok(s) => s,
             Err(e) => return self.probe_result(i, check, Err(format!("cannot launch it: {e}"))),
@@ -523,12 +535,14 @@ impl Supervisor {
                     c.probe = Some(ExecProbe {
                         process,
                         check,
+                        attempt,
                         started: Instant::now(),
                         timed_out: None,
                         error,
                     });
                 }
-                self.at(limit, Timer::Check(i, launch, CheckTimer::ProbeTimeout));
+                let timeout = CheckTimer::ProbeTimeout(attempt);
+                self.at(limit, Timer::Check(i, launch, timeout));
             }
             Err(e) => self.probe_result(i, check, Err(format!("cannot launch it: {e}"))),
         }
@@ -590,6 +604,9 @@ impl Supervisor {
         let Some(p) = c.probe.take_if(|p| p.process.identity().pid == pid) else {
             return;
         };
+        // Its time limit, if it has not run out, is disarmed with it.
+        let timeout = Timer::Check(i, launch, CheckTimer::ProbeTimeout(p.attempt));
+        self.timers.retain(|_, t| *t != timeout);
         let result = match (p.timed_out, p.error) {
             (Some(t), _) => Err(format!(
                 "the probe took longer than {} and was killed",
@@ -1076,6 +1093,19 @@ impl Supervisor {
             );
         }
     }
+}
+
+/// An attempt of `check` of helper `name` came due while its last probe `running` still runs:
+/// skipped, as systemd and Kubernetes skip a probe's tick while the last one runs (its end
+/// arms the next attempt). Said at debug level.
+fn skip_attempt(name: &str, check: Check, running: &ExecProbe) {
+    debug!(
+        "{name}: the {} attempt due now is skipped: probe {} (attempt {}, of its {}) still runs",
+        check.text(),
+        running.process.identity(),
+        running.attempt,
+        running.check.text()
+    );
 }
 
 /// `d` to the millisecond (for messages).
