@@ -894,6 +894,9 @@ fn run(a: RunArgs) -> Result<ExitCode, CliError> {
             return Ok(ExitCode::from(2));
         }
     };
+    for w in &config.warnings {
+        tracing::warn!("{w}");
+    }
     if a.check {
         print_out(&format!(
             "{}: valid, {} helper{}\n",

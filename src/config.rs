@@ -8,7 +8,9 @@
 //! each naming the file, line, column, helper, key and what was expected (a syntax error stops
 //! the reading, and comes alone). [`Scope::System`] (`foster run --check`) also checks the file
 //! against the system the helpers would run on (`system.rs`: programs, working directories,
-//! users and groups, log files). No input panics. Unknown keys are errors, so a misspelt key never silently
+//! users and groups, log files). What is legal but likely not meant (a health check's
+//! `timeout` not shorter than its `interval`) is kept with the config as
+//! [`Config::warnings`], for `foster run` and `--check` to say. No input panics. Unknown keys are errors, so a misspelt key never silently
 //! falls back to a default. The reference of every key is `docs/run.md`.
 
 pub mod checks;
@@ -55,6 +57,10 @@ pub struct Config {
     /// The helpers (`[[helper]]`), in launch order.
     #[serde(default, rename = "helper")]
     pub helpers: Vec<Helper>,
+    /// What the file gives that is legal but likely not meant, each at its place as an error
+    /// would be; none is a mistake (`foster run` and `--check` say them as warnings).
+    #[serde(skip)]
+    pub warnings: Vec<ConfigError>,
 }
 
 /// `[supervisor]`.
@@ -999,9 +1005,26 @@ impl Config {
             }
         }
         match read.value {
-            Some(config) if errors.is_empty() => Ok(config),
+            Some(mut config) if errors.is_empty() => {
+                config.warnings = config.warnings_in(&doc);
+                Ok(config)
+            }
             _ => Err(ConfigErrors::new(file, errors, read.more)),
         }
+    }
+
+    /// [`Config::warnings`] of a valid config read from `doc`: a health check whose `timeout`
+    /// is not shorter than its `interval` ([`checks::HealthSection::warning`]).
+    fn warnings_in(&self, doc: &collect::Document<'_>) -> Vec<ConfigError> {
+        let helpers = collect::KeyPath::root().key("helper");
+        let mut warnings = Vec::new();
+        for (hi, h) in self.helpers.iter().enumerate() {
+            if let Some((field, message)) = h.health.as_ref().and_then(|hs| hs.warning()) {
+                let at = helpers.index(hi).key("health").key(field);
+                warnings.push(doc.error_at(&at, None, message));
+            }
+        }
+        warnings
     }
 
     /// The checks across fields, on what could be read; those that involve a field taken out

@@ -1270,3 +1270,47 @@ fn a_readiness_probes_time_limit_does_not_kill_a_health_probe() {
         3,
     );
 }
+
+/// `foster run --check` warns of a health check whose `timeout` is not shorter than its
+/// `interval`, at the key to change (the `timeout` given, or the `interval` against the default
+/// timeout of 5s); the file stays valid. A timeout shorter than the interval is no warning.
+#[test]
+fn check_warns_of_a_health_timeout_not_shorter_than_its_interval() {
+    let d = Dir::new("ready", "warn");
+    let helper = |name: &str, health: &str| {
+        format!("[[helper]]\nname = \"{name}\"\ncommand = [\"sleep\", \"1\"]\nhealth = {health}\n")
+    };
+    let cfg = d.file(
+        "foster.toml",
+        &[
+            helper(
+                "api",
+                "{ exec = [\"sleep\", \"0.5\"], interval = \"1s\", timeout = \"5s\" }",
+            ),
+            helper("db", "{ tcp = \"127.0.0.1:5432\", interval = \"2s\" }"),
+            helper(
+                "ok",
+                "{ tcp = \"127.0.0.1:5432\", interval = \"2s\", timeout = \"1s\" }",
+            ),
+        ]
+        .concat(),
+    );
+    let (code, err) = common::check::check(&cfg);
+    assert_eq!(code, Some(0), "{err}");
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning:")).collect();
+    assert_eq!(warnings.len(), 2, "{err}");
+    assert!(
+        warnings[0].contains(
+            "foster.toml:4:64: helper \"api\": key `helper[1].health.timeout`: timeout (5s) is \
+             not shorter than interval (1s)"
+        ),
+        "{err}"
+    );
+    assert!(
+        warnings[1].contains(
+            "helper \"db\": key `helper[2].health.interval`: timeout (5s, the default) is not \
+             shorter than interval (2s)"
+        ),
+        "{err}"
+    );
+}

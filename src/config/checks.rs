@@ -17,6 +17,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer};
 
 use super::{CommandLine, FieldError, PositiveDuration};
+use crate::duration::Text;
 
 /// How long a helper has to become ready when its `ready` gives no `timeout`: 90 s, systemd's
 /// default start timeout.
@@ -236,6 +237,31 @@ impl HealthSection {
     /// Failed checks in a row that fail the helper.
     pub fn failures(&self) -> u32 {
         self.failures.map_or(DEFAULT_FAILURES, |f| f.0)
+    }
+
+    /// What is legal but likely not meant, at the field to change (`timeout`, or `interval`
+    /// when the timeout is the default): a `timeout` not shorter than the `interval`, where a
+    /// slow probe spaces the checks out by up to its timeout rather than the interval.
+    pub fn warning(&self) -> Option<(&'static str, String)> {
+        let (interval, timeout) = (self.interval(), self.timeout());
+        if timeout < interval {
+            return None;
+        }
+        let (field, default) = match self.timeout {
+            Some(_) => ("timeout", ""),
+            None => ("interval", ", the default"),
+        };
+        Some((
+            field,
+            format!(
+                "timeout ({}{default}) is not shorter than interval ({}): a probe may run for \
+                 longer than the interval (the next check waits for its end, so checks come up \
+                 to {} apart); a timeout shorter than the interval is what was likely meant",
+                Text(timeout),
+                Text(interval),
+                Text(interval + timeout)
+            ),
+        ))
     }
 }
 
