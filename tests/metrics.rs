@@ -107,21 +107,26 @@ fn get(s: &Samples, name: &str, labels: &[(&str, &str)]) -> f64 {
 
 /// One HTTP/1.1 exchange with `addr`: the status code, the headers, the body.
 fn http(addr: &str, request: &[u8]) -> (u16, String, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
+    exchange(addr, request).unwrap_or_else(|e| panic!("{addr}: {e}"))
+}
+
+/// [`http`], or why no answer came (the connection closed or reset without one).
+fn exchange(addr: &str, request: &[u8]) -> Result<(u16, String, String), String> {
+    let mut s = TcpStream::connect(addr).map_err(|e| format!("connect: {e}"))?;
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    s.write_all(request).unwrap();
+    s.write_all(request).map_err(|e| format!("write: {e}"))?;
     let mut out = Vec::new();
-    s.read_to_end(&mut out).unwrap();
+    s.read_to_end(&mut out).map_err(|e| format!("read: {e}"))?;
     let text = String::from_utf8(out).unwrap();
     let (head, body) = text
         .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("{text:?}"));
+        .ok_or_else(|| format!("no answer: {text:?}"))?;
     let code = head
         .split(' ')
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or_else(|| panic!("{head}"));
-    (code, head.to_string(), body.to_string())
+    Ok((code, head.to_string(), body.to_string()))
 }
 
 fn scrape(addr: &str) -> Samples {
@@ -320,4 +325,85 @@ fn metrics_are_off_by_default() {
     let s = parse(&String::from_utf8(out.stdout).unwrap());
     assert_eq!(get(&s, "foster_helper_up", &[("helper", "a")]), 1.0);
     run.stop();
+}
+
+/// The connections `pid` holds on the local TCP port of `addr` (its listener aside): its
+/// descriptors that are sockets of `/proc/net/tcp` on that port in any state but LISTEN.
+fn connections(pid: u32, addr: &str) -> usize {
+    let port: u16 = addr.rsplit_once(':').unwrap().1.parse().unwrap();
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let inodes: Vec<String> = table
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let local = u16::from_str_radix(f.get(1)?.rsplit_once(':')?.1, 16).ok()?;
+            let inode = f.get(9)?;
+            (local == port && f.get(3)? != &"0A").then(|| format!("socket:[{inode}]"))
+        })
+        .collect();
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|l| inodes.iter().any(|i| l.as_os_str() == i.as_str()))
+        .count()
+}
+
+/// Polls (a safety net of LIMIT: nothing tells the test when foster has seen a close) until
+/// `pid` holds at most `most` connections on `addr`'s port; how many it holds then.
+fn connections_down_to(pid: u32, addr: &str, most: usize) -> usize {
+    let t = std::time::Instant::now();
+    loop {
+        let n = connections(pid, addr);
+        if n <= most || t.elapsed() > common::events::LIMIT {
+            return n;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Slow clients do not starve a scraper: 10 connections that send nothing and 2 that send the
+/// start of a request and no more, against the 8 served at once; each new connection at the
+/// limit closes the oldest one still waiting for its request, so each of 20 scrapes is
+/// answered, and foster never holds more than 8. The oldest idle connection is found closed by
+/// foster; once the test closes the others, foster holds none.
+#[test]
+fn slow_connections_do_not_starve_a_scraper() {
+    let d = Dir::new("metrics", "slow");
+    let mut run = Run::start(
+        &d,
+        "[[helper]]\nname = \"a\"\ncommand = [\"sleep\", \"600\"]\n",
+        &["--no-contain", "--metrics", "127.0.0.1:0"],
+    );
+    run.launch("a", 1);
+    let addr = run.status()["supervisor"]["metrics"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let pid = run.child.id();
+    let mut slow: Vec<TcpStream> = (0..12)
+        .map(|_| TcpStream::connect(&addr).unwrap())
+        .collect();
+    for s in &mut slow[10..] {
+        s.write_all(b"GE").unwrap(); // the start of a request, the rest never comes
+    }
+    let answers: Vec<Result<u16, String>> = (0..20)
+        .map(|_| exchange(&addr, b"GET /metrics HTTP/1.1\r\n\r\n").map(|a| a.0))
+        .collect();
+    assert!(answers.iter().all(|a| *a == Ok(200)), "{answers:?}");
+    let held = connections_down_to(pid, &addr, 8);
+    assert!(held <= 8, "foster holds {held} connections");
+    // The oldest was closed by foster (an end of stream, or a reset), not by a timeout of ours.
+    slow[0]
+        .set_read_timeout(Some(common::events::LIMIT))
+        .unwrap();
+    match slow[0].read(&mut [0u8; 16]) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("the oldest idle connection is still open: {other:?}"),
+    }
+    drop(slow);
+    let held = connections_down_to(pid, &addr, 0);
+    assert_eq!(held, 0, "connections left open by foster");
+    assert!(run.stop().success());
 }

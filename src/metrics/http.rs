@@ -3,22 +3,26 @@
 //! Owns [`serve`]: a tokio accept loop on a TCP listener bound before the supervision starts
 //! ([`bind`]), one task per connection, each request answered with the text the supervisor's
 //! loop renders when asked ([`Ask`]), and the bounds that keep a peer from holding foster: at
-//! most [`MAX_CONNECTIONS`] at once (more are closed at once), a request head of at most
-//! [`MAX_HEAD`] bytes, [`TIMEOUT`] for a whole exchange, one request a connection
-//! (`Connection: close`). A server crate (hyper, axum) would bring a stack of dependencies for
+//! most [`MAX_CONNECTIONS`] at once (one more closes the oldest still waiting for its request,
+//! so slow or idle clients never hold off a scraper; when all are being answered, it is closed
+//! at once), a request head of at most [`MAX_HEAD`] bytes, [`TIMEOUT`] for a whole exchange,
+//! one request a connection (`Connection: close`). A server crate (hyper, axum) would bring a stack of dependencies for
 //! this one read-only path.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::AbortHandle;
 use tracing::debug;
 
-/// Connections served at once; one more is closed without an answer.
+/// Connections served at once; one more closes the oldest still waiting for its request (or is
+/// closed without an answer when every one is being answered).
 pub const MAX_CONNECTIONS: usize = 8;
 
 /// The longest request head read (request line and headers); a longer one is answered 431.
@@ -44,8 +48,83 @@ pub fn serve(listener: std::net::TcpListener, ask: Ask) -> io::Result<tokio::tas
     Ok(tokio::spawn(accept_loop(listener, ask)))
 }
 
+/// One connection being served: its task, and whether it still waits for its request head
+/// (and may be closed for a newer connection).
+struct Conn {
+    task: Option<AbortHandle>,
+    waiting: bool,
+}
+
+/// The connections being served, by their number: the oldest first.
+#[derive(Default)]
+struct Open {
+    last: u64,
+    conns: BTreeMap<u64, Conn>,
+}
+
+type Table = Arc<Mutex<Open>>;
+
+fn lock(table: &Table) -> MutexGuard<'_, Open> {
+    table.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A connection's place in the table, given up when its task ends or is aborted.
+struct Slot {
+    id: u64,
+    table: Table,
+}
+
+impl Slot {
+    /// Its request head has come: it is being answered, and is no longer closed for another.
+    fn answering(&self) {
+        if let Some(c) = lock(&self.table).conns.get_mut(&self.id) {
+            c.waiting = false;
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        lock(&self.table).conns.remove(&self.id);
+    }
+}
+
+/// A place for a new connection from `peer`: at the limit, the oldest connection still waiting
+/// for its request is closed for it (its task aborted); none when every one is being answered.
+fn admit(table: &Table, peer: SocketAddr) -> Option<Slot> {
+    let mut open = lock(table);
+    if open.conns.len() >= MAX_CONNECTIONS {
+        let Some(oldest) = open
+            .conns
+            .iter()
+            .find(|(_, c)| c.waiting)
+            .map(|(&id, _)| id)
+        else {
+            debug!("metrics: {peer}: closed, {MAX_CONNECTIONS} connections being answered");
+            return None;
+        };
+        if let Some(task) = open.conns.remove(&oldest).and_then(|c| c.task) {
+            task.abort();
+        }
+        debug!("metrics: {peer}: the oldest connection still without a request was closed for it");
+    }
+    open.last += 1;
+    let id = open.last;
+    open.conns.insert(
+        id,
+        Conn {
+            task: None,
+            waiting: true,
+        },
+    );
+    Some(Slot {
+        id,
+        table: table.clone(),
+    })
+}
+
 async fn accept_loop(listener: TcpListener, ask: Ask) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let table = Table::default();
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(c) => c,
@@ -57,27 +136,33 @@ async fn accept_loop(listener: TcpListener, ask: Ask) {
                 continue;
             }
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            debug!("metrics: {peer}: closed, {MAX_CONNECTIONS} connections already");
+        let Some(slot) = admit(&table, peer) else {
             continue;
         };
+        let id = slot.id;
         let ask = ask.clone();
-        tokio::spawn(async move {
-            let _slot = slot;
-            if tokio::time::timeout(TIMEOUT, exchange(stream, &ask))
+        let task = tokio::spawn(async move {
+            if tokio::time::timeout(TIMEOUT, exchange(stream, &ask, &slot))
                 .await
                 .is_err()
             {
                 debug!("metrics: {peer}: no whole exchange within {TIMEOUT:?}");
             }
         });
+        // Ended already, its place is gone: nothing to keep.
+        if let Some(c) = lock(&table).conns.get_mut(&id) {
+            c.task = Some(task.abort_handle());
+        }
     }
 }
 
 /// One request, one answer.
-async fn exchange(mut stream: TcpStream, ask: &Ask) {
+async fn exchange(mut stream: TcpStream, ask: &Ask, slot: &Slot) {
     let answer = match read_head(&mut stream).await {
-        Ok(head) => answer(&head, ask).await,
+        Ok(head) => {
+            slot.answering();
+            answer(&head, ask).await
+        }
         Err(Head::TooLong) => status(431, "the request head is longer than 8 KiB\n"),
         Err(Head::Closed) => return,
     };
