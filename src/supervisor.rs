@@ -534,6 +534,11 @@ impl Supervisor {
             contained: self.contained,
             socket: self.control.socket_path(),
         });
+        let quiet = crate::logging::verbosity() < 0;
+        if let Some(addr) = self.control.metrics_addr().filter(|_| !quiet) {
+            // Said as the start is (not with -q): for a port 0, the port it took.
+            crate::logging::write_stderr(&format!("foster: metrics on http://{addr}/metrics\n"));
+        }
         // Helpers without dependencies at once, the others as their dependencies allow.
         for k in 0..self.graph.order.len() {
             let i = self.graph.order[k];

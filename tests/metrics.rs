@@ -407,3 +407,39 @@ fn slow_connections_do_not_starve_a_scraper() {
     assert_eq!(held, 0, "connections left open by foster");
     assert!(run.stop().success());
 }
+
+/// `--metrics 127.0.0.1:0` says on standard error the address it took, and that address
+/// answers a scrape; `foster ctl status` says it too (and its JSON, as `supervisor.metrics`).
+#[test]
+fn the_address_a_port_0_took_is_said_and_answers() {
+    let d = Dir::new("metrics", "port0");
+    let (mut run, err) = Run::start_with_stderr(
+        &d,
+        "[[helper]]\nname = \"a\"\ncommand = [\"sleep\", \"600\"]\n",
+        &["--no-contain", "--metrics", "127.0.0.1:0"],
+    );
+    let prefix = "foster: metrics on http://";
+    let line = loop {
+        match err.recv_timeout(common::events::LIMIT) {
+            Ok(l) if l.starts_with(prefix) => break l,
+            Ok(_) => {}
+            Err(e) => panic!("no line {prefix}...: {e}"),
+        }
+    };
+    let addr = line[prefix.len()..]
+        .strip_suffix("/metrics")
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_string();
+    let port: u16 = addr.strip_prefix("127.0.0.1:").unwrap().parse().unwrap();
+    assert_ne!(port, 0, "{line}");
+    scrape(&addr);
+    assert_eq!(run.status()["supervisor"]["metrics"], addr.as_str());
+    let out = run.ctl(&["status"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l == format!("metrics http://{addr}/metrics")),
+        "{text}"
+    );
+    assert!(run.stop().success());
+}

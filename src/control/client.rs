@@ -387,6 +387,9 @@ pub fn render_status(s: &Status, width: Option<usize>) -> String {
         }
     );
     let _ = writeln!(out, "socket {}", escape(sup.socket.as_bytes()));
+    if let Some(addr) = &sup.metrics {
+        let _ = writeln!(out, "metrics http://{}/metrics", escape(addr.as_bytes()));
+    }
     let _ = writeln!(out, "\nhelpers:");
     let w = s
         .helpers

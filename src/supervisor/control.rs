@@ -87,6 +87,12 @@ impl Control {
         Ok((Some(rx), Some(task)))
     }
 
+    /// The address the `--metrics` responder serves on, once it does (a port 0 given, the
+    /// port it took).
+    pub(super) fn metrics_addr(&self) -> Option<&str> {
+        self.metrics_addr.as_deref()
+    }
+
     /// Starts serving the bound socket (inside the runtime), with the helpers' kept lines for
     /// `logs`.
     pub(super) fn serve(

@@ -1,7 +1,7 @@
 //! A `foster run` under test, driven through its control socket: started on a configuration
 //! written to the test's directory, its event stream followed from its start (read as
-//! [`Events`], which the run derefs to), `ctl` commands,
-//! `ctl --json status` (its helpers by name, or polled until it says something), and an orderly
+//! [`Events`], which the run derefs to), its standard error's lines where a test reads them,
+//! `ctl` commands, `ctl --json status` (its helpers by name, or polled until it says something), and an orderly
 //! stop (`ctl shutdown`, or SIGTERM) with every event to the end; terminated and reaped on
 //! drop. The same without its events ([`Plain`]), for the tests that count the socket's
 //! connections; `foster ctl` on a socket, a bounded wait for a child, an orderly end of one.
@@ -49,6 +49,27 @@ impl Run {
     /// stream's backlog holds those from before the connection (the socket is bound before
     /// the first launch).
     pub fn start(d: &Dir, config: &str, extra: &[&str]) -> Run {
+        let (cmd, socket) = Run::command(d, config, extra);
+        Run::spawn(cmd, socket)
+    }
+
+    /// [`Run::start`], the lines of its standard error (from its first) handed to the test
+    /// rather than let go: read on a thread ([`super::lines::lines`]), so that a full pipe
+    /// never stalls it.
+    pub fn start_with_stderr(
+        d: &Dir,
+        config: &str,
+        extra: &[&str],
+    ) -> (Run, std::sync::mpsc::Receiver<String>) {
+        let (cmd, socket) = Run::command(d, config, extra);
+        let mut run = Run::spawn_keeping(cmd, socket, true);
+        let err = run.child.stderr.take().expect("its standard error, kept");
+        (run, super::lines::lines(err))
+    }
+
+    /// `foster run CONFIG EXTRA --socket SOCKET`, the configuration written to the test's
+    /// directory; the socket's path.
+    fn command(d: &Dir, config: &str, extra: &[&str]) -> (Command, PathBuf) {
         let socket = d.path("run.sock");
         let mut cmd = Command::new(FOSTER);
         cmd.arg("run")
@@ -56,7 +77,7 @@ impl Run {
             .args(extra)
             .arg("--socket")
             .arg(&socket);
-        Run::spawn(cmd, socket)
+        (cmd, socket)
     }
 
     /// [`Run::start`] without `--socket`: the socket at its default path,
@@ -77,7 +98,13 @@ impl Run {
         (Run::spawn(cmd, runtime.join("foster/run.sock")), runtime)
     }
 
-    fn spawn(mut cmd: Command, socket: PathBuf) -> Run {
+    fn spawn(cmd: Command, socket: PathBuf) -> Run {
+        Run::spawn_keeping(cmd, socket, false)
+    }
+
+    /// Starts `cmd` and follows its events once `socket` answers; its standard error is left
+    /// in `child.stderr` when `keep_stderr`, else read and let go.
+    fn spawn_keeping(mut cmd: Command, socket: PathBuf, keep_stderr: bool) -> Run {
         let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -87,7 +114,7 @@ impl Run {
         let mut child = child;
         let stream = wait_socket(&socket, &mut child);
         // Its standard error read (and let go) from here on: a full pipe would stall it.
-        if let Some(mut err) = child.stderr.take() {
+        if let Some(mut err) = child.stderr.take_if(|_| !keep_stderr) {
             std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
         }
         Run {
