@@ -408,33 +408,7 @@ impl Supervisor {
                     Err(_) => {}
                 }
             }
-            CheckTimer::ProbeTimeout(attempt) => {
-                // Only the probe this limit was armed for: an earlier probe's limit, still
-                // armed when a later probe runs, is not the later one's.
-                let Some(p) = c
-                    .probe
-                    .as_mut()
-                    .filter(|p| p.attempt == attempt && p.timed_out.is_none())
-                else {
-                    return;
-                };
-                let limit = p.started.elapsed();
-                p.timed_out = Some(round_ms(limit));
-                let id = p.process.identity();
-                info!(
-                    "{}: its {} probe ({id}) ran out of time: killed with its tree",
-                    cfg.name(),
-                    p.check.text()
-                );
-                // Its status comes back through the reaper and counts as the failure.
-                let p = self.helpers[i].checks.as_mut().and_then(|c| c.probe.take());
-                if let Some(p) = p {
-                    self.kill_probe(&p);
-                    if let Some(c) = self.helpers[i].checks.as_mut() {
-                        c.probe = Some(p);
-                    }
-                }
-            }
+            CheckTimer::ProbeTimeout(attempt) => self.probe_ran_out(i, attempt),
             CheckTimer::Watchdog => {
                 // It said STOPPING=1: on its way out, no longer held to its watchdog.
                 if c.stopping {
@@ -450,6 +424,36 @@ impl Supervisor {
                 let period = c.watchdog.unwrap_or_default();
                 let reason = format!("no WATCHDOG=1 within {}", Text(period));
                 self.fail_helper(i, Check::Watchdog, reason, true);
+            }
+        }
+    }
+
+    /// The time limit of helper `i`'s exec probe `attempt` ran out: that probe, if it still
+    /// runs, is killed with its tree; its status comes back through the reaper and counts as
+    /// the failure. Only the probe the limit was armed for: an earlier probe's limit, still
+    /// armed when a later probe runs, is not the later one's.
+    fn probe_ran_out(&mut self, i: usize, attempt: u32) {
+        let name = self.config.helpers[i].name().to_string();
+        let Some(c) = self.live_checks(i, None) else {
+            return;
+        };
+        let Some(p) = c
+            .probe
+            .as_mut()
+            .filter(|p| p.attempt == attempt && p.timed_out.is_none())
+        else {
+            return;
+        };
+        p.timed_out = Some(round_ms(p.started.elapsed()));
+        let id = p.process.identity();
+        info!(
+            "{name}: its {} probe ({id}) ran out of time: killed with its tree",
+            p.check.text()
+        );
+        if let Some(p) = c.probe.take() {
+            self.kill_probe(&p);
+            if let Some(c) = self.helpers[i].checks.as_mut() {
+                c.probe = Some(p);
             }
         }
     }
