@@ -259,7 +259,7 @@ impl HealthSection {
                  to {} apart); a timeout shorter than the interval is what was likely meant",
                 Text(timeout),
                 Text(interval),
-                Text(interval + timeout)
+                Text(interval.saturating_add(timeout))
             ),
         ))
     }
