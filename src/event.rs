@@ -879,19 +879,20 @@ pub use crate::logfile::Rotation;
 
 /// Appends records to a file as JSON lines, each line written whole with one `write` (no
 /// buffering, no fsync: a reader sees each event at once, and the loop never waits on a disk),
-/// through a [`RotatingFile`] that follows its path wherever it leads ([`Trust::Follow`]: a
-/// FIFO, a terminal, a symbolic link) and rotates it by size when it is a regular file named
-/// directly.
+/// through a [`RotatingFile`] judged as a helper's log is ([`Trust::Stream`]: never through a
+/// symbolic link, a file of foster's user in a directory no other user can write to; a FIFO or
+/// a terminal too), rotated by size when it is a regular file.
 #[derive(Debug)]
 pub struct EventLog {
     file: RotatingFile,
 }
 
 impl EventLog {
-    /// Opens (creating) `path` for appending.
+    /// Opens (creating) `path` for appending; what another user could have put at the path is
+    /// refused with an error that names it (its type, owner and mode).
     pub fn open(path: &Path, rotation: Rotation) -> io::Result<EventLog> {
         Ok(EventLog {
-            file: RotatingFile::open(path, rotation, Trust::Follow, "events log")?,
+            file: RotatingFile::open(path, rotation, Trust::Stream, "events log")?,
         })
     }
 

@@ -5,9 +5,10 @@
 //! that is renamed as logrotate does (`FILE.N-1` → `FILE.N` …, `FILE` → `FILE.1`, the oldest
 //! beyond [`Rotation::keep`] overwritten, then a new `FILE`) before a write would take it past
 //! [`Rotation::max_size`], and opened again at its path on request (after an outside rotation).
-//! How much a path is trusted is [`Trust`]: the events log is written wherever its path leads
-//! (a FIFO, `/dev/stdout`, through a symbolic link), a helper's log only to a regular file of
-//! foster's user in a directory no other user can write to.
+//! Every path is judged as [`crate::ownership`] judges the places foster puts a file: never
+//! through a symbolic link, only what foster's user owns, in a directory no other user can
+//! write to; [`Trust`] says what else than a regular file may be written (the events log: a
+//! FIFO, a terminal).
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -44,9 +45,11 @@ impl Default for Rotation {
 /// How far the path of a log is trusted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Trust {
-    /// Whatever the path names is written (the events log: a FIFO, a terminal, `/dev/stdout`,
-    /// through a symbolic link); only a regular file named directly is rotated.
-    Follow,
+    /// As [`Trust::Owned`], and also a FIFO of foster's effective uid (its reader's: opening it
+    /// waits for one) or a character device of that uid or root's (a terminal, `/dev/null`),
+    /// written as is, never rotated. The events log: another user's file, or a symbolic link
+    /// another user could have planted, is refused as for a helper's log.
+    Stream,
     /// Only a regular file owned by foster's effective uid, never through a symbolic link, in
     /// a directory owned by foster's user or root and not writable by group or others unless
     /// sticky ([`crate::ownership::DirRule::Given`]); a file created with mode 0640. Anything
@@ -164,21 +167,10 @@ impl RotatingFile {
     /// (an outside rotation), the next lines go to a new file at the path. A rotation that
     /// failed is tried again from here on. On failure the old file is kept.
     pub fn reopen(&mut self) -> io::Result<()> {
-        let file = match self.trust {
-            Trust::Follow => OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&self.path)
-                .map_err(|e| self.error("", e))?,
-            Trust::Owned => {
-                self.check_dir()?;
-                self.open_owned(true)?
-            }
-        };
+        self.check_dir()?;
+        let file = self.open_owned(true)?;
         let meta = file.metadata().map_err(|e| self.error("", e))?;
-        let named_directly =
-            std::fs::symlink_metadata(&self.path).is_ok_and(|m| !m.file_type().is_symlink());
-        self.rotatable = meta.is_file() && named_directly;
+        self.rotatable = meta.is_file();
         self.size = meta.len();
         self.file = Some(file);
         Ok(())
@@ -260,14 +252,12 @@ impl RotatingFile {
     /// link, and given its permission bits and owner only when this call created it.
     fn create(&self, like: Option<&std::fs::Metadata>) -> io::Result<File> {
         use std::os::unix::fs::PermissionsExt;
+        // The directory is judged again: a path through a symbolic link may lead elsewhere now.
+        self.check_dir()?;
         let created = OpenOptions::new()
             .create_new(true)
             .append(true)
-            .mode(if self.trust == Trust::Owned {
-                0o640
-            } else {
-                0o666
-            })
+            .mode(self.new_mode())
             .custom_flags(libc::O_NOFOLLOW)
             .open(&self.path);
         match created {
@@ -279,26 +269,25 @@ impl RotatingFile {
                 }
                 Ok(f)
             }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => match self.trust {
-                Trust::Owned => self.open_owned(false),
-                Trust::Follow => OpenOptions::new()
-                    .append(true)
-                    .custom_flags(libc::O_NOFOLLOW)
-                    .open(&self.path)
-                    .map_err(|e| self.error("", e)),
-            },
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => self.open_owned(false),
             Err(e) => Err(self.error("", e)),
         }
     }
 
-    /// [`Trust::Owned`]: the directory must be one no other user can write to.
+    /// The directory must be one no other user can write to ([`DirRule::Given`]).
+    ///
+    /// [`DirRule::Given`]: crate::ownership::DirRule::Given
     fn check_dir(&self) -> io::Result<()> {
         let dir = match self.path.parent() {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
         };
         use crate::ownership::{DirProblem, DirRule, open_dir};
-        match open_dir(dir, DirRule::Given("the log file"), false) {
+        let what = match self.trust {
+            Trust::Owned => "the log file",
+            Trust::Stream => "the events log",
+        };
+        match open_dir(dir, DirRule::Given(what), false) {
             Ok(_) => Ok(()),
             Err(DirProblem::Missing) => Err(self.error(
                 "",
@@ -313,54 +302,111 @@ impl RotatingFile {
         }
     }
 
-    /// [`Trust::Owned`]: the file at the path (created when `create`, mode 0640), refused
-    /// unless it is a regular file of foster's effective uid reached without a symbolic link.
+    /// The file at the path (created when `create`, mode [`RotatingFile::new_mode`]), refused
+    /// unless it is what [`RotatingFile::judge`] takes, reached without a symbolic link.
     fn open_owned(&self, create: bool) -> io::Result<File> {
-        let opened = OpenOptions::new()
-            .create(create)
-            .append(true)
-            .mode(0o640)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
-            .open(&self.path);
-        let refused = |why: String| {
-            self.error(
-                "",
-                io::Error::new(
-                    io::ErrorKind::PermissionDenied,
-                    format!(
-                        "{why}: another user could have put it there; not writing to it (remove \
-                         it, or give another path)"
-                    ),
-                ),
-            )
+        let open = |create: bool, nonblock: libc::c_int| {
+            OpenOptions::new()
+                .create(create)
+                .append(true)
+                .mode(self.new_mode())
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NOCTTY | nonblock)
+                .open(&self.path)
+        };
+        let opened = match open(create, libc::O_NONBLOCK) {
+            // A FIFO of ours without a reader yet: the events log waits for its reader.
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) && self.fifo_of_mine() => {
+                open(false, 0)
+            }
+            other => other,
         };
         let file = match opened {
             Ok(f) => f,
-            // O_NOFOLLOW on a symbolic link (ELOOP), O_NONBLOCK on a FIFO without a reader.
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP) | Some(libc::ENXIO)) => {
-                return Err(refused(format!(
-                    "it {}, not a regular file of yours",
-                    crate::ownership::describe_entry(&self.path)
-                )));
+            // O_NOFOLLOW on a symbolic link (ELOOP; EACCES in a sticky directory, the kernel's
+            // protected_regular), O_NONBLOCK on another's FIFO without a reader (ENXIO): say
+            // what is there when it is not for foster to write.
+            Err(e) => {
+                let found = std::fs::symlink_metadata(&self.path).ok();
+                return Err(match found.map(|m| self.judge(&m)) {
+                    Some(Err(why)) => self.refused(why),
+                    _ => self.error("", e),
+                });
             }
-            Err(e) => return Err(self.error("", e)),
         };
         let m = file.metadata().map_err(|e| self.error("", e))?;
-        let me = nix::unistd::geteuid().as_raw();
+        self.judge(&m).map_err(|why| self.refused(why))?;
         if !m.is_file() {
-            return Err(refused(format!(
-                "it {}, not a regular file of yours",
-                crate::ownership::describe_entry(&self.path)
-            )));
-        }
-        if m.uid() != me {
-            return Err(refused(format!(
-                "it {}, not yours ({})",
-                crate::ownership::describe_entry(&self.path),
-                crate::ownership::uid_text(me)
-            )));
+            // A FIFO or a terminal is written as a blocking descriptor, as it always was.
+            let fl = nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_GETFL)
+                .map_err(|e| self.error("", e.into()))?;
+            let fl = nix::fcntl::OFlag::from_bits_truncate(fl) - nix::fcntl::OFlag::O_NONBLOCK;
+            nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_SETFL(fl))
+                .map_err(|e| self.error("", e.into()))?;
         }
         Ok(file)
+    }
+
+    /// Whether the file opened at the path (`m`) is one foster writes to: a regular file of
+    /// foster's effective uid; with [`Trust::Stream`], also a FIFO of that uid or a character
+    /// device of that uid or root's. The reason when not.
+    fn judge(&self, m: &std::fs::Metadata) -> Result<(), String> {
+        use std::os::unix::fs::FileTypeExt;
+        let t = m.file_type();
+        let stream = self.trust == Trust::Stream && (t.is_fifo() || t.is_char_device());
+        let describe = || crate::ownership::describe_entry(&self.path);
+        if !t.is_file() && !stream {
+            return Err(format!("it {}, not {} of yours", describe(), self.kinds()));
+        }
+        let me = nix::unistd::geteuid().as_raw();
+        if m.uid() != me && !(t.is_char_device() && m.uid() == 0) {
+            return Err(format!(
+                "it {}, not yours ({})",
+                describe(),
+                crate::ownership::uid_text(me)
+            ));
+        }
+        Ok(())
+    }
+
+    /// [`Trust::Stream`]: whether the path names a FIFO of foster's effective uid (not through
+    /// a symbolic link), which foster may wait on for a reader.
+    fn fifo_of_mine(&self) -> bool {
+        use std::os::unix::fs::FileTypeExt;
+        self.trust == Trust::Stream
+            && std::fs::symlink_metadata(&self.path).is_ok_and(|m| {
+                m.file_type().is_fifo() && m.uid() == nix::unistd::geteuid().as_raw()
+            })
+    }
+
+    /// What may be written, for errors: `a regular file`, `a regular file, FIFO or terminal`.
+    fn kinds(&self) -> &'static str {
+        match self.trust {
+            Trust::Owned => "a regular file",
+            Trust::Stream => "a regular file, FIFO or terminal",
+        }
+    }
+
+    /// The mode a new file is created with (less the umask): 0640 for a helper's log, 0666 for
+    /// the events log (as `>` in a shell makes it).
+    fn new_mode(&self) -> u32 {
+        match self.trust {
+            Trust::Owned => 0o640,
+            Trust::Stream => 0o666,
+        }
+    }
+
+    /// An error for something at the path that another user could have put there.
+    fn refused(&self, why: String) -> io::Error {
+        self.error(
+            "",
+            io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "{why}: another user could have put it there; not writing to it (remove it, \
+                     or give another path)"
+                ),
+            ),
+        )
     }
 
     fn numbered(&self, n: u32) -> PathBuf {
@@ -429,7 +475,7 @@ mod tests {
     fn keep_zero_starts_the_file_anew_and_a_long_write_stands_alone() {
         let d = dir("keep0");
         let p = d.join("e.log");
-        let mut log = open(&p, 150, 0, Trust::Follow);
+        let mut log = open(&p, 150, 0, Trust::Stream);
         log.write(&[b'a'; 60]).unwrap();
         log.write(&[b'b'; 60]).unwrap();
         assert_eq!(len(&p), 120, "two short writes fit");
@@ -461,38 +507,50 @@ mod tests {
     }
 
     #[test]
-    fn a_symlinked_path_is_followed_but_not_rotated_unless_owned() {
+    fn a_symlinked_path_is_refused_and_a_fifo_or_terminal_is_written_but_not_rotated() {
         let d = dir("link");
         let target = d.join("real.log");
+        std::fs::write(&target, "").unwrap();
         let p = d.join("e.log");
         std::os::unix::fs::symlink(&target, &p).unwrap();
-        let mut log = open(&p, 10, 2, Trust::Follow);
-        for _ in 0..3 {
-            log.write(b"line\n").unwrap();
+        for (trust, what) in [(Trust::Stream, "events log"), (Trust::Owned, "helper's log")] {
+            let m = RotatingFile::open(&p, Rotation::default(), trust, what)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                m.contains("symbolic link") && m.contains("not writing to it"),
+                "{m}"
+            );
         }
-        assert!(
-            std::fs::symlink_metadata(&p)
-                .unwrap()
-                .file_type()
-                .is_symlink()
-        );
-        assert!(!d.join("e.log.1").exists());
-        assert_eq!(std::fs::read_to_string(&target).unwrap().lines().count(), 3);
-        let e = RotatingFile::open(&p, Rotation::default(), Trust::Owned, "helper \"x\"'s log")
-            .unwrap_err();
-        let m = e.to_string();
-        assert!(
-            m.contains("symbolic link") && m.contains("not writing to it"),
-            "{m}"
-        );
-        assert_eq!(len(&target), 15, "nothing written through the link");
+        assert_eq!(len(&target), 0, "nothing written through the link");
+        // A FIFO with its reader, and /dev/null (root's): written, never rotated.
+        let fifo = d.join("e.fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let reader = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .unwrap();
+        for p in [fifo.as_path(), Path::new("/dev/null")] {
+            let mut log = open(p, 10, 2, Trust::Stream);
+            for _ in 0..3 {
+                log.write(b"line\n").unwrap();
+            }
+            assert!(!log.rotatable, "{}", p.display());
+        }
+        let mut got = String::new();
+        io::Read::read_to_string(&mut &reader, &mut got).ok();
+        assert_eq!(got.lines().count(), 3, "{got:?}");
+        assert!(!d.join("e.fifo.1").exists());
+        let e = RotatingFile::open(&fifo, Rotation::default(), Trust::Owned, "log").unwrap_err();
+        assert!(e.to_string().contains("not a regular file of yours"), "{e}");
         let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
     fn a_rotated_file_keeps_its_mode_and_a_planted_symlink_is_not_followed() {
         use std::os::unix::fs::PermissionsExt;
-        for trust in [Trust::Follow, Trust::Owned] {
+        for trust in [Trust::Stream, Trust::Owned] {
             let d = dir("mode");
             let p = d.join("e.log");
             let mut log = open(&p, 10, 1, trust);
