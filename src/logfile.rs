@@ -68,6 +68,11 @@ pub enum Trust {
 /// in between is followed. Each file holds whole writes and at most `max_size` bytes, unless a
 /// single write is longer. A rotation that fails leaves the writer on its current file
 /// (reported once) until [`RotatingFile::reopen`].
+///
+/// A write is whole or not at all: what a failing write (a full disk) put in a regular file is
+/// cut off again (`ftruncate`), and when that cannot be done (a FIFO, a terminal) the next
+/// write starts on a new line. A file deleted under the writer (`st_nlink == 0`, seen when its
+/// size is checked against `max_size`) is replaced by a new one at the path, judged again.
 #[derive(Debug)]
 pub struct RotatingFile {
     path: PathBuf,
@@ -81,6 +86,9 @@ pub struct RotatingFile {
     rotatable: bool,
     /// The file's size as this writer knows it (checked with `fstat` before a rotation).
     size: u64,
+    /// A failed write left part of a line that could not be cut off: the next write starts
+    /// with a newline.
+    torn: bool,
 }
 
 impl RotatingFile {
@@ -99,6 +107,7 @@ impl RotatingFile {
             rotation,
             rotatable: false,
             size: 0,
+            torn: false,
         };
         f.reopen()?;
         Ok(f)
@@ -123,6 +132,7 @@ impl RotatingFile {
             rotation,
             rotatable: false,
             size: 0,
+            torn: false,
         };
         f.check_dir()?;
         let exists = std::fs::symlink_metadata(path).is_ok();
@@ -185,39 +195,69 @@ impl RotatingFile {
     }
 
     /// Writes `bytes` (whole lines), rotating first when it is time to. A rotation that fails
-    /// is a warning and the lines go to the current file; an error is lines not written.
+    /// is a warning and the lines go to the current file; an error is lines not written (none
+    /// of them: see [`append`]).
     pub fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
         let len = bytes.len() as u64;
-        if self.due(len) {
-            if let Err(e) = self.rotate() {
-                tracing::warn!(
-                    "{e}; writing on to the current file (SIGUSR1 or foster ctl reopen-logs \
-                     tries again)"
-                );
+        match self.due(len) {
+            Due::No => {}
+            Due::Rotate => {
+                if let Err(e) = self.rotate() {
+                    tracing::warn!(
+                        "{e}; writing on to the current file (SIGUSR1 or foster ctl \
+                         reopen-logs tries again)"
+                    );
+                }
+            }
+            Due::Deleted(meta) => {
+                // Bounded: the deleted file grows no more, and its lines go to a new one.
+                self.file = None;
+                self.size = 0;
+                self.file = Some(self.create(Some(&meta))?);
             }
         }
+        // After a part of a line that could not be cut off, a new line first.
+        let record: std::borrow::Cow<[u8]> = if self.torn {
+            [b"\n", bytes].concat().into()
+        } else {
+            bytes.into()
+        };
         let file = match &mut self.file {
             Some(f) => f,
             None => self.file.insert(self.create(None)?),
         };
-        if let Err(e) = file.write_all(bytes) {
-            return Err(self.error("", e));
+        match append(file, &record) {
+            Ok(()) => {
+                self.torn = false;
+                self.size += record.len() as u64;
+                Ok(())
+            }
+            Err((e, cut)) => {
+                self.torn |= !cut;
+                Err(self.error("", e))
+            }
         }
-        self.size += len;
-        Ok(())
     }
 
-    /// Whether a write of `len` bytes must go to a new file.
-    fn due(&mut self, len: u64) -> bool {
+    /// Whether a write of `len` bytes must go to a new file: when it would take the file past
+    /// the bound, or when the file was deleted (its metadata, for the new one).
+    fn due(&mut self, len: u64) -> Due {
         let max = self.rotation.max_size;
         if !self.rotatable || max == 0 || self.size == 0 || self.size + len <= max {
-            return false;
+            return Due::No;
         }
         // Believe the file, not the count, in case something truncated it.
         if let Some(m) = self.file.as_ref().and_then(|f| f.metadata().ok()) {
+            if m.nlink() == 0 {
+                return Due::Deleted(m);
+            }
             self.size = m.len();
         }
-        self.size > 0 && self.size + len > max
+        if self.size > 0 && self.size + len > max {
+            Due::Rotate
+        } else {
+            Due::No
+        }
     }
 
     fn rotate(&mut self) -> io::Result<()> {
@@ -428,6 +468,44 @@ impl RotatingFile {
     }
 }
 
+/// What a write must do first ([`RotatingFile::due`]).
+enum Due {
+    No,
+    Rotate,
+    /// The file was deleted under the writer: its metadata.
+    Deleted(std::fs::Metadata),
+}
+
+/// Appends `bytes` to `file` whole, or none of them: when a `write` fails (ENOSPC) after part
+/// went in, a regular file is cut back to where the bytes began. On failure, the error and
+/// whether the file holds no part of them (false: a part could not be cut off).
+fn append(file: &mut File, bytes: &[u8]) -> Result<(), (io::Error, bool)> {
+    let mut done = 0;
+    while done < bytes.len() {
+        match file.write(&bytes[done..]) {
+            Ok(0) => return Err((io::ErrorKind::WriteZero.into(), cut_back(file, done))),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err((e, cut_back(file, done))),
+        }
+    }
+    Ok(())
+}
+
+/// Takes the last `written` bytes off `file` (appended to: they are its end); whether the file
+/// is as before them.
+fn cut_back(file: &File, written: usize) -> bool {
+    if written == 0 {
+        return true;
+    }
+    match file.metadata() {
+        Ok(m) if m.is_file() && m.len() >= written as u64 => {
+            file.set_len(m.len() - written as u64).is_ok()
+        }
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -513,7 +591,10 @@ mod tests {
         std::fs::write(&target, "").unwrap();
         let p = d.join("e.log");
         std::os::unix::fs::symlink(&target, &p).unwrap();
-        for (trust, what) in [(Trust::Stream, "events log"), (Trust::Owned, "helper's log")] {
+        for (trust, what) in [
+            (Trust::Stream, "events log"),
+            (Trust::Owned, "helper's log"),
+        ] {
             let m = RotatingFile::open(&p, Rotation::default(), trust, what)
                 .unwrap_err()
                 .to_string();

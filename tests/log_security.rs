@@ -1,7 +1,8 @@
-//! The log files foster writes (the events log, the helpers' logs) against local attackers and
-//! a full disk, end to end on real processes and real uids: a symbolic link planted by another
-//! user, a directory of another user. The other users are made with `setpriv` (as root; the
-//! tests that need it skip with a reason otherwise).
+//! The log files foster writes (the events log, the helpers' logs) against local attackers, a
+//! full disk and a deletion, end to end on real processes and real uids: a symbolic link
+//! planted by another user, a directory of another user, a tmpfs filled to its last page, a
+//! file deleted while a helper writes. The other users are made with `setpriv` and the tmpfs
+//! is mounted (as root; the tests that need it skip with a reason otherwise).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -61,7 +62,10 @@ fn run_with_events_log(log: &Path, cfg: &Path) -> (Option<i32>, String) {
         .arg(log)
         .arg(cfg);
     let o = output_within(c);
-    (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 /// Root's events log at a path another user could plant a symbolic link at (in a sticky 1777
@@ -111,4 +115,208 @@ fn an_events_log_another_user_could_have_planted_is_refused() {
     );
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's secret\n");
     assert!(!marker.exists(), "nothing started");
+}
+
+// ---- A full disk ----
+
+/// A tmpfs of 64 KiB mounted on `dir`, all but two pages of it taken by `filler`: unmounted
+/// (lazily, so that a file still open does not keep it) when dropped, the test passed or not.
+struct FullSoon {
+    dir: std::path::PathBuf,
+    filler: std::path::PathBuf,
+}
+
+impl FullSoon {
+    fn mount(dir: std::path::PathBuf) -> FullSoon {
+        std::fs::create_dir(&dir).unwrap();
+        ok(Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs"])
+            .arg(&dir));
+        let filler = dir.join("filler");
+        let f = FullSoon { dir, filler };
+        std::fs::write(&f.filler, vec![0u8; 56 << 10]).unwrap();
+        f
+    }
+
+    /// Frees the space the filler took.
+    fn free(&self) {
+        std::fs::remove_file(&self.filler).unwrap();
+    }
+}
+
+impl Drop for FullSoon {
+    fn drop(&mut self) {
+        let _ = nix::mount::umount2(&self.dir, nix::mount::MntFlags::MNT_DETACH);
+    }
+}
+
+/// Waits for a line of `lines` that holds `what`: the lines seen up to it.
+fn wait_line(lines: &std::sync::mpsc::Receiver<String>, what: &str, seen: &mut Vec<String>) {
+    if seen.iter().any(|l| l.contains(what)) {
+        return;
+    }
+    let deadline = std::time::Instant::now() + common::events::LIMIT;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(l) => {
+                let found = l.contains(what);
+                seen.push(l);
+                if found {
+                    return;
+                }
+            }
+            Err(_) => panic!("no line with {what:?}; seen: {seen:#?}"),
+        }
+    }
+}
+
+/// `foster run --no-socket --no-contain ARGS` in the background, ended by the guard; its
+/// standard error's lines.
+fn start(
+    args: &[&std::ffi::OsStr],
+) -> (common::supervised::Guard, std::sync::mpsc::Receiver<String>) {
+    let mut f = Command::new(FOSTER)
+        .args(["run", "--no-socket", "--no-contain"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = common::lines::lines(f.stderr.take().unwrap());
+    (common::supervised::Guard(f), err)
+}
+
+/// A disk that fills while a crash-looping helper's events are written: the events that did
+/// not fit are lost whole (counted), none is left half-written, and once there is room again
+/// the next events follow on lines of their own: every line of the file is JSON.
+#[test]
+fn a_full_disk_leaves_no_torn_record_in_the_events_log() {
+    if !is_root() {
+        println!("skipped: not root, so no tmpfs to fill");
+        return;
+    }
+    let d = Dir::new("logsec", "fullev");
+    let disk = FullSoon::mount(d.path("mnt"));
+    let log = disk.dir.join("events.jsonl");
+    let cfg = d.file(
+        "c.toml",
+        "[[helper]]\nname = \"crasher\"\ncommand = [\"/bin/sh\", \"-c\", \"exit 3\"]\n\
+         restart = \"always\"\n\
+         backoff = { initial = \"5ms\", max = \"5ms\", limit = 100000 }\n",
+    );
+    let (mut f, err) = start(&["--events-log".as_ref(), log.as_os_str(), cfg.as_os_str()]);
+    let mut seen = Vec::new();
+    wait_line(&err, "cannot write the events log", &mut seen);
+    disk.free();
+    wait_line(&err, "the events log is written again", &mut seen);
+    assert!(
+        common::supervised::terminate(&mut f.0),
+        "foster ended on SIGTERM"
+    );
+    let text = std::fs::read(&log).unwrap();
+    assert!(text.ends_with(b"\n"), "ends with a whole line");
+    let lines: Vec<&[u8]> = text
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    for l in &lines {
+        if let Err(e) = serde_json::from_slice::<serde_json::Value>(l) {
+            panic!("{e}: {:?}", String::from_utf8_lossy(l));
+        }
+    }
+    // More than the two pages that were free: events were written after the disk was full.
+    assert!(text.len() > 8192, "{} bytes", text.len());
+}
+
+/// A disk that fills while a helper writes its log: the lines that did not fit are lost
+/// whole, and after room is made the next lines follow (the last one, written once the helper
+/// is released, before foster ends), every line of the file whole.
+#[test]
+fn a_full_disk_leaves_no_torn_line_in_a_helpers_log() {
+    if !is_root() {
+        println!("skipped: not root, so no tmpfs to fill");
+        return;
+    }
+    let d = Dir::new("logsec", "fullhelper");
+    let disk = FullSoon::mount(d.path("mnt"));
+    let log = disk.dir.join("w.log");
+    let go = d.fifo("go");
+    let body = format!(
+        "i=0; while [ $i -lt 2000 ]; do echo \"line $i of the filling helper\"; i=$((i+1)); \
+         done; read x < {}; echo 'after the disk was freed'",
+        go.display()
+    );
+    let cfg = d.file(
+        "c.toml",
+        &format!(
+            "[[helper]]\nname = \"w\"\ncommand = [\"/bin/sh\", \"-c\", '''{body}''']\n\
+             log = {{ file = {:?} }}\n",
+            log.to_str().unwrap()
+        ),
+    );
+    let (mut f, err) = start(&["--output".as_ref(), "none".as_ref(), cfg.as_os_str()]);
+    let mut seen = Vec::new();
+    wait_line(&err, "the lines are lost", &mut seen);
+    disk.free();
+    std::fs::write(&go, "\n").unwrap();
+    // The helper ends after its last line: foster writes it, and ends.
+    assert_eq!(common::child::wait_exit(&mut f.0), 0);
+    wait_line(&err, "is written again", &mut seen);
+    let text = String::from_utf8(std::fs::read(&log).unwrap()).unwrap();
+    assert!(text.ends_with('\n'), "ends with a whole line");
+    for l in text.lines() {
+        let rest = l.get(24..).unwrap_or_default();
+        let whole = rest == " out after the disk was freed"
+            || rest
+                .strip_prefix(" out line ")
+                .and_then(|r| r.strip_suffix(" of the filling helper"))
+                .is_some_and(|n| n.parse::<u32>().is_ok());
+        assert!(whole, "a torn line: {l:?}");
+    }
+    assert!(text.ends_with(" out after the disk was freed\n"), "{text}");
+}
+
+/// A helper's log deleted while the helper writes: the deleted file grows no more than
+/// `max_size` (the bound is checked, the deletion seen) and the next lines go to a new file at
+/// the path. The deleted file is held open by the test, its size read once foster has ended.
+#[test]
+fn a_deleted_log_file_is_replaced_at_its_bound() {
+    let d = Dir::new("logsec", "deleted");
+    let log = d.path("w.log");
+    let go = d.fifo("go");
+    let body = format!(
+        "i=0; while [ $i -lt 100 ]; do echo \"early line $i\"; i=$((i+1)); done; \
+         read x < {}; \
+         i=0; while [ $i -lt 3000 ]; do echo \"line $i of the helper whose log was deleted\"; \
+         i=$((i+1)); done",
+        go.display()
+    );
+    let cfg = d.file(
+        "c.toml",
+        &format!(
+            "[[helper]]\nname = \"w\"\ncommand = [\"/bin/sh\", \"-c\", '''{body}''']\n\
+             log = {{ file = {:?}, max_size = \"20KB\", keep = 1 }}\n",
+            log.to_str().unwrap()
+        ),
+    );
+    let (mut f, _err) = start(&["--output".as_ref(), "none".as_ref(), cfg.as_os_str()]);
+    // Opened for writing once the helper reads it: the log was opened before its launch.
+    let mut release = std::fs::OpenOptions::new().write(true).open(&go).unwrap();
+    let deleted = std::fs::File::open(&log).unwrap();
+    std::fs::remove_file(&log).unwrap();
+    std::io::Write::write_all(&mut release, b"\n").unwrap();
+    drop(release);
+    assert_eq!(common::child::wait_exit(&mut f.0), 0);
+    let size = deleted.metadata().unwrap().len();
+    assert!(
+        size > 0 && size <= 20_000,
+        "the deleted file grew to {size} bytes"
+    );
+    let text = std::fs::read_to_string(&log).expect("a new file at the path");
+    assert!(
+        text.ends_with(" out line 2999 of the helper whose log was deleted\n"),
+        "{text}"
+    );
 }
