@@ -908,8 +908,13 @@ impl EventLog {
 
     /// Writes one record as one line, rotating first when it is time to. A rotation that fails
     /// is a warning and the line goes to the current file; an error is a line not written.
+    /// Every control or format character of the record's text (a helper's `STATUS=`: C1's
+    /// U+009B, a bidirectional override) is a `\uXXXX` escape ([`crate::sanitize::to_json`]),
+    /// as in every JSON foster writes: the file is safe to print.
     pub fn write(&mut self, record: &Record) -> io::Result<()> {
-        let mut line = serde_json::to_vec(record).map_err(io::Error::other)?;
+        let mut line = crate::sanitize::to_json(record)
+            .map_err(io::Error::other)?
+            .into_bytes();
         line.push(b'\n');
         self.file.write(&line)
     }

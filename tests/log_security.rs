@@ -320,3 +320,35 @@ fn a_deleted_log_file_is_replaced_at_its_bound() {
         "{text}"
     );
 }
+
+/// A `STATUS=` text with a one-character CSI (U+009B) and a right-to-left override (U+202E):
+/// the events log carries both as `\uXXXX` escapes, never raw, and a JSON reader gets the text
+/// back as sent.
+#[test]
+fn control_and_bidi_characters_of_a_status_are_escaped_in_the_events_log() {
+    let d = Dir::new("logsec", "status");
+    let fifo = d.fifo("events");
+    let cfg = d.file(
+        "c.toml",
+        "[[helper]]\nname = \"s\"\ncommand = [\"/bin/sh\", \"-c\", '''\
+         \"$FOSTER_EXE\" notify --ready --status \"$(printf 'a\\302\\233[2Jb\\342\\200\\256c')\"; \
+         exec sleep 1000''']\nready = { notify = true }\n",
+    );
+    let (mut f, _err) = start(&["--events-log".as_ref(), fifo.as_os_str(), cfg.as_os_str()]);
+    let events = common::lines::lines(std::fs::File::open(&fifo).unwrap());
+    let mut seen = Vec::new();
+    wait_line(&events, "\"state\":\"ready\"", &mut seen);
+    assert!(
+        common::supervised::terminate(&mut f.0),
+        "foster ended on SIGTERM"
+    );
+    let line = seen.last().unwrap();
+    let raw: Vec<char> = line
+        .chars()
+        .filter(|c| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}'))
+        .collect();
+    assert!(raw.is_empty(), "raw {raw:?} in {line}");
+    assert!(line.contains(r"a\u009b[2Jb\u202ec"), "{line}");
+    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(v["status_text"], "a\u{9b}[2Jb\u{202e}c", "{v}");
+}
