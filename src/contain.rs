@@ -12,7 +12,10 @@
 //! fully visible in a container) is known before foster commits to anything. When no way works,
 //! foster says why in one warning line and runs uncontained (an error with `--contain`). A
 //! foster launched by a contained foster (its `FOSTER_SUPERVISOR` is PID 1 of its namespace) is
-//! contained already, and does not nest another namespace unless `--contain` asks.
+//! contained already, and does not nest another namespace unless `--contain` asks. In a user
+//! namespace every uid but foster's reads as the overflow uid: the directories foster writes
+//! to are judged before [`enter`] ([`crate::ownership::judge_before_namespace`], called by the
+//! supervisor), and owners inside are mapped back by [`crate::ownership::owner_of`].
 //!
 //! Contained, the outer foster forks once (on the main thread: the only fork of `foster run`
 //! outside the launcher thread, the probe's aside). The child is PID 1 of the new namespace: it

@@ -140,10 +140,7 @@ impl RotatingFile {
             f.open_owned(false)?;
         }
         if !exists || rotation.max_size > 0 {
-            let dir = match path.parent() {
-                Some(d) if !d.as_os_str().is_empty() => d,
-                _ => Path::new("."),
-            };
+            let dir = crate::ownership::parent_dir(path);
             use nix::unistd::{AccessFlags, faccessat};
             let flags = AccessFlags::W_OK | AccessFlags::X_OK;
             if let Err(e) = faccessat(
@@ -196,7 +193,7 @@ impl RotatingFile {
 
     /// Writes `bytes` (whole lines), rotating first when it is time to. A rotation that fails
     /// is a warning and the lines go to the current file; an error is lines not written (none
-    /// of them: see [`append`]).
+    /// of them: what a failing write put in a regular file is cut off again).
     pub fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
         let len = bytes.len() as u64;
         match self.due(len) {
@@ -318,10 +315,7 @@ impl RotatingFile {
     ///
     /// [`DirRule::Given`]: crate::ownership::DirRule::Given
     fn check_dir(&self) -> io::Result<()> {
-        let dir = match self.path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
+        let dir = crate::ownership::parent_dir(&self.path);
         use crate::ownership::{DirProblem, DirRule, open_dir};
         let what = match self.trust {
             Trust::Owned => "the log file",
@@ -367,14 +361,15 @@ impl RotatingFile {
             // what is there when it is not for foster to write.
             Err(e) => {
                 let found = std::fs::symlink_metadata(&self.path).ok();
-                return Err(match found.map(|m| self.judge(&m)) {
+                return Err(match found.map(|m| self.judge(None, &m)) {
                     Some(Err(why)) => self.refused(why),
                     _ => self.error("", e),
                 });
             }
         };
         let m = file.metadata().map_err(|e| self.error("", e))?;
-        self.judge(&m).map_err(|why| self.refused(why))?;
+        self.judge(Some(&file), &m)
+            .map_err(|why| self.refused(why))?;
         if !m.is_file() {
             // A FIFO or a terminal is written as a blocking descriptor, as it always was.
             let fl = nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_GETFL)
@@ -386,10 +381,13 @@ impl RotatingFile {
         Ok(file)
     }
 
-    /// Whether the file opened at the path (`m`) is one foster writes to: a regular file of
-    /// foster's effective uid; with [`Trust::Stream`], also a FIFO of that uid or a character
-    /// device of that uid or root's. The reason when not.
-    fn judge(&self, m: &std::fs::Metadata) -> Result<(), String> {
+    /// Whether the file at the path (`m`; open as `file` when it is) is one foster writes to: a
+    /// regular file of foster's effective uid; with [`Trust::Stream`], also a FIFO of that uid
+    /// or a character device of that uid or root's. Owners are judged by
+    /// [`crate::ownership::owner_of`]. The reason when not.
+    fn judge(&self, file: Option<&File>, m: &std::fs::Metadata) -> Result<(), String> {
+        use crate::ownership::{Owner, namespace_note, owner_of};
+        use std::os::fd::AsFd;
         use std::os::unix::fs::FileTypeExt;
         let t = m.file_type();
         let stream = self.trust == Trust::Stream && (t.is_fifo() || t.is_char_device());
@@ -397,11 +395,13 @@ impl RotatingFile {
         if !t.is_file() && !stream {
             return Err(format!("it {}, not {} of yours", describe(), self.kinds()));
         }
-        let me = nix::unistd::geteuid().as_raw();
-        if m.uid() != me && !(t.is_char_device() && m.uid() == 0) {
+        let owner = owner_of(file.map(|f| f.as_fd()), m.uid(), m.dev(), m.ino());
+        if owner != Owner::Me && !(t.is_char_device() && owner == Owner::Root) {
+            let me = nix::unistd::geteuid().as_raw();
             return Err(format!(
-                "it {}, not yours ({})",
+                "it {}{}, not yours ({})",
                 describe(),
+                namespace_note(owner),
                 crate::ownership::uid_text(me)
             ));
         }
@@ -411,10 +411,11 @@ impl RotatingFile {
     /// [`Trust::Stream`]: whether the path names a FIFO of foster's effective uid (not through
     /// a symbolic link), which foster may wait on for a reader.
     fn fifo_of_mine(&self) -> bool {
+        use crate::ownership::{Owner, owner_of};
         use std::os::unix::fs::FileTypeExt;
         self.trust == Trust::Stream
             && std::fs::symlink_metadata(&self.path).is_ok_and(|m| {
-                m.file_type().is_fifo() && m.uid() == nix::unistd::geteuid().as_raw()
+                m.file_type().is_fifo() && owner_of(None, m.uid(), m.dev(), m.ino()) == Owner::Me
             })
     }
 

@@ -3,13 +3,24 @@
 //! can write to) and the descriptions of what is found (type, owner, mode) for the errors.
 //!
 //! Owns [`open_dir`] and its [`DirRule`]s, used for the control socket's directory
-//! (`crate::control::server`), for the helpers' log files (`crate::logfile`) and for the
-//! dashboard's settings (`crate::top::columns`). The check is
+//! (`crate::control::server`), for the helpers' log files and the events log
+//! (`crate::logfile`) and for the dashboard's settings (`crate::top::columns`). The check is
 //! made on the directory once open (`fstat`), so that what is checked is what is used.
+//!
+//! Also owns [`owner_of`], the one judgment of whose a file is, and [`judge_before_namespace`].
+//! In a user namespace (a contained `foster run` that is not root), the kernel shows every uid
+//! the namespace does not map (root's, another user's) as the overflow uid (65534, `nobody`):
+//! an owner read there is mapped back through `/proc/self/uid_map`, an unmapped one is never
+//! taken for foster's user or root, and an owner shown as the overflow uid when foster's own
+//! uid is that uid is foster's only when foster may change the file's mode. The directories
+//! foster will use are judged in the namespace foster was started in, before it enters the new
+//! one, and kept open: inside, such a directory (the same device and inode) keeps that verdict.
 
 use std::fmt;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::sync::Mutex;
 
 /// What a directory foster puts a file in must be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,46 +171,43 @@ pub fn open_dir(dir: &Path, rule: DirRule, create: bool) -> Result<CheckedDir, D
     };
     let st = fstat(&fd).map_err(|e| DirProblem::Refused(format!("cannot stat {shown}: {e}")))?;
     let mode = st.st_mode & 0o7777;
-    let owner = st.st_uid;
+    let owner = owner_of(Some(fd.as_fd()), st.st_uid, st.st_dev, st.st_ino);
+    let shown_owner = owner_text(owner, st.st_uid);
     match rule {
-        DirRule::Private if owner != me || mode & 0o077 != 0 => {
+        DirRule::Private if owner != Owner::Me || mode & 0o077 != 0 => {
             return Err(DirProblem::Refused(format!(
-                "{shown} is a directory owned by {}, mode {mode:04o}: it must be yours ({}) \
-                 with mode 0700, or another user could replace the socket in it; not using it \
-                 ({}, or set XDG_RUNTIME_DIR, or give --socket PATH)",
-                uid_text(owner),
+                "{shown} is a directory owned by {shown_owner}, mode {mode:04o}: it must be \
+                 yours ({}) with mode 0700, or another user could replace the socket in it; \
+                 not using it ({}, or set XDG_RUNTIME_DIR, or give --socket PATH)",
                 uid_text(me),
-                if owner == me {
+                if owner == Owner::Me {
                     "chmod 700 it"
                 } else {
                     "remove it"
                 }
             )));
         }
-        DirRule::Own(what) if owner != me || mode & 0o022 != 0 => {
+        DirRule::Own(what) if owner != Owner::Me || mode & 0o022 != 0 => {
             return Err(DirProblem::Refused(format!(
-                "{shown} is a directory owned by {}, mode {mode:04o}: the directory of {what} \
-                 must be yours ({}) and not writable by group or others, or another user could \
-                 put a file there; not using it",
-                uid_text(owner),
+                "{shown} is a directory owned by {shown_owner}, mode {mode:04o}: the directory \
+                 of {what} must be yours ({}) and not writable by group or others, or another \
+                 user could put a file there; not using it",
                 uid_text(me)
             )));
         }
-        DirRule::Given(what) if owner != me && owner != 0 => {
+        DirRule::Given(what) if !matches!(owner, Owner::Me | Owner::Root) => {
             return Err(DirProblem::Refused(format!(
-                "{shown} is a directory owned by {}, mode {mode:04o}: the directory of {what} \
-                 must belong to you ({}) or root, or its owner could replace {what}; not \
-                 using it",
-                uid_text(owner),
+                "{shown} is a directory owned by {shown_owner}, mode {mode:04o}: the directory \
+                 of {what} must belong to you ({}) or root, or its owner could replace {what}; \
+                 not using it",
                 uid_text(me)
             )));
         }
         DirRule::Given(what) if mode & 0o022 != 0 && mode & 0o1000 == 0 => {
             return Err(DirProblem::Refused(format!(
-                "{shown} is a directory owned by {}, mode {mode:04o}: it is writable by group \
-                 or others without the sticky bit, so another user could replace {what} in \
-                 it; not using it (give a path in a private directory)",
-                uid_text(owner)
+                "{shown} is a directory owned by {shown_owner}, mode {mode:04o}: it is writable \
+                 by group or others without the sticky bit, so another user could replace \
+                 {what} in it; not using it (give a path in a private directory)"
             )));
         }
         _ => {}
@@ -210,4 +218,181 @@ pub fn open_dir(dir: &Path, rule: DirRule, create: bool) -> Result<CheckedDir, D
         ino: st.st_ino,
         created,
     })
+}
+
+/// Whose a file or directory is, as judged in the namespace foster was started in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// foster's effective uid.
+    Me,
+    /// Root.
+    Root,
+    /// Another user: the uid as foster sees it.
+    Other(u32),
+    /// A uid foster's user namespace does not map, shown there as the overflow uid: root or
+    /// any other user, never to be taken for foster's user or root.
+    Unmapped,
+}
+
+/// The owner of a file whose `fstat` (or `lstat`) says `uid`, `dev`, `ino`, open as `fd` when
+/// it is (see the module docs): outside a user namespace, `uid` itself; inside one, mapped back
+/// through its `uid_map`, or the verdict [`judge_before_namespace`] gave the same directory.
+pub fn owner_of(fd: Option<BorrowedFd<'_>>, uid: u32, dev: u64, ino: u64) -> Owner {
+    let me = nix::unistd::geteuid().as_raw();
+    let Some(map) = UidMap::of_this_namespace() else {
+        return plain_owner(uid, me);
+    };
+    if let Some(o) = judged_outside(dev, ino) {
+        return o;
+    }
+    // The overflow uid is foster's own only when foster may change the file's mode (it owns
+    // it); otherwise it stands for every uid the namespace does not map.
+    let outer = map
+        .outside(uid)
+        .filter(|_| uid != overflow_uid() || fd.is_some_and(may_chmod));
+    match outer {
+        Some(o) => plain_owner(o, map.outside(me).unwrap_or(u32::MAX)),
+        None => Owner::Unmapped,
+    }
+}
+
+/// `uid` judged where no namespace translates it.
+fn plain_owner(uid: u32, me: u32) -> Owner {
+    match uid {
+        u if u == me => Owner::Me,
+        0 => Owner::Root,
+        u => Owner::Other(u),
+    }
+}
+
+/// "uid 1 (daemon)": the owner `owner` as foster's user sees it, or, when a user namespace
+/// hides it, the uid shown there (`shown`) and what it stands for.
+pub fn owner_text(owner: Owner, shown: u32) -> String {
+    match owner {
+        Owner::Me => uid_text(nix::unistd::geteuid().as_raw()),
+        Owner::Root => uid_text(0),
+        Owner::Other(u) => uid_text(u),
+        Owner::Unmapped => format!("{}{}", uid_text(shown), namespace_note(owner)),
+    }
+}
+
+/// What an owner hidden by foster's user namespace is, for an error that shows its uid there:
+/// empty for any other owner.
+pub fn namespace_note(owner: Owner) -> &'static str {
+    match owner {
+        Owner::Unmapped => {
+            " (the uid foster's user namespace shows for every uid it does not map: root or \
+             another user)"
+        }
+        _ => "",
+    }
+}
+
+/// Whether this process may change the mode of the file open as `fd` (it sets the mode the
+/// file has): only its owner may, or a process with `CAP_FOWNER` over it, which in a user
+/// namespace covers only files whose owner the namespace maps.
+fn may_chmod(fd: BorrowedFd<'_>) -> bool {
+    use nix::sys::stat::{Mode, fchmod, fstat};
+    fstat(fd).is_ok_and(|st| fchmod(fd, Mode::from_bits_truncate(st.st_mode & 0o7777)).is_ok())
+}
+
+/// The kernel's overflow uid (what a user namespace shows for a uid it does not map).
+fn overflow_uid() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/overflowuid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(65534)
+}
+
+/// The uid map of this process's user namespace: (first uid inside, first uid outside, count).
+struct UidMap(Vec<(u32, u32, u32)>);
+
+impl UidMap {
+    /// This namespace's map, `None` in the initial namespace (every uid mapped to itself).
+    fn of_this_namespace() -> Option<UidMap> {
+        let text = std::fs::read_to_string("/proc/self/uid_map").ok()?;
+        let map = UidMap::parse(&text);
+        (map.0 != [(0, 0, u32::MAX)]).then_some(map)
+    }
+
+    fn parse(text: &str) -> UidMap {
+        let ranges = text
+            .lines()
+            .filter_map(|l| {
+                let mut n = l.split_whitespace().map(|w| w.parse::<u32>().ok());
+                Some((n.next()??, n.next()??, n.next()??))
+            })
+            .collect();
+        UidMap(ranges)
+    }
+
+    /// The uid outside that `uid` inside stands for, `None` when unmapped.
+    fn outside(&self, uid: u32) -> Option<u32> {
+        self.0.iter().find_map(|&(inside, outside, count)| {
+            let off = uid.checked_sub(inside)?;
+            (off < count).then(|| outside + off)
+        })
+    }
+}
+
+/// A directory judged before foster entered its user namespace: its device, inode, the
+/// verdict on its owner, and the directory itself, kept open so that the inode stays the same.
+type Judged = (u64, u64, Owner, OwnedFd);
+
+/// The directories [`judge_before_namespace`] judged.
+static JUDGED: Mutex<Vec<Judged>> = Mutex::new(Vec::new());
+
+fn judged_outside(dev: u64, ino: u64) -> Option<Owner> {
+    let judged = JUDGED.lock().unwrap_or_else(|p| p.into_inner());
+    judged
+        .iter()
+        .find(|j| (j.0, j.1) == (dev, ino))
+        .map(|j| j.2)
+}
+
+/// Judges the directory `dir` by `rule` (a missing one is left for later: foster makes it, or
+/// says it is missing, when it needs it) and keeps the verdict on its owner, for after foster
+/// enters a user namespace where that owner reads as the overflow uid. Call it before
+/// [`crate::contain::enter`]. The error says why the directory is refused.
+pub fn judge_before_namespace(dir: &Path, rule: DirRule) -> Result<(), String> {
+    let d = match open_dir(dir, rule, false) {
+        Ok(d) => d,
+        Err(DirProblem::Missing) => return Ok(()),
+        Err(DirProblem::Refused(m)) => return Err(m),
+    };
+    let st =
+        nix::sys::stat::fstat(&d.fd).map_err(|e| format!("cannot stat {}: {e}", dir.display()))?;
+    let owner = owner_of(Some(d.fd.as_fd()), st.st_uid, d.dev, d.ino);
+    JUDGED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push((d.dev, d.ino, owner, d.fd));
+    Ok(())
+}
+
+/// The directory of the file at `path` (`.` for a bare name).
+pub fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_uid_map_maps_back_only_what_it_maps() {
+        let map = UidMap::parse("      1000       1000          1\n");
+        assert_eq!(map.outside(1000), Some(1000));
+        assert_eq!(map.outside(0), None);
+        assert_eq!(map.outside(65534), None);
+        let map = UidMap::parse("0 100000 65536\n");
+        assert_eq!(map.outside(0), Some(100000));
+        assert_eq!(map.outside(65535), Some(165535));
+        assert_eq!(map.outside(65536), None);
+        let whole = UidMap::parse("         0          0 4294967295\n");
+        assert_eq!(whole.0, [(0, 0, u32::MAX)]);
+    }
 }

@@ -122,6 +122,9 @@ pub fn run(config: Config, options: Options) -> io::Result<i32> {
         .iter()
         .find(|h| h.user.is_some() || h.group.is_some())
         .map(|h| h.name());
+    if options.contain != Contain::Off {
+        judge_dirs(&config, &options)?;
+    }
     let contained = match crate::contain::enter(options.contain, credentials)? {
         Entered::Ended(code) => return Ok(code), // the outer process: the tree has ended
         Entered::Init => true,
@@ -157,6 +160,50 @@ pub fn run(config: Config, options: Options) -> io::Result<i32> {
     sup.reload_signal = options.reload_signal.map(crate::signal::Sig::number);
     sup.checks_io = checks_io;
     rt.block_on(sup.run())
+}
+
+/// Judges the directories of the files foster opens at its start (the events log, the
+/// helpers' log files, the control socket) where it was started, before a user namespace
+/// would hide their owners ([`crate::ownership::judge_before_namespace`]).
+fn judge_dirs(config: &Config, options: &Options) -> io::Result<()> {
+    use crate::control::server::default_dir;
+    use crate::ownership::{DirRule, parent_dir};
+    // What each is for (named as its own errors name it), its directory, the rule.
+    let file =
+        |what: &str, p: &std::path::Path| (format!("{what} {}", p.display()), parent_dir(p).into());
+    let mut dirs: Vec<(String, PathBuf, DirRule)> = Vec::new();
+    if let Some(p) = &options.events_log {
+        let (what, dir) = file("events log", p);
+        dirs.push((what, dir, DirRule::Given("the events log")));
+    }
+    for h in &config.helpers {
+        if let Some(log) = &h.log {
+            let name = crate::sanitize::escape(h.name().as_bytes());
+            let (what, dir) = file(&format!("helper {name}'s log"), &log.file);
+            dirs.push((what, dir, DirRule::Given("the log file")));
+        }
+    }
+    let private = |dir: &PathBuf| *dir == default_dir();
+    match &options.socket {
+        SocketOption::Path(p) => {
+            let (what, dir) = file("control socket", p);
+            let rule = if private(&dir) {
+                DirRule::Private
+            } else {
+                DirRule::Given("the socket")
+            };
+            dirs.push((what, dir, rule));
+        }
+        SocketOption::Default => {
+            dirs.push(("control socket".into(), default_dir(), DirRule::Private));
+        }
+        SocketOption::None | SocketOption::Inherited { .. } => {}
+    }
+    for (what, dir, rule) in dirs {
+        crate::ownership::judge_before_namespace(&dir, rule)
+            .map_err(|m| io::Error::other(format!("{what}: {m}")))?;
+    }
+    Ok(())
 }
 
 /// What the output capture needs of each helper.

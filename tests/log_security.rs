@@ -352,3 +352,134 @@ fn control_and_bidi_characters_of_a_status_are_escaped_in_the_events_log() {
     let v: serde_json::Value = serde_json::from_str(line).unwrap();
     assert_eq!(v["status_text"], "a\u{9b}[2Jb\u{202e}c", "{v}");
 }
+
+// ---- Contained as another user: a user namespace ----
+
+/// The non-root users of the tests of a user namespace: the one foster runs as, the other.
+const DAEMON: u32 = 1;
+
+/// Why `uid` cannot make a user namespace here, if it cannot (the tests that need one skip).
+fn no_user_namespace(uid: u32) -> Option<String> {
+    if !is_root() {
+        return Some("not root, so no second user".into());
+    }
+    let out = as_user(uid, "unshare").args(["-Ur", "true"]).output();
+    match out {
+        Ok(o) if o.status.success() => None,
+        Ok(o) => Some(format!(
+            "uid {uid} cannot make a user namespace here: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Some(format!("unshare cannot be run: {e}")),
+    }
+}
+
+/// `foster run --contain ARGS` as `uid`, to its end: its status and standard error.
+fn run_contained_as(uid: u32, args: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
+    let mut c = as_user(uid, FOSTER);
+    c.args(["run", "--contain"]).args(args);
+    let o = output_within(c);
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// A directory shared by the users of a test, as `/tmp` is: root's, mode 1777.
+fn shared(d: &Dir) -> std::path::PathBuf {
+    let p = d.path("shared");
+    std::fs::create_dir(&p).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    p
+}
+
+/// Contained as uid 1 (through a user namespace, where root's `/tmp` reads as owned by the
+/// overflow uid), a log file and the control socket in a sticky directory of root's are taken,
+/// as uncontained: the owners were judged before entering the namespace.
+#[test]
+fn contained_as_a_user_a_sticky_directory_of_roots_is_taken() {
+    if let Some(why) = no_user_namespace(DAEMON) {
+        println!("skipped: {why}");
+        return;
+    }
+    let d = Dir::new("logsec", "userns");
+    let tmp = shared(&d);
+    let log = tmp.join("h.log");
+    let cfg = d.file(
+        "c.toml",
+        &format!(
+            "[[helper]]\nname = \"h\"\ncommand = [\"/bin/echo\", \"hello\"]\n\
+             log = {{ file = {:?} }}\n",
+            log.to_str().unwrap()
+        ),
+    );
+    let sock = tmp.join("s.sock");
+    let (code, err) = run_contained_as(
+        DAEMON,
+        &["--socket".as_ref(), sock.as_os_str(), cfg.as_os_str()],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("in a PID namespace of its own"),
+        "contained: {err}"
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.ends_with(" out hello\n"), "{text:?}");
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(std::fs::metadata(&log).unwrap().uid(), DAEMON);
+}
+
+/// Contained as nobody (65534, the overflow uid itself: every owner the namespace does not map
+/// reads as nobody's there), a file of uid 1 with mode 0666 is not taken for a helper's log,
+/// nor a directory of uid 1 for the control socket's; nothing is written into the file.
+#[test]
+fn contained_as_nobody_a_file_or_directory_of_another_user_is_refused() {
+    if let Some(why) = no_user_namespace(ATTACKER) {
+        println!("skipped: {why}");
+        return;
+    }
+    let d = Dir::new("logsec", "nobody");
+    let tmp = shared(&d);
+    let planted = tmp.join("h.log");
+    ok(as_user(DAEMON, "sh")
+        .args(["-c", "umask 0; : > \"$0\""])
+        .arg(&planted));
+    let cfg = d.file(
+        "c.toml",
+        &format!(
+            "[[helper]]\nname = \"h\"\ncommand = [\"/bin/echo\", \"hello\"]\n\
+             log = {{ file = {:?} }}\n",
+            planted.to_str().unwrap()
+        ),
+    );
+    let (code, err) = run_contained_as(ATTACKER, &["--no-socket".as_ref(), cfg.as_os_str()]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("helper h's log") && err.contains("not yours") && err.contains("mode 0666"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&planted).unwrap(),
+        b"",
+        "written into uid 1's file"
+    );
+    // The control socket in a directory of uid 1's.
+    let theirs = d.path("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(DAEMON), Some(DAEMON)).unwrap();
+    let own = d.file(
+        "own.toml",
+        "[[helper]]\nname = \"h\"\ncommand = [\"/bin/echo\", \"hello\"]\n",
+    );
+    let sock = theirs.join("s.sock");
+    let (code, err) = run_contained_as(
+        ATTACKER,
+        &["--socket".as_ref(), sock.as_os_str(), own.as_os_str()],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("control socket") && err.contains("owned by uid 1"),
+        "{err}"
+    );
+    assert!(!sock.exists(), "bound in uid 1's directory");
+}
