@@ -21,18 +21,7 @@ const VICTIM: u32 = 1000;
 const ATTACKER: u32 = 65534;
 
 mod common;
-use common::{Dir, is_root};
-
-/// `setpriv` as `uid` (and its group), no supplementary groups, running `program`.
-fn as_user(uid: u32, program: &str) -> Command {
-    let mut c = Command::new("setpriv");
-    c.arg(format!("--reuid={uid}"))
-        .arg(format!("--regid={uid}"))
-        .arg("--clear-groups")
-        .arg("--")
-        .arg(program);
-    c
-}
+use common::{Dir, as_user, is_root, ok};
 
 /// A directory shared by the users of a test, as `/tmp` is: mode 1777.
 fn shared_tmp(tag: &str) -> Dir {
@@ -49,11 +38,6 @@ fn foster_as(uid: u32, tmp: &Path) -> Command {
         .env("TMPDIR", tmp)
         .stdin(Stdio::null());
     c
-}
-
-fn ok(c: &mut Command) {
-    let out = c.output().unwrap();
-    assert!(out.status.success(), "{c:?}: {out:?}");
 }
 
 /// Raw terminal controls in `bytes`: C0 (but newline and tab), DEL, and C1 as UTF-8.

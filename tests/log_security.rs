@@ -9,28 +9,12 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 mod common;
-use common::{Dir, is_root};
+use common::{Dir, as_user, is_root, ok};
 
 const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
 
 /// The attacker: an ordinary uid.
 const ATTACKER: u32 = 65534;
-
-/// `setpriv` as `uid` (and its group), no supplementary groups, running `program`.
-fn as_user(uid: u32, program: &str) -> Command {
-    let mut c = Command::new("setpriv");
-    c.arg(format!("--reuid={uid}"))
-        .arg(format!("--regid={uid}"))
-        .arg("--clear-groups")
-        .arg("--")
-        .arg(program);
-    c
-}
-
-fn ok(c: &mut Command) {
-    let out = c.output().unwrap();
-    assert!(out.status.success(), "{c:?}: {out:?}");
-}
 
 /// `c` run to its end (SIGKILLed and the test failed past the bound), its output piped.
 fn output_within(mut c: Command) -> Output {
@@ -41,6 +25,17 @@ fn output_within(mut c: Command) -> Output {
         .spawn()
         .unwrap();
     common::child::output_within(child, &format!("{c:?}"))
+}
+
+/// `NAME.toml` in `d`: one helper, `h`, that says hello (to `log` when given), and ends.
+fn hello(d: &Dir, name: &str, log: Option<&Path>) -> std::path::PathBuf {
+    let log = log.map_or(String::new(), |l| {
+        format!("log = {{ file = {:?} }}\n", l.to_str().unwrap())
+    });
+    d.file(
+        &format!("{name}.toml"),
+        &format!("[[helper]]\nname = \"h\"\ncommand = [\"/bin/echo\", \"hello\"]\n{log}"),
+    )
 }
 
 /// A configuration whose one helper touches `marker` (so that a start is seen).
@@ -405,14 +400,7 @@ fn contained_as_a_user_a_sticky_directory_of_roots_is_taken() {
     let d = Dir::new("logsec", "userns");
     let tmp = shared(&d);
     let log = tmp.join("h.log");
-    let cfg = d.file(
-        "c.toml",
-        &format!(
-            "[[helper]]\nname = \"h\"\ncommand = [\"/bin/echo\", \"hello\"]\n\
-             log = {{ file = {:?} }}\n",
-            log.to_str().unwrap()
-        ),
-    );
+    let cfg = hello(&d, "c", Some(&log));
     let sock = tmp.join("s.sock");
     let (code, err) = run_contained_as(
         DAEMON,
@@ -444,14 +432,7 @@ fn contained_as_nobody_a_file_or_directory_of_another_user_is_refused() {
     ok(as_user(DAEMON, "sh")
         .args(["-c", "umask 0; : > \"$0\""])
         .arg(&planted));
-    let cfg = d.file(
-        "c.toml",
-        &format!(
-            "[[helper]]\nname = \"h\"\ncommand = [\"/bin/echo\", \"hello\"]\n\
-             log = {{ file = {:?} }}\n",
-            planted.to_str().unwrap()
-        ),
-    );
+    let cfg = hello(&d, "c", Some(&planted));
     let (code, err) = run_contained_as(ATTACKER, &["--no-socket".as_ref(), cfg.as_os_str()]);
     assert_eq!(code, Some(1), "{err}");
     assert!(
@@ -467,10 +448,7 @@ fn contained_as_nobody_a_file_or_directory_of_another_user_is_refused() {
     let theirs = d.path("theirs");
     std::fs::create_dir(&theirs).unwrap();
     std::os::unix::fs::chown(&theirs, Some(DAEMON), Some(DAEMON)).unwrap();
-    let own = d.file(
-        "own.toml",
-        "[[helper]]\nname = \"h\"\ncommand = [\"/bin/echo\", \"hello\"]\n",
-    );
+    let own = hello(&d, "own", None);
     let sock = theirs.join("s.sock");
     let (code, err) = run_contained_as(
         ATTACKER,

@@ -6,7 +6,7 @@
 //! (`fuse`); a stream's lines read on a thread (`lines`); a supervisor's events as JSON
 //! (`events`); a `foster run` driven through its socket (`supervised`); a helper with a command
 //! line longer than any terminal (`long_command`); a tmux server to drive the dashboard in
-//! (`tmux`).
+//! (`tmux`); a program run as another uid (`as_user`).
 
 #![allow(dead_code)] // each test binary uses its own part of it
 
@@ -29,6 +29,23 @@ use foster::tree::scan::{ScanOptions, Scanner};
 
 pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
+}
+
+/// `setpriv` as `uid` (and its group), no supplementary groups, running `program`.
+pub fn as_user(uid: u32, program: &str) -> std::process::Command {
+    let mut c = std::process::Command::new("setpriv");
+    c.arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={uid}"))
+        .arg("--clear-groups")
+        .arg("--")
+        .arg(program);
+    c
+}
+
+/// Runs `c` to its end: the test fails unless it succeeds.
+pub fn ok(c: &mut std::process::Command) {
+    let out = c.output().unwrap();
+    assert!(out.status.success(), "{c:?}: {out:?}");
 }
 
 /// `foster-PREFIX-TAG-PID` under the temporary directory, mode 0755 whatever the umask (a test
