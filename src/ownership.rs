@@ -170,9 +170,33 @@ pub fn open_dir(dir: &Path, rule: DirRule, create: bool) -> Result<CheckedDir, D
         }
     };
     let st = fstat(&fd).map_err(|e| DirProblem::Refused(format!("cannot stat {shown}: {e}")))?;
-    let mode = st.st_mode & 0o7777;
     let owner = owner_of(Some(fd.as_fd()), st.st_uid, st.st_dev, st.st_ino);
-    let shown_owner = owner_text(owner, st.st_uid);
+    judge_dir(
+        &shown.to_string(),
+        rule,
+        owner,
+        st.st_uid,
+        st.st_mode & 0o7777,
+    )?;
+    Ok(CheckedDir {
+        fd,
+        dev: st.st_dev,
+        ino: st.st_ino,
+        created,
+    })
+}
+
+/// The verdict of `rule` on the directory `shown`, owned by `owner` (`uid` as seen here),
+/// with mode `mode`.
+fn judge_dir(
+    shown: &str,
+    rule: DirRule,
+    owner: Owner,
+    uid: u32,
+    mode: u32,
+) -> Result<(), DirProblem> {
+    let me = nix::unistd::geteuid().as_raw();
+    let shown_owner = owner_text(owner, uid);
     match rule {
         DirRule::Private if owner != Owner::Me || mode & 0o077 != 0 => {
             return Err(DirProblem::Refused(format!(
@@ -212,12 +236,7 @@ pub fn open_dir(dir: &Path, rule: DirRule, create: bool) -> Result<CheckedDir, D
         }
         _ => {}
     }
-    Ok(CheckedDir {
-        fd,
-        dev: st.st_dev,
-        ino: st.st_ino,
-        created,
-    })
+    Ok(())
 }
 
 /// Whose a file or directory is, as judged in the namespace foster was started in.
