@@ -12,6 +12,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
+use std::os::fd::{FromRawFd, RawFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -174,10 +175,16 @@ impl RotatingFile {
     /// (an outside rotation), the next lines go to a new file at the path. A rotation that
     /// failed is tried again from here on. On failure the old file is kept.
     pub fn reopen(&mut self) -> io::Result<()> {
-        self.check_dir()?;
-        let file = self.open_owned(true)?;
+        let file = match self.inherited() {
+            Some(fd) => self.dup_inherited(fd)?,
+            None => {
+                self.check_dir()?;
+                self.open_owned(true)?
+            }
+        };
         let meta = file.metadata().map_err(|e| self.error("", e))?;
-        self.rotatable = meta.is_file();
+        // A descriptor handed in is never renamed: `/dev/stdout` is not its name.
+        self.rotatable = meta.is_file() && self.inherited().is_none();
         self.size = meta.len();
         self.file = Some(file);
         Ok(())
@@ -309,6 +316,42 @@ impl RotatingFile {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => self.open_owned(false),
             Err(e) => Err(self.error("", e)),
         }
+    }
+
+    /// [`Trust::Stream`] named as one of foster's own descriptors (`/dev/stdout`,
+    /// `/dev/stderr`, `/dev/fd/N`, `/proc/self/fd/N`): that descriptor. It was handed to foster
+    /// by whoever started it, so it is what the user asked for whatever it leads to (a pipe to
+    /// `docker logs`, a terminal, a file): it is duplicated, not opened by a path another user
+    /// could have changed, and never rotated.
+    fn inherited(&self) -> Option<RawFd> {
+        if self.trust != Trust::Stream {
+            return None;
+        }
+        let p = self.path.to_str()?;
+        match p {
+            "/dev/stdout" => Some(1),
+            "/dev/stderr" => Some(2),
+            _ => p
+                .strip_prefix("/dev/fd/")
+                .or_else(|| p.strip_prefix("/proc/self/fd/"))
+                .and_then(|n| n.parse::<RawFd>().ok())
+                .filter(|n| *n >= 0),
+        }
+    }
+
+    /// A descriptor of foster's own ([`RotatingFile::inherited`]), duplicated (close-on-exec).
+    fn dup_inherited(&self, fd: RawFd) -> io::Result<File> {
+        // SAFETY: F_DUPFD_CLOEXEC makes a new descriptor (or fails, EBADF when `fd` is not
+        // open); the new one is owned by the File alone.
+        let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+        if new < 0 {
+            return Err(self.error(
+                &format!("descriptor {fd}"),
+                io::Error::last_os_error(),
+            ));
+        }
+        // SAFETY: `new` was just made and is owned by nothing else.
+        Ok(unsafe { File::from_raw_fd(new) })
     }
 
     /// The directory must be one no other user can write to ([`DirRule::Given`]).

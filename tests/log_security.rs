@@ -461,3 +461,38 @@ fn contained_as_nobody_a_file_or_directory_of_another_user_is_refused() {
     );
     assert!(!sock.exists(), "bound in uid 1's directory");
 }
+
+/// `--events-log /dev/stdout` (or `/proc/self/fd/1`) is foster's own standard output, handed in
+/// by its caller: written to as it is (here a pipe), not refused as a symbolic link, contained
+/// or not.
+#[test]
+fn the_events_log_may_be_fosters_own_standard_output() {
+    let d = Dir::new("foster-evstdout", "e");
+    let cfg = hello(&d, "c", None);
+    for (path, contain) in [
+        ("/dev/stdout", "--no-contain"),
+        ("/proc/self/fd/1", "--no-contain"),
+        ("/dev/stdout", "--contain"),
+    ] {
+        let mut c = Command::new(FOSTER);
+        c.args(["run", "--no-socket", contain, "--events-log", path])
+            .arg(&cfg);
+        let o = output_within(c);
+        let err = String::from_utf8_lossy(&o.stderr);
+        if contain == "--contain" && err.contains("cannot create a PID namespace") {
+            println!("skipped the contained case: {err}");
+            continue;
+        }
+        assert_eq!(o.status.code(), Some(0), "{path} {contain}: {err}");
+        let out = String::from_utf8_lossy(&o.stdout);
+        let events: Vec<serde_json::Value> = out
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+            .collect();
+        assert!(
+            events.iter().any(|e| e["event"] == "exit"),
+            "{path} {contain}: no exit event on standard output: {out:?}\n{err}"
+        );
+    }
+}
