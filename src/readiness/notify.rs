@@ -27,7 +27,12 @@
 //! **What is read.** One datagram at most [`MAX_DATAGRAM`] bytes (a longer one is refused
 //! whole, as systemd refuses it); descriptors it carries (`BARRIER=1`'s, `FDSTORE=1`'s) are
 //! taken and closed once the datagram was handled, which is what `systemd-notify`'s barrier
-//! waits for. The text is `KEY=VALUE` lines; [`Message::parse`] keeps the keys foster acts on
+//! waits for. Every descriptor the kernel installs with a datagram is closed, whatever is made
+//! of it (refused, too long, from outside the tree): the control messages are read by a walker
+//! of foster's own ([`NotifySocket::recv`]), which also reads a buffer the kernel cut short.
+//! The buffer has room for the most a datagram brings (credentials, pidfd, [`SCM_MAX_FD`]
+//! descriptors), so a cut-short one (`MSG_CTRUNC`: the kernel could not install them all) is
+//! refused. The text is `KEY=VALUE` lines; [`Message::parse`] keeps the keys foster acts on
 //! and counts the others, which are ignored.
 
 use std::io;
@@ -36,8 +41,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use nix::sys::socket::{
-    AddressFamily, ControlMessageOwned, MsgFlags, SockFlag, SockType, UnixAddr, bind, recvmsg,
-    setsockopt, socket, sockopt,
+    AddressFamily, MsgFlags, SockFlag, SockType, UnixAddr, bind, setsockopt, socket, sockopt,
 };
 
 /// `NOTIFY_SOCKET`, as systemd sets it.
@@ -46,9 +50,6 @@ pub const ENV_NOTIFY_SOCKET: &str = "NOTIFY_SOCKET";
 /// The longest datagram foster takes, in bytes (as systemd: a notification is a few short
 /// lines). A longer one is refused whole.
 pub const MAX_DATAGRAM: usize = 4096;
-
-/// Descriptors one datagram may carry; more are closed by the kernel.
-const MAX_FDS: usize = 16;
 
 /// Where the kernel's limit on a datagram socket's queue is read (`net.unix.max_dgram_qlen`).
 const QLEN_SYSCTL: &str = "/proc/sys/net/unix/max_dgram_qlen";
@@ -92,6 +93,9 @@ pub struct Datagram {
     pub bytes: Vec<u8>,
     /// The datagram was longer than [`MAX_DATAGRAM`]: refused.
     pub too_long: bool,
+    /// Its control messages did not fit the room foster gives them (`MSG_CTRUNC`): the kernel
+    /// kept back some of what came with it. Refused (what did come is closed all the same).
+    pub control_cut: bool,
     /// The descriptors it carried, closed when this is dropped.
     pub fds: Vec<OwnedFd>,
 }
@@ -219,62 +223,124 @@ impl NotifySocket {
         self.queue
     }
 
-    /// The next datagram, or `WouldBlock` when none is waiting.
+    /// The next datagram, or `WouldBlock` when none is waiting. Every descriptor the kernel
+    /// installed for it is in [`Datagram::fds`] (or is its [`Datagram::pidfd`]), closed when
+    /// the datagram is dropped, whatever is made of it.
     pub fn recv(&self) -> io::Result<Datagram> {
         let mut buf = vec![0u8; MAX_DATAGRAM];
-        let mut iov = [io::IoSliceMut::new(&mut buf)];
-        let mut space = nix::cmsg_space!(libc::ucred, RawFd, [RawFd; MAX_FDS]);
-        let msg = recvmsg::<()>(
-            self.fd.as_raw_fd(),
-            &mut iov,
-            Some(&mut space),
-            MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_CMSG_CLOEXEC,
-        )
-        .map_err(io::Error::from)?;
-        let (mut pid, mut uid) = (0, u32::MAX);
-        let (mut pidfd, mut sender_reaped) = (None, false);
-        let mut fds = Vec::new();
-        if let Ok(cmsgs) = msg.cmsgs() {
-            for c in cmsgs {
-                match c {
-                    ControlMessageOwned::ScmCredentials(cred) => {
-                        pid = cred.pid();
-                        uid = cred.uid();
-                    }
-                    ControlMessageOwned::ScmRights(list) => {
-                        // SAFETY: the kernel gave these descriptors to this process.
-                        fds.extend(list.into_iter().map(|f| unsafe { OwnedFd::from_raw_fd(f) }));
-                    }
-                    ControlMessageOwned::Unknown(u)
-                        if u.cmsg_header.cmsg_level == libc::SOL_SOCKET
-                            && u.cmsg_header.cmsg_type == SCM_PIDFD =>
-                    {
-                        let Some(b) = u.data_bytes.get(..4) else {
-                            continue;
-                        };
-                        match libc::c_int::from_ne_bytes(b.try_into().expect("4 bytes")) {
-                            // SAFETY: a descriptor the kernel installed for this process.
-                            fd if fd >= 0 => pidfd = Some(unsafe { OwnedFd::from_raw_fd(fd) }),
-                            // No pidfd could be made: the kernel says why, as -errno.
-                            e => sender_reaped = e == -libc::ESRCH,
-                        }
-                    }
-                    _ => {}
+        // u64 words: a control buffer aligned for `cmsghdr`.
+        let mut control = vec![0u64; control_space().div_ceil(8)];
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        // SAFETY: an all-zero msghdr is a valid one (no address, no buffers).
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = control.len() * 8;
+        let flags = libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC;
+        // SAFETY: `msg` points to `iov` (to `buf`) and to `control`, all alive and of the
+        // lengths given, for the length of the call.
+        let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, flags) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut d = Datagram {
+            pid: 0,
+            pidfd: None,
+            sender_reaped: false,
+            uid: u32::MAX,
+            bytes: Vec::new(),
+            too_long: msg.msg_flags & libc::MSG_TRUNC != 0,
+            control_cut: msg.msg_flags & libc::MSG_CTRUNC != 0,
+            fds: Vec::new(),
+        };
+        // SAFETY: `msg` is as recvmsg left it: its control buffer (`control`, still alive)
+        // holds `msg_controllen` bytes of control messages the kernel wrote.
+        unsafe { take_control(&msg, &mut d) };
+        buf.truncate(n as usize);
+        d.bytes = buf;
+        Ok(d)
+    }
+}
+
+/// `SCM_MAX_FD` (`include/net/scm.h`): the most descriptors one message can pass; a sender
+/// that tries more is refused by the kernel (`EINVAL`).
+pub const SCM_MAX_FD: usize = 253;
+
+/// Room for every control message a datagram can bring: its sender's credentials, its pidfd,
+/// and [`SCM_MAX_FD`] descriptors (the kernel gives them all in one message), so that none is
+/// cut short (`MSG_CTRUNC`) unless the kernel adds one foster did not ask for.
+fn control_space() -> usize {
+    let int = std::mem::size_of::<libc::c_int>();
+    let space = |len: usize| {
+        // SAFETY: CMSG_SPACE is arithmetic on its argument.
+        unsafe { libc::CMSG_SPACE(len as libc::c_uint) as usize }
+    };
+    space(std::mem::size_of::<libc::ucred>()) + space(int) + space(SCM_MAX_FD * int)
+}
+
+/// Takes what the control messages of a received `msg` carry into `d`: the sender's
+/// credentials (`SCM_CREDENTIALS`), its pidfd (`SCM_PIDFD`), and every descriptor
+/// (`SCM_RIGHTS`), owned from here on so that each is closed, whatever becomes of the datagram.
+///
+/// A walker of its own rather than nix's, which refuses to read a buffer the kernel cut short
+/// (`MSG_CTRUNC`): then the descriptors that did fit were installed all the same, and would
+/// never be closed. What the kernel writes when it runs out of room is a message whose length
+/// covers only what it wrote: for `SCM_RIGHTS`, the descriptors it installed (the others it
+/// closed itself); an `SCM_PIDFD` is written whole or not at all. A message's data is read
+/// only within both its length and the buffer.
+///
+/// # Safety
+///
+/// `msg` is as `recvmsg` left it: `msg_control` points to a live buffer, aligned for
+/// `cmsghdr`, of which the first `msg_controllen` bytes are control messages the kernel wrote.
+unsafe fn take_control(msg: &libc::msghdr, d: &mut Datagram) {
+    let end = msg.msg_control as usize + msg.msg_controllen;
+    // SAFETY: as the caller promises; CMSG_FIRSTHDR and CMSG_NXTHDR stay within
+    // `msg_controllen` and give null at its end.
+    let mut c = unsafe { libc::CMSG_FIRSTHDR(msg) };
+    while !c.is_null() {
+        // SAFETY: a header CMSG_FIRSTHDR / CMSG_NXTHDR found within the buffer, aligned.
+        let h = unsafe { std::ptr::read(c) };
+        // SAFETY: CMSG_DATA is arithmetic on a valid header pointer.
+        let data = unsafe { libc::CMSG_DATA(c) };
+        let len = (h.cmsg_len as usize)
+            .saturating_sub(data as usize - c as usize)
+            .min(end.saturating_sub(data as usize));
+        let int = std::mem::size_of::<libc::c_int>();
+        // SAFETY: the `k`th int of the data, within `len`, read unaligned.
+        let int_at =
+            |k: usize| unsafe { std::ptr::read_unaligned::<libc::c_int>(data.add(k * int).cast()) };
+        match (h.cmsg_level, h.cmsg_type) {
+            (libc::SOL_SOCKET, libc::SCM_RIGHTS) => {
+                for k in 0..len / int {
+                    let fd = int_at(k);
+                    // SAFETY: a descriptor the kernel installed for this process, owned by
+                    // nothing else.
+                    d.fds.push(unsafe { OwnedFd::from_raw_fd(fd) });
                 }
             }
+            (libc::SOL_SOCKET, libc::SCM_CREDENTIALS)
+                if len >= std::mem::size_of::<libc::ucred>() =>
+            {
+                // SAFETY: a whole ucred within `len`, read unaligned.
+                let cred: libc::ucred = unsafe { std::ptr::read_unaligned(data.cast()) };
+                (d.pid, d.uid) = (cred.pid, cred.uid);
+            }
+            (libc::SOL_SOCKET, SCM_PIDFD) if len >= int => match int_at(0) {
+                // SAFETY: a descriptor the kernel installed for this process (it installs
+                // the pidfd only once its message is written whole).
+                fd if fd >= 0 => d.pidfd = Some(unsafe { OwnedFd::from_raw_fd(fd) }),
+                // No pidfd could be made: the kernel says why, as -errno.
+                e => d.sender_reaped = e == -libc::ESRCH,
+            },
+            _ => {}
         }
-        let too_long = msg.flags.contains(MsgFlags::MSG_TRUNC);
-        let n = msg.bytes;
-        buf.truncate(n);
-        Ok(Datagram {
-            pid,
-            pidfd,
-            sender_reaped,
-            uid,
-            bytes: buf,
-            too_long,
-            fds,
-        })
+        // SAFETY: as above.
+        c = unsafe { libc::CMSG_NXTHDR(msg, c) };
     }
 }
 

@@ -80,7 +80,7 @@ pub(super) struct ChecksIo {
     pub(super) notify: Option<NotifySocket>,
     /// For helpers running as another user: an abstract socket.
     pub(super) notify_other: Option<NotifySocket>,
-    /// Datagrams refused (from outside the helpers' trees, too long, to a helper without
+    /// Datagrams refused (from outside the helpers' trees, too long, cut short, to a helper without
     /// the protocol).
     pub(super) refused: u64,
     tx: mpsc::UnboundedSender<Report>,
@@ -998,6 +998,13 @@ impl Supervisor {
                     "longer than {} bytes",
                     crate::readiness::notify::MAX_DATAGRAM
                 ),
+            );
+        }
+        if d.control_cut {
+            return self.refuse(
+                &d,
+                "its control messages were cut short (MSG_CTRUNC): more came with it than a \
+                 notification carries",
             );
         }
         let i = match self.sender_helper(&d) {
