@@ -2,8 +2,8 @@
 //! one: the checks of the directory (a private directory of foster's user, or one no other user
 //! can write to) and the descriptions of what is found (type, owner, mode) for the errors.
 //!
-//! Owns [`open_dir`] and its [`DirRule`]s, used for the control socket's directory
-//! (`crate::control::server`), for the helpers' log files and the events log
+//! Owns [`open_dir`] and its [`DirRule`]s, used for the control socket's directory and the
+//! runtime root it is in, where the notify sockets go too (`crate::control::server`), for the helpers' log files and the events log
 //! (`crate::logfile`) and for the dashboard's settings (`crate::top::columns`). The check is
 //! made on the directory once open (`fstat`), so that what is checked is what is used.
 //!
@@ -29,7 +29,8 @@ pub enum DirRule {
     /// socket inside it: a real directory (not
     /// a symbolic link), owned by foster's effective uid, no access for group or others. Made
     /// (mode 0700) when missing and its parent exists; kept on exit (other supervisors of the
-    /// user share it, as tmux's `/tmp/tmux-UID`).
+    /// user share it, as tmux's `/tmp/tmux-UID`). Its parent, the runtime root, is checked
+    /// too: foster's user's or root's, not writable by others unless sticky.
     Private,
     /// A directory given by the user (a `--socket PATH` elsewhere, a helper's log file):
     /// owned by foster's effective uid or root, and not writable by group or others unless
@@ -113,6 +114,70 @@ pub fn describe_entry(path: &Path) -> String {
     }
 }
 
+/// The verdict on the runtime root judged before `foster run` entered a user namespace of its
+/// own, where an owner its map leaves out (root among them) reads as the overflow uid: the
+/// root's device and inode, and why it is refused, if it is.
+static RUNTIME_ROOT: std::sync::OnceLock<(u64, u64, Option<String>)> = std::sync::OnceLock::new();
+
+/// The runtime root foster's private directory `dir` is made in (its parent: `XDG_RUNTIME_DIR`,
+/// `/run`, the temporary directory).
+fn runtime_root(dir: &Path) -> Option<&Path> {
+    dir.parent().filter(|p| !p.as_os_str().is_empty())
+}
+
+/// Judges the runtime root of the private directory `dir` now, and keeps the verdict for the
+/// checks made later of that same directory ([`check_runtime_root`]): `foster run` calls it
+/// before it enters its namespaces.
+pub fn judge_runtime_root(dir: &Path) {
+    let Some(root) = runtime_root(dir) else {
+        return;
+    };
+    let verdict = match judge_runtime_root_now(root) {
+        Ok(Some(d)) => Some((d.dev, d.ino, None)),
+        Ok(None) => None,
+        Err(why) => std::fs::metadata(root)
+            .ok()
+            .map(|m| (m.dev(), m.ino(), Some(why))),
+    };
+    if let Some(v) = verdict {
+        let _ = RUNTIME_ROOT.set(v);
+    }
+}
+
+/// Checks the runtime root of foster's private directory `dir`. Whoever owns it, or may write
+/// to it without the sticky bit, could rename foster's directory away and put one of their own
+/// in its place, with sockets of theirs under foster's names: it must belong to foster's user
+/// or root, and not be writable by group or others unless sticky ([`DirRule::Given`]'s rule).
+/// One that does not exist is left to the making of `dir` to report. The verdict of
+/// [`judge_runtime_root`] stands for the same directory (device and inode).
+fn check_runtime_root(dir: &Path) -> Result<(), DirProblem> {
+    let Some(root) = runtime_root(dir) else {
+        return Ok(());
+    };
+    if let (Some((dev, ino, verdict)), Ok(m)) = (RUNTIME_ROOT.get(), std::fs::metadata(root))
+        && (m.dev(), m.ino()) == (*dev, *ino)
+    {
+        return verdict
+            .clone()
+            .map_or(Ok(()), |m| Err(DirProblem::Refused(m)));
+    }
+    judge_runtime_root_now(root)
+        .map(drop)
+        .map_err(DirProblem::Refused)
+}
+
+/// The runtime root `root`, open and checked (`None`: it does not exist), or why it is refused.
+fn judge_runtime_root_now(root: &Path) -> Result<Option<CheckedDir>, String> {
+    match open_dir(root, DirRule::Given("foster's runtime directory"), false) {
+        Ok(d) => Ok(Some(d)),
+        Err(DirProblem::Missing) => Ok(None),
+        Err(DirProblem::Refused(m)) => Err(format!(
+            "{m} (is XDG_RUNTIME_DIR another user's? unset it, or set it to a directory of \
+             yours)"
+        )),
+    }
+}
+
 /// Opens the directory `dir` and checks it against `rule`; makes it (only it, mode 0700) when
 /// missing and `create`, provided its parent exists. The check is on the open directory
 /// (`fstat`), which is then used to verify the bound socket, so a directory swapped after the
@@ -122,6 +187,9 @@ pub fn open_dir(dir: &Path, rule: DirRule, create: bool) -> Result<CheckedDir, D
     use nix::sys::stat::{Mode, fstat};
     let me = nix::unistd::geteuid().as_raw();
     let shown = dir.display();
+    if rule == DirRule::Private {
+        check_runtime_root(dir)?;
+    }
     let mut flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
     if matches!(rule, DirRule::Private | DirRule::Own(_)) {
         flags |= OFlag::O_NOFOLLOW;

@@ -122,6 +122,8 @@ pub fn run(config: Config, options: Options) -> io::Result<i32> {
         .iter()
         .find(|h| h.user.is_some() || h.group.is_some())
         .map(|h| h.name());
+    // Judged as foster's user sees it, before a user namespace could make owners unknown.
+    crate::ownership::judge_runtime_root(&crate::control::server::default_dir());
     if options.contain != Contain::Off {
         judge_dirs(&config, &options)?;
     }

@@ -500,6 +500,76 @@ fn a_socket_directory_others_can_write_to_is_refused() {
     assert!(out.status.success(), "{out:?}");
 }
 
+// ---- A runtime root of another user ----
+
+/// Root started with another user's environment (`sudo -E`): `XDG_RUNTIME_DIR` is that user's
+/// (here the attacker's), who could rename foster's directory in it away and make their own
+/// in its place, with sockets under the names foster gave its helpers (the notify sockets'
+/// names are in `/proc/net/unix` for all to read). foster refuses it, naming its owner and
+/// mode, whether the control socket goes there or not: nothing is made in it. The same for a
+/// runtime root that others may write to without the sticky bit; a sticky one, as `/tmp`, is
+/// fine.
+#[test]
+fn a_runtime_root_of_another_user_is_refused() {
+    if !is_root() {
+        eprintln!("skipped: needs root to run foster with uid {ATTACKER}'s runtime directory");
+        return;
+    }
+    let d = Dir::new("sec", "xdg-other");
+    // A notify helper that says READY=1 and ends: a foster that starts ends by itself too.
+    let cfg = d.file(
+        "svc.toml",
+        &format!(
+            "[[helper]]\nname = \"n\"\ncommand = [\"{FOSTER}\", \"notify\", \"--ready\"]\n\
+             ready = {{ notify = true }}\n"
+        ),
+    );
+    let theirs = d.path("run-user-65534");
+    std::fs::create_dir(&theirs).unwrap();
+    std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(ATTACKER), Some(ATTACKER)).unwrap();
+    let open = d.path("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let foster = |xdg: &Path, args: &[&str]| {
+        let mut c = Command::new(FOSTER);
+        c.env("XDG_RUNTIME_DIR", xdg)
+            .env_remove("FOSTER_SOCKET")
+            .args(args)
+            .stdin(Stdio::null());
+        output_within(c)
+    };
+    let cfg = cfg.to_str().unwrap();
+    let other_socket = d.path("ctl.sock");
+    let other_socket = other_socket.to_str().unwrap();
+    let runs: [&[&str]; 4] = [
+        &["run", cfg],
+        &["run", "--no-socket", cfg],
+        &["run", "--socket", other_socket, cfg],
+        &["ctl", "status"],
+    ];
+    for (xdg, words) in [
+        (&theirs, ["uid 65534", "mode 0700"]),
+        (&open, ["uid 0", "mode 0777"]),
+    ] {
+        for args in runs {
+            let out = foster(xdg, args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{args:?} in {xdg:?}: {out:?}");
+            assert!(err.contains(&xdg.display().to_string()), "{args:?}: {err}");
+            for w in words {
+                assert!(err.contains(w), "{args:?}: {w:?} missing from {err}");
+            }
+            let made: Vec<_> = std::fs::read_dir(xdg).unwrap().collect();
+            assert!(made.is_empty(), "{args:?}: made in {xdg:?}: {made:?}");
+        }
+    }
+    // Sticky, as /tmp: nobody else can rename foster's directory away.
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let out = foster(&open, &["run", cfg]);
+    assert!(out.status.success(), "{out:?}");
+}
+
 // ---- Whatever a server sends is escaped ----
 
 /// A server of this test's own (same uid: it passes the credential check), answering each
