@@ -20,6 +20,7 @@ mod system;
 
 pub use collect::MAX_MISTAKES;
 pub use depends::DependsOn;
+pub(crate) use system::helper_reaches;
 
 use std::collections::BTreeMap;
 use std::fs::Metadata;

@@ -2,8 +2,9 @@
 //! one: the checks of the directory (a private directory of foster's user, or one no other user
 //! can write to) and the descriptions of what is found (type, owner, mode) for the errors.
 //!
-//! Owns [`open_dir`] and its [`DirRule`]s, used for the control socket's directory and the
-//! runtime root it is in, where the notify sockets go too (`crate::control::server`), for the helpers' log files and the events log
+//! Owns [`open_dir`] and its [`DirRule`]s, used for the control socket's directory, the notify
+//! sockets' directory for helpers of other users next to it, and the runtime root they are in
+//! (`crate::control::server`), for the helpers' log files and the events log
 //! (`crate::logfile`) and for the dashboard's settings (`crate::top::columns`). The check is
 //! made on the directory once open (`fstat`), so that what is checked is what is used.
 //!
@@ -32,6 +33,13 @@ pub enum DirRule {
     /// user share it, as tmux's `/tmp/tmux-UID`). Its parent, the runtime root, is checked
     /// too: foster's user's or root's, not writable by others unless sticky.
     Private,
+    /// The directory of the notify sockets of helpers that run as other users
+    /// ([`crate::control::server::make_reachable_dir`]), next to the private one: a real
+    /// directory (not a symbolic link), owned by foster's effective uid, that group and others
+    /// may enter but neither list nor write (mode 0711); made so when missing (and a mode
+    /// 0700 of foster's opened to 0711). Its parent, the runtime root, is checked as
+    /// [`DirRule::Private`]'s. Kept on exit, as the private one.
+    Reachable,
     /// A directory given by the user (a `--socket PATH` elsewhere, a helper's log file):
     /// owned by foster's effective uid or root, and not writable by group or others unless
     /// sticky (as `/tmp`), so that no other user can replace the file (named, `the socket`,
@@ -187,11 +195,14 @@ pub fn open_dir(dir: &Path, rule: DirRule, create: bool) -> Result<CheckedDir, D
     use nix::sys::stat::{Mode, fstat};
     let me = nix::unistd::geteuid().as_raw();
     let shown = dir.display();
-    if rule == DirRule::Private {
+    if matches!(rule, DirRule::Private | DirRule::Reachable) {
         check_runtime_root(dir)?;
     }
     let mut flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-    if matches!(rule, DirRule::Private | DirRule::Own(_)) {
+    if matches!(
+        rule,
+        DirRule::Private | DirRule::Reachable | DirRule::Own(_)
+    ) {
         flags |= OFlag::O_NOFOLLOW;
     }
     let mut created = false;
@@ -246,6 +257,11 @@ pub fn open_dir(dir: &Path, rule: DirRule, create: bool) -> Result<CheckedDir, D
         st.st_uid,
         st.st_mode & 0o7777,
     )?;
+    if rule == DirRule::Reachable && st.st_mode & 0o7777 != 0o711 {
+        // Foster's own, closed to others: opened to entering (only).
+        nix::sys::stat::fchmod(&fd, Mode::from_bits_truncate(0o711))
+            .map_err(|e| DirProblem::Refused(format!("cannot chmod 711 {shown}: {e}")))?;
+    }
     Ok(CheckedDir {
         fd,
         dev: st.st_dev,
@@ -277,6 +293,15 @@ fn judge_dir(
                 } else {
                     "remove it"
                 }
+            )));
+        }
+        DirRule::Reachable if owner != Owner::Me || mode & 0o066 != 0 => {
+            return Err(DirProblem::Refused(format!(
+                "{shown} is a directory owned by {shown_owner}, mode {mode:04o}: the directory \
+                 of the notify sockets of helpers that run as other users must be yours ({}), \
+                 and nobody else may list or write it (mode 0711), or another user could \
+                 replace a socket in it; not using it (remove it)",
+                uid_text(me)
             )));
         }
         DirRule::Own(what) if owner != Owner::Me || mode & 0o022 != 0 => {

@@ -511,7 +511,7 @@ impl Supervisor {
             output: Some(output),
             config_path: None,
             reload_signal: None,
-            checks_io: checks::ChecksIo::new(None, None),
+            checks_io: checks::ChecksIo::new(),
         })
     }
 
@@ -574,7 +574,8 @@ impl Supervisor {
             unsafe { AsyncFd::register(Fd(self.watch.raw_fd())) }.map_err(io::Error::from)?;
         // The notify sockets bound so far; one bound later (for a helper a reload added) is
         // registered at the next turn of the loop.
-        let (mut notify, mut notify_other) = (None, None);
+        let mut notify: Vec<AsyncFd<Fd>> = Vec::new();
+        let mut turn = 0usize;
         let lines = self.output.as_ref().map(|c| c.output().clone());
         let mut server = self.control.serve(lines)?;
         let (mut asked, metrics_task) = self.control.serve_metrics()?;
@@ -618,18 +619,12 @@ impl Supervisor {
             }
             self.flush_narration();
             // The notify sockets bound since the last turn (a launch binds the one it needs).
-            // SAFETY: the notify sockets, owned by `self` too, never closed before `self` is
-            // dropped.
-            if notify.is_none()
-                && let Some(s) = &self.checks_io.notify
-            {
-                notify = Some(unsafe { AsyncFd::register(Fd(s.raw_fd())) }?);
+            for (_, s) in &self.checks_io.notify[notify.len()..] {
+                // SAFETY: the notify sockets, owned by `self` too, never closed before `self`
+                // is dropped.
+                notify.push(unsafe { AsyncFd::register(Fd(s.raw_fd())) }?);
             }
-            if notify_other.is_none()
-                && let Some(s) = &self.checks_io.notify_other
-            {
-                notify_other = Some(unsafe { AsyncFd::register(Fd(s.raw_fd())) }?);
-            }
+            turn = turn.wrapping_add(1);
             let next = self.timers.first_key_value().map(|(k, _)| k.0);
             tokio::select! {
                 g = chld.readable() => {
@@ -664,15 +659,9 @@ impl Supervisor {
                     self.fire_timers();
                 }
                 r = output_report(&mut self.output) => self.on_output_report(r),
-                g = readable(&notify) => {
-                    let mut g = g?;
-                    if !self.on_notify_readable(false) {
-                        g.clear_ready();
-                    }
-                }
-                g = readable(&notify_other) => {
-                    let mut g = g?;
-                    if !self.on_notify_readable(true) {
+                g = any_readable(&notify, turn) => {
+                    let (k, mut g) = g?;
+                    if !self.on_notify_readable(k) {
                         g.clear_ready();
                     }
                 }
@@ -1240,14 +1229,22 @@ pub fn has_children() -> bool {
     r == 0
 }
 
-/// Readiness of an optional descriptor (pending forever without one).
-async fn readable(
-    fd: &Option<AsyncFd<Fd>>,
-) -> io::Result<tokio::io::unix::AsyncFdReadyGuard<'_, Fd>> {
-    match fd {
-        Some(fd) => fd.readable().await,
-        None => std::future::pending().await,
-    }
+/// The first of `fds` that is readable, with its index, looked at from the `turn`th on (so
+/// that a socket kept busy does not starve the others); pending forever when there are none.
+async fn any_readable(
+    fds: &[AsyncFd<Fd>],
+    turn: usize,
+) -> io::Result<(usize, tokio::io::unix::AsyncFdReadyGuard<'_, Fd>)> {
+    std::future::poll_fn(|cx| {
+        for j in 0..fds.len() {
+            let k = (turn + j) % fds.len();
+            if let std::task::Poll::Ready(r) = fds[k].poll_read_ready(cx) {
+                return std::task::Poll::Ready(r.map(|g| (k, g)));
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
 }
 
 /// The next report of the output's reading thread (pending forever without one).

@@ -1,6 +1,7 @@
-//! The control socket against local attackers, end to end on real processes and real uids:
-//! a squatted runtime directory, a listener of another user in place of the supervisor, a
-//! server that sends terminal escapes. The other users are made with `setpriv` (as root; the
+//! The control socket and the notify endpoints against local attackers, end to end on real
+//! processes and real uids: a squatted runtime directory, a runtime root of another user, a
+//! listener of another user in place of the supervisor, a server that sends terminal escapes,
+//! a flood of notify datagrams carrying descriptors from outside a helper's tree. The other users are made with `setpriv` (as root; the
 //! tests that need it skip with a reason otherwise). Every test works in a directory of its
 //! own, given as `TMPDIR` (and `XDG_RUNTIME_DIR` removed), so the machine's own
 //! `/tmp/foster-UID` and `/run/foster` are never touched.
@@ -498,6 +499,224 @@ fn a_socket_directory_others_can_write_to_is_refused() {
         c
     });
     assert!(out.status.success(), "{out:?}");
+}
+
+// ---- The notify endpoints ----
+
+/// The hostile sender: run only by [`a_notify_endpoint_is_for_its_helpers_user_alone`], as
+/// another uid, outside foster's tree. Sends `FOSTER_ATTACK_COUNT` datagrams `READY=1` to the
+/// socket `FOSTER_ATTACK` names (a path, or `@name`), each with 17, 64 or 253 descriptors
+/// (copies of `/dev/null`), then `BARRIER=1` and waits until foster has closed its descriptor
+/// (so it has handled everything before it); says `sent N`, or `denied: ERROR` when the socket
+/// cannot be reached.
+#[test]
+#[ignore = "the hostile sender of the notify test: it runs it as other uids"]
+fn notify_attacker() {
+    use nix::sys::socket::{
+        AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType, UnixAddr, sendmsg, socket,
+    };
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let Some(to) = std::env::var_os("FOSTER_ATTACK") else {
+        return;
+    };
+    let n: usize = std::env::var("FOSTER_ATTACK_COUNT")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let addr = match to.as_bytes().strip_prefix(b"@") {
+        Some(name) => UnixAddr::new_abstract(name),
+        None => UnixAddr::new(Path::new(&to)),
+    }
+    .unwrap();
+    let out = socket(
+        AddressFamily::Unix,
+        SockType::Datagram,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    let null = std::fs::File::open("/dev/null").unwrap();
+    let fds = vec![null.as_raw_fd(); 253];
+    for i in 0..n {
+        let rights = [ControlMessage::ScmRights(&fds[..[17, 64, 253][i % 3]])];
+        let iov = [std::io::IoSlice::new(b"READY=1\nSTATUS=pwned")];
+        if let Err(e) = sendmsg(
+            out.as_raw_fd(),
+            &iov,
+            &rights,
+            MsgFlags::empty(),
+            Some(&addr),
+        ) {
+            println!("denied: {}", std::io::Error::from(e));
+            return;
+        }
+    }
+    foster::readiness::notify::barrier(Some(&to), LIMIT).unwrap();
+    println!("sent {n}");
+}
+
+/// [`notify_attacker`] as `uid`, sending `count` datagrams to `socket`: what it said.
+fn attack(uid: u32, socket: &str, count: usize) -> String {
+    let mut c = as_user(uid, std::env::current_exe().unwrap().to_str().unwrap());
+    c.args(["--ignored", "--exact", "notify_attacker", "--nocapture"])
+        .env("FOSTER_ATTACK", socket)
+        .env("FOSTER_ATTACK_COUNT", count.to_string())
+        .stdin(Stdio::null());
+    let out = output_within(c);
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `NOTIFY_SOCKET` in the environment of `pid`, once it has one (its exec is done: polled,
+/// no event says so).
+fn notify_socket_of(pid: i64) -> String {
+    let t = Instant::now();
+    loop {
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+        if let Some(v) = environ
+            .split(|&b| b == 0)
+            .find_map(|v| v.strip_prefix(b"NOTIFY_SOCKET="))
+        {
+            return String::from_utf8(v.to_vec()).unwrap();
+        }
+        assert!(
+            t.elapsed() < LIMIT,
+            "no NOTIFY_SOCKET in the environment of {pid}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The descriptors `pid` holds.
+fn fd_count(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+/// The notify endpoint of a helper that runs as another user (`user = "nobody"`, foster being
+/// root) is a socket file of that user's, mode 0600, in a directory of root's, mode 0711. From
+/// outside the helper's tree, that same uid sends 10,000 datagrams `READY=1` carrying 17 to 253
+/// descriptors each: all refused and counted, the helper still starting, and foster holds as
+/// many descriptors after as before. Another uid cannot even send to it. The helper itself can:
+/// its own `foster notify --ready` makes it ready.
+#[test]
+fn a_notify_endpoint_is_for_its_helpers_user_alone() {
+    use std::io::Write as _;
+    use std::os::unix::fs::FileTypeExt;
+    if !is_root() {
+        eprintln!("skipped: needs root to run a helper and senders as uids {ATTACKER}, {VICTIM}");
+        return;
+    }
+    const FLOOD: u64 = 10_000;
+    let d = Dir::new("sec", "notify");
+    let hold = d.fifo("hold");
+    std::os::unix::fs::chown(&hold, Some(ATTACKER), None).unwrap();
+    // Held open for writing from here on: the helper's read waits for the line, not a writer.
+    let mut release = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&hold)
+        .unwrap();
+    let cfg = format!(
+        "[[helper]]\nname = \"web\"\nuser = \"nobody\"\ncwd = \"/\"\n\
+         command = [\"sh\", \"-c\", \"read x < {}; {FOSTER} notify --ready && exec sleep 1000\"]\n\
+         ready = {{ notify = true, timeout = \"120s\" }}\n",
+        hold.display()
+    );
+    let mut run = common::supervised::Run::start_uncontained(&d, &cfg);
+    let k = run.launch("web", 1);
+    let pid = run.seen[k]["identity"]["pid"].as_i64().unwrap();
+    let socket = notify_socket_of(pid);
+    // Counted while no client of the control socket is connected but the event stream's.
+    let foster = run.child.id();
+    let before = fd_count(foster);
+
+    let said = attack(ATTACKER, &socket, FLOOD as usize);
+    assert!(said.contains(&format!("sent {FLOOD}")), "{said}");
+    // Every datagram was handled (the barrier): what foster holds now is what they left it.
+    // Polled only for a moment's work of foster's own (a read of /proc) to end.
+    let t = Instant::now();
+    while fd_count(foster) != before && t.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let after = fd_count(foster);
+    eprintln!("foster's descriptors: {before} before {FLOOD} hostile datagrams, {after} after");
+    assert_eq!(after, before, "descriptors left open by {FLOOD} datagrams");
+    let s = run.status();
+    assert_eq!(
+        s["supervisor"]["notify_refused"],
+        FLOOD + 1,
+        "and the barrier"
+    );
+    assert_eq!(s["helpers"][0]["state"], "starting", "{s:#}");
+
+    // A path, the helper's user's alone, in a directory others may enter but not list.
+    assert!(!socket.starts_with('@'), "an abstract socket: {socket}");
+    let m = std::fs::symlink_metadata(&socket).unwrap();
+    assert!(m.file_type().is_socket(), "{socket}");
+    assert_eq!((m.uid(), m.mode() & 0o7777), (ATTACKER, 0o600), "{socket}");
+    let dir = Path::new(&socket).parent().unwrap();
+    let m = std::fs::symlink_metadata(dir).unwrap();
+    assert_eq!(
+        (m.uid(), m.mode() & 0o7777),
+        (0, 0o711),
+        "{}",
+        dir.display()
+    );
+    let said = attack(VICTIM, &socket, 1);
+    assert!(said.contains("denied: Permission denied"), "{said}");
+
+    // The helper's own READY=1 gets through.
+    release.write_all(b"go\n").unwrap();
+    run.wait_for("web ready", |e| {
+        e["event"] == "state" && e["state"] == "ready"
+    });
+    assert_eq!(run.terminate(), 0);
+    assert!(
+        !Path::new(&socket).exists(),
+        "the socket file is removed at the end"
+    );
+}
+
+/// A helper of another user that could not enter the directories on the way to its notify
+/// socket (a runtime root of root's, mode 0700) could never say `READY=1`: its launch is
+/// refused, naming the user and the directory.
+#[test]
+fn a_notify_endpoint_its_user_cannot_enter_is_refused() {
+    if !is_root() {
+        eprintln!("skipped: needs root to run a helper as uid {ATTACKER}");
+        return;
+    }
+    let d = Dir::new("sec", "notify-closed");
+    let cfg = d.file(
+        "svc.toml",
+        "[[helper]]\nname = \"n\"\nuser = \"nobody\"\ncwd = \"/\"\ncommand = [\"true\"]\n\
+         ready = { notify = true }\n",
+    );
+    let closed = d.path("run");
+    std::fs::create_dir(&closed).unwrap();
+    std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let out = output_within({
+        let mut c = Command::new(FOSTER);
+        c.env("XDG_RUNTIME_DIR", &closed)
+            .args(["run", "--no-socket"])
+            .arg(&cfg)
+            .stdin(Stdio::null());
+        c
+    });
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let words = [
+        "helper \"n\"",
+        "user \"nobody\" (uid 65534) may not enter",
+        "mode 0700",
+    ];
+    for w in words {
+        assert!(err.contains(w), "{w:?} missing from {err}");
+    }
+    assert!(err.contains(&closed.display().to_string()), "{err}");
 }
 
 // ---- A runtime root of another user ----

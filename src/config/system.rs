@@ -4,7 +4,9 @@
 //! found as the spawner finds it ([`gate::resolve_program`], [`gate::check_target`]) and
 //! executable by the user it runs as, and so are its probes' (`ready.exec`, `health.exec`);
 //! its working directory a directory that user can enter; its log file one foster may write
-//! ([`RotatingFile::check_owned`]: foster opens it, not the helper).
+//! ([`RotatingFile::check_owned`]: foster opens it, not the helper). The same reading of the
+//! mode bits tells the supervisor whether a helper of another user can reach its notify
+//! socket ([`helper_reaches`]).
 //!
 //! Permissions are read from the mode bits (owner, group, others; root enters and reads
 //! anything, and executes a file with an execute bit) and from a `noexec` mount; ACLs and
@@ -189,6 +191,22 @@ impl Who {
             }
         }
         Ok(())
+    }
+}
+
+/// Whether the user helper `h` runs as (its `user`, `group` and groups, resolved as its launch
+/// resolves them) may enter every directory on the way to `path`, read from the mode bits as
+/// the check reads them; why not otherwise. A user or group that cannot be resolved is left to
+/// the launch to report.
+pub(crate) fn helper_reaches(h: &super::Helper, path: &Path) -> Result<(), String> {
+    let uid = h.user.as_deref().map(user_id).transpose();
+    let gid = h.group.as_deref().map(group_id).transpose();
+    let (Ok(uid), Ok(gid)) = (uid, gid) else {
+        return Ok(());
+    };
+    match Credentials::resolve(uid, gid) {
+        Ok(c) => Who::of(&c, h.user.as_deref()).reaches(path),
+        Err(_) => Ok(()),
     }
 }
 

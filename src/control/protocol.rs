@@ -408,8 +408,8 @@ pub struct SupervisorInfo {
     pub shutting_down: bool,
     /// When it started, milliseconds since the Unix epoch.
     pub started_ms: u64,
-    /// Datagrams its notify socket ignored (from a process outside the helpers' trees, too
-    /// long, or for a helper without the protocol).
+    /// Datagrams its notify sockets ignored (from a process outside the helpers' trees, too
+    /// long, cut short, or for a helper without the protocol).
     #[serde(default)]
     pub notify_refused: u64,
     /// The address `--metrics` serves on, when it does.

@@ -2,7 +2,8 @@
 //!
 //! Owns the socket file's life (its default path; the checks of its directory, which must be a
 //! private directory of this user, or for a `--socket` path one no other user can write to,
-//! by [`crate::ownership`]'s rules;
+//! by [`crate::ownership`]'s rules; the directory next to the private one where the notify
+//! sockets of helpers of other users go, [`make_reachable_dir`];
 //! binding with mode 0600 from the first instant, replacing a stale socket, never stealing a
 //! live one, removing it on exit), the check of every peer's credentials (`SO_PEERCRED`: same
 //! uid or root), one task per client (reading bounded lines, answering in order, streaming
@@ -120,6 +121,19 @@ pub fn open_private_dir(dir: &Path) -> Result<std::os::fd::OwnedFd, DirProblem> 
 /// notify socket) go there too.
 pub fn make_private_dir(dir: &Path) -> Result<std::os::fd::OwnedFd, DirProblem> {
     open_dir(dir, DirRule::Private, true).map(|d| d.fd)
+}
+
+/// The directory of the notify sockets of helpers that run as other users than foster's:
+/// [`default_dir`] with `-notify` appended (`/run/foster-notify` for root), in the same
+/// runtime root; opened and checked ([`DirRule::Reachable`]: foster's, mode 0711, so that such
+/// a helper may enter it but nobody lists or writes it), made when missing.
+pub fn make_reachable_dir() -> Result<(PathBuf, std::os::fd::OwnedFd), DirProblem> {
+    let private = default_dir();
+    let mut name = private.file_name().unwrap_or_default().to_owned();
+    name.push("-notify");
+    let dir = private.with_file_name(name);
+    let fd = open_dir(&dir, DirRule::Reachable, true)?.fd;
+    Ok((dir, fd))
 }
 
 /// A bound, not yet serving, socket. Bind it before any other thread exists: binding sets the

@@ -16,13 +16,19 @@
 //! foster's private runtime directory (the control socket's directory: owned by foster's
 //! user, mode 0700, not a symbolic link; made when missing), mode 0600, named
 //! `notify-PID-RANDOM.sock`, removed when foster ends: no other user can reach it. A helper
-//! that runs as another user (`user` with foster as root) could not reach that directory; it
-//! gets an abstract socket instead (`@foster/notify/PID/RANDOM`, as systemd also allows in
-//! `NOTIFY_SOCKET`). Each is bound only when a helper needs it: at the start, or at the first
-//! launch that needs it (a helper a reload added). An abstract name has
-//! no file permissions: any process of the same network namespace may send to it. What keeps
-//! such a datagram out is the sender check: the kernel lets an unprivileged sender give only
-//! its own pid in its credentials, and a pid outside the helper's tree is refused.
+//! that runs as another user (`user` with foster as root) could not enter that directory; the
+//! helpers of each such user get a socket file of their own in the directory next to it
+//! (`crate::control::server::make_reachable_dir`: foster's, mode 0711, which anyone may enter
+//! but nobody else lists or writes), owned by that user, mode 0600
+//! ([`NotifySocket::bind_for_user`]). It is bound in the private directory, given its mode and
+//! its owner there, then moved (`renameat`) into the shared one: there is no moment when
+//! anyone but that user and root could send to it. Both directories are in the one checked
+//! runtime root (`crate::ownership`). No abstract socket is bound: an abstract name has no
+//! permissions, and any local user finds it in `/proc/net/unix`. Each socket is bound only when
+//! a helper needs it: at the start, or at the first launch that needs it (a helper a reload
+//! added). The sender check stands behind the permissions: the kernel lets an unprivileged
+//! sender give only its own pid in its credentials, and a pid outside the helper's tree is
+//! refused.
 //!
 //! **What is read.** One datagram at most [`MAX_DATAGRAM`] bytes (a longer one is refused
 //! whole, as systemd refuses it); descriptors it carries (`BARRIER=1`'s, `FDSTORE=1`'s) are
@@ -36,7 +42,9 @@
 //! and counts the others, which are ignored.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+use nix::fcntl::AtFlags;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -190,20 +198,36 @@ impl NotifySocket {
         Ok(socket)
     }
 
-    /// Binds an abstract socket (`@foster/notify/PID/RANDOM`), for helpers that run as another
-    /// user (see the module docs).
-    pub fn bind_abstract() -> io::Result<NotifySocket> {
-        let name = format!("foster/notify/{}/{}", std::process::id(), random_hex()?);
-        let addr = UnixAddr::new_abstract(name.as_bytes()).map_err(io::Error::from)?;
-        let fd = datagram_socket()?;
-        bind(fd.as_raw_fd(), &addr)
-            .map_err(|e| io::Error::other(format!("notify socket @{name}: bind: {e}")))?;
-        Ok(NotifySocket {
-            fd,
-            address: format!("@{name}"),
-            file: None,
-            queue: queue_limit(),
-        })
+    /// Binds a socket file for the helpers that run as user `uid` (foster being root): bound in
+    /// foster's private directory `private` (with its open descriptor), where nobody else can
+    /// reach it yet, given mode 0600 and to `uid`, then moved into `shared` (foster's, mode
+    /// 0711: see the module docs). Only `uid` and root may send to it, and there is no moment
+    /// when anyone else could.
+    pub fn bind_for_user(
+        private: (&Path, BorrowedFd<'_>),
+        shared: (&Path, BorrowedFd<'_>),
+        uid: u32,
+    ) -> io::Result<NotifySocket> {
+        let mut socket = NotifySocket::bind_in(private.0)?;
+        let Some((path, dev, ino)) = socket.file.clone() else {
+            return Err(io::Error::other("the notify socket has no file"));
+        };
+        let name = path.file_name().unwrap_or_default();
+        let fail = |what: &str, e: nix::errno::Errno| {
+            io::Error::other(format!("notify socket {}: {what}: {e}", path.display()))
+        };
+        let owner = Some(nix::unistd::Uid::from_raw(uid));
+        nix::unistd::fchownat(private.1, name, owner, None, AtFlags::AT_SYMLINK_NOFOLLOW)
+            .map_err(|e| fail(&format!("chown to uid {uid}"), e))?;
+        nix::fcntl::renameat(private.1, name, shared.1, name)
+            .map_err(|e| fail(&format!("move into {}", shared.0.display()), e))?;
+        let to = shared.0.join(name);
+        socket.file = Some((to.clone(), dev, ino));
+        socket.address = to
+            .to_str()
+            .ok_or_else(|| io::Error::other("the notify socket's path is not UTF-8"))?
+            .to_string();
+        Ok(socket)
     }
 
     /// The value of `NOTIFY_SOCKET` for a helper.
@@ -704,12 +728,38 @@ mod tests {
         assert!(!d.too_long && d.bytes.len() == MAX_DATAGRAM);
         drop(s);
         assert!(!path.exists(), "the socket file is removed with the socket");
-        let a = NotifySocket::bind_abstract().unwrap();
-        assert!(a.address().starts_with("@foster/notify/"));
-        let name = &a.address()[1..];
-        let addr = UnixAddr::new_abstract(name.as_bytes()).unwrap();
-        nix::sys::socket::sendto(out.as_raw_fd(), b"WATCHDOG=1", &addr, MsgFlags::empty()).unwrap();
+        // For another user: bound in the private directory, then moved into the shared one,
+        // given to the user (here this process's own uid, which needs no privilege).
+        let shared = dir.join("shared");
+        std::fs::create_dir_all(&shared).unwrap();
+        let open = |p: &Path| OwnedFd::from(std::fs::File::open(p).unwrap());
+        let (private_fd, shared_fd) = (open(&dir), open(&shared));
+        use std::os::fd::AsFd;
+        let me = nix::unistd::geteuid().as_raw();
+        let a = NotifySocket::bind_for_user(
+            (&dir, private_fd.as_fd()),
+            (&shared, shared_fd.as_fd()),
+            me,
+        )
+        .unwrap();
+        let path = PathBuf::from(a.address());
+        assert_eq!(path.parent(), Some(shared.as_path()));
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::symlink_metadata(&path).unwrap();
+        assert_eq!((m.uid(), m.mode() & 0o777), (me, 0o600));
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            1,
+            "only `shared` is left"
+        );
+        out.send_to(b"WATCHDOG=1", &path).unwrap();
         assert_eq!(a.recv().unwrap().bytes, b"WATCHDOG=1");
+        drop(a);
+        assert!(
+            !path.exists(),
+            "the moved socket file is removed with the socket"
+        );
+        let _ = std::fs::remove_dir(&shared);
         let _ = std::fs::remove_dir(&dir);
     }
 

@@ -21,6 +21,7 @@
 use std::ffi::OsString;
 use std::io;
 use std::os::fd::OwnedFd;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -76,23 +77,23 @@ pub(super) struct Pending {
 
 /// The notify sockets, the refusals counted, and the channel of the checks' tasks.
 pub(super) struct ChecksIo {
-    /// For helpers running as foster's own user: a socket file in the private directory.
-    pub(super) notify: Option<NotifySocket>,
-    /// For helpers running as another user: an abstract socket.
-    pub(super) notify_other: Option<NotifySocket>,
-    /// Datagrams refused (from outside the helpers' trees, too long, cut short, to a helper without
-    /// the protocol).
+    /// The notify sockets bound so far, in the order bound, each with the user whose helpers
+    /// it is for: `None` for foster's own (a socket file in the private directory), a uid for
+    /// helpers that run as another user (a socket file of that uid's, see
+    /// `readiness/notify.rs`).
+    pub(super) notify: Vec<(Option<u32>, NotifySocket)>,
+    /// Datagrams refused (from outside the helpers' trees, too long, cut short, to a helper
+    /// without the protocol).
     pub(super) refused: u64,
     tx: mpsc::UnboundedSender<Report>,
     pub(super) rx: mpsc::UnboundedReceiver<Report>,
 }
 
 impl ChecksIo {
-    pub(super) fn new(notify: Option<NotifySocket>, notify_other: Option<NotifySocket>) -> Self {
+    pub(super) fn new() -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         ChecksIo {
-            notify,
-            notify_other,
+            notify: Vec::new(),
             refused: 0,
             tx,
             rx,
@@ -105,41 +106,66 @@ pub(super) fn uses_notify(h: &Helper) -> bool {
     h.watchdog.is_some() || h.ready.as_ref().is_some_and(|r| r.notify.is_some())
 }
 
-/// Whether `h` runs as another user than foster's (its `user` resolved as its launch does).
-fn runs_as_other_user(h: &Helper) -> bool {
+/// The uid `h` runs as when it is not foster's (its `user` resolved as its launch does).
+fn other_user(h: &Helper) -> Option<u32> {
     let me = nix::unistd::geteuid().as_raw();
     h.user
         .as_deref()
-        .is_some_and(|u| user_id(u).is_ok_and(|uid| uid != me))
+        .and_then(|u| user_id(u).ok())
+        .filter(|&uid| uid != me)
 }
 
-/// Binds the notify sockets the helpers of `config` need (none, the private one, the abstract
-/// one, or both); one a later launch needs (a helper a reload added) is bound then.
+/// Binds the notify sockets the helpers of `config` need (one for foster's user, one for each
+/// other user); one a later launch needs (a helper a reload added) is bound then.
 pub(super) fn bind_notify(config: &Config) -> io::Result<ChecksIo> {
-    let mut io = ChecksIo::new(None, None);
+    let mut io = ChecksIo::new();
     for h in config.helpers.iter().filter(|h| uses_notify(h)) {
         io.socket_for(h)?;
     }
     Ok(io)
 }
 
+/// Binds a notify socket for the helpers of user `uid` (`None`: foster's own), in the checked
+/// runtime directories (`control::server`).
+fn bind_endpoint(uid: Option<u32>) -> io::Result<NotifySocket> {
+    use crate::control::server::{default_dir, make_private_dir, make_reachable_dir};
+    use std::os::fd::AsFd;
+    let dir = default_dir();
+    let private = make_private_dir(&dir)
+        .map_err(|e| io::Error::other(format!("notify socket: {}: {e}", dir.display())))?;
+    let Some(uid) = uid else {
+        return NotifySocket::bind_in(&dir);
+    };
+    let (shared, fd) =
+        make_reachable_dir().map_err(|e| io::Error::other(format!("notify socket: {e}")))?;
+    NotifySocket::bind_for_user((&dir, private.as_fd()), (&shared, fd.as_fd()), uid)
+}
+
 impl ChecksIo {
-    /// The notify socket for helper `h` (the abstract one for a helper that runs as another
-    /// user), bound now if it is not yet.
+    /// The notify socket for helper `h` (its user's), bound now if it is not yet. For a
+    /// helper of another user, that user must be able to enter every directory on the way to
+    /// it, or the helper could not send a word: refused, saying which directory.
     fn socket_for(&mut self, h: &Helper) -> io::Result<&NotifySocket> {
-        if runs_as_other_user(h) {
-            if self.notify_other.is_none() {
-                self.notify_other = Some(NotifySocket::bind_abstract()?);
+        let uid = other_user(h);
+        let k = match self.notify.iter().position(|(u, _)| *u == uid) {
+            Some(k) => k,
+            None => {
+                self.notify.push((uid, bind_endpoint(uid)?));
+                self.notify.len() - 1
             }
-            return Ok(self.notify_other.as_ref().expect("bound"));
+        };
+        let socket = &self.notify[k].1;
+        if uid.is_some() {
+            crate::config::helper_reaches(h, Path::new(socket.address())).map_err(|e| {
+                io::Error::other(format!(
+                    "helper {:?}: its notify socket {}: {e} (set XDG_RUNTIME_DIR to a \
+                     directory it may enter, or unset it)",
+                    h.name(),
+                    socket.address()
+                ))
+            })?;
         }
-        if self.notify.is_none() {
-            let dir = crate::control::server::default_dir();
-            crate::control::server::make_private_dir(&dir)
-                .map_err(|e| io::Error::other(format!("notify socket: {}: {e}", dir.display())))?;
-            self.notify = Some(NotifySocket::bind_in(&dir)?);
-        }
-        Ok(self.notify.as_ref().expect("bound"))
+        Ok(socket)
     }
 }
 
@@ -790,15 +816,10 @@ impl Supervisor {
         }
     }
 
-    /// The datagrams waiting on a notify socket (`other`: the abstract one), at most
-    /// [`DATAGRAMS_PER_TURN`]; false when the socket has none left.
-    pub(super) fn on_notify_readable(&mut self, other: bool) -> bool {
-        let socket = if other {
-            self.checks_io.notify_other.as_ref()
-        } else {
-            self.checks_io.notify.as_ref()
-        };
-        let Some(socket) = socket else {
+    /// The datagrams waiting on the `k`th notify socket, at most [`DATAGRAMS_PER_TURN`]; false
+    /// when the socket has none left.
+    pub(super) fn on_notify_readable(&mut self, k: usize) -> bool {
+        let Some((_, socket)) = self.checks_io.notify.get(k) else {
             return false;
         };
         let mut got = Vec::new();
@@ -832,14 +853,10 @@ impl Supervisor {
     /// can hold is read ([`NotifySocket::queued_bound`]): everything that was queued when the
     /// drain began, never an endless read of a sender that keeps sending.
     pub(super) fn drain_notify(&mut self) {
-        for other in [false, true] {
-            let bound = match other {
-                true => self.checks_io.notify_other.as_ref(),
-                false => self.checks_io.notify.as_ref(),
-            }
-            .map_or(0, |s| s.queued_bound());
+        for k in 0..self.checks_io.notify.len() {
+            let bound = self.checks_io.notify[k].1.queued_bound();
             let mut read = 0;
-            while read < bound && self.on_notify_readable(other) {
+            while read < bound && self.on_notify_readable(k) {
                 read += DATAGRAMS_PER_TURN;
             }
         }
