@@ -268,6 +268,15 @@ fn a_flood_of_refused_clients_logs_a_bounded_number_of_lines() {
         std::thread::sleep(Duration::from_millis(50));
     };
     eprintln!("{N} refusals in {flood:?}: {shown} lines shown, {suppressed} suppressed");
+    // Contained, the clients (outside foster's PID namespace) have no pid there: said so.
+    let text = std::fs::read_to_string(&log).unwrap();
+    if text.contains("in a PID namespace of its own") {
+        let named = format!(
+            "refused a client of uid {ATTACKER} (a process outside foster's PID namespace)"
+        );
+        assert!(text.contains(&named), "{text}");
+    }
+    assert!(!text.contains("pid 0"), "{text}");
     assert_eq!(shown + suppressed, N, "every refusal counted once");
     // At most one line a second, plus the final count.
     assert!(

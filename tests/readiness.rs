@@ -635,6 +635,88 @@ fn foster_notify_makes_a_helper_ready_before_it_returns() {
     assert!(err.contains("NOTIFY_SOCKET is not set"), "{err}");
 }
 
+/// A `MAINPID=` naming no process of the helper's tree, sent in a loop (`foster notify --pid 1`,
+/// each waiting for foster's barrier): one warning line, the others at debug level. The
+/// helper's `READY=1` after them ends the run: by then foster has handled every one.
+#[test]
+fn a_main_pid_outside_the_tree_sent_in_a_loop_logs_one_warning() {
+    const SENT: usize = 100;
+    let d = Dir::new("ready", "mainpid-loop");
+    let log = d.path("stderr.log");
+    let web = script(
+        &d,
+        "web.sh",
+        &format!(
+            "i=0\nwhile [ $i -lt {SENT} ]; do\n  \"$FOSTER_EXE\" notify --pid 1 || exit 1\n  \
+             i=$((i + 1))\ndone\n\"$FOSTER_EXE\" notify --ready\nexec sleep 1000\n"
+        ),
+    );
+    let mut run = Run::start_logging(
+        &d,
+        &format!(
+            "[[helper]]\nname = \"web\"\ncommand = [\"sh\", \"{web}\"]\n\
+             ready = {{ notify = true, timeout = \"120s\" }}\n"
+        ),
+        &["--no-contain"],
+        Some(&log),
+    );
+    run.wait_for("ready", ready);
+    assert_eq!(run.terminate(), 0);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let warned = text
+        .lines()
+        .filter(|l| l.contains("MAINPID=1 is not a process of its tree"))
+        .count();
+    assert_eq!(warned, 1, "{SENT} sent: {text}");
+}
+
+/// Contained, foster runs in a PID namespace of its own, where a process outside it (this
+/// test) has no pid: the kernel gives 0. The datagram such a sender sends to a notify socket
+/// is refused, and the warning names the sender as a process outside foster's PID namespace,
+/// never as a pid 0.
+#[test]
+fn a_sender_outside_fosters_pid_namespace_is_named_so() {
+    let d = Dir::new("ready", "outside");
+    let sock = d.fifo("sock");
+    let log = d.path("stderr.log");
+    let web = script(
+        &d,
+        "web.sh",
+        &format!(
+            "echo \"$NOTIFY_SOCKET\" > {}\nexec sleep 1000\n",
+            sock.display()
+        ),
+    );
+    let mut run = Run::start_logging(
+        &d,
+        &format!(
+            "[[helper]]\nname = \"web\"\ncommand = [\"sh\", \"{web}\"]\n\
+             ready = {{ notify = true, timeout = \"120s\" }}\n"
+        ),
+        &[],
+        Some(&log),
+    );
+    if run.status()["supervisor"]["contained"] != true {
+        println!("skipped: foster could not make a PID namespace here");
+        return;
+    }
+    let path = read_line(&sock);
+    let out = std::os::unix::net::UnixDatagram::unbound().unwrap();
+    out.send_to(b"READY=1", &path).unwrap();
+    run.wait_status("the outsider refused", |s| {
+        s["supervisor"]["notify_refused"] == 1
+    });
+    assert_eq!(run.terminate(), 0);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let me = nix::unistd::geteuid().as_raw();
+    let named = format!(
+        "ignored a datagram from a process outside foster's PID namespace (uid {me}): not a \
+         process of a helper's tree"
+    );
+    assert!(text.contains(&named), "{text}");
+    assert!(!text.contains("pid 0"), "{text}");
+}
+
 /// `MAINPID=` and `ERRNO=` are shown by `ctl status` as they are in its JSON: the main pid
 /// when it is another process than the one foster launched (here the helper's child), the
 /// errno even without a status text.

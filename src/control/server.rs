@@ -395,12 +395,29 @@ impl Bound {
     }
 }
 
-/// Who sent a request.
+/// Who sent a request (or a notify datagram): shown as `pid N (uid U)`, or, for a process
+/// outside foster's PID namespace, as that (see [`process_text`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Peer {
-    /// 0 when the peer is in another PID namespace.
+    /// 0 when the peer is outside foster's PID namespace (foster contained).
     pub pid: i32,
     pub uid: u32,
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (uid {})", process_text(self.pid), self.uid)
+    }
+}
+
+/// A process as the kernel named it to foster (`SO_PEERCRED`, `SCM_CREDENTIALS`): `pid N`; the
+/// kernel's 0 for a process outside foster's PID namespace (foster contained, the process in
+/// the namespace it was started in, or another) is said in words, never as a pid 0.
+pub fn process_text(pid: i32) -> String {
+    match pid {
+        0 => "a process outside foster's PID namespace".to_string(),
+        p => format!("pid {p}"),
+    }
 }
 
 /// One request for the supervisor, and where its one reply goes.
@@ -736,9 +753,11 @@ async fn accept_loop(listener: UnixListener, ctx: ClientCtx) {
         if peer.uid != ctx.uid && peer.uid != 0 {
             throttle.warn(now, || {
                 format!(
-                    "control socket: refused a client of uid {} (pid {}): only uid {} and root \
+                    "control socket: refused a client of uid {} ({}): only uid {} and root \
                      may use this supervisor",
-                    peer.uid, peer.pid, ctx.uid
+                    peer.uid,
+                    process_text(peer.pid),
+                    ctx.uid
                 )
             });
             let line = Reply::error(
@@ -763,8 +782,7 @@ async fn accept_loop(listener: UnixListener, ctx: ClientCtx) {
                 throttle.warn(now, || {
                     format!(
                         "control socket: {MAX_CLIENTS} clients connected, none idle (following \
-                         events or waiting for an answer); refused pid {}",
-                        peer.pid
+                         events or waiting for an answer); refused {peer}"
                     )
                 });
                 let line = Reply::error(
@@ -783,16 +801,16 @@ async fn accept_loop(listener: UnixListener, ctx: ClientCtx) {
                     throttle.warn(now, || {
                         format!(
                             "control socket: {MAX_CLIENTS} clients connected: closed the one \
-                             idle the longest (pid {pid}, idle {:.1}s) to make room for pid {}",
+                             idle the longest ({}, idle {:.1}s) to make room for {peer}",
+                            process_text(pid),
                             idle.as_secs_f64(),
-                            peer.pid
                         )
                     });
                 }
                 (id, evict)
             }
         };
-        debug!("control socket: client pid {} uid {}", peer.pid, peer.uid);
+        debug!("control socket: client {peer}");
         ctx.clients.send_modify(|n| *n += 1);
         let slot = ClientSlot {
             id,
@@ -928,9 +946,9 @@ enum End {
 async fn client(mut stream: UnixStream, peer: Peer, ctx: ClientCtx, slot: ClientSlot) {
     match serve_client(&mut stream, peer, &ctx, &slot).await {
         Ok(()) => {}
-        Err(End::Io(e)) => debug!("control socket: client pid {} gone: {e}", peer.pid),
+        Err(End::Io(e)) => debug!("control socket: client {peer} gone: {e}"),
         Err(end) => {
-            debug!("control socket: client pid {}: closed ({end:?})", peer.pid);
+            debug!("control socket: client {peer}: closed ({end:?})");
             let notice = match end {
                 End::Idle { reading: true } => Some(format!(
                     "closing the connection: no complete request within {}s (the idle timeout)",
@@ -1093,7 +1111,7 @@ async fn serve_client(
         }
         let request = text.and_then(|t| {
             parse_request(&t).map_err(|e| {
-                debug!("control socket: client pid {}: {e}", peer.pid);
+                debug!("control socket: client {peer}: {e}");
                 Box::new(e.reply())
             })
         });

@@ -84,7 +84,9 @@ pub(super) struct ChecksIo {
     pub(super) notify: Vec<(Option<u32>, NotifySocket)>,
     /// Datagrams refused (from outside the helpers' trees, too long, cut short, to a helper
     /// without the protocol).
-    pub(super) refused: u64,
+    pub(super) refused: Noted,
+    /// `MAINPID=` values that named no process of the sender's helper's tree.
+    bad_main_pid: Noted,
     tx: mpsc::UnboundedSender<Report>,
     pub(super) rx: mpsc::UnboundedReceiver<Report>,
 }
@@ -94,9 +96,29 @@ impl ChecksIo {
         let (tx, rx) = mpsc::unbounded_channel();
         ChecksIo {
             notify: Vec::new(),
-            refused: 0,
+            refused: Noted::default(),
+            bad_main_pid: Noted::default(),
             tx,
             rx,
+        }
+    }
+}
+
+/// Warnings a process can cause at will through a notify socket, of one kind (a refused
+/// datagram; a `MAINPID=` outside the helper's tree): counted, the first logged as a warning,
+/// the others at debug level, so that a sender in a loop cannot fill foster's log.
+#[derive(Debug, Default)]
+pub(super) struct Noted(pub(super) u64);
+
+impl Noted {
+    /// One more of them: `message`, and for the first, `further` says what becomes of the
+    /// others.
+    fn note(&mut self, message: std::fmt::Arguments<'_>, further: &str) {
+        self.0 += 1;
+        if self.0 == 1 {
+            warn!("{message} ({further})");
+        } else {
+            debug!("{message}");
         }
     }
 }
@@ -862,22 +884,17 @@ impl Supervisor {
         }
     }
 
-    /// A datagram refused: counted; the first is a warning, the others are logged at debug
-    /// level (another user could send many).
+    /// A datagram refused: counted ([`Noted`]: another user could send many). Its sender is
+    /// named as the kernel gave it (outside foster's PID namespace, with no pid).
     fn refuse(&mut self, d: &Datagram, why: &str) {
-        self.checks_io.refused += 1;
-        if self.checks_io.refused == 1 {
-            warn!(
-                "notify socket: ignored a datagram from pid {} (uid {}): {why} (further ones are \
-                 counted in the status)",
-                d.pid, d.uid
-            );
-        } else {
-            debug!(
-                "notify socket: ignored a datagram from pid {} (uid {}): {why}",
-                d.pid, d.uid
-            );
-        }
+        let from = crate::control::server::Peer {
+            pid: d.pid,
+            uid: d.uid,
+        };
+        self.checks_io.refused.note(
+            format_args!("notify socket: ignored a datagram from {from}: {why}"),
+            "further ones are counted in the status",
+        );
     }
 
     /// The helper whose tree process `pid` is in: the registry's record of it; for a process
@@ -961,6 +978,9 @@ impl Supervisor {
             return self.helper_of_pid(d.pid).ok_or(NOT_IN_TREE);
         };
         match pidfd_pid(fd.as_fd()) {
+            // Outside foster's PID namespace (foster contained), where every process of the
+            // helpers' trees is: no process of theirs, and not one it could signal either.
+            Ok(PidfdPid::Pid(0)) => Err(NOT_IN_TREE),
             Ok(PidfdPid::Pid(pid)) => {
                 let found = self.helper_of_pid(pid);
                 match pidfd_unreaped(fd.as_fd()) {
@@ -1047,7 +1067,10 @@ impl Supervisor {
         let name = cfg.name().to_string();
         let main_pid = m.main_pid.filter(|&p| {
             self.helper_of_pid(p) == Some(i) || {
-                warn!("{name}: MAINPID={p} is not a process of its tree: ignored");
+                self.checks_io.bad_main_pid.note(
+                    format_args!("{name}: MAINPID={p} is not a process of its tree: ignored"),
+                    "further ones are logged at debug level",
+                );
                 false
             }
         });

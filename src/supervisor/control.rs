@@ -257,10 +257,7 @@ impl Supervisor {
                 helper: Some(helper),
             } => self.ctl_stop_helper(&helper),
             Request::Stop { helper: None } => {
-                info!(
-                    "control socket: stop requested by pid {} (uid {})",
-                    cmd.peer.pid, cmd.peer.uid
-                );
+                info!("control socket: stop requested by {}", cmd.peer);
                 let already = self.stage.shutting_down();
                 self.begin_shutdown(Some(libc::SIGTERM));
                 done(
@@ -273,10 +270,7 @@ impl Supervisor {
                 )
             }
             Request::ReopenLogs => {
-                info!(
-                    "control socket: reopen-logs requested by pid {} (uid {})",
-                    cmd.peer.pid, cmd.peer.uid
-                );
+                info!("control socket: reopen-logs requested by {}", cmd.peer);
                 // The helpers' files are reopened on the output's thread: the answer waits for
                 // it on a task of its own, never on this loop.
                 let (tx, rx) = tokio::sync::oneshot::channel();
@@ -289,10 +283,7 @@ impl Supervisor {
                 return;
             }
             Request::Reload => {
-                info!(
-                    "control socket: reload requested by pid {} (uid {})",
-                    cmd.peer.pid, cmd.peer.uid
-                );
+                info!("control socket: reload requested by {}", cmd.peer);
                 match self.reload("control socket") {
                     Ok(changes) => Reply::new(ReplyBody::Reloaded(changes)),
                     Err(refused) => refused.reply(),
@@ -655,7 +646,7 @@ impl Supervisor {
                 contained: self.contained,
                 shutting_down: self.stage.shutting_down(),
                 started_ms: self.control.started_ms,
-                notify_refused: self.checks_io.refused,
+                notify_refused: self.checks_io.refused.0,
                 metrics: self.control.metrics_addr.clone(),
             },
             helpers,

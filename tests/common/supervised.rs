@@ -67,6 +67,19 @@ impl Run {
         (run, super::lines::lines(err))
     }
 
+    /// [`Run::start`], its standard error written into the file `stderr` when given (read and
+    /// let go otherwise).
+    pub fn start_logging(d: &Dir, config: &str, extra: &[&str], stderr: Option<&Path>) -> Run {
+        let (cmd, socket) = Run::command(d, config, extra);
+        match stderr {
+            Some(path) => {
+                let file = std::fs::File::create(path).unwrap();
+                Run::spawn_with(cmd, socket, file.into(), false)
+            }
+            None => Run::spawn(cmd, socket),
+        }
+    }
+
     /// `foster run CONFIG EXTRA --socket SOCKET`, the configuration written to the test's
     /// directory; the socket's path.
     fn command(d: &Dir, config: &str, extra: &[&str]) -> (Command, PathBuf) {
@@ -104,11 +117,16 @@ impl Run {
 
     /// Starts `cmd` and follows its events once `socket` answers; its standard error is left
     /// in `child.stderr` when `keep_stderr`, else read and let go.
-    fn spawn_keeping(mut cmd: Command, socket: PathBuf, keep_stderr: bool) -> Run {
+    fn spawn_keeping(cmd: Command, socket: PathBuf, keep_stderr: bool) -> Run {
+        Run::spawn_with(cmd, socket, Stdio::piped(), keep_stderr)
+    }
+
+    /// Starts `cmd` with `stderr` as its standard error (see [`Run::spawn_keeping`]).
+    fn spawn_with(mut cmd: Command, socket: PathBuf, stderr: Stdio, keep_stderr: bool) -> Run {
         let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
+            .stderr(stderr)
             .spawn()
             .unwrap();
         let mut child = child;
