@@ -134,7 +134,7 @@ fn runtime_root(dir: &Path) -> Option<&Path> {
 }
 
 /// Judges the runtime root of the private directory `dir` now, and keeps the verdict for the
-/// checks made later of that same directory ([`check_runtime_root`]): `foster run` calls it
+/// checks made later of that same directory (by [`open_dir`]): `foster run` calls it
 /// before it enters its namespaces.
 pub fn judge_runtime_root(dir: &Path) {
     let Some(root) = runtime_root(dir) else {

@@ -17,7 +17,7 @@
 //! launcher, the output's reader and relay, the runtime) has them blocked, and they are
 //! consumed only through signalfds. The event loop is a single-threaded tokio runtime waiting
 //! on those signalfds, the parents' epoll (`watch.rs`), the control socket, the output's
-//! reports ([`crate::output`]), the notify socket, the reports of the checks' tasks
+//! reports ([`crate::output`]), the notify sockets, the reports of the checks' tasks
 //! (`checks.rs`) and the metrics responder's questions ([`crate::metrics`]): no timer is armed unless a restart delay, a grace period or a check is
 //! pending, or a read found a process in the middle of an `execve` whose environment it needs,
 //! so an idle supervisor does not wake up. The helpers' output is read, kept and relayed on

@@ -604,6 +604,24 @@ fn fd_count(pid: u32) -> usize {
         .count()
 }
 
+/// `socket` is a path, a socket file of `uid`'s, mode 0600, in a directory of root's that
+/// others may enter but neither list nor write (mode 0711).
+fn assert_only_for(socket: &str, uid: u32) {
+    use std::os::unix::fs::FileTypeExt;
+    assert!(!socket.starts_with('@'), "an abstract socket: {socket}");
+    let m = std::fs::symlink_metadata(socket).unwrap();
+    assert!(m.file_type().is_socket(), "{socket}");
+    assert_eq!((m.uid(), m.mode() & 0o7777), (uid, 0o600), "{socket}");
+    let dir = Path::new(socket).parent().unwrap();
+    let m = std::fs::symlink_metadata(dir).unwrap();
+    assert_eq!(
+        (m.uid(), m.mode() & 0o7777),
+        (0, 0o711),
+        "{}",
+        dir.display()
+    );
+}
+
 /// The notify endpoint of a helper that runs as another user (`user = "nobody"`, foster being
 /// root) is a socket file of that user's, mode 0600, in a directory of root's, mode 0711. From
 /// outside the helper's tree, that same uid sends 10,000 datagrams `READY=1` carrying 17 to 253
@@ -613,7 +631,6 @@ fn fd_count(pid: u32) -> usize {
 #[test]
 fn a_notify_endpoint_is_for_its_helpers_user_alone() {
     use std::io::Write as _;
-    use std::os::unix::fs::FileTypeExt;
     if !is_root() {
         eprintln!("skipped: needs root to run a helper and senders as uids {ATTACKER}, {VICTIM}");
         return;
@@ -661,19 +678,7 @@ fn a_notify_endpoint_is_for_its_helpers_user_alone() {
     );
     assert_eq!(s["helpers"][0]["state"], "starting", "{s:#}");
 
-    // A path, the helper's user's alone, in a directory others may enter but not list.
-    assert!(!socket.starts_with('@'), "an abstract socket: {socket}");
-    let m = std::fs::symlink_metadata(&socket).unwrap();
-    assert!(m.file_type().is_socket(), "{socket}");
-    assert_eq!((m.uid(), m.mode() & 0o7777), (ATTACKER, 0o600), "{socket}");
-    let dir = Path::new(&socket).parent().unwrap();
-    let m = std::fs::symlink_metadata(dir).unwrap();
-    assert_eq!(
-        (m.uid(), m.mode() & 0o7777),
-        (0, 0o711),
-        "{}",
-        dir.display()
-    );
+    assert_only_for(&socket, ATTACKER);
     let said = attack(VICTIM, &socket, 1);
     assert!(said.contains("denied: Permission denied"), "{said}");
 

@@ -544,13 +544,20 @@ fn a_helper_that_says_ready_1_and_exits_at_once_was_ready_before_it_ended() {
 /// A supervisor (uncontained) of one helper `web` with `ready = { notify = true }` that runs
 /// the shell script `body`, once it has launched it.
 fn notify_web(d: &Dir, body: &str) -> Run {
+    notify_web_with(d, body, &["--no-contain"], None)
+}
+
+/// [`notify_web`] with `extra` arguments, its standard error written into `log` when given.
+fn notify_web_with(d: &Dir, body: &str, extra: &[&str], log: Option<&Path>) -> Run {
     let web = script(d, "web.sh", body);
-    let mut run = Run::start_uncontained(
+    let mut run = Run::start_logging(
         d,
         &format!(
             "[[helper]]\nname = \"web\"\ncommand = [\"sh\", \"{web}\"]\n\
              ready = {{ notify = true }}\n"
         ),
+        extra,
+        log,
     );
     run.wait_for("launch", |e| kind(e) == "launch");
     run
@@ -643,23 +650,11 @@ fn a_main_pid_outside_the_tree_sent_in_a_loop_logs_one_warning() {
     const SENT: usize = 100;
     let d = Dir::new("ready", "mainpid-loop");
     let log = d.path("stderr.log");
-    let web = script(
-        &d,
-        "web.sh",
-        &format!(
-            "i=0\nwhile [ $i -lt {SENT} ]; do\n  \"$FOSTER_EXE\" notify --pid 1 || exit 1\n  \
-             i=$((i + 1))\ndone\n\"$FOSTER_EXE\" notify --ready\nexec sleep 1000\n"
-        ),
+    let body = format!(
+        "i=0\nwhile [ $i -lt {SENT} ]; do\n  \"$FOSTER_EXE\" notify --pid 1 || exit 1\n  \
+         i=$((i + 1))\ndone\n\"$FOSTER_EXE\" notify --ready\nexec sleep 1000\n"
     );
-    let mut run = Run::start_logging(
-        &d,
-        &format!(
-            "[[helper]]\nname = \"web\"\ncommand = [\"sh\", \"{web}\"]\n\
-             ready = {{ notify = true, timeout = \"120s\" }}\n"
-        ),
-        &["--no-contain"],
-        Some(&log),
-    );
+    let mut run = notify_web_with(&d, &body, &["--no-contain"], Some(&log));
     run.wait_for("ready", ready);
     assert_eq!(run.terminate(), 0);
     let text = std::fs::read_to_string(&log).unwrap();
@@ -679,23 +674,11 @@ fn a_sender_outside_fosters_pid_namespace_is_named_so() {
     let d = Dir::new("ready", "outside");
     let sock = d.fifo("sock");
     let log = d.path("stderr.log");
-    let web = script(
-        &d,
-        "web.sh",
-        &format!(
-            "echo \"$NOTIFY_SOCKET\" > {}\nexec sleep 1000\n",
-            sock.display()
-        ),
+    let body = format!(
+        "echo \"$NOTIFY_SOCKET\" > {}\nexec sleep 1000\n",
+        sock.display()
     );
-    let mut run = Run::start_logging(
-        &d,
-        &format!(
-            "[[helper]]\nname = \"web\"\ncommand = [\"sh\", \"{web}\"]\n\
-             ready = {{ notify = true, timeout = \"120s\" }}\n"
-        ),
-        &[],
-        Some(&log),
-    );
+    let mut run = notify_web_with(&d, &body, &[], Some(&log));
     if run.status()["supervisor"]["contained"] != true {
         println!("skipped: foster could not make a PID namespace here");
         return;

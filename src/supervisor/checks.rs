@@ -5,11 +5,13 @@
 //! [`Supervisor::prepare_checks`]), their start once the helper runs, their timers
 //! ([`CheckTimer`]: the readiness deadline, a probe's next attempt (skipped while the last
 //! probe runs) and each exec probe's own time limit, keyed by the probe's attempt, the
-//! watchdog, the grace of a helper stopped for a failed check), the datagrams of the notify
-//! socket (each accepted only from a process of that helper's tree, found by the registry, or by
-//! its ancestry in `/proc` for a process born since foster last read its tree; the sender told
-//! by the pidfd that comes with the datagram, [`Supervisor::sender_helper`]; everything queued
-//! read before a deadline is judged, [`Supervisor::drain_notify`]), the exec probes'
+//! watchdog, the grace of a helper stopped for a failed check), the notify sockets (one for
+//! foster's user, one for each other user helpers run as, bound when first needed) and their
+//! datagrams (each accepted only from a process of that helper's tree, found by the registry,
+//! or by its ancestry in `/proc` for a process born since foster last read its tree; the sender
+//! told by the pidfd that comes with the datagram, [`Supervisor::sender_helper`]; everything
+//! queued read before a deadline is judged, [`Supervisor::drain_notify`]; the warnings a
+//! sender can cause at will counted, [`Noted`]), the exec probes'
 //! statuses (routed by the reaper as [`Owner::Probe`](super::Owner)), the reports of the tasks
 //! (notification descriptor, log, connect probe), and the check results as `check_failed` and
 //! `check_passed` events. What a result does to the helper goes through the entry points of
