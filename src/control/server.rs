@@ -123,17 +123,36 @@ pub fn make_private_dir(dir: &Path) -> Result<std::os::fd::OwnedFd, DirProblem> 
     open_dir(dir, DirRule::Private, true).map(|d| d.fd)
 }
 
-/// The directory of the notify sockets of helpers that run as other users than foster's:
-/// [`default_dir`] with `-notify` appended (`/run/foster-notify` for root), in the same
-/// runtime root; opened and checked ([`DirRule::Reachable`]: foster's, mode 0711, so that such
-/// a helper may enter it but nobody lists or writes it), made when missing.
+/// The directory of the notify sockets of helpers that run as other users than foster's
+/// ([`reachable_dir`]), opened and checked ([`DirRule::Reachable`]: foster's, mode 0711, so
+/// that such a helper may enter it but nobody lists or writes it), made when missing.
 pub fn make_reachable_dir() -> Result<(PathBuf, std::os::fd::OwnedFd), DirProblem> {
+    let dir = reachable_dir();
+    let fd = open_dir(&dir, DirRule::Reachable, true)?.fd;
+    Ok((dir, fd))
+}
+
+/// Where [`make_reachable_dir`] is: [`default_dir`] with `-notify` appended, in the same
+/// runtime root, when others may enter that root; else (root's `XDG_RUNTIME_DIR`,
+/// `/run/user/0`, is mode 0700: no other user reaches anything in it) the system's,
+/// `/run/foster-notify`, or `TMPDIR/foster-notify-UID` where there is no `/run`.
+pub fn reachable_dir() -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
     let private = default_dir();
     let mut name = private.file_name().unwrap_or_default().to_owned();
     name.push("-notify");
-    let dir = private.with_file_name(name);
-    let fd = open_dir(&dir, DirRule::Reachable, true)?.fd;
-    Ok((dir, fd))
+    let beside = private.with_file_name(name);
+    let enterable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_dir() && m.permissions().mode() & 0o001 != 0)
+    };
+    match beside.parent() {
+        Some(root) if enterable(root) => beside,
+        _ if enterable(Path::new("/run")) => PathBuf::from("/run/foster-notify"),
+        _ => std::env::temp_dir().join(format!(
+            "foster-notify-{}",
+            nix::unistd::geteuid().as_raw()
+        )),
+    }
 }
 
 /// A bound, not yet serving, socket. Bind it before any other thread exists: binding sets the
