@@ -8,7 +8,7 @@
 //! adoptions at once. Between events the dashboard refreshes the last snapshot's CPU% and memory
 //! from `/proc` itself, and asks for a snapshot only when the tree changed under it: a process
 //! gone, reparented or exec'd, or one born under a process of the snapshot (the kernel's fork
-//! notifications, [`ForkWatch`], or else a listing of `/proc`); it redraws only when what it
+//! notifications, [`Connector`], or else a listing of `/proc`); it redraws only when what it
 //! shows changed. The optional columns the snapshot does not carry (process group, session,
 //! storage, cgroup, PID namespace) are read from `/proc` for the processes seen here under
 //! their snapshot identity, only while such a column is shown.
@@ -34,7 +34,7 @@ use crate::control::protocol::{
 use crate::event::Event;
 use crate::identity::Identity;
 use crate::top::app::{KEEP_LOG_LINES, LogItem, LogSource};
-use crate::top::forks::ForkWatch;
+use crate::tree::connector::{Connector, ProcEvent, Wanted};
 use crate::top::model::{
     Adoption, EventLine, HelperDown, HelperStatus, HelperSummary, ProcInfo, RESTART_LOOP, Sample,
     SharedWants, Source, SourceError, Supervision, Waker,
@@ -188,7 +188,7 @@ impl Feed {
 /// The longest the dashboard goes without asking the supervisor for a snapshot: between
 /// events, readings refresh the last snapshot's CPU and memory from `/proc`. A process that
 /// appears without an event (a helper's child forking) does not wait for it: the dashboard
-/// learns of its birth itself ([`ForkWatch`], or a listing of `/proc`) and asks at once.
+/// learns of its birth itself ([`Connector`], or a listing of `/proc`) and asks at once.
 pub const FULL_EVERY: Duration = Duration::from_secs(10);
 
 /// A supervisor's control socket, as a source of readings.
@@ -218,7 +218,7 @@ pub struct AttachedSource {
     pids: PidMap,
     /// Fork notifications, when the kernel grants them: a birth under a process of the last
     /// snapshot makes the next reading a snapshot.
-    forks: Option<ForkWatch>,
+    forks: Option<Connector>,
     /// Without them: every pid of the last listing of `/proc`, to find the new ones.
     known: HashSet<i32>,
     /// What the optional columns shown need read from `/proc` (nothing unless told).
@@ -239,7 +239,7 @@ impl AttachedSource {
     /// path or a refusal is reported before the dashboard takes the terminal.
     pub fn connect(socket: &Path) -> Result<AttachedSource, SourceError> {
         // Subscribed before the first snapshot, so no birth falls between the two.
-        let forks = ForkWatch::open()
+        let forks = Connector::open(Wanted::Forks)
             .inspect_err(|e| {
                 tracing::debug!("no fork notifications ({e}); listing /proc between snapshots")
             })
@@ -335,7 +335,9 @@ impl AttachedSource {
             Some(w) => {
                 let mut born = false;
                 let lost = w
-                    .drain(|parent, _| born |= members.contains(&parent))
+                    .drain(|e| {
+                        born |= matches!(e, ProcEvent::Fork { parent, .. } if members.contains(&parent))
+                    })
                     .is_err();
                 born || lost
             }
@@ -513,7 +515,7 @@ impl AttachedSource {
         // What was born before this snapshot is in it: only later births count.
         match (&mut self.forks, &mut self.scanner) {
             (Some(w), _) => {
-                let _ = w.drain(|_, _| {});
+                let _ = w.drain(|_| {});
             }
             (None, Some(scanner)) => {
                 if let Ok(listed) = scanner.list_pids() {

@@ -21,7 +21,8 @@
 //! - [`columns`], the columns chosen and ordered (`F2`) and the file that keeps them.
 //! - [`meters`], the machine's meters above the tree; [`history`], the selected process's
 //!   recent CPU and memory; [`theme`], the colours (and `NO_COLOR`).
-//! - [`standalone`], the `/proc` source; [`forks`], the kernel's fork notifications it uses.
+//! - [`standalone`], the `/proc` source (with the kernel's fork notifications,
+//!   [`crate::tree::connector`], where granted).
 //! - [`attached`], the control-socket source.
 //! - [`demo`], `foster demo` in a terminal: the dashboard on the demo's supervisor.
 
@@ -30,7 +31,6 @@ pub mod attached;
 pub mod columns;
 pub mod demo;
 pub mod event;
-pub mod forks;
 pub mod history;
 pub mod meters;
 pub mod model;

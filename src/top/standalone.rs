@@ -8,14 +8,14 @@
 //! listed only every [`RELIST_EVERY`] readings. With `--root`, only the subtree's members and
 //! the processes born since the last reading are read: a process outside the subtree cannot move
 //! into it except by being born there. Births come from the kernel's fork notifications
-//! ([`ForkWatch`]) when it grants them (older kernels only to `CAP_NET_ADMIN`), so an idle subtree costs one `recv` and
+//! ([`Connector`]) when it grants them (most kernels only to `CAP_NET_ADMIN`), so an idle subtree costs one `recv` and
 //! one `stat` per member whatever the size of the rest of the system; otherwise (or after lost
 //! notifications) from listing `/proc` and reading the pids not seen in the previous listing.
 
 use std::collections::HashSet;
 
 use crate::identity::Identity;
-use crate::top::forks::ForkWatch;
+use crate::tree::connector::{Connector, ProcEvent, Wanted};
 use crate::top::model::{ProcExt, ProcInfo, Sample, SharedWants, Source, SourceError};
 use crate::tree::{ScanOptions, Scanner, Snapshot};
 
@@ -45,7 +45,7 @@ pub struct ProcSource {
     /// The pids to read this time (kept to reuse its allocation).
     wanted: Vec<i32>,
     /// Fork notifications, when the kernel grants them.
-    forks: Option<ForkWatch>,
+    forks: Option<Connector>,
     /// Whole system, with fork notifications: the pids of the last reading, with the ones born
     /// since, in pid order (what the next reading reads instead of listing `/proc`).
     alive: Vec<i32>,
@@ -87,7 +87,7 @@ impl ProcSource {
             known: HashSet::new(),
             wanted: Vec::new(),
             // Subscribed before the first listing, so no birth falls between the two.
-            forks: ForkWatch::open()
+            forks: Connector::open(Wanted::Forks)
                 .inspect_err(|e| {
                     tracing::debug!("no fork notifications ({e}); listing /proc instead")
                 })
@@ -116,9 +116,11 @@ impl ProcSource {
             let (alive, scanner) = (&mut self.alive, &mut self.scanner);
             let before = alive.len();
             lost = w
-                .drain(|_, child| {
-                    scanner.forget(child);
-                    alive.push(child);
+                .drain(|e| {
+                    if let ProcEvent::Fork { child, .. } = e {
+                        scanner.forget(child);
+                        alive.push(child);
+                    }
                 })
                 .is_err();
             if alive.len() > before {
@@ -151,8 +153,10 @@ impl ProcSource {
         if let Some(w) = &mut self.forks {
             let (members, wanted) = (&mut self.members, &mut self.wanted);
             lost = w
-                .drain(|parent, child| {
-                    if members.contains(&parent) {
+                .drain(|e| {
+                    if let ProcEvent::Fork { parent, child } = e
+                        && members.contains(&parent)
+                    {
                         members.insert(child);
                         wanted.push(child);
                     }

@@ -5,6 +5,8 @@
 //!   identity.
 //! - [`graph`]: the [`Forest`], a petgraph graph of processes keyed by identity with its
 //!   traversals, and the [`Snapshot`], a forest of [`ProcessNode`]s.
+//! - [`connector`]: the kernel's announcements of births and ends ([`connector::Connector`]), for
+//!   the supervisor and the dashboard.
 //! - [`diff`]: the [`Change`] events between two snapshots.
 //! - [`subtree`]: one process's [`Subtree`], kept current by reading only what changed.
 //! - [`render`]: pstree-like text, JSON and Graphviz output.
@@ -15,6 +17,7 @@
 //! answer the one-off questions about one process that the other modules and the tests ask, by
 //! the same scan.
 
+pub mod connector;
 pub mod diff;
 pub mod graph;
 pub mod pstree;
