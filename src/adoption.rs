@@ -23,7 +23,9 @@
 //! by the kernel's rules too, as a nested `foster run --contain` is.
 //!
 //! A process first seen already adopted (its parent died before any scan saw it) has no
-//! recorded lineage. foster then reads its environment once: every helper foster launches
+//! recorded lineage. Where the kernel announced its birth and its parent's (`supervisor/
+//! births.rs`), the supervisor says how many generations below a known process it is
+//! ([`Registry::announced`]), and that is its generation, exactly. Otherwise foster reads its environment once: every helper foster launches
 //! carries `FOSTER_SUPERVISOR=PID:STARTTIME` (the foster that launched it) and
 //! `FOSTER_HELPER=NAME`, inherited by its descendants, and the gate's identities: a gated
 //! process has `FOSTER_PARENT` naming itself (which its descendants inherit) and `FOSTER_GATED`
@@ -133,6 +135,17 @@ pub struct Registry {
     /// Adoptions not classified yet: the process was caught in the middle of an `execve`, its
     /// environment not laid out yet.
     waiting: HashMap<Identity, Waiting>,
+    /// Lineages announced for pids no read has seen yet ([`Registry::announced`]), for the
+    /// next [`Registry::observe`].
+    announced: HashMap<i32, Lineage>,
+}
+
+/// The lineage the kernel's announcements gave of a process before any read saw it: the
+/// nearest ancestor the registry knows, and how many generations below it the process is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lineage {
+    pub anchor: Identity,
+    pub depth: u32,
 }
 
 /// How a process whose adoption waits came to foster's notice.
@@ -169,6 +182,7 @@ impl Registry {
             live_by_pid,
             helpers: HashMap::new(),
             waiting: HashMap::new(),
+            announced: HashMap::new(),
         }
     }
 
@@ -264,6 +278,14 @@ impl Registry {
         self.records.len() <= 1
     }
 
+    /// Says how the processes `lineages` name (by pid) descend from processes the registry
+    /// knows, as the kernel announced their births: a process the next [`Registry::observe`]
+    /// finds already adopted takes its generation and helper from there, exactly, rather than
+    /// from its environment (its parent was born and ended between two reads).
+    pub fn announced(&mut self, lineages: impl IntoIterator<Item = (i32, Lineage)>) {
+        self.announced.extend(lineages);
+    }
+
     /// Takes in the changes of foster's subtree and the subtree they lead to: records new
     /// descendants, forgets ended ones, and classifies every process that changed parent.
     /// Returns the adoptions, parents before children.
@@ -293,6 +315,7 @@ impl Registry {
         }
         self.settle(tree, &mut adoptions);
         self.prune();
+        self.announced.clear();
         adoptions
     }
 
@@ -369,7 +392,18 @@ impl Registry {
     /// its environment, recorded, and its adoption.
     fn first_seen_adopted(&mut self, node: &ProcessNode) -> Adoption {
         let identity = node.identity;
-        let (expected_parent, generation, helper) = self.infer_lineage(node);
+        let announced = self
+            .announced
+            .get(&node.pid)
+            .and_then(|l| Some((l, self.records.get(&l.anchor)?)));
+        let (expected_parent, generation, helper) = match announced {
+            Some((l, anchor)) => (
+                Some(l.anchor),
+                anchor.generation + l.depth,
+                anchor.helper.clone(),
+            ),
+            None => self.infer_lineage(node),
+        };
         self.insert(identity, expected_parent, generation, helper.clone(), false);
         let expected = self.nearest_live_subreaper(expected_parent);
         Adoption {

@@ -71,6 +71,10 @@ pub struct SupervisorSection {
     /// The policy for adopted processes whose helper foster cannot tell.
     #[serde(default)]
     pub orphan_policy: GenerationPolicy,
+    /// Where the kernel does not announce births in the tree: read the tree this often as well
+    /// (none by default: foster then wakes up only when something happens). See `docs/run.md`.
+    #[serde(default)]
+    pub rescan: Option<PositiveDuration>,
 }
 
 /// One `[[helper]]`. Its `PartialEq` is how a reload tells a changed helper from an unchanged
@@ -1376,6 +1380,22 @@ mod tests {
     /// The error of `HELPER` followed by `extra`.
     fn helper_err(extra: &str) -> ConfigError {
         err(&format!("{HELPER}{extra}"))
+    }
+
+    /// `supervisor.rescan`: off by default, a duration of the one grammar, a bad one named.
+    #[test]
+    fn rescan_is_off_by_default_and_a_duration() {
+        assert_eq!(ok(HELPER).supervisor.rescan, None);
+        let c = ok(&format!("[supervisor]\nrescan = \"1.5s\"\n{HELPER}"));
+        assert_eq!(
+            c.supervisor.rescan,
+            Some(PositiveDuration(Duration::from_millis(1500)))
+        );
+        for bad in ["\"0s\"", "\"often\"", "1"] {
+            let e = err(&format!("[supervisor]\nrescan = {bad}\n{HELPER}"));
+            assert_eq!(e.key.as_deref(), Some("supervisor.rescan"), "{bad}: {e}");
+            assert_eq!(e.line, Some(2), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -35,6 +35,9 @@
 //! The supervisor reads it once per process (a helper's at its launch, through the pidfd the
 //! launch returned), and writes its lines, its events log and `--output json` with the outer
 //! pids; the control socket speaks the namespace's own pids, which `foster ctl` translates.
+//! The other way round, a process the kernel announces by its outer pid (its process events,
+//! `supervisor/births.rs`) is found in foster's namespace by its `NSpid` through the same
+//! `/proc` ([`OuterPids::inner_pid`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -114,14 +117,32 @@ impl OuterPids {
             return None;
         }
         let outer = *nspid.first()?;
-        if self.order.len() >= OUTER_REMEMBERED
-            && let Some(old) = self.order.pop_front()
-        {
-            self.known.remove(&old);
-        }
-        self.known.insert(id, outer);
-        self.order.push_back(id);
+        self.remember(id, outer);
         Some(outer)
+    }
+
+    /// The pid in foster's namespace of the process whose outer pid is `outer` (the last entry
+    /// of its `NSpid` through the outer `/proc`): how a process announced by the kernel, which
+    /// numbers processes as the initial namespace does, is found in the tree. `None` when it has
+    /// ended, or is not in foster's namespace.
+    pub fn inner_pid(&mut self, outer: i32) -> Option<i32> {
+        let nspid = self.proc.read_nspid(outer)?;
+        (nspid.len() >= 2 && nspid.first() == Some(&outer))
+            .then(|| nspid.last().copied())
+            .flatten()
+    }
+
+    /// Remembers that `id` is `outer` in the outer namespace (found the other way round, by
+    /// [`OuterPids::inner_pid`]), so that it is not read again.
+    pub fn remember(&mut self, id: Identity, outer: i32) {
+        if self.known.insert(id, outer).is_none() {
+            if self.order.len() >= OUTER_REMEMBERED
+                && let Some(old) = self.order.pop_front()
+            {
+                self.known.remove(&old);
+            }
+            self.order.push_back(id);
+        }
     }
 
     /// `event` with the outer pids (0 for a process that ended before it was learnt).

@@ -27,6 +27,7 @@
 //!
 //! See [`EXIT_OK`] and the constants after it; `docs/run.md` has the table.
 
+mod births;
 mod checks;
 mod control;
 mod lifecycle;
@@ -117,6 +118,9 @@ pub enum SocketOption {
 /// before any other thread exists (see the module docs).
 pub fn run(config: Config, options: Options) -> io::Result<i32> {
     signals::block()?;
+    // Before the tree is contained (the kernel ignores a request from another namespace), while
+    // no other thread exists (its probe forks a child that exits at once).
+    let announced = births::subscribe();
     let credentials = config
         .helpers
         .iter()
@@ -156,6 +160,7 @@ pub fn run(config: Config, options: Options) -> io::Result<i32> {
         .enable_io()
         .build()?;
     let mut sup = Supervisor::new(config, contained, events, output)?;
+    sup.take_births(announced);
     sup.control = control::Control::new(options.config_path.clone(), bound);
     sup.control.metrics_listener = metrics;
     sup.config_path = options.config_path.clone();
@@ -395,6 +400,8 @@ enum Timer {
     StopGrace(usize),
     OrphanGrace(Identity),
     Scan,
+    /// The periodic read of `supervisor.rescan`, where births are not announced.
+    Rescan,
     /// A timer of helper `i`'s checks, for its launch `n`.
     Check(usize, u32, checks::CheckTimer),
 }
@@ -410,6 +417,8 @@ struct Supervisor {
     /// A pidfd for each parent of the tree below foster's children: their ends move children
     /// without a SIGCHLD to foster.
     watch: watch::ParentWatch,
+    /// The kernel's announcements of births and ends in the tree, where it grants them.
+    births: Option<births::Births>,
     spawner: Spawner,
     helpers: Vec<lifecycle::Run>,
     /// The `depends_on` graph.
@@ -478,6 +487,7 @@ impl Supervisor {
             graph,
             tree,
             watch: watch::ParentWatch::new()?,
+            births: None,
             config,
             contained,
             me,
@@ -572,6 +582,11 @@ impl Supervisor {
         // SAFETY: the watch's epoll descriptor, owned by `self` too, for the life of `self`.
         let parents =
             unsafe { AsyncFd::register(Fd(self.watch.raw_fd())) }.map_err(io::Error::from)?;
+        // SAFETY: the connector's socket, owned by `self.births` for the life of `self`.
+        let announced = match &self.births {
+            Some(b) => Some(unsafe { AsyncFd::register(Fd(b.raw_fd())) }?),
+            None => None,
+        };
         // The notify sockets bound so far; one bound later (for a helper a reload added) is
         // registered at the next turn of the loop.
         let mut notify: Vec<AsyncFd<Fd>> = Vec::new();
@@ -598,6 +613,7 @@ impl Supervisor {
         self.on_sigchld();
         // Learn the machine once, so that later reads cost only what changed since.
         self.rescan();
+        self.schedule_rescan();
         loop {
             self.settle();
             if let Some(code) = self.finished() {
@@ -643,6 +659,11 @@ impl Supervisor {
                     if self.watch.take_ended() > 0 {
                         self.rescan();
                     }
+                    g.clear_ready();
+                }
+                g = readable(&announced) => {
+                    let mut g = g?;
+                    self.on_announced();
                     g.clear_ready();
                 }
                 g = sigs.readable() => {
@@ -1028,7 +1049,16 @@ impl Supervisor {
                 return;
             }
         };
-        // Watch the parents this read found, before anything else can end.
+        if let Some(b) = &mut self.births {
+            b.read(self.tree.snapshot(), &changes, self.outer.as_mut());
+        }
+        self.watch_parents();
+        let adoptions = self.registry.observe(self.tree.snapshot(), &changes);
+        self.adopted_now(adoptions);
+    }
+
+    /// Makes the parents' watch follow the tree (`watch.rs`), before anything else can end.
+    fn watch_parents(&mut self) {
         let synced = self.watch.sync(self.tree.snapshot(), self.me);
         if synced != watch::Synced::default() {
             debug!(
@@ -1041,7 +1071,11 @@ impl Supervisor {
             // A parent ended after the read: read again, on the loop's next turn.
             self.at(Duration::ZERO, Timer::Scan);
         }
-        let adoptions = self.registry.observe(self.tree.snapshot(), &changes);
+    }
+
+    /// The adoptions a read found: each one's event, and its generation's policy for those
+    /// that came to foster.
+    fn adopted_now(&mut self, adoptions: Vec<adoption::Adoption>) {
         // A process caught in the middle of an execve has no environment to read yet, and its
         // adoption waits for it: read again shortly (then less and less often) until it is out.
         if self.tree.pending_environ() > 0 || self.registry.waiting() > 0 {
@@ -1147,6 +1181,10 @@ impl Supervisor {
                 Timer::StopGrace(usize::MAX) => self.sweep(),
                 Timer::StopGrace(i) => self.stop_grace_over(i),
                 Timer::Scan => self.rescan(),
+                Timer::Rescan => {
+                    self.rescan();
+                    self.schedule_rescan();
+                }
                 Timer::Check(i, launch, t) => self.on_check_timer(i, launch, t),
             }
         }

@@ -30,6 +30,9 @@ pub struct Counts {
     pub adoptions: BTreeMap<String, u64>,
     /// Signals of an orphan policy sent (`signal` events with reason `orphan_policy`).
     pub orphans_policed: u64,
+    /// Times the kernel's announcements of births and ends were lost (its socket's buffer
+    /// overflowed) and the whole tree was read instead.
+    pub tree_events_lost: u64,
     /// Events of this supervisor.
     pub events: u64,
 }
@@ -120,6 +123,14 @@ pub fn render(status: &Status, counts: &Counts, now_ms: u64) -> String {
         "orphans_policed",
         "Signals sent to orphans by their generation's orphan policy",
         policed,
+    );
+    let lost = Counter::<u64>::default();
+    lost.inc_by(counts.tree_events_lost);
+    reg.register(
+        "tree_events_lost",
+        "Times the kernel's announcements of births and ends in the tree were lost (its socket's \
+         buffer overflowed) and the whole tree was read instead",
+        lost,
     );
 
     let state = Family::<Labels, Gauge>::default();

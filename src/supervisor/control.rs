@@ -300,6 +300,11 @@ impl Supervisor {
 
     /// The Prometheus text of the supervisor's numbers now: a status snapshot (one read of
     /// the tree's processes) and what was counted ([`crate::metrics::render`]).
+    /// The kernel's announcements of births and ends were lost once more (`births.rs`).
+    pub(super) fn count_lost_tree_events(&mut self) {
+        self.control.counts.tree_events_lost += 1;
+    }
+
     pub(super) fn metrics_text(&mut self) -> String {
         let status = self.status();
         let now_ms = Record::now(Event::Shutdown { signal: None }).ts_ms;

@@ -17,7 +17,7 @@
 //! - a helper whose definition did not change is not touched.
 //!
 //! `[supervisor]` is compared field by field: what can take effect at once does
-//! (`orphan_policy`: for processes adopted from then on); what could not would be reported as
+//! (`orphan_policy`: for processes adopted from then on; `rescan`: from the next read); what could not would be reported as
 //! needing a restart of foster. A reload is refused during the shutdown, and while a helper of
 //! the same name as one the file adds, removed by an earlier reload, is still stopping.
 //! Every reload is an event (`reload`, or `reload_refused` with the reason).
@@ -179,11 +179,20 @@ impl Supervisor {
     /// `[supervisor]` compared field by field (a field added there must say here whether it
     /// takes effect at once).
     fn reload_supervisor_section(&mut self, new: &SupervisorSection, out: &mut Reloaded) {
-        let SupervisorSection { orphan_policy } = new;
+        let SupervisorSection {
+            orphan_policy,
+            rescan,
+        } = new;
         if *orphan_policy != self.config.supervisor.orphan_policy {
             // Read at each adoption: it applies to processes adopted from now on.
             self.config.supervisor.orphan_policy = orphan_policy.clone();
             out.applied.push("supervisor.orphan_policy".to_string());
+        }
+        if *rescan != self.config.supervisor.rescan {
+            // The next periodic read is timed with the new period (none when it is removed).
+            self.config.supervisor.rescan = *rescan;
+            self.schedule_rescan();
+            out.applied.push("supervisor.rescan".to_string());
         }
     }
 

@@ -1,8 +1,10 @@
 //! One process's subtree, kept current by reading only what changed.
 //!
 //! Owns [`Subtree`]: the snapshot of a root process and its descendants, updated on demand
-//! (the supervisor asks when something of its tree ended: a SIGCHLD, or the pidfd it holds for
-//! each parent of the snapshot; never on a timer). An update lists
+//! (the supervisor asks when something of its tree ended: a SIGCHLD, the pidfd it holds for
+//! each parent of the snapshot, or the kernel's announcement of an end; never on a timer unless
+//! its configuration asks). A process announced as born under a member is added alone
+//! ([`Subtree::born`]: one `stat` read, no listing). An update lists
 //! `/proc` once ([`Scanner::relist`]) and reads `stat` only for
 //!
 //! - the pids that appeared since the last update (new processes, or pids now held by another),
@@ -42,6 +44,19 @@ pub struct UpdateStats {
     pub stat_reads: usize,
     /// `environ` files read.
     pub environ_reads: usize,
+}
+
+/// What [`Subtree::born`] found of the processes announced as born.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Newborns {
+    /// Each one added: a [`Change::Spawned`], parents before their children.
+    pub changes: Vec<Change>,
+    /// The identity of each pid asked for, in its order, where it is in the subtree now (added,
+    /// or there already).
+    pub identities: Vec<Option<Identity>>,
+    /// Some could not be added (ended already, or under a parent the subtree does not hold):
+    /// only an update can say where their children went.
+    pub missed: bool,
 }
 
 /// A root process and its descendants, kept current from listing changes.
@@ -94,6 +109,60 @@ impl Subtree {
     /// middle of an `execve` at the last update. The next update reads them again.
     pub fn pending_environ(&self) -> usize {
         self.env_pending.len()
+    }
+
+    /// Adds the processes `pids` (in birth order), just born under a member of the subtree or
+    /// under one of them, each read alone: no listing. One that has ended already, is a zombie,
+    /// or whose parent is not in the subtree (nor among those before it) is not added, and
+    /// [`Newborns::missed`] says so. A new child of the root is added only when its lineage is
+    /// known ([`Subtree::known`]: a launch of the caller's); another one needs its environment,
+    /// which only an update reads.
+    pub fn born(&mut self, pids: &[i32]) -> Newborns {
+        let fresh = self.scanner.scan_pids(pids);
+        let root = self.snapshot.identity_of(self.root);
+        let mut out = Newborns::default();
+        let mut added: Vec<ProcessNode> = Vec::new();
+        for &pid in pids {
+            let Some(n) = fresh.by_pid(pid).filter(|n| !n.is_zombie()) else {
+                out.missed = true;
+                out.identities.push(None);
+                continue;
+            };
+            if self.snapshot.contains(&n.identity) || added.iter().any(|a| a.identity == n.identity)
+            {
+                out.identities.push(Some(n.identity));
+                continue;
+            }
+            let parent = self
+                .snapshot
+                .by_pid(n.ppid)
+                .or_else(|| added.iter().find(|a| a.pid == n.ppid))
+                .filter(|p| !p.is_zombie() && p.start_time <= n.start_time)
+                .map(|p| p.identity);
+            let unknown_lineage = parent == root && !self.env_read.contains(&n.identity);
+            if parent.is_none() || unknown_lineage {
+                out.missed = true;
+                out.identities.push(None);
+                continue;
+            }
+            let mut node = n.clone();
+            node.parent = parent;
+            out.changes.push(Change::Spawned {
+                identity: node.identity,
+                parent,
+                comm: node.comm.clone(),
+            });
+            out.identities.push(Some(node.identity));
+            added.push(node);
+        }
+        if !added.is_empty() {
+            let stats = self.snapshot.stats;
+            let mut nodes: Vec<ProcessNode> = self.snapshot.nodes().cloned().collect();
+            nodes.extend(added);
+            self.snapshot = Snapshot::from_nodes(nodes);
+            self.snapshot.stats = stats;
+        }
+        out
     }
 
     /// Reads what changed and returns the changes since the last update, in the order of

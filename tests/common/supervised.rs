@@ -62,6 +62,35 @@ impl Run {
         extra: &[&str],
     ) -> (Run, std::sync::mpsc::Receiver<String>) {
         let (cmd, socket) = Run::command(d, config, extra);
+        Run::spawn_with_lines(cmd, socket)
+    }
+
+    /// [`Run::start`] run through `wrap` (a program and its arguments, `foster` after them:
+    /// `setpriv` as another user), with `env` set; the lines of its standard error as they
+    /// come.
+    pub fn start_wrapped(
+        d: &Dir,
+        config: &str,
+        extra: &[&str],
+        wrap: &[&str],
+        env: &[(&str, &str)],
+    ) -> (Run, std::sync::mpsc::Receiver<String>) {
+        let socket = d.path("run.sock");
+        let mut cmd = Command::new(wrap[0]);
+        cmd.args(&wrap[1..])
+            .arg(FOSTER)
+            .arg("run")
+            .arg(d.file("run.toml", config))
+            .args(extra)
+            .arg("--socket")
+            .arg(&socket)
+            .envs(env.iter().copied());
+        Run::spawn_with_lines(cmd, socket)
+    }
+
+    /// Starts `cmd`, its standard error's lines handed to the test, read on a thread
+    /// ([`super::lines::lines`]) so that a full pipe never stalls it.
+    fn spawn_with_lines(cmd: Command, socket: PathBuf) -> (Run, std::sync::mpsc::Receiver<String>) {
         let mut run = Run::spawn_keeping(cmd, socket, true);
         let err = run.child.stderr.take().expect("its standard error, kept");
         (run, super::lines::lines(err))
