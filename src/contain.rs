@@ -18,7 +18,8 @@
 //! supervisor), and owners inside are mapped back by [`crate::ownership::owner_of`].
 //!
 //! Contained, the outer foster forks once (on the main thread: the only fork of `foster run`
-//! outside the launcher thread, the probe's aside). The child is PID 1 of the new namespace: it
+//! outside the launcher thread, the probes' aside: this module's and the process-events
+//! connector's, `supervisor/births.rs`, made before containment). The child is PID 1 of the new namespace: it
 //! arms `PR_SET_PDEATHSIG(SIGKILL)`, then checks through a pidfd of the outer foster (opened
 //! before the fork) that the outer one is still alive, mounts a fresh `/proc`, and goes on to
 //! supervise. When that init ends, for any reason, the kernel kills every process of the

@@ -3,8 +3,10 @@
 //! Owns the life of one supervision: it makes foster a subreaper (verified with `PR_GET`),
 //! launches every helper through the [`Spawner`] thread (the gate, arm-then-check), routes the [`Reaper`]'s statuses to
 //! each helper's restart state machine, reads what changed in its [`Subtree`] when something of
-//! the tree ended (a SIGCHLD, or the pidfd of a deeper parent, `watch.rs`; never on a timer) so
-//! that [`Registry`] can classify every adoption, applies the orphan policy of each adopted
+//! the tree ended (a SIGCHLD, the pidfd of a deeper parent, `watch.rs`, or the kernel's
+//! announcement of an end, `births.rs`, which also puts each birth in the tree at once; never on
+//! a timer unless `supervisor.rescan` asks where births are not announced) so that [`Registry`]
+//! can classify every adoption, applies the orphan policy of each adopted
 //! process's generation (its signal, its grace, then SIGKILL), and owns the one idempotent
 //! shutdown, whose progress is one phase type (`Stage`). Each helper's readiness and liveness
 //! checks run on the same loop (`checks.rs`).
@@ -16,7 +18,8 @@
 //! foster: shutdown, reopen the logs, or ignore), so every thread created afterwards (the
 //! launcher, the output's reader and relay, the runtime) has them blocked, and they are
 //! consumed only through signalfds. The event loop is a single-threaded tokio runtime waiting
-//! on those signalfds, the parents' epoll (`watch.rs`), the control socket, the output's
+//! on those signalfds, the parents' epoll (`watch.rs`), the process-events connector's socket
+//! (`births.rs`, subscribed before the tree is contained), the control socket, the output's
 //! reports ([`crate::output`]), the notify sockets, the reports of the checks' tasks
 //! (`checks.rs`) and the metrics responder's questions ([`crate::metrics`]): no timer is armed unless a restart delay, a grace period or a check is
 //! pending, or a read found a process in the middle of an `execve` whose environment it needs,

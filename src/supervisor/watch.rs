@@ -17,22 +17,26 @@
 //! closed at once ([`ParentWatch::take_ended`]). A parent that ended between the read of the
 //! tree and the opening of its pidfd is reported by `sync`, so that the caller reads again.
 //!
-//! ## Why pidfds, not the process-events connector
+//! ## The pidfds and the process-events connector
 //!
-//! The connector (netlink `PROC_EVENT_EXIT`/`FORK`) would also tell of processes foster has
-//! not read yet, but older kernels grant it only to `CAP_NET_ADMIN` in the initial namespaces,
-//! its notices number processes as the initial PID namespace does (not as a contained foster,
-//! PID 1 of its own namespace, knows them), it wakes foster for every fork or exit of the whole machine, and it drops events when
-//! its socket buffer fills (a rescan then anyway). A pidfd works in any namespace and for any
-//! user, wakes foster only for its own tree's parents, and loses nothing.
+//! A pidfd is held only for a process some read of the tree saw with children: a process born
+//! after the last read that forks and ends before the next one (a daemon's double fork) was
+//! never watched. Where the kernel grants it, the process-events connector tells of those
+//! (`births.rs`: a birth in the tree is read into it at once, so the watch holds its pidfd once
+//! it has children, and the end of a process of the tree with children is a read of the tree).
+//! The watch stays in every case: the connector is granted to `CAP_NET_ADMIN` in the initial
+//! namespaces only (on most kernels), wakes foster for every fork and end of the machine, and
+//! drops announcements when its buffer fills; a pidfd works in any namespace and for any user,
+//! wakes foster only for its own tree's parents, and loses nothing.
 //!
 //! Each held pidfd's pidfs inode number is kept too: a notify datagram whose sender has ended
 //! and been reaped before foster read it comes with a pidfd of that sender, which is matched to
 //! a watched process by it (`supervisor/checks.rs`).
 //!
-//! What neither this nor SIGCHLD covers: a process born after foster's last read of its tree
-//! that has a child and ends before the next read (the next SIGCHLD, the end of a watched
-//! parent, or a control request). Its orphan is noticed at that next read.
+//! What neither this nor SIGCHLD covers, where births are not announced: a process born after
+//! foster's last read of its tree that has a child and ends before the next read (the next
+//! SIGCHLD, the end of a watched parent, a control request, or `supervisor.rescan`). Its
+//! orphan is noticed at that next read.
 //!
 //! ## The bound
 //!
