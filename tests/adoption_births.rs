@@ -14,7 +14,6 @@ use std::process::Command;
 use std::sync::mpsc;
 use std::time::Duration;
 
-
 mod common;
 use common::events::kind;
 use common::supervised::Run;
@@ -25,12 +24,7 @@ use common::{Dir, is_root};
 const BOUND: Duration = Duration::from_secs(3);
 
 /// The helper's command: waits on `gate`, runs `form` (whose intermediate leaves a `sleep 300`
-/// to foster), then stays.
-fn config(gate: &Path, form: &str) -> String {
-    config_with(gate, form, "")
-}
-
-/// [`config`] with a `[supervisor]` section of `supervisor` (empty: none).
+/// to foster), then stays; after a `[supervisor]` section of `supervisor` (empty: none).
 fn config_with(gate: &Path, form: &str, supervisor: &str) -> String {
     let script = format!("read x < {}; {form}; exec sleep 600", gate.display());
     format!(
@@ -142,16 +136,26 @@ fn adoption_as_nobody(tag: &str, form: &str, generation: u32, flags: &[&str]) {
     let d = Dir::new("births", tag);
     // foster binds its socket there as that user.
     std::fs::set_permissions(&d.0, std::fs::Permissions::from_mode(0o1777)).unwrap();
-    let nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"];
+    let nobody = [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--",
+    ];
     let (mut run, at, err) = let_go(&d, form, flags, &nobody);
     if let Some(at) = at {
         return check_adoption(run, at, generation);
     }
     run.terminate();
     // Its standard error, to its end: the line of its start says whether births are announced.
-    let refused = err.iter().find(|l| l.contains("births in the tree are not announced"));
+    let refused = err
+        .iter()
+        .find(|l| l.contains("births in the tree are not announced"));
     match refused {
-        Some(line) => eprintln!("skipped: {tag}: the kernel does not announce births to uid 65534: {line}"),
+        Some(line) => {
+            eprintln!("skipped: {tag}: the kernel does not announce births to uid 65534: {line}")
+        }
         None => panic!(
             "no reparented event within {BOUND:?}, and foster did not say births are not \
              announced; seen: {:#?}",
@@ -238,7 +242,10 @@ fn without_announcements_supervisor_rescan_finds_the_orphan() {
     let sup = "[supervisor]\nrescan = \"300ms\"\n";
     let (mut run, at, err) = let_go_with(&d, SHELL, &["--no-contain"], &[], sup, &off);
     let Some(at) = at else {
-        panic!("no reparented event within {BOUND:?}; seen: {:#?}", run.seen)
+        panic!(
+            "no reparented event within {BOUND:?}; seen: {:#?}",
+            run.seen
+        )
     };
     let v = run.seen[at].clone();
     assert_eq!(v["classification"], "expected", "{v}");

@@ -1649,10 +1649,16 @@ fn short_lived_parent_run(
 
 /// Checks the orphan's `reparented` event, its policy's SIGTERM and its end, from `events`;
 /// the time from the intermediate's release (`t`) to the orphan's end.
-fn adopted_and_policed(r: &mut Root, events: &mut barrier::LineReader, t: Instant, o: &mut Outcome) {
+fn adopted_and_policed(
+    r: &mut Root,
+    events: &mut barrier::LineReader,
+    t: Instant,
+    o: &mut Outcome,
+) {
     let bound = Instant::now() + Duration::from_secs(5);
     let Some(v) = next_event(events, bound, |v| v["event"] == "reparented") else {
-        o.problems.push("no reparented event within 5 s of the intermediate's start".into());
+        o.problems
+            .push("no reparented event within 5 s of the intermediate's start".into());
         return;
     };
     let orphan = v["identity"].clone();
@@ -1665,8 +1671,14 @@ fn adopted_and_policed(r: &mut Root, events: &mut barrier::LineReader, t: Instan
         v["classification"].as_str().unwrap_or("?"),
         v["generation"]
     );
-    o.check(v["classification"] == "expected", format!("classified {}", v["classification"]));
-    o.check(v["generation"] == 3, format!("generation {}", v["generation"]));
+    o.check(
+        v["classification"] == "expected",
+        format!("classified {}", v["classification"]),
+    );
+    o.check(
+        v["generation"] == 3,
+        format!("generation {}", v["generation"]),
+    );
     let signal = next_event(events, r.soon(), |e| {
         e["event"] == "signal" && e["reason"] == "orphan_policy" && e["target"] == orphan
     });
@@ -1675,7 +1687,9 @@ fn adopted_and_policed(r: &mut Root, events: &mut barrier::LineReader, t: Instan
         signal.as_ref().is_some_and(|s| s["signal"] == "SIGTERM"),
         format!("the orphan policy's signal: {signal:?}"),
     );
-    let exit = next_event(events, r.soon(), |e| e["event"] == "exit" && e["identity"] == orphan);
+    let exit = next_event(events, r.soon(), |e| {
+        e["event"] == "exit" && e["identity"] == orphan
+    });
     let killed = exit
         .as_ref()
         .and_then(|e| e["status"]["signal"].as_str())

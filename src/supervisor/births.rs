@@ -42,8 +42,8 @@ use std::collections::HashMap;
 
 use tracing::debug;
 
-use crate::contain::OuterPids;
 use crate::adoption::Lineage;
+use crate::contain::OuterPids;
 use crate::identity::Identity;
 use crate::tree::Snapshot;
 use crate::tree::connector::{Connector, Lost, ProcEvent, Wanted};
@@ -132,7 +132,13 @@ impl Batch {
     /// A thread's end: a read of the tree when its process had children and is not a child of
     /// foster's (`root`), whose end comes as SIGCHLD. `read`: whether the tree as read holds
     /// the process, and if so whether it is foster's child and has children.
-    fn exit(&mut self, tgid: i32, thread: i32, root: i32, read: impl FnOnce() -> Option<(bool, bool)>) {
+    fn exit(
+        &mut self,
+        tgid: i32,
+        thread: i32,
+        root: i32,
+        read: impl FnOnce() -> Option<(bool, bool)>,
+    ) {
         if tgid == root {
             return;
         }
@@ -273,7 +279,12 @@ impl Births {
 
     /// After a read of the tree: contained, the outer pids of the processes it found first
     /// (through their pidfds, once each) and none of those that left it.
-    pub fn read(&mut self, tree: &Snapshot, changes: &[crate::tree::Change], outer: Option<&mut OuterPids>) {
+    pub fn read(
+        &mut self,
+        tree: &Snapshot,
+        changes: &[crate::tree::Change],
+        outer: Option<&mut OuterPids>,
+    ) {
         let (Some(index), Some(o)) = (&mut self.index, outer) else {
             return;
         };

@@ -34,11 +34,11 @@ use crate::control::protocol::{
 use crate::event::Event;
 use crate::identity::Identity;
 use crate::top::app::{KEEP_LOG_LINES, LogItem, LogSource};
-use crate::tree::connector::{Connector, ProcEvent, Wanted};
 use crate::top::model::{
     Adoption, EventLine, HelperDown, HelperStatus, HelperSummary, ProcInfo, RESTART_LOOP, Sample,
     SharedWants, Source, SourceError, Supervision, Waker,
 };
+use crate::tree::connector::{Connector, ProcEvent, Wanted};
 use crate::tree::{ScanOptions, Scanner};
 
 /// How many events the pane keeps (the supervisor's own backlog holds as many).
@@ -336,7 +336,8 @@ impl AttachedSource {
                 let mut born = false;
                 let lost = w
                     .drain(|e| {
-                        born |= matches!(e, ProcEvent::Fork { parent, .. } if members.contains(&parent))
+                        born |=
+                            matches!(e, ProcEvent::Fork { parent, .. } if members.contains(&parent))
                     })
                     .is_err();
                 born || lost

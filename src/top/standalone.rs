@@ -15,8 +15,8 @@
 use std::collections::HashSet;
 
 use crate::identity::Identity;
-use crate::tree::connector::{Connector, ProcEvent, Wanted};
 use crate::top::model::{ProcExt, ProcInfo, Sample, SharedWants, Source, SourceError};
+use crate::tree::connector::{Connector, ProcEvent, Wanted};
 use crate::tree::{ScanOptions, Scanner, Snapshot};
 
 /// How many readings an owner already read is trusted for ([`ScanOptions::owner_recheck`]):
