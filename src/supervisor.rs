@@ -1288,6 +1288,16 @@ async fn any_readable(
     .await
 }
 
+/// `fd` readable (pending forever without one).
+async fn readable(
+    fd: &Option<AsyncFd<Fd>>,
+) -> io::Result<tokio::io::unix::AsyncFdReadyGuard<'_, Fd>> {
+    match fd {
+        Some(fd) => fd.readable().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// The next report of the output's reading thread (pending forever without one).
 async fn output_report(output: &mut Option<crate::output::Capture>) -> crate::output::Report {
     match output {

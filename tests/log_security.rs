@@ -227,7 +227,9 @@ fn a_full_disk_leaves_no_torn_record_in_the_events_log() {
 
 /// A disk that fills while a helper writes its log: the lines that did not fit are lost
 /// whole, and after room is made the next lines follow (the last one, written once the helper
-/// is released, before foster ends), every line of the file whole.
+/// is released, before foster ends), every line of the file whole. The helper writes 300 lines
+/// (about 18 KB: more than the two free pages, less than what the freed filler leaves), so
+/// that the lines foster still relays once the disk is freed fit, however far behind it is.
 #[test]
 fn a_full_disk_leaves_no_torn_line_in_a_helpers_log() {
     if !is_root() {
@@ -239,7 +241,7 @@ fn a_full_disk_leaves_no_torn_line_in_a_helpers_log() {
     let log = disk.dir.join("w.log");
     let go = d.fifo("go");
     let body = format!(
-        "i=0; while [ $i -lt 2000 ]; do echo \"line $i of the filling helper\"; i=$((i+1)); \
+        "i=0; while [ $i -lt 300 ]; do echo \"line $i of the filling helper\"; i=$((i+1)); \
          done; read x < {}; echo 'after the disk was freed'",
         go.display()
     );
