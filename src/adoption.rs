@@ -137,7 +137,17 @@ pub struct Registry {
     waiting: HashMap<Identity, Waiting>,
     /// Lineages announced for pids no read has seen yet ([`Registry::announced`]), for the
     /// next [`Registry::observe`].
-    announced: HashMap<i32, Lineage>,
+    announced: HashMap<i32, Announced>,
+}
+
+/// An announced lineage resolved against the registry when it was announced (its anchor's
+/// record may be pruned before the process is classified): the anchor, the process's
+/// generation and helper.
+#[derive(Debug, Clone)]
+struct Announced {
+    anchor: Identity,
+    generation: u32,
+    helper: Option<String>,
 }
 
 /// The lineage the kernel's announcements gave of a process before any read saw it: the
@@ -283,7 +293,17 @@ impl Registry {
     /// finds already adopted takes its generation and helper from there, exactly, rather than
     /// from its environment (its parent was born and ended between two reads).
     pub fn announced(&mut self, lineages: impl IntoIterator<Item = (i32, Lineage)>) {
-        self.announced.extend(lineages);
+        for (pid, l) in lineages {
+            let Some(anchor) = self.records.get(&l.anchor) else {
+                continue;
+            };
+            let a = Announced {
+                anchor: l.anchor,
+                generation: anchor.generation + l.depth,
+                helper: anchor.helper.clone(),
+            };
+            self.announced.insert(pid, a);
+        }
     }
 
     /// Takes in the changes of foster's subtree and the subtree they lead to: records new
@@ -315,7 +335,10 @@ impl Registry {
         }
         self.settle(tree, &mut adoptions);
         self.prune();
-        self.announced.clear();
+        // Kept for an adoption that waits for its process to be out of an `execve`: it is
+        // classified by a later call, from the same lineage.
+        let waiting: std::collections::HashSet<i32> = self.waiting.keys().map(|w| w.pid).collect();
+        self.announced.retain(|pid, _| waiting.contains(pid));
         adoptions
     }
 
@@ -392,16 +415,8 @@ impl Registry {
     /// its environment, recorded, and its adoption.
     fn first_seen_adopted(&mut self, node: &ProcessNode) -> Adoption {
         let identity = node.identity;
-        let announced = self
-            .announced
-            .get(&node.pid)
-            .and_then(|l| Some((l, self.records.get(&l.anchor)?)));
-        let (expected_parent, generation, helper) = match announced {
-            Some((l, anchor)) => (
-                Some(l.anchor),
-                anchor.generation + l.depth,
-                anchor.helper.clone(),
-            ),
+        let (expected_parent, generation, helper) = match self.announced.get(&node.pid) {
+            Some(a) => (Some(a.anchor), a.generation, a.helper.clone()),
             None => self.infer_lineage(node),
         };
         self.insert(identity, expected_parent, generation, helper.clone(), false);
@@ -796,6 +811,32 @@ mod tests {
         assert_eq!(a.len(), 1);
         assert_eq!(a[0].identity, id(600));
         assert_eq!(a[0].generation, 2);
+    }
+
+    /// An announced lineage outlives a read that finds its process in the middle of an
+    /// `execve` (classified a read later) and the pruning of its anchor's record: helper 200
+    /// (generation 1) → 300 (announced, ends) → 400, two births below it: generation 3, not the
+    /// environment's guess.
+    #[test]
+    fn an_announced_lineage_waits_with_an_adoption_caught_in_exec() {
+        let mut w = World::new();
+        w.r.expect_launch(id(200), "h", false);
+        w.step(vec![e(100, 1), e(200, 100)]);
+        w.r.announced([(
+            400,
+            Lineage {
+                anchor: id(200),
+                depth: 2,
+            },
+        )]);
+        let mut caught = e(400, 100);
+        caught.in_exec = true;
+        assert!(w.step(vec![e(100, 1), e(200, 100), caught]).is_empty());
+        assert_eq!(w.r.waiting(), 1);
+        let a = w.step(vec![e(100, 1), e(200, 100), e(400, 100)]);
+        assert_eq!(a.len(), 1);
+        assert_eq!((a[0].generation, a[0].helper.as_deref()), (3, Some("h")));
+        assert_eq!(a[0].classification, Classification::Expected);
     }
 
     /// The generation of an orphan does not depend on whether a read saw the process that

@@ -345,10 +345,7 @@ impl RotatingFile {
         // open); the new one is owned by the File alone.
         let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
         if new < 0 {
-            return Err(self.error(
-                &format!("descriptor {fd}"),
-                io::Error::last_os_error(),
-            ));
+            return Err(self.error(&format!("descriptor {fd}"), io::Error::last_os_error()));
         }
         // SAFETY: `new` was just made and is owned by nothing else.
         Ok(unsafe { File::from_raw_fd(new) })

@@ -148,10 +148,9 @@ pub fn reachable_dir() -> PathBuf {
     match beside.parent() {
         Some(root) if enterable(root) => beside,
         _ if enterable(Path::new("/run")) => PathBuf::from("/run/foster-notify"),
-        _ => std::env::temp_dir().join(format!(
-            "foster-notify-{}",
-            nix::unistd::geteuid().as_raw()
-        )),
+        _ => {
+            std::env::temp_dir().join(format!("foster-notify-{}", nix::unistd::geteuid().as_raw()))
+        }
     }
 }
 
