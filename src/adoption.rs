@@ -137,17 +137,7 @@ pub struct Registry {
     waiting: HashMap<Identity, Waiting>,
     /// Lineages announced for pids no read has seen yet ([`Registry::announced`]), for the
     /// next [`Registry::observe`].
-    announced: HashMap<i32, Announced>,
-}
-
-/// An announced lineage resolved against the registry when it was announced (its anchor's
-/// record may be pruned before the process is classified): the anchor, the process's
-/// generation and helper.
-#[derive(Debug, Clone)]
-struct Announced {
-    anchor: Identity,
-    generation: u32,
-    helper: Option<String>,
+    announced: HashMap<i32, Lineage>,
 }
 
 /// The lineage the kernel's announcements gave of a process before any read saw it: the
@@ -292,18 +282,14 @@ impl Registry {
     /// knows, as the kernel announced their births: a process the next [`Registry::observe`]
     /// finds already adopted takes its generation and helper from there, exactly, rather than
     /// from its environment (its parent was born and ended between two reads).
+    ///
+    /// A lineage that leads up to foster itself (the helper was launched in the same batch of
+    /// announcements as its descendants were born) says nothing of the helper: it is left to
+    /// the environment, which names it.
     pub fn announced(&mut self, lineages: impl IntoIterator<Item = (i32, Lineage)>) {
-        for (pid, l) in lineages {
-            let Some(anchor) = self.records.get(&l.anchor) else {
-                continue;
-            };
-            let a = Announced {
-                anchor: l.anchor,
-                generation: anchor.generation + l.depth,
-                helper: anchor.helper.clone(),
-            };
-            self.announced.insert(pid, a);
-        }
+        let me = self.me;
+        self.announced
+            .extend(lineages.into_iter().filter(|(_, l)| l.anchor != me));
     }
 
     /// Takes in the changes of foster's subtree and the subtree they lead to: records new
@@ -415,8 +401,16 @@ impl Registry {
     /// its environment, recorded, and its adoption.
     fn first_seen_adopted(&mut self, node: &ProcessNode) -> Adoption {
         let identity = node.identity;
-        let (expected_parent, generation, helper) = match self.announced.get(&node.pid) {
-            Some(a) => (Some(a.anchor), a.generation, a.helper.clone()),
+        let announced = self
+            .announced
+            .get(&node.pid)
+            .and_then(|l| Some((l, self.records.get(&l.anchor)?)));
+        let (expected_parent, generation, helper) = match announced {
+            Some((l, anchor)) => (
+                Some(l.anchor),
+                anchor.generation + l.depth,
+                anchor.helper.clone(),
+            ),
             None => self.infer_lineage(node),
         };
         self.insert(identity, expected_parent, generation, helper.clone(), false);
@@ -814,7 +808,7 @@ mod tests {
     }
 
     /// An announced lineage outlives a read that finds its process in the middle of an
-    /// `execve` (classified a read later) and the pruning of its anchor's record: helper 200
+    /// `execve` (classified a read later): helper 200
     /// (generation 1) → 300 (announced, ends) → 400, two births below it: generation 3, not the
     /// environment's guess.
     #[test]
@@ -837,6 +831,28 @@ mod tests {
         assert_eq!(a.len(), 1);
         assert_eq!((a[0].generation, a[0].helper.as_deref()), (3, Some("h")));
         assert_eq!(a[0].classification, Classification::Expected);
+    }
+
+    /// A lineage announced up to foster itself (the helper launched in the same batch) names
+    /// no helper: the environment's lineage is taken, which does.
+    #[test]
+    fn a_lineage_up_to_foster_itself_is_left_to_the_environment() {
+        let mut w = World::new();
+        w.r.expect_launch(id(200), "web", false);
+        w.step(vec![e(100, 1), e(200, 100)]);
+        w.r.announced([(
+            500,
+            Lineage {
+                anchor: id(100),
+                depth: 3,
+            },
+        )]);
+        let marked = e(500, 100).with_environ(&[
+            format!("FOSTER_SUPERVISOR={}", id(100)),
+            "FOSTER_HELPER=web".into(),
+        ]);
+        let a = w.step(vec![e(100, 1), e(200, 100), marked]);
+        assert_eq!((a[0].generation, a[0].helper.as_deref()), (3, Some("web")));
     }
 
     /// The generation of an orphan does not depend on whether a read saw the process that
