@@ -25,7 +25,7 @@
 
 use std::ffi::{CString, OsString};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -37,7 +37,9 @@ use crate::identity::{Identity, pidfd_send_signal};
 use crate::lifeline::Lifeline;
 use crate::policy::{self, Policy, Reaction};
 use crate::procstat::{PF_EXITING, StatFields};
+use crate::signal::{SigBits, SignalFd, block};
 use crate::spawner::{CredentialError, Credentials, ExecSignals, LaunchSpec, SpawnError, Spawner};
+use crate::sys::{PollFd, poll_until};
 
 /// The options of `foster exec`, already parsed.
 #[derive(Debug, Clone, Default)]
@@ -377,28 +379,15 @@ fn watch(
     // As PID 1 of its namespace the watcher adopts the namespace's orphans: it reaps them.
     let init = namespace_init();
     // The signal path first: block the policy signal and the forwarded ones, consume them here.
-    let sfd = unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for s in FORWARDED {
-            libc::sigaddset(&mut set, s);
-        }
-        if sig != libc::SIGKILL {
-            libc::sigaddset(&mut set, sig);
-        }
-        if init {
-            libc::sigaddset(&mut set, libc::SIGCHLD);
-        }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC);
-        if fd < 0 {
-            return Err(err(
-                EXIT_GATE_ERROR,
-                format!("signalfd: {}", io::Error::last_os_error()),
-            ));
-        }
-        OwnedFd::from_raw_fd(fd)
-    };
+    let mut set = FORWARDED.into_iter().fold(SigBits::EMPTY, SigBits::with);
+    if sig != libc::SIGKILL {
+        set = set.with(sig);
+    }
+    if init {
+        set = set.with(libc::SIGCHLD);
+    }
+    block(set).map_err(|e| err(EXIT_GATE_ERROR, format!("cannot block signals: {e}")))?;
+    let sfd = SignalFd::new(set).map_err(|e| err(EXIT_GATE_ERROR, format!("signalfd: {e}")))?;
     // The watcher's mask stays as it is, whatever the reaction: the signals it forwards are
     // blocked above and read from the signalfd, and SIGKILL needs no signal path.
     let early = parent_pidfd(exp)?;
@@ -448,37 +437,19 @@ fn watch(
     let mut lost_at: Option<Instant> = None;
     loop {
         let mut fds = [
-            libc::pollfd {
-                fd: child.pidfd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: sfd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: if lost_at.is_none() {
-                    lifeline.as_raw_fd()
-                } else {
-                    -1
-                },
-                events: libc::POLLIN,
-                revents: 0,
-            },
+            PollFd::input(child.pidfd.as_raw_fd()),
+            PollFd::input(sfd.as_raw_fd()),
+            PollFd::input(if lost_at.is_none() {
+                lifeline.as_raw_fd()
+            } else {
+                -1
+            }),
         ];
-        let timeout = match lost_at {
-            Some(t) => (exp.policy.grace.saturating_sub(t.elapsed()).as_millis())
-                .min(i32::MAX as u128) as i32,
-            None => -1,
-        };
-        // SAFETY: three pollfds on the stack.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 3, timeout) };
-        if n < 0 {
+        let deadline = lost_at.and_then(|t| t.checked_add(exp.policy.grace));
+        let Ok(n) = poll_until(&mut fds, deadline) else {
             continue;
-        }
-        if fds[0].revents != 0 {
+        };
+        if fds[0].ready() {
             return Ok(reap(child.pid));
         }
         if n == 0 && lost_at.is_some() {
@@ -490,16 +461,9 @@ fn watch(
             return Ok(reap(child.pid));
         }
         let mut loss = None;
-        if fds[1].revents != 0 {
-            let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
-            // SAFETY: one siginfo into a stack struct.
-            unsafe {
-                libc::read(
-                    sfd.as_raw_fd(),
-                    (&mut info as *mut libc::signalfd_siginfo).cast(),
-                    size_of::<libc::signalfd_siginfo>(),
-                )
-            };
+        if fds[1].ready()
+            && let Some(info) = sfd.read_signal()
+        {
             let s = info.ssi_signo as i32;
             if s == libc::SIGCHLD {
                 // Only as a namespace's init: its orphans (and perhaps the program) ended.
@@ -517,7 +481,7 @@ fn watch(
                 let _ = pidfd_send_signal(child.pidfd.as_fd(), s);
             }
         }
-        if fds[2].revents != 0 && lost_at.is_none() && loss.is_none() {
+        if fds[2].ready() && lost_at.is_none() && loss.is_none() {
             loss = Some("lifeline");
         }
         if let Some(path) = loss {
@@ -543,7 +507,7 @@ fn reap_adopted(program: i32) -> Option<i32> {
         // SAFETY: waits for any child of ours, without blocking, into a stack struct.
         let r = unsafe { libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOHANG) };
         if r != 0 {
-            if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            if crate::sys::errno() == libc::EINTR {
                 continue;
             }
             return None; // ECHILD: no child left
@@ -572,7 +536,7 @@ fn reap(pid: i32) -> i32 {
         if r == 0 {
             return status_of(&info);
         }
-        if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+        if crate::sys::errno() != libc::EINTR {
             return EXIT_GATE_ERROR;
         }
     }

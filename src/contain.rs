@@ -47,14 +47,14 @@ use std::sync::Mutex;
 
 use nix::errno::Errno;
 use nix::sched::{CloneFlags, unshare};
-use nix::sys::signal::SigSet;
-use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::unistd::{ForkResult, fork};
 use tracing::{info, warn};
 
 use crate::event::{Event, PidView};
 use crate::identity::{Identity, ProcessRef};
 use crate::reaper::{Reaper, Routed};
+use crate::signal::SignalFd;
+use crate::sys::{PollFd, poll};
 use crate::tree::{ScanOptions, Scanner};
 
 /// The `/proc` of the namespace foster was started in, kept open by the init of the new one
@@ -467,14 +467,10 @@ fn split(way: Way) -> io::Result<Option<i32>> {
                 {
                     libc::_exit(1);
                 }
-                let mut p = libc::pollfd {
-                    fd: outer,
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                if libc::poll(&mut p, 1, 0) != 0 {
-                    libc::_exit(1); // the outer foster already ended
-                }
+            }
+            if !matches!(poll(&mut [PollFd::input(outer)], Some(std::time::Duration::ZERO)), Ok(0)) {
+                // SAFETY: leaves the child at once: the outer foster already ended.
+                unsafe { libc::_exit(1) };
             }
             drop(outer_fd);
             // The outer /proc, kept before the fresh one covers it ([`OuterPids`]); without
@@ -491,27 +487,15 @@ fn split(way: Way) -> io::Result<Option<i32>> {
             let init = child.as_raw();
             reaper.register(init, ());
             use crate::supervisor::signals;
-            // SAFETY: a set built by sigemptyset/sigaddset.
-            let set = unsafe { SigSet::from_sigset_t_unchecked(signals::handled().to_sigset()) };
-            let term = SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
-                .map_err(io::Error::from)?;
-            use std::os::fd::AsRawFd;
+            let term = SignalFd::new(signals::handled())?;
             loop {
+                // No timeout: the outer foster sleeps until a signal or its init's end.
                 let mut fds = [
-                    libc::pollfd {
-                        fd: reaper.as_raw_fd(),
-                        events: libc::POLLIN,
-                        revents: 0,
-                    },
-                    libc::pollfd {
-                        fd: term.as_raw_fd(),
-                        events: libc::POLLIN,
-                        revents: 0,
-                    },
+                    PollFd::input(reaper.raw_fd()),
+                    PollFd::input(term.as_raw_fd()),
                 ];
-                // SAFETY: two valid pollfds; no timeout: the outer foster sleeps until a signal.
-                unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-                while let Ok(Some(si)) = term.read_signal() {
+                poll(&mut fds, None)?;
+                while let Some(si) = term.read_signal() {
                     let sig = match si.ssi_signo as i32 {
                         s if signals::parent_died(s) => libc::SIGTERM,
                         s => s,

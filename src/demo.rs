@@ -22,10 +22,11 @@ use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use nix::sys::signal::{SigSet, Signal};
-use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::signal::Signal;
 
 use crate::control::client::{self, Connection};
+use crate::signal::{SigBits, SignalFd};
+use crate::sys::{PollFd, poll};
 use crate::control::protocol::{ReplyBody, Request};
 use crate::control::server;
 use crate::event::{Event, SignalReason};
@@ -77,10 +78,7 @@ pub struct Demo {
 pub fn start(opts: &DemoOptions) -> io::Result<Demo> {
     reaper::block_signals(&[Signal::SIGINT, Signal::SIGTERM])?;
     let reaper: Reaper<()> = Reaper::new()?;
-    let mut set = SigSet::empty();
-    set.add(Signal::SIGINT);
-    set.add(Signal::SIGTERM);
-    let signals = SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC).map_err(io::Error::from)?;
+    let signals = SignalFd::new(SigBits::EMPTY.with(libc::SIGINT).with(libc::SIGTERM))?;
     let path = match &opts.socket {
         Some(p) => p.clone(),
         None => {
@@ -198,28 +196,12 @@ impl Demo {
         let mut stopping = false;
         loop {
             let mut fds = [
-                libc::pollfd {
-                    fd: self.reaper.raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: self.signals.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
+                PollFd::input(self.reaper.raw_fd()),
+                PollFd::input(self.signals.as_raw_fd()),
             ];
-            // SAFETY: two valid pollfds.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
-            }
-            if fds[1].revents != 0 {
-                if let Ok(Some(si)) = self.signals.read_signal() {
+            poll(&mut fds, None)?;
+            if fds[1].ready() {
+                if let Some(si) = self.signals.read_signal() {
                     if !stopping {
                         on_stop(si.ssi_signo as i32);
                     }
@@ -227,7 +209,7 @@ impl Demo {
                     let _ = crate::identity::signal(self.supervisor, libc::SIGTERM);
                 }
             }
-            if fds[0].revents != 0 {
+            if fds[0].ready() {
                 for r in self.reaper.reap() {
                     if let Routed::Owned { reaped, .. } = r {
                         if reaped.pid == self.supervisor.pid {

@@ -168,7 +168,7 @@ impl StatPath {
         // SAFETY: a valid NUL-terminated path; the fd is closed on every path below.
         let fd = unsafe { libc::open(self.path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
         if fd < 0 {
-            let err = io::Error::last_os_error().raw_os_error().unwrap_or(0);
+            let err = crate::sys::errno();
             return if err == libc::ENOENT || err == libc::ESRCH {
                 StatRead::Gone
             } else {
@@ -180,7 +180,7 @@ impl StatPath {
             // SAFETY: writes at most the remaining space of `buf`.
             let n = unsafe { libc::read(fd, buf[len..].as_mut_ptr().cast(), buf.len() - len) };
             if n < 0 {
-                let err = io::Error::last_os_error().raw_os_error().unwrap_or(0);
+                let err = crate::sys::errno();
                 if err == libc::EINTR {
                     continue;
                 }
@@ -378,20 +378,8 @@ fn pidfd_send_signal_flags(pidfd: BorrowedFd<'_>, sig: i32, flags: libc::c_uint)
 /// Polls `fd` for readability with a timeout (`None`: forever); true when readable. A pidfd is
 /// readable once its process has ended.
 pub fn poll_readable(fd: RawFd, timeout: Option<Duration>) -> bool {
-    let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
-    loop {
-        let mut p = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one pollfd on the stack.
-        let n = unsafe { libc::poll(&mut p, 1, ms) };
-        if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-            continue;
-        }
-        return n > 0 && p.revents != 0;
-    }
+    let mut p = [crate::sys::PollFd::input(fd)];
+    crate::sys::poll(&mut p, timeout).is_ok_and(|n| n > 0)
 }
 
 /// A process named by its identity and, when foster holds one, its pidfd ("pinned"): while the

@@ -3,11 +3,14 @@
 //! The layers, each using only those listed above it here (see `docs/architecture.md`, which
 //! also shows how a launch and a death flow through them):
 //!
+//! - [`sys`]: the system calls wrapped once: `poll` (`EINTR` retried with the time left),
+//!   `errno`.
 //! - [`procstat`]: the `/proc/<pid>/stat` parser, allocation-free.
 //! - [`sanitize`]: escaping process names before they reach a terminal.
 //! - [`json`]: the one schema version of every JSON foster writes (`docs/json.md`).
 //! - [`signal`]: signals: one parser, one spelling (`SIGTERM`), default actions, signal sets,
-//!   the signal state foster was started with, the C library's 32 and 33 ignored at start.
+//!   the one signalfd, the signal state foster was started with, the C library's 32 and 33
+//!   ignored at start.
 //! - [`duration`]: durations as people write them (`250ms`, `1.5s`, `2m`): one parser, one
 //!   writer.
 //! - [`logging`]: the tracing subscriber behind `-v` / `-q` / `RUST_LOG`, the one error line.
@@ -95,5 +98,6 @@ pub mod size;
 pub mod spawner;
 pub mod state;
 pub mod supervisor;
+pub mod sys;
 pub mod top;
 pub mod tree;

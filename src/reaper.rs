@@ -33,9 +33,12 @@ use std::collections::HashMap;
 use std::fmt;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::time::Duration;
 
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
-use nix::sys::signalfd::{SfdFlags, SignalFd};
+
+use crate::signal::{SigBits, SignalFd};
+use crate::sys::{PollFd, poll};
 use serde::{Deserialize, Serialize};
 
 /// Blocks SIGCHLD and `extra` in the calling thread (and so in every thread it creates later).
@@ -164,9 +167,7 @@ impl<T> Reaper<T> {
                  before any thread or runtime is created",
             ));
         }
-        let mut set = SigSet::empty();
-        set.add(Signal::SIGCHLD);
-        let fd = SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+        let fd = SignalFd::new(SigBits::EMPTY.with(libc::SIGCHLD))
             .map_err(|e| io::Error::other(format!("signalfd for SIGCHLD: {e}")))?;
         Ok(Reaper {
             fd,
@@ -223,22 +224,8 @@ impl<T> Reaper<T> {
     /// Blocks (in `poll`, no timer) until a SIGCHLD is pending or `timeout_ms` passes
     /// (`-1`: no limit). For callers without an async runtime.
     pub fn wait_readable(&self, timeout_ms: i32) -> io::Result<bool> {
-        let mut pfd = libc::pollfd {
-            fd: self.raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        loop {
-            // SAFETY: one valid pollfd.
-            let n = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
-            if n >= 0 {
-                return Ok(n > 0);
-            }
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
-            }
-        }
+        let timeout = u64::try_from(timeout_ms).ok().map(Duration::from_millis);
+        Ok(poll(&mut [PollFd::input(self.raw_fd())], timeout)? > 0)
     }
 
     /// Drains the pending SIGCHLD notifications, then reaps every child that has ended, until
@@ -273,8 +260,8 @@ impl<T> Reaper<T> {
                 self.children_left = true;
                 return; // children left, none ended
             }
-            match io::Error::last_os_error().raw_os_error() {
-                Some(libc::EINTR) => continue,
+            match crate::sys::errno() {
+                libc::EINTR => continue,
                 _ => {
                     self.children_left = false;
                     return; // ECHILD: no children at all
@@ -286,7 +273,7 @@ impl<T> Reaper<T> {
     /// Reads every pending SIGCHLD from the signalfd; returns how many there were.
     fn drain_signals(&self) -> usize {
         let mut n = 0;
-        while let Ok(Some(_)) = self.fd.read_signal() {
+        while self.fd.read_signal().is_some() {
             n += 1;
         }
         n

@@ -16,7 +16,9 @@
 //! `STOP` and `CONT` included.
 //!
 //! And sets of signals: [`SigBits`], signals 1..=64 as bit `n - 1` for signal `n` (the layout of
-//! `SigBlk`/`SigIgn` in `/proc/<pid>/status`), [`block`], and [`Inherited`], the signal state
+//! `SigBlk`/`SigIgn` in `/proc/<pid>/status`, read by [`SigBits::from_hex`]), [`block`],
+//! [`SignalFd`], the one signalfd (over a `SigBits`, so real-time signals too, which nix's
+//! `SigSet` cannot hold), and [`Inherited`], the signal state
 //! foster was started with. A constructor in `.init_array` records the mask and the ignored
 //! signals *before* Rust's runtime starts (the runtime sets SIGPIPE to "ignore" before `main`,
 //! so `main` is already too late to know what the caller gave us); every program foster
@@ -34,6 +36,7 @@
 
 use std::fmt;
 use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -607,6 +610,75 @@ pub fn block(set: SigBits) -> io::Result<()> {
         Ok(())
     } else {
         Err(io::Error::from_raw_os_error(r))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The one signalfd.
+
+/// A non-blocking, close-on-exec signalfd for a set of signals the caller has blocked (in
+/// every thread that could otherwise take them). Readable (for [`crate::sys::poll`] or
+/// tokio's `AsyncFd`) while one of them is pending.
+#[derive(Debug)]
+pub struct SignalFd {
+    fd: OwnedFd,
+}
+
+impl SignalFd {
+    /// Opens the signalfd for `set`.
+    pub fn new(set: SigBits) -> io::Result<SignalFd> {
+        let s = set.to_sigset();
+        // SAFETY: a valid set on the stack; the call returns a fresh descriptor or -1.
+        let fd = unsafe { libc::signalfd(-1, &s, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just returned by signalfd: open, and owned by nobody else.
+        Ok(SignalFd {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    /// Reads pending signals into `out`; returns how many (0 when none is pending).
+    pub fn read(&self, out: &mut [libc::signalfd_siginfo]) -> usize {
+        let size = std::mem::size_of::<libc::signalfd_siginfo>();
+        loop {
+            // SAFETY: `out` is a live, writable slice of plain-data records; the kernel writes
+            // whole records, at most `size_of_val(out)` bytes.
+            let n = unsafe {
+                libc::read(
+                    self.fd.as_raw_fd(),
+                    out.as_mut_ptr().cast(),
+                    std::mem::size_of_val(out),
+                )
+            };
+            if n > 0 {
+                return n as usize / size;
+            }
+            if n < 0 && crate::sys::errno() == libc::EINTR {
+                continue;
+            }
+            return 0;
+        }
+    }
+
+    /// One pending signal, `None` when none is.
+    pub fn read_signal(&self) -> Option<libc::signalfd_siginfo> {
+        // SAFETY: an all-zero signalfd_siginfo (integers only) is a valid value.
+        let mut one: [libc::signalfd_siginfo; 1] = unsafe { std::mem::zeroed() };
+        (self.read(&mut one) == 1).then_some(one[0])
+    }
+}
+
+impl AsRawFd for SignalFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+impl AsFd for SignalFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 }
 

@@ -53,6 +53,7 @@ use crate::identity::Identity;
 use crate::identity::pidfd_open;
 use crate::policy::{ENV_PARENT, Policy};
 use crate::signal::{Inherited, SigBits};
+use crate::sys::errno;
 
 /// What to launch and under which policy.
 #[derive(Debug)]
@@ -425,17 +426,17 @@ impl Credentials {
             if let Some(g) = &self.groups
                 && libc::syscall(libc::SYS_setgroups, g.len(), g.as_ptr()) != 0
             {
-                return Err((1, last_errno()));
+                return Err((1, errno()));
             }
             if let Some(g) = self.gid
                 && libc::syscall(libc::SYS_setresgid, g, g, g) != 0
             {
-                return Err((2, last_errno()));
+                return Err((2, errno()));
             }
             if let Some(u) = self.uid
                 && libc::syscall(libc::SYS_setresuid, u, u, u) != 0
             {
-                return Err((3, last_errno()));
+                return Err((3, errno()));
             }
         }
         Ok(())
@@ -820,11 +821,6 @@ fn report(fd: RawFd, kind: u32, a: u32, b: i32) {
     unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
 }
 
-fn last_errno() -> i32 {
-    io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
-}
 
 /// Everything the child touches, prepared before fork.
 struct Prepared {
@@ -1039,7 +1035,7 @@ unsafe fn child(p: &mut Prepared, report_fd: RawFd) -> ! {
                 libc::CLOSE_RANGE_UNSHARE,
             ) != 0
         {
-            fail(R_SETUP, 7, last_errno(), EXIT_GATE_ERROR);
+            fail(R_SETUP, 7, errno(), EXIT_GATE_ERROR);
         }
         // Caught handlers inherited from the launcher must not run here: back to default
         // (the list of caught signals was read before fork).
@@ -1066,7 +1062,7 @@ unsafe fn child(p: &mut Prepared, report_fd: RawFd) -> ! {
             if (0..3).contains(fd) && *fd != i as RawFd {
                 *fd = libc::fcntl(*fd, libc::F_DUPFD_CLOEXEC, 3);
                 if *fd < 0 {
-                    fail(R_SETUP, 0, last_errno(), EXIT_GATE_ERROR);
+                    fail(R_SETUP, 0, errno(), EXIT_GATE_ERROR);
                 }
             }
         }
@@ -1079,14 +1075,14 @@ unsafe fn child(p: &mut Prepared, report_fd: RawFd) -> ! {
                 libc::dup2(fd, i as RawFd) >= 0
             };
             if !ok {
-                fail(R_SETUP, 0, last_errno(), EXIT_GATE_ERROR);
+                fail(R_SETUP, 0, errno(), EXIT_GATE_ERROR);
             }
         }
         // The extra descriptors: every source is above every number (moved there before the
         // clone), so no placement overwrites a source still to be placed.
         for &(src, number) in &p.extra {
             if libc::dup2(src, number) < 0 {
-                fail(R_SETUP, 6, last_errno(), EXIT_GATE_ERROR);
+                fail(R_SETUP, 6, errno(), EXIT_GATE_ERROR);
             }
         }
         if let Some(slot) = &mut p.pid_slot {
@@ -1101,11 +1097,11 @@ unsafe fn child(p: &mut Prepared, report_fd: RawFd) -> ! {
         if let Some(c) = &p.cwd
             && libc::chdir(c.as_ptr()) != 0
         {
-            fail(R_SETUP, 4, last_errno(), EXIT_GATE_ERROR);
+            fail(R_SETUP, 4, errno(), EXIT_GATE_ERROR);
         }
         if p.gated {
             if !p.slot.fill_with_self() {
-                fail(R_SETUP, 5, last_errno(), EXIT_GATE_ERROR);
+                fail(R_SETUP, 5, errno(), EXIT_GATE_ERROR);
             }
             p.envp[p.slot_index] = p.slot.as_ptr();
             if let Err(stop) = p.plan.run() {
@@ -1117,7 +1113,7 @@ unsafe fn child(p: &mut Prepared, report_fd: RawFd) -> ! {
         // blocked (since the clone), so one that arrives meanwhile stays pending for the program.
         p.exec_signals.apply();
         libc::execve(p.path.as_ptr(), p.argv_ptrs.as_ptr(), p.envp.as_ptr());
-        let e = last_errno();
+        let e = errno();
         let status = if e == libc::ENOENT {
             EXIT_NOT_FOUND
         } else {
@@ -1273,7 +1269,7 @@ fn launch_here(
                 buf.len() - got,
             )
         };
-        if n < 0 && last_errno() == libc::EINTR {
+        if n < 0 && errno() == libc::EINTR {
             continue;
         }
         if n <= 0 {

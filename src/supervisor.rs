@@ -45,8 +45,6 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::SigSet;
-use nix::sys::signalfd::{SfdFlags, SignalFd};
 use tokio::io::unix::AsyncFd;
 use tracing::{debug, info, warn};
 
@@ -56,6 +54,7 @@ use crate::contain::{Contain, Entered};
 use crate::event::{Event, EventLog, Narration, Record, SignalReason};
 use crate::identity::{Identity, ProcessRef};
 use crate::reaper::{ExitStatus, Reaper, Routed};
+use crate::signal::SignalFd;
 use crate::signal::name as signal_name;
 use crate::spawner::{CredentialError, LaunchSpec, SpawnError, Spawner, group_id, user_id};
 use crate::state::HelperState;
@@ -468,10 +467,7 @@ impl Supervisor {
     ) -> io::Result<Supervisor> {
         let me = Identity::current().map_err(io::Error::other)?;
         let reaper = Reaper::new()?;
-        // SAFETY: a set built by sigemptyset/sigaddset.
-        let set = unsafe { SigSet::from_sigset_t_unchecked(signals::handled().to_sigset()) };
-        let signal_fd = SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
-            .map_err(io::Error::from)?;
+        let signal_fd = SignalFd::new(signals::handled())?;
         let spawner = Spawner::start()?;
         let helpers = config
             .helpers
@@ -672,7 +668,7 @@ impl Supervisor {
                 g = sigs.readable() => {
                     let mut g = g?;
                     // In the order read: a USR1 sent before a TERM reopens the log first.
-                    while let Ok(Some(si)) = self.signal_fd.read_signal() {
+                    while let Some(si) = self.signal_fd.read_signal() {
                         self.on_signal(si.ssi_signo as i32, si.ssi_pid, si.ssi_uid);
                     }
                     g.clear_ready();

@@ -398,14 +398,14 @@ echo "$$ $!""#;
             libc::close(err_wfd);
             let mut b = 0u8;
             while libc::read(release_rfd, (&raw mut b).cast(), 1) < 0
-                && *libc::__errno_location() == libc::EINTR
+                && foster::sys::errno() == libc::EINTR
             {}
             // Released: reap every child, each reported as (pid, wait status).
             loop {
                 let mut status = 0;
                 let r = libc::waitpid(-1, &mut status, 0);
                 if r < 0 {
-                    if *libc::__errno_location() == libc::EINTR {
+                    if foster::sys::errno() == libc::EINTR {
                         continue;
                     }
                     break;

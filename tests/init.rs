@@ -28,6 +28,7 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use libtest_mimic::{Arguments, Completion, Trial};
+use foster::sys::{PollFd, poll};
 
 mod common;
 use common::{children_of, process};
@@ -638,23 +639,13 @@ fn no_core_files(cmd: &mut Command) {
 fn line_unless_ended(r: &mut Running, foster_fd: i32) -> Result<String, String> {
     if r.lines.buffer().is_empty() {
         let mut fds = [
-            libc::pollfd {
-                fd: r.lines.get_ref().as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: foster_fd,
-                events: libc::POLLIN,
-                revents: 0,
-            },
+            PollFd::input(r.lines.get_ref().as_raw_fd()),
+            PollFd::input(foster_fd),
         ];
-        // SAFETY: two valid pollfds.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, 60_000) };
-        if n == 0 {
+        if poll(&mut fds, Some(Duration::from_secs(60))).unwrap() == 0 {
             return Err("no line from PROGRAM within 60 s, foster still running".into());
         }
-        if fds[0].revents == 0 {
+        if !fds[0].ready() {
             return Err("foster ended".into());
         }
     }
@@ -994,13 +985,8 @@ fn job_control() {
 /// The next line on `marks`, within a 30 s safety net.
 fn read_mark(marks: &mut BufReader<std::fs::File>) -> Result<String, String> {
     if marks.buffer().is_empty() {
-        let mut p = libc::pollfd {
-            fd: marks.get_ref().as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        if unsafe { libc::poll(&mut p, 1, 30_000) } != 1 {
+        let mut p = [PollFd::input(marks.get_ref().as_raw_fd())];
+        if poll(&mut p, Some(Duration::from_secs(30))).unwrap() != 1 {
             return Err("PROGRAM said nothing within 30 s".into());
         }
     }
@@ -1264,13 +1250,8 @@ fn pdeath_grace(mode: Mode) {
     let t = Instant::now();
     r.child.kill().unwrap(); // foster's parent
     r.child.wait().unwrap();
-    let mut p = libc::pollfd {
-        fd: fds[0],
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd. A 30 s safety net: foster ends 300 ms after its parent.
-    let ended = unsafe { libc::poll(&mut p, 1, 30_000) } == 1;
+    // A 30 s safety net: foster ends 300 ms after its parent.
+    let ended = poll(&mut [PollFd::input(fds[0])], Some(Duration::from_secs(30))).unwrap() == 1;
     if !ended {
         fds.iter().for_each(|&fd| pidfd_kill(fd));
     }
@@ -1284,13 +1265,9 @@ fn pdeath_grace(mode: Mode) {
     assert!(log.contains("reports the parent's death"), "{log}");
     assert!(log.contains("outlived the grace of 300ms"), "{log}");
     assert!(log.contains("ended: killed by SIGKILL"), "{log}");
-    let mut p = libc::pollfd {
-        fd: fds[1],
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd; readable once PROGRAM has ended.
-    assert_eq!(unsafe { libc::poll(&mut p, 1, 0) }, 1, "PROGRAM still runs");
+    // Readable once PROGRAM has ended.
+    let p = poll(&mut [PollFd::input(fds[1])], Some(Duration::ZERO)).unwrap();
+    assert_eq!(p, 1, "PROGRAM still runs");
     for fd in fds {
         // SAFETY: our descriptors.
         unsafe { libc::close(fd) };

@@ -83,13 +83,10 @@ fn exit_before_register_reaches_owner() {
             let pidfd =
                 foster::identity::pidfd_open(pid).map_or(-1, std::os::fd::IntoRawFd::into_raw_fd);
             assert!(pidfd >= 0, "pidfd_open");
-            let mut pfd = libc::pollfd {
-                fd: pidfd,
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd; bounded by 10 s as a safety net.
-            assert_eq!(unsafe { libc::poll(&mut pfd, 1, 10_000) }, 1);
+            // Bounded by 10 s as a safety net.
+            let mut p = [foster::sys::PollFd::input(pidfd)];
+            let ready = foster::sys::poll(&mut p, Some(std::time::Duration::from_secs(10)));
+            assert_eq!(ready.unwrap(), 1);
             // SAFETY: our fd.
             unsafe { libc::close(pidfd) };
             // Now the child is a zombie, before registration; a reap here would be a bug.

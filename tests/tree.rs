@@ -18,6 +18,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use foster::identity::Identity;
+use foster::sys::{PollFd, errno, poll_until};
 use foster::sanitize::escape;
 use foster::tree::{Change, ScanOptions, Scanner, Snapshot, diff};
 use serde_json::Value;
@@ -67,8 +68,7 @@ fn child_wait(fd: i32) {
     loop {
         // SAFETY: reads one byte into a stack variable.
         let n = unsafe { libc::read(fd, (&raw mut b).cast(), 1) };
-        // SAFETY: reading errno of this thread.
-        if n < 0 && unsafe { *libc::__errno_location() } == libc::EINTR {
+        if n < 0 && errno() == libc::EINTR {
             continue;
         }
         return;
@@ -84,7 +84,7 @@ fn child_write(fd: i32) {
 fn child_reap(pid: i32) {
     // SAFETY: waits for an own child.
     while unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) } < 0
-        && unsafe { *libc::__errno_location() } == libc::EINTR
+        && errno() == libc::EINTR
     {}
 }
 
@@ -108,14 +108,7 @@ fn read_deadline(fd: i32, secs: u64) -> Option<u8> {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         assert!(!left.is_zero(), "barrier not reached within {secs} s");
-        let mut p = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        let r = unsafe { libc::poll(&mut p, 1, left.as_millis() as i32) };
-        if r <= 0 {
+        if !matches!(poll_until(&mut [PollFd::input(fd)], Some(deadline)), Ok(1..)) {
             continue;
         }
         let mut b = 0u8;
@@ -767,7 +760,7 @@ fn diff_of_real_processes_sees_every_change() {
         unsafe { libc::kill(x, libc::SIGKILL) };
         // SAFETY: reaps every child, adopted ones included, until there is none.
         while unsafe { libc::waitpid(-1, std::ptr::null_mut(), 0) } > 0
-            || unsafe { *libc::__errno_location() } == libc::EINTR
+            || errno() == libc::EINTR
         {}
         child_exit(0);
     }

@@ -4,8 +4,7 @@
 //! the calling process, the lifeline opened) and the watcher thread that polls both channels
 //! and, on a real loss, closes admission and runs the policy's reaction.
 
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -18,6 +17,8 @@ use crate::admission::{Admission, ShutdownOwner, ShutdownReason};
 use crate::identity::{Identity, StatPath};
 use crate::lifeline::Lifeline;
 use crate::policy::{Policy, Reaction};
+use crate::signal::{SigBits, SignalFd, block};
+use crate::sys::{PollFd, poll};
 
 /// A parent loss, as the in-process gate reports it to the program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,25 +110,11 @@ pub fn enter_with_pidfd(
     let policy = expectation.policy.clone();
     let sig = policy.signal;
     let consumed = policy.reaction != Reaction::Kill;
-    let mut sfd: Option<OwnedFd> = None;
+    let mut sfd: Option<SignalFd> = None;
     if consumed {
-        // SAFETY: a sigset on the stack; pthread_sigmask on the calling thread.
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, sig);
-            if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
-                return Err(EnterError::Setup("cannot block the policy signal".into()));
-            }
-            let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC);
-            if fd < 0 {
-                return Err(EnterError::Setup(format!(
-                    "signalfd: {}",
-                    io::Error::last_os_error()
-                )));
-            }
-            sfd = Some(OwnedFd::from_raw_fd(fd));
-        }
+        let set = SigBits::EMPTY.with(sig);
+        block(set).map_err(|_| EnterError::Setup("cannot block the policy signal".into()))?;
+        sfd = Some(SignalFd::new(set).map_err(|e| EnterError::Setup(format!("signalfd: {e}")))?);
     }
     // The caller's mask stays as it is, whatever the reaction (SIGKILL needs no signal path).
     let mut plan = GatePlan::new(expectation.parent, &policy, SignalSetup::Consumed);
@@ -181,7 +168,7 @@ struct Watcher {
     expected: Identity,
     parent_stat: StatPath,
     policy: Policy,
-    sfd: Option<OwnedFd>,
+    sfd: Option<SignalFd>,
     lifeline: Arc<Lifeline>,
     admission: Admission,
     owner: Option<ShutdownOwner>,
@@ -198,33 +185,17 @@ impl Watcher {
     fn run(mut self) {
         let path = loop {
             let mut fds = [
-                libc::pollfd {
-                    fd: self.lifeline.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: self.sfd.as_ref().map_or(-1, |f| f.as_raw_fd()),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
+                PollFd::input(self.lifeline.as_raw_fd()),
+                PollFd::input(self.sfd.as_ref().map_or(-1, |f| f.as_raw_fd())),
             ];
-            // SAFETY: two pollfds on the stack; an fd of -1 is ignored by poll.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-            if n < 0 {
+            if poll(&mut fds, None).is_err() {
                 continue;
             }
-            if fds[1].revents & libc::POLLIN != 0 {
-                let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
-                let fd = self.sfd.as_ref().expect("polled").as_raw_fd();
-                // SAFETY: reads one siginfo into a stack struct of the right size.
-                unsafe {
-                    libc::read(
-                        fd,
-                        (&mut info as *mut libc::signalfd_siginfo).cast(),
-                        size_of::<libc::signalfd_siginfo>(),
-                    )
-                };
+            let signal = match &self.sfd {
+                Some(sfd) if fds[1].has_input() => sfd.read_signal(),
+                _ => None,
+            };
+            if let Some(info) = signal {
                 if self.parent_still_expected() && !self.lifeline.is_lost() {
                     self.false_alarms.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(
@@ -237,7 +208,7 @@ impl Watcher {
                 }
                 break DeathPath::Signal;
             }
-            if fds[0].revents != 0 {
+            if fds[0].ready() {
                 break DeathPath::Lifeline;
             }
         };

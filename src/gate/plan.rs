@@ -10,6 +10,7 @@
 
 use std::io;
 use std::os::fd::RawFd;
+use std::time::Duration;
 
 use super::trace::{Barrier, Step, TraceRecord};
 use super::{DeathPath, GateStop, Passage};
@@ -17,6 +18,7 @@ use crate::identity::{Identity, StatPath, StatRead};
 use crate::policy::{Policy, Reaction};
 use crate::procstat::StatFields;
 use crate::signal::Sig;
+use crate::sys::{PollFd, errno, poll};
 
 /// Qualification hooks: a descriptor that receives a [`TraceRecord`] at every step, and barriers
 /// at which the gate blocks reading one byte from `go_fd` (end of file also releases it). Both
@@ -58,7 +60,7 @@ impl Trace {
         loop {
             // SAFETY: reads one byte into the stack.
             let n = unsafe { libc::read(self.go_fd, (&mut byte as *mut u8).cast(), 1) };
-            if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            if n < 0 && errno() == libc::EINTR {
                 continue;
             }
             return;
@@ -92,10 +94,6 @@ pub struct GatePlan {
     setup: SignalSetup,
     lifeline_fd: RawFd,
     trace: Trace,
-}
-
-fn errno() -> i32 {
-    io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
 impl GatePlan {
@@ -140,14 +138,9 @@ impl GatePlan {
         if self.lifeline_fd < 0 {
             return false;
         }
-        let mut p = libc::pollfd {
-            fd: self.lifeline_fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one pollfd on the stack, zero timeout.
-        let n = unsafe { libc::poll(&mut p, 1, 0) };
-        n > 0 && p.revents & (libc::POLLIN | libc::POLLHUP) != 0
+        // A look without waiting: no clock read, no allocation (this runs in the child).
+        let mut p = [PollFd::input(self.lifeline_fd)];
+        poll(&mut p, Some(Duration::ZERO)).is_ok_and(|n| n > 0) && (p[0].has_input() || p[0].hung_up())
     }
 
     /// Runs the gate in the calling process. Async-signal-safe and allocation-free: callable

@@ -39,6 +39,7 @@ use self::tty::Terminal;
 use crate::gate::{GatePlan, GateStop, SignalSetup};
 use crate::policy::{Policy, Reaction};
 use crate::spawner::Spawner;
+use crate::sys::{PollFd, poll_until};
 
 /// The default `--grace` of `--wait-all`.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
@@ -260,42 +261,14 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
     let mut reaped = Vec::with_capacity(64);
     // SAFETY: an all-zero signalfd_siginfo is a valid value.
     let mut infos: [libc::signalfd_siginfo; 16] = unsafe { std::mem::zeroed() };
-    let mut fds = [
-        libc::pollfd {
-            fd: reaper.raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        },
-        libc::pollfd {
-            fd: sfd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        },
-    ];
+    let mut fds = [PollFd::input(reaper.raw_fd()), PollFd::input(sfd.as_raw_fd())];
     loop {
         let deadline = match phase {
             Phase::Draining(deadline) => Some(deadline),
             Phase::Running => kill_program_at,
             Phase::Killing => None,
         };
-        let timeout = match deadline {
-            Some(deadline) => {
-                let left = deadline.saturating_duration_since(Instant::now());
-                left.as_millis().min(i32::MAX as u128 - 1) as i32 + 1
-            }
-            None => -1,
-        };
-        fds[0].revents = 0;
-        fds[1].revents = 0;
-        // SAFETY: two valid pollfds.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(format!("poll: {e}"));
-        }
+        poll_until(&mut fds, deadline).map_err(|e| format!("poll: {e}"))?;
         if phase == Phase::Running
             && let Some(at) = kill_program_at
             && Instant::now() >= at
@@ -325,7 +298,7 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
             signal_rest(&role, libc::SIGKILL);
             phase = Phase::Killing;
         }
-        if fds[1].revents & libc::POLLIN != 0 {
+        if fds[1].has_input() {
             let got = sfd.read(&mut infos);
             for info in &infos[..got] {
                 let sig = info.ssi_signo as i32;
@@ -398,7 +371,7 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
                 }
             }
         }
-        if fds[0].revents & libc::POLLIN != 0 {
+        if fds[0].has_input() {
             reaped.clear();
             reaper.reap_into(&mut reaped);
             for r in &reaped {

@@ -17,11 +17,8 @@
 //!
 //! Both are [`SigBits`], bit sets over signal numbers 1..=64.
 
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-
 use crate::signal::Sig;
-pub use crate::signal::{Inherited, MAX_SIGNAL, SigBits, block};
+pub use crate::signal::{Inherited, MAX_SIGNAL, SigBits, SignalFd, block};
 
 /// The synchronous fault signals: forwarded when a process sent them ([`sent_by_a_process`]);
 /// a real fault of foster's own is forced through the mask by the kernel and ends foster.
@@ -124,59 +121,6 @@ impl Rewrites {
         } else {
             received
         }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// The signalfd of forwarded signals.
-
-/// A non-blocking, close-on-exec signalfd for a set the caller has blocked.
-#[derive(Debug)]
-pub struct SignalFd {
-    fd: OwnedFd,
-}
-
-impl SignalFd {
-    /// Opens the signalfd for `set` (which must be blocked in every thread).
-    pub fn new(set: SigBits) -> io::Result<SignalFd> {
-        let s = set.to_sigset();
-        // SAFETY: a valid set; a fresh descriptor on success.
-        let fd = unsafe { libc::signalfd(-1, &s, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fd is fresh and ours.
-        Ok(SignalFd {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
-    }
-
-    /// Reads pending signals into `out`; returns how many (0 when none is pending).
-    pub fn read(&self, out: &mut [libc::signalfd_siginfo]) -> usize {
-        let size = std::mem::size_of::<libc::signalfd_siginfo>();
-        loop {
-            // SAFETY: reads whole siginfo records into `out`.
-            let n = unsafe {
-                libc::read(
-                    self.fd.as_raw_fd(),
-                    out.as_mut_ptr().cast(),
-                    std::mem::size_of_val(out),
-                )
-            };
-            if n > 0 {
-                return n as usize / size;
-            }
-            if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            return 0;
-        }
-    }
-}
-
-impl AsRawFd for SignalFd {
-    fn as_raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
     }
 }
 

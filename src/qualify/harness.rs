@@ -120,8 +120,8 @@ pub fn wait_end(pid: i32, deadline: Instant) -> Option<(End, Instant)> {
         if r == 0 && unsafe { info.si_pid() } == pid {
             return Some((end_of(&info), now));
         }
-        let echild = r != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD);
-        if r != 0 && !echild && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR)
+        let echild = r != 0 && crate::sys::errno() == libc::ECHILD;
+        if r != 0 && !echild && crate::sys::errno() != libc::EINTR
         {
             return None;
         }
@@ -241,7 +241,7 @@ impl SupFds {
         loop {
             // SAFETY: reads one byte.
             let n = unsafe { libc::read(self.hold_r, b.as_mut_ptr().cast(), 1) };
-            if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            if n < 0 && crate::sys::errno() == libc::EINTR {
                 continue;
             }
             return;

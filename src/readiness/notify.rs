@@ -638,26 +638,12 @@ impl Target {
         // once it has handled what came before.
         let deadline = std::time::Instant::now() + limit;
         loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            let mut p = libc::pollfd {
-                fd: r.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            let ms = left.as_millis().min(i32::MAX as u128) as libc::c_int;
-            // SAFETY: poll on one pollfd that lives across the call.
-            let n = unsafe { libc::poll(&mut p, 1, ms) };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(self.fail(e));
-            }
-            if n > 0 && p.revents & (libc::POLLHUP | libc::POLLERR) != 0 {
+            let mut p = [crate::sys::PollFd::input(r.as_raw_fd())];
+            let n = crate::sys::poll_until(&mut p, Some(deadline)).map_err(|e| self.fail(e))?;
+            if n > 0 && p[0].hung_up() {
                 return Ok(());
             }
-            if n == 0 || left.is_zero() {
+            if n == 0 || std::time::Instant::now() >= deadline {
                 return Err(SendError::BarrierTimeout(crate::duration::Text(limit)));
             }
         }

@@ -48,6 +48,7 @@ use procfs::FromRead;
 
 use crate::identity::Identity;
 use crate::procstat::{self, PF_EXITING, parse_nspid};
+use crate::sys::errno;
 use crate::tree::graph::{ProcessNode, Snapshot, TreeError};
 
 /// The most threads of one process [`Scanner::read_threads`] reads (the kernel has no limit of
@@ -235,10 +236,6 @@ fn classify(errno: i32) -> ReadError {
         libc::EACCES | libc::EPERM => ReadError::Denied,
         _ => ReadError::Other,
     }
-}
-
-fn errno() -> i32 {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
 /// Writes `<pid>/<file>\0` into `out` without allocating; returns the used length.

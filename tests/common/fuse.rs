@@ -184,8 +184,8 @@ fn serve(
         // SAFETY: reads one request into our buffer.
         let n = unsafe { libc::read(dev.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
         if n < 0 {
-            match std::io::Error::last_os_error().raw_os_error() {
-                Some(libc::EINTR | libc::ENOENT | libc::EAGAIN) => continue,
+            match foster::sys::errno() {
+                libc::EINTR | libc::ENOENT | libc::EAGAIN => continue,
                 _ => return, // ENODEV: unmounted and ended
             }
         }
