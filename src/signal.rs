@@ -376,6 +376,17 @@ impl SigBits {
     pub fn from_hex(s: &str) -> Option<SigBits> {
         u64::from_str_radix(s.trim(), 16).ok().map(SigBits)
     }
+
+    /// The set on the `field` line (`SigBlk`, `SigIgn`, `SigCgt`, `SigPnd`, `ShdPnd`; a
+    /// trailing `:` is allowed) of a `/proc/<pid>/status` text; `None` when the line is missing
+    /// or its value is not hexadecimal.
+    pub fn from_status(status: &str, field: &str) -> Option<SigBits> {
+        let name = field.strip_suffix(':').unwrap_or(field);
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(SigBits::from_hex)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -811,6 +822,12 @@ mod tests {
             SigBits::from_hex("0000000000010000"),
             Some(SigBits::EMPTY.with(17))
         );
+        let status = "SigPnd:\t0000000000000000\nSigBlk:\t0000000000010002\nSigIgn:\tzz\n";
+        let blk = SigBits::EMPTY.with(2).with(17);
+        assert_eq!(SigBits::from_status(status, "SigBlk"), Some(blk));
+        assert_eq!(SigBits::from_status(status, "SigBlk:"), Some(blk));
+        assert_eq!(SigBits::from_status(status, "SigIgn"), None);
+        assert_eq!(SigBits::from_status(status, "SigCgt"), None);
     }
 
     /// The kernel's `struct sigaction` as written here reads what `/proc/self/status` says of
@@ -818,13 +835,7 @@ mod tests {
     #[test]
     fn raw_dispositions_agree_with_proc() {
         let status = std::fs::read_to_string("/proc/self/status").unwrap();
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(SigBits::from_hex)
-                .unwrap()
-        };
+        let field = |name: &str| SigBits::from_status(&status, name).unwrap();
         let (ign, cgt) = (field("SigIgn:"), field("SigCgt:"));
         for sig in 1..=MAX_SIGNAL {
             let want = if ign.contains(sig) {

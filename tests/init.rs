@@ -707,23 +707,13 @@ fn signal_state(mode: Mode) {
         let out = cmd.output().unwrap();
         assert!(out.status.success(), "{out:?}");
         let text = String::from_utf8_lossy(&out.stdout);
-        let field = |name: &str| -> u64 {
-            let l = text
-                .lines()
-                .find(|l| l.starts_with(name))
-                .unwrap_or_else(|| panic!("{name} in {text}"));
-            u64::from_str_radix(l.split_whitespace().nth(1).unwrap(), 16).unwrap()
-        };
+        let field = |name: &str| common::status_sigset(&text, name);
         let bits = |v: &[i32]| v.iter().fold(0u64, |a, &s| a | 1 << (s - 1));
         assert_eq!(field("SigBlk:"), bits(&blocked), "SigBlk: {text}");
         // Signals 32 and up keep the dispositions this test process was given (the C library
         // refuses to change 32 and 33 here); foster must pass them on unchanged too.
         let own = std::fs::read_to_string("/proc/self/status").unwrap();
-        let own_ign = own
-            .lines()
-            .find_map(|l| l.strip_prefix("SigIgn:"))
-            .map(|v| u64::from_str_radix(v.trim(), 16).unwrap())
-            .unwrap();
+        let own_ign = common::status_sigset(&own, "SigIgn:");
         let high = own_ign & !0x7fff_ffffu64;
         assert_eq!(field("SigIgn:"), bits(&ignored) | high, "SigIgn: {text}");
     }

@@ -1221,19 +1221,6 @@ fn every_signal_that_would_end_foster_is_handled() {
     }
 }
 
-/// Parses a `SigBlk:`/`SigIgn:` line's hexadecimal set.
-fn sig_bits(status: &str, field: &str) -> u64 {
-    let line = status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .unwrap_or_else(|| panic!("no {field} in {status:?}"));
-    u64::from_str_radix(line[field.len()..].trim(), 16).unwrap()
-}
-
-fn bit(sig: i32) -> u64 {
-    1u64 << (sig - 1)
-}
-
 /// What foster blocks and what Rust's runtime makes it ignore (SIGPIPE) stay foster's: a helper
 /// execs with the mask (empty here) and the dispositions foster was started with. A signal foster was
 /// started with ignored (`nohup`) stays ignored by foster too.
@@ -1289,7 +1276,7 @@ fn helpers_get_a_clean_signal_state_and_inherited_ignores_stay() {
     assert_eq!(downs[0]["signal"], "SIGTERM", "SIGHUP was ignored at start");
     assert!(left.is_empty(), "{left:?}");
     assert_eq!(
-        sig_bits(&status, "SigBlk:"),
+        common::status_sigset(&status, "SigBlk:"),
         0,
         "the helper's mask: {status}"
     );
@@ -1297,9 +1284,11 @@ fn helpers_get_a_clean_signal_state_and_inherited_ignores_stay() {
     // Command gives its child SIGPIPE at default), plus what pre_exec ignored.
     let mine = std::fs::read_to_string("/proc/self/status").unwrap();
     let want =
-        (sig_bits(&mine, "SigIgn:") & !bit(libc::SIGPIPE)) | bit(libc::SIGHUP) | bit(libc::SIGUSR2);
+        (common::status_sigset(&mine, "SigIgn:") & !common::sigbit(libc::SIGPIPE))
+            | common::sigbit(libc::SIGHUP)
+            | common::sigbit(libc::SIGUSR2);
     assert_eq!(
-        sig_bits(&status, "SigIgn:"),
+        common::status_sigset(&status, "SigIgn:"),
         want,
         "the helper's ignored signals: {status}"
     );

@@ -275,3 +275,12 @@ fn one_errno() {
     found.extend(occurrences("last_os_error().raw_os_error()", &["src/sys.rs"]));
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
+
+/// One reader of the signal sets of `/proc/<pid>/status` (`SigBlk`, `SigIgn`, `SigCgt`),
+/// `signal::SigBits::from_status` and `from_hex`: six hexadecimal parsers of their own before,
+/// in the qualification cases and the tests.
+#[test]
+fn one_signal_set_reader() {
+    let found = occurrences("u64::from_str_radix(", &["src/signal.rs"]);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}

@@ -304,13 +304,7 @@ fn serving(r: &mut Root, s: i32, sig: i32) -> Outcome {
     }
     o.target = "started".into();
     let status = std::fs::read_to_string(format!("/proc/{h}/status")).unwrap_or_default();
-    let mask = |key: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-            .unwrap_or(u64::MAX)
-    };
+    let mask = |key: &str| crate::signal::SigBits::from_status(&status, key).map_or(u64::MAX, |b| b.0);
     let bit = 1u64 << (sig - 1);
     o.check(
         mask("SigBlk:") & bit == 0,

@@ -144,11 +144,9 @@ pub fn uid_without_entry() -> u32 {
 /// A signal set of a `/proc/<pid>/status` line (`SigBlk:`, `SigIgn:`, `SigCgt:`): bit `n - 1`
 /// for signal `n`.
 pub fn status_sigset(status: &str, field: &str) -> u64 {
-    let line = status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .unwrap_or_else(|| panic!("no {field} in {status}"));
-    u64::from_str_radix(line[field.len()..].trim(), 16).unwrap()
+    foster::signal::SigBits::from_status(status, field)
+        .unwrap_or_else(|| panic!("no {field} in {status}"))
+        .0
 }
 
 /// `status_sigset` of a live process.
