@@ -284,3 +284,16 @@ fn one_signal_set_reader() {
     let found = occurrences("u64::from_str_radix(", &["src/signal.rs"]);
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
+
+/// One list of the control requests, the `Request` enum: the names and each request's fields
+/// are read from it (`protocol::request_names`, `protocol::request_fields`), not written again
+/// beside it (a `REQUESTS` list and a table of allowed fields had to follow every change).
+#[test]
+fn one_request_list() {
+    let mut found: Vec<String> = occurrences("\"reopen_logs\"", &[])
+        .into_iter()
+        .filter(|f| f.starts_with("src/control/"))
+        .collect();
+    found.extend(occurrences("\"backlog\", \"follow\"", &["tests/"]));
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}

@@ -586,19 +586,60 @@ impl ProtocolError {
     }
 }
 
-/// The request names the server knows, for error messages.
-pub const REQUESTS: &[&str] = &[
-    "status",
-    "events",
-    "signal",
-    "restart",
-    "start",
-    "stop",
-    "reopen_logs",
-    "logs",
-    "reload",
-    "metrics",
-];
+/// What serde's derived code of [`Request`] says it expected when it meets a name it does not
+/// know: the request names (`unknown_variant`), or a request's fields (`unknown_field`, which
+/// `deny_unknown_fields` makes it call). Asking it is how [`request_names`] and
+/// [`request_fields`] read the enum itself, so that no list of requests is written by hand.
+#[derive(Debug)]
+enum Expected {
+    Names(&'static [&'static str]),
+    Other,
+}
+
+impl fmt::Display for Expected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+impl std::error::Error for Expected {}
+
+impl de::Error for Expected {
+    fn custom<T: fmt::Display>(_: T) -> Self {
+        Expected::Other
+    }
+    fn unknown_variant(_: &str, expected: &'static [&'static str]) -> Self {
+        Expected::Names(expected)
+    }
+    fn unknown_field(_: &str, expected: &'static [&'static str]) -> Self {
+        Expected::Names(expected)
+    }
+}
+
+/// The names serde's derived code expects after meeting `pairs` (the first a `request`): none
+/// when it met nothing unknown.
+fn expected_after(pairs: &[(&str, &str)]) -> &'static [&'static str] {
+    let map = de::value::MapDeserializer::<_, Expected>::new(pairs.iter().copied());
+    match Request::deserialize(map) {
+        Err(Expected::Names(names)) => names,
+        _ => &[],
+    }
+}
+
+/// The request names the server knows (`status`, `events`, ...), in the order of [`Request`]:
+/// read from the enum, for error messages and the docs.
+pub fn request_names() -> &'static [&'static str] {
+    expected_after(&[("request", "\0")])
+}
+
+/// The fields request `name` takes besides `request` (none for a request without fields, or
+/// for a name that is not a request).
+pub fn request_fields(name: &str) -> &'static [&'static str] {
+    if !request_names().contains(&name) {
+        return &[];
+    }
+    expected_after(&[("request", name), ("\0", "")])
+}
 
 /// Parses one request line (without its newline; a trailing `\r` is allowed).
 pub fn parse_request(line: &[u8]) -> Result<Request, ProtocolError> {
@@ -663,7 +704,7 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtocolError> {
                 ErrorKind::UnknownRequest,
                 format!(
                     "\"request\" is {other}, not a string: expected one of {}",
-                    REQUESTS.join(", ")
+                    request_names().join(", ")
                 ),
             ));
         }
@@ -672,28 +713,22 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtocolError> {
                 ErrorKind::UnknownRequest,
                 format!(
                     "the object has no \"request\" field: expected one of {}",
-                    REQUESTS.join(", ")
+                    request_names().join(", ")
                 ),
             ));
         }
     };
-    if !REQUESTS.contains(&name.as_str()) {
+    if !request_names().contains(&name.as_str()) {
         return Err(ProtocolError::new(
             ErrorKind::UnknownRequest,
             format!(
                 "unknown request {:?}: expected one of {}",
                 crate::sanitize::escape(name.as_bytes()),
-                REQUESTS.join(", ")
+                request_names().join(", ")
             ),
         ));
     }
-    let allowed: &[&str] = match name.as_str() {
-        "events" => &["backlog", "follow"],
-        "signal" => &["target", "signal"],
-        "restart" | "start" | "stop" => &["helper"],
-        "logs" => &["helper", "lines", "follow"],
-        _ => &[],
-    };
+    let allowed = request_fields(&name);
     if let Some(k) = map
         .keys()
         .find(|k| *k != "request" && !allowed.contains(&k.as_str()))
@@ -803,6 +838,36 @@ pub fn request_line(req: &Request) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The names and fields read from the enum are those the wire takes, each accepted.
+    #[test]
+    fn request_names_and_fields_come_from_the_enum() {
+        assert_eq!(
+            request_names(),
+            [
+                "status",
+                "events",
+                "signal",
+                "restart",
+                "start",
+                "stop",
+                "reopen_logs",
+                "logs",
+                "reload",
+                "metrics"
+            ]
+        );
+        assert_eq!(request_fields("events"), ["backlog", "follow"]);
+        assert_eq!(request_fields("signal"), ["target", "signal"]);
+        assert_eq!(request_fields("stop"), ["helper"]);
+        assert_eq!(request_fields("logs"), ["helper", "lines", "follow"]);
+        assert!(request_fields("status").is_empty());
+        assert!(request_fields("nope").is_empty());
+        for name in request_names() {
+            let e = parse(&format!(r#"{{"request":"{name}","zz":1}}"#)).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::BadArgument, "{name}: {e:?}");
+        }
+    }
 
     fn parse(s: &str) -> Result<Request, ProtocolError> {
         parse_request(s.as_bytes())
