@@ -424,83 +424,7 @@ pub struct CtlArgs {
     #[arg(long, global = true)]
     pub json: bool,
     #[command(subcommand)]
-    pub command: CtlCommand,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum CtlCommand {
-    /// The supervised tree: helpers, then every process with its role, generation, policy,
-    /// expected and actual parent.
-    Status {
-        /// Never cut command lines (on a terminal they are cut to its width; into a pipe or
-        /// a file they never are).
-        #[arg(short = 'w', long)]
-        wide: bool,
-    },
-    /// The supervisor's events: a recent backlog, then each new one as it happens.
-    Events {
-        /// How many past events to show first (at most 256; default all kept).
-        #[arg(long, value_name = "N")]
-        backlog: Option<usize>,
-        /// Print the backlog and exit instead of following.
-        #[arg(long)]
-        no_follow: bool,
-    },
-    /// Send a signal to a helper (by name) or to a process of the tree (PID or PID:STARTTIME).
-    Signal {
-        /// A helper name, a pid, or PID:STARTTIME.
-        target: String,
-        /// TERM, SIGHUP, STOP, CONT, KILL, RTMIN+3, 15... (any signal).
-        signal: crate::signal::Sig,
-    },
-    /// Stop a helper (its stop signal and grace) and launch it again; launch it now if it is
-    /// waiting for its backoff, ended or given up on.
-    Restart {
-        /// The helper's name.
-        helper: String,
-    },
-    /// Start a helper that is not running: one stopped by `stop`, ended, given up on or
-    /// waiting for its backoff is launched now (once its dependencies are met).
-    Start {
-        /// The helper's name.
-        helper: String,
-    },
-    /// Stop HELPER (its stop signal, its grace, then SIGKILL of what is left of its tree): it
-    /// stays stopped, whatever its restart rule, until `start`. HELPER is required: the
-    /// supervisor itself is stopped by `shutdown`.
-    #[command(override_usage = "foster ctl stop [OPTIONS] <HELPER>")]
-    Stop {
-        /// The helper to stop (`foster ctl shutdown` stops the supervisor and its whole tree).
-        // Optional for clap only: a bare `stop` gets a usage error naming `shutdown`.
-        helper: Option<String>,
-    },
-    /// Stop the supervisor and its whole tree: the same orderly shutdown as SIGTERM.
-    Shutdown,
-    /// Reopen every log file the supervisor writes (the events log, the helpers' log files)
-    /// at its path, after an outside rotation: the same as SIGUSR1, and says which.
-    ReopenLogs,
-    /// A helper's output (every helper's without HELPER): its last kept lines, then with -f
-    /// each new one, shown as foster run shows them (NAME | line, NAME ! for standard error).
-    Logs {
-        /// The helper (default: every helper, in the order their lines were read).
-        helper: Option<String>,
-        /// How many kept lines to show first: 10 by default, as tail; at most 10000 (each
-        /// helper keeps its last 1000); 0 with -f shows only new lines.
-        #[arg(short = 'n', long = "lines", value_name = "N", default_value_t = 10,
-              value_parser = clap::value_parser!(u64).range(0..=crate::control::protocol::MAX_LOG_LINES as u64))]
-        lines: u64,
-        /// Follow: print each new line as it is read, until interrupted or the supervisor
-        /// ends.
-        #[arg(short = 'f', long)]
-        follow: bool,
-    },
-    /// Read the configuration file again and apply it: launch the helpers added, stop those
-    /// removed, restart those whose definition changed, leave the others untouched. A file
-    /// with mistakes is refused with every mistake listed, and nothing changes.
-    Reload,
-    /// The supervisor's numbers (helpers' states, restarts, last exits, adoptions, memory and
-    /// CPU) in the Prometheus text format, the text foster run --metrics serves.
-    Metrics,
+    pub command: crate::control::client::CtlCommand,
 }
 
 #[derive(Debug, Args)]
@@ -937,45 +861,20 @@ fn run(a: RunArgs) -> Result<ExitCode, CliError> {
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
 }
 
-/// `ctl stop` without HELPER: refused, so that a forgotten argument never stops everything.
-const BARE_STOP: &str = "ctl stop needs the HELPER to stop; to stop the supervisor and its \
-                         whole tree, use `foster ctl shutdown`";
-
 fn ctl(a: CtlArgs) -> Result<ExitCode, CliError> {
-    use crate::control::client::{self, CtlCommand as C};
-    let cmd = match a.command {
-        CtlCommand::Status { wide } => C::Status {
-            width: if wide { None } else { terminal_width() },
-        },
-        CtlCommand::Events { backlog, no_follow } => C::Events {
-            backlog,
-            follow: !no_follow,
-        },
-        CtlCommand::Signal { target, signal } => C::Signal { target, signal },
-        CtlCommand::Restart { helper } => C::Restart { helper },
-        CtlCommand::Start { helper } => C::Start { helper },
-        CtlCommand::Stop { helper } => C::Stop {
-            helper: helper.ok_or_else(|| UsageError(BARE_STOP.into()))?,
-        },
-        CtlCommand::Shutdown => C::Shutdown,
-        CtlCommand::ReopenLogs => C::ReopenLogs,
-        CtlCommand::Logs {
-            helper,
-            lines,
-            follow,
-        } => C::Logs {
-            helper,
-            lines: lines as usize,
-            follow,
-            colour: crate::output::colour_for(&std::io::stdout()),
-        },
-        CtlCommand::Reload => C::Reload,
-        CtlCommand::Metrics => C::Metrics,
+    use crate::control::client::{self, BARE_STOP, CtlCommand, View};
+    if let CtlCommand::Stop { helper: None } = a.command {
+        return Err(UsageError(BARE_STOP.into()).into());
+    }
+    let view = View {
+        width: terminal_width(),
+        colour: crate::output::colour_for(&std::io::stdout()),
     };
     client::ctl(
         a.socket.as_deref(),
         a.json,
-        &cmd,
+        &a.command,
+        view,
         &mut std::io::stdout().lock(),
     )?;
     Ok(ExitCode::SUCCESS)

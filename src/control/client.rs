@@ -601,46 +601,95 @@ pub fn follow(
     }
 }
 
-/// What `foster ctl` was asked to do.
-#[derive(Debug, Clone)]
+/// What `foster ctl` was asked to do: its subcommands, as the command line reads them.
+#[derive(Debug, Clone, clap::Subcommand)]
 pub enum CtlCommand {
-    /// `width`: cut command lines to fit it (a terminal's width); `None`: never cut.
+    /// The supervised tree: helpers, then every process with its role, generation, policy,
+    /// expected and actual parent.
     Status {
-        width: Option<usize>,
+        /// Never cut command lines (on a terminal they are cut to its width; into a pipe or
+        /// a file they never are).
+        #[arg(short = 'w', long)]
+        wide: bool,
     },
+    /// The supervisor's events: a recent backlog, then each new one as it happens.
     Events {
+        /// How many past events to show first (at most 256; default all kept).
+        #[arg(long, value_name = "N")]
         backlog: Option<usize>,
-        follow: bool,
+        /// Print the backlog and exit instead of following.
+        #[arg(long)]
+        no_follow: bool,
     },
+    /// Send a signal to a helper (by name) or to a process of the tree (PID or PID:STARTTIME).
     Signal {
+        /// A helper name, a pid, or PID:STARTTIME.
         target: String,
+        /// TERM, SIGHUP, STOP, CONT, KILL, RTMIN+3, 15... (any signal).
         signal: crate::signal::Sig,
     },
+    /// Stop a helper (its stop signal and grace) and launch it again; launch it now if it is
+    /// waiting for its backoff, ended or given up on.
     Restart {
+        /// The helper's name.
         helper: String,
     },
-    /// Start a helper that is not running.
+    /// Start a helper that is not running: one stopped by `stop`, ended, given up on or
+    /// waiting for its backoff is launched now (once its dependencies are met).
     Start {
+        /// The helper's name.
         helper: String,
     },
-    /// Stop a helper.
+    /// Stop HELPER (its stop signal, its grace, then SIGKILL of what is left of its tree): it
+    /// stays stopped, whatever its restart rule, until `start`. HELPER is required: the
+    /// supervisor itself is stopped by `shutdown`.
+    #[command(override_usage = "foster ctl stop [OPTIONS] <HELPER>")]
     Stop {
-        helper: String,
-    },
-    /// Stop the supervisor and its whole tree.
-    Shutdown,
-    ReopenLogs,
-    /// The last `lines` kept lines of `helper` (of every helper when `None`), then with
-    /// `follow` each new one; `colour`: names coloured as the relay colours them on a terminal.
-    Logs {
+        /// The helper to stop (`foster ctl shutdown` stops the supervisor and its whole tree).
+        // Optional for clap only: a bare `stop` gets a usage error naming `shutdown`.
         helper: Option<String>,
-        lines: usize,
-        follow: bool,
-        colour: bool,
     },
+    /// Stop the supervisor and its whole tree: the same orderly shutdown as SIGTERM.
+    Shutdown,
+    /// Reopen every log file the supervisor writes (the events log, the helpers' log files)
+    /// at its path, after an outside rotation: the same as SIGUSR1, and says which.
+    ReopenLogs,
+    /// A helper's output (every helper's without HELPER): its last kept lines, then with -f
+    /// each new one, shown as foster run shows them (NAME | line, NAME ! for standard error).
+    Logs {
+        /// The helper (default: every helper, in the order their lines were read).
+        helper: Option<String>,
+        /// How many kept lines to show first: 10 by default, as tail; at most 10000 (each
+        /// helper keeps its last 1000); 0 with -f shows only new lines.
+        #[arg(short = 'n', long = "lines", value_name = "N", default_value_t = 10,
+              value_parser = clap::value_parser!(u64).range(0..=crate::control::protocol::MAX_LOG_LINES as u64))]
+        lines: u64,
+        /// Follow: print each new line as it is read, until interrupted or the supervisor
+        /// ends.
+        #[arg(short = 'f', long)]
+        follow: bool,
+    },
+    /// Read the configuration file again and apply it: launch the helpers added, stop those
+    /// removed, restart those whose definition changed, leave the others untouched. A file
+    /// with mistakes is refused with every mistake listed, and nothing changes.
     Reload,
-    /// The supervisor's numbers, the Prometheus text `--metrics` serves.
+    /// The supervisor's numbers (helpers' states, restarts, last exits, adoptions, memory and
+    /// CPU) in the Prometheus text format, the text foster run --metrics serves.
     Metrics,
+}
+
+/// `ctl stop` without HELPER: refused, so that a forgotten argument never stops everything.
+pub const BARE_STOP: &str = "ctl stop needs the HELPER to stop; to stop the supervisor and its \
+                             whole tree, use `foster ctl shutdown`";
+
+/// How `foster ctl` shows what it prints for people.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct View {
+    /// The terminal's width: `status` cuts command lines to it (unless `--wide`); `None`: not
+    /// a terminal, never cut.
+    pub width: Option<usize>,
+    /// Names coloured as the relay colours them on a terminal (`logs`).
+    pub colour: bool,
 }
 
 /// Runs `logs` on `conn`: the kept lines, then (when following) each new line until the
@@ -728,6 +777,7 @@ pub fn ctl(
     socket: Option<&Path>,
     json: bool,
     cmd: &CtlCommand,
+    view: View,
     out: &mut dyn Write,
 ) -> Result<(), ClientError> {
     let path = resolve_socket(socket, "--socket")?;
@@ -736,8 +786,8 @@ pub fn ctl(
     let w = |e: io::Error| ClientError::caused(format!("cannot write to standard output: {e}"), e);
     let request = match cmd {
         CtlCommand::Status { .. } => Request::Status,
-        CtlCommand::Events { backlog, follow: f } => {
-            return follow(&mut conn, *backlog, *f, |r| {
+        CtlCommand::Events { backlog, no_follow } => {
+            return follow(&mut conn, *backlog, !*no_follow, |r| {
                 if json {
                     out.write_all(&r.to_line())?;
                 } else {
@@ -775,8 +825,9 @@ pub fn ctl(
         CtlCommand::Start { helper } => Request::Start {
             helper: helper.clone(),
         },
+        CtlCommand::Stop { helper: None } => return Err(ClientError::new(BARE_STOP)),
         CtlCommand::Stop { helper } => Request::Stop {
-            helper: Some(helper.clone()),
+            helper: helper.clone(),
         },
         CtlCommand::Shutdown => Request::Stop { helper: None },
         CtlCommand::ReopenLogs => Request::ReopenLogs,
@@ -784,12 +835,13 @@ pub fn ctl(
             helper,
             lines,
             follow,
-            colour,
         } => {
+            // At most MAX_LOG_LINES: clap's range checked it.
+            let lines = usize::try_from(*lines).unwrap_or(usize::MAX);
             return logs(
                 &mut conn,
                 json,
-                (helper.as_deref(), *lines, *follow, *colour),
+                (helper.as_deref(), lines, *follow, view.colour),
                 out,
             );
         }
@@ -862,7 +914,7 @@ pub fn ctl(
     match into_result(reply)? {
         ReplyBody::Status(s) => {
             let width = match cmd {
-                CtlCommand::Status { width } => *width,
+                CtlCommand::Status { wide: false } => view.width,
                 _ => None,
             };
             out.write_all(render_status(&s, width).as_bytes())
