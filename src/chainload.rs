@@ -503,6 +503,7 @@ fn watch(
 /// would give it, when it was among them.
 fn reap_adopted(program: i32) -> Option<i32> {
     loop {
+        // SAFETY: siginfo_t is plain integers: all zeros is a valid value.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
         // SAFETY: waits for any child of ours, without blocking, into a stack struct.
         let r = unsafe { libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOHANG) };
@@ -530,6 +531,7 @@ fn reap_adopted(program: i32) -> Option<i32> {
 /// Reaps this watcher's own child and returns its status as a shell would (code or 128+signal).
 fn reap(pid: i32) -> i32 {
     loop {
+        // SAFETY: siginfo_t is plain integers: all zeros is a valid value.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
         // SAFETY: waits for our own child only.
         let r = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED) };

@@ -961,6 +961,7 @@ fn terminal_width() -> Option<usize> {
     if !std::io::stdout().is_terminal() {
         return None;
     }
+    // SAFETY: winsize is four integers: all zeros is a valid value.
     let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
     // SAFETY: TIOCGWINSZ fills `ws`, a winsize, for a terminal descriptor.
     let r = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) };

@@ -927,6 +927,7 @@ pub fn local_time(secs: u64) -> Option<libc::tm> {
     let t = secs.try_into().ok()?;
     // SAFETY: localtime_r reads `t` and fills `tm`, both ours; it returns null on failure.
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: localtime_r reads `t` and fills `tm`, both ours; it returns null on failure.
     if unsafe { libc::localtime_r(&t, &mut tm) }.is_null() {
         return None;
     }

@@ -486,8 +486,8 @@ pub unsafe fn set_raw_disposition(sig: i32, ignore: bool) -> bool {
 pub fn ignore_reserved() -> SigBits {
     let mut set = SigBits::EMPTY;
     for sig in LIBC_RESERVED {
-        // SAFETY: only a default disposition is replaced; no code relies on one.
         if raw_disposition(sig) == Some(Disposition::Default)
+            // SAFETY: only a default disposition is replaced; no code relies on one.
             && unsafe { set_raw_disposition(sig, true) }
         {
             set = set.with(sig);
@@ -645,9 +645,8 @@ impl SignalFd {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: `fd` was just returned by signalfd: open, and owned by nobody else.
-        Ok(SignalFd {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(SignalFd { fd })
     }
 
     /// Reads pending signals into `out`; returns how many (0 when none is pending).

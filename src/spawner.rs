@@ -693,6 +693,8 @@ impl LowSlots {
             if d < 0 {
                 return None;
             }
+            // SAFETY: `d` was just returned by fcntl(F_DUPFD_CLOEXEC): open and owned by nobody
+            // else.
             slots.push(unsafe { OwnedFd::from_raw_fd(d) });
         }
         // Read once the slots are held: every number open now, slots included, lies below.
@@ -1009,6 +1011,7 @@ fn caught_signals() -> Vec<i32> {
         .filter(|&sig| {
             // SAFETY: queries a disposition into a stack struct.
             let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+            // SAFETY: queries a disposition into `old`, a stack struct; sets nothing.
             let ok = unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } == 0;
             ok && old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN
         })
@@ -1018,6 +1021,9 @@ fn caught_signals() -> Vec<i32> {
 /// The child between clone and exec. Only raw syscalls and the allocation-free gate; it shares
 /// the launcher's memory (CLONE_VM), so it writes nothing but its identity slots.
 unsafe fn child(p: &mut Prepared, report_fd: RawFd) -> ! {
+    // SAFETY: this function's contract: called once, in the child of the clone, with `p` prepared
+    // before it; the body makes only raw system calls on that data and writes nothing of the
+    // parent's but its identity slots.
     unsafe {
         let fail = |kind: u32, a: u32, b: i32, status: i32| -> ! {
             report(report_fd, kind, a, b);
@@ -1159,6 +1165,7 @@ fn launch_here(
                 io::Error::last_os_error(),
             ));
         }
+        // SAFETY: `d` was just returned by fcntl(F_DUPFD_CLOEXEC): open and owned by nobody else.
         Ok(unsafe { OwnedFd::from_raw_fd(d) })
     };
     let mut moved = Vec::new();
@@ -1215,7 +1222,9 @@ fn launch_here(
 
     // Block every signal across the clone, so no handler of this process runs in the child
     // before it has reset them; the child's gate sets its own mask.
+    // SAFETY: sigset_t is plain integers: all zeros is a valid value (sigfillset fills it below).
     let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: sigset_t is plain integers: all zeros is a valid value (sigprocmask fills it below).
     let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
     let mut pidfd: libc::c_int = -1;
     // The child's own stack: it shares this process's memory (CLONE_VM) while this thread is

@@ -576,6 +576,8 @@ impl Supervisor {
         // outlives these registrations: they are dropped at the end of this function.
         let chld =
             unsafe { AsyncFd::register(Fd(self.reaper.raw_fd())) }.map_err(io::Error::from)?;
+        // SAFETY: the signalfd is owned by `self`, which outlives this registration (dropped at the
+        // end of this function).
         let sigs = unsafe { AsyncFd::register(Fd(self.signal_fd.as_raw_fd())) }
             .map_err(io::Error::from)?;
         // SAFETY: the watch's epoll descriptor, owned by `self` too, for the life of `self`.
@@ -1255,6 +1257,7 @@ impl Supervisor {
 pub fn has_children() -> bool {
     // SAFETY: a WNOWAIT peek fills `info` and consumes nothing.
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waitid with WNOWAIT fills `info`, a stack struct, and consumes nothing.
     let r = unsafe {
         libc::waitid(
             libc::P_ALL,

@@ -382,6 +382,8 @@ echo "$$ $!""#;
     assert!(s >= 0, "fork");
     if s == 0 {
         // S: a child subreaper in a group of its own that reaps nothing until released.
+        // SAFETY: in the forked child: raw system calls on data prepared before the fork, then
+        // _exit.
         unsafe {
             for fd in test_ends {
                 libc::close(fd);

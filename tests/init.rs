@@ -51,6 +51,7 @@ fn main() {
     // One at a time: the cases count the children, groups and signals of foster and of this
     // process, and one drives a terminal.
     args.test_threads = Some(1);
+    // SAFETY: geteuid has no preconditions.
     let is_root = unsafe { libc::geteuid() } == 0;
     type Case = (&'static str, fn(Mode));
     let cases: &[Case] = &[
@@ -1295,6 +1296,7 @@ fn no_subreaper_message() {
         }
         // SAFETY: prctl/seccomp with a filter built before fork.
         let filter = seccomp_deny_subreaper();
+        // SAFETY: installs a filter built before the fork, in the child, before its exec.
         unsafe {
             cmd.pre_exec(move || {
                 let prog = libc::sock_fprog {
@@ -1587,6 +1589,7 @@ fn helper_storm(n: usize, code: i32) {
         let c = unsafe { libc::fork() };
         assert!(c >= 0, "fork");
         if c == 0 {
+            // SAFETY: in the forked child: raw system calls, then _exit.
             unsafe {
                 let g = libc::fork();
                 if g == 0 {
@@ -1603,6 +1606,7 @@ fn helper_storm(n: usize, code: i32) {
         }
         // Our own child: we reap it (we are not the init).
         let mut st = 0;
+        // SAFETY: reaps this test's own child, by pid.
         unsafe { libc::waitpid(c, &mut st, 0) };
     }
     drop(pid_w);

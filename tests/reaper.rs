@@ -191,6 +191,7 @@ fn reap_until<T>(
 fn no_children() -> bool {
     // SAFETY: a WNOWAIT peek: consumes no status; ECHILD when no child exists at all.
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waitid with WNOWAIT fills `info`, a stack struct, and consumes nothing.
     let r = unsafe {
         libc::waitid(
             libc::P_ALL,

@@ -269,8 +269,8 @@ fn sighup_reloads_only_with_reload_signal() {
     let mut run = Run::start(&d, &abc(&d), &["--reload-signal", "HUP"]);
     let (a, b, c, a_child) = start_abc(&d, &mut run);
     d.file("run.toml", BCD);
-    // SAFETY: a signal to our own unreaped child.
     assert_eq!(
+        // SAFETY: a signal to our own unreaped child.
         unsafe { libc::kill(run.child.id() as i32, libc::SIGHUP) },
         0
     );
@@ -302,8 +302,8 @@ fn sighup_reloads_only_with_reload_signal() {
     assert!(run.child.try_wait().unwrap().is_none(), "foster run ended");
     // A broken file on SIGHUP: refused, nothing touched, the supervisor goes on.
     d.file("run.toml", BROKEN);
-    // SAFETY: as above.
     assert_eq!(
+        // SAFETY: a signal to our own unreaped child.
         unsafe { libc::kill(run.child.id() as i32, libc::SIGHUP) },
         0
     );
@@ -318,8 +318,8 @@ fn sighup_reloads_only_with_reload_signal() {
     let mut run = Run::start(&d, &abc(&d), &[]);
     let (a, b, c, _) = start_abc(&d, &mut run);
     d.file("run.toml", BCD);
-    // SAFETY: a signal to our own unreaped child.
     assert_eq!(
+        // SAFETY: a signal to our own unreaped child.
         unsafe { libc::kill(run.child.id() as i32, libc::SIGHUP) },
         0
     );

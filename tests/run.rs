@@ -654,8 +654,8 @@ fn role_undeclared_subreaper() {
         return;
     };
     use std::os::unix::process::CommandExt;
-    // SAFETY: plain prctl.
     assert_eq!(
+        // SAFETY: prctl with integer arguments on this process.
         unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) },
         0
     );

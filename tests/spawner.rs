@@ -309,6 +309,7 @@ fn a_helper_holds_only_its_own_descriptors() {
     // SAFETY: a duplicate without close-on-exec, high; owned from here on.
     let late = unsafe { libc::fcntl(held[0].1.as_raw_fd(), libc::F_DUPFD, 400) };
     assert!(late >= 400, "{}", std::io::Error::last_os_error());
+    // SAFETY: `late` was just returned by fcntl(F_DUPFD): open and owned by nobody else.
     let late = unsafe { OwnedFd::from_raw_fd(late) };
     // The helper, a `cat`, copies a line from one pipe to another: once the line is back, it
     // runs its program (its exec is over); its table is read, then its input closed.

@@ -41,8 +41,8 @@ fn foster() -> Command {
 /// A close-on-exec pipe: (read end, write end).
 fn pipe() -> (i32, i32) {
     let mut fds = [0; 2];
-    // SAFETY: valid array of two ints.
     assert_eq!(
+        // SAFETY: pipe2 fills a stack array of two ints.
         unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) },
         0,
         "pipe2"
@@ -729,9 +729,11 @@ fn diff_of_real_processes_sees_every_change() {
         unsafe { libc::kill(m, libc::SIGKILL) };
         child_reap(m);
         // Z exits and is left unreaped.
+        // SAFETY: a signal to a child of this test's own tree, not yet reaped.
         unsafe { libc::kill(z, libc::SIGKILL) };
         // SAFETY: a zeroed siginfo is a valid output buffer.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid with WNOWAIT fills `info`, a stack struct, and consumes nothing.
         unsafe {
             libc::waitid(
                 libc::P_PID,
@@ -757,6 +759,7 @@ fn diff_of_real_processes_sees_every_change() {
         // Teardown when the test closes `go`.
         child_wait(go_r);
         close(hold_w);
+        // SAFETY: a signal to a child of this test's own tree, not yet reaped.
         unsafe { libc::kill(x, libc::SIGKILL) };
         // SAFETY: reaps every child, adopted ones included, until there is none.
         while unsafe { libc::waitpid(-1, std::ptr::null_mut(), 0) } > 0
@@ -908,6 +911,7 @@ fn unreadable_empty_and_garbage_entries_are_skipped() {
     put("13/stat", b"13 garbage"); // unparsable
     put("14/stat", stat(14, "locked", 1, 0).as_bytes());
     put("self/stat", stat(99, "self", 1, 0).as_bytes()); // not a pid: not listed
+    // SAFETY: geteuid has no preconditions.
     let root_user = unsafe { libc::geteuid() } == 0;
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(root.join("14/stat"), std::fs::Permissions::from_mode(0o000)).unwrap();

@@ -310,6 +310,7 @@ fn bind_listener(path: &Path, dir: &CheckedDir) -> Result<StdListener, BindError
 pub fn adopt(fd: std::os::fd::RawFd, path: &Path) -> Result<Bound, BindError> {
     use std::os::fd::FromRawFd;
     let io_err = |what: &str, e: io::Error| BindError::Io(path.to_path_buf(), what.to_string(), e);
+    // SAFETY: stat is plain integers: all zeros is a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: fstat of a descriptor number; fails cleanly when it is not open.
     if unsafe { libc::fstat(fd, &mut st) } != 0 {

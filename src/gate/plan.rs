@@ -41,14 +41,15 @@ impl Trace {
         if self.fd < 0 {
             return;
         }
-        // SAFETY: getpid and write are async-signal-safe; the buffer is on the stack.
         let rec = TraceRecord {
             step: step as u32,
+            // SAFETY: getpid has no preconditions and is async-signal-safe.
             pid: unsafe { libc::getpid() },
             ppid,
             value,
         };
         let b = rec.encode();
+        // SAFETY: writes `b`, a live stack buffer, to the trace descriptor; async-signal-safe.
         unsafe { libc::write(self.fd, b.as_ptr().cast(), b.len()) };
     }
 
@@ -413,6 +414,8 @@ mod tests {
         assert!(s.fill_with_self());
         let me = Identity::current().unwrap();
         assert_eq!(s.value(), me.to_string().as_bytes());
+        // SAFETY: the slot holds a NUL-terminated string (fill_with_self wrote it) that outlives
+        // `c`.
         let c = unsafe { CStr::from_ptr(s.as_ptr()) };
         assert_eq!(c.to_bytes(), format!("FOSTER_PARENT={me}").as_bytes());
     }

@@ -143,6 +143,7 @@ impl Stamp {
             // `time_t`'s width is the C library's (it is not named here: libc deprecates it on
             // musl); 64 bits on every target foster builds for.
             let t = (ts_ms / 1000).try_into().unwrap_or_default();
+            // SAFETY: gmtime_r reads `t` and fills `tm`, both ours.
             unsafe { libc::gmtime_r(&t, &mut tm) };
             let text = format!(
                 "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.000Z",

@@ -539,17 +539,20 @@ fn thread_exit_raw(r: &mut Root) -> Outcome {
                     barriers: 0,
                 });
             let (ready_r, ready_w) = pipe().expect("pipe");
+            // SAFETY: the child runs only the allocation-free gate, raw writes, pause and _exit.
             let pid = unsafe { libc::fork() };
             if pid == 0 {
                 let code = match plan.run() {
                     Ok(_) => {
                         write_all(ready_w.as_raw_fd(), b"r");
                         loop {
+                            // SAFETY: pause has no preconditions.
                             unsafe { libc::pause() };
                         }
                     }
                     Err(s) => s.exit_status(),
                 };
+                // SAFETY: _exit ends the forked child without running the parent's atexit handlers.
                 unsafe { libc::_exit(code) };
             }
             drop(ready_w);
@@ -929,6 +932,7 @@ extern "C" fn on_notify(sig: libc::c_int) {
     b[4..8].copy_from_slice(&rec.pid.to_ne_bytes());
     b[8..12].copy_from_slice(&rec.ppid.to_ne_bytes());
     b[12..16].copy_from_slice(&rec.value.to_ne_bytes());
+    // SAFETY: writes `b`, a live stack buffer, to a descriptor the caller holds; async-signal-safe.
     unsafe {
         libc::write(
             NOTE_FD.load(std::sync::atomic::Ordering::Relaxed),
@@ -960,6 +964,7 @@ fn reap_forever() -> ! {
         let mut st = 0;
         // SAFETY: a subreaper reaping its own (adopted) children.
         if unsafe { libc::waitpid(-1, &mut st, 0) } < 0 {
+            // SAFETY: pause has no preconditions.
             unsafe { libc::pause() };
         }
     }
@@ -973,6 +978,7 @@ fn nested_subreaper(r: &mut Root) -> Outcome {
         unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
         announce(fd, 1);
         fork_run(move || {
+            // SAFETY: prctl with integer arguments on the calling process.
             unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
             announce(fd, 2);
             fork_run(move || {
@@ -997,10 +1003,12 @@ fn nested_subreaper(r: &mut Root) -> Outcome {
                         return s.exit_status();
                     }
                     loop {
+                        // SAFETY: pause has no preconditions.
                         unsafe { libc::pause() };
                     }
                 });
                 loop {
+                    // SAFETY: pause has no preconditions.
                     unsafe { libc::pause() };
                 }
             });

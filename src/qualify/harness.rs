@@ -106,6 +106,7 @@ pub fn wait_end(pid: i32, deadline: Instant) -> Option<(End, Instant)> {
     let pidfd = pidfd_open(pid).ok();
     let mut retried = false;
     loop {
+        // SAFETY: siginfo_t is plain integers: all zeros is a valid value.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
         // SAFETY: waits for one pid, without blocking.
         let r = unsafe {
@@ -117,6 +118,7 @@ pub fn wait_end(pid: i32, deadline: Instant) -> Option<(End, Instant)> {
             )
         };
         let now = Instant::now();
+        // SAFETY: `info` was zeroed, then filled by waitid: si_pid reads an initialised field.
         if r == 0 && unsafe { info.si_pid() } == pid {
             return Some((end_of(&info), now));
         }
@@ -251,6 +253,7 @@ impl SupFds {
     pub(super) fn dup(fd: RawFd) -> Option<OwnedFd> {
         // SAFETY: duplicates a descriptor we hold, close-on-exec.
         let d = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+        // SAFETY: `d` was just returned by fcntl(F_DUPFD_CLOEXEC): open and owned by nobody else.
         (d >= 0).then(|| unsafe { std::os::fd::FromRawFd::from_raw_fd(d) })
     }
 

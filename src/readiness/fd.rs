@@ -31,11 +31,13 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return Err(io::Error::last_os_error());
     }
+    // SAFETY: both descriptors were just returned by pipe2: open and owned by nobody else.
     let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     // Only foster's end is non-blocking: the helper's stays as a program expects it.
     // SAFETY: fcntl on a descriptor we own.
     let flags = unsafe { libc::fcntl(r.as_raw_fd(), libc::F_GETFL) };
     if flags < 0
+        // SAFETY: fcntl on a descriptor we own.
         || unsafe { libc::fcntl(r.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0
     {
         return Err(io::Error::last_os_error());

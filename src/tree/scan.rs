@@ -1591,6 +1591,7 @@ mod tests {
         let me = snap
             .by_pid(std::process::id() as i32)
             .expect("own pid in the scan");
+        // SAFETY: geteuid has no preconditions.
         assert_eq!(me.uid, unsafe { libc::geteuid() });
         let argv0 = std::env::args_os().next().unwrap();
         assert_eq!(me.cmdline[0], argv0.as_bytes());
@@ -1692,6 +1693,7 @@ mod tests {
     /// scans (a `setuid` without an exec), and not before.
     #[test]
     fn cached_owners_are_keyed_by_identity_and_program() {
+        // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
             eprintln!("skipped: giving a file away to another owner needs root");
             return;
@@ -1730,6 +1732,7 @@ mod tests {
     #[test]
     fn an_exec_shows_the_new_owner_and_command_at_once() {
         use std::ffi::CString;
+        // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
             eprintln!("skipped: changing a process's owner needs root");
             return;
@@ -1740,15 +1743,19 @@ mod tests {
         let argv = [sleep.as_ptr(), arg.as_ptr(), std::ptr::null()];
         let mut go = [0i32; 2];
         let mut execd = [0i32; 2];
+        // SAFETY: pipe2 fills two integers of a stack array.
         unsafe {
             assert_eq!(libc::pipe2(go.as_mut_ptr(), libc::O_CLOEXEC), 0);
             assert_eq!(libc::pipe2(execd.as_mut_ptr(), libc::O_CLOEXEC), 0);
         }
+        // SAFETY: the child makes only raw system calls on data prepared before the fork.
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0);
         if pid == 0 {
             // The child: waits for the go, becomes uid 4321, runs sleep (the exec closes
             // `execd`, which the parent sees as the end of the pipe).
+            // SAFETY: in the child: raw system calls on data prepared before the fork, then exec or
+            // _exit.
             unsafe {
                 let mut b = 0u8;
                 libc::read(go[0], (&raw mut b).cast(), 1);
@@ -1758,6 +1765,7 @@ mod tests {
                 libc::_exit(127);
             }
         }
+        // SAFETY: closes descriptors this test opened.
         unsafe {
             libc::close(go[0]);
             libc::close(execd[1]);
@@ -1771,6 +1779,7 @@ mod tests {
         let n = before.by_pid(pid).expect("the child is scanned");
         assert_eq!(n.uid, 0);
         // Go, and wait for the exec: the end of `execd`.
+        // SAFETY: a write from a stack buffer and a read into one, on this test's pipes.
         unsafe {
             assert_eq!(libc::write(go[1], [1u8].as_ptr().cast(), 1), 1);
             let mut b = 0u8;
@@ -1781,6 +1790,7 @@ mod tests {
         let after = s.scan_pids(&[pid]);
         let n = after.by_pid(pid).expect("the child is scanned");
         let (uid, cmdline) = (n.uid, n.cmdline.to_vec());
+        // SAFETY: ends and reaps this test's own child, by pid.
         unsafe {
             libc::kill(pid, libc::SIGKILL);
             let mut status = 0;
@@ -1798,6 +1808,7 @@ mod tests {
         std::fs::create_dir_all(root.join("7")).unwrap();
         let stat = root.join("7/stat");
         std::fs::write(&stat, stat_line(b"x", 7, 1, 42, 0)).unwrap();
+        // SAFETY: geteuid has no preconditions.
         let mine = unsafe { libc::geteuid() };
         let owner = if mine == 0 {
             // Root gives the file away, so that the owner read cannot be root's by chance.
@@ -1906,6 +1917,7 @@ impl Scanner {
             pid_path(&mut path, pid, b"ns/pid");
             // SAFETY: a zeroed `stat` is a valid output buffer; the path is NUL-terminated.
             let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            // SAFETY: fstatat fills `st`, a stack struct; the path is NUL-terminated.
             if unsafe { libc::fstatat(dir, path.as_ptr().cast(), &mut st, 0) } == 0 {
                 out.pidns = Some(st.st_ino);
             }
