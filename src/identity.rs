@@ -17,7 +17,7 @@
 //! [`read_pidfd_info`], [`pidfd_pid`]), and the number that tells it from any other
 //! ([`pidfd_inode`]).
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::fmt;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -161,48 +161,17 @@ impl StatPath {
         self.pid
     }
 
-    /// Re-reads the start time. Async-signal-safe: no allocation, no locks; the buffer lives on
-    /// the stack.
+    /// Re-reads the start time. Async-signal-safe and panic-free: no allocation, no locks;
+    /// the buffer lives on the stack.
     pub fn read_start_time(&self) -> StatRead {
         let mut buf = [0u8; 1024];
-        // SAFETY: a valid NUL-terminated path; the fd is closed on every path below.
-        let fd = unsafe { libc::open(self.path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-        if fd < 0 {
-            let err = crate::sys::errno();
-            return if err == libc::ENOENT || err == libc::ESRCH {
-                StatRead::Gone
-            } else {
-                StatRead::Failed(err)
-            };
-        }
-        let mut len = 0usize;
-        loop {
-            // SAFETY: writes at most the remaining space of `buf`.
-            let n = unsafe { libc::read(fd, buf[len..].as_mut_ptr().cast(), buf.len() - len) };
-            if n < 0 {
-                let err = crate::sys::errno();
-                if err == libc::EINTR {
-                    continue;
-                }
-                // SAFETY: fd is ours.
-                unsafe { libc::close(fd) };
-                return if err == libc::ESRCH {
-                    StatRead::Gone
-                } else {
-                    StatRead::Failed(err)
-                };
-            }
-            if n == 0 || len + n as usize == buf.len() {
-                len += n as usize;
-                break;
-            }
-            len += n as usize;
-        }
-        // SAFETY: fd is ours.
-        unsafe { libc::close(fd) };
-        match StatFields::parse(&buf[..len]) {
-            Ok(f) => StatRead::StartTime(f.start_time),
-            Err(_) => StatRead::Failed(0),
+        match read_into(&self.path, &mut buf) {
+            Err(e) if e == libc::ENOENT || e == libc::ESRCH => StatRead::Gone,
+            Err(e) => StatRead::Failed(e),
+            Ok(len) => match StatFields::parse(buf.get(..len).unwrap_or_default()) {
+                Ok(f) => StatRead::StartTime(f.start_time),
+                Err(_) => StatRead::Failed(0),
+            },
         }
     }
 
@@ -211,6 +180,38 @@ impl StatPath {
         expected.pid == self.pid
             && self.read_start_time() == StatRead::StartTime(expected.start_time)
     }
+}
+
+/// Reads the file at `path` into `buf` (at most its length; a `/proc` file whole when it fits)
+/// with only `open`, `read` and `close`: async-signal-safe, allocation-free and panic-free, for
+/// the child between fork and exec. The number of bytes read, or the errno of the call that
+/// failed.
+pub fn read_into(path: &CStr, buf: &mut [u8]) -> Result<usize, i32> {
+    // SAFETY: a NUL-terminated path; the descriptor is closed below on every path.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(crate::sys::errno());
+    }
+    let mut len = 0usize;
+    let r = loop {
+        // `len` never passes `buf.len()` (a read returns at most the room it is given), so
+        // `get_mut` always finds the rest; an empty rest is a full buffer.
+        let rest = buf.get_mut(len..).unwrap_or_default();
+        if rest.is_empty() {
+            break Ok(len);
+        }
+        // SAFETY: reads at most `rest.len()` bytes into `rest`, a live slice of `buf`.
+        let n = unsafe { libc::read(fd, rest.as_mut_ptr().cast(), rest.len()) };
+        match usize::try_from(n) {
+            Ok(0) => break Ok(len),
+            Ok(n) => len = len.saturating_add(n),
+            Err(_) if crate::sys::errno() == libc::EINTR => continue,
+            Err(_) => break Err(crate::sys::errno()),
+        }
+    };
+    // SAFETY: `fd` was opened above and is closed once.
+    unsafe { libc::close(fd) };
+    r
 }
 
 /// Opens a pidfd for `pid` (close-on-exec): foster's one `pidfd_open`. It holds whatever

@@ -220,12 +220,10 @@ impl<'a> StatFields<'a> {
             let tok = next_token(&mut rest).ok_or(StatError::MissingField(field))?;
             let bad = StatError::BadField(field);
             match field {
-                3 => {
-                    if tok.len() != 1 {
-                        return Err(bad);
-                    }
-                    f.state = tok[0];
-                }
+                3 => match tok {
+                    [state] => f.state = *state,
+                    _ => return Err(bad),
+                },
                 4 => f.ppid = parse_i32(tok).ok_or(bad)?,
                 5 => f.pgrp = parse_i32(tok).ok_or(bad)?,
                 6 => f.session = parse_i32(tok).ok_or(bad)?,

@@ -418,25 +418,24 @@ impl Credentials {
     /// Sets the group list, the gid, the uid, in that order, with raw syscalls on this data:
     /// async-signal-safe and allocation-free, for a child between clone and exec. Raw syscalls
     /// change the calling thread only: call it where that is the whole process (a fresh child,
-    /// a single-threaded process). The error is the step that failed (an index into
-    /// `SETUP_WHAT`, 1 to 3) and its errno.
-    fn apply_raw(&self) -> Result<(), (u32, i32)> {
+    /// a single-threaded process). The error is the step that failed and its errno.
+    fn apply_raw(&self) -> Result<(), (SetupStep, i32)> {
         // SAFETY: credential syscalls on data that outlives them.
         unsafe {
             if let Some(g) = &self.groups
                 && libc::syscall(libc::SYS_setgroups, g.len(), g.as_ptr()) != 0
             {
-                return Err((1, errno()));
+                return Err((SetupStep::Groups, errno()));
             }
             if let Some(g) = self.gid
                 && libc::syscall(libc::SYS_setresgid, g, g, g) != 0
             {
-                return Err((2, errno()));
+                return Err((SetupStep::Gid, errno()));
             }
             if let Some(u) = self.uid
                 && libc::syscall(libc::SYS_setresuid, u, u, u) != 0
             {
-                return Err((3, errno()));
+                return Err((SetupStep::Uid, errno()));
             }
         }
         Ok(())
@@ -457,8 +456,10 @@ impl Credentials {
         }
         self.apply_raw().map_err(|(step, errno)| {
             let what = match step {
-                1 => format!("setgroups({:?})", self.groups.as_deref().unwrap_or(&[])),
-                2 => format!("setresgid({})", self.gid.unwrap_or_default()),
+                SetupStep::Groups => {
+                    format!("setgroups({:?})", self.groups.as_deref().unwrap_or(&[]))
+                }
+                SetupStep::Gid => format!("setresgid({})", self.gid.unwrap_or_default()),
                 _ => format!("setresuid({})", self.uid.unwrap_or_default()),
             };
             let e = io::Error::from_raw_os_error(errno);
@@ -566,16 +567,53 @@ fn cstring(what: &str, b: &[u8]) -> Result<CString, SpawnError> {
 const R_GATE: u32 = 1;
 const R_EXEC: u32 = 2;
 const R_SETUP: u32 = 3;
-const SETUP_WHAT: [&str; 8] = [
-    "dup2 of stdio",
-    "setgroups",
-    "setgid",
-    "setuid",
-    "chdir",
-    "own identity",
-    "dup2 of an extra descriptor",
-    "close_range (the child's own descriptor table)",
-];
+
+/// A step of the child before the gate, as a failed one is reported (its number on the wire,
+/// its text in [`SpawnError::Setup`]).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetupStep {
+    Stdio = 0,
+    Groups = 1,
+    Gid = 2,
+    Uid = 3,
+    Chdir = 4,
+    OwnIdentity = 5,
+    ExtraFd = 6,
+    CloseRange = 7,
+}
+
+impl SetupStep {
+    const ALL: [SetupStep; 8] = [
+        SetupStep::Stdio,
+        SetupStep::Groups,
+        SetupStep::Gid,
+        SetupStep::Uid,
+        SetupStep::Chdir,
+        SetupStep::OwnIdentity,
+        SetupStep::ExtraFd,
+        SetupStep::CloseRange,
+    ];
+
+    /// What failed, as an error says it.
+    pub fn text(self) -> &'static str {
+        match self {
+            SetupStep::Stdio => "dup2 of stdio",
+            SetupStep::Groups => "setgroups",
+            SetupStep::Gid => "setgid",
+            SetupStep::Uid => "setuid",
+            SetupStep::Chdir => "chdir",
+            SetupStep::OwnIdentity => "own identity",
+            SetupStep::ExtraFd => "dup2 of an extra descriptor",
+            SetupStep::CloseRange => "close_range (the child's own descriptor table)",
+        }
+    }
+
+    /// The step numbered `n` on the wire.
+    fn from_wire(n: u32) -> Option<SetupStep> {
+        SetupStep::ALL.into_iter().find(|s| *s as u32 == n)
+    }
+}
 
 const CHILD_STACK: usize = 256 * 1024;
 
@@ -814,11 +852,13 @@ fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(d) })
 }
 
+/// Writes the child's report. Panic-free (it runs in the child): constant indexes into arrays
+/// of four, which the compiler checks.
 fn report(fd: RawFd, kind: u32, a: u32, b: i32) {
-    let mut buf = [0u8; 12];
-    buf[0..4].copy_from_slice(&kind.to_ne_bytes());
-    buf[4..8].copy_from_slice(&a.to_ne_bytes());
-    buf[8..12].copy_from_slice(&b.to_ne_bytes());
+    let (k, a, b) = (kind.to_ne_bytes(), a.to_ne_bytes(), b.to_ne_bytes());
+    let buf = [
+        k[0], k[1], k[2], k[3], a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3],
+    ];
     // SAFETY: a stack buffer to a descriptor we own.
     unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
 }
@@ -1020,6 +1060,14 @@ fn caught_signals() -> Vec<i32> {
 
 /// The child between clone and exec. Only raw syscalls and the allocation-free gate; it shares
 /// the launcher's memory (CLONE_VM), so it writes nothing but its identity slots.
+///
+/// Nothing here may panic: unwinding in a child that shares the launcher's memory would run the
+/// panic machinery (allocation, locks) on the launcher's heap. So no indexing (`get_mut`, a
+/// failure reported as a setup step), no arithmetic that can overflow (`i as RawFd` for
+/// `i < 3`), and what it calls is panic-free too: [`GatePlan::run`] (the identity slots and
+/// `/proc/self/stat` read through `get`, `checked_*`, and `procstat`'s parser, which slices
+/// only at positions it found in the same line), [`crate::sys::poll`] without a timeout's
+/// clock, [`SigBits`] operations guarded by their range, and `report`'s constant indexes.
 unsafe fn child(p: &mut Prepared, report_fd: RawFd) -> ! {
     // SAFETY: this function's contract: called once, in the child of the clone, with `p` prepared
     // before it; the body makes only raw system calls on that data and writes nothing of the
@@ -1028,6 +1076,9 @@ unsafe fn child(p: &mut Prepared, report_fd: RawFd) -> ! {
         let fail = |kind: u32, a: u32, b: i32, status: i32| -> ! {
             report(report_fd, kind, a, b);
             libc::_exit(status)
+        };
+        let setup_failed = |step: SetupStep, errno: i32| -> ! {
+            fail(R_SETUP, step as u32, errno, EXIT_GATE_ERROR)
         };
         // A launch sharing the launcher's descriptor table (CLONE_FILES) takes a table of its
         // own first, with only the descriptors below the boundary copied into it: everything
@@ -1041,7 +1092,7 @@ unsafe fn child(p: &mut Prepared, report_fd: RawFd) -> ! {
                 libc::CLOSE_RANGE_UNSHARE,
             ) != 0
         {
-            fail(R_SETUP, 7, errno(), EXIT_GATE_ERROR);
+            setup_failed(SetupStep::CloseRange, errno());
         }
         // Caught handlers inherited from the launcher must not run here: back to default
         // (the list of caught signals was read before fork).
@@ -1068,7 +1119,7 @@ unsafe fn child(p: &mut Prepared, report_fd: RawFd) -> ! {
             if (0..3).contains(fd) && *fd != i as RawFd {
                 *fd = libc::fcntl(*fd, libc::F_DUPFD_CLOEXEC, 3);
                 if *fd < 0 {
-                    fail(R_SETUP, 0, errno(), EXIT_GATE_ERROR);
+                    setup_failed(SetupStep::Stdio, errno());
                 }
             }
         }
@@ -1081,35 +1132,41 @@ unsafe fn child(p: &mut Prepared, report_fd: RawFd) -> ! {
                 libc::dup2(fd, i as RawFd) >= 0
             };
             if !ok {
-                fail(R_SETUP, 0, errno(), EXIT_GATE_ERROR);
+                setup_failed(SetupStep::Stdio, errno());
             }
         }
         // The extra descriptors: every source is above every number (moved there before the
         // clone), so no placement overwrites a source still to be placed.
         for &(src, number) in &p.extra {
             if libc::dup2(src, number) < 0 {
-                fail(R_SETUP, 6, errno(), EXIT_GATE_ERROR);
+                setup_failed(SetupStep::ExtraFd, errno());
             }
         }
-        if let Some(slot) = &mut p.pid_slot {
-            slot.fill_with_pid();
+        if let Some(slot) = &mut p.pid_slot
+            && !slot.fill_with_pid()
+        {
+            setup_failed(SetupStep::OwnIdentity, libc::EOVERFLOW);
         }
         // Credentials first (group list, gid, uid, resolved before fork; raw syscalls: this
         // thread is the child's only one), so that the gate arms afterwards: an effective
         // uid/gid change clears the parent-death setting.
         if let Err((step, errno)) = p.credentials.apply_raw() {
-            fail(R_SETUP, step, errno, EXIT_GATE_ERROR);
+            setup_failed(step, errno);
         }
         if let Some(c) = &p.cwd
             && libc::chdir(c.as_ptr()) != 0
         {
-            fail(R_SETUP, 4, errno(), EXIT_GATE_ERROR);
+            setup_failed(SetupStep::Chdir, errno());
         }
         if p.gated {
             if !p.slot.fill_with_self() {
-                fail(R_SETUP, 5, errno(), EXIT_GATE_ERROR);
+                setup_failed(SetupStep::OwnIdentity, errno());
             }
-            p.envp[p.slot_index] = p.slot.as_ptr();
+            // The slot's index was reserved in `envp` before the clone: `get_mut` finds it.
+            match p.envp.get_mut(p.slot_index) {
+                Some(entry) => *entry = p.slot.as_ptr(),
+                None => setup_failed(SetupStep::OwnIdentity, libc::EINVAL),
+            }
             if let Err(stop) = p.plan.run() {
                 let (k, v) = stop.encode();
                 fail(R_GATE, k, v, stop.exit_status());
@@ -1313,7 +1370,7 @@ fn launch_here(
         _ => SpawnError::Setup {
             pid: ret,
             pidfd,
-            what: SETUP_WHAT.get(a as usize).copied().unwrap_or("setup"),
+            what: SetupStep::from_wire(a).map_or("setup", SetupStep::text),
             errno: b,
         },
     })
@@ -1322,6 +1379,16 @@ fn launch_here(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each setup step reads back from its number on the wire; an unknown number is none.
+    #[test]
+    fn setup_steps_read_back_from_the_wire() {
+        for step in SetupStep::ALL {
+            assert_eq!(SetupStep::from_wire(step as u32), Some(step));
+        }
+        assert_eq!(SetupStep::from_wire(8), None);
+        assert_eq!(SetupStep::Chdir.text(), "chdir");
+    }
 
     /// The group list a resolution leads to: the one it sets, or the caller's it leaves.
     fn groups_after(c: &Credentials) -> Vec<u32> {

@@ -308,27 +308,8 @@ impl GatePlan {
 /// Reads the start time of the calling process from `/proc/self/stat`, without allocating.
 pub fn own_start_time() -> Option<u64> {
     let mut buf = [0u8; 1024];
-    let path = c"/proc/self/stat";
-    // SAFETY: a static NUL-terminated path; the fd is closed below.
-    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return None;
-    }
-    let mut len = 0;
-    while len < buf.len() {
-        // SAFETY: reads into the remaining part of the stack buffer.
-        let n = unsafe { libc::read(fd, buf[len..].as_mut_ptr().cast(), buf.len() - len) };
-        if n < 0 && errno() == libc::EINTR {
-            continue;
-        }
-        if n <= 0 {
-            break;
-        }
-        len += n as usize;
-    }
-    // SAFETY: ours.
-    unsafe { libc::close(fd) };
-    StatFields::parse(&buf[..len]).ok().map(|f| f.start_time)
+    let len = crate::identity::read_into(c"/proc/self/stat", &mut buf).ok()?;
+    StatFields::parse(buf.get(..len)?).ok().map(|f| f.start_time)
 }
 
 /// A preallocated `NAME=PID:STARTTIME` environment entry that a freshly forked child fills with
@@ -355,27 +336,35 @@ impl IdentitySlot {
         self.buf.as_ptr().cast()
     }
 
-    /// Writes the calling process's identity into the slot. Async-signal-safe.
+    /// Writes the calling process's identity into the slot. Async-signal-safe and panic-free;
+    /// false when the start time cannot be read.
     pub fn fill_with_self(&mut self) -> bool {
         let Some(start) = own_start_time() else {
             return false;
         };
         // SAFETY: getpid is async-signal-safe.
-        let pid = unsafe { libc::getpid() } as u64;
-        let mut at = self.prefix;
-        at = write_decimal(&mut self.buf, at, pid);
-        self.buf[at] = b':';
-        at = write_decimal(&mut self.buf, at + 1, start);
-        self.buf[at] = 0;
-        true
+        let pid = unsafe { libc::getpid() }.unsigned_abs();
+        self.fill(&[u64::from(pid), start])
     }
 
-    /// Writes the calling process's pid alone into the slot. Async-signal-safe.
-    pub fn fill_with_pid(&mut self) {
+    /// Writes the calling process's pid alone into the slot. Async-signal-safe and panic-free.
+    pub fn fill_with_pid(&mut self) -> bool {
         // SAFETY: getpid is async-signal-safe.
-        let pid = unsafe { libc::getpid() } as u64;
-        let at = write_decimal(&mut self.buf, self.prefix, pid);
-        self.buf[at] = 0;
+        let pid = unsafe { libc::getpid() }.unsigned_abs();
+        self.fill(&[u64::from(pid)])
+    }
+
+    /// Writes `numbers` after `NAME=`, joined by `:`, then the NUL; false when they do not fit
+    /// (47 bytes hold two numbers of 20 digits, their `:` and the NUL: they always do).
+    fn fill(&mut self, numbers: &[u64]) -> bool {
+        let mut at = Some(self.prefix);
+        for (i, &n) in numbers.iter().enumerate() {
+            if i > 0 {
+                at = at.and_then(|a| put(&mut self.buf, a, b":"));
+            }
+            at = at.and_then(|a| write_decimal(&mut self.buf, a, n));
+        }
+        at.and_then(|a| put(&mut self.buf, a, &[0])).is_some()
     }
 
     /// The text after `NAME=` (up to the NUL), for tests and logs.
@@ -385,21 +374,28 @@ impl IdentitySlot {
     }
 }
 
-fn write_decimal(buf: &mut [u8], at: usize, mut v: u64) -> usize {
+/// Copies `bytes` into `buf` at `at`; the index after them, `None` when they do not fit.
+fn put(buf: &mut [u8], at: usize, bytes: &[u8]) -> Option<usize> {
+    let end = at.checked_add(bytes.len())?;
+    // The two lengths are equal: `copy_from_slice` cannot panic.
+    buf.get_mut(at..end)?.copy_from_slice(bytes);
+    Some(end)
+}
+
+/// Writes `v` in decimal into `buf` at `at`; the index after it, `None` when it does not fit.
+/// Panic-free: a `u64` has at most 20 digits, each `b'0' + v % 10` is at most `b'9'`.
+fn write_decimal(buf: &mut [u8], at: usize, mut v: u64) -> Option<usize> {
     let mut digits = [0u8; 20];
-    let mut n = 0;
+    let mut start = digits.len();
     loop {
-        digits[n] = b'0' + (v % 10) as u8;
-        n += 1;
+        start = start.checked_sub(1)?;
+        *digits.get_mut(start)? = b'0' + (v % 10) as u8;
         v /= 10;
         if v == 0 {
             break;
         }
     }
-    for i in 0..n {
-        buf[at + i] = digits[n - 1 - i];
-    }
-    at + n
+    put(buf, at, digits.get(start..)?)
 }
 
 #[cfg(test)]
@@ -407,6 +403,20 @@ mod tests {
     use super::*;
 
     use std::ffi::CStr;
+
+    /// The child between fork and exec cannot panic: a number that does not fit is refused.
+    #[test]
+    fn numbers_that_do_not_fit_are_refused_not_a_panic() {
+        let mut small = [0u8; 4];
+        assert_eq!(write_decimal(&mut small, 0, 1234), Some(4));
+        assert_eq!(&small, b"1234");
+        assert_eq!(write_decimal(&mut small, 1, 1234), None);
+        assert_eq!(write_decimal(&mut small, usize::MAX, 1), None);
+        let mut s = IdentitySlot::new("X");
+        assert!(s.fill(&[u64::MAX, u64::MAX]));
+        assert_eq!(s.value(), format!("{}:{}", u64::MAX, u64::MAX).as_bytes());
+        assert!(!s.fill(&[u64::MAX, u64::MAX, u64::MAX]));
+    }
 
     #[test]
     fn identity_slot_fills_with_self() {
