@@ -57,6 +57,37 @@ use crate::signal::SignalFd;
 use crate::sys::{PollFd, poll};
 use crate::tree::{ScanOptions, Scanner};
 
+/// A way of containing the tree failed. The message names the step and what its errno means
+/// here; the errno is kept as the source.
+#[derive(Debug, thiserror::Error)]
+pub enum ContainError {
+    /// A system call of a step failed.
+    #[error("{message}")]
+    Step {
+        message: String,
+        #[source]
+        errno: Errno,
+    },
+    /// What the probe's child reported on its pipe: a step's message, which crossed a process.
+    #[error("{0}")]
+    Reported(String),
+    /// The probe was killed.
+    #[error("the probe of a new PID namespace was killed by {0} (a seccomp filter?)")]
+    ProbeKilled(nix::sys::signal::Signal),
+    /// The probe ended otherwise, or could not be waited for.
+    #[error("the probe of a new PID namespace ended: {0}")]
+    ProbeEnded(String),
+}
+
+impl ContainError {
+    fn step(message: impl Into<String>, errno: Errno) -> ContainError {
+        ContainError::Step {
+            message: message.into(),
+            errno,
+        }
+    }
+}
+
 /// The `/proc` of the namespace foster was started in, kept open by the init of the new one
 /// before it mounts its own over it; taken by [`OuterPids::take`].
 static OUTER_PROC: Mutex<Option<OwnedFd>> = Mutex::new(None);
@@ -235,7 +266,7 @@ pub fn enter(mode: Contain, credentials: Option<&str>) -> io::Result<Entered> {
             (Way::UserNamespace { .. }, _) => userns_disabled(),
             (Way::Privileged, _) => None,
         };
-        match ruled_out.map_or_else(|| probe(way), Err) {
+        match ruled_out.map_or_else(|| probe(way).map_err(|e| e.to_string()), Err) {
             Ok(()) => {
                 chosen = Some(way);
                 break;
@@ -327,32 +358,30 @@ fn userns_refused(step: &str, e: Errno) -> String {
 }
 
 /// Moves this process into the new namespaces (its children will be in the new PID one).
-fn unshare_into(way: Way) -> Result<(), String> {
+fn unshare_into(way: Way) -> Result<(), ContainError> {
     match way {
         Way::Privileged => {
             unshare(CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWNS).map_err(|e| {
+                let step = "unshare(CLONE_NEWPID|CLONE_NEWNS)";
                 if e == Errno::EPERM {
-                    "unshare(CLONE_NEWPID|CLONE_NEWNS): EPERM (no CAP_SYS_ADMIN)".to_string()
+                    ContainError::step(format!("{step}: EPERM (no CAP_SYS_ADMIN)"), e)
                 } else {
-                    format!("unshare(CLONE_NEWPID|CLONE_NEWNS): {e}")
+                    ContainError::step(format!("{step}: {e}"), e)
                 }
             })
         }
         Way::UserNamespace { uid, gid } => {
+            let step = "unshare(CLONE_NEWUSER|CLONE_NEWPID|CLONE_NEWNS)";
             unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWNS)
-                .map_err(|e| {
-                    userns_refused("unshare(CLONE_NEWUSER|CLONE_NEWPID|CLONE_NEWNS)", e)
-                })?;
+                .map_err(|e| ContainError::step(userns_refused(step, e), e))?;
             for (file, text) in [
                 ("/proc/self/setgroups", "deny".to_string()),
                 ("/proc/self/uid_map", format!("{uid} {uid} 1")),
                 ("/proc/self/gid_map", format!("{gid} {gid} 1")),
             ] {
                 std::fs::write(file, text).map_err(|e| {
-                    userns_refused(
-                        &format!("writing {file}"),
-                        Errno::from_raw(e.raw_os_error().unwrap_or(0)),
-                    )
+                    let errno = Errno::from_raw(e.raw_os_error().unwrap_or(0));
+                    ContainError::step(userns_refused(&format!("writing {file}"), errno), errno)
                 })?;
             }
             Ok(())
@@ -362,7 +391,7 @@ fn unshare_into(way: Way) -> Result<(), String> {
 
 /// In the first process of the new PID namespace: `/` private (nothing mounted here reaches
 /// the rest of the system) and a fresh `/proc` of the new namespace.
-fn mount_proc(way: Way) -> Result<(), String> {
+fn mount_proc(way: Way) -> Result<(), ContainError> {
     use nix::mount::{MsFlags, mount};
     mount(
         None::<&str>,
@@ -371,7 +400,7 @@ fn mount_proc(way: Way) -> Result<(), String> {
         MsFlags::MS_REC | MsFlags::MS_PRIVATE,
         None::<&str>,
     )
-    .map_err(|e| format!("making / private: {e}"))?;
+    .map_err(|e| ContainError::step(format!("making / private: {e}"), e))?;
     mount(
         Some("proc"),
         "/proc",
@@ -380,19 +409,21 @@ fn mount_proc(way: Way) -> Result<(), String> {
         None::<&str>,
     )
     .map_err(|e| match (way, e) {
-        (Way::UserNamespace { .. }, Errno::EPERM) => "mounting a fresh /proc: EPERM (/proc is \
-             not fully visible here: parts of it are covered, as in many containers)"
-            .to_string(),
-        _ => format!("mounting a fresh /proc: {e}"),
+        (Way::UserNamespace { .. }, Errno::EPERM) => ContainError::step(
+            "mounting a fresh /proc: EPERM (/proc is not fully visible here: parts of it are \
+             covered, as in many containers)",
+            e,
+        ),
+        _ => ContainError::step(format!("mounting a fresh /proc: {e}"), e),
     })
 }
 
 /// Tries `way` in a throwaway child: every step of it, up to the fresh `/proc` mounted by the
 /// first process of the new PID namespace. The error names the first step that failed.
-fn probe(way: Way) -> Result<(), String> {
+fn probe(way: Way) -> Result<(), ContainError> {
     use std::io::Read;
     let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-        .map_err(|e| format!("probe: pipe: {e}"))?;
+        .map_err(|e| ContainError::step(format!("probe: pipe: {e}"), e))?;
     // In the children: say what failed on the pipe, exit.
     let fail = |w: &std::os::fd::OwnedFd, what: String| -> ! {
         let _ = nix::unistd::write(w, what.as_bytes());
@@ -401,18 +432,18 @@ fn probe(way: Way) -> Result<(), String> {
     };
     // SAFETY: single-threaded here (see `enter`); the child only makes system calls and
     // small allocations, then exits.
-    match unsafe { fork() }.map_err(|e| format!("probe: fork: {e}"))? {
+    match unsafe { fork() }.map_err(|e| ContainError::step(format!("probe: fork: {e}"), e))? {
         ForkResult::Child => {
             drop(r);
             if let Err(e) = unshare_into(way) {
-                fail(&w, e);
+                fail(&w, e.to_string());
             }
             // SAFETY: as above, still single-threaded.
             match unsafe { fork() } {
                 Err(e) => fail(&w, format!("fork into the new PID namespace: {e}")),
                 Ok(ForkResult::Child) => {
                     if let Err(e) = mount_proc(way) {
-                        fail(&w, e);
+                        fail(&w, e.to_string());
                     }
                     // SAFETY: as above.
                     unsafe { libc::_exit(0) }
@@ -434,11 +465,11 @@ fn probe(way: Way) -> Result<(), String> {
             let status = nix::sys::wait::waitpid(child, None);
             match status {
                 Ok(nix::sys::wait::WaitStatus::Exited(_, 0)) if said.is_empty() => Ok(()),
-                _ if !said.is_empty() => Err(said),
-                Ok(nix::sys::wait::WaitStatus::Signaled(_, sig, _)) => Err(format!(
-                    "the probe of a new PID namespace was killed by {sig} (a seccomp filter?)"
-                )),
-                other => Err(format!("the probe of a new PID namespace ended: {other:?}")),
+                _ if !said.is_empty() => Err(ContainError::Reported(said)),
+                Ok(nix::sys::wait::WaitStatus::Signaled(_, sig, _)) => {
+                    Err(ContainError::ProbeKilled(sig))
+                }
+                other => Err(ContainError::ProbeEnded(format!("{other:?}"))),
             }
         }
     }

@@ -44,6 +44,75 @@ use crate::sys::{PollFd, poll_until};
 /// The default `--grace` of `--wait-all`.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
 
+/// Why `foster init` could not supervise PROGRAM (its status is then 1).
+#[derive(Debug, thiserror::Error)]
+pub enum InitError {
+    /// A step of the start (blocking signals, the reaper, the signalfd, the spawner thread) or
+    /// the wait failed; `what` says which.
+    #[error("{what}: {source}")]
+    Io {
+        what: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    /// `/proc` is not mounted.
+    #[error(
+        "/proc is not mounted: foster init reads process identities there (a container runtime \
+         mounts it; under chroot or unshare, mount proc first)"
+    )]
+    NoProc,
+    /// foster's own parent-death signal (`-p`) could not be armed.
+    #[error(transparent)]
+    Pdeath(#[from] PdeathError),
+}
+
+impl InitError {
+    /// An `Io` error saying `what` failed.
+    fn io(what: &'static str) -> impl FnOnce(io::Error) -> InitError {
+        move |source| InitError::Io { what, source }
+    }
+}
+
+/// `-p SIGNAL[:exit[:GRACE]]` is not one foster can take or arm; the message names the value.
+#[derive(Debug, thiserror::Error)]
+pub enum PdeathError {
+    /// Not a policy.
+    #[error("{0}")]
+    Policy(#[from] crate::policy::PolicyError),
+    /// A chain of generations.
+    #[error(
+        "{0:?}: one generation only (SIGNAL[:exit[:GRACE]]): -p is foster's own; give \
+         PROGRAM's chain with --policy"
+    )]
+    Chain(String),
+    /// Reaction `notify`.
+    #[error(
+        "{0:?}: reaction notify is for a program that handles the event itself; foster \
+         forwards the signal to PROGRAM (exit) or dies at once (kill)"
+    )]
+    Notify(String),
+    /// A signal foster does not forward.
+    #[error("-p {0}: not a signal foster can receive and forward (use TERM, HUP, KILL...)")]
+    NotForwarded(String),
+    /// `FOSTER_PARENT` is not an identity.
+    #[error("{var}: {0}", var = crate::policy::ENV_PARENT)]
+    ExpectedParent(#[from] crate::identity::IdentityError),
+    /// `prctl(PR_SET_PDEATHSIG)` failed.
+    #[error("-p {signal}: prctl(PR_SET_PDEATHSIG) failed: {source}")]
+    Arm {
+        signal: String,
+        #[source]
+        source: io::Error,
+    },
+    /// The gate stopped for another reason than a parent already gone.
+    #[error("-p {signal}: {stop}")]
+    Gate {
+        signal: String,
+        #[source]
+        stop: GateStop,
+    },
+}
+
 /// Everything `foster init` was asked to do.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -155,14 +224,14 @@ enum Phase {
     Killing,
 }
 
-fn run_inner(opts: &Options) -> Result<i32, String> {
+fn run_inner(opts: &Options) -> Result<i32, InitError> {
     let inherited = Inherited::get();
     // The parent foster started with, read as early as possible (for -p without FOSTER_PARENT).
     let first_parent = Identity::parent().ok().flatten();
     let forwarded = signals::forwarded();
     // First: SIGCHLD and every forwarded signal blocked, before any thread exists.
-    crate::reaper::block_signals(&[]).map_err(|e| format!("cannot block SIGCHLD: {e}"))?;
-    signals::block(forwarded).map_err(|e| format!("cannot block the forwarded signals: {e}"))?;
+    crate::reaper::block_signals(&[]).map_err(InitError::io("cannot block SIGCHLD"))?;
+    signals::block(forwarded).map_err(InitError::io("cannot block the forwarded signals"))?;
 
     let me = std::process::id() as i32;
     let role = role::decide(me == 1, opts.subreaper, role::become_subreaper);
@@ -183,20 +252,16 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
     };
 
     let mut reaper: Reaper<()> =
-        Reaper::new().map_err(|e| format!("cannot start the reaper: {e}"))?;
+        Reaper::new().map_err(InitError::io("cannot start the reaper"))?;
     let sfd =
-        SignalFd::new(forwarded).map_err(|e| format!("signalfd for the forwarded signals: {e}"))?;
+        SignalFd::new(forwarded).map_err(InitError::io("signalfd for the forwarded signals"))?;
 
     if std::fs::metadata("/proc/self/stat").is_err() {
-        return Err(
-            "/proc is not mounted: foster init reads process identities there (a \
-                    container runtime mounts it; under chroot or unshare, mount proc first)"
-                .into(),
-        );
+        return Err(InitError::NoProc);
     }
     // The creator thread of every launch (the kernel's "parent" of PROGRAM for its
     // parent-death signal); it inherits the mask blocked above and sleeps in a channel receive.
-    let spawner = Spawner::start().map_err(|e| format!("cannot start the spawner thread: {e}"))?;
+    let spawner = Spawner::start().map_err(InitError::io("cannot start the spawner thread"))?;
 
     let terminal = Terminal::foreground_on(libc::STDIN_FILENO);
     if let Some(t) = terminal {
@@ -268,7 +333,7 @@ fn run_inner(opts: &Options) -> Result<i32, String> {
             Phase::Running => kill_program_at,
             Phase::Killing => None,
         };
-        poll_until(&mut fds, deadline).map_err(|e| format!("poll: {e}"))?;
+        poll_until(&mut fds, deadline).map_err(InitError::io("poll"))?;
         if phase == Phase::Running
             && let Some(at) = kill_program_at
             && Instant::now() >= at
@@ -519,19 +584,13 @@ impl OwnPdeath {
 
 /// Reads `-p`'s value: one policy generation, `SIGNAL[:exit[:GRACE]]` (the grace defaults to
 /// the policy's 5 s), or `KILL` (reaction `kill`).
-pub fn parse_pdeath(text: &str) -> Result<Policy, String> {
-    let policy: Policy = text.parse().map_err(|e| format!("{e}"))?;
+pub fn parse_pdeath(text: &str) -> Result<Policy, PdeathError> {
+    let policy = text.parse::<Policy>()?;
     if policy.next.is_some() {
-        return Err(format!(
-            "{text:?}: one generation only (SIGNAL[:exit[:GRACE]]): -p is foster's own; give \
-             PROGRAM's chain with --policy"
-        ));
+        return Err(PdeathError::Chain(text.to_string()));
     }
     if policy.reaction == Reaction::Notify {
-        return Err(format!(
-            "{text:?}: reaction notify is for a program that handles the event itself; foster \
-             forwards the signal to PROGRAM (exit) or dies at once (kill)"
-        ));
+        return Err(PdeathError::Notify(text.to_string()));
     }
     Ok(policy)
 }
@@ -543,19 +602,17 @@ pub fn parse_pdeath(text: &str) -> Result<Policy, String> {
 /// already gone stops foster before PROGRAM starts (status 120). When the parent lives in
 /// another PID namespace (`getppid()` is 0: foster is a container's PID 1), the signal is armed
 /// but cannot be re-checked, and foster says so.
-fn arm_own_pdeath(policy: &Policy, first_parent: Option<Identity>) -> Result<OwnPdeath, String> {
+fn arm_own_pdeath(
+    policy: &Policy,
+    first_parent: Option<Identity>,
+) -> Result<OwnPdeath, PdeathError> {
     let sig = policy.signal;
     let sname = crate::signal::name(sig);
     if sig != libc::SIGKILL && !signals::forwarded().contains(sig) {
-        return Err(format!(
-            "-p {sname}: not a signal foster can receive and forward (use TERM, HUP, KILL...)"
-        ));
+        return Err(PdeathError::NotForwarded(sname));
     }
     let expected = match std::env::var(crate::policy::ENV_PARENT) {
-        Ok(text) => Some(
-            text.parse::<Identity>()
-                .map_err(|e| format!("{}: {e}", crate::policy::ENV_PARENT))?,
-        ),
+        Ok(text) => Some(text.parse::<Identity>()?),
         Err(_) => first_parent,
     };
     let in_other_namespace = nix::unistd::getppid().as_raw() == 0;
@@ -568,10 +625,10 @@ fn arm_own_pdeath(policy: &Policy, first_parent: Option<Identity>) -> Result<Own
     let Some(expected) = expected else {
         // SAFETY: prctl with integer arguments.
         if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) } != 0 {
-            return Err(format!(
-                "-p {sname}: prctl(PR_SET_PDEATHSIG) failed: {}",
-                io::Error::last_os_error()
-            ));
+            return Err(PdeathError::Arm {
+                signal: sname,
+                source: io::Error::last_os_error(),
+            });
         }
         say!(
             1,
@@ -589,7 +646,10 @@ fn arm_own_pdeath(policy: &Policy, first_parent: Option<Identity>) -> Result<Own
             say_error!("-p {sname}: {stop}; expected {expected}: not starting PROGRAM");
             std::process::exit(stop.exit_status());
         }
-        Err(stop) => Err(format!("-p {sname}: {stop}")),
+        Err(stop) => Err(PdeathError::Gate {
+            signal: sname,
+            stop,
+        }),
     }
 }
 
@@ -645,9 +705,12 @@ mod tests {
         assert!(
             parse_pdeath("TERM;KILL")
                 .unwrap_err()
+                .to_string()
                 .contains("one generation")
         );
-        assert!(parse_pdeath("USR1:notify").unwrap_err().contains("notify"));
+        let e = parse_pdeath("USR1:notify").unwrap_err();
+        assert!(e.to_string().contains("notify"));
+        assert!(matches!(parse_pdeath("STOP"), Err(PdeathError::Policy(_))));
         assert!(parse_pdeath("STOP").is_err());
         assert!(parse_pdeath("TERM:kill").is_err());
     }

@@ -71,6 +71,29 @@ pub fn die_of(sig: i32) -> ! {
 // ---------------------------------------------------------------------------------------------
 // Names and rewriting.
 
+/// A `--rewrite FROM:TO` rule foster cannot take; the message quotes the rule.
+#[derive(Debug, thiserror::Error)]
+#[error("--rewrite {rule:?}: {why}")]
+pub struct RewriteError {
+    rule: String,
+    #[source]
+    why: RewriteWhy,
+}
+
+/// What is wrong with a `--rewrite` rule.
+#[derive(Debug, thiserror::Error)]
+pub enum RewriteWhy {
+    /// No `:` in it.
+    #[error("expected FROM:TO, e.g. TERM:QUIT")]
+    NotFromTo,
+    /// A side names no signal.
+    #[error(transparent)]
+    Signal(crate::signal::SignalError),
+    /// FROM is never forwarded.
+    #[error("{0} is never forwarded, so it cannot be rewritten")]
+    NeverForwarded(String),
+}
+
 /// The rewriting table: for each received signal, the one to send (0: drop it).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rewrites {
@@ -89,26 +112,27 @@ impl Default for Rewrites {
 
 impl Rewrites {
     /// Parses `FROM:TO` rules (`TERM:QUIT`, `15:3`, `USR1:0` to drop SIGUSR1).
-    pub fn parse<S: AsRef<str>>(rules: &[S]) -> Result<Rewrites, String> {
+    pub fn parse<S: AsRef<str>>(rules: &[S]) -> Result<Rewrites, RewriteError> {
         let mut r = Rewrites::default();
         for rule in rules {
             let rule = rule.as_ref();
-            let (from, to) = rule
-                .split_once(':')
-                .ok_or_else(|| format!("--rewrite {rule:?}: expected FROM:TO, e.g. TERM:QUIT"))?;
+            let wrong = |why| RewriteError {
+                rule: rule.to_string(),
+                why,
+            };
+            let (from, to) = rule.split_once(':').ok_or(wrong(RewriteWhy::NotFromTo))?;
             let sig = |t: &str| {
                 Sig::parse(t)
                     .map(Sig::number)
-                    .map_err(|e| format!("--rewrite {rule:?}: {e}"))
+                    .map_err(|e| wrong(RewriteWhy::Signal(e)))
             };
             let from = sig(from)?;
             let to = if to.trim() == "0" { 0 } else { sig(to)? };
             if !forwarded().contains(from) {
-                return Err(format!(
-                    "--rewrite {rule:?}: {} is never forwarded, so it cannot be rewritten",
-                    crate::signal::name(from)
-                ));
+                return Err(wrong(RewriteWhy::NeverForwarded(crate::signal::name(from))));
             }
+            // Both are signal numbers of 1..=64 (forwarded() holds no other; `to` was parsed
+            // as a signal the set can hold, or is 0).
             r.to[from as usize] = to as u8;
         }
         Ok(r)
@@ -160,16 +184,16 @@ mod tests {
         assert_eq!(r.map(15), 3);
         assert_eq!(r.map(10), 0);
         assert_eq!(r.map(2), 2);
-        assert!(Rewrites::parse(&["TERM"]).unwrap_err().contains("FROM:TO"));
-        assert!(
-            Rewrites::parse(&["BOGUS:TERM"])
-                .unwrap_err()
-                .contains("unknown signal \"BOGUS\"")
+        let e = |rules: &[&str]| Rewrites::parse(rules).unwrap_err().to_string();
+        assert_eq!(
+            e(&["TERM"]),
+            "--rewrite \"TERM\": expected FROM:TO, e.g. TERM:QUIT"
         );
-        assert!(
-            Rewrites::parse(&["CHLD:TERM"])
-                .unwrap_err()
-                .contains("never forwarded")
-        );
+        assert!(e(&["BOGUS:TERM"]).contains("unknown signal \"BOGUS\""));
+        assert!(e(&["CHLD:TERM"]).contains("never forwarded"));
+        // The cause is kept, for code that needs its kind.
+        let bad = Rewrites::parse(&["BOGUS:TERM"]).unwrap_err();
+        let cause = std::error::Error::source(&bad).unwrap().to_string();
+        assert!(cause.starts_with("unknown signal"), "{cause}");
     }
 }
