@@ -237,25 +237,49 @@ pub struct ExecArgs {
     pub command: Vec<std::ffi::OsString>,
 }
 
+/// A value of an option that clap hands to foster's own parser, refused; the message names it.
+#[derive(Debug, thiserror::Error)]
+pub enum ArgError {
+    /// Not a uid or gid.
+    #[error("{text:?}: expected a {kind} from 0 to 4294967294")]
+    NotAnId { text: String, kind: &'static str },
+    /// `(uid_t)-1` or `(gid_t)-1`.
+    #[error(
+        "{n} is ({kind}_t)-1, which the kernel takes as \"no change\": the program would keep \
+         foster's own {kind}; expected a {kind} from 0 to 4294967294"
+    )]
+    NoChangeId { n: u32, kind: &'static str },
+    /// Not a signal.
+    #[error(transparent)]
+    Signal(#[from] crate::signal::SignalError),
+    /// A signal `foster run` does not read.
+    #[error(
+        "{0} cannot reload: foster run reads only the signals of its table (HUP, USR2, \
+         TERM..., see man foster-run)"
+    )]
+    CannotReload(crate::signal::Sig),
+    /// Not a `--subreaper` value.
+    #[error("{0:?}: expected auto (or 1) or off (or 0)")]
+    Subreaper(String),
+}
+
 /// A `--uid`: a number from 0 to 4294967294 (4294967295 is `(uid_t)-1`, "no change").
-fn parse_uid(s: &str) -> Result<u32, String> {
+fn parse_uid(s: &str) -> Result<u32, ArgError> {
     parse_id(s, "uid")
 }
 
 /// A `--gid`: a number from 0 to 4294967294 (4294967295 is `(gid_t)-1`, "no change").
-fn parse_gid(s: &str) -> Result<u32, String> {
+fn parse_gid(s: &str) -> Result<u32, ArgError> {
     parse_id(s, "gid")
 }
 
-fn parse_id(s: &str, kind: &str) -> Result<u32, String> {
-    let n: u32 = s
-        .parse()
-        .map_err(|_| format!("{s:?}: expected a {kind} from 0 to 4294967294"))?;
+fn parse_id(s: &str, kind: &'static str) -> Result<u32, ArgError> {
+    let n: u32 = s.parse().map_err(|_| ArgError::NotAnId {
+        text: s.to_string(),
+        kind,
+    })?;
     if n == crate::spawner::NO_CHANGE_ID {
-        return Err(format!(
-            "{n} is ({kind}_t)-1, which the kernel takes as \"no change\": the program would \
-             keep foster's own {kind}; expected a {kind} from 0 to 4294967294"
-        ));
+        return Err(ArgError::NoChangeId { n, kind });
     }
     Ok(n)
 }
@@ -333,23 +357,20 @@ pub struct InitArgs {
     pub command: Vec<std::ffi::OsString>,
 }
 
-fn parse_reload_signal(s: &str) -> Result<crate::signal::Sig, String> {
-    let sig = crate::signal::Sig::parse(s).map_err(|e| e.to_string())?;
+fn parse_reload_signal(s: &str) -> Result<crate::signal::Sig, ArgError> {
+    let sig = crate::signal::Sig::parse(s)?;
     if !crate::supervisor::signals::table().contains(sig.number()) {
-        return Err(format!(
-            "{sig} cannot reload: foster run reads only the signals of its table (HUP, USR2, \
-             TERM..., see man foster-run)"
-        ));
+        return Err(ArgError::CannotReload(sig));
     }
     Ok(sig)
 }
 
-fn parse_subreaper(s: &str) -> Result<crate::init::role::SubreaperWish, String> {
+fn parse_subreaper(s: &str) -> Result<crate::init::role::SubreaperWish, ArgError> {
     use crate::init::role::SubreaperWish;
     match s {
         "auto" | "1" => Ok(SubreaperWish::Auto),
         "off" | "0" => Ok(SubreaperWish::Off),
-        _ => Err(format!("{s:?}: expected auto (or 1) or off (or 0)")),
+        _ => Err(ArgError::Subreaper(s.to_string())),
     }
 }
 
