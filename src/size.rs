@@ -25,15 +25,25 @@ const UNITS: [(&str, u64); 13] = [
     ("tb", 1_000_000_000_000),
 ];
 
+/// A text that is not a size: the text (escaped, at most [`MAX_TEXT`] characters) and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid size \"{text}\": {why}: expected a number and a unit such as 4096, 512KiB, 10MiB, \
+     10MB or 1G"
+)]
+pub struct SizeError {
+    text: String,
+    why: String,
+}
+
 /// Parses a size in bytes (see the module docs); the error names what was wrong.
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, SizeError> {
     let bad = |why: &str| {
         let shown: String = text.chars().take(MAX_TEXT).collect();
-        Err(format!(
-            "invalid size \"{}\": {why}: expected a number and a unit such as 4096, 512KiB, \
-             10MiB, 10MB or 1G",
-            crate::sanitize::escape(shown.as_bytes())
-        ))
+        Err(SizeError {
+            text: crate::sanitize::escape(shown.as_bytes()).to_string(),
+            why: why.to_string(),
+        })
     };
     if text.len() > MAX_TEXT {
         return bad(&format!("longer than {MAX_TEXT} bytes"));
@@ -140,12 +150,17 @@ mod tests {
             ("17179869184G", "too large"),
             ("99999999999999999999999999TB", "too large"),
         ] {
-            let e = parse_size(text).expect_err(text);
+            let e = parse_size(text).expect_err(text).to_string();
             assert!(e.contains(want), "{text:?}: {e}");
             assert!(e.starts_with("invalid size"), "{e}");
         }
         let long = "1".repeat(MAX_TEXT + 1);
-        assert!(parse_size(&long).unwrap_err().contains("longer than"));
+        assert!(
+            parse_size(&long)
+                .unwrap_err()
+                .to_string()
+                .contains("longer than")
+        );
     }
 
     proptest! {
@@ -159,7 +174,7 @@ mod tests {
             let got = parse_size(&format!("{n}{unit}"));
             match n.checked_mul(mult) {
                 Some(v) => prop_assert_eq!(got, Ok(v)),
-                None => prop_assert!(got.unwrap_err().contains("too large")),
+                None => prop_assert!(got.unwrap_err().to_string().contains("too large")),
             }
         }
 
@@ -167,7 +182,7 @@ mod tests {
         #[test]
         fn no_text_panics(text in "\\PC{0,80}") {
             if let Err(e) = parse_size(&text) {
-                prop_assert!(e.starts_with("invalid size"));
+                prop_assert!(e.to_string().starts_with("invalid size"));
             }
         }
     }
