@@ -301,6 +301,35 @@ impl<'de> Deserialize<'de> for NotifyFd {
     }
 }
 
+/// What a readiness check's `connect` address or `log` pattern must look like, when it does
+/// not; the message says what was expected.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckValueError {
+    #[error("{0:?} has no port number: {TCP_EXPECTED}")]
+    NoPort(String),
+    #[error("{0:?} is not an address: {TCP_EXPECTED}")]
+    NotAnAddress(String),
+    #[error("{0:?}: port 0 cannot be connected to: {TCP_EXPECTED}")]
+    PortZero(String),
+    #[error(
+        "the pattern is empty: it would match any line; expected a regular expression such as \
+         \"listening on\""
+    )]
+    EmptyPattern,
+    #[error("the pattern is {0} bytes long: at most {MAX_PATTERN}")]
+    LongPattern(usize),
+    #[error(
+        "the pattern compiles to more than {kib} KiB: write a simpler one",
+        kib = MAX_PATTERN_COMPILED >> 10
+    )]
+    PatternTooBig,
+    #[error("not a regular expression: {0}")]
+    NotARegex(#[source] regex::Error),
+}
+
+const TCP_EXPECTED: &str = "expected IP:PORT such as \"127.0.0.1:5432\" or \"[::1]:5432\", or \
+                            \"localhost:PORT\" (a host name is not resolved)";
+
 /// A TCP address to connect to: `IP:PORT` (`127.0.0.1:5432`, `[::1]:5432`), or `localhost:PORT`
 /// for `127.0.0.1:PORT`. A host name is not resolved (a probe never waits on a name server).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -308,22 +337,18 @@ pub struct TcpTarget(pub SocketAddr);
 
 impl TcpTarget {
     /// Reads the forms of the type's documentation; the error says what was expected.
-    pub fn parse(text: &str) -> Result<TcpTarget, String> {
-        let expected = "expected IP:PORT such as \"127.0.0.1:5432\" or \"[::1]:5432\", or \
-                        \"localhost:PORT\" (a host name is not resolved)";
+    pub fn parse(text: &str) -> Result<TcpTarget, CheckValueError> {
         let addr = match text.strip_prefix("localhost:") {
             Some(port) => port
                 .parse::<u16>()
                 .map(|p| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), p))
-                .map_err(|_| format!("{text:?} has no port number: {expected}"))?,
+                .map_err(|_| CheckValueError::NoPort(text.to_string()))?,
             None => text
                 .parse::<SocketAddr>()
-                .map_err(|_| format!("{text:?} is not an address: {expected}"))?,
+                .map_err(|_| CheckValueError::NotAnAddress(text.to_string()))?,
         };
         if addr.port() == 0 {
-            return Err(format!(
-                "{text:?}: port 0 cannot be connected to: {expected}"
-            ));
+            return Err(CheckValueError::PortZero(text.to_string()));
         }
         Ok(TcpTarget(addr))
     }
@@ -345,30 +370,20 @@ pub struct LogPattern(pub regex::bytes::Regex);
 
 impl LogPattern {
     /// Compiles `text`; the error says why it cannot be used.
-    pub fn parse(text: &str) -> Result<LogPattern, String> {
+    pub fn parse(text: &str) -> Result<LogPattern, CheckValueError> {
         if text.is_empty() {
-            return Err(
-                "the pattern is empty: it would match any line; expected a regular \
-                        expression such as \"listening on\""
-                    .into(),
-            );
+            return Err(CheckValueError::EmptyPattern);
         }
         if text.len() > MAX_PATTERN {
-            return Err(format!(
-                "the pattern is {} bytes long: at most {MAX_PATTERN}",
-                text.len()
-            ));
+            return Err(CheckValueError::LongPattern(text.len()));
         }
         regex::bytes::RegexBuilder::new(text)
             .size_limit(MAX_PATTERN_COMPILED)
             .build()
             .map(LogPattern)
             .map_err(|e| match e {
-                regex::Error::CompiledTooBig(_) => format!(
-                    "the pattern compiles to more than {} KiB: write a simpler one",
-                    MAX_PATTERN_COMPILED >> 10
-                ),
-                e => format!("not a regular expression: {e}"),
+                regex::Error::CompiledTooBig(_) => CheckValueError::PatternTooBig,
+                e => CheckValueError::NotARegex(e),
             })
     }
 
