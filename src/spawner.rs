@@ -28,7 +28,8 @@
 //! that change would clear the parent-death setting), then sets the signal state it execs with
 //! ([`ExecSignals`]: by default the one this process was started with, so nothing foster
 //! changed for itself, such as the SIGPIPE Rust's runtime ignores, reaches the program), then
-//! `execve`. Only raw syscalls run in the child: nothing allocates, nothing locks.
+//! `execve`. Only raw syscalls run in the child: nothing allocates, nothing locks, nothing can
+//! panic. A step that fails is reported as a [`SetupStep`].
 //!
 //! Why not `std::process::Command` with `pre_exec`: when exec or a `pre_exec` hook fails, std
 //! waits for the failed child itself and panics if that wait finds no child. With a reaper that

@@ -1,6 +1,7 @@
 //! The control socket's client side: `foster ctl`, and the connection other clients reuse.
 //!
-//! Owns [`Connection`] (a blocking connection that sends one request a line and reads one reply
+//! Owns [`CtlCommand`], the one enum of `foster ctl`'s subcommands (clap reads it directly),
+//! [`Connection`] (a blocking connection that sends one request a line and reads one reply
 //! a line), the one connect every client makes ([`connect_checked`]: errors that say what to
 //! do when nothing listens or the path is no socket, then the check of the server's
 //! credentials, [`check_server`]: `SO_PEERCRED`, the server must run as this user or root),

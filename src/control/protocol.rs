@@ -5,7 +5,8 @@
 //! protocol [`VERSION`]), the [`Status`] snapshot of the supervised tree, the streamed
 //! [`EventRecord`]s and helpers' output lines ([`LogRecord`]), and [`ErrorKind`]. Parsing a
 //! request line ([`parse_request`]) turns every problem into a [`ProtocolError`] that names
-//! it, so the server can answer it and go on.
+//! it, so the server can answer it and go on. The request names and each request's fields are
+//! read from [`Request`] itself ([`request_names`], [`request_fields`]), never listed again.
 //! `docs/control.md` is the reference, with examples.
 //!
 //! Process names and arguments are bytes: they travel as [`Bytes`], a JSON string when they are

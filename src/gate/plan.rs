@@ -5,8 +5,9 @@
 //! in-process), the child side of the qualification hooks ([`Trace`]), and the
 //! [`IdentitySlot`] a freshly forked child fills with its own identity. Everything here that
 //! runs in a child makes raw syscalls on data prepared before fork: no allocation, no lock,
-//! async-signal-safe. [`GatePlan::install`] hands the same procedure to a
-//! `std::process::Command`.
+//! async-signal-safe, and panic-free (no indexing but `get`, checked arithmetic: a panic in a
+//! child sharing the launcher's memory would unwind on its heap). [`GatePlan::install`] hands
+//! the same procedure to a `std::process::Command`.
 
 use std::io;
 use std::os::fd::RawFd;
