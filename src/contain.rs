@@ -499,7 +499,10 @@ fn split(way: Way) -> io::Result<Option<i32>> {
                     libc::_exit(1);
                 }
             }
-            if !matches!(poll(&mut [PollFd::input(outer)], Some(std::time::Duration::ZERO)), Ok(0)) {
+            if !matches!(
+                poll(&mut [PollFd::input(outer)], Some(std::time::Duration::ZERO)),
+                Ok(0)
+            ) {
                 // SAFETY: leaves the child at once: the outer foster already ended.
                 unsafe { libc::_exit(1) };
             }

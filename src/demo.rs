@@ -25,15 +25,15 @@ use std::path::{Path, PathBuf};
 use nix::sys::signal::Signal;
 
 use crate::control::client::{self, Connection};
-use crate::signal::{SigBits, SignalFd};
-use crate::sys::{PollFd, poll};
 use crate::control::protocol::{ReplyBody, Request};
 use crate::control::server;
 use crate::event::{Event, SignalReason};
 use crate::identity::Identity;
 use crate::policy::Policy;
 use crate::reaper::{self, ExitStatus, Reaper, Routed};
+use crate::signal::{SigBits, SignalFd};
 use crate::spawner::{LaunchSpec, Spawner};
+use crate::sys::{PollFd, poll};
 
 /// The demo tree, `examples/demo.toml`.
 pub const CONFIG: &str = include_str!("../examples/demo.toml");

@@ -864,7 +864,6 @@ fn report(fd: RawFd, kind: u32, a: u32, b: i32) {
     unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
 }
 
-
 /// Everything the child touches, prepared before fork.
 struct Prepared {
     path: CString,

@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 /// The calling thread's `errno`: the error number of the last failed system call. Reads a
 /// thread-local integer: async-signal-safe, allocation-free.
 pub fn errno() -> i32 {
-    io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
 }
 
 /// One descriptor watched for input, and what `poll` found on it. The kernel always reports

@@ -27,8 +27,8 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use libtest_mimic::{Arguments, Completion, Trial};
 use foster::sys::{PollFd, poll};
+use libtest_mimic::{Arguments, Completion, Trial};
 
 mod common;
 use common::{children_of, process};

@@ -1283,10 +1283,9 @@ fn helpers_get_a_clean_signal_state_and_inherited_ignores_stay() {
     // The caller's ignored set: this test's own, less the SIGPIPE its runtime ignores (a
     // Command gives its child SIGPIPE at default), plus what pre_exec ignored.
     let mine = std::fs::read_to_string("/proc/self/status").unwrap();
-    let want =
-        (common::status_sigset(&mine, "SigIgn:") & !common::sigbit(libc::SIGPIPE))
-            | common::sigbit(libc::SIGHUP)
-            | common::sigbit(libc::SIGUSR2);
+    let want = (common::status_sigset(&mine, "SigIgn:") & !common::sigbit(libc::SIGPIPE))
+        | common::sigbit(libc::SIGHUP)
+        | common::sigbit(libc::SIGUSR2);
     assert_eq!(
         common::status_sigset(&status, "SigIgn:"),
         want,

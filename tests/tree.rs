@@ -18,8 +18,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use foster::identity::Identity;
-use foster::sys::{PollFd, errno, poll_until};
 use foster::sanitize::escape;
+use foster::sys::{PollFd, errno, poll_until};
 use foster::tree::{Change, ScanOptions, Scanner, Snapshot, diff};
 use serde_json::Value;
 
@@ -83,9 +83,7 @@ fn child_write(fd: i32) {
 
 fn child_reap(pid: i32) {
     // SAFETY: waits for an own child.
-    while unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) } < 0
-        && errno() == libc::EINTR
-    {}
+    while unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) } < 0 && errno() == libc::EINTR {}
 }
 
 fn child_exit(code: i32) -> ! {
@@ -108,7 +106,10 @@ fn read_deadline(fd: i32, secs: u64) -> Option<u8> {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         assert!(!left.is_zero(), "barrier not reached within {secs} s");
-        if !matches!(poll_until(&mut [PollFd::input(fd)], Some(deadline)), Ok(1..)) {
+        if !matches!(
+            poll_until(&mut [PollFd::input(fd)], Some(deadline)),
+            Ok(1..)
+        ) {
             continue;
         }
         let mut b = 0u8;
@@ -762,9 +763,7 @@ fn diff_of_real_processes_sees_every_change() {
         // SAFETY: a signal to a child of this test's own tree, not yet reaped.
         unsafe { libc::kill(x, libc::SIGKILL) };
         // SAFETY: reaps every child, adopted ones included, until there is none.
-        while unsafe { libc::waitpid(-1, std::ptr::null_mut(), 0) } > 0
-            || errno() == libc::EINTR
-        {}
+        while unsafe { libc::waitpid(-1, std::ptr::null_mut(), 0) } > 0 || errno() == libc::EINTR {}
         child_exit(0);
     }
     let mut group = Group {

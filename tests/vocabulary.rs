@@ -257,7 +257,10 @@ fn only_in(allowed: &[&str], needles: &[&str]) {
 /// several restarting the full timeout after a signal).
 #[test]
 fn one_poll() {
-    only_in(&["src/sys.rs"], &["libc::pollfd", "libc::poll(", "nix::poll"]);
+    only_in(
+        &["src/sys.rs"],
+        &["libc::pollfd", "libc::poll(", "nix::poll"],
+    );
 }
 
 /// One signalfd, `signal::SignalFd` over a `SigBits` (which holds real-time signals, where
@@ -267,7 +270,12 @@ fn one_poll() {
 fn one_signalfd() {
     only_in(
         &["src/signal.rs"],
-        &["libc::signalfd(", "signalfd::", "SfdFlags", "struct SignalFd"],
+        &[
+            "libc::signalfd(",
+            "signalfd::",
+            "SfdFlags",
+            "struct SignalFd",
+        ],
     );
 }
 

@@ -142,7 +142,8 @@ impl GatePlan {
         }
         // A look without waiting: no clock read, no allocation (this runs in the child).
         let mut p = [PollFd::input(self.lifeline_fd)];
-        poll(&mut p, Some(Duration::ZERO)).is_ok_and(|n| n > 0) && (p[0].has_input() || p[0].hung_up())
+        poll(&mut p, Some(Duration::ZERO)).is_ok_and(|n| n > 0)
+            && (p[0].has_input() || p[0].hung_up())
     }
 
     /// Runs the gate in the calling process. Async-signal-safe and allocation-free: callable
@@ -310,7 +311,9 @@ impl GatePlan {
 pub fn own_start_time() -> Option<u64> {
     let mut buf = [0u8; 1024];
     let len = crate::identity::read_into(c"/proc/self/stat", &mut buf).ok()?;
-    StatFields::parse(buf.get(..len)?).ok().map(|f| f.start_time)
+    StatFields::parse(buf.get(..len)?)
+        .ok()
+        .map(|f| f.start_time)
 }
 
 /// A preallocated `NAME=PID:STARTTIME` environment entry that a freshly forked child fills with

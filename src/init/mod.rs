@@ -251,8 +251,7 @@ fn run_inner(opts: &Options) -> Result<i32, InitError> {
         None => None,
     };
 
-    let mut reaper: Reaper<()> =
-        Reaper::new().map_err(InitError::io("cannot start the reaper"))?;
+    let mut reaper: Reaper<()> = Reaper::new().map_err(InitError::io("cannot start the reaper"))?;
     let sfd =
         SignalFd::new(forwarded).map_err(InitError::io("signalfd for the forwarded signals"))?;
 
@@ -326,7 +325,10 @@ fn run_inner(opts: &Options) -> Result<i32, InitError> {
     let mut reaped = Vec::with_capacity(64);
     // SAFETY: an all-zero signalfd_siginfo is a valid value.
     let mut infos: [libc::signalfd_siginfo; 16] = unsafe { std::mem::zeroed() };
-    let mut fds = [PollFd::input(reaper.raw_fd()), PollFd::input(sfd.as_raw_fd())];
+    let mut fds = [
+        PollFd::input(reaper.raw_fd()),
+        PollFd::input(sfd.as_raw_fd()),
+    ];
     loop {
         let deadline = match phase {
             Phase::Draining(deadline) => Some(deadline),

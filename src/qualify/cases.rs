@@ -304,7 +304,8 @@ fn serving(r: &mut Root, s: i32, sig: i32) -> Outcome {
     }
     o.target = "started".into();
     let status = std::fs::read_to_string(format!("/proc/{h}/status")).unwrap_or_default();
-    let mask = |key: &str| crate::signal::SigBits::from_status(&status, key).map_or(u64::MAX, |b| b.0);
+    let mask =
+        |key: &str| crate::signal::SigBits::from_status(&status, key).map_or(u64::MAX, |b| b.0);
     let bit = 1u64 << (sig - 1);
     o.check(
         mask("SigBlk:") & bit == 0,

@@ -123,8 +123,7 @@ pub fn wait_end(pid: i32, deadline: Instant) -> Option<(End, Instant)> {
             return Some((end_of(&info), now));
         }
         let echild = r != 0 && crate::sys::errno() == libc::ECHILD;
-        if r != 0 && !echild && crate::sys::errno() != libc::EINTR
-        {
+        if r != 0 && !echild && crate::sys::errno() != libc::EINTR {
             return None;
         }
         let left = deadline.saturating_duration_since(now);
