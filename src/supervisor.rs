@@ -583,8 +583,9 @@ impl Supervisor {
         // SAFETY: the watch's epoll descriptor, owned by `self` too, for the life of `self`.
         let parents =
             unsafe { AsyncFd::register(Fd(self.watch.raw_fd())) }.map_err(io::Error::from)?;
-        // SAFETY: the connector's socket, owned by `self.births` for the life of `self`.
         let announced = match &self.births {
+            // SAFETY: the connector's socket is owned by `self.births`, which outlives this
+            // registration (dropped at the end of this function).
             Some(b) => Some(unsafe { AsyncFd::register(Fd(b.raw_fd())) }?),
             None => None,
         };
