@@ -43,13 +43,19 @@ pub enum Event {
         identity: Identity,
         attempt: u32,
     },
-    /// A helper could not be started: why, and the exit status that counts as its end when
-    /// no process of it was created (a program not found: 127; the restart rules take it as
-    /// any exit). Without `status`, the process that was created (stopped by the gate or a
-    /// failed exec) ends with its own status, an `exit` event that follows; or the failure was
-    /// foster's own and the helper is not started again.
+    /// A helper could not be started: why (the step, what it applied to, the errno), and the
+    /// exit status that counts as its end. When a process was created and ended before its
+    /// exec (a `cwd` it cannot enter, a user it cannot become, an exec that failed), the event
+    /// is written once it is reaped, with its `identity` and its own status, and no `launch`
+    /// or `exit` event of it is; when none was, `status` is the one its process would have had
+    /// (a program not found: 127). The restart rules take either as any exit. Without
+    /// `status`, the failure was foster's own and the helper is not started again.
     LaunchFailed {
         helper: String,
+        /// The process that was created and ended before its exec (a directory, a user or
+        /// the program refused it), when there was one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        identity: Option<Identity>,
         error: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         status: Option<ExitStatus>,
@@ -278,8 +284,11 @@ impl Event {
             Event::Signal { target, .. } => *target = view.identity(*target),
             Event::CheckFailed {
                 identity: Some(id), ..
+            }
+            | Event::LaunchFailed {
+                identity: Some(id), ..
             } => *id = view.identity(*id),
-            Event::LaunchFailed { .. }
+            Event::LaunchFailed { identity: None, .. }
             | Event::Restart { .. }
             | Event::GiveUp { .. }
             | Event::State { .. }
@@ -467,13 +476,20 @@ impl fmt::Display for Event {
             }
             Event::LaunchFailed {
                 helper,
+                identity,
                 error,
                 status,
             } => {
-                write!(f, "{} could not be launched: {}", text(helper), text(error))?;
-                match status {
-                    Some(s) => write!(f, " (counts as {s})"),
-                    None => Ok(()),
+                match identity {
+                    Some(id) => write!(f, "{}", who(&Some(helper.clone()), Some(1), id.pid))?,
+                    None => write!(f, "{}", text(helper))?,
+                }
+                write!(f, " could not be launched: {}", text(error))?;
+                match (status, identity) {
+                    // Its process ended before its exec, with this status.
+                    (Some(s), Some(_)) => write!(f, " ({})", Ended(*s)),
+                    (Some(s), None) => write!(f, " (counts as {s})"),
+                    (None, _) => Ok(()),
                 }
             }
             Event::Exit {
@@ -976,6 +992,7 @@ mod tests {
             ts_ms: 1,
             event: Event::LaunchFailed {
                 helper: helper.to_string(),
+                identity: None,
                 error: String::new(),
                 status: None,
             },
@@ -1084,6 +1101,7 @@ mod tests {
             (
                 Event::LaunchFailed {
                     helper: "web".into(),
+                    identity: None,
                     error: "exec failed: ENOENT: nginx: not found in PATH".into(),
                     status: Some(ExitStatus::Exited { code: 127 }),
                 },
@@ -1191,6 +1209,7 @@ mod tests {
         // raw by `{:#}` (for a caller that escapes the whole line).
         let hostile = Event::LaunchFailed {
             helper: "a\x1b]0;owned\x07".into(),
+            identity: None,
             error: "line\nnext".into(),
             status: None,
         };
@@ -1247,6 +1266,7 @@ mod tests {
             exit(Some("last"), 1, 14, code3),
             Event::LaunchFailed {
                 helper: "web".into(),
+                identity: None,
                 error: "exec failed: ENOENT: nginx: not found in PATH".into(),
                 status: Some(ExitStatus::Exited { code: 127 }),
             },

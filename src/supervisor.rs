@@ -834,7 +834,7 @@ impl Supervisor {
                     // helper's exit (127, 126, the gate's), routed like any other.
                     Err(e) => match e.pid() {
                         Some(pid) => {
-                            failed = Some(e.to_string());
+                            failed = Some(lifecycle::launch_failure(&e, &helper));
                             Ok(pid)
                         }
                         None => Err(e),
@@ -843,13 +843,6 @@ impl Supervisor {
         match result {
             Ok(pid) => {
                 let launched = failed.is_none();
-                if let Some(error) = failed {
-                    self.emit(Event::LaunchFailed {
-                        helper: name.clone(),
-                        error,
-                        status: None,
-                    });
-                }
                 // Read while the pid is foster's unreaped child: it names this helper.
                 let identity = Identity::of(pid).unwrap_or(Identity { pid, start_time: 0 });
                 let h = &mut self.helpers[i];
@@ -858,8 +851,12 @@ impl Supervisor {
                 h.process = pidfd.map(|fd| ProcessRef::pinned(identity, fd));
                 h.started = Instant::now();
                 h.attempt += 1;
+                h.launched += u32::from(launched);
                 h.status_text = None;
                 let attempt = h.attempt;
+                // A process that failed before its exec is reaped at once: its one event,
+                // `launch_failed` with its status, is written then (`helper_exited`).
+                h.failed_launch = failed;
                 self.registry
                     .expect_launch(identity, &name, helper.subreaper);
                 // Its lineage is known: its environment need not be read (it is, besides, in
@@ -871,6 +868,9 @@ impl Supervisor {
                     (Some(o), None) => o.learn(&ProcessRef::unpinned(identity)),
                     (None, _) => None,
                 };
+                if !launched {
+                    return;
+                }
                 if let Some(o) = &self.output {
                     o.output().launched(i, pid, outer);
                 }
@@ -885,9 +885,7 @@ impl Supervisor {
                     HelperState::Running
                 };
                 self.set_state(i, state, None);
-                if launched {
-                    self.start_checks(i, pending);
-                }
+                self.start_checks(i, pending);
             }
             Err(e) => self.launch_error(i, e),
         }
@@ -905,6 +903,7 @@ impl Supervisor {
             let error = e.to_string();
             self.emit(Event::LaunchFailed {
                 helper,
+                identity: None,
                 error: error.clone(),
                 status: None,
             });
@@ -915,21 +914,15 @@ impl Supervisor {
             );
             return;
         };
-        let error = match &e {
-            SpawnError::Target(t) => match t.exec_errno() {
-                Some(errno) => {
-                    format!("exec failed: {:?}: {t}", nix::errno::Errno::from_raw(errno))
-                }
-                None => t.to_string(),
-            },
-            _ => e.to_string(),
-        };
+        let error = lifecycle::launch_failure(&e, &self.config.helpers[i]);
         let status = ExitStatus::Exited { code };
         let h = &mut self.helpers[i];
         h.attempt += 1;
         h.started = Instant::now();
+        h.failed_launch = Some(error.clone());
         self.emit(Event::LaunchFailed {
             helper,
+            identity: None,
             error,
             status: Some(status),
         });
@@ -1030,13 +1023,23 @@ impl Supervisor {
             self.killed.remove(&id);
         }
         self.end_checks(i);
-        self.emit(Event::Exit {
-            pid,
-            identity,
-            helper: Some(name),
-            generation: Some(1),
-            status,
-        });
+        let event = match self.helpers[i].failed_launch.clone() {
+            // Its launch failed before its exec: the one event of it, with how it ended.
+            Some(error) => Event::LaunchFailed {
+                helper: name,
+                identity,
+                error,
+                status: Some(status),
+            },
+            None => Event::Exit {
+                pid,
+                identity,
+                helper: Some(name),
+                generation: Some(1),
+                status,
+            },
+        };
+        self.emit(event);
         self.helper_ended(i, status, ran_for);
     }
 
@@ -1147,6 +1150,13 @@ impl Supervisor {
         grace: Option<Duration>,
     ) {
         if self.send(target, sig).is_ok() {
+            // A stopped process (SIGSTOP, a terminal's SIGTSTP) acts on nothing but SIGKILL
+            // until it is continued: a signal that starts a grace (a stop signal, an orphan
+            // policy's) is followed by SIGCONT, as systemd does, so that the grace is the
+            // process's own to end in and not a wait for SIGKILL.
+            if grace.is_some() && sig != libc::SIGKILL {
+                let _ = self.send(target, libc::SIGCONT);
+            }
             self.emit(Event::Signal {
                 target,
                 helper,

@@ -313,7 +313,8 @@ pub enum ErrorKind {
     /// The connection is closed: no complete request within the idle timeout, or it was the
     /// one idle the longest when a new client needed its slot.
     Idle,
-    /// The supervisor failed to carry it out (the message has the OS error).
+    /// The supervisor failed to carry it out (the message says why: an OS error, a helper's
+    /// launch that failed for `start` and `restart`).
     Failed,
     /// The server could not encode its reply.
     Internal,

@@ -24,8 +24,11 @@ pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CON
 /// What the supervisor counts as it goes (a snapshot cannot tell): kept from its start.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counts {
-    /// Restarts by the restart rules (`restart` events), by helper.
+    /// Restarts by the restart rules (`restart` events with a delay), by helper.
     pub restarts: BTreeMap<String, u64>,
+    /// Restarts asked for (`ctl restart`), by helper: apart, so that a crash-loop alert on
+    /// `restarts` does not fire on an operator's.
+    pub requested_restarts: BTreeMap<String, u64>,
     /// Adoptions (`reparented` events), by classification (`expected`, `foreign_reaper`...).
     pub adoptions: BTreeMap<String, u64>,
     /// Signals of an orphan policy sent (`signal` events with reason `orphan_policy`).
@@ -35,6 +38,13 @@ pub struct Counts {
     pub tree_events_lost: u64,
     /// Events of this supervisor.
     pub events: u64,
+}
+
+impl Counts {
+    /// Helper `name` is restarted on request.
+    pub fn requested_restart(&mut self, name: &str) {
+        *self.requested_restarts.entry(name.to_string()).or_default() += 1;
+    }
 }
 
 type Labels = Vec<(&'static str, String)>;
@@ -137,6 +147,7 @@ pub fn render(status: &Status, counts: &Counts, now_ms: u64) -> String {
     let ready = Family::<Labels, Gauge>::default();
     let up = Family::<Labels, Gauge>::default();
     let restarts = Family::<Labels, Counter>::default();
+    let requested = Family::<Labels, Counter>::default();
     let launches = Family::<Labels, Counter>::default();
     let last_exit = Family::<Labels, Gauge>::default();
     let uptime = Family::<Labels, FGauge>::default();
@@ -157,6 +168,9 @@ pub fn render(status: &Status, counts: &Counts, now_ms: u64) -> String {
         restarts
             .get_or_create(&l)
             .inc_by(counts.restarts.get(&h.name).copied().unwrap_or(0));
+        requested
+            .get_or_create(&l)
+            .inc_by(counts.requested_restarts.get(&h.name).copied().unwrap_or(0));
         launches.get_or_create(&l).inc_by(u64::from(h.launches));
         if let Some(e) = h.last_exit {
             last_exit.get_or_create(&l).set(i64::from(e.shell_code()));
@@ -197,7 +211,16 @@ pub fn render(status: &Status, counts: &Counts, now_ms: u64) -> String {
         "Restarts by the restart rules since foster started",
         restarts,
     );
-    reg.register("helper_launches", "Launches since foster started", launches);
+    reg.register(
+        "helper_requested_restarts",
+        "Restarts asked for through the control socket since foster started",
+        requested,
+    );
+    reg.register(
+        "helper_launches",
+        "Launches that ran the helper's program since foster started",
+        launches,
+    );
     reg.register(
         "helper_last_exit_code",
         "How the helper's last process ended: its exit code, or 128 + the signal that killed it",

@@ -129,6 +129,8 @@ impl Control {
                     .unwrap_or_default();
                 *counts.adoptions.entry(class).or_default() += 1;
             }
+            // A restart at once is a request's (`ctl restart`), counted apart when asked for.
+            Event::Restart { delay_ms: 0, .. } => {}
             Event::Restart { helper, .. } => {
                 *counts.restarts.entry(helper.clone()).or_default() += 1;
             }
@@ -174,6 +176,14 @@ impl Control {
                 identity: Some(id), ..
             } => {
                 self.adoptions.remove(id);
+            }
+            // A launch that failed is the helper's last end (127, 126, 125...).
+            Event::LaunchFailed {
+                helper,
+                status: Some(status),
+                ..
+            } => {
+                self.last_exit.insert(helper.clone(), *status);
             }
             _ => {}
         }
@@ -361,18 +371,12 @@ impl Supervisor {
             }
             _ => {}
         }
-        let was = match &h.detail {
-            Some(d) => format!("{} {d}", h.state),
-            None => h.state.to_string(),
-        };
+        let was = super::lifecycle::state_phrase(h.state, h.detail.as_deref());
         self.timers.retain(|_, t| *t != Timer::Restart(i));
         self.helpers[i].restart = RestartState::default();
         self.want_launch(i);
         self.on_sigchld();
-        done(
-            "start",
-            format!("{} (it was {was})", self.launch_outcome(i)),
-        )
+        self.launch_outcome(i, "start", Some(was))
     }
 
     /// `stop` of a helper: a running one gets its stop signal, and SIGKILL goes to what is left
@@ -492,6 +496,7 @@ impl Supervisor {
         if let Some(id) = h.running() {
             let cfg = &self.config.helpers[i];
             let (sig, grace) = (cfg.stop_signal.number(), cfg.stop_grace.0);
+            self.control.counts.requested_restart(name);
             self.stop_helper(i, StopFor::Restart);
             return done(
                 "restart",
@@ -505,25 +510,37 @@ impl Supervisor {
         }
         self.timers.retain(|_, t| *t != Timer::Restart(i));
         self.helpers[i].restart = RestartState::default();
+        self.control.counts.requested_restart(name);
         self.want_launch(i);
         self.on_sigchld();
-        done("restart", self.launch_outcome(i))
+        self.launch_outcome(i, "restart", None)
     }
 
-    /// What became of helper `i` just asked to launch, for a reply.
-    pub(super) fn launch_outcome(&self, i: usize) -> String {
+    /// What became of helper `i` just asked to launch (`request`: `start`, `restart`), its
+    /// state before when `was` says it: done when it was launched or waits for its
+    /// dependencies, an error reply ([`ErrorKind::Failed`], so `foster ctl` exits 1) naming
+    /// why when its launch failed.
+    pub(super) fn launch_outcome(&self, i: usize, request: &str, was: Option<String>) -> Reply {
         let name = self.config.helpers[i].name();
         let h = &self.helpers[i];
-        match (h.state, h.running()) {
-            (_, Some(id)) => format!("helper {name:?} launched ({id})"),
-            (HelperState::Waiting, _) => format!(
-                "helper {name:?} is waiting {}; it is launched once they are met",
-                h.detail.as_deref().unwrap_or("for its dependencies")
+        let was = was.map(|w| format!(" (it was {w})")).unwrap_or_default();
+        match (h.state, h.running(), &h.failed_launch) {
+            (_, Some(id), None) => done(request, format!("helper {name:?} launched ({id}){was}")),
+            (HelperState::Waiting, None, _) => done(
+                request,
+                format!(
+                    "helper {name:?} is waiting {}; it is launched once they are met{was}",
+                    h.detail.as_deref().unwrap_or("for its dependencies")
+                ),
             ),
-            (s, _) => match &h.detail {
-                Some(d) => format!("helper {name:?} could not be launched: it is {s} {d}"),
-                None => format!("helper {name:?} could not be launched: it is {s}"),
-            },
+            (s, _, why) => Reply::error(
+                ErrorKind::Failed,
+                format!(
+                    "helper {name:?} could not be launched{}; it is now {}{was}",
+                    why.as_deref().map(|w| format!(": {w}")).unwrap_or_default(),
+                    super::lifecycle::state_phrase(s, h.detail.as_deref())
+                ),
+            ),
         }
     }
 
@@ -790,7 +807,7 @@ impl Supervisor {
                 })
                 .collect(),
             identity: h.running(),
-            launches: h.attempt,
+            launches: h.launched,
             restarts_in_a_row: h.restart.in_a_row(),
             restart: serde_json::to_value(cfg.restart)
                 .ok()

@@ -43,8 +43,14 @@ pub(super) struct Run {
     /// that pidfd, which cannot name another process.
     pub(super) process: Option<ProcessRef>,
     pub(super) started: Instant,
-    /// Launches so far.
+    /// Launches so far, failed ones included (the number of the next `launch` event).
     pub(super) attempt: u32,
+    /// Processes that got as far as running its program (what `launches` counts).
+    pub(super) launched: u32,
+    /// Why its latest launch failed before its program ran (a step, a path, an errno), if it
+    /// did: a process that ended so gets the one `launch_failed` event, with its status, once
+    /// it is reaped; a `start` or `restart` request's reply says it.
+    pub(super) failed_launch: Option<String>,
     pub(super) restart: RestartState,
     pub(super) state: HelperState,
     /// The words after the state, when there is more to say (`for db to be ready`).
@@ -74,6 +80,8 @@ impl Run {
             process: None,
             started: Instant::now(),
             attempt: 0,
+            launched: 0,
+            failed_launch: None,
             restart: RestartState::default(),
             state: HelperState::Waiting,
             detail: None,
@@ -214,6 +222,11 @@ impl Supervisor {
     /// Launches helper `i` if its dependencies allow it now; else it waits (`waiting`, with
     /// what it waits for), and [`Supervisor::settle`] launches it when they do.
     pub(super) fn want_launch(&mut self, i: usize) {
+        // One with a process is not launched again: a launch that failed before its exec keeps
+        // the state it had until that process is reaped (its end decides what follows).
+        if self.helpers[i].pid.is_some() {
+            return;
+        }
         match self.waiting_for(i) {
             None => self.launch(i),
             Some(why) => self.set_state(i, HelperState::Waiting, Some(why)),
@@ -564,4 +577,62 @@ impl Supervisor {
 /// `1 restart`, `5 restarts`.
 fn restarts_text(n: u32) -> String {
     format!("{n} restart{}", if n == 1 { "" } else { "s" })
+}
+
+/// What failed in a launch of `helper` that never ran its program, as the `launch_failed` event
+/// says it: the step, what it was applied to (the directory of `chdir`, the user of `setuid`,
+/// the program of `exec`), and the errno by its name and its words (`chdir to /srv/app
+/// failed: ENOENT: No such file or directory`). No pid: the event has the process's own, in
+/// the reader's namespace.
+pub(super) fn launch_failure(
+    e: &crate::spawner::SpawnError,
+    helper: &crate::config::Helper,
+) -> String {
+    use crate::spawner::SpawnError;
+    let errno = |n: i32| {
+        let e = nix::errno::Errno::from_raw(n);
+        format!("{e:?}: {}", e.desc())
+    };
+    match e {
+        SpawnError::Setup { what, errno: n, .. } => {
+            let on = match *what {
+                "chdir" => helper.cwd.as_ref().map(|p| p.display().to_string()),
+                "setuid" => helper.user.clone(),
+                "setgid" => helper.group.clone().or_else(|| helper.user.clone()),
+                _ => None,
+            };
+            match on {
+                Some(on) => format!("{what} to {on} failed: {}", errno(*n)),
+                None => format!("{what} failed: {}", errno(*n)),
+            }
+        }
+        SpawnError::Exec { errno: n, .. } => {
+            let e = nix::errno::Errno::from_raw(*n);
+            format!(
+                "exec failed: {e:?}: {}: {}",
+                helper.command.program(),
+                e.desc()
+            )
+        }
+        SpawnError::Gate { stop, .. } => format!("stopped by the gate before its exec: {stop}"),
+        SpawnError::Target(t) => match t.exec_errno() {
+            Some(n) => format!("exec failed: {:?}: {t}", nix::errno::Errno::from_raw(n)),
+            None => t.to_string(),
+        },
+        e => e.to_string(),
+    }
+}
+
+/// A helper's state as the words after "it is" or "it was", with its detail: `in backoff`,
+/// `given up on after 2 restarts`, `failed (exit code 127)`.
+pub(super) fn state_phrase(state: HelperState, detail: Option<&str>) -> String {
+    let words = match state {
+        HelperState::Backoff => "in backoff, to be launched again after its restart delay",
+        HelperState::GaveUp => "given up on",
+        s => s.text(),
+    };
+    match detail {
+        Some(d) => format!("{words} {d}"),
+        None => words.to_string(),
+    }
 }

@@ -1,0 +1,270 @@
+//! Failure paths of `foster run` that must tell the truth, on real processes: a stopped helper
+//! still stops in its grace (SIGCONT after its stop signal), a launch that fails before its
+//! exec is one `launch_failed` event naming the step, the path and the errno, a failed launch
+//! is the helper's last exit and no launch, a `start` or `restart` that did not launch exits
+//! non-zero, and an operator's restart is not counted as one of the restart rules'.
+//! Synchronisation is foster's events (socket or events log) and the kernel's process states;
+//! deadlines are only safety nets.
+
+mod common;
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use common::Dir;
+use common::events::{Events, kind};
+use common::supervised::Run;
+
+const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
+
+fn pid_of(v: &Value) -> i32 {
+    v["identity"]["pid"].as_i64().unwrap() as i32
+}
+
+fn kill(pid: i32, sig: i32) {
+    // SAFETY: kill(2) with plain integers; the pid is a process this test started (through
+    // foster) and has not seen reaped.
+    unsafe { libc::kill(pid, sig) };
+}
+
+/// Stops `pid` (SIGSTOP) and waits until the kernel says it is stopped (`T` in its stat).
+fn stop_and_wait(pid: i32) {
+    kill(pid, libc::SIGSTOP);
+    let t = std::time::Instant::now();
+    // Polled: no event says that another process's stop has taken effect.
+    while common::process(pid).is_some_and(|n| n.state != b'T') {
+        assert!(t.elapsed() < common::events::LIMIT, "{pid} never stopped");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The exit event of `pid` within `limit`, well under the helper's 60 s grace; `None` (the
+/// process SIGKILLed, so that nothing is left) when it did not end in time.
+fn ended_within(run: &mut Run, pid: i32, limit: Duration) -> Option<Value> {
+    let got = run.try_until(limit, |e| {
+        kind(e) == "exit" && e["identity"]["pid"].as_i64() == Some(pid.into())
+    });
+    match got {
+        Some(i) => Some(run.seen[i].clone()),
+        None => {
+            kill(pid, libc::SIGKILL);
+            None
+        }
+    }
+}
+
+/// A helper stopped with SIGSTOP still ends on its stop signal within its grace, for `ctl
+/// stop`, `ctl restart` and the shutdown: foster follows the stop signal with SIGCONT, so the
+/// helper is not left to wait out a 60 s grace and its SIGKILL.
+#[test]
+fn a_stopped_helper_is_continued_after_its_stop_signal() {
+    let d = Dir::new("truth", "sigcont");
+    let cfg = "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"1000\"]\nstop_grace = \"60s\"\n";
+    let mut run = Run::start_uncontained(&d, cfg);
+    let soon = Duration::from_secs(10);
+    for (attempt, how) in [(1, "stop"), (2, "restart"), (3, "shutdown")] {
+        let i = run.launch("s", attempt);
+        let pid = pid_of(&run.seen[i].clone());
+        stop_and_wait(pid);
+        if how == "shutdown" {
+            kill(run.child.id() as i32, libc::SIGTERM);
+        } else {
+            let out = run.ctl(&[how, "s"]);
+            assert!(out.status.success(), "{out:?}");
+        }
+        let exit = ended_within(&mut run, pid, soon)
+            .unwrap_or_else(|| panic!("{how}: a stopped helper waited out its grace"));
+        assert_eq!(exit["status"]["how"], "signaled", "{how}: {exit}");
+        assert_eq!(exit["status"]["signal"], "SIGTERM", "{how}: {exit}");
+        if how == "stop" {
+            let out = run.ctl(&["start", "s"]);
+            assert!(out.status.success(), "{out:?}");
+        }
+    }
+    assert_eq!(run.finish(), 0, "an orderly shutdown");
+    assert!(
+        !run.seen.iter().any(|e| e["signal"] == "SIGKILL"),
+        "no grace ran out: {:#?}",
+        run.seen
+    );
+}
+
+/// `foster run --no-socket --events-log FIFO CONFIG`, its standard error kept: its events and
+/// its stderr text once it has ended (the exit status too).
+fn run_to_end(d: &Dir, cfg: &str) -> (Vec<Value>, String, i32) {
+    let fifo = d.fifo("events");
+    let child = std::process::Command::new(FOSTER)
+        .args(["run", "--no-socket", "--events-log"])
+        .arg(&fifo)
+        .arg(d.file("run.toml", cfg))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _guard = common::supervised::Guard(child);
+    let mut ev = Events::open(&fifo);
+    let all = ev.rest().to_vec();
+    let mut child = _guard;
+    let status = common::supervised::wait_child(&mut child.0);
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+    (all, err, status.code().unwrap_or(-1))
+}
+
+/// A launch that fails before its exec is one `launch_failed` event, after nothing that says
+/// it launched: with the process's identity (in the caller's namespace), the step, the path
+/// and the errno, and the status its process ended with; the line on standard error says the
+/// same, with the same pid.
+fn assert_one_launch_failed(tag: &str, cfg: &str, words: &[&str]) {
+    let d = Dir::new("truth", tag);
+    let (all, err, code) = run_to_end(&d, cfg);
+    assert_eq!(code, 3, "a helper failed: {err}");
+    let of_y: Vec<&Value> = all
+        .iter()
+        .filter(|e| e["helper"] == "y" && kind(e) != "state")
+        .collect();
+    let kinds: Vec<&str> = of_y.iter().map(|e| kind(e)).collect();
+    assert_eq!(kinds, ["launch_failed"], "{all:#?}");
+    let f = of_y[0];
+    let error = f["error"].as_str().unwrap();
+    for w in words {
+        assert!(error.contains(w), "{w:?} in {error:?}");
+    }
+    assert!(
+        !error.contains("helper "),
+        "no pid of another namespace: {error:?}"
+    );
+    assert_eq!(f["status"]["code"], 125, "{f}");
+    let start = all.iter().find(|e| kind(e) == "start").unwrap();
+    assert!(
+        f["identity"]["start_time"].as_u64() >= start["supervisor"]["start_time"].as_u64(),
+        "{f}"
+    );
+    let line = format!("y[{}] could not be launched: {error}", pid_of(f));
+    assert!(err.contains(&line), "{line:?} in {err}");
+    assert!(
+        !err.contains("launched\n"),
+        "nothing says it launched: {err}"
+    );
+}
+
+#[test]
+fn a_launch_failing_in_its_chdir_is_one_event_naming_the_path() {
+    assert_one_launch_failed(
+        "chdir",
+        "[[helper]]\nname = \"y\"\ncommand = [\"true\"]\ncwd = \"/nonexistent\"\n",
+        &["chdir to /nonexistent failed", "ENOENT"],
+    );
+}
+
+#[test]
+fn a_launch_as_a_user_who_cannot_enter_its_cwd_names_it() {
+    if !common::is_root() {
+        eprintln!("skipped: needs root, to launch a helper as nobody");
+        return;
+    }
+    assert_one_launch_failed(
+        "chdir-user",
+        "[[helper]]\nname = \"y\"\ncommand = [\"true\"]\nuser = \"nobody\"\ncwd = \"/root\"\n",
+        &["chdir to /root failed", "EACCES"],
+    );
+}
+
+/// A sample of `foster ctl metrics`: the value of the line `NAME{helper="HELPER"}`.
+fn sample(run: &Run, name: &str, helper: &str) -> Option<f64> {
+    let out = run.ctl(&["metrics"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let prefix = format!("{name}{{helper=\"{helper}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map(|v| v.parse().unwrap())
+}
+
+/// A helper whose program ran once (exit 0) and is then deleted: every launch after fails
+/// (127) until it is given up on. Its last exit is the failed launch's, not the run's before,
+/// and only the one process that ran counts as a launch.
+fn gone_after_one_run(d: &Dir) -> Run {
+    use std::os::unix::fs::PermissionsExt;
+    let go = d.fifo("go");
+    let prog = d.file(
+        "prog",
+        &format!("#!/bin/sh\nread x < {}\nexit 0\n", go.display()),
+    );
+    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cfg = format!(
+        "[[helper]]\nname = \"w\"\ncommand = [\"{}\"]\nrestart = \"always\"\n\
+         backoff = {{ initial = \"10ms\", max = \"20ms\", limit = 2 }}\n\
+         [[helper]]\nname = \"keep\"\ncommand = [\"sleep\", \"1000\"]\n",
+        prog.display()
+    );
+    let mut run = Run::start_uncontained(d, &cfg);
+    run.launch("w", 1);
+    std::fs::remove_file(&prog).unwrap();
+    std::fs::write(&go, "go\n").unwrap();
+    run.state("w", "gave_up");
+    run
+}
+
+#[test]
+fn a_failed_launch_is_the_last_exit_and_no_launch() {
+    let d = Dir::new("truth", "stale");
+    let mut run = gone_after_one_run(&d);
+    let w = &run.helpers()["w"];
+    assert_eq!(w["last_exit"]["code"], 127, "{w:#}");
+    assert_eq!(w["launches"], 1, "only the process that ran: {w:#}");
+    assert_eq!(
+        sample(&run, "foster_helper_last_exit_code", "w"),
+        Some(127.0)
+    );
+    assert_eq!(sample(&run, "foster_helper_launches_total", "w"), Some(1.0));
+    let out = run.ctl(&["status"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("launched 1x"), "{text}");
+    run.stop();
+}
+
+#[test]
+fn start_and_restart_that_cannot_launch_exit_non_zero_with_a_sentence() {
+    let d = Dir::new("truth", "startfail");
+    let mut run = gone_after_one_run(&d);
+    for (n, request) in [(2, "start"), (3, "restart")] {
+        let out = run.ctl(&[request, "w"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{request}: {out:?}");
+        assert!(
+            err.contains("helper \"w\" could not be launched: exec failed: ENOENT"),
+            "{request}: {err}"
+        );
+        assert!(!err.contains("it is backoff"), "{request}: {err}");
+        assert!(!err.contains("was gave up"), "{request}: {err}");
+        // It is given up on again, once more for each request.
+        let gave_up = |e: &Value| kind(e) == "give_up" && e["helper"] == "w";
+        while run.seen.iter().filter(|e| gave_up(e)).count() < n {
+            run.next("another give_up of w");
+        }
+    }
+    run.stop();
+}
+
+/// `ctl restart` is counted by `foster_helper_requested_restarts_total`, not by
+/// `foster_helper_restarts_total` (the restart rules', what a crash-loop alert watches).
+#[test]
+fn an_operator_restart_is_not_a_restart_of_the_rules() {
+    let d = Dir::new("truth", "requested");
+    let cfg = "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"1000\"]\n";
+    let mut run = Run::start_uncontained(&d, cfg);
+    run.launch("s", 1);
+    let out = run.ctl(&["restart", "s"]);
+    assert!(out.status.success(), "{out:?}");
+    run.launch("s", 2);
+    assert_eq!(sample(&run, "foster_helper_restarts_total", "s"), Some(0.0));
+    assert_eq!(
+        sample(&run, "foster_helper_requested_restarts_total", "s"),
+        Some(1.0)
+    );
+    run.stop();
+}
+
