@@ -268,3 +268,68 @@ fn an_operator_restart_is_not_a_restart_of_the_rules() {
     run.stop();
 }
 
+/// `foster run --no-contain CONFIG` with XDG_RUNTIME_DIR=`runtime` (its default socket there),
+/// once its loop answers a `status` (its notify sockets are bound by then).
+fn run_in(runtime: &std::path::Path, cfg: &std::path::Path) -> common::supervised::Guard {
+    let mut child = std::process::Command::new(FOSTER)
+        .args(["run", "--no-contain"])
+        .arg(cfg)
+        .env("XDG_RUNTIME_DIR", runtime)
+        .env_remove("FOSTER_SOCKET")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stem = cfg.file_stem().unwrap().to_str().unwrap();
+    let sock = runtime.join(format!("foster/{stem}.sock"));
+    drop(common::supervised::connect(&sock, &mut child));
+    let out = common::supervised::ctl_command(&sock)
+        .arg("status")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    common::supervised::Guard(child)
+}
+
+/// The notify sockets in `dir`, by name.
+fn notify_sockets(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("notify-"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// A SIGKILLed `foster run` leaves its notify socket; the next one started there removes it
+/// (its pid is gone and nothing receives on it), and keeps its own.
+#[test]
+fn a_killed_supervisors_notify_socket_is_removed_by_the_next() {
+    use std::os::unix::fs::DirBuilderExt;
+    let d = Dir::new("truth", "notify");
+    let runtime = d.path("runtime");
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&runtime)
+        .unwrap();
+    let cfg = d.file(
+        "n.toml",
+        "[[helper]]\nname = \"n\"\ncommand = [\"sleep\", \"1000\"]\nready = { notify = true }\n",
+    );
+    let mut first = run_in(&runtime, &cfg);
+    let dir = runtime.join("foster");
+    let left = notify_sockets(&dir);
+    assert_eq!(left.len(), 1, "{left:?}");
+    first.0.kill().unwrap();
+    first.0.wait().unwrap();
+    assert_eq!(notify_sockets(&dir), left, "SIGKILL left it");
+    let second = run_in(&runtime, &cfg);
+    let now = notify_sockets(&dir);
+    assert_eq!(now.len(), 1, "only the new supervisor's: {now:?}");
+    assert_ne!(now, left, "the old one was removed: {now:?}");
+    drop(second);
+    assert_eq!(notify_sockets(&dir), Vec::<String>::new());
+}
+

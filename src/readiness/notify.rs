@@ -15,7 +15,9 @@
 //! **Where the socket is.** For helpers that run as foster's own user, a socket file in
 //! foster's private runtime directory (the control socket's directory: owned by foster's
 //! user, mode 0700, not a symbolic link; made when missing), mode 0600, named
-//! `notify-PID-RANDOM.sock`, removed when foster ends: no other user can reach it. A helper
+//! `notify-PID-RANDOM.sock`, removed when foster ends, and by the next foster that binds one
+//! there when a foster ended without removing it (SIGKILLed: [`remove_stale`]): no other user
+//! can reach it. A helper
 //! that runs as another user (`user` with foster as root) could not enter that directory; the
 //! helpers of each such user get a socket file of their own in the directory next to it
 //! (`crate::control::server::make_reachable_dir`: foster's, mode 0711, which anyone may enter
@@ -117,6 +119,52 @@ fn random_hex() -> io::Result<String> {
         return Err(io::Error::last_os_error());
     }
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+/// Removes the notify sockets in `dir` (open as `dir_fd`: foster's private directory, or the
+/// one of other users' sockets) that a foster ended without removing (SIGKILLed): a
+/// `notify-PID-RANDOM.sock` whose PID is no live process (or is this process's own: a
+/// contained supervisor is pid 1 every time) and that nobody receives on (a datagram sent
+/// there is refused, `ECONNREFUSED`: its socket was closed, and a closed socket's file is
+/// never bound again). A socket a live supervisor holds is never touched.
+pub fn remove_stale(dir: &Path, dir_fd: BorrowedFd<'_>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("notify-"))
+            .and_then(|n| n.split_once('-'))
+            .filter(|(_, rest)| rest.ends_with(".sock"))
+            .and_then(|(pid, _)| pid.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let mine = pid == std::process::id() as i32;
+        let gone = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+            == Err(nix::errno::Errno::ESRCH);
+        if !(mine || gone) || pid <= 0 {
+            continue;
+        }
+        let refused = std::os::unix::net::UnixDatagram::unbound()
+            .and_then(|s| s.connect(dir.join(&name)))
+            .is_err_and(|e| e.raw_os_error() == Some(libc::ECONNREFUSED));
+        if refused
+            && nix::unistd::unlinkat(
+                dir_fd,
+                name.as_os_str(),
+                nix::unistd::UnlinkatFlags::NoRemoveDir,
+            )
+            .is_ok()
+        {
+            tracing::info!(
+                "removed {}, a notify socket left by a foster that ended (pid {pid})",
+                dir.join(&name).display()
+            );
+        }
+    }
 }
 
 /// The most datagrams a socket made now can have queued: the kernel refuses a sender once the

@@ -157,11 +157,13 @@ fn bind_endpoint(uid: Option<u32>) -> io::Result<NotifySocket> {
     let dir = default_dir();
     let private = make_private_dir(&dir)
         .map_err(|e| io::Error::other(format!("notify socket: {}: {e}", dir.display())))?;
+    crate::readiness::notify::remove_stale(&dir, private.as_fd());
     let Some(uid) = uid else {
         return NotifySocket::bind_in(&dir);
     };
     let (shared, fd) =
         make_reachable_dir().map_err(|e| io::Error::other(format!("notify socket: {e}")))?;
+    crate::readiness::notify::remove_stale(&shared, fd.as_fd());
     NotifySocket::bind_for_user((&dir, private.as_fd()), (&shared, fd.as_fd()), uid)
 }
 
