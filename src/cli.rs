@@ -415,6 +415,10 @@ pub struct RunArgs {
     /// Do not open a control socket.
     #[arg(long)]
     pub no_socket: bool,
+    /// Run even when another `foster run` of the same configuration file (by its canonical
+    /// path) is running: by default that is refused, naming the running one.
+    #[arg(long)]
+    pub allow_second_instance: bool,
     /// What goes on standard output for the helpers' captured lines: `text` (NAME | line,
     /// NAME ! line for standard error), `json` (one object per line), or `none` (only kept
     /// and logged).
@@ -874,6 +878,7 @@ fn run(a: RunArgs) -> Result<ExitCode, CliError> {
             (None, false) => crate::supervisor::SocketOption::Default,
         },
         config_path: (!stdin).then(|| a.config.clone()),
+        allow_second_instance: a.allow_second_instance,
         relay: a.output,
         reload_signal: a.reload_signal,
         metrics: a.metrics,

@@ -79,6 +79,7 @@ pub mod event;
 pub mod gate;
 pub mod identity;
 pub mod init;
+pub mod instance;
 pub mod json;
 pub mod lifeline;
 pub mod logfile;

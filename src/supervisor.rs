@@ -91,6 +91,9 @@ pub struct Options {
     pub socket: SocketOption,
     /// The configuration file, as given (shown by `status`, names the default socket).
     pub config_path: Option<PathBuf>,
+    /// Run even when another `foster run` of the same configuration file runs
+    /// ([`crate::instance`]).
+    pub allow_second_instance: bool,
     /// What foster writes on its standard output for its helpers' captured lines.
     pub relay: crate::output::Format,
     /// The signal that reloads the configuration (`--reload-signal HUP`) instead of what the
@@ -133,6 +136,11 @@ pub fn run(config: Config, options: Options) -> io::Result<i32> {
     if options.contain != Contain::Off {
         judge_dirs(&config, &options)?;
     }
+    // Before the namespace: the lock's pid is the caller's, and the outer process holds it too.
+    let mut claim = match (&options.config_path, options.allow_second_instance) {
+        (Some(path), false) => crate::instance::Claim::take(path).map_err(io::Error::other)?,
+        _ => None,
+    };
     let contained = match crate::contain::enter(options.contain, credentials)? {
         Entered::Ended(code) => return Ok(code), // the outer process: the tree has ended
         Entered::Init => true,
@@ -145,6 +153,9 @@ pub fn run(config: Config, options: Options) -> io::Result<i32> {
     };
     // Bound before any thread exists: binding sets the umask for an instant.
     let bound = bind_socket(&options)?;
+    if let Some(c) = &mut claim {
+        c.record(bound.as_ref().map(|b| b.path()))?;
+    }
     // A port that cannot be had is said before anything starts.
     let metrics = options
         .metrics

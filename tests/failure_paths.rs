@@ -2,7 +2,9 @@
 //! still stops in its grace (SIGCONT after its stop signal), a launch that fails before its
 //! exec is one `launch_failed` event naming the step, the path and the errno, a failed launch
 //! is the helper's last exit and no launch, a `start` or `restart` that did not launch exits
-//! non-zero, and an operator's restart is not counted as one of the restart rules'.
+//! non-zero, an operator's restart is not counted as one of the restart rules', the notify
+//! socket of a SIGKILLed supervisor is removed by the next, and the same configuration file
+//! started twice is refused naming the running supervisor.
 //! Synchronisation is foster's events (socket or events log) and the kernel's process states;
 //! deadlines are only safety nets.
 
@@ -333,3 +335,74 @@ fn a_killed_supervisors_notify_socket_is_removed_by_the_next() {
     assert_eq!(notify_sockets(&dir), Vec::<String>::new());
 }
 
+/// A second `foster run` of the same configuration file (reached by another path) is refused,
+/// naming the running one's pid and socket; `--allow-second-instance` runs it all the same.
+/// The same file name in another directory is another configuration.
+#[test]
+fn the_same_config_started_twice_is_refused_naming_the_first() {
+    use std::os::unix::fs::DirBuilderExt;
+    let d = Dir::new("truth", "twice");
+    let runtime = d.path("runtime");
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&runtime)
+        .unwrap();
+    let cfg = d.file(
+        "web.toml",
+        "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"1000\"]\n",
+    );
+    let first = run_in(&runtime, &cfg);
+    let again = d.0.join(".").join("web.toml");
+    let second = std::process::Command::new(FOSTER)
+        .args(["run", "--no-contain", "--no-socket"])
+        .arg(&again)
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Refused at once; a second copy that ran would be ended here, and fail the test.
+    let mut second = common::supervised::Guard(second);
+    let st = common::child::wait_within(&mut second.0, common::events::LIMIT);
+    let mut err = String::new();
+    if st.is_some() {
+        std::io::Read::read_to_string(second.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+    }
+    assert_eq!(st.and_then(|s| s.code()), Some(1), "{err}");
+    let sock = runtime.join("foster/web.sock");
+    assert!(
+        err.contains(&format!("pid {}", first.0.id()))
+            && err.contains(&sock.display().to_string())
+            && err.contains("--allow-second-instance"),
+        "{err}"
+    );
+    // The same name elsewhere runs.
+    let other = Dir::new("truth", "twice-other");
+    let cfg2 = other.file(
+        "web.toml",
+        "[[helper]]\nname = \"s\"\ncommand = [\"true\"]\n",
+    );
+    let out = std::process::Command::new(FOSTER)
+        .args(["run", "--no-contain", "--no-socket"])
+        .arg(&cfg2)
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    // Allowed: it runs (its helper completes, and it ends with status 0).
+    std::fs::write(&cfg, "[[helper]]\nname = \"s\"\ncommand = [\"true\"]\n").unwrap();
+    let out = std::process::Command::new(FOSTER)
+        .args([
+            "run",
+            "--no-contain",
+            "--no-socket",
+            "--allow-second-instance",
+        ])
+        .arg(&again)
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    drop(first);
+}
