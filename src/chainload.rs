@@ -158,8 +158,12 @@ fn change_credentials(c: &Credentials) -> Result<(), ExecError> {
 enum ExpectedNow {
     /// Alive and not exiting: it was alive at the check, so it never was this process's parent.
     Alive,
-    /// Exiting, a zombie, or gone (its pid free or reused).
+    /// Exiting or a zombie (`zombie`), or gone: no process has its pid.
     Died { zombie: bool },
+    /// Its pid is a live process with another start time: that process never was the
+    /// expected one (it ended before, or `FOSTER_PARENT` is wrong); nothing says this process
+    /// was reparented.
+    Other { start_time: u64 },
 }
 
 fn expected_now(expected: Identity) -> ExpectedNow {
@@ -167,7 +171,9 @@ fn expected_now(expected: Identity) -> ExpectedNow {
         return ExpectedNow::Died { zombie: false };
     };
     match StatFields::parse(&bytes) {
-        Ok(f) if f.start_time != expected.start_time => ExpectedNow::Died { zombie: false },
+        Ok(f) if f.start_time != expected.start_time => ExpectedNow::Other {
+            start_time: f.start_time,
+        },
         Ok(f) if matches!(f.state, b'Z' | b'X') || f.flags & PF_EXITING != 0 => {
             ExpectedNow::Died { zombie: true }
         }
@@ -175,10 +181,11 @@ fn expected_now(expected: Identity) -> ExpectedNow {
     }
 }
 
-/// The message of a stopped gate. A refusal by the check says which of three things happened:
-/// the expected parent died and this process was reparented (the parent is a zombie, exiting or
-/// gone); it is alive elsewhere, so `FOSTER_PARENT` is stale or wrong; or this process's parent
-/// has the expected pid with another start time (a wrong identity).
+/// The message of a stopped gate. A refusal by the check says what was observed: the expected
+/// parent died and this process was reparented (the parent is a zombie or exiting), or no
+/// process has its pid; it is alive elsewhere, so `FOSTER_PARENT` is stale or wrong; its pid is
+/// another process now (another start time), nothing said of a reparenting; or this process's
+/// parent has the expected pid with another start time (a wrong identity).
 fn gate_error(stop: gate::GateStop, expected: Identity) -> ExecError {
     let gate::GateStop::ParentGone {
         ppid,
@@ -211,8 +218,17 @@ fn gate_error(stop: gate::GateStop, expected: Identity) -> ExecError {
                  PID {ppid}); refused"
             ),
             ExpectedNow::Died { zombie: false } => format!(
-                "gate: the expected parent {expected} is gone: it has died (this process was \
-                 reparented to PID {ppid}), or {} named a process that had already ended; refused",
+                "gate: the expected parent {expected} is gone (no process has pid {}) and this \
+                 process's parent is PID {ppid}: it died and this process was reparented, or {} \
+                 named a process that had already ended; refused",
+                expected.pid,
+                policy::ENV_PARENT
+            ),
+            ExpectedNow::Other { start_time } => format!(
+                "gate: the expected parent {expected} is not this process's parent (PID \
+                 {ppid}), and pid {} is another process now (start time {start_time}): {} \
+                 names a process that had ended, or a wrong one; refused",
+                expected.pid,
                 policy::ENV_PARENT
             ),
         }

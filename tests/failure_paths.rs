@@ -406,3 +406,24 @@ fn the_same_config_started_twice_is_refused_naming_the_first() {
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     drop(first);
 }
+
+/// `foster exec` whose `FOSTER_PARENT` names a live process (the outer shell) with another start
+/// time, run in a subshell: the gate says what it saw (that pid is another process; this
+/// process's parent is the subshell), not that the expected parent died and this process was
+/// reparented, which did not happen.
+#[test]
+fn the_gate_says_what_it_observed_of_a_live_pid_with_another_start_time() {
+    let o = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#"FOSTER_PARENT=$$:1 sh -c '"$F" exec -- /bin/true; echo "status $?"'"#)
+        .env("F", FOSTER)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("status 120"), "{o:?}");
+    assert!(
+        err.contains("is another process now") && err.contains("is not this process's parent"),
+        "{err}"
+    );
+    assert!(!err.contains("has died") && !err.contains("reparented"), "{err}");
+}
