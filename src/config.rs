@@ -296,6 +296,17 @@ fn log_size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
 }
 
 /// `log.keep`: from 0 to [`crate::logfile::Rotation::MAX_KEEP`].
+/// `backoff.limit`: a count of restarts, said in words rather than as a Rust type.
+fn backoff_limit<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    let expected = format!(
+        "expected how many restarts in a row before giving up, a whole number from 0 (none) to \
+         {}",
+        u32::MAX
+    );
+    let n = i64::deserialize(d).map_err(|_| de::Error::custom(&expected))?;
+    u32::try_from(n).map_err(|_| de::Error::custom(format!("limit = {n}: {expected}")))
+}
+
 fn log_keep<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
     let max = crate::logfile::Rotation::MAX_KEEP;
     let n = i64::deserialize(d).map_err(|_| {
@@ -485,7 +496,7 @@ pub struct Backoff {
     #[serde(default = "default_max")]
     pub max: PositiveDuration,
     /// How many restarts in a row before foster gives up on the helper (0: none).
-    #[serde(default = "default_limit")]
+    #[serde(default = "default_limit", deserialize_with = "backoff_limit")]
     pub limit: u32,
     /// A run at least this long resets the count and the delay.
     #[serde(default = "default_reset_after")]

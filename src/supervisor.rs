@@ -1028,6 +1028,8 @@ impl Supervisor {
         let pid = h.pid.take().unwrap_or(0);
         let identity = h.identity;
         h.process = None;
+        // What its process said last is not said of a helper that has none.
+        h.status_text = None;
         let ran_for = h.started.elapsed();
         self.registry.reaped(pid);
         if let Some(id) = identity {

@@ -427,3 +427,71 @@ fn the_gate_says_what_it_observed_of_a_live_pid_with_another_start_time() {
     );
     assert!(!err.contains("has died") && !err.contains("reparented"), "{err}");
 }
+
+/// `foster run --check` says what a bad `backoff.limit`, an out-of-range port and a command
+/// written as one string are in words, not Rust types or false reasons.
+#[test]
+fn config_mistakes_are_said_in_words() {
+    let d = Dir::new("truth", "words");
+    let cfg = d.file(
+        "w.toml",
+        "[[helper]]\nname = \"a\"\ncommand = [\"true\"]\nbackoff = { limit = -1 }\n\
+         [[helper]]\nname = \"b\"\ncommand = \"no-such-program-x -m http.server\"\n\
+         ready = { tcp = \"localhost:99999\" }\n",
+    );
+    let (code, err) = common::check::check(&cfg);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(!err.contains("expected u32"), "{err}");
+    assert!(err.contains("limit = -1: expected how many restarts"), "{err}");
+    assert!(err.contains("port 99999 is out of range"), "{err}");
+    assert!(!err.contains("has no port number"), "{err}");
+    assert!(
+        err.contains(r#"command = ["no-such-program-x", "-m", "http.server"]"#),
+        "{err}"
+    );
+}
+
+/// The words of a running supervisor: `ctl signal` of the supervisor names `foster ctl
+/// shutdown`; a helper SIGSTOPped is said to be stopped beside its state; a probe that ran out
+/// of time is said with its configured timeout; a helper whose process ended shows no status
+/// text of that process.
+#[test]
+fn a_running_supervisors_words_are_true() {
+    let d = Dir::new("truth", "runwords");
+    let go = d.fifo("go");
+    let cfg = format!(
+        "[[helper]]\nname = \"db\"\ncommand = [\"sh\", \"-c\", \
+         \"\\\"$FOSTER_EXE\\\" notify --ready --status up; read x < {}\"]\n\
+         restart = \"never\"\nready = {{ notify = true }}\n\
+         [[helper]]\nname = \"web\"\ncommand = [\"sleep\", \"1000\"]\n\
+         health = {{ exec = [\"sleep\", \"1000\"], interval = \"20ms\", timeout = \"200ms\" }}\n",
+        go.display()
+    );
+    let mut run = Run::start_uncontained(&d, &cfg);
+    run.state("db", "ready");
+    assert_eq!(run.helpers()["db"]["status_text"], "up");
+    let sup = run.child.id().to_string();
+    let out = run.ctl(&["signal", &sup, "TERM"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("use `foster ctl shutdown`"), "{err}");
+    // The probe's time runs out: its configured 200ms, not the instant the timer fired.
+    let failed = run.wait_for("web's health check failing", |e| {
+        kind(e) == "check_failed" && e["helper"] == "web"
+    });
+    assert_eq!(
+        failed["reason"], "the probe took longer than 200ms and was killed",
+        "{failed}"
+    );
+    let web = run.launch("web", 1);
+    let web = pid_of(&run.seen[web].clone());
+    stop_and_wait(web);
+    let out = run.ctl(&["status"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.trim_start().starts_with("web")).unwrap();
+    assert!(line.contains("its process is stopped"), "{text}");
+    kill(web, libc::SIGCONT);
+    std::fs::write(&go, "go\n").unwrap();
+    run.state("db", "completed");
+    assert!(run.helpers()["db"]["status_text"].is_null(), "{:#}", run.helpers()["db"]);
+    run.stop();
+}

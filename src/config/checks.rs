@@ -311,6 +311,8 @@ pub enum CheckValueError {
     NotAnAddress(String),
     #[error("{0:?}: port 0 cannot be connected to: {TCP_EXPECTED}")]
     PortZero(String),
+    #[error("{0:?}: port {1} is out of range: a port is a number from 1 to 65535")]
+    PortOutOfRange(String, String),
     #[error(
         "the pattern is empty: it would match any line; expected a regular expression such as \
          \"listening on\""
@@ -338,6 +340,14 @@ pub struct TcpTarget(pub SocketAddr);
 impl TcpTarget {
     /// Reads the forms of the type's documentation; the error says what was expected.
     pub fn parse(text: &str) -> Result<TcpTarget, CheckValueError> {
+        // A port of digits past 65535 is said as such, whatever the host.
+        let port = text.rsplit_once(':').map_or("", |(_, p)| p);
+        if !port.is_empty()
+            && port.bytes().all(|b| b.is_ascii_digit())
+            && port.parse::<u16>().is_err()
+        {
+            return Err(CheckValueError::PortOutOfRange(text.to_string(), port.to_string()));
+        }
         let addr = match text.strip_prefix("localhost:") {
             Some(port) => port
                 .parse::<u16>()

@@ -274,6 +274,21 @@ fn program(program: &str, who: Option<&Who>) -> Result<(), String> {
     Ok(())
 }
 
+/// For a program name with spaces (a command written as one string, `"python3 -m
+/// http.server"`, is one program name, never split): how to write what was meant.
+fn shell_hint(program: &str) -> String {
+    let words: Vec<&str> = program.split_whitespace().collect();
+    if words.len() < 2 {
+        return String::new();
+    }
+    let list: Vec<String> = words.iter().map(|w| format!("{w:?}")).collect();
+    format!(
+        "; a command string is one program name, not split into words: write a list, \
+         command = [{}], or run a shell, command = [\"sh\", \"-c\", {program:?}]",
+        list.join(", ")
+    )
+}
+
 /// Why the spawner would not launch `program`, with what was expected and what the launch
 /// would count as.
 fn refused(program: &str, e: &TargetError) -> String {
@@ -286,7 +301,8 @@ fn refused(program: &str, e: &TargetError) -> String {
                 .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
             format!(
                 "program {program:?} is not found in PATH ({path}): expected the name of an \
-                 executable file in one of its directories, or the path of one {at_launch}"
+                 executable file in one of its directories, or the path of one {at_launch}{}",
+                shell_hint(program)
             )
         }
         TargetError::NotFound(_) => format!(

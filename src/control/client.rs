@@ -426,6 +426,14 @@ pub fn render_status(s: &Status, width: Option<usize>) -> String {
         if let Some(t) = &h.status_text {
             let _ = write!(line, "  status: {}", escape(t.as_bytes()));
         }
+        // Its state is foster's; that the kernel holds its process stopped is said beside it.
+        if let Some(id) = h.identity
+            && s.processes
+                .iter()
+                .any(|p| p.pid == id.pid && p.start_time == id.start_time && p.state == "T")
+        {
+            let _ = write!(line, "  its process is stopped (SIGSTOP or SIGTSTP): it does nothing until SIGCONT");
+        }
         if let Some(e) = h.errno {
             let _ = write!(line, " (errno {e})");
         }

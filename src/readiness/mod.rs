@@ -77,7 +77,10 @@ pub struct ExecProbe {
     pub attempt: u32,
     /// When it was launched.
     pub started: Instant,
-    /// It ran out of time (after this long) and was killed with its tree.
+    /// Its time limit (the check's `timeout`).
+    pub limit: Duration,
+    /// It ran out of time (its limit, as configured, not the instant its timer fired) and was
+    /// killed with its tree.
     pub timed_out: Option<Duration>,
     /// Its launch failed after the fork (the gate, the exec): why.
     pub error: Option<String>,

@@ -496,7 +496,7 @@ impl Supervisor {
         else {
             return;
         };
-        p.timed_out = Some(round_ms(p.started.elapsed()));
+        p.timed_out = Some(p.limit);
         let id = p.process.identity();
         info!(
             "{name}: its {} probe ({id}) ran out of time: killed with its tree",
@@ -593,6 +593,7 @@ impl Supervisor {
                         check,
                         attempt,
                         started: Instant::now(),
+                        limit,
                         timed_out: None,
                         error,
                     });

@@ -586,7 +586,7 @@ impl Supervisor {
                         ErrorKind::NotInTree,
                         format!(
                             "pid {pid} is the supervisor itself, not a process of its tree; \
-                             use the stop request"
+                             to stop it and its helpers, use `foster ctl shutdown`"
                         ),
                     );
                 }
