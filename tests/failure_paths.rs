@@ -294,6 +294,17 @@ fn run_in(runtime: &std::path::Path, cfg: &std::path::Path) -> common::supervise
     common::supervised::Guard(child)
 }
 
+/// A private runtime directory (mode 0700) in `d`, for XDG_RUNTIME_DIR.
+fn runtime_dir(d: &Dir) -> std::path::PathBuf {
+    use std::os::unix::fs::DirBuilderExt;
+    let runtime = d.path("runtime");
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&runtime)
+        .unwrap();
+    runtime
+}
+
 /// The notify sockets in `dir`, by name.
 fn notify_sockets(dir: &std::path::Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
@@ -309,13 +320,8 @@ fn notify_sockets(dir: &std::path::Path) -> Vec<String> {
 /// (its pid is gone and nothing receives on it), and keeps its own.
 #[test]
 fn a_killed_supervisors_notify_socket_is_removed_by_the_next() {
-    use std::os::unix::fs::DirBuilderExt;
     let d = Dir::new("truth", "notify");
-    let runtime = d.path("runtime");
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&runtime)
-        .unwrap();
+    let runtime = runtime_dir(&d);
     let cfg = d.file(
         "n.toml",
         "[[helper]]\nname = \"n\"\ncommand = [\"sleep\", \"1000\"]\nready = { notify = true }\n",
@@ -340,13 +346,8 @@ fn a_killed_supervisors_notify_socket_is_removed_by_the_next() {
 /// The same file name in another directory is another configuration.
 #[test]
 fn the_same_config_started_twice_is_refused_naming_the_first() {
-    use std::os::unix::fs::DirBuilderExt;
     let d = Dir::new("truth", "twice");
-    let runtime = d.path("runtime");
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&runtime)
-        .unwrap();
+    let runtime = runtime_dir(&d);
     let cfg = d.file(
         "web.toml",
         "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"1000\"]\n",
@@ -420,12 +421,18 @@ fn the_gate_says_what_it_observed_of_a_live_pid_with_another_start_time() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(String::from_utf8_lossy(&o.stdout).contains("status 120"), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("status 120"),
+        "{o:?}"
+    );
     assert!(
         err.contains("is another process now") && err.contains("is not this process's parent"),
         "{err}"
     );
-    assert!(!err.contains("has died") && !err.contains("reparented"), "{err}");
+    assert!(
+        !err.contains("has died") && !err.contains("reparented"),
+        "{err}"
+    );
 }
 
 /// `foster run --check` says what a bad `backoff.limit`, an out-of-range port and a command
@@ -442,7 +449,10 @@ fn config_mistakes_are_said_in_words() {
     let (code, err) = common::check::check(&cfg);
     assert_eq!(code, Some(2), "{err}");
     assert!(!err.contains("expected u32"), "{err}");
-    assert!(err.contains("limit = -1: expected how many restarts"), "{err}");
+    assert!(
+        err.contains("limit = -1: expected how many restarts"),
+        "{err}"
+    );
     assert!(err.contains("port 99999 is out of range"), "{err}");
     assert!(!err.contains("has no port number"), "{err}");
     assert!(
@@ -487,11 +497,18 @@ fn a_running_supervisors_words_are_true() {
     stop_and_wait(web);
     let out = run.ctl(&["status"]);
     let text = String::from_utf8_lossy(&out.stdout);
-    let line = text.lines().find(|l| l.trim_start().starts_with("web")).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("web"))
+        .unwrap();
     assert!(line.contains("its process is stopped"), "{text}");
     kill(web, libc::SIGCONT);
     std::fs::write(&go, "go\n").unwrap();
     run.state("db", "completed");
-    assert!(run.helpers()["db"]["status_text"].is_null(), "{:#}", run.helpers()["db"]);
+    assert!(
+        run.helpers()["db"]["status_text"].is_null(),
+        "{:#}",
+        run.helpers()["db"]
+    );
     run.stop();
 }

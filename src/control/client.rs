@@ -432,7 +432,10 @@ pub fn render_status(s: &Status, width: Option<usize>) -> String {
                 .iter()
                 .any(|p| p.pid == id.pid && p.start_time == id.start_time && p.state == "T")
         {
-            let _ = write!(line, "  its process is stopped (SIGSTOP or SIGTSTP): it does nothing until SIGCONT");
+            let _ = write!(
+                line,
+                "  its process is stopped (SIGSTOP or SIGTSTP): it does nothing until SIGCONT"
+            );
         }
         if let Some(e) = h.errno {
             let _ = write!(line, " (errno {e})");
