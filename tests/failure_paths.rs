@@ -512,3 +512,19 @@ fn a_running_supervisors_words_are_true() {
     );
     run.stop();
 }
+
+/// `ctl logs` of a helper whose output is not captured (`output = "null"`) says so and exits 1,
+/// rather than printing nothing with exit status 0.
+#[test]
+fn logs_of_a_helper_whose_output_is_not_captured_say_so() {
+    let d = Dir::new("truth", "nulllogs");
+    let cfg = "[[helper]]\nname = \"q\"\ncommand = [\"sh\", \"-c\", \"echo hidden; exec sleep 1000\"]\n\
+               output = \"null\"\n";
+    let mut run = Run::start_uncontained(&d, cfg);
+    run.launch("q", 1);
+    let out = run.ctl(&["logs", "q"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(err.contains("its output is not captured"), "{err}");
+    run.stop();
+}

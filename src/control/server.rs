@@ -1179,6 +1179,21 @@ async fn serve_client(
                     ErrorKind::Refused,
                     "this supervisor keeps no helpers' output",
                 )),
+                Some(output)
+                    if helper
+                        .as_deref()
+                        .is_some_and(|h| output.captured(h) == Ok(false)) =>
+                {
+                    Answer::one(Reply::error(
+                        ErrorKind::Refused,
+                        format!(
+                            "helper {:?} has no lines to show: its output is not captured \
+                             (output = \"null\" or \"inherit\" in its configuration; \
+                             \"capture\", the default, keeps them)",
+                            helper.as_deref().unwrap_or_default()
+                        ),
+                    ))
+                }
                 Some(output) => {
                     let n = n.unwrap_or(DEFAULT_LOG_LINES);
                     match output.follower(helper.as_deref(), n) {

@@ -572,6 +572,9 @@ impl Reader {
             self.files.push(set.file);
         }
         self.output.set(i, &set.name, set.ring);
+        if !set.captured {
+            self.output.not_captured(i);
+        }
         for (fd, stream) in set.sources {
             let source = Source {
                 helper: i,

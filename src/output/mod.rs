@@ -230,6 +230,9 @@ struct Kept {
     pids: Vec<(Option<i32>, Option<i32>)>,
     /// A line a ring let go that nobody else held: its allocations serve the next line.
     spare: Option<Arc<Line>>,
+    /// Each helper's output is captured (`output = "capture"`): false for `null` and
+    /// `inherit`, whose lines foster never sees.
+    captured: Vec<bool>,
 }
 
 impl Output {
@@ -249,6 +252,7 @@ impl Output {
                     .collect(),
                 counts: vec![0; names.len()],
                 pids: vec![(None, None); names.len()],
+                captured: vec![true; names.len()],
                 tx: Some(tx),
                 spare: None,
             }),
@@ -278,11 +282,28 @@ impl Output {
                 .push(ring::Ring::new(self.max_lines, self.max_bytes));
             g.counts.push(0);
             g.pids.push((None, None));
+            g.captured.push(true);
         }
         g.names[i] = Arc::from(name);
+        g.captured[i] = true;
         g.pids[i] = (None, None);
         g.rings[i] = ring::Ring::within(bounds);
         g.counts[i] = 0;
+    }
+
+    /// Helper `i`'s output is not captured (`output = "null"` or `"inherit"`): foster keeps
+    /// no line of it, which [`Output::captured`] says.
+    pub fn not_captured(&self, i: usize) {
+        if let Some(c) = self.lock().captured.get_mut(i) {
+            *c = false;
+        }
+    }
+
+    /// Whether `helper`'s output is captured (an unknown helper: [`UnknownHelper`]).
+    pub fn captured(&self, helper: &str) -> Result<bool, UnknownHelper> {
+        let g = self.lock();
+        let i = index_of(&g, helper)?;
+        Ok(g.captured.get(i).copied().unwrap_or(true))
     }
 
     /// Helper `i` was launched as `pid` (`outer` in the namespace `foster run` was started
