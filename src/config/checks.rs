@@ -346,7 +346,10 @@ impl TcpTarget {
             && port.bytes().all(|b| b.is_ascii_digit())
             && port.parse::<u16>().is_err()
         {
-            return Err(CheckValueError::PortOutOfRange(text.to_string(), port.to_string()));
+            return Err(CheckValueError::PortOutOfRange(
+                text.to_string(),
+                port.to_string(),
+            ));
         }
         let addr = match text.strip_prefix("localhost:") {
             Some(port) => port
