@@ -39,6 +39,7 @@
 //!   protocols, the exec, connect and log probes, the state of each launch's checks.
 //! - [`init`]: `foster init`, a container's PID 1 on the reaper: reaping, forwarding, TTY.
 //! - [`control`]: the control socket: protocol, server, `foster ctl` client.
+//! - [`instance`]: one `foster run` per configuration file, a lock in the runtime directory.
 //! - [`metrics`]: the Prometheus text of a supervisor's numbers, and its HTTP responder.
 //! - [`supervisor`], [`contain`]: `foster run` and its containment (one layer: each uses the
 //!   other).
