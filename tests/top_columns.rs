@@ -311,3 +311,23 @@ fn attached_the_process_group_and_session_are_read_from_proc() {
         "{sleep} outlived its supervisor"
     );
 }
+
+/// RSS is the resident memory `ps` (and htop) show, read from `statm`: `stat`'s field 24 is the
+/// kernel's unsummed approximation, short by some hundred KiB on a small process.
+#[test]
+fn rss_is_what_ps_shows() {
+    let tree = Subtree::start();
+    let pids: Vec<i32> = tree.all.iter().map(|id| id.pid).collect();
+    let mut scanner =
+        foster::tree::scan::Scanner::new(foster::tree::scan::ScanOptions::default()).unwrap();
+    let snap = scanner.scan_pids(&pids);
+    for pid in pids {
+        let ps = std::process::Command::new("ps")
+            .args(["-o", "rss=", "-p", &pid.to_string()])
+            .output()
+            .unwrap();
+        let ps: u64 = String::from_utf8_lossy(&ps.stdout).trim().parse().unwrap();
+        let node = snap.by_pid(pid).unwrap_or_else(|| panic!("{pid} not scanned"));
+        assert_eq!(node.rss_bytes / 1024, ps, "RSS of {pid} in KiB, against ps");
+    }
+}

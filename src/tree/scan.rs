@@ -1,7 +1,8 @@
 //! Reading `/proc` into a snapshot.
 //!
 //! Owns [`Scanner`]: it lists `/proc` once per scan (raw `getdents64` into a reused buffer),
-//! reads every pid's `stat` every scan, and reads `cmdline` only once per new identity, keeping
+//! reads every pid's `stat` every scan (and `statm`, for resident memory as `ps` counts it),
+//! and reads `cmdline` only once per new identity, keeping
 //! it in a cache keyed by [`Identity`] that forgets identities no longer present. The `stat`
 //! bytes, read by the scanner's own I/O path, are parsed by [`procstat::StatFields`]
 //! ([`parse_stat`]): allocation-free, only the fields foster keeps, the name's exact bytes (its
@@ -1128,6 +1129,11 @@ impl Ctx<'_> {
                 kernel_thread,
                 in_exec,
             };
+            if !kernel_thread && !zombie {
+                if let Some(bytes) = self.resident_bytes(pid, buf) {
+                    node.rss_bytes = bytes;
+                }
+            }
             if self.cmdline && !kernel_thread {
                 node.cmdline = self.cmdline_of(&node, args, zombie, buf, &mut out);
             }
@@ -1145,6 +1151,16 @@ impl Ctx<'_> {
             out.nodes.push(node);
         }
         out
+    }
+
+    /// The resident memory of `pid` from its `statm`, as `ps` and htop read it (`stat`'s
+    /// field 24 is the kernel's unsummed approximation). `None` when it cannot be read.
+    fn resident_bytes(&self, pid: i32, buf: &mut Vec<u8>) -> Option<u64> {
+        let mut path = [0u8; 40];
+        let len = pid_path(&mut path, pid, b"statm");
+        open_read(self.dir, &path[..len], buf).ok()?;
+        let pages = procstat::parse_statm_resident(buf)?;
+        Some(pages.saturating_mul(self.page_size))
     }
 
     /// The previous reading of `pid`, when it stands: the process has not been on a CPU since
