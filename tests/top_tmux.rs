@@ -207,6 +207,43 @@ fn see_collapse_filter_signal_quit() {
     t.assert_modes_restored("");
 }
 
+/// The counts say what is on screen: Tasks under a filter counts the rows it leaves, of the
+/// processes read; the title says "1 process" of a one-process view.
+#[test]
+fn counts_follow_the_filter_and_the_number() {
+    if tmux_missing() {
+        return;
+    }
+    let tree = Subtree::start();
+    let t = Tmux::start_sized("sh", 200, 60);
+    t.text(&format!(
+        "{} top --root {} --interval 200ms\n",
+        env!("CARGO_BIN_EXE_foster"),
+        tree.all[0].pid
+    ));
+    t.wait_for("the subtree", |s| has_row(s, "sleep 1003"));
+    let top = dashboard_pid(&t);
+    t.keys(&["/"]);
+    t.text("1002");
+    t.keys(&["Enter"]);
+    let s = t.wait_for("the filtered view", |s| {
+        !has_row(s, "sleep 1003") && s.contains("Tasks ")
+    });
+    assert!(s.contains("Tasks 3 of 5 shown"), "{s}");
+    assert!(s.contains("5 processes"), "{s}");
+    t.quit(top);
+
+    t.text(&format!(
+        "{} top --root {} --interval 200ms\n",
+        env!("CARGO_BIN_EXE_foster"),
+        tree.pid_of("1003").pid
+    ));
+    let s = t.wait_for("the one sleep", |s| s.contains(" sleep 1003\n"));
+    let top = dashboard_pid(&t);
+    assert!(s.contains(" 1 process ") && !s.contains("1 processes"), "{s}");
+    t.quit(top);
+}
+
 #[test]
 fn sigterm_restores_the_terminal() {
     if tmux_missing() {

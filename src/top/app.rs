@@ -2352,8 +2352,17 @@ impl App {
             tree: self.tree,
             tagged: self.tagged.clone(),
             user: self.user,
-            meters: self.meters.texts(&self.model, self.cursor),
+            meters: self.meter_texts(),
         }
+    }
+
+    /// What the meters show; under a filter (`/`, `u`), Tasks counts the live rows it leaves.
+    pub fn meter_texts(&self) -> crate::top::meters::Texts {
+        let mut t = self.meters.texts(&self.model, self.cursor);
+        if !self.filter.is_empty() || self.user.is_some() {
+            t.tasks.shown = Some(self.rows.iter().filter(|r| !r.exited).count());
+        }
+        t
     }
 
     /// Counts for the title: processes, and anomalies anywhere in the model.

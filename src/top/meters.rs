@@ -193,6 +193,8 @@ impl Default for Meters {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Tasks {
     pub processes: usize,
+    /// Under a filter (`/`, `u`): the live rows it leaves, of `processes`.
+    pub shown: Option<usize>,
     pub zombies: usize,
     pub running: usize,
 }
@@ -391,10 +393,12 @@ fn mem_bar(label: &str, m: &(String, String, u8), style: Style, width: usize) ->
 /// `95 tasks, 1 zombie, 2 running; 310 threads`.
 fn tasks_line(t: &Texts, words: bool) -> Line<'static> {
     let n = t.tasks.processes;
-    let mut spans = vec![Span::raw(match (words, n) {
-        (true, _) => format!("{n} shown"),
-        (false, 1) => "1 task".to_string(),
-        (false, _) => format!("{n} tasks"),
+    let mut spans = vec![Span::raw(match (words, t.tasks.shown, n) {
+        (true, Some(k), _) => format!("{k} of {n} shown"),
+        (true, None, _) => format!("{n} shown"),
+        (false, Some(k), _) => format!("{k}/{n} tasks"),
+        (false, None, 1) => "1 task".to_string(),
+        (false, None, _) => format!("{n} tasks"),
     })];
     if t.tasks.zombies > 0 {
         spans.push(Span::raw(", "));
@@ -485,7 +489,7 @@ fn spark_labels(l: Option<&Levels>) -> (String, String) {
 
 /// Draws the meters in `area` (as tall as [`height`] said).
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, screen: Rect) {
-    let t = app.meters.texts(&app.model, app.cursor);
+    let t = app.meter_texts();
     let w = area.width as usize;
     let cores = t.cores.len();
     let load: Vec<Span> = {

@@ -402,7 +402,10 @@ fn draw_title(frame: &mut Frame, area: Rect, app: &App) {
     let (procs, anomalies) = app.totals();
     let mut spans = vec![
         Span::styled(" foster top ", Style::new().bold().reversed()),
-        Span::raw(format!(" {procs} processes")),
+        Span::raw(format!(
+            " {procs} process{}",
+            if procs == 1 { "" } else { "es" }
+        )),
     ];
     if anomalies > 0 {
         spans.push(Span::raw(" · "));
