@@ -244,6 +244,29 @@ fn counts_follow_the_filter_and_the_number() {
     t.quit(top);
 }
 
+/// At 80x24 a title too long for the terminal is cut with `…` at its last column, not in the
+/// middle of a word with nothing to say so.
+#[test]
+fn a_cut_title_ends_in_an_ellipsis() {
+    if tmux_missing() {
+        return;
+    }
+    let tree = common::tmux::SleepTree::start();
+    let (t, top) = common::tmux::top_over(&tree, "", 80, 24);
+    t.wait_for("the sleeps", common::tmux::SleepTree::shown);
+    t.keys(&["/"]);
+    t.text("nothing-has-a-name-as-long-as-this-one-is");
+    t.keys(&["Enter"]);
+    let s = t.wait_for("the filter in the title", |s| {
+        s.lines().next().is_some_and(|l| l.contains("filter: nothing"))
+    });
+    let title = s.lines().next().unwrap_or_default().trim_end();
+    assert!(title.contains("filter: nothing-has"), "{s}");
+    assert_eq!(title.chars().count(), 80, "the title fills the line: {title:?}");
+    assert!(title.ends_with('…'), "the cut is marked: {title:?}");
+    t.quit(top);
+}
+
 #[test]
 fn sigterm_restores_the_terminal() {
     if tmux_missing() {

@@ -26,6 +26,7 @@ use crate::top::app::App;
 pub use crate::top::history::{History, Levels};
 use crate::top::model::{Model, fmt_age, fmt_bytes, fmt_cpu};
 use crate::top::theme;
+use crate::top::ui::put_line;
 
 /// A reading this soon after the last baseline keeps the last CPU shares (a tick is 10 ms: a
 /// few milliseconds give no rate), as the tree's CPU% does.
@@ -555,15 +556,16 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, screen: Rect) {
             row(y + 1),
         );
         let line = |i: u16| Rect::new(right.x, right.y + i, right.width, 1);
-        frame.render_widget(
-            Paragraph::new(Line::from(
+        put_line(
+            frame,
+            line(0),
+            Line::from(
                 std::iter::once(Span::styled("Tasks ", theme::LABEL))
                     .chain(tasks_line(&t, true).spans)
                     .collect::<Vec<_>>(),
-            )),
-            line(0),
+            ),
         );
-        frame.render_widget(Paragraph::new(Line::from(load)), line(1));
+        put_line(frame, line(1), Line::from(load));
         let mut up = vec![
             Span::styled("Uptime ", theme::LABEL),
             Span::raw(t.uptime.clone()),
@@ -574,11 +576,8 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, screen: Rect) {
                 theme::ALERT,
             ));
         }
-        frame.render_widget(Paragraph::new(Line::from(up)), line(2));
-        frame.render_widget(
-            Paragraph::new(history_label(app, t.history.as_ref())),
-            line(3),
-        );
+        put_line(frame, line(2), Line::from(up));
+        put_line(frame, line(3), history_label(app, t.history.as_ref()));
         spark(frame, line(4), cpu_label, cpu_levels, theme::SPARK_CPU);
         spark(frame, line(5), mem_label, mem_levels, theme::SPARK_MEM);
         return;
@@ -630,14 +629,15 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, screen: Rect) {
             theme::ALERT,
         ));
     }
-    frame.render_widget(
-        Paragraph::new(Line::from(info)),
+    put_line(
+        frame,
         Rect::new(area.x, area.y + 1, area.width, 1),
+        Line::from(info),
     );
     let hist = Rect::new(area.x, area.y + 2, area.width, 1);
     let label = history_label(app, t.history.as_ref());
     let lw = (label.width() as u16 + 2).min(hist.width);
-    frame.render_widget(Paragraph::new(label), Rect { width: lw, ..hist });
+    put_line(frame, Rect { width: lw, ..hist }, label);
     let [hc, hm] = Layout::horizontal([Constraint::Fill(1), Constraint::Fill(1)]).areas(Rect {
         x: hist.x + lw,
         width: hist.width - lw,

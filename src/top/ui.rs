@@ -4,7 +4,8 @@
 //! Owns the layout and the look, nothing else: it reads an [`App`] and draws it on a ratatui
 //! frame, and tells the app where it put the table, its columns and the panes
 //! ([`crate::top::app::Hits`], for the mouse). Width-aware: columns are as wide as their content, narrowed or dropped in a fixed
-//! order when the terminal is narrow; no row ever wraps and every cut is marked `…`;
+//! order when the terminal is narrow; no row ever wraps and every cut is marked `…` (every line
+//! drawn goes through [`fit_line`]);
 //! confirmations wrap their question, never cut it. Every process name has already passed
 //! through `sanitize::escape` in the app's rows, and every line of the log pane in the relay's
 //! rendering; event texts are escaped here.
@@ -24,6 +25,44 @@ use crate::top::app::{App, Dialog, KEYS, LogSource, PaneKind, Row, SIGNALS};
 use crate::top::theme;
 
 pub use crate::top::columns::Column;
+
+/// Cuts `line` to `width` columns, ending in `…` (in the style of the span cut) when it is
+/// wider: the one cut of every line the dashboard draws, by [`crate::sanitize::fit`].
+pub(crate) fn fit_line(line: Line<'static>, width: usize) -> Line<'static> {
+    if line.width() <= width {
+        return line;
+    }
+    let Line {
+        spans,
+        style,
+        alignment,
+    } = line;
+    let mut used = 0;
+    let mut kept = Vec::with_capacity(spans.len());
+    for span in spans {
+        let w = span.width();
+        if used + w < width {
+            used += w;
+            kept.push(span);
+            continue;
+        }
+        // The span at the edge (more follows, or it is itself too wide): one more column of
+        // text than there is room for makes `fit` cut it and end it in `…`.
+        let cut = fit(&format!("{}…", span.content), width - used);
+        kept.push(Span::styled(cut, span.style));
+        break;
+    }
+    Line {
+        spans: kept,
+        style,
+        alignment,
+    }
+}
+
+/// Draws `line` on the first row of `area`, cut to its width ([`fit_line`]).
+pub(crate) fn put_line(frame: &mut Frame, area: Rect, line: Line<'static>) {
+    frame.render_widget(Paragraph::new(fit_line(line, area.width as usize)), area);
+}
 
 /// The narrowest the command column may become before other columns are dropped.
 const MIN_COMMAND: u16 = 24;
@@ -450,7 +489,7 @@ fn draw_title(frame: &mut Frame, area: Rect, app: &App) {
         escape(app.model.origin.as_bytes()),
         app.interval_text
     )));
-    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+    put_line(frame, area, Line::from(spans));
 }
 
 fn command_line(row: &Row, width: usize) -> Line<'static> {
@@ -489,7 +528,7 @@ fn command_line(row: &Row, width: usize) -> Line<'static> {
     if !alert.is_empty() {
         spans.push(Span::styled(alert, Style::new().fg(Color::Red).bold()));
     }
-    Line::from(spans)
+    fit_line(Line::from(spans), width)
 }
 
 /// Draws the table; returns where each column is (start, width; the command to the edge).
@@ -630,13 +669,11 @@ fn draw_events(frame: &mut Frame, area: Rect, app: &App) {
     let lines: Vec<Line> = all[skip..end]
         .iter()
         .map(|(when, text)| {
-            let when = format!("{when:>8}  ");
-            // Cut to the pane, marked.
-            let room = (area.width as usize).saturating_sub(Line::raw(when.as_str()).width());
-            Line::from(vec![
-                Span::styled(when, Style::new().fg(Color::DarkGray)),
-                Span::raw(fit(text, room)),
-            ])
+            let line = Line::from(vec![
+                Span::styled(format!("{when:>8}  "), Style::new().fg(Color::DarkGray)),
+                Span::raw(text.clone()),
+            ]);
+            fit_line(line, area.width as usize)
         })
         .collect();
     let whose = match &app.events.helper {
@@ -712,10 +749,11 @@ fn draw_logs(frame: &mut Frame, area: Rect, app: &mut App) {
                         Span::styled(l.text.clone(), Style::new().fg(Color::Yellow).bold())
                     }
                 };
-                Line::from(vec![
+                let line = Line::from(vec![
                     Span::styled(format!("{:>8}  ", l.when), Style::new().fg(Color::DarkGray)),
                     text,
-                ])
+                ]);
+                fit_line(line, area.width as usize)
             })
             .collect()
     };
@@ -727,18 +765,18 @@ fn draw_logs(frame: &mut Frame, area: Rect, app: &mut App) {
 fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
     let notice = notice_line(app);
     let hint = Line::from(Span::styled(
-        fit(hint_text(app), area.width as usize),
+        hint_text(app).to_string(),
         Style::new().fg(Color::DarkGray),
     ));
     if area.height >= 2 {
         let [top, bottom] =
             Layout::vertical([Constraint::Length(1), Constraint::Length(1)]).areas(area);
         if let Some(n) = notice {
-            frame.render_widget(Paragraph::new(n), top);
+            put_line(frame, top, n);
         }
-        frame.render_widget(Paragraph::new(hint), bottom);
+        put_line(frame, bottom, hint);
     } else {
-        frame.render_widget(Paragraph::new(notice.unwrap_or(hint)), area);
+        put_line(frame, area, notice.unwrap_or(hint));
     }
 }
 
@@ -1014,6 +1052,26 @@ fn draw_confirm(frame: &mut Frame, area: Rect, text: &str, yes: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn text(l: &Line) -> String {
+        l.spans.iter().map(|s| s.content.as_ref()).collect()
+    }
+
+    /// A line too wide ends in `…` at its last column, whichever span the edge falls in; a line
+    /// that fits is left whole.
+    #[test]
+    fn lines_are_cut_with_an_ellipsis() {
+        let line = || Line::from(vec![Span::raw("⚠ crashy"), Span::raw(" restarting")]);
+        assert_eq!(text(&fit_line(line(), 19)), "⚠ crashy restarting");
+        assert_eq!(text(&fit_line(line(), 14)), "⚠ crashy rest…");
+        // The edge right after the first span: the first is cut to make room for the mark.
+        assert_eq!(text(&fit_line(line(), 8)), "⚠ crash…");
+        assert_eq!(text(&fit_line(line(), 1)), "…");
+        assert_eq!(text(&fit_line(line(), 0)), "");
+        let wide = fit_line(Line::from("日本語です"), 5);
+        assert_eq!(text(&wide), "日本…");
+        assert!(wide.width() <= 5);
+    }
 
     proptest::proptest! {
         /// The widths counted without making or measuring the text are the text's.
