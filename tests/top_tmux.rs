@@ -267,6 +267,50 @@ fn a_cut_title_ends_in_an_ellipsis() {
     t.quit(top);
 }
 
+/// Each frame is drawn inside the terminal's synchronized update (DEC mode 2026): what the
+/// dashboard writes to the terminal (tmux's `pipe-pane`) opens the mode before a frame's text
+/// and closes it after, as many times each.
+#[test]
+fn frames_are_drawn_as_synchronized_updates() {
+    if tmux_missing() {
+        return;
+    }
+    let tree = common::tmux::SleepTree::start();
+    let dir = Dir::new("top-sync", "out");
+    let out = dir.path("pane");
+    let t = Tmux::start_sized("sh", 80, 24);
+    let pipe = format!("cat >> '{}'", out.display());
+    assert!(t.run(&["pipe-pane", "-O", "-t", "t", &pipe]).status.success());
+    t.text(&format!(
+        "{} top --root {} --interval 300ms\n",
+        env!("CARGO_BIN_EXE_foster"),
+        tree.all[0].pid
+    ));
+    let top = dashboard_pid(&t);
+    t.wait_for("the sleeps", common::tmux::SleepTree::shown);
+    t.quit(top);
+    const BEGIN: &str = "\x1b[?2026h";
+    const END: &str = "\x1b[?2026l";
+    let start = Instant::now();
+    let written = loop {
+        let w = String::from_utf8_lossy(&std::fs::read(&out).unwrap_or_default()).into_owned();
+        let (b, e) = (w.matches(BEGIN).count(), w.matches(END).count());
+        if w.contains("4101") && b > 0 && b == e {
+            break w;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "{b} begins and {e} ends of a synchronized update in what the dashboard wrote"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let title = written.find("subtree").expect("the title in what was written");
+    let opened = written[..title].rfind(BEGIN).expect("a begin before the first frame");
+    let closed = written[..title].rfind(END);
+    assert!(closed.is_none_or(|c| c < opened), "the first frame is inside an update");
+    assert!(written[title..].contains(END), "and the update is closed after it");
+}
+
 #[test]
 fn sigterm_restores_the_terminal() {
     if tmux_missing() {

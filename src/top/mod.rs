@@ -6,7 +6,7 @@
 //! mouse capture is on while it runs), and restores the terminal (mouse capture off) on every
 //! way out: normal quit, error, termination signal and panic (a panic hook restores it before the
 //! message is printed). The loop redraws only on input, resize, or a reading that changes what
-//! the screen shows. Standalone, signals chosen in the dashboard are sent through a pidfd opened
+//! the screen shows, each frame inside the terminal's synchronized update (DEC mode 2026). Standalone, signals chosen in the dashboard are sent through a pidfd opened
 //! and checked against the process's identity first, so a reused pid is never signalled;
 //! attached, they go through the supervisor's control socket (which does the same after checking
 //! the process is in its tree), as do restarting a helper and stopping the supervisor, each on a
@@ -109,6 +109,21 @@ impl Drop for TerminalGuard {
     fn drop(&mut self) {
         restore_terminal();
     }
+}
+
+/// Draws one frame inside the terminal's synchronized update (DEC mode 2026): a terminal
+/// that has it shows the frame whole, never half drawn under load; one that does not ignores
+/// the mode, as it does any private mode it does not know. The update is ended even when the
+/// drawing failed, so the terminal is never left holding its screen.
+fn draw_synchronized(
+    terminal: &mut Terminal<CrosstermBackend<Stdout>>,
+    app: &mut App,
+) -> io::Result<()> {
+    use crossterm::terminal::{BeginSynchronizedUpdate, EndSynchronizedUpdate};
+    crossterm::execute!(terminal.backend_mut(), BeginSynchronizedUpdate)?;
+    let drawn = terminal.draw(|f| ui::draw(f, app)).map(|_| ());
+    let ended = crossterm::execute!(terminal.backend_mut(), EndSynchronizedUpdate);
+    drawn.and(ended)
 }
 
 fn enter_terminal() -> io::Result<(Terminal<CrosstermBackend<Stdout>>, TerminalGuard)> {
@@ -347,7 +362,7 @@ pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
         ));
         let screen = app.screen();
         if force || last_screen.as_ref() != Some(&screen) {
-            terminal.draw(|f| ui::draw(f, &mut app))?;
+            draw_synchronized(&mut terminal, &mut app)?;
             last_screen = Some(app.screen());
         }
     }
