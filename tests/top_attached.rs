@@ -1,7 +1,9 @@
 //! `foster top --attach`: the attached source's reading of the control protocol, and its error
 //! paths against a tiny server of this test's own that misbehaves on purpose (a socket that
 //! closes in the middle of a reply, an error reply, a stream that ends). The dashboard against
-//! the real supervisor is tested end to end in `top_tmux.rs` (`foster demo`).
+//! the real supervisor is tested end to end in `top_tmux.rs` (`foster demo`); the pids of a
+//! contained supervisor's events that a client outside could not translate, against the real
+//! one (root only).
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixListener;
@@ -15,6 +17,8 @@ use foster::identity::Identity;
 use foster::top::app::App;
 use foster::top::attached::{AttachedSource, Controller, policy_text, sample_of};
 use foster::top::model::{Anomaly, Source, Tracker};
+
+mod common;
 
 /// The snapshot of docs/control.md, with one helper in a restart loop and a descendant whose
 /// parent is not the expected one.
@@ -96,6 +100,7 @@ fn a_snapshot_becomes_supervised_rows_with_anomalies_and_events() {
                 generation: Some(1),
                 status: foster::reaper::ExitStatus::Exited { code: 3 },
             },
+            foreign_pids: Vec::new(),
         },
         EventRecord {
             seq: 8,
@@ -105,6 +110,7 @@ fn a_snapshot_becomes_supervised_rows_with_anomalies_and_events() {
                 attempt: 3,
                 delay_ms: 2000,
             },
+            foreign_pids: Vec::new(),
         },
     ];
     let sample = sample_of(&st, &events, 1_767_000_002_201);
@@ -1077,6 +1083,7 @@ fn the_pane_shows_the_states_no_other_line_says() {
         seq,
         ts_ms: 1,
         event,
+        foreign_pids: Vec::new(),
     };
     let events = [
         rec(
@@ -1119,4 +1126,87 @@ fn the_pane_shows_the_states_no_other_line_says() {
             "api: waiting for db: gave up after 5 restarts"
         ]
     );
+}
+
+/// A contained supervisor's events about processes that ended before a client outside could
+/// see them (a crash loop's quick exits) keep the supervisor's pids, named in `foreign_pids`
+/// and in the line for people: never `?` or 0. Root only (a PID namespace).
+#[test]
+fn unseen_pids_of_a_contained_supervisor_are_marked_never_zero() {
+    if !common::is_root() {
+        eprintln!("skipping: --contain needs root here (a PID namespace)");
+        return;
+    }
+    let d = common::Dir::new("foreign", "pids");
+    let cfg = d.file(
+        "run.toml",
+        "[[helper]]\nname = \"crashy\"\ncommand = [\"/bin/sh\", \"-c\", \"exit 7\"]\n\
+         restart = \"always\"\n\
+         backoff = { initial = \"50ms\", max = \"50ms\", limit = 2, reset_after = \"30s\" }\n\
+         [[helper]]\nname = \"keeper\"\ncommand = [\"sleep\", \"600\"]\n",
+    );
+    let (socket, events) = (d.path("run.sock"), d.path("events.log"));
+    let mut run = std::process::Command::new(env!("CARGO_BIN_EXE_foster"))
+        .arg("run")
+        .arg("--contain")
+        .arg("--events-log")
+        .arg(&events)
+        .arg("--socket")
+        .arg(&socket)
+        .arg(&cfg)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = run.id() as i32;
+    let start = std::time::Instant::now();
+    while !std::fs::read_to_string(&events).is_ok_and(|l| l.contains("\"give_up\"")) {
+        if run.try_wait().unwrap().is_some() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(&mut run.stderr.take().unwrap(), &mut err).unwrap();
+            if err.contains("cannot create a PID namespace") {
+                eprintln!("skipping: no PID namespace can be had here: {err}");
+                return;
+            }
+            panic!("foster run ended: {err}");
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            // SAFETY: kill(2) of our own unreaped child, by its pid.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let _ = run.wait();
+            panic!("crashy never gave up");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ctl = |json: bool| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_foster"));
+        c.arg("ctl").arg("--socket").arg(&socket);
+        if json {
+            c.arg("--json");
+        }
+        c.args(["events", "--no-follow"]).output().unwrap()
+    };
+    let (json, text) = (ctl(true), ctl(false));
+    // SAFETY: kill(2) of our own unreaped child, by its pid.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    assert!(run.wait().unwrap().success());
+    let exits: Vec<serde_json::Value> = String::from_utf8_lossy(&json.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|v| v["event"].clone())
+        .filter(|e| e["event"] == "exit")
+        .collect();
+    assert_eq!(exits.len(), 3, "{json:?}");
+    for e in &exits {
+        let p = e["identity"]["pid"].as_i64().unwrap();
+        assert!(p > 0 && e["pid"] == p, "{e}");
+        assert_eq!(e["foreign_pids"], serde_json::json!([p]), "{e}");
+    }
+    let text = String::from_utf8_lossy(&text.stdout);
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains("exited with code 7")).collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    for l in lines {
+        assert!(!l.contains("[?]") && l.contains("is the supervisor's"), "{l}");
+    }
 }

@@ -577,7 +577,12 @@ fn text_width(s: &str) -> usize {
 
 /// One streamed event as a line for people.
 pub fn render_event(r: &EventRecord) -> String {
-    format!("{}  {}", crate::event::clock_text(r.ts_ms, true), r.event)
+    format!(
+        "{}  {}{}",
+        crate::event::clock_text(r.ts_ms, true),
+        r.event,
+        crate::control::nspid::foreign_note(&r.foreign_pids)
+    )
 }
 
 /// Follows the events of `conn` (after sending `events`), handing each reply to `each` until

@@ -11,9 +11,11 @@
 //! maps to `(outer pid, start)`.
 //!
 //! The mappings of processes that ended are remembered (at most [`REMEMBERED`]), so that the
-//! exit of a process seen alive before is shown with its pid. A pid never seen alive from here
-//! (an event of the backlog about a process long gone) maps to 0, the kernel's own word for a
-//! process not visible in a namespace.
+//! exit of a process seen alive before is shown with its pid. A pid of a status never seen
+//! alive from here maps to 0, the kernel's own word for a process not visible in a namespace.
+//! In an event (a process that ended before the reader saw it: a crash loop's quick exits, an
+//! event of the backlog about a process long gone) it stays the supervisor's pid, and
+//! [`PidMap::event`] names it, for the reader to say so ([`foreign_note`]): never `?` or 0.
 //!
 //! The other way, a pid the user names (`foster ctl signal PID`) is in the caller's namespace:
 //! its `NSpid` entry at the supervisor's depth is the pid the supervisor knows. In the
@@ -72,6 +74,46 @@ struct Below {
     /// The last helper pid of a log line and its translation: lines come in runs of one
     /// launch's, translated once.
     last_line: Option<(i32, i32)>,
+}
+
+/// The pids of one event through a [`Below`]: a process never seen from here keeps the
+/// supervisor's pid, listed in `foreign`.
+struct EventView<'a> {
+    below: &'a mut Below,
+    foreign: Vec<i32>,
+}
+
+impl crate::event::PidView for EventView<'_> {
+    fn identity(&mut self, id: Identity) -> Identity {
+        match self.below.lookup(id) {
+            Some(pid) => Identity { pid, ..id },
+            None => {
+                self.foreign.push(id.pid);
+                id
+            }
+        }
+    }
+
+    fn pid(&mut self, pid: i32) -> i32 {
+        self.below.live_pid(pid).unwrap_or_else(|| {
+            self.foreign.push(pid);
+            pid
+        })
+    }
+}
+
+/// What a reader adds to an event's line whose `foreign` pids are the supervisor's
+/// ([`PidMap::event`]): `""` when there are none.
+pub fn foreign_note(foreign: &[i32]) -> String {
+    let list: Vec<String> = foreign.iter().map(i32::to_string).collect();
+    match list.as_slice() {
+        [] => String::new(),
+        [one] => format!(" (pid {one} is the supervisor's: it ended before it was seen here)"),
+        many => format!(
+            " (pids {} are the supervisor's: they ended before they were seen here)",
+            many.join(", ")
+        ),
+    }
 }
 
 impl PidMap {
@@ -177,11 +219,12 @@ impl PidMap {
         }
     }
 
-    /// Translates the pids of a reply (a status or an event).
+    /// Translates the pids of a reply (a status or an event: its `foreign_pids` then lists
+    /// those left the supervisor's).
     pub fn reply(&mut self, body: &mut ReplyBody) {
         match body {
             ReplyBody::Status(s) => self.status(s),
-            ReplyBody::Event(r) => self.event(&mut r.event),
+            ReplyBody::Event(r) => r.foreign_pids = self.event(&mut r.event),
             _ => {}
         }
     }
@@ -224,18 +267,27 @@ impl PidMap {
         });
     }
 
-    /// Translates every pid of an event.
-    pub fn event(&mut self, e: &mut Event) {
+    /// Translates every pid of an event; returns those of processes never seen from here,
+    /// left the supervisor's (each once, in the order the event names them).
+    pub fn event(&mut self, e: &mut Event) -> Vec<i32> {
         if let Event::Start { supervisor, .. } = e {
             if !self.anchor(*supervisor) {
-                return;
+                return Vec::new();
             }
         }
         let View::Below(b) = &mut self.view else {
-            return;
+            return Vec::new();
         };
         b.fresh = false;
-        e.map_pids(&mut **b);
+        let mut view = EventView {
+            below: b,
+            foreign: Vec::new(),
+        };
+        e.map_pids(&mut view);
+        let mut foreign = view.foreign;
+        let mut seen = std::collections::HashSet::new();
+        foreign.retain(|p| seen.insert(*p));
+        foreign
     }
 
     /// Translates the helper's pid of a log line (`foster ctl logs`): the process that holds
@@ -470,44 +522,40 @@ impl Below {
         }
     }
 
+    /// The caller's pid of an inner identity, when it was seen from here (read again once
+    /// per reply when it is not known).
+    fn lookup(&mut self, inner: Identity) -> Option<i32> {
+        if !self.known.contains_key(&inner) && !self.fresh {
+            self.refresh();
+        }
+        self.known.get(&inner).copied()
+    }
+
     /// The caller's identity of an inner one: (0, start) when it was never seen from here.
     fn id(&mut self, inner: Identity) -> Identity {
-        let pid = match self.known.get(&inner) {
-            Some(&p) => p,
-            None if !self.fresh => {
-                self.refresh();
-                self.known.get(&inner).copied().unwrap_or(0)
-            }
-            None => 0,
-        };
         Identity {
-            pid,
+            pid: self.lookup(inner).unwrap_or(0),
             start_time: inner.start_time,
         }
     }
 
-    /// The caller's pid of a bare inner pid: the process that holds it now, else 0.
-    fn pid(&mut self, inner: i32) -> i32 {
+    /// The caller's pid of the process that holds a bare inner pid now, if any.
+    fn live_pid(&mut self, inner: i32) -> Option<i32> {
         if !self.live.contains_key(&inner) && !self.fresh {
             self.refresh();
         }
-        self.live.get(&inner).map_or(0, |i| i.pid)
+        self.live.get(&inner).map(|i| i.pid)
+    }
+
+    /// [`Below::live_pid`], else 0.
+    fn pid(&mut self, inner: i32) -> i32 {
+        self.live_pid(inner).unwrap_or(0)
     }
 
     fn adoption(&mut self, a: &mut AdoptionInfo) {
         a.from = a.from.map(|i| self.id(i));
         a.to = self.id(a.to);
         a.expected = a.expected.map(|i| self.id(i));
-    }
-}
-
-impl crate::event::PidView for Below {
-    fn identity(&mut self, id: Identity) -> Identity {
-        self.id(id)
-    }
-
-    fn pid(&mut self, pid: i32) -> i32 {
-        Below::pid(self, pid)
     }
 }
 
@@ -551,7 +599,7 @@ mod tests {
     }
 
     #[test]
-    fn events_get_the_callers_pids_and_zero_for_the_unseen() {
+    fn events_get_the_callers_pids_and_the_supervisors_for_the_unseen() {
         let mut m = below(&[((1, 10), 500), ((3, 12), 502)]);
         assert!(m.translates());
         let mut e = Event::Reparented {
@@ -563,7 +611,7 @@ mod tests {
             expected: Some(id(1, 10)),
             classification: crate::adoption::Classification::Expected,
         };
-        m.event(&mut e);
+        assert_eq!(m.event(&mut e), [2], "the one never seen from here, named");
         let Event::Reparented {
             identity,
             from,
@@ -577,8 +625,8 @@ mod tests {
         assert_eq!(identity, id(502, 12));
         assert_eq!(
             from,
-            Some(id(0, 11)),
-            "never seen from here: 0, its start kept"
+            Some(id(2, 11)),
+            "never seen from here: the supervisor's pid, never 0"
         );
         assert_eq!((to, expected), (id(500, 10), Some(id(500, 10))));
         let mut exit = Event::Exit {
@@ -588,8 +636,26 @@ mod tests {
             generation: None,
             status: crate::reaper::ExitStatus::Exited { code: 0 },
         };
-        m.event(&mut exit);
+        assert!(m.event(&mut exit).is_empty());
         assert!(matches!(exit, Event::Exit { pid: 502, .. }), "{exit:?}");
+        let mut gone = Event::Exit {
+            pid: 9,
+            identity: Some(id(9, 40)),
+            helper: Some("crashy".into()),
+            generation: Some(1),
+            status: crate::reaper::ExitStatus::Exited { code: 7 },
+        };
+        assert_eq!(m.event(&mut gone), [9]);
+        assert_eq!(
+            format!("{gone}{}", foreign_note(&[9])),
+            "crashy[9] exited with code 7 (pid 9 is the supervisor's: it ended before it was \
+             seen here)"
+        );
+        assert_eq!(
+            foreign_note(&[9, 11]),
+            " (pids 9, 11 are the supervisor's: they ended before they were seen here)"
+        );
+        assert_eq!(foreign_note(&[]), "");
     }
 
     #[test]

@@ -329,6 +329,12 @@ pub struct EventRecord {
     pub ts_ms: u64,
     #[serde(flatten)]
     pub event: Event,
+    /// The pids of `event` a reader in another PID namespace than the supervisor's
+    /// (`foster ctl`, the dashboard) could not translate: processes that ended before it saw
+    /// them. They stay the supervisor's own pids, named here; never sent by the supervisor
+    /// (see [`crate::control::nspid`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub foreign_pids: Vec<i32>,
 }
 
 /// One line of a helper's output, as streamed by `logs`.
@@ -1091,6 +1097,7 @@ mod tests {
                 helper: "x".into(),
                 restarts: 5,
             },
+            foreign_pids: Vec::new(),
         }));
         let v: serde_json::Value = serde_json::from_slice(&ev.to_line()).unwrap();
         assert_eq!(v["event"]["event"], "give_up");

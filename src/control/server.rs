@@ -527,6 +527,7 @@ impl Hub {
             seq: g.seq,
             ts_ms: record.ts_ms,
             event: record.event.clone(),
+            foreign_pids: Vec::new(),
         });
         if g.backlog.len() == BACKLOG {
             g.backlog.pop_front();

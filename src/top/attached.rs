@@ -409,7 +409,7 @@ impl AttachedSource {
                     let item = match conn.read_reply() {
                         Ok(r) => match r.body {
                             ReplyBody::Event(mut e) => {
-                                pids.event(&mut e.event);
+                                e.foreign_pids = pids.event(&mut e.event);
                                 Item::Event(e)
                             }
                             ReplyBody::Lagged { dropped } => Item::Lagged {
@@ -670,7 +670,11 @@ fn sample_with_items(status: &Status, items: &[Item], now_ms: u64) -> Sample {
                 // Escaped when the pane draws it: raw here, not escaped twice.
                 Item::Event(r) => (
                     r.ts_ms,
-                    format!("{:#}", r.event),
+                    format!(
+                        "{:#}{}",
+                        r.event,
+                        crate::control::nspid::foreign_note(&r.foreign_pids)
+                    ),
                     r.event.helper().map(str::to_string),
                 ),
                 Item::Lagged { dropped, at_ms } => (
