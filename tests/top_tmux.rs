@@ -619,6 +619,48 @@ fn attach_without_a_path_finds_the_socket_as_ctl_does() {
     assert!(run.stop().success());
 }
 
+/// The supervisor's state is the one it has between requests, not `R` from reading itself
+/// while it answers the dashboard's snapshot: after each event (a helper restarted) the new
+/// snapshot shows it sleeping, as `ps` does.
+#[test]
+fn the_supervisor_is_not_shown_running_after_each_event() {
+    if tmux_missing() {
+        return;
+    }
+    let d = Dir::new("top-attach", "state");
+    let config = "[[helper]]\nname = \"keeper\"\ncommand = [\"/bin/sleep\", \"1000\"]\n";
+    let mut run = common::supervised::Run::start(&d, config, &["--no-contain"]);
+    run.launch("keeper", 1);
+    let sup = run.child.id() as i32;
+    let t = Tmux::start_sized(
+        &format!(
+            "{} top --attach {} --interval 300ms",
+            env!("CARGO_BIN_EXE_foster"),
+            run.socket.display()
+        ),
+        200,
+        50,
+    );
+    let state_of = |s: &str| {
+        let header = s.lines().find(|l| l.contains(" PID") && l.contains("COMMAND"))?;
+        let col = header.find(" S ")? + 1;
+        row_with_pid(s, sup)?.chars().nth(col)
+    };
+    // Read here once at a refresh of the dashboard's own: sleeping, as `ps` says.
+    t.wait_for("the supervisor sleeping", |s| state_of(s) == Some('S'));
+    let top = dashboard_pid(&t);
+    for attempt in 2..=4 {
+        assert!(run.ctl(&["restart", "keeper"]).status.success());
+        let i = run.launch("keeper", attempt);
+        let pid = run.seen[i]["identity"]["pid"].as_i64().unwrap() as i32;
+        let s = t.wait_for("the new launch", |s| row_with_pid(s, pid).is_some());
+        assert_eq!(state_of(&s), Some('S'), "after launch {attempt}:\n{s}");
+    }
+    t.keys(&["q"]);
+    assert!(wait_gone(top), "the dashboard did not exit");
+    assert!(run.stop().success());
+}
+
 /// `foster ctl status` on a terminal cuts a long command line so that its line fits the
 /// terminal's width (not at a fixed length); with --wide it cuts nothing.
 #[test]

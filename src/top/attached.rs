@@ -11,7 +11,9 @@
 //! notifications, [`Connector`], or else a listing of `/proc`); it redraws only when what it
 //! shows changed. The optional columns the snapshot does not carry (process group, session,
 //! storage, cgroup, PID namespace) are read from `/proc` for the processes seen here under
-//! their snapshot identity, only while such a column is shown.
+//! their snapshot identity, only while such a column is shown. The supervisor's own state
+//! letter is the one read here at the last of those refreshes, not the snapshot's: it reads
+//! itself while answering, always `R`.
 //!
 //! Also owns [`Controller`], which carries out the dashboard's actions through the socket
 //! (`signal`, `restart`, `start`, `stop`), [`LogStream`], the log pane's one `logs` request following
@@ -216,6 +218,11 @@ pub struct AttachedSource {
     scanned: Option<crate::tree::Snapshot>,
     /// The supervisor's pids as seen from here (learnt from the status connection).
     pids: PidMap,
+    /// The supervisor's state letter as last read here at a time of the dashboard's own (a
+    /// local refresh at the interval), with its identity. A
+    /// snapshot reads it while the supervisor answers it, always `R`, and one taken on an
+    /// event finds it at work on that event: neither says what it does most of the time.
+    supervisor: Option<(Identity, String)>,
     /// Fork notifications, when the kernel grants them: a birth under a process of the last
     /// snapshot makes the next reading a snapshot.
     forks: Option<Connector>,
@@ -257,6 +264,7 @@ impl AttachedSource {
         Ok(AttachedSource {
             socket: socket.to_path_buf(),
             pids: conn.pid_map(),
+            supervisor: None,
             status: Some(conn),
             feed: Arc::new(Mutex::new(Feed::default())),
             wake: None,
@@ -361,6 +369,10 @@ impl AttachedSource {
             return false;
         }
         let snap = scanner.scan_pids(&pids);
+        let sup = last.supervisor.identity;
+        if let Some(n) = snap.get(&sup) {
+            self.supervisor = Some((sup, (n.state as char).to_string()));
+        }
         for p in &mut last.processes {
             match snap.get(&p.identity()) {
                 // Same parent, same name (an exec changes it, and the command line with it).
@@ -511,7 +523,8 @@ impl Source for AttachedSource {
 }
 
 impl AttachedSource {
-    /// Asks the supervisor for a snapshot.
+    /// Asks the supervisor for a snapshot; the supervisor's own state in it is the one read
+    /// here at the last local refresh ([`Self::supervisor`]; until the first, the snapshot's).
     fn full_snapshot(&mut self) -> Result<Status, SourceError> {
         // What was born before this snapshot is in it: only later births count.
         match (&mut self.forks, &mut self.scanner) {
@@ -548,6 +561,14 @@ impl AttachedSource {
         self.pids.status(&mut status);
         let sup = status.supervisor.identity;
         self.local = Identity::of(sup.pid).is_ok_and(|i| i == sup);
+        match &self.supervisor {
+            Some((id, state)) if *id == sup => {
+                if let Some(p) = status.processes.iter_mut().find(|p| p.identity() == sup) {
+                    p.state = state.clone();
+                }
+            }
+            _ => self.supervisor = None,
+        }
         Ok(status)
     }
 }
