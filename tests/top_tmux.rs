@@ -311,6 +311,63 @@ fn frames_are_drawn_as_synchronized_updates() {
     assert!(written[title..].contains(END), "and the update is closed after it");
 }
 
+/// The palette indexes of the SGR foreground colours of a styled screen (`capture-pane -e`):
+/// 30-37 and 90-97 (0-15), and 38;5;N as tmux writes them; 24-bit colours skipped.
+fn foregrounds(styled: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for seq in styled.split("\x1b[").skip(1) {
+        let Some(end) = seq.find('m') else { continue };
+        let params: Vec<u32> = seq[..end].split(';').filter_map(|p| p.parse().ok()).collect();
+        let mut i = 0;
+        while i < params.len() {
+            match (params[i], params.get(i + 1), params.get(i + 2)) {
+                (38, Some(5), Some(&n)) => {
+                    out.push(n);
+                    i += 3;
+                }
+                (48, Some(5), _) => i += 3,
+                (38 | 48, Some(2), _) => i += 5,
+                (p @ 30..=37, _, _) => {
+                    out.push(p - 30);
+                    i += 1;
+                }
+                (p @ 90..=97, _, _) => {
+                    out.push(p - 82);
+                    i += 1;
+                }
+                _ => i += 1,
+            }
+        }
+    }
+    out
+}
+
+/// The rows a filter matches are marked readably on any theme: not yellow text on the
+/// terminal's background (colour 3, unreadable on a light one), as the colour rule says.
+#[test]
+fn filter_matches_are_not_yellow_text() {
+    if tmux_missing() {
+        return;
+    }
+    let tree = common::tmux::SleepTree::start();
+    let (t, top) = common::tmux::top_over(&tree, "", 120, 40);
+    t.wait_for("the sleeps", common::tmux::SleepTree::shown);
+    t.keys(&["/"]);
+    t.text("4102");
+    t.keys(&["Enter"]);
+    t.wait_for("the filter kept", |s| {
+        s.lines().next().is_some_and(|l| l.contains("filter: 4102"))
+    });
+    let styled = t.screen_styled();
+    let fg = foregrounds(&styled);
+    assert!(!fg.contains(&3) && !fg.contains(&11), "yellow text: {styled:?}");
+    assert!(
+        styled.contains("\x1b[48;5;3m") || styled.contains("\x1b[43m"),
+        "the match is marked by a background: {styled:?}"
+    );
+    t.quit(top);
+}
+
 #[test]
 fn sigterm_restores_the_terminal() {
     if tmux_missing() {

@@ -80,6 +80,14 @@ pub const DIM: Style = Style::new().fg(Color::DarkGray);
 pub const ALERT: Style = Style::new().fg(Color::Red).add_modifier(Modifier::BOLD);
 pub const SPARK_CPU: Style = Style::new().fg(Color::Green);
 pub const SPARK_MEM: Style = Style::new().fg(Color::Blue);
+/// Text that matches the filter or the search: black on yellow, a background of its own (as
+/// the header's), so it reads on light and dark terminals; reverse video under `NO_COLOR`.
+pub const MATCH: Style = Style::new()
+    .fg(Color::Black)
+    .bg(Color::Yellow)
+    .add_modifier(Modifier::BOLD);
+/// A key named in the help, a prompt's cursor, a notice of the log pane.
+pub const KEY: Style = Style::new().fg(Color::Blue).add_modifier(Modifier::BOLD);
 
 /// Applies `NO_COLOR` to a drawn frame (see the module's header); nothing otherwise.
 pub fn finish(buf: &mut Buffer) {

@@ -515,9 +515,9 @@ fn command_line(row: &Row, width: usize) -> Line<'static> {
         .max(12.min(width.saturating_sub(fixed)));
     let cmd = fit(&row.command, room);
     let cmd_style = if row.found {
-        Style::new().fg(Color::Yellow).bold().underlined()
+        theme::MATCH.underlined()
     } else if row.matched {
-        Style::new().fg(Color::Yellow).bold()
+        theme::MATCH
     } else {
         Style::new()
     };
@@ -746,7 +746,7 @@ fn draw_logs(frame: &mut Frame, area: Rect, app: &mut App) {
                     PaneKind::Stdout => Span::raw(l.text.clone()),
                     PaneKind::Stderr => Span::styled(l.text.clone(), Style::new().fg(Color::Red)),
                     PaneKind::Notice => {
-                        Span::styled(l.text.clone(), Style::new().fg(Color::Yellow).bold())
+                        Span::styled(l.text.clone(), theme::KEY)
                     }
                 };
                 let line = Line::from(vec![
@@ -800,7 +800,7 @@ fn notice_line(app: &App) -> Option<Line<'static>> {
         Line::from(vec![
             Span::styled("search: ", Style::new().bold()),
             Span::raw(escape(app.search.as_bytes())),
-            Span::styled("▏", Style::new().fg(Color::Yellow)),
+            Span::styled("▏", theme::KEY),
             Span::styled(
                 "  F3 next · Enter keep · Esc clear",
                 Style::new().fg(Color::DarkGray),
@@ -810,7 +810,7 @@ fn notice_line(app: &App) -> Option<Line<'static>> {
         Line::from(vec![
             Span::styled("filter: ", Style::new().bold()),
             Span::raw(escape(app.filter.as_bytes())),
-            Span::styled("▏", Style::new().fg(Color::Yellow)),
+            Span::styled("▏", theme::KEY),
             Span::styled("  Enter keep · Esc clear", Style::new().fg(Color::DarkGray)),
         ])
     } else if let Some(e) = &app.source_error {
@@ -858,7 +858,7 @@ fn draw_help(frame: &mut Frame, area: Rect, scroll: u16) {
         .map(|(_, w)| Line::raw(*w).width())
         .max()
         .unwrap_or(0);
-    let key_style = Style::new().fg(Color::Yellow).bold();
+    let key_style = theme::KEY;
     // Side by side when it fits, else each key above its meaning.
     let side_by_side = key_w + 2 + text_w + 2 <= area.width as usize;
     let inner_w = area.width.saturating_sub(2) as usize;
