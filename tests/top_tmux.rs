@@ -368,6 +368,42 @@ fn filter_matches_are_not_yellow_text() {
     t.quit(top);
 }
 
+/// Columns keep their width while their content fits: a pause widens S to `exit` for a process
+/// that ended; once resumed and the row gone, COMMAND stays where it was.
+#[test]
+fn columns_stay_put_while_their_content_fits() {
+    if tmux_missing() {
+        return;
+    }
+    let tree = common::tmux::SleepTree::start();
+    let (t, top) = common::tmux::top_over(&tree, "", 120, 40);
+    t.wait_for("the sleeps", common::tmux::SleepTree::shown);
+    let command_at = |s: &str| {
+        let header = s.lines().find(|l| l.contains(" PID") && l.contains("COMMAND"))?;
+        header.find("COMMAND")
+    };
+    t.keys(&["p"]);
+    t.wait_for("paused", |s| s.contains("PAUSED"));
+    let victim = tree
+        .all
+        .iter()
+        .copied()
+        .find(|id| {
+            std::fs::read(format!("/proc/{}/cmdline", id.pid)).is_ok_and(|c| c.ends_with(b"4102\0"))
+        })
+        .expect("sleep 4102");
+    foster::top::send_signal(victim, nix::sys::signal::Signal::SIGKILL).unwrap();
+    assert!(wait_gone(victim), "the sleep did not die");
+    let paused = t.wait_for("the ended row kept", |s| s.contains(" exit "));
+    let wide = command_at(&paused);
+    t.keys(&["p"]);
+    let resumed = t.wait_for("the row gone", |s| {
+        !s.contains("PAUSED") && !has_row(s, "sleep 4102")
+    });
+    assert_eq!(command_at(&resumed), wide, "COMMAND moved:\n{paused}\n{resumed}");
+    t.quit(top);
+}
+
 #[test]
 fn sigterm_restores_the_terminal() {
     if tmux_missing() {

@@ -521,6 +521,9 @@ pub struct App {
     pub meters: crate::top::meters::Meters,
     /// The optional columns, in order, shown or not (`F2`).
     pub columns: crate::top::columns::Layout,
+    /// The width each column was last drawn at: a column keeps it while its content fits, so
+    /// the columns right of it do not jump sideways (see `ui`).
+    pub column_widths: std::cell::RefCell<FxHashMap<crate::top::columns::Column, u16>>,
     /// The events pane (attached).
     pub events: EventsPane,
     /// Where things are on screen, for the mouse.
@@ -743,6 +746,7 @@ impl App {
             user: None,
             meters: crate::top::meters::Meters::default(),
             columns: crate::top::columns::Layout::default(),
+            column_widths: Default::default(),
             events: EventsPane::default(),
             hits: Hits::default(),
             user_names: FxHashMap::default(),

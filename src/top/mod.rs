@@ -304,6 +304,8 @@ pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
             Msg::Mouse(m) => force = app.on_mouse(m),
             Msg::Resize => {
                 force = true;
+                // The columns are sized again for the new width.
+                app.column_widths.borrow_mut().clear();
                 terminal.autoresize()?;
             }
             Msg::Data(Ok(sample)) => {

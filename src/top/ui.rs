@@ -151,6 +151,17 @@ pub fn layout_columns(
 /// The narrowest the role and helper columns become before they are dropped.
 const MIN_WHO: u16 = 8;
 
+/// [`content_width`], but never narrower than the column was drawn before: a column keeps its
+/// width while its content fits (a state `starting` then `ready`, a pause's `exit` gone, a
+/// shorter pid), so the columns to its right stay put; it widens when the content needs it.
+fn steady_width(c: Column, app: &App) -> u16 {
+    let w = content_width(c, app);
+    let mut kept = app.column_widths.borrow_mut();
+    let e = kept.entry(c).or_insert(w);
+    *e = (*e).max(w);
+    *e
+}
+
 /// The width a column's content asks for over every row (not only those on screen, so that
 /// scrolling does not move the columns): its title's at least, [`Column::max_width`] at most.
 fn content_width(c: Column, app: &App) -> u16 {
@@ -541,7 +552,7 @@ fn draw_table(frame: &mut Frame, area: Rect, app: &App) -> Vec<(Column, u16, u16
                 .is_some_and(|s| s.helper.is_some())
         });
     let sized = layout_columns(area.width, &app.shown_columns(), helpers, |c| {
-        content_width(c, app)
+        steady_width(c, app)
     });
     let fixed: u16 = sized.iter().map(|(_, w)| w + 1).sum();
     let cmd_w = area.width.saturating_sub(fixed) as usize;
