@@ -1204,9 +1204,15 @@ fn unseen_pids_of_a_contained_supervisor_are_marked_never_zero() {
         assert_eq!(e["foreign_pids"], serde_json::json!([p]), "{e}");
     }
     let text = String::from_utf8_lossy(&text.stdout);
-    let lines: Vec<&str> = text.lines().filter(|l| l.contains("exited with code 7")).collect();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("exited with code 7"))
+        .collect();
     assert_eq!(lines.len(), 3, "{text}");
     for l in lines {
-        assert!(!l.contains("[?]") && l.contains("is the supervisor's"), "{l}");
+        assert!(
+            !l.contains("[?]") && l.contains("is the supervisor's"),
+            "{l}"
+        );
     }
 }

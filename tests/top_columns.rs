@@ -327,7 +327,9 @@ fn rss_is_what_ps_shows() {
             .output()
             .unwrap();
         let ps: u64 = String::from_utf8_lossy(&ps.stdout).trim().parse().unwrap();
-        let node = snap.by_pid(pid).unwrap_or_else(|| panic!("{pid} not scanned"));
+        let node = snap
+            .by_pid(pid)
+            .unwrap_or_else(|| panic!("{pid} not scanned"));
         assert_eq!(node.rss_bytes / 1024, ps, "RSS of {pid} in KiB, against ps");
     }
 }

@@ -207,6 +207,32 @@ fn see_collapse_filter_signal_quit() {
     t.assert_modes_restored("");
 }
 
+/// The dashboard over a [`common::tmux::SleepTree`] in a `w` x `h` terminal, once both sleeps
+/// show; `None` (the reason printed) without tmux.
+fn over_sleeps(w: u16, h: u16) -> Option<(common::tmux::SleepTree, Tmux, Identity)> {
+    if tmux_missing() {
+        return None;
+    }
+    let tree = common::tmux::SleepTree::start();
+    let (t, top) = common::tmux::top_over(&tree, "", w, h);
+    t.wait_for("the sleeps", common::tmux::SleepTree::shown);
+    Some((tree, t, top))
+}
+
+/// The table's header line of `screen`.
+fn header(screen: &str) -> Option<&str> {
+    screen
+        .lines()
+        .find(|l| l.contains(" PID") && l.contains("COMMAND"))
+}
+
+/// Types `text` as the filter and keeps it (`/`, the text, Enter).
+fn filter(t: &Tmux, text: &str) {
+    t.keys(&["/"]);
+    t.text(text);
+    t.keys(&["Enter"]);
+}
+
 /// The counts say what is on screen: Tasks under a filter counts the rows it leaves, of the
 /// processes read; the title says "1 process" of a one-process view.
 #[test]
@@ -223,9 +249,7 @@ fn counts_follow_the_filter_and_the_number() {
     ));
     t.wait_for("the subtree", |s| has_row(s, "sleep 1003"));
     let top = dashboard_pid(&t);
-    t.keys(&["/"]);
-    t.text("1002");
-    t.keys(&["Enter"]);
+    filter(&t, "1002");
     let s = t.wait_for("the filtered view", |s| {
         !has_row(s, "sleep 1003") && s.contains("Tasks ")
     });
@@ -240,7 +264,10 @@ fn counts_follow_the_filter_and_the_number() {
     ));
     let s = t.wait_for("the one sleep", |s| s.contains(" sleep 1003\n"));
     let top = dashboard_pid(&t);
-    assert!(s.contains(" 1 process ") && !s.contains("1 processes"), "{s}");
+    assert!(
+        s.contains(" 1 process ") && !s.contains("1 processes"),
+        "{s}"
+    );
     t.quit(top);
 }
 
@@ -248,21 +275,22 @@ fn counts_follow_the_filter_and_the_number() {
 /// middle of a word with nothing to say so.
 #[test]
 fn a_cut_title_ends_in_an_ellipsis() {
-    if tmux_missing() {
+    let Some((_tree, t, top)) = over_sleeps(80, 24) else {
         return;
-    }
-    let tree = common::tmux::SleepTree::start();
-    let (t, top) = common::tmux::top_over(&tree, "", 80, 24);
-    t.wait_for("the sleeps", common::tmux::SleepTree::shown);
-    t.keys(&["/"]);
-    t.text("nothing-has-a-name-as-long-as-this-one-is");
-    t.keys(&["Enter"]);
+    };
+    filter(&t, "nothing-has-a-name-as-long-as-this-one-is");
     let s = t.wait_for("the filter in the title", |s| {
-        s.lines().next().is_some_and(|l| l.contains("filter: nothing"))
+        s.lines()
+            .next()
+            .is_some_and(|l| l.contains("filter: nothing"))
     });
     let title = s.lines().next().unwrap_or_default().trim_end();
     assert!(title.contains("filter: nothing-has"), "{s}");
-    assert_eq!(title.chars().count(), 80, "the title fills the line: {title:?}");
+    assert_eq!(
+        title.chars().count(),
+        80,
+        "the title fills the line: {title:?}"
+    );
     assert!(title.ends_with('…'), "the cut is marked: {title:?}");
     t.quit(top);
 }
@@ -280,7 +308,11 @@ fn frames_are_drawn_as_synchronized_updates() {
     let out = dir.path("pane");
     let t = Tmux::start_sized("sh", 80, 24);
     let pipe = format!("cat >> '{}'", out.display());
-    assert!(t.run(&["pipe-pane", "-O", "-t", "t", &pipe]).status.success());
+    assert!(
+        t.run(&["pipe-pane", "-O", "-t", "t", &pipe])
+            .status
+            .success()
+    );
     t.text(&format!(
         "{} top --root {} --interval 300ms\n",
         env!("CARGO_BIN_EXE_foster"),
@@ -304,11 +336,21 @@ fn frames_are_drawn_as_synchronized_updates() {
         );
         std::thread::sleep(Duration::from_millis(20));
     };
-    let title = written.find("subtree").expect("the title in what was written");
-    let opened = written[..title].rfind(BEGIN).expect("a begin before the first frame");
+    let title = written
+        .find("subtree")
+        .expect("the title in what was written");
+    let opened = written[..title]
+        .rfind(BEGIN)
+        .expect("a begin before the first frame");
     let closed = written[..title].rfind(END);
-    assert!(closed.is_none_or(|c| c < opened), "the first frame is inside an update");
-    assert!(written[title..].contains(END), "and the update is closed after it");
+    assert!(
+        closed.is_none_or(|c| c < opened),
+        "the first frame is inside an update"
+    );
+    assert!(
+        written[title..].contains(END),
+        "and the update is closed after it"
+    );
 }
 
 /// The palette indexes of the SGR foreground colours of a styled screen (`capture-pane -e`):
@@ -317,7 +359,10 @@ fn foregrounds(styled: &str) -> Vec<u32> {
     let mut out = Vec::new();
     for seq in styled.split("\x1b[").skip(1) {
         let Some(end) = seq.find('m') else { continue };
-        let params: Vec<u32> = seq[..end].split(';').filter_map(|p| p.parse().ok()).collect();
+        let params: Vec<u32> = seq[..end]
+            .split(';')
+            .filter_map(|p| p.parse().ok())
+            .collect();
         let mut i = 0;
         while i < params.len() {
             match (params[i], params.get(i + 1), params.get(i + 2)) {
@@ -346,21 +391,19 @@ fn foregrounds(styled: &str) -> Vec<u32> {
 /// terminal's background (colour 3, unreadable on a light one), as the colour rule says.
 #[test]
 fn filter_matches_are_not_yellow_text() {
-    if tmux_missing() {
+    let Some((_tree, t, top)) = over_sleeps(120, 40) else {
         return;
-    }
-    let tree = common::tmux::SleepTree::start();
-    let (t, top) = common::tmux::top_over(&tree, "", 120, 40);
-    t.wait_for("the sleeps", common::tmux::SleepTree::shown);
-    t.keys(&["/"]);
-    t.text("4102");
-    t.keys(&["Enter"]);
+    };
+    filter(&t, "4102");
     t.wait_for("the filter kept", |s| {
         s.lines().next().is_some_and(|l| l.contains("filter: 4102"))
     });
     let styled = t.screen_styled();
     let fg = foregrounds(&styled);
-    assert!(!fg.contains(&3) && !fg.contains(&11), "yellow text: {styled:?}");
+    assert!(
+        !fg.contains(&3) && !fg.contains(&11),
+        "yellow text: {styled:?}"
+    );
     assert!(
         styled.contains("\x1b[48;5;3m") || styled.contains("\x1b[43m"),
         "the match is marked by a background: {styled:?}"
@@ -372,16 +415,10 @@ fn filter_matches_are_not_yellow_text() {
 /// that ended; once resumed and the row gone, COMMAND stays where it was.
 #[test]
 fn columns_stay_put_while_their_content_fits() {
-    if tmux_missing() {
+    let Some((tree, t, top)) = over_sleeps(120, 40) else {
         return;
-    }
-    let tree = common::tmux::SleepTree::start();
-    let (t, top) = common::tmux::top_over(&tree, "", 120, 40);
-    t.wait_for("the sleeps", common::tmux::SleepTree::shown);
-    let command_at = |s: &str| {
-        let header = s.lines().find(|l| l.contains(" PID") && l.contains("COMMAND"))?;
-        header.find("COMMAND")
     };
+    let command_at = |s: &str| header(s)?.find("COMMAND");
     t.keys(&["p"]);
     t.wait_for("paused", |s| s.contains("PAUSED"));
     let victim = tree
@@ -400,7 +437,11 @@ fn columns_stay_put_while_their_content_fits() {
     let resumed = t.wait_for("the row gone", |s| {
         !s.contains("PAUSED") && !has_row(s, "sleep 4102")
     });
-    assert_eq!(command_at(&resumed), wide, "COMMAND moved:\n{paused}\n{resumed}");
+    assert_eq!(
+        command_at(&resumed),
+        wide,
+        "COMMAND moved:\n{paused}\n{resumed}"
+    );
     t.quit(top);
 }
 
@@ -735,8 +776,7 @@ fn the_supervisor_is_not_shown_running_after_each_event() {
         50,
     );
     let state_of = |s: &str| {
-        let header = s.lines().find(|l| l.contains(" PID") && l.contains("COMMAND"))?;
-        let col = header.find(" S ")? + 1;
+        let col = header(s)?.find(" S ")? + 1;
         row_with_pid(s, sup)?.chars().nth(col)
     };
     // Read here once at a refresh of the dashboard's own: sleeping, as `ps` says.

@@ -756,9 +756,7 @@ fn draw_logs(frame: &mut Frame, area: Rect, app: &mut App) {
                 let text = match l.kind {
                     PaneKind::Stdout => Span::raw(l.text.clone()),
                     PaneKind::Stderr => Span::styled(l.text.clone(), Style::new().fg(Color::Red)),
-                    PaneKind::Notice => {
-                        Span::styled(l.text.clone(), theme::KEY)
-                    }
+                    PaneKind::Notice => Span::styled(l.text.clone(), theme::KEY),
                 };
                 let line = Line::from(vec![
                     Span::styled(format!("{:>8}  ", l.when), Style::new().fg(Color::DarkGray)),
