@@ -151,11 +151,13 @@ impl Batch {
         }
     }
 
-    /// The process of the tree as read that `pid` descends from, and how many births below
-    /// it `pid` is.
-    fn anchor(&self, pid: i32) -> (i32, u32) {
+    /// The nearest process of the tree as read (`in_tree`) that `pid` descends from, and how
+    /// many births below it `pid` is. A birth of the batch may be in the tree already (a helper
+    /// foster launched, and read, before its birth's announcement was drained): the walk stops
+    /// there rather than climbing to foster, whose lineage names no helper.
+    fn anchor(&self, pid: i32, in_tree: impl Fn(i32) -> bool) -> (i32, u32) {
         let (mut p, mut depth) = (pid, 0);
-        while let Some(b) = self.newborn.get(&p) {
+        while let Some(b) = self.newborn.get(&p).filter(|_| depth == 0 || !in_tree(p)) {
             (p, depth) = (b.parent, depth + 1);
         }
         (p, depth)
@@ -250,7 +252,7 @@ impl Births {
             };
             out.born.push(p);
             out.born_outer.push(g);
-            let (a, depth) = batch.anchor(g);
+            let (a, depth) = batch.anchor(g, |p| member(index, p, tree).is_some());
             if let Some(anchor) = member(index, a, tree) {
                 out.lineages.push((p, Lineage { anchor, depth }));
             }
@@ -398,7 +400,12 @@ mod tests {
         b.exit(300, 300, root, || None);
         assert!(b.rescan, "the middle one had a child");
         assert_eq!(b.alive(), vec![400]);
-        assert_eq!(b.anchor(400), (member, 2));
+        assert_eq!(b.anchor(400, in_tree), (member, 2));
+        // A birth of the batch already in the tree (a helper launched and read before its
+        // birth was drained) is the anchor, not the root above it.
+        b.fork(root, 250, || true);
+        b.fork(250, 260, || true);
+        assert_eq!(b.anchor(260, |p| p == 250 || in_tree(p)), (250, 1));
     }
 
     /// Ends that move no child: a birth without children, a child of foster's (its end comes
