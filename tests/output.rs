@@ -171,19 +171,20 @@ fn lit(s: &str) -> String {
 fn lines_of_a_helper_its_grandchild_and_an_adopted_orphan_arrive_named() {
     let d = Dir::new("output", "tree");
     let (go, ready, stop) = (d.fifo("go"), d.fifo("ready"), d.fifo("stop"));
-    let trapped = d.fifo("trapped");
-    // helper → child → grandchild; the child exits at once, so the grandchild is adopted by
-    // foster (which reads its tree on the SIGCHLD of the other helper's end); the grandchild
-    // writes its last line only once the test has seen that adoption. The grandchild says when
-    // it ignores USR1, its generation's orphan policy: under load it could get that signal
-    // before its shell had run the trap, and die of it.
+    let (trapped, armed) = (d.fifo("trapped"), d.fifo("armed"));
+    // helper → child → grandchild; the child exits once the grandchild ignores USR1, its
+    // generation's orphan policy (foster learns of the adoption at once where the kernel
+    // announces births, and sends it: before the trap, the grandchild would die of it), so the
+    // grandchild is adopted by foster; it writes its last line only once the test has seen
+    // that adoption.
     let script = format!(
         "echo from the helper; \
-         sh -c 'sh -c \"trap \\\"\\\" USR1; echo > {trapped}; echo from the grandchild; read x < {go}; echo from the orphan\" & exit 0'; \
+         sh -c 'sh -c \"trap \\\"\\\" USR1; echo > {armed}; echo > {trapped}; echo from the grandchild; read x < {go}; echo from the orphan\" & read x < {armed}; exit 0'; \
          echo > {ready}; exec sleep 1000",
         go = go.display(),
         ready = ready.display(),
-        trapped = trapped.display()
+        trapped = trapped.display(),
+        armed = armed.display()
     );
     let cfg = d.file(
         "c.toml",
