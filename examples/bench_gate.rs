@@ -1,6 +1,6 @@
 //! Benchmark of the startup gate (issue 3), printed side by side:
 //!
-//! 1. spawn-and-exec of `/bin/true`: a gated launch through `foster::spawner::Spawner` against a
+//! 1. spawn-and-exec of `/bin/true`: a gated launch through `foster::gate::spawner::Spawner` against a
 //!    plain `std::process::Command::spawn` (goal: gated median at most 1.3x the plain one). Only
 //!    the launch is timed (until exec succeeded); reaping is outside the timed region.
 //! 2. time from SIGKILL of a supervisor to its helper's exit: a helper launched through the gate
@@ -16,9 +16,9 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use foster::identity::{pidfd_open, poll_readable};
-use foster::policy::Policy;
-use foster::spawner::{LaunchSpec, Spawner};
+use foster::gate::policy::Policy;
+use foster::gate::spawner::{LaunchSpec, Spawner};
+use foster::process::identity::{pidfd_open, poll_readable};
 
 fn reap(pid: i32) {
     let mut st = 0;

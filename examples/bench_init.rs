@@ -131,7 +131,7 @@ fn latency(rounds: usize, init: &[String]) {
             std::fs::read(format!("/proc/{p}/stat"))
                 .ok()
                 .and_then(|s| {
-                    foster::procstat::StatFields::parse(&s)
+                    foster::process::procstat::StatFields::parse(&s)
                         .ok()
                         .map(|f| f.ppid == unshare)
                 })

@@ -145,7 +145,8 @@ fn main() {
     );
     report("--root quiet subtree", &s, shown);
     // Its floor: listing /proc, which finds the pids born since the last reading.
-    let mut scanner = foster::tree::Scanner::new(foster::tree::ScanOptions::default()).unwrap();
+    let mut scanner =
+        foster::process::tree::Scanner::new(foster::process::tree::ScanOptions::default()).unwrap();
     let t0 = cpu_now();
     let mut listed = 0;
     for _ in 0..rounds {
@@ -166,7 +167,7 @@ fn main() {
             continue;
         };
         if let Ok(b) = std::fs::read(format!("/proc/{pid}/stat"))
-            && foster::procstat::StatFields::parse(&b).is_ok_and(|f| f.ppid == qpid)
+            && foster::process::procstat::StatFields::parse(&b).is_ok_and(|f| f.ppid == qpid)
         {
             let _ =
                 nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);

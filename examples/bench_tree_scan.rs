@@ -12,8 +12,8 @@
 
 use std::time::{Duration, Instant};
 
-use foster::procstat::StatFields;
-use foster::tree::{ScanOptions, Scanner};
+use foster::process::procstat::StatFields;
+use foster::process::tree::{ScanOptions, Scanner};
 use procfs::FromRead;
 use procfs::process::Stat;
 

@@ -104,7 +104,7 @@ fn runtime_errors_are_the_same_lines() {
 #[test]
 fn errors_keep_their_cause_as_source() {
     use std::error::Error;
-    let e = foster::control::client::Connection::connect(std::path::Path::new(
+    let e = foster::supervision::control::client::Connection::connect(std::path::Path::new(
         "/nonexistent/foster.sock",
     ))
     .unwrap_err();
@@ -114,7 +114,10 @@ fn errors_keep_their_cause_as_source() {
         Some(std::io::ErrorKind::NotFound),
         "{e:?}"
     );
-    let e = foster::identity::IdentityError::BadStat(7, foster::procstat::StatError::BadPid);
+    let e = foster::process::identity::IdentityError::BadStat(
+        7,
+        foster::process::procstat::StatError::BadPid,
+    );
     assert_eq!(
         e.source().map(ToString::to_string).as_deref(),
         Some("field 1 (pid) is not a number")
@@ -128,10 +131,11 @@ fn errors_keep_their_cause_as_source() {
         program: "/nonexistent/program".into(),
         args: Vec::new(),
         terminal: None,
-        inherited: foster::signal::Inherited::get(),
+        inherited: foster::process::signal::Inherited::get(),
         policy: None,
     };
-    let e = foster::init::launch::launch(foster::spawner::Spawner::global(), &plan).unwrap_err();
+    let e =
+        foster::init::launch::launch(foster::gate::spawner::Spawner::global(), &plan).unwrap_err();
     assert_eq!(e.status, 127, "{e:?}");
     assert_eq!(
         e.to_string(),
@@ -139,9 +143,9 @@ fn errors_keep_their_cause_as_source() {
     );
     let cause = e
         .source()
-        .and_then(|s| s.downcast_ref::<foster::spawner::SpawnError>());
+        .and_then(|s| s.downcast_ref::<foster::gate::spawner::SpawnError>());
     assert!(
-        matches!(cause, Some(foster::spawner::SpawnError::Target(_))),
+        matches!(cause, Some(foster::gate::spawner::SpawnError::Target(_))),
         "{e:?}"
     );
 }

@@ -8,9 +8,9 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use foster::config::{Config, MIN_DURATION};
-use foster::policy::Policy;
-use foster::signal::Sig;
+use foster::gate::policy::Policy;
+use foster::process::signal::Sig;
+use foster::supervision::config::{Config, MIN_DURATION};
 use proptest::prelude::*;
 
 mod common;
@@ -465,9 +465,11 @@ fn valid_holds(c: &Config) -> Result<(), TestCaseError> {
         // The chain travels as FOSTER_POLICY: the text form reads it back.
         let chain = h.policy_chain();
         let text = chain.to_string();
-        let back: Policy = text.parse().map_err(|e: foster::policy::PolicyError| {
-            TestCaseError::fail(format!("{text}: {e}"))
-        })?;
+        let back: Policy = text
+            .parse()
+            .map_err(|e: foster::gate::policy::PolicyError| {
+                TestCaseError::fail(format!("{text}: {e}"))
+            })?;
         prop_assert_eq!(back.depth(), chain.depth());
         let mut g = Some(&chain);
         let mut b = Some(&back);

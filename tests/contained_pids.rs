@@ -12,7 +12,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::{Dir, is_root};
-use foster::identity::Identity;
+use foster::process::identity::Identity;
 use serde_json::Value;
 
 const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
@@ -76,10 +76,10 @@ fn assert_is_helper(pid: i32, marker: &str, what: &str) {
         "{what}: /proc/{pid} here is {:?}, not the helper (marked {marker})",
         cmdline(pid)
     );
-    let here = foster::tree::nspid(std::process::id() as i32)
+    let here = foster::process::tree::nspid(std::process::id() as i32)
         .unwrap()
         .len();
-    let its = foster::tree::nspid(pid).unwrap_or_default();
+    let its = foster::process::tree::nspid(pid).unwrap_or_default();
     assert_eq!(its.len(), here + 1, "{what}: contained, NSpid {its:?}");
     assert_eq!(its[0], pid);
 }

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use foster::identity::{PidfdInfo, PidfdPid};
+use foster::process::identity::{PidfdInfo, PidfdPid};
 use serde_json::Value;
 
 const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
@@ -955,7 +955,7 @@ fn demo(stop: libc::c_int) {
     // both supervisors are the processes of the demo under those pids.
     for p in procs.iter().filter(|p| p["role"] == "supervisor") {
         let pid = p["pid"].as_i64().unwrap() as i32;
-        let here = foster::identity::Identity::of(pid)
+        let here = foster::process::identity::Identity::of(pid)
             .map(|i| i.start_time)
             .ok();
         assert_eq!(

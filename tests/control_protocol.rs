@@ -4,8 +4,10 @@
 //! any chunks) never panics, every failure is an error reply with a kind, and every request
 //! taken means what it says. Each property runs a bounded number of cases.
 
-use foster::control::protocol::{ErrorKind, MAX_REQUEST, Request, parse_request, request_line};
-use foster::control::server::{Line, LineReader};
+use foster::supervision::control::protocol::{
+    ErrorKind, MAX_REQUEST, Request, parse_request, request_line,
+};
+use foster::supervision::control::server::{Line, LineReader};
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -25,7 +27,10 @@ fn check_refusal(line: &[u8]) -> Result<Option<Request>, TestCaseError> {
             // Nothing raw for a terminal in the reply.
             let text = String::from_utf8(reply).unwrap();
             prop_assert!(
-                !text.trim_end().chars().any(foster::sanitize::is_unsafe),
+                !text
+                    .trim_end()
+                    .chars()
+                    .any(foster::base::sanitize::is_unsafe),
                 "{}",
                 text
             );

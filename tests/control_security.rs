@@ -561,7 +561,7 @@ fn notify_attacker() {
             return;
         }
     }
-    foster::readiness::notify::barrier(Some(&to), LIMIT).unwrap();
+    foster::supervision::readiness::notify::barrier(Some(&to), LIMIT).unwrap();
     println!("sent {n}");
 }
 

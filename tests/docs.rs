@@ -186,8 +186,8 @@ fn run_sh(dir: &Path, script: &str, what: &str) -> (i32, String) {
         let _ = stdout.read_to_end(&mut s);
         String::from_utf8_lossy(&s).into_owned()
     });
-    let fd = foster::identity::pidfd_open(pgid).expect("pidfd_open");
-    let ended = foster::identity::poll_readable(fd.as_raw_fd(), Some(BOUND));
+    let fd = foster::process::identity::pidfd_open(pgid).expect("pidfd_open");
+    let ended = foster::process::identity::poll_readable(fd.as_raw_fd(), Some(BOUND));
     drop(fd);
     // Whatever the block left running (a background sleep) ends with it.
     // SAFETY: kill with integers; the group is the shell's own.

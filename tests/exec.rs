@@ -13,7 +13,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use foster::identity::{pidfd_open, poll_readable};
+use foster::process::identity::{pidfd_open, poll_readable};
 
 const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
 
@@ -400,14 +400,14 @@ echo "$$ $!""#;
             libc::close(err_wfd);
             let mut b = 0u8;
             while libc::read(release_rfd, (&raw mut b).cast(), 1) < 0
-                && foster::sys::errno() == libc::EINTR
+                && foster::base::sys::errno() == libc::EINTR
             {}
             // Released: reap every child, each reported as (pid, wait status).
             loop {
                 let mut status = 0;
                 let r = libc::waitpid(-1, &mut status, 0);
                 if r < 0 {
-                    if foster::sys::errno() == libc::EINTR {
+                    if foster::base::sys::errno() == libc::EINTR {
                         continue;
                     }
                     break;
@@ -614,7 +614,9 @@ fn watcher(args: &[&str], program: &[&str]) -> std::process::Child {
         .args(program)
         .env(
             "FOSTER_PARENT",
-            foster::identity::Identity::current().unwrap().to_string(),
+            foster::process::identity::Identity::current()
+                .unwrap()
+                .to_string(),
         )
         .env_remove("FOSTER_POLICY")
         .env_remove("FOSTER_GATED")
@@ -764,7 +766,9 @@ fn exec_with_parent_pidfd(value: &str, pidfd_of: i32, program: &str) -> (i32, St
     cmd.args(["exec", "--", "/bin/sh", "-c", program])
         .env(
             "FOSTER_PARENT",
-            foster::identity::Identity::current().unwrap().to_string(),
+            foster::process::identity::Identity::current()
+                .unwrap()
+                .to_string(),
         )
         .env("FOSTER_PARENT_PIDFD", value)
         .env_remove("FOSTER_POLICY")
@@ -903,7 +907,7 @@ struct Namespace {
 impl Drop for Namespace {
     fn drop(&mut self) {
         for fd in &self.inside {
-            let _ = foster::identity::pidfd_send_signal(fd.as_fd(), libc::SIGKILL);
+            let _ = foster::process::identity::pidfd_send_signal(fd.as_fd(), libc::SIGKILL);
         }
         let _ = self.unshare.kill();
         let _ = self.unshare.wait();

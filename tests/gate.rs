@@ -14,7 +14,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
 use foster::gate::DeathPath;
-use foster::identity::Identity;
+use foster::process::identity::Identity;
 use foster::qualify::{CaseRecord, Harness, Verdict, run_case};
 
 fn run(name: &str) -> Option<CaseRecord> {
@@ -360,9 +360,9 @@ fn the_in_process_gate_keeps_the_callers_mask_whatever_the_reaction() {
 fn gated_as_namespace_init(policy: &str) -> Result<std::io::Result<std::process::Output>, String> {
     use std::os::fd::AsRawFd;
     let me = Identity::current().unwrap();
-    let policy: foster::policy::Policy = policy.parse().unwrap();
+    let policy: foster::gate::policy::Policy = policy.parse().unwrap();
     std::thread::spawn(move || {
-        let lifeline = foster::identity::pidfd_open(me.pid).unwrap();
+        let lifeline = foster::process::identity::pidfd_open(me.pid).unwrap();
         // SAFETY: unshare changes this thread's namespace for children only; the thread
         // forks once (a namespace ends with its first process) and then ends.
         if unsafe { libc::unshare(libc::CLONE_NEWPID) } != 0 {

@@ -27,7 +27,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use foster::sys::{PollFd, poll};
+use foster::base::sys::{PollFd, poll};
 use libtest_mimic::{Arguments, Completion, Trial};
 
 mod common;
@@ -662,7 +662,7 @@ fn pidfd_kill(fd: i32) {
     if fd >= 0 {
         // SAFETY: `fd` is a pidfd this test holds open.
         let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-        let _ = foster::identity::pidfd_send_signal(fd, libc::SIGKILL);
+        let _ = foster::process::identity::pidfd_send_signal(fd, libc::SIGKILL);
     }
 }
 
@@ -1158,7 +1158,10 @@ fn log_lines_whole(mode: Mode) {
     drop(r.child.stdin.take()); // PROGRAM ends
     err.read_to_string(&mut text).unwrap();
     assert_eq!(r.wait(), 0, "{text}");
-    let want_tail = format!(" forwarded as {} to pid ", foster::signal::name(rt));
+    let want_tail = format!(
+        " forwarded as {} to pid ",
+        foster::process::signal::name(rt)
+    );
     let (mut program, mut ours) = (0, 0);
     for line in text.lines() {
         if line == "program-line" {
@@ -1188,7 +1191,7 @@ fn pdeath_gone(mode: Mode) {
         assert!(err.contains("cannot be re-checked"), "{err}");
         return;
     }
-    let me_id = foster::identity::Identity::current().unwrap();
+    let me_id = foster::process::identity::Identity::current().unwrap();
     let stale = format!("{}:{}", me_id.pid, me_id.start_time + 1);
     let out = foster(mode, &["-p", "TERM", "--", "sh", "-c", "echo started"])
         .env("FOSTER_PARENT", &stale)
@@ -1620,14 +1623,14 @@ fn helper_storm(n: usize, code: i32) {
     assert_eq!(pids.len(), n);
     assert!(pids.iter().all(|&p| p > 0), "a fork of an orphan failed");
     // Read while they all wait for the pipe: their pids cannot have been reused yet.
-    let ids: Vec<foster::identity::Identity> = pids
+    let ids: Vec<foster::process::identity::Identity> = pids
         .iter()
-        .map(|&p| foster::identity::Identity::of(p).expect("a waiting orphan"))
+        .map(|&p| foster::process::identity::Identity::of(p).expect("a waiting orphan"))
         .collect();
     drop(rel_w); // every orphan ends now
     let deadline = Instant::now() + Duration::from_secs(60);
     for id in &ids {
-        while foster::identity::Identity::of(id.pid).is_ok_and(|now| now == *id) {
+        while foster::process::identity::Identity::of(id.pid).is_ok_and(|now| now == *id) {
             assert!(Instant::now() < deadline, "orphan {id} never reaped");
             std::thread::yield_now();
         }
@@ -1641,5 +1644,5 @@ fn helper_storm(n: usize, code: i32) {
 /// A pidfd of `pid` as a raw descriptor the test closes or leaves to its end (-1 on failure).
 fn raw_pidfd(pid: i32) -> i32 {
     use std::os::fd::IntoRawFd;
-    foster::identity::pidfd_open(pid).map_or(-1, IntoRawFd::into_raw_fd)
+    foster::process::identity::pidfd_open(pid).map_or(-1, IntoRawFd::into_raw_fd)
 }

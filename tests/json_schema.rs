@@ -131,7 +131,7 @@ fn identity_json_matches_its_schema() {
         .args(["identity", &me])
         .output()
         .unwrap();
-    let id = foster::identity::Identity::of(std::process::id() as i32).unwrap();
+    let id = foster::process::identity::Identity::of(std::process::id() as i32).unwrap();
     assert_eq!(String::from_utf8_lossy(&text.stdout).trim(), id.to_string());
     assert_eq!(v["identity"]["pid"], id.pid);
     assert_eq!(v["identity"]["start_time"], id.start_time);
@@ -263,7 +263,7 @@ restart = "never"
     let talker = &v["status"]["helpers"][0];
     assert_eq!(talker["stop_signal"], "SIGTERM", "{talker}");
     assert!(talker["identity"]["pid"].is_number(), "{talker}");
-    let tree: Vec<foster::identity::Identity> = v["status"]["processes"]
+    let tree: Vec<foster::process::identity::Identity> = v["status"]["processes"]
         .as_array()
         .unwrap()
         .iter()
@@ -275,7 +275,7 @@ restart = "never"
     replies(&run, &mut kinds, "shutdown", &["--json", "shutdown"], true);
     run.wait();
     for id in &tree {
-        let now = foster::identity::Identity::of(id.pid).ok();
+        let now = foster::process::identity::Identity::of(id.pid).ok();
         assert_ne!(now.as_ref(), Some(id), "{id} outlived its supervisor");
     }
     run.drain();
@@ -404,7 +404,7 @@ fn demo_json_matches_the_control_schema() {
     assert!(status.status.success(), "{status:?}");
     let v: Value = serde_json::from_slice(&status.stdout).unwrap();
     valid(&control, "the demo's status", &v);
-    let tree: Vec<foster::identity::Identity> = v["status"]["processes"]
+    let tree: Vec<foster::process::identity::Identity> = v["status"]["processes"]
         .as_array()
         .unwrap()
         .iter()

@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{Dir, processes_with_env, sigbit, status_sigset};
-use foster::identity::Identity;
+use foster::process::identity::Identity;
 
 const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
 const LIMIT: Duration = Duration::from_secs(30);
@@ -62,8 +62,8 @@ impl Caller {
                 libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
                 libc::signal(libc::SIGUSR2, libc::SIG_IGN);
                 // The C library refuses 32 and 33: the raw system call.
-                foster::signal::set_raw_disposition(32, false);
-                foster::signal::set_raw_disposition(33, true);
+                foster::process::signal::set_raw_disposition(32, false);
+                foster::process::signal::set_raw_disposition(33, true);
                 if pipe {
                     libc::signal(libc::SIGPIPE, libc::SIG_IGN);
                 }

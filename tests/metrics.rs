@@ -290,7 +290,7 @@ restart = "never"
     big.extend_from_slice(b"\r\n\r\n");
     assert_eq!(http(&addr, &big).0, 431);
 
-    let tree: Vec<foster::identity::Identity> = status["status"]["processes"]
+    let tree: Vec<foster::process::identity::Identity> = status["status"]["processes"]
         .as_array()
         .unwrap()
         .iter()
@@ -298,7 +298,7 @@ restart = "never"
         .collect();
     run.stop();
     for id in &tree {
-        let now = foster::identity::Identity::of(id.pid).ok();
+        let now = foster::process::identity::Identity::of(id.pid).ok();
         assert_ne!(now.as_ref(), Some(id), "{id} outlived its supervisor");
     }
     assert!(TcpStream::connect(&addr).is_err(), "{addr} still listens");

@@ -12,7 +12,7 @@
 use std::io::IoSlice;
 use std::os::fd::{AsRawFd, OwnedFd};
 
-use foster::readiness::notify::{MAX_DATAGRAM, Message, NotifySocket, SCM_MAX_FD};
+use foster::supervision::readiness::notify::{MAX_DATAGRAM, Message, NotifySocket, SCM_MAX_FD};
 use nix::sys::resource::{Resource, getrlimit, setrlimit};
 use nix::sys::socket::{ControlMessage, MsgFlags, UnixAddr, UnixCredentials, sendmsg};
 use proptest::prelude::*;
@@ -93,7 +93,7 @@ fn send(from: &OwnedFd, to: &UnixAddr, null: &OwnedFd, c: &Case) -> bool {
 }
 
 /// Receives the datagram of `c`, while at most `c.room` more descriptors may be opened.
-fn receive(socket: &NotifySocket, c: &Case) -> foster::readiness::notify::Datagram {
+fn receive(socket: &NotifySocket, c: &Case) -> foster::supervision::readiness::notify::Datagram {
     let limits = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
     if let Some(room) = c.room {
         // Descriptors are given the lowest free numbers: those held are 0..open_fds() - 1

@@ -23,7 +23,7 @@ use std::os::fd::OwnedFd;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use foster::identity::Identity;
+use foster::process::identity::Identity;
 
 /// Environment variables for one run.
 type Env<'a> = &'a [(&'a str, &'a str)];

@@ -54,7 +54,7 @@ fn read_line(fifo: &Path) -> String {
     while !got.contains(&b'\n') {
         let left = deadline.saturating_duration_since(Instant::now());
         assert!(
-            foster::identity::poll_readable(f.as_raw_fd(), Some(left)),
+            foster::process::identity::poll_readable(f.as_raw_fd(), Some(left)),
             "nothing written into {} within {LIMIT:?}",
             fifo.display()
         );
@@ -234,7 +234,7 @@ fn notify_sender() {
     }
     let to = std::env::var_os("NOTIFY_SOCKET");
     let msg = text.split_whitespace().collect::<Vec<_>>().join("\n");
-    foster::readiness::notify::send(to.as_deref(), &msg, None).unwrap();
+    foster::supervision::readiness::notify::send(to.as_deref(), &msg, None).unwrap();
     if let Some(fifo) = std::env::var_os(TELL) {
         std::fs::write(fifo, "sent\n").unwrap();
     }
@@ -242,7 +242,7 @@ fn notify_sender() {
         return;
     }
     // foster has handled the datagram once it has closed the barrier's descriptor.
-    foster::readiness::notify::barrier(to.as_deref(), LIMIT).unwrap();
+    foster::supervision::readiness::notify::barrier(to.as_deref(), LIMIT).unwrap();
 }
 
 /// A script file in `d` for a helper's command (`["sh", PATH]`): no quoting inside TOML.
@@ -427,8 +427,8 @@ fn holds_pidfd(holder: i32, pid: i32) -> bool {
     };
     dir.flatten().any(|e| {
         std::fs::read(e.path()).is_ok_and(|t| {
-            foster::identity::PidfdInfo::parse(&t)
-                .is_some_and(|i| i.pid == foster::identity::PidfdPid::Pid(pid))
+            foster::process::identity::PidfdInfo::parse(&t)
+                .is_some_and(|i| i.pid == foster::process::identity::PidfdPid::Pid(pid))
         })
     })
 }
@@ -516,11 +516,11 @@ fn a_helper_that_says_ready_1_and_exits_at_once_was_ready_before_it_ended() {
         let pid = helper(&run.status(), "setup")["identity"]["pid"]
             .as_i64()
             .unwrap() as i32;
-        let pidfd = foster::identity::pidfd_open(pid).unwrap();
+        let pidfd = foster::process::identity::pidfd_open(pid).unwrap();
         common::child::while_stopped(&run.child, || {
             release(&go);
             assert!(
-                foster::identity::poll_readable(pidfd.as_raw_fd(), Some(LIMIT)),
+                foster::process::identity::poll_readable(pidfd.as_raw_fd(), Some(LIMIT)),
                 "the helper did not exit"
             );
         });
@@ -1262,7 +1262,7 @@ fn lines_within(tally: &std::fs::File, n: usize) -> usize {
     let mut lines = 0;
     while lines < n {
         let left = deadline.saturating_duration_since(Instant::now());
-        if !foster::identity::poll_readable(tally.as_raw_fd(), Some(left)) {
+        if !foster::process::identity::poll_readable(tally.as_raw_fd(), Some(left)) {
             break;
         }
         let mut buf = [0u8; 256];

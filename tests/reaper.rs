@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use foster::reaper::{self, ExitStatus, Reaper, Routed};
+use foster::process::reaper::{self, ExitStatus, Reaper, Routed};
 use libtest_mimic::{Arguments, Trial};
 
 mod common;
@@ -80,12 +80,12 @@ fn exit_before_register_reaches_owner() {
         .launch("quick", || -> Result<i32, ()> {
             let pid = spawn("exit 42");
             // A pidfd becomes readable once the process has ended (is a zombie).
-            let pidfd =
-                foster::identity::pidfd_open(pid).map_or(-1, std::os::fd::IntoRawFd::into_raw_fd);
+            let pidfd = foster::process::identity::pidfd_open(pid)
+                .map_or(-1, std::os::fd::IntoRawFd::into_raw_fd);
             assert!(pidfd >= 0, "pidfd_open");
             // Bounded by 10 s as a safety net.
-            let mut p = [foster::sys::PollFd::input(pidfd)];
-            let ready = foster::sys::poll(&mut p, Some(std::time::Duration::from_secs(10)));
+            let mut p = [foster::base::sys::PollFd::input(pidfd)];
+            let ready = foster::base::sys::poll(&mut p, Some(std::time::Duration::from_secs(10)));
             assert_eq!(ready.unwrap(), 1);
             // SAFETY: our fd.
             unsafe { libc::close(pidfd) };

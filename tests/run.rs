@@ -62,10 +62,10 @@ fn run_logged_with(d: &Dir, name: &str, cfg: &Path, flags: &[&str]) -> (Child, E
 
 /// Waits (pidfd poll, no sleeping) until `pid` has ended or `limit` passes; true if it ended.
 fn wait_gone(pid: i32, limit: Duration) -> bool {
-    let Ok(fd) = foster::identity::pidfd_open(pid) else {
+    let Ok(fd) = foster::process::identity::pidfd_open(pid) else {
         return true;
     };
-    foster::identity::poll_readable(std::os::fd::AsRawFd::as_raw_fd(&fd), Some(limit))
+    foster::process::identity::poll_readable(std::os::fd::AsRawFd::as_raw_fd(&fd), Some(limit))
 }
 
 /// Live processes whose environment says they descend from the helper `name`, and the
@@ -1093,7 +1093,7 @@ fn send(pid: i32, sig: i32) {
 }
 
 fn signal_text(sig: i32) -> String {
-    foster::signal::name(sig)
+    foster::process::signal::name(sig)
 }
 
 /// One signal sent for real to a `foster run` (with a helper, a control socket and its events
@@ -1520,7 +1520,7 @@ impl Drop for StopOnPanic {
 
 /// The `NSpid` line of a process seen from here, outermost first.
 fn nspid(pid: i32) -> Vec<i32> {
-    foster::tree::nspid(pid).unwrap_or_default()
+    foster::process::tree::nspid(pid).unwrap_or_default()
 }
 
 /// One request on the control socket, its one reply line (the supervisor's own pids).
@@ -1595,7 +1595,7 @@ fn ctl_from_the_host_shows_and_takes_host_pids_of_a_contained_tree() {
     for (i, o) in ip.iter().zip(op) {
         let host = o["pid"].as_i64().unwrap() as i32;
         assert_eq!(o["start_time"], i["start_time"], "{o} / {i}");
-        let id = foster::identity::Identity::of(host).expect("a pid of this namespace");
+        let id = foster::process::identity::Identity::of(host).expect("a pid of this namespace");
         assert_eq!(Value::from(id.start_time), o["start_time"], "{o}");
         assert_eq!(
             nspid(host).last().map(|&p| i64::from(p)),
@@ -1646,7 +1646,7 @@ fn ctl_from_the_host_shows_and_takes_host_pids_of_a_contained_tree() {
         "the sleep named from here got the signal"
     );
     assert!(
-        foster::identity::Identity::of(sleeps[1]).is_ok(),
+        foster::process::identity::Identity::of(sleeps[1]).is_ok(),
         "and not the other one"
     );
     // A process of this namespace outside the tree is refused, and untouched.
@@ -1758,7 +1758,7 @@ fn an_unprivileged_foster_contains_through_a_user_namespace_where_the_kernel_all
         .find(|&&p| !procs.contains(&ppid_of(p)))
         .expect("the helper among the processes");
     let ns = nspid(sh);
-    let uid = foster::tree::Scanner::new(foster::tree::ScanOptions::default())
+    let uid = foster::process::tree::Scanner::new(foster::process::tree::ScanOptions::default())
         .unwrap()
         .scan_pids(&[sh])
         .by_pid(sh)
@@ -1793,7 +1793,7 @@ fn an_unprivileged_foster_contains_through_a_user_namespace_where_the_kernel_all
     assert_eq!(helper["pid"], sh, "{v}");
     for p in v["status"]["processes"].as_array().unwrap() {
         let here = p["pid"].as_i64().unwrap() as i32;
-        let id = foster::identity::Identity::of(here).expect("a pid of this namespace");
+        let id = foster::process::identity::Identity::of(here).expect("a pid of this namespace");
         assert_eq!(Value::from(id.start_time), p["start_time"], "{p}");
     }
     f.kill().unwrap(); // SIGKILL

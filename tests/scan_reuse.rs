@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use foster::tree::{ScanOptions, Scanner};
+use foster::process::tree::{ScanOptions, Scanner};
 
 mod common;
 
@@ -93,7 +93,7 @@ fn a_sleeping_process_keeps_its_reading_and_a_busy_one_is_read_again() {
         "the sleeping cat's reading stands, the busy shell is read: {:?}",
         second.stats
     );
-    let id = |s: &foster::tree::Snapshot, pid| {
+    let id = |s: &foster::process::tree::Snapshot, pid| {
         s.nodes()
             .find(|n| n.pid == pid)
             .cloned()

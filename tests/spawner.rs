@@ -11,8 +11,8 @@ use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::process::{Command, Stdio};
 
-use foster::policy::Policy;
-use foster::spawner::{LaunchSpec, Launched, Spawner};
+use foster::gate::policy::Policy;
+use foster::gate::spawner::{LaunchSpec, Launched, Spawner};
 
 const INNER: &str = "FOSTER_SPAWNER_TEST_INNER";
 

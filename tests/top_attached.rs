@@ -11,9 +11,11 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use foster::control::protocol::{EventRecord, Reply, ReplyBody, Request, Status, parse_request};
-use foster::event::Event;
-use foster::identity::Identity;
+use foster::process::identity::Identity;
+use foster::supervision::control::protocol::{
+    EventRecord, Reply, ReplyBody, Request, Status, parse_request,
+};
+use foster::supervision::event::Event;
 use foster::top::app::App;
 use foster::top::attached::{AttachedSource, Controller, policy_text, sample_of};
 use foster::top::model::{Anomaly, Source, Tracker};
@@ -98,7 +100,7 @@ fn a_snapshot_becomes_supervised_rows_with_anomalies_and_events() {
                 identity: Some(id(4730, 912370)),
                 helper: Some("crasher".into()),
                 generation: Some(1),
-                status: foster::reaper::ExitStatus::Exited { code: 3 },
+                status: foster::process::reaper::ExitStatus::Exited { code: 3 },
             },
             foreign_pids: Vec::new(),
         },
@@ -273,7 +275,7 @@ fn event_texts_and_policies_read_well() {
             from: Some(id(9, 1)),
             to: id(1, 1),
             expected: Some(id(5, 1)),
-            classification: foster::adoption::Classification::Escaped,
+            classification: foster::gate::adoption::Classification::Escaped,
         }
     );
     assert_eq!(
@@ -662,8 +664,8 @@ fn real_supervisor_readings(flags: &[&str]) {
     }
     // A signal chosen in the dashboard goes through the supervisor to that process.
     let said = Controller::new(&sock).request(&Request::Signal {
-        target: foster::control::protocol::Target::Identity(both[1]),
-        signal: foster::signal::Sig::KILL,
+        target: foster::supervision::control::protocol::Target::Identity(both[1]),
+        signal: foster::process::signal::Sig::KILL,
     });
     assert!(
         said.as_ref()
@@ -1077,7 +1079,7 @@ fn keys_act_on_the_rows_helper_and_say_what_they_do() {
 /// (`running`, `backoff`), and shows those it does not (`waiting` and why).
 #[test]
 fn the_pane_shows_the_states_no_other_line_says() {
-    use foster::state::HelperState;
+    use foster::process::state::HelperState;
     let st = status();
     let rec = |seq: u64, event: Event| EventRecord {
         seq,

@@ -8,7 +8,7 @@
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
-use foster::identity::Identity;
+use foster::process::identity::Identity;
 
 mod common;
 use common::Dir;
@@ -318,8 +318,10 @@ fn attached_the_process_group_and_session_are_read_from_proc() {
 fn rss_is_what_ps_shows() {
     let tree = Subtree::start();
     let pids: Vec<i32> = tree.all.iter().map(|id| id.pid).collect();
-    let mut scanner =
-        foster::tree::scan::Scanner::new(foster::tree::scan::ScanOptions::default()).unwrap();
+    let mut scanner = foster::process::tree::scan::Scanner::new(
+        foster::process::tree::scan::ScanOptions::default(),
+    )
+    .unwrap();
     let snap = scanner.scan_pids(&pids);
     for pid in pids {
         let ps = std::process::Command::new("ps")

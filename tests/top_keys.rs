@@ -4,7 +4,7 @@
 //! of the dashboard's keys puts on screen. Everything started is torn down and checked gone
 //! by pid.
 
-use foster::identity::Identity;
+use foster::process::identity::Identity;
 
 mod common;
 use std::time::Duration;

@@ -6,7 +6,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use foster::identity::Identity;
+use foster::process::identity::Identity;
 
 mod common;
 use common::tmux::{DEADLINE, Tmux, tmux_missing};

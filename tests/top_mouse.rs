@@ -5,7 +5,7 @@
 //! (again: the other way), a click on the tree drawing collapses and expands; mouse reporting is
 //! turned off again when the dashboard quits. Every process started is checked gone by pid.
 
-use foster::identity::Identity;
+use foster::process::identity::Identity;
 
 mod common;
 use common::tmux::{SleepTree, Tmux, tmux_missing, top_over, wait_gone};

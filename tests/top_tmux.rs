@@ -8,7 +8,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use foster::identity::Identity;
+use foster::process::identity::Identity;
 
 mod common;
 use common::tmux::{DEADLINE, Tmux, dashboard_pid, has_row, tmux_missing, wait_gone};

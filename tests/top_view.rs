@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use foster::identity::Identity;
-use foster::output::{Line, Stream};
+use foster::process::identity::Identity;
+use foster::supervision::output::{Line, Stream};
 use foster::top::app::{App, Dialog, Effect, LogItem, LogSource, SIGNALS, errno_text};
 use foster::top::model::{
     Adoption, EventLine, ProcInfo, RESTART_LOOP, Sample, Supervision, Tracker, ZOMBIE_GRACE_SECS,

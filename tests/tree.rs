@@ -17,10 +17,10 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use foster::identity::Identity;
-use foster::sanitize::escape;
-use foster::sys::{PollFd, errno, poll_until};
-use foster::tree::{Change, ScanOptions, Scanner, Snapshot, diff};
+use foster::base::sanitize::escape;
+use foster::base::sys::{PollFd, errno, poll_until};
+use foster::process::identity::Identity;
+use foster::process::tree::{Change, ScanOptions, Scanner, Snapshot, diff};
 use serde_json::Value;
 
 mod common;
@@ -1238,7 +1238,8 @@ fn subtree_follows_a_zombie_parents_child_out() {
     let g: i32 = line.trim().parse().unwrap();
     let p_pid = p.id() as i32;
     let me = std::process::id() as i32;
-    let mut tree = foster::tree::Subtree::new(me, b"FOSTER_", ScanOptions::default()).unwrap();
+    let mut tree =
+        foster::process::tree::Subtree::new(me, b"FOSTER_", ScanOptions::default()).unwrap();
     let (_, first) = tree.update().unwrap();
     let g_id = tree
         .snapshot()
@@ -1260,9 +1261,9 @@ fn subtree_follows_a_zombie_parents_child_out() {
     // P exits; this test does not reap it yet.
     writeln!(p.stdin.take().unwrap(), "go").unwrap();
     // A pidfd of our own child: poll for its exit (not its reaping) with a deadline.
-    let fd = foster::identity::pidfd_open(p_pid).unwrap();
+    let fd = foster::process::identity::pidfd_open(p_pid).unwrap();
     assert!(
-        foster::identity::poll_readable(
+        foster::process::identity::poll_readable(
             std::os::fd::AsRawFd::as_raw_fd(&fd),
             Some(std::time::Duration::from_secs(10))
         ),
@@ -1352,7 +1353,7 @@ fn children_and_descendants_of_one_process() {
     assert_eq!(read_deadline(ready_r, 20), None);
     close(ready_r);
 
-    let kids = foster::tree::children_of(a).unwrap();
+    let kids = foster::process::tree::children_of(a).unwrap();
     assert_eq!(kids.len(), 2, "A's children: {kids:?}");
     assert!(kids[0].pid < kids[1].pid, "children by pid: {kids:?}");
     assert!(kids.iter().all(|k| k.ppid == a));
@@ -1365,7 +1366,7 @@ fn children_and_descendants_of_one_process() {
     let c = zombies[0];
     let b = kids.iter().find(|k| k.pid != c).unwrap().pid;
 
-    let below = foster::tree::descendants_of(a).unwrap();
+    let below = foster::process::tree::descendants_of(a).unwrap();
     let pids: Vec<i32> = below.iter().map(|n| n.pid).collect();
     assert_eq!(below.len(), 3, "A's descendants: {pids:?}");
     assert!(!pids.contains(&a), "A itself is not among its descendants");
@@ -1378,19 +1379,19 @@ fn children_and_descendants_of_one_process() {
     assert!(at(b) < at(d), "parents before their children: {pids:?}");
     assert!(pids.contains(&c));
     assert_eq!(
-        foster::tree::children_of(b)
+        foster::process::tree::children_of(b)
             .unwrap()
             .iter()
             .map(|n| n.pid)
             .collect::<Vec<_>>(),
         vec![d]
     );
-    assert!(foster::tree::children_of(d).unwrap().is_empty());
-    assert!(foster::tree::descendants_of(d).unwrap().is_empty());
+    assert!(foster::process::tree::children_of(d).unwrap().is_empty());
+    assert!(foster::process::tree::descendants_of(d).unwrap().is_empty());
 
     // From this process: A, then everything below it.
     let me = std::process::id() as i32;
-    let mine: Vec<i32> = foster::tree::descendants_of(me)
+    let mine: Vec<i32> = foster::process::tree::descendants_of(me)
         .unwrap()
         .iter()
         .map(|n| n.pid)
@@ -1402,15 +1403,23 @@ fn children_and_descendants_of_one_process() {
     );
     assert!(pos(a).is_some());
     // No process has pid i32::MAX (pid_max is at most 2^22).
-    assert!(foster::tree::children_of(i32::MAX).unwrap().is_empty());
-    assert!(foster::tree::descendants_of(i32::MAX).unwrap().is_empty());
+    assert!(
+        foster::process::tree::children_of(i32::MAX)
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        foster::process::tree::descendants_of(i32::MAX)
+            .unwrap()
+            .is_empty()
+    );
 
     let ids: Vec<Identity> = below.iter().map(|n| n.identity).collect();
     close(release_w);
     let status = group.reap(20);
     assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
     assert_all_gone(&ids);
-    assert!(foster::tree::children_of(a).unwrap().is_empty());
+    assert!(foster::process::tree::children_of(a).unwrap().is_empty());
 }
 
 /// `--dot` styles the boxes of real processes by state: a zombie dashed and grey, a stopped

@@ -59,110 +59,354 @@ fn code_lines(text: &str) -> Vec<(usize, &str)> {
     out
 }
 
-/// The module names `src/lib.rs` lists as its layers, lowest first; modules listed on one
-/// line (`supervisor`, `contain`) share a rank.
-fn layers() -> Vec<(String, usize)> {
+/// The subsystems `src/lib.rs` lists, lowest first.
+fn subsystems() -> Vec<String> {
     let lib = std::fs::read_to_string(root().join("src/lib.rs")).unwrap();
+    listed(&lib)
+}
+
+/// The names a module header lists as `//! - [`name`]: ...` (several on one line allowed).
+fn listed(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let mut rank = 0;
-    for line in lib.lines() {
+    for line in text.lines() {
         let Some(item) = line.strip_prefix("//! - ") else {
             continue;
         };
-        // The names before the colon: "[`supervisor`], [`contain`]: ...".
-        let head = item.split(':').next().unwrap_or("");
-        let mut any = false;
+        let head = item.split("]:").next().unwrap_or("");
         for part in head.split(',') {
-            let name = part.trim().trim_start_matches("[`").trim_end_matches("`]");
+            let name = part
+                .trim()
+                .trim_matches(|c| c == '[' || c == ']' || c == '`');
             if !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
-                out.push((name.to_string(), rank));
-                any = true;
+                out.push(name.to_string());
             }
-        }
-        if any {
-            rank += 1;
         }
     }
     out
 }
 
-/// The files of module `m`: `src/m.rs` and everything under `src/m/`.
-fn module_files(m: &str) -> Vec<PathBuf> {
+/// The modules a file declares (`mod x;`, `pub mod x;`), test modules aside.
+fn declared(text: &str) -> Vec<String> {
+    code_lines(text)
+        .into_iter()
+        .filter_map(|(_, l)| {
+            let l = l.trim();
+            let l = l.strip_prefix("pub ").unwrap_or(l);
+            l.strip_prefix("mod ")?
+                .strip_suffix(';')
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+/// A file of the library and its module path.
+type ModuleFile = (Vec<String>, PathBuf);
+
+/// Every file of the library with its module path (`src/gate/spawner.rs` is `gate::spawner`,
+/// `src/gate/mod.rs` is `gate`); `main.rs` is not part of the library.
+fn module_files() -> Vec<ModuleFile> {
     let src = root().join("src");
-    let mut files = Vec::new();
-    let single = src.join(format!("{m}.rs"));
-    if single.exists() {
-        files.push(single);
+    let mut out = Vec::new();
+    for file in rust_files(&src) {
+        let rel = file
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        if rel == "main.rs" || rel.starts_with("bin/") {
+            continue;
+        }
+        let rel = rel.strip_suffix(".rs").unwrap();
+        let mut path: Vec<String> = rel.split('/').map(str::to_string).collect();
+        if matches!(path.last().map(String::as_str), Some("mod" | "lib")) {
+            path.pop();
+        }
+        out.push((path, file));
     }
-    files.extend(rust_files(&src.join(m)));
-    files
+    out
 }
 
-/// The crate's modules named by `crate::NAME` (or `crate::{A, B}`) on `line`.
-fn crate_refs(line: &str) -> Vec<String> {
+/// The paths a line names from the crate's root, groups expanded: `crate::{a::B, c}` gives
+/// `a::B` and `c`; `super::x` and `self::x` are made absolute from `here`, the module of the
+/// file (its parent's for `super`).
+fn paths_on(line: &str, here: &[String]) -> Vec<Vec<String>> {
     let mut out = Vec::new();
-    let mut rest = line;
-    while let Some(at) = rest.find("crate::") {
-        rest = &rest[at + "crate::".len()..];
-        if let Some(group) = rest.strip_prefix('{') {
-            let end = group.find('}').unwrap_or(group.len());
-            for part in group[..end].split(',') {
-                let name: String = part
-                    .trim()
-                    .chars()
-                    .take_while(|c| c.is_ascii_lowercase() || *c == '_')
-                    .collect();
-                out.push(name);
+    for (prefix, base) in [
+        ("crate::", Vec::new()),
+        ("super::", here[..here.len().saturating_sub(1)].to_vec()),
+        ("self::", here.to_vec()),
+    ] {
+        let mut rest = line;
+        while let Some(at) = rest.find(prefix) {
+            let before = rest[..at].chars().last();
+            rest = &rest[at + prefix.len()..];
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':' || c == '$') {
+                continue;
             }
-        } else {
-            out.push(
-                rest.chars()
-                    .take_while(|c| c.is_ascii_lowercase() || *c == '_')
-                    .collect(),
-            );
+            expand(rest, &base, &mut out);
         }
     }
     out
 }
 
-/// Each module uses only the modules listed above it in `src/lib.rs` (or on its own line);
-/// `tree`'s rendering used `control::protocol::Role`, three layers above it.
-#[test]
-fn each_module_uses_only_the_modules_lib_rs_lists_before_it() {
-    let layers = layers();
-    let rank = |m: &str| layers.iter().find(|(n, _)| n == m).map(|(_, r)| *r);
-    // Every module the crate declares is listed.
-    let lib = std::fs::read_to_string(root().join("src/lib.rs")).unwrap();
-    for line in lib.lines() {
-        if let Some(m) = line
-            .strip_prefix("pub mod ")
-            .and_then(|r| r.strip_suffix(';'))
-        {
-            assert!(
-                rank(m).is_some(),
-                "src/lib.rs: pub mod {m} is not in the layer list"
-            );
+/// Expands the path text at the start of `text` (after a `::`) onto `base`.
+fn expand(text: &str, base: &[String], out: &mut Vec<Vec<String>>) {
+    let mut path = base.to_vec();
+    let mut rest = text;
+    loop {
+        if let Some(group) = rest.strip_prefix('{') {
+            let mut depth = 1;
+            let end = group
+                .char_indices()
+                .find(|&(_, c)| {
+                    depth += match c {
+                        '{' => 1,
+                        '}' => -1,
+                        _ => 0,
+                    };
+                    depth == 0
+                })
+                .map_or(group.len(), |(i, _)| i);
+            let mut start = 0;
+            let mut d = 0;
+            let body = &group[..end];
+            for (i, c) in body.char_indices().chain([(body.len(), ',')]) {
+                match c {
+                    '{' => d += 1,
+                    '}' => d -= 1,
+                    ',' if d == 0 => {
+                        expand(body[start..i].trim(), &path, out);
+                        start = i + 1;
+                    }
+                    _ => {}
+                }
+            }
+            return;
+        }
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if name.is_empty() || name == "self" {
+            break;
+        }
+        path.push(name.clone());
+        rest = &rest[name.len()..];
+        match rest.strip_prefix("::") {
+            Some(r) => rest = r,
+            None => break,
         }
     }
+    out.push(path);
+}
+
+/// The names a module file re-exports from a child (`pub use self::child::{A, B}`,
+/// `pub use child::*`): name (or `*`) to child.
+fn reexports(text: &str) -> Vec<(String, String)> {
+    let joined: String = code_lines(text)
+        .iter()
+        .map(|(_, l)| *l)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut out = Vec::new();
+    for stmt in joined.split(';') {
+        let Some(rest) = stmt.trim().strip_prefix("pub use ") else {
+            continue;
+        };
+        let rest = rest.strip_prefix("self::").unwrap_or(rest);
+        let Some((child, names)) = rest.split_once("::") else {
+            continue;
+        };
+        for name in names.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '*')) {
+            if !name.is_empty() {
+                out.push((name.to_string(), child.trim().to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// The file a path names: its longest prefix that is a module, followed through that module's
+/// re-exports when the next name comes from a child.
+fn resolve(path: &[String], files: &[(Vec<String>, PathBuf)], texts: &[String]) -> Option<usize> {
+    let module = (0..=path.len()).rev().find_map(|n| {
+        files
+            .iter()
+            .position(|(p, _)| p[..] == path[..n])
+            .map(|i| (i, n))
+    })?;
+    let (at, n) = module;
+    let Some(next) = path.get(n) else {
+        return Some(at);
+    };
+    let Some(child) = reexports(&texts[at])
+        .into_iter()
+        .find(|(name, _)| name == next || name == "*")
+        .map(|(_, child)| child)
+    else {
+        return Some(at);
+    };
+    let mut full = path[..n].to_vec();
+    full.push(child);
+    files.iter().position(|(p, _)| *p == full).or(Some(at))
+}
+
+/// Which file uses which: an arrow for every path a file's code names (re-exports and module
+/// declarations aside, which are not uses).
+fn file_arrows() -> (Vec<ModuleFile>, Vec<Vec<(usize, usize)>>) {
+    let files = module_files();
+    let texts: Vec<String> = files
+        .iter()
+        .map(|(_, f)| std::fs::read_to_string(f).unwrap())
+        .collect();
+    let mut arrows = vec![Vec::new(); files.len()];
+    for (i, (here, _)) in files.iter().enumerate() {
+        for (n, line) in code_lines(&texts[i]) {
+            if line.trim_start().starts_with("pub use ") {
+                continue;
+            }
+            // `super` is the parent of the file's module, whether it is `x.rs` or `x/mod.rs`.
+            let own = here.clone();
+            for path in paths_on(line, &own) {
+                let path: Vec<String> = path.into_iter().filter(|s| !s.is_empty()).collect();
+                if let Some(j) = resolve(&path, &files, &texts).filter(|&j| j != i) {
+                    arrows[i].push((j, n));
+                }
+            }
+        }
+    }
+    (files, arrows)
+}
+
+/// The subsystem of a module path: its first name.
+fn subsystem_of(path: &[String]) -> &str {
+    path.first().map_or("", String::as_str)
+}
+
+/// Each subsystem uses only the subsystems `src/lib.rs` lists above it.
+#[test]
+fn each_subsystem_uses_only_those_lib_rs_lists_before_it() {
+    let order = subsystems();
+    let lib = std::fs::read_to_string(root().join("src/lib.rs")).unwrap();
+    for m in declared(&lib) {
+        assert!(
+            order.contains(&m),
+            "src/lib.rs: pub mod {m} is not in the list of subsystems"
+        );
+    }
+    assert!(
+        order.len() <= 10,
+        "src/ has {} subsystems; at most ten",
+        order.len()
+    );
+    let rank = |m: &str| order.iter().position(|n| n == m);
+    let (files, arrows) = file_arrows();
     let mut wrong = Vec::new();
-    for (m, r) in &layers {
-        for file in module_files(m) {
-            let text = std::fs::read_to_string(&file).unwrap();
-            for (n, code) in code_lines(&text) {
-                for used in crate_refs(code) {
-                    if let Some(u) = rank(&used)
-                        && u > *r
-                    {
-                        wrong.push(format!(
-                            "{}:{n}: {m} uses {used}, listed after it in src/lib.rs (a higher layer)",
-                            file.strip_prefix(root()).unwrap().display()
-                        ));
-                    }
+    for (i, out) in arrows.iter().enumerate() {
+        let (from, to_of) = (subsystem_of(&files[i].0), |j: usize| {
+            subsystem_of(&files[j].0)
+        });
+        for &(j, line) in out {
+            if let (Some(a), Some(b)) = (rank(from), rank(to_of(j))) {
+                if b > a {
+                    wrong.push(format!(
+                        "{}:{line}: {from} uses {}, listed after it in src/lib.rs",
+                        files[i].1.strip_prefix(root()).unwrap().display(),
+                        to_of(j)
+                    ));
                 }
             }
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Each folder's `mod.rs` lists every module it declares in its header, so the header that
+/// says what the folder holds stays true.
+#[test]
+fn each_folder_header_lists_its_modules() {
+    let mut missing = Vec::new();
+    for (path, file) in module_files() {
+        // The dashboard's header is written with its split into rows, keys, dialogs and panes.
+        if path.len() != 1 || !file.ends_with("mod.rs") || path[0] == "top" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        let header: String = text
+            .lines()
+            .take_while(|l| l.starts_with("//!"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for m in declared(&text) {
+            if !header.contains(&format!("[`{m}`]")) {
+                missing.push(format!("src/{}/mod.rs: {m} is not in its header", path[0]));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+}
+
+/// No circle between files: if a file uses another, that one does not use it back, directly
+/// or through others.
+#[test]
+fn no_circle_between_files() {
+    let (files, arrows) = file_arrows();
+    let name = |i: usize| {
+        files[i]
+            .1
+            .strip_prefix(root())
+            .unwrap()
+            .display()
+            .to_string()
+    };
+    let mut circles = Vec::new();
+    // 0 unvisited, 1 on the current path, 2 done.
+    let mut mark = vec![0u8; files.len()];
+    fn visit(
+        i: usize,
+        arrows: &[Vec<(usize, usize)>],
+        mark: &mut [u8],
+        path: &mut Vec<usize>,
+        found: &mut Vec<Vec<usize>>,
+    ) {
+        mark[i] = 1;
+        path.push(i);
+        for &(j, _) in &arrows[i] {
+            if mark[j] == 1 {
+                let from = path.iter().position(|&p| p == j).unwrap();
+                found.push(path[from..].to_vec());
+            } else if mark[j] == 0 {
+                visit(j, arrows, mark, path, found);
+            }
+        }
+        path.pop();
+        mark[i] = 2;
+    }
+    let mut found = Vec::new();
+    for i in 0..files.len() {
+        if mark[i] == 0 {
+            visit(i, &arrows, &mut mark, &mut Vec::new(), &mut found);
+        }
+    }
+    for c in found {
+        let names: Vec<String> = c.iter().map(|&i| name(i)).collect();
+        let line = format!("{} -> {}", names.join(" -> "), names[0]);
+        // The dashboard's circles go with its split into rows, keys, dialogs and panes.
+        if !circles.contains(&line) && !names.iter().all(|n| n.starts_with("src/top/")) {
+            circles.push(line);
+        }
+    }
+    if std::env::var_os("VOCABULARY_ARROWS").is_some() {
+        for (i, out) in arrows.iter().enumerate() {
+            let to: Vec<String> = out.iter().map(|&(j, _)| name(j)).collect();
+            eprintln!("{} -> {}", name(i), to.join(" "));
+        }
+    }
+    assert!(
+        circles.is_empty(),
+        "circles between files:\n{}",
+        circles.join("\n")
+    );
 }
 
 /// The files of `src/` and `tests/` whose code (comments aside) contains `needle`, with the
@@ -194,7 +438,7 @@ fn occurrences(needle: &str, allowed: &[&str]) -> Vec<String> {
 /// included (`tests/common/fd.rs` and `tests/docs.rs` made it themselves).
 #[test]
 fn one_pidfd_opener() {
-    let found = occurrences("SYS_pidfd_open", &["src/identity.rs"]);
+    let found = occurrences("SYS_pidfd_open", &["src/process/identity.rs"]);
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
@@ -203,9 +447,9 @@ fn one_pidfd_opener() {
 /// not a walk of the processes).
 #[test]
 fn one_proc_walker() {
-    let mut found = occurrences("read_dir(\"/proc\")", &["src/tree/"]);
-    found.extend(occurrences("read_dir(\"/proc/\")", &["src/tree/"]));
-    found.extend(occurrences("opendir", &["src/tree/"]));
+    let mut found = occurrences("read_dir(\"/proc\")", &["src/process/tree/"]);
+    found.extend(occurrences("read_dir(\"/proc/\")", &["src/process/tree/"]));
+    found.extend(occurrences("opendir", &["src/process/tree/"]));
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
@@ -214,8 +458,11 @@ fn one_proc_walker() {
 /// two tests each read one of its lines their own way.
 #[test]
 fn one_reader_of_a_pidfds_fdinfo() {
-    let mut found = occurrences("Pid:\"", &["src/identity.rs", "src/procstat.rs"]);
-    found.extend(occurrences("self/fdinfo/", &["src/identity.rs"]));
+    let mut found = occurrences(
+        "Pid:\"",
+        &["src/process/identity.rs", "src/process/procstat.rs"],
+    );
+    found.extend(occurrences("self/fdinfo/", &["src/process/identity.rs"]));
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
@@ -224,8 +471,11 @@ fn one_reader_of_a_pidfds_fdinfo() {
 /// parsers of their own before).
 #[test]
 fn one_signal_parser() {
-    let mut found = occurrences("starts_with(\"RTMIN", &["src/signal.rs"]);
-    found.extend(occurrences("starts_with(\"RTMAX", &["src/signal.rs"]));
+    let mut found = occurrences("starts_with(\"RTMIN", &["src/process/signal.rs"]);
+    found.extend(occurrences(
+        "starts_with(\"RTMAX",
+        &["src/process/signal.rs"],
+    ));
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
@@ -233,11 +483,14 @@ fn one_signal_parser() {
 /// else (exec, init, policy text and the configuration each had a parser before).
 #[test]
 fn one_duration_grammar() {
-    let mut found = occurrences("\"ms\" =>", &["src/duration.rs"]);
-    found.extend(occurrences("strip_suffix(\"ms\")", &["src/duration.rs"]));
+    let mut found = occurrences("\"ms\" =>", &["src/base/duration.rs"]);
+    found.extend(occurrences(
+        "strip_suffix(\"ms\")",
+        &["src/base/duration.rs"],
+    ));
     found.extend(occurrences(
         "Duration::from_secs_f64(",
-        &["src/duration.rs"],
+        &["src/base/duration.rs"],
     ));
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
@@ -258,7 +511,7 @@ fn only_in(allowed: &[&str], needles: &[&str]) {
 #[test]
 fn one_poll() {
     only_in(
-        &["src/sys.rs"],
+        &["src/base/sys.rs"],
         &["libc::pollfd", "libc::poll(", "nix::poll"],
     );
 }
@@ -269,7 +522,7 @@ fn one_poll() {
 #[test]
 fn one_signalfd() {
     only_in(
-        &["src/signal.rs"],
+        &["src/process/signal.rs"],
         &[
             "libc::signalfd(",
             "signalfd::",
@@ -284,7 +537,7 @@ fn one_signalfd() {
 #[test]
 fn one_errno() {
     only_in(
-        &["src/sys.rs"],
+        &["src/base/sys.rs"],
         &[
             "__errno_location",
             "fn errno(",
@@ -299,7 +552,7 @@ fn one_errno() {
 /// in the qualification cases and the tests.
 #[test]
 fn one_signal_set_reader() {
-    only_in(&["src/signal.rs"], &["u64::from_str_radix("]);
+    only_in(&["src/process/signal.rs"], &["u64::from_str_radix("]);
 }
 
 /// One list of the control requests, the `Request` enum: the names and each request's fields
@@ -308,7 +561,7 @@ fn one_signal_set_reader() {
 #[test]
 fn one_request_list() {
     // The supervisor names a request in its replies; the control module never lists them.
-    let others = ["src/supervisor", "tests/"];
+    let others = ["src/supervision/supervisor/", "tests/"];
     only_in(&others, &["\"reopen_logs\"", "\"backlog\", \"follow\""]);
 }
 
@@ -316,7 +569,7 @@ fn one_request_list() {
 /// command line had a second one of the same eleven variants, mapped by hand onto it.
 #[test]
 fn one_ctl_command_enum() {
-    only_in(&["src/control/client.rs"], &["enum CtlCommand"]);
+    only_in(&["src/supervision/control/client.rs"], &["enum CtlCommand"]);
 }
 
 /// Typed errors where `String` stood: init and contain return `thiserror` types that keep
@@ -325,7 +578,7 @@ fn one_ctl_command_enum() {
 fn no_string_errors_in_init_and_contain() {
     let found: Vec<String> = occurrences(", String>", &[])
         .into_iter()
-        .filter(|f| f.starts_with("src/init/") || f.starts_with("src/contain.rs"))
+        .filter(|f| f.starts_with("src/init/") || f.starts_with("src/supervision/contain.rs"))
         .collect();
     assert!(found.is_empty(), "{}", found.join("\n"));
 }

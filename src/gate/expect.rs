@@ -8,9 +8,9 @@
 
 use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
-use crate::identity::Identity;
-use crate::identity::{PidfdPid, poll_readable, read_pidfd_info};
-use crate::policy::{ENV_PARENT, ENV_POLICY, Policy};
+use crate::gate::policy::{ENV_PARENT, ENV_POLICY, Policy};
+use crate::process::identity::Identity;
+use crate::process::identity::{PidfdPid, poll_readable, read_pidfd_info};
 
 /// The environment variable that keeps, in a gated process, what it was checked against.
 pub const ENV_GATED: &str = "FOSTER_GATED";
@@ -110,7 +110,7 @@ pub fn parent_pidfd_from_env(expected: Identity) -> Result<Option<OwnedFd>, EnvE
     let bad = |what: &str| {
         EnvError(format!(
             "{ENV_PARENT_PIDFD}={}: {what}",
-            crate::sanitize::escape(text.as_bytes())
+            crate::base::sanitize::escape(text.as_bytes())
         ))
     };
     let fd: RawFd = match text.parse() {

@@ -13,12 +13,12 @@ use std::time::Instant;
 use super::expect::{ENV_PARENT_PIDFD, EnvError, Expectation, parent_pidfd_from_env};
 use super::plan::{GatePlan, SignalSetup};
 use super::{DeathPath, EXIT_GATE_ERROR, EXIT_LIFELINE, GateStop};
-use crate::admission::{Admission, ShutdownOwner, ShutdownReason};
-use crate::identity::{Identity, StatPath};
-use crate::lifeline::Lifeline;
-use crate::policy::{Policy, Reaction};
-use crate::signal::{SigBits, SignalFd, block};
-use crate::sys::{PollFd, poll};
+use crate::base::sys::{PollFd, poll};
+use crate::gate::admission::{Admission, ShutdownOwner, ShutdownReason};
+use crate::gate::lifeline::Lifeline;
+use crate::gate::policy::{Policy, Reaction};
+use crate::process::identity::{Identity, StatPath};
+use crate::process::signal::{SigBits, SignalFd, block};
 
 /// A parent loss, as the in-process gate reports it to the program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,10 +125,12 @@ pub fn enter_with_pidfd(
     let lifeline = match parent_pidfd {
         Some(fd) => Lifeline::adopt(expectation.parent, fd),
         None => Lifeline::open(expectation.parent).map_err(|e| match e {
-            crate::lifeline::LifelineError::Gone(_) => EnterError::Stop(GateStop::ParentGone {
-                ppid: nix::unistd::getppid().as_raw(),
-                path: DeathPath::Lifeline,
-            }),
+            crate::gate::lifeline::LifelineError::Gone(_) => {
+                EnterError::Stop(GateStop::ParentGone {
+                    ppid: nix::unistd::getppid().as_raw(),
+                    path: DeathPath::Lifeline,
+                })
+            }
             e => EnterError::Setup(e.to_string()),
         })?,
     };

@@ -9,17 +9,31 @@
 //! child sharing the launcher's memory would unwind on its heap). [`GatePlan::install`] hands
 //! the same procedure to a `std::process::Command`.
 
+//!
+//! Owns the ordered procedure that closes the parent-death startup race:
+//!
+//! 1. the launcher records the expected parent identity **before** fork ([`GatePlan::new`]);
+//! 2. the child establishes its signal path: the chosen signal unblocked (or blocked and consumed
+//!    by a synchronous consumer, in-process), its disposition not "ignore";
+//! 3. `prctl(PR_SET_PDEATHSIG, sig)`, checked, then read back with `PR_GET_PDEATHSIG`; before
+//!    an exec, refused when the signal could never arrive (the process is PID 1 of its PID
+//!    namespace, and the signal is not SIGKILL: [`GateStop::NamespaceInit`]);
+//! 4. `getppid()` and the parent's start time compared with the expected identity;
+//! 5. on a mismatch the parent-gone path at once: the target never starts;
+//! 6. on a match, on under the armed policy. `getppid() == 0` (the parent lives in another PID
+//!    namespace) is "cannot tell": the lifeline decides, and without one the gate refuses.
+//!
 use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
 use super::trace::{Barrier, Step, TraceRecord};
 use super::{DeathPath, GateStop, Passage};
-use crate::identity::{Identity, StatPath, StatRead};
-use crate::policy::{Policy, Reaction};
-use crate::procstat::StatFields;
-use crate::signal::Sig;
-use crate::sys::{PollFd, errno, poll};
+use crate::base::sys::{PollFd, errno, poll};
+use crate::gate::policy::{Policy, Reaction};
+use crate::process::identity::{Identity, StatPath, StatRead};
+use crate::process::procstat::StatFields;
+use crate::process::signal::Sig;
 
 /// Qualification hooks: a descriptor that receives a [`TraceRecord`] at every step, and barriers
 /// at which the gate blocks reading one byte from `go_fd` (end of file also releases it). Both
@@ -285,7 +299,7 @@ impl GatePlan {
     /// launcher sees it and the target never starts.
     ///
     /// std waits for a child whose spawn failed; a process whose reaper calls `waitpid(-1)`
-    /// should launch through [`crate::spawner::Spawner`] instead, which never waits.
+    /// should launch through [`crate::gate::spawner::Spawner`] instead, which never waits.
     pub fn install(self, cmd: &mut std::process::Command) {
         use std::os::unix::process::CommandExt;
         let plan = self;
@@ -310,7 +324,7 @@ impl GatePlan {
 /// Reads the start time of the calling process from `/proc/self/stat`, without allocating.
 pub fn own_start_time() -> Option<u64> {
     let mut buf = [0u8; 1024];
-    let len = crate::identity::read_into(c"/proc/self/stat", &mut buf).ok()?;
+    let len = crate::process::identity::read_into(c"/proc/self/stat", &mut buf).ok()?;
     StatFields::parse(buf.get(..len)?)
         .ok()
         .map(|f| f.start_time)

@@ -36,7 +36,7 @@ const SETID_TAIL: &str = "its exec would clear the parent-death signal; pass --a
                           run it anyway, unsupervised after exec";
 
 fn show(p: &Path) -> String {
-    crate::sanitize::escape(p.as_os_str().as_bytes()).to_string()
+    crate::base::sanitize::escape(p.as_os_str().as_bytes()).to_string()
 }
 
 fn not_found(p: &Path) -> String {

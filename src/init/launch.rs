@@ -1,7 +1,7 @@
 //! Starting PROGRAM: the one function `foster init` calls to create it, through the spawner.
 //!
 //! Owns the translation of foster init's wishes into a [`LaunchSpec`] for the
-//! [`Spawner`](crate::spawner::Spawner) (the same long-lived creator thread and
+//! [`Spawner`](crate::gate::spawner::Spawner) (the same long-lived creator thread and
 //! `clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD)` launch as `foster run`): PROGRAM's process
 //! group (always one of its own, led by PROGRAM, as tini does), the terminal's foreground group, the signal state foster inherited (dispositions and
 //! mask, restored after the gate), and with `--policy` the gate (PROGRAM's parent-death signal
@@ -19,9 +19,9 @@ use std::path::PathBuf;
 
 use super::tty::Terminal;
 use crate::gate::TargetError;
-use crate::policy::Policy;
-use crate::signal::Inherited;
-use crate::spawner::{ExecSignals, LaunchSpec, SpawnError, Spawner};
+use crate::gate::policy::Policy;
+use crate::gate::spawner::{ExecSignals, LaunchSpec, SpawnError, Spawner};
+use crate::process::signal::Inherited;
 
 /// Everything the launch needs.
 #[derive(Debug)]
@@ -60,7 +60,7 @@ pub struct LaunchError {
 }
 
 fn name(program: &OsString) -> String {
-    crate::sanitize::escape(program.as_bytes())
+    crate::base::sanitize::escape(program.as_bytes())
 }
 
 /// Creates PROGRAM on `spawner`. Returns once it has exec'd or failed to.
@@ -98,7 +98,7 @@ pub fn launch(spawner: &Spawner, plan: &LaunchPlan) -> Result<Launched, LaunchEr
                 }
                 TargetError::NotExecutable(p) => format!(
                     "cannot execute {}: not an executable regular file",
-                    crate::sanitize::escape(p.as_os_str().as_bytes())
+                    crate::base::sanitize::escape(p.as_os_str().as_bytes())
                 ),
                 e => format!("cannot execute {}: {e}", name(&plan.program)),
             };

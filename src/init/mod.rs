@@ -7,15 +7,16 @@
 //! PROGRAM stops on Ctrl-Z, foster stops too, and resumes PROGRAM when continued); then one
 //! `poll` over two
 //! signalfds (the reaper's SIGCHLD and the forwarded signals), with no timeout: idle, foster
-//! never wakes. Every zombie is reaped by [`crate::reaper`], every forwarded signal goes to
+//! never wakes. Every zombie is reaped by [`crate::process::reaper`], every forwarded signal goes to
 //! PROGRAM or its process group (rewritten when asked), through the pidfd `clone` returned with
-//! PROGRAM (held in an [`identity::ProcessRef`](crate::identity::ProcessRef)). When PROGRAM ends foster exits with its
+//! PROGRAM (held in an [`identity::ProcessRef`](crate::process::identity::ProcessRef)). When PROGRAM ends foster exits with its
 //! status (code, or 128 + signal; `-e` maps codes to 0), or with `--wait-all` first ends the
 //! rest of the tree: SIGTERM, then SIGKILL after the grace, and exits when nothing is left.
 //!
 //! No async runtime and no `tracing` subscriber run on this path: foster init's log lines are
 //! written directly ([`level`], [`write_line`]: one `write` per line, so that PROGRAM's output
-//! on the same pipe never tears them), so that the pages an idle init keeps resident are few.
+//! on the same pipe never tears them), so that the pages an idle init keeps resident are few
+//! ([`resident`]).
 
 pub mod launch;
 pub mod resident;
@@ -29,17 +30,17 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicI8, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::identity::{Identity, ProcessRef};
-use crate::reaper::{ExitStatus, Reaper, Routed};
+use crate::process::identity::{Identity, ProcessRef};
+use crate::process::reaper::{ExitStatus, Reaper, Routed};
 
 use self::launch::{LaunchPlan, Launched};
 use self::role::{Role, SubreaperWish};
 use self::signals::{Inherited, Rewrites, SignalFd};
 use self::tty::Terminal;
+use crate::base::sys::{PollFd, poll_until};
+use crate::gate::policy::{Policy, Reaction};
+use crate::gate::spawner::Spawner;
 use crate::gate::{GatePlan, GateStop, SignalSetup};
-use crate::policy::{Policy, Reaction};
-use crate::spawner::Spawner;
-use crate::sys::{PollFd, poll_until};
 
 /// The default `--grace` of `--wait-all`.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
@@ -78,7 +79,7 @@ impl InitError {
 pub enum PdeathError {
     /// Not a policy.
     #[error("{0}")]
-    Policy(#[from] crate::policy::PolicyError),
+    Policy(#[from] crate::gate::policy::PolicyError),
     /// A chain of generations.
     #[error(
         "{0:?}: one generation only (SIGNAL[:exit[:GRACE]]): -p is foster's own; give \
@@ -95,8 +96,8 @@ pub enum PdeathError {
     #[error("-p {0}: not a signal foster can receive and forward (use TERM, HUP, KILL...)")]
     NotForwarded(String),
     /// `FOSTER_PARENT` is not an identity.
-    #[error("{var}: {0}", var = crate::policy::ENV_PARENT)]
-    ExpectedParent(#[from] crate::identity::IdentityError),
+    #[error("{var}: {0}", var = crate::gate::policy::ENV_PARENT)]
+    ExpectedParent(#[from] crate::process::identity::IdentityError),
     /// `prctl(PR_SET_PDEATHSIG)` failed.
     #[error("-p {signal}: prctl(PR_SET_PDEATHSIG) failed: {source}")]
     Arm {
@@ -175,11 +176,11 @@ pub fn level() -> i8 {
 }
 
 /// Writes an error, `foster: error: MESSAGE` as every command writes one
-/// ([`crate::logging::report`]), unless `-qq` silenced errors.
+/// ([`crate::base::logging::report`]), unless `-qq` silenced errors.
 macro_rules! say_error {
     ($($t:tt)*) => {
         if $crate::init::level() >= -1 {
-            $crate::logging::report(format_args!($($t)*));
+            $crate::base::logging::report(format_args!($($t)*));
         }
     };
 }
@@ -194,12 +195,12 @@ macro_rules! say {
 }
 
 /// Writes `foster init: MESSAGE` and a newline to standard error in one `write`
-/// ([`crate::logging::write_stderr`]): PROGRAM usually writes to the same pipe.
+/// ([`crate::base::logging::write_stderr`]): PROGRAM usually writes to the same pipe.
 pub fn write_line(message: std::fmt::Arguments<'_>) {
     use std::fmt::Write as _;
     let mut line = String::with_capacity(160);
     let _ = writeln!(line, "foster init: {message}");
-    crate::logging::write_stderr(&line);
+    crate::base::logging::write_stderr(&line);
 }
 
 /// Runs `foster init` and returns its exit status. Must be called before any thread exists.
@@ -230,7 +231,7 @@ fn run_inner(opts: &Options) -> Result<i32, InitError> {
     let first_parent = Identity::parent().ok().flatten();
     let forwarded = signals::forwarded();
     // First: SIGCHLD and every forwarded signal blocked, before any thread exists.
-    crate::reaper::block_signals(&[]).map_err(InitError::io("cannot block SIGCHLD"))?;
+    crate::process::reaper::block_signals(&[]).map_err(InitError::io("cannot block SIGCHLD"))?;
     signals::block(forwarded).map_err(InitError::io("cannot block the forwarded signals"))?;
 
     let me = std::process::id() as i32;
@@ -306,7 +307,7 @@ fn run_inner(opts: &Options) -> Result<i32, InitError> {
     say!(
         1,
         "PROGRAM {} started as pid {program_pid} in its own process group",
-        crate::sanitize::escape(std::os::unix::ffi::OsStrExt::as_bytes(
+        crate::base::sanitize::escape(std::os::unix::ffi::OsStrExt::as_bytes(
             opts.program.as_os_str()
         )),
     );
@@ -346,7 +347,7 @@ fn run_inner(opts: &Options) -> Result<i32, InitError> {
             say!(
                 1,
                 "-p: PROGRAM outlived the grace of {} after the parent's death: SIGKILL to {}{}",
-                crate::duration::Text(grace),
+                crate::base::duration::Text(grace),
                 program,
                 match r {
                     Ok(()) => String::new(),
@@ -373,7 +374,7 @@ fn run_inner(opts: &Options) -> Result<i32, InitError> {
                     say_error!(
                         "{} raised by the kernel (si_code {}), not sent by a process: foster \
                          ends with it",
-                        crate::signal::name(sig),
+                        crate::process::signal::name(sig),
                         info.ssi_code
                     );
                     signals::die_of(sig);
@@ -385,7 +386,7 @@ fn run_inner(opts: &Options) -> Result<i32, InitError> {
                         say!(
                             1,
                             "{} while the tree drains: SIGKILL to what is left now",
-                            crate::signal::name(sig)
+                            crate::process::signal::name(sig)
                         );
                         signal_rest(&role, libc::SIGKILL);
                         phase = Phase::Killing;
@@ -393,7 +394,7 @@ fn run_inner(opts: &Options) -> Result<i32, InitError> {
                         say!(
                             2,
                             "{} received after PROGRAM ended: ignored",
-                            crate::signal::name(sig)
+                            crate::process::signal::name(sig)
                         );
                     }
                     continue;
@@ -408,8 +409,8 @@ fn run_inner(opts: &Options) -> Result<i32, InitError> {
                         1,
                         "-p: {} reports the parent's death; PROGRAM gets it and has {} to end \
                          before SIGKILL",
-                        crate::signal::name(sig),
-                        crate::duration::Text(p.grace)
+                        crate::process::signal::name(sig),
+                        crate::base::duration::Text(p.grace)
                     );
                 }
                 let to = opts.rewrites.map(sig);
@@ -417,7 +418,7 @@ fn run_inner(opts: &Options) -> Result<i32, InitError> {
                     say!(
                         2,
                         "{} from pid {} dropped (--rewrite)",
-                        crate::signal::name(sig),
+                        crate::process::signal::name(sig),
                         info.ssi_pid
                     );
                     continue;
@@ -431,9 +432,9 @@ fn run_inner(opts: &Options) -> Result<i32, InitError> {
                     say!(
                         2,
                         "{} from pid {} forwarded as {} to {program}{err}",
-                        crate::signal::name(sig),
+                        crate::process::signal::name(sig),
                         info.ssi_pid,
-                        crate::signal::name(to),
+                        crate::process::signal::name(to),
                     );
                 }
             }
@@ -458,7 +459,7 @@ fn run_inner(opts: &Options) -> Result<i32, InitError> {
                     1,
                     "PROGRAM stopped by {}: foster stops too, so that the shell sees its job \
                      stopped",
-                    crate::signal::name(sig)
+                    crate::process::signal::name(sig)
                 );
                 let foreground = t.suspend_then_resume(program_pid);
                 say!(
@@ -609,11 +610,11 @@ fn arm_own_pdeath(
     first_parent: Option<Identity>,
 ) -> Result<OwnPdeath, PdeathError> {
     let sig = policy.signal;
-    let sname = crate::signal::name(sig);
+    let sname = crate::process::signal::name(sig);
     if sig != libc::SIGKILL && !signals::forwarded().contains(sig) {
         return Err(PdeathError::NotForwarded(sname));
     }
-    let expected = match std::env::var(crate::policy::ENV_PARENT) {
+    let expected = match std::env::var(crate::gate::policy::ENV_PARENT) {
         Ok(text) => Some(text.parse::<Identity>()?),
         Err(_) => first_parent,
     };
@@ -656,7 +657,7 @@ fn arm_own_pdeath(
 }
 
 /// Sends `sig` to the rest of the tree: as PID 1 every other process of the namespace
-/// (`kill(-1)`), otherwise every descendant of foster ([`crate::tree::descendants_of`]: one
+/// (`kill(-1)`), otherwise every descendant of foster ([`crate::process::tree::descendants_of`]: one
 /// scan of `/proc` on this thread, no other thread started), each by a pidfd opened and checked
 /// against the identity the scan saw.
 fn signal_rest(role: &Role, sig: i32) {
@@ -666,13 +667,13 @@ fn signal_rest(role: &Role, sig: i32) {
         say!(
             2,
             "{} to every process of the namespace: {}",
-            crate::signal::name(sig),
+            crate::process::signal::name(sig),
             if r == 0 { "sent" } else { "none left" }
         );
         return;
     }
     let me = std::process::id() as i32;
-    let below = match crate::tree::descendants_of(me) {
+    let below = match crate::process::tree::descendants_of(me) {
         Ok(below) => below,
         Err(e) => {
             say_error!("cannot list the rest of the tree: {e}");
@@ -680,11 +681,11 @@ fn signal_rest(role: &Role, sig: i32) {
         }
     };
     for id in below.iter().map(|n| n.identity) {
-        let sent = crate::identity::signal(id, sig).is_ok();
+        let sent = crate::process::identity::signal(id, sig).is_ok();
         say!(
             2,
             "{} to descendant {id}: {}",
-            crate::signal::name(sig),
+            crate::process::signal::name(sig),
             if sent { "sent" } else { "gone" }
         );
     }
@@ -699,7 +700,11 @@ mod tests {
         let p = parse_pdeath("TERM").unwrap();
         assert_eq!(
             (p.signal, p.reaction, p.grace),
-            (libc::SIGTERM, Reaction::Exit, crate::policy::DEFAULT_GRACE)
+            (
+                libc::SIGTERM,
+                Reaction::Exit,
+                crate::gate::policy::DEFAULT_GRACE
+            )
         );
         let p = parse_pdeath("HUP:exit:300ms").unwrap();
         assert_eq!(p.grace, Duration::from_millis(300));

@@ -1,7 +1,7 @@
 //! The signal side of `foster init`: what it forwards, what it rewrites.
 //!
 //! Owns two things (the signal state foster inherited, which PROGRAM gets back before its exec,
-//! is [`crate::signal::Inherited`]; signals are read and named by [`crate::signal`]):
+//! is [`crate::process::signal::Inherited`]; signals are read and named by [`crate::process::signal`]):
 //!
 //! - **The forwarded set** ([`forwarded`]): every signal except SIGCHLD (the reaper's), SIGKILL
 //!   and SIGSTOP (cannot be caught), and the two real-time signals the C library keeps for
@@ -17,8 +17,8 @@
 //!
 //! Both are [`SigBits`], bit sets over signal numbers 1..=64.
 
-use crate::signal::Sig;
-pub use crate::signal::{Inherited, MAX_SIGNAL, SigBits, SignalFd, block};
+use crate::process::signal::Sig;
+pub use crate::process::signal::{Inherited, MAX_SIGNAL, SigBits, SignalFd, block};
 
 /// The synchronous fault signals: forwarded when a process sent them ([`sent_by_a_process`]);
 /// a real fault of foster's own is forced through the mask by the kernel and ends foster.
@@ -88,7 +88,7 @@ pub enum RewriteWhy {
     NotFromTo,
     /// A side names no signal.
     #[error(transparent)]
-    Signal(crate::signal::SignalError),
+    Signal(crate::process::signal::SignalError),
     /// FROM is never forwarded.
     #[error("{0} is never forwarded, so it cannot be rewritten")]
     NeverForwarded(String),
@@ -129,7 +129,9 @@ impl Rewrites {
             let from = sig(from)?;
             let to = if to.trim() == "0" { 0 } else { sig(to)? };
             if !forwarded().contains(from) {
-                return Err(wrong(RewriteWhy::NeverForwarded(crate::signal::name(from))));
+                return Err(wrong(RewriteWhy::NeverForwarded(
+                    crate::process::signal::name(from),
+                )));
             }
             // Both are signal numbers of 1..=64 (forwarded() holds no other; `to` was parsed
             // as a signal the set can hold, or is 0).

@@ -23,7 +23,7 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 
 /// True when `fd` became readable (or hung up) within `timeout` (`None`: no bound).
 pub fn readable(fd: RawFd, timeout: Option<Duration>) -> bool {
-    crate::identity::poll_readable(fd, timeout)
+    crate::process::identity::poll_readable(fd, timeout)
 }
 
 /// Reads exactly `buf.len()` bytes unless end of file or the deadline comes first.
@@ -36,7 +36,7 @@ pub fn read_full(fd: RawFd, buf: &mut [u8], deadline: Instant) -> usize {
         }
         // SAFETY: reads into the rest of `buf`.
         let n = unsafe { libc::read(fd, buf[got..].as_mut_ptr().cast(), buf.len() - got) };
-        if n < 0 && crate::sys::errno() == libc::EINTR {
+        if n < 0 && crate::base::sys::errno() == libc::EINTR {
             continue;
         }
         if n <= 0 {
@@ -53,7 +53,7 @@ pub fn write_all(fd: RawFd, b: &[u8]) {
     while at < b.len() {
         // SAFETY: writes from a slice.
         let n = unsafe { libc::write(fd, b[at..].as_ptr().cast(), b.len() - at) };
-        if n < 0 && crate::sys::errno() == libc::EINTR {
+        if n < 0 && crate::base::sys::errno() == libc::EINTR {
             continue;
         }
         if n <= 0 {
@@ -150,7 +150,7 @@ impl LineReader {
             let mut b = [0u8; 512];
             // SAFETY: reads into a stack buffer.
             let n = unsafe { libc::read(self.fd.as_raw_fd(), b.as_mut_ptr().cast(), b.len()) };
-            if n < 0 && crate::sys::errno() == libc::EINTR {
+            if n < 0 && crate::base::sys::errno() == libc::EINTR {
                 continue;
             }
             if n <= 0 {

@@ -16,11 +16,11 @@ use super::harness::{
     CaseDef, End, Outcome, Root, SupFds, end_of_status, fork_run, ms, sigkill, started_text,
     wait_end,
 };
+use crate::gate::policy::{Policy, Reaction};
+use crate::gate::spawner::Spawner;
 use crate::gate::{self, Barrier, DeathPath, GatePlan, SignalSetup, Step, Trace, TraceRecord};
-use crate::identity::Identity;
-use crate::identity::pidfd_open;
-use crate::policy::{Policy, Reaction};
-use crate::spawner::Spawner;
+use crate::process::identity::Identity;
+use crate::process::identity::pidfd_open;
 
 /// Every case, in matrix order.
 pub static CASES: &[CaseDef] = &[
@@ -304,8 +304,9 @@ fn serving(r: &mut Root, s: i32, sig: i32) -> Outcome {
     }
     o.target = "started".into();
     let status = std::fs::read_to_string(format!("/proc/{h}/status")).unwrap_or_default();
-    let mask =
-        |key: &str| crate::signal::SigBits::from_status(&status, key).map_or(u64::MAX, |b| b.0);
+    let mask = |key: &str| {
+        crate::process::signal::SigBits::from_status(&status, key).map_or(u64::MAX, |b| b.0)
+    };
     let bit = 1u64 << (sig - 1);
     o.check(
         mask("SigBlk:") & bit == 0,
@@ -457,7 +458,7 @@ fn exec_failure(r: &mut Root) -> Outcome {
             .map(|t| {
                 format!(
                     "PR_SET_PDEATHSIG SIGTERM, read back {}",
-                    crate::signal::name(t.value)
+                    crate::process::signal::name(t.value)
                 )
             })
             .unwrap_or_else(|| "not reached".into());
@@ -515,7 +516,7 @@ fn prctl_failure(r: &mut Root) -> Outcome {
 /// Waits until thread `tid` of this process is gone (a thread pidfd, else /proc), bounded.
 fn wait_thread_gone(tid: i32) {
     let deadline = Instant::now() + Duration::from_secs(10);
-    if let Ok(fd) = crate::identity::pidfd_open_thread(tid) {
+    if let Ok(fd) = crate::process::identity::pidfd_open_thread(tid) {
         barrier::readable(fd.as_raw_fd(), Some(Duration::from_secs(10)));
     }
     // The task directory goes once the thread is released: after the kernel reparented and
@@ -640,7 +641,7 @@ fn thread_exit_spawner(r: &mut Root) -> Outcome {
     let alive = std::fs::read(format!("/proc/{h}/stat"))
         .ok()
         .and_then(|b| {
-            crate::procstat::StatFields::parse(&b)
+            crate::process::procstat::StatFields::parse(&b)
                 .ok()
                 .map(|f| f.state != b'Z')
         })
@@ -804,7 +805,7 @@ fn setuid_target(r: &mut Root) -> Outcome {
     );
     let run = |extra: &[&str]| {
         let mut c = std::process::Command::new(&r.foster);
-        crate::signal::reserved_as_inherited(&mut c);
+        crate::process::signal::reserved_as_inherited(&mut c);
         c.args([
             "exec",
             "--parent",
@@ -1384,10 +1385,10 @@ fn pidns_supervisor(fds: SupFds, foster: &str, args: &[&str]) -> i32 {
     fds.say(&format!("init {init}"));
     let command = |pidfd: Option<RawFd>| {
         let mut c = Command::new(foster);
-        crate::signal::reserved_as_inherited(&mut c);
+        crate::process::signal::reserved_as_inherited(&mut c);
         c.args(args)
-            .env(crate::policy::ENV_PARENT, me.to_string())
-            .env(crate::policy::ENV_POLICY, "TERM:exit:2s")
+            .env(crate::gate::policy::ENV_PARENT, me.to_string())
+            .env(crate::gate::policy::ENV_POLICY, "TERM:exit:2s")
             .env("RUST_LOG", "foster=info")
             .env_remove(gate::ENV_GATED)
             .env_remove(gate::ENV_PARENT_PIDFD);
@@ -1613,7 +1614,7 @@ fn short_lived_parent_run(
     let s = r.supervisor(move |fds| {
         use std::os::unix::process::CommandExt;
         let mut c = std::process::Command::new(&foster);
-        crate::signal::reserved_as_inherited(&mut c);
+        crate::process::signal::reserved_as_inherited(&mut c);
         c.args(&args);
         if let (Some(out), Some(err)) = (SupFds::dup(fds.out_w), SupFds::dup(fds.err_w)) {
             c.stdout(out).stderr(err);
@@ -1696,14 +1697,17 @@ fn adopted_and_policed(
     let killed = exit
         .as_ref()
         .and_then(|e| e["status"]["signal"].as_str())
-        .and_then(|s| s.parse::<crate::signal::Sig>().ok());
+        .and_then(|s| s.parse::<crate::process::signal::Sig>().ok());
     o.time_ms = Some(ms(t, Instant::now()));
     o.helper = match killed {
-        Some(sig) => format!("orphan killed by {}", crate::signal::name(sig.number())),
+        Some(sig) => format!(
+            "orphan killed by {}",
+            crate::process::signal::name(sig.number())
+        ),
         None => "the orphan's end was not reported".into(),
     };
     o.check(
-        killed.map(crate::signal::Sig::number) == Some(libc::SIGTERM),
+        killed.map(crate::process::signal::Sig::number) == Some(libc::SIGTERM),
         format!("the orphan's end: {exit:?}"),
     );
     o.target = "adopted when its parent ended".into();

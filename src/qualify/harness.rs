@@ -15,10 +15,10 @@ use std::time::{Duration, Instant};
 
 use super::barrier::{self, LineReader, TraceReader, pipe, write_all};
 use super::{CaseRecord, Verdict};
+use crate::gate::policy::Policy;
+use crate::gate::spawner::{LaunchSpec, Spawner};
 use crate::gate::{self, DeathPath, Step, Trace};
-use crate::identity::pidfd_open;
-use crate::policy::Policy;
-use crate::spawner::{LaunchSpec, Spawner};
+use crate::process::identity::pidfd_open;
 
 /// One case: its name, what it is about, whether it needs root, and its scenario.
 pub struct CaseDef {
@@ -57,7 +57,7 @@ impl End {
                 };
                 format!("exited {c}{what}")
             }
-            End::Killed(s) => format!("killed by {}", crate::signal::name(s)),
+            End::Killed(s) => format!("killed by {}", crate::process::signal::name(s)),
         }
     }
 
@@ -122,8 +122,8 @@ pub fn wait_end(pid: i32, deadline: Instant) -> Option<(End, Instant)> {
         if r == 0 && unsafe { info.si_pid() } == pid {
             return Some((end_of(&info), now));
         }
-        let echild = r != 0 && crate::sys::errno() == libc::ECHILD;
-        if r != 0 && !echild && crate::sys::errno() != libc::EINTR {
+        let echild = r != 0 && crate::base::sys::errno() == libc::ECHILD;
+        if r != 0 && !echild && crate::base::sys::errno() != libc::EINTR {
             return None;
         }
         let left = deadline.saturating_duration_since(now);
@@ -242,7 +242,7 @@ impl SupFds {
         loop {
             // SAFETY: reads one byte.
             let n = unsafe { libc::read(self.hold_r, b.as_mut_ptr().cast(), 1) };
-            if n < 0 && crate::sys::errno() == libc::EINTR {
+            if n < 0 && crate::base::sys::errno() == libc::EINTR {
                 continue;
             }
             return;
@@ -480,13 +480,13 @@ impl Root {
         match self.trace.last(pid, Step::Armed) {
             Some(r) if r.value == sig => format!(
                 "PR_SET_PDEATHSIG {}, read back {}",
-                crate::signal::name(sig),
-                crate::signal::name(r.value)
+                crate::process::signal::name(sig),
+                crate::process::signal::name(r.value)
             ),
             Some(r) => format!(
                 "read back {} instead of {}",
                 r.value,
-                crate::signal::name(sig)
+                crate::process::signal::name(sig)
             ),
             None => "not reached".into(),
         }
@@ -541,7 +541,7 @@ impl Root {
         let mut leftovers = 0;
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            let kids = crate::tree::children_of(self.me).unwrap_or_default();
+            let kids = crate::process::tree::children_of(self.me).unwrap_or_default();
             for kid in kids.iter().filter(|k| !k.is_zombie()) {
                 if !self.harness.contains(&kid.pid) {
                     leftovers += 1;

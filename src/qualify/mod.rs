@@ -148,7 +148,7 @@ pub fn run_case(h: &Harness, name: &str) -> CaseRecord {
 
 fn run_root(foster: &Path, name: &str, deadline: Duration) -> CaseRecord {
     let mut cmd = Command::new(foster);
-    crate::signal::reserved_as_inherited(&mut cmd);
+    crate::process::signal::reserved_as_inherited(&mut cmd);
     let mut child = match cmd
         .args(["__qualify-internal", "case", name])
         .stdin(Stdio::null())

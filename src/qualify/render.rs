@@ -169,7 +169,7 @@ pub fn json(records: &[CaseRecord]) -> String {
     }
     let (passed, failed, skipped) = totals(records);
     let doc = Doc {
-        version: crate::json::VERSION,
+        version: crate::base::json::VERSION,
         cases: records,
         passed,
         failed,

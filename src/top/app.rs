@@ -24,10 +24,10 @@ use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use nix::sys::signal::Signal;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::identity::Identity;
-use crate::sanitize::{escape, escape_args};
-use crate::signal::Sig;
-use crate::state::HelperState;
+use crate::base::sanitize::{escape, escape_args};
+use crate::process::identity::Identity;
+use crate::process::signal::Sig;
+use crate::process::state::HelperState;
 use crate::top::columns::Column;
 use crate::top::model::{Anomaly, Model, Node, fmt_age, fmt_bytes, fmt_cpu};
 
@@ -257,7 +257,7 @@ impl HelperTarget {
         };
         let after = match self.stop_grace_ms {
             0 => "its stop grace".to_string(),
-            ms => crate::duration::Text(std::time::Duration::from_millis(ms)).to_string(),
+            ms => crate::base::duration::Text(std::time::Duration::from_millis(ms)).to_string(),
         };
         format!(
             "{signal} to its process {}{what}, SIGKILL after {after} to what is left of it{rest}",
@@ -585,7 +585,7 @@ pub struct Hits {
 pub const WHEEL_LINES: isize = 3;
 
 /// Lines the log pane keeps (as many as a helper keeps: the pane asks for them all).
-pub const KEEP_LOG_LINES: usize = crate::output::ring::DEFAULT_LINES;
+pub const KEEP_LOG_LINES: usize = crate::supervision::output::ring::DEFAULT_LINES;
 
 /// Whose lines the log pane shows.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -602,7 +602,7 @@ pub enum LogItem {
     Start {
         helpers: Vec<String>,
     },
-    Line(crate::output::Line),
+    Line(crate::supervision::output::Line),
     /// This many lines were lost (the dashboard did not read them in time).
     Missed(u64),
     /// The stream ended, and why.
@@ -644,7 +644,7 @@ pub struct LogPane {
     pub focus: bool,
     /// Said instead of lines while it has none.
     pub note: Option<String>,
-    renderer: crate::output::Renderer,
+    renderer: crate::supervision::output::Renderer,
     /// Counts changes of what it shows, for [`Screen`].
     version: u64,
 }
@@ -659,7 +659,11 @@ impl LogPane {
             height: 5,
             focus: false,
             note: Some(NO_HELPER.to_string()),
-            renderer: crate::output::Renderer::new(&[], crate::output::Format::Text, false),
+            renderer: crate::supervision::output::Renderer::new(
+                &[],
+                crate::supervision::output::Format::Text,
+                false,
+            ),
             version: 0,
         }
     }
@@ -1439,7 +1443,7 @@ impl App {
                         self.message = Some(match self.user {
                             Some(u) => format!(
                                 "only the processes of {} (and their ancestors); u changes it",
-                                crate::ownership::uid_text(u)
+                                crate::base::ownership::uid_text(u)
                             ),
                             None => "every user's processes".to_string(),
                         });
@@ -1734,8 +1738,11 @@ impl App {
             let line = match item {
                 LogItem::Start { helpers } => {
                     let names: Vec<&str> = helpers.iter().map(String::as_str).collect();
-                    p.renderer =
-                        crate::output::Renderer::new(&names, crate::output::Format::Text, false);
+                    p.renderer = crate::supervision::output::Renderer::new(
+                        &names,
+                        crate::supervision::output::Format::Text,
+                        false,
+                    );
                     p.note = Some("no line kept yet".into());
                     continue;
                 }
@@ -1746,12 +1753,12 @@ impl App {
                         buf.pop();
                     }
                     PaneLine {
-                        when: crate::event::clock_text(l.ts_ms, false),
+                        when: crate::supervision::event::clock_text(l.ts_ms, false),
                         // The relay's text is escaped; lossy only in name.
                         text: String::from_utf8_lossy(&buf).into_owned(),
                         kind: match l.stream {
-                            crate::output::Stream::Stdout => PaneKind::Stdout,
-                            crate::output::Stream::Stderr => PaneKind::Stderr,
+                            crate::supervision::output::Stream::Stdout => PaneKind::Stdout,
+                            crate::supervision::output::Stream::Stderr => PaneKind::Stderr,
                         },
                     }
                 }
@@ -2313,7 +2320,7 @@ impl App {
             })
             .map(|e| {
                 let when = if e.wall_ms > 0 {
-                    crate::event::clock_text(e.wall_ms, false)
+                    crate::supervision::event::clock_text(e.wall_ms, false)
                 } else {
                     format!(
                         "{} ago",
@@ -2449,7 +2456,7 @@ pub fn fmt_rate(bps: f64) -> String {
 
 /// When a process started, in local time: `14:03` within the last day, else `Nov30`.
 pub fn start_text(secs: i64, age_secs: u64) -> String {
-    let Some(tm) = crate::event::local_time(secs.max(0) as u64) else {
+    let Some(tm) = crate::supervision::event::local_time(secs.max(0) as u64) else {
         return "-".into();
     };
     if age_secs < 86400 {

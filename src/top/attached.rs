@@ -1,7 +1,7 @@
 //! The attached source: readings from a running supervisor's control socket.
 //!
 //! Owns [`AttachedSource`], the dashboard's client of the control protocol
-//! ([`crate::control::protocol`], `docs/control.md`). It holds two connections: one asks for a
+//! ([`crate::supervision::control::protocol`], `docs/control.md`). It holds two connections: one asks for a
 //! `status` snapshot at each reading, the other follows the `events` stream (its backlog first,
 //! so the events pane shows what just happened) on a thread of its own that asks the data thread
 //! for a reading as soon as an event arrives: the tree on screen follows launches, exits and
@@ -29,22 +29,22 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::control::nspid::PidMap;
-use crate::control::protocol::{
+use crate::process::identity::Identity;
+use crate::process::tree::connector::{Connector, ProcEvent, Wanted};
+use crate::process::tree::{ScanOptions, Scanner};
+use crate::supervision::control::nspid::PidMap;
+use crate::supervision::control::protocol::{
     EventRecord, HelperState, Reply, ReplyBody, Request, Role, Status, request_line,
 };
-use crate::event::Event;
-use crate::identity::Identity;
+use crate::supervision::event::Event;
 use crate::top::app::{KEEP_LOG_LINES, LogItem, LogSource};
 use crate::top::model::{
     Adoption, EventLine, HelperDown, HelperStatus, HelperSummary, ProcInfo, RESTART_LOOP, Sample,
     SharedWants, Source, SourceError, Supervision, Waker,
 };
-use crate::tree::connector::{Connector, ProcEvent, Wanted};
-use crate::tree::{ScanOptions, Scanner};
 
 /// How many events the pane keeps (the supervisor's own backlog holds as many).
-pub const KEEP_EVENTS: usize = crate::control::protocol::BACKLOG;
+pub const KEEP_EVENTS: usize = crate::supervision::control::protocol::BACKLOG;
 
 /// The longest reply line the dashboard accepts (a snapshot of a very large tree fits).
 const MAX_REPLY: usize = 64 << 20;
@@ -60,11 +60,12 @@ pub struct Connection {
 
 impl Connection {
     /// Connects to the control socket at `socket` and checks that the server is this user's
-    /// or root's ([`crate::control::client::check_server`]) before anything is sent; the error
+    /// or root's ([`crate::supervision::control::client::check_server`]) before anything is sent; the error
     /// says why in a person's words.
     pub fn open(socket: &Path) -> Result<Connection, SourceError> {
-        let stream = crate::control::client::connect_checked(socket, "--attach SOCKET")
-            .map_err(|e| SourceError(format!("cannot attach: {e}")))?;
+        let stream =
+            crate::supervision::control::client::connect_checked(socket, "--attach SOCKET")
+                .map_err(|e| SourceError(format!("cannot attach: {e}")))?;
         let reader = BufReader::new(
             stream
                 .try_clone()
@@ -121,8 +122,8 @@ impl Connection {
             SourceError(format!(
                 "{}: a reply is not protocol version {}: {}",
                 self.socket.display(),
-                crate::control::protocol::VERSION,
-                crate::sanitize::escape(e.to_string().as_bytes())
+                crate::supervision::control::protocol::VERSION,
+                crate::base::sanitize::escape(e.to_string().as_bytes())
             ))
         })
     }
@@ -144,7 +145,7 @@ impl Connection {
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_string))
                     .unwrap_or_default(),
-                crate::sanitize::escape(e.message.as_bytes())
+                crate::base::sanitize::escape(e.message.as_bytes())
             ))),
             body => Ok(body),
         }
@@ -215,7 +216,7 @@ pub struct AttachedSource {
     scanner: Option<Scanner>,
     /// The `stat` reading of this refresh's processes, when [`Self::refresh_locally`] made one:
     /// the optional columns take theirs from it rather than reading every `stat` again.
-    scanned: Option<crate::tree::Snapshot>,
+    scanned: Option<crate::process::tree::Snapshot>,
     /// The supervisor's pids as seen from here (learnt from the status connection).
     pids: PidMap,
     /// The supervisor's state letter as last read here at a time of the dashboard's own (a
@@ -386,7 +387,7 @@ impl AttachedSource {
                 _ => return false,
             }
         }
-        match crate::tree::uptime_ticks(last.hz) {
+        match crate::process::tree::uptime_ticks(last.hz) {
             Ok(t) => {
                 last.now_ticks = t;
                 self.scanned = Some(snap);
@@ -432,7 +433,7 @@ impl AttachedSource {
                             ReplyBody::Error(e) => {
                                 break format!(
                                     "event stream: {}",
-                                    crate::sanitize::escape(e.message.as_bytes())
+                                    crate::base::sanitize::escape(e.message.as_bytes())
                                 );
                             }
                             other => break format!("event stream: unexpected reply {other:?}"),
@@ -589,7 +590,7 @@ pub fn sample_of(status: &Status, events: &[EventRecord], now_ms: u64) -> Sample
 
 fn sample_with_items(status: &Status, items: &[Item], now_ms: u64) -> Sample {
     let hz = status.hz.max(1);
-    let helpers: HashMap<&str, &crate::control::protocol::HelperInfo> = status
+    let helpers: HashMap<&str, &crate::supervision::control::protocol::HelperInfo> = status
         .helpers
         .iter()
         .map(|h| (h.name.as_str(), h))
@@ -694,7 +695,7 @@ fn sample_with_items(status: &Status, items: &[Item], now_ms: u64) -> Sample {
                     format!(
                         "{:#}{}",
                         r.event,
-                        crate::control::nspid::foreign_note(&r.foreign_pids)
+                        crate::supervision::control::nspid::foreign_note(&r.foreign_pids)
                     ),
                     r.event.helper().map(str::to_string),
                 ),

@@ -7,7 +7,7 @@
 //! and the file `$XDG_CONFIG_HOME/foster/top.toml` (else `~/.config/foster/top.toml`):
 //! [`load`] reads it with a size bound, after checking its directory and itself as foster
 //! checks what another local user could plant (owned by the user, not writable by group or
-//! others, no symbolic link: [`crate::ownership::open_dir`]); [`save`] writes it atomically (a
+//! others, no symbolic link: [`crate::base::ownership::open_dir`]); [`save`] writes it atomically (a
 //! temporary file in the same directory, renamed over it). A file that is missing gives the
 //! defaults; one that is bad gives the defaults and a message that says what is wrong.
 
@@ -17,9 +17,9 @@ use std::path::{Path, PathBuf};
 
 use std::cmp::Ordering;
 
+use crate::process::tree::ExtraWants;
 use crate::top::app::command_text;
 use crate::top::model::{Node, Supervision, Wants};
-use crate::tree::ExtraWants;
 
 /// A column of the table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -409,7 +409,7 @@ impl Layout {
                 .ok_or_else(|| {
                     format!(
                         "unknown column {:?} (F2 lists them)",
-                        crate::sanitize::escape(name.as_bytes())
+                        crate::base::sanitize::escape(name.as_bytes())
                     )
                 })?;
             if shown.contains(&c) {
@@ -446,7 +446,7 @@ pub fn path() -> Option<PathBuf> {
 
 /// Opens the directory, checked: a real directory of the user's, not writable by others.
 fn open_checked_dir(dir: &Path, create: bool) -> Result<Option<std::os::fd::OwnedFd>, String> {
-    use crate::ownership::{DirProblem, DirRule, open_dir};
+    use crate::base::ownership::{DirProblem, DirRule, open_dir};
     match open_dir(dir, DirRule::Own("the dashboard's settings"), create) {
         Ok(d) => Ok(Some(d.fd)),
         Err(DirProblem::Missing) => Ok(None),
@@ -490,8 +490,8 @@ pub fn load() -> Result<Option<Layout>, String> {
     if st.st_uid != me {
         return Err(bad(format!(
             "owned by {}, not by you ({}): not read",
-            crate::ownership::uid_text(st.st_uid),
-            crate::ownership::uid_text(me)
+            crate::base::ownership::uid_text(st.st_uid),
+            crate::base::ownership::uid_text(me)
         )));
     }
     if st.st_mode & 0o022 != 0 {

@@ -1,17 +1,17 @@
 //! `foster demo` in a terminal: the dashboard attached to the demo's supervisor.
 //!
-//! Owns [`run`]: it starts the demo's supervisor ([`crate::demo::start`], its output sent to a
+//! Owns [`run`]: it starts the demo's supervisor ([`crate::supervision::demo::start`], its output sent to a
 //! log file and its helpers' lines kept but not relayed, so that nothing but the dashboard
 //! writes to the terminal), runs the dashboard on its control socket, and, however the
 //! dashboard ends (`q`, a termination signal, an error), stops the supervisor
-//! ([`crate::demo::Demo::stop`]: SIGTERM, its orderly shutdown, which ends the whole tree) and
+//! ([`crate::supervision::demo::Demo::stop`]: SIGTERM, its orderly shutdown, which ends the whole tree) and
 //! waits until it has ended, so that nothing the demo started is left running; then it says how
 //! the tree ended and where the supervisor's log is.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::demo::{self, DemoOptions};
+use crate::supervision::demo::{self, DemoOptions};
 use crate::top::{TopError, TopOptions};
 
 /// Runs the demo with its dashboard; returns 0 once the tree has ended after `q` or a

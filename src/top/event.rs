@@ -34,7 +34,11 @@ pub enum Msg {
     /// Signals sent through the supervisor (attached mode): one result per target.
     SignalDone {
         signal: Signal,
-        results: Vec<(crate::identity::Identity, Vec<u8>, Result<(), String>)>,
+        results: Vec<(
+            crate::process::identity::Identity,
+            Vec<u8>,
+            Result<(), String>,
+        )>,
     },
     /// The supervisor's answer to a restart or stop.
     ControlDone(Result<String, String>),

@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::identity::Identity;
+use crate::process::identity::Identity;
 use crate::top::model::Model;
 
 /// Points kept per process at most: 3 minutes at the default 1 s interval.

@@ -21,7 +21,7 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, RenderDirection, Sparkline};
 
-use crate::sanitize::escape;
+use crate::base::sanitize::escape;
 use crate::top::app::App;
 pub use crate::top::history::{History, Levels};
 use crate::top::model::{Model, fmt_age, fmt_bytes, fmt_cpu};
@@ -265,7 +265,11 @@ impl Meters {
     }
 
     /// What the meters show now, for the selected process `selected`.
-    pub fn texts(&self, model: &Model, selected: Option<crate::identity::Identity>) -> Texts {
+    pub fn texts(
+        &self,
+        model: &Model,
+        selected: Option<crate::process::identity::Identity>,
+    ) -> Texts {
         if !self.shown {
             return Texts::default();
         }

@@ -22,7 +22,7 @@
 //! - [`meters`], the machine's meters above the tree; [`history`], the selected process's
 //!   recent CPU and memory; [`theme`], the colours (and `NO_COLOR`).
 //! - [`standalone`], the `/proc` source (with the kernel's fork notifications,
-//!   [`crate::tree::connector`], where granted).
+//!   [`crate::process::tree::connector`], where granted).
 //! - [`attached`], the control-socket source.
 //! - [`demo`], `foster demo` in a terminal: the dashboard on the demo's supervisor.
 
@@ -51,8 +51,8 @@ use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use ratatui::layout::Rect;
 
-use crate::control::protocol::{Request as ControlRequest, Target};
-use crate::identity::Identity;
+use crate::process::identity::Identity;
+use crate::supervision::control::protocol::{Request as ControlRequest, Target};
 use crate::top::app::{App, Effect};
 use crate::top::event::{Msg, Request};
 use crate::top::model::{Source, Tracker};
@@ -72,10 +72,10 @@ pub struct TopOptions {
 /// The error of `foster top`.
 pub type TopError = Box<dyn std::error::Error + Send + Sync>;
 
-/// Parses a refresh interval: a duration of [`crate::duration`]'s grammar (`1s`, `500ms`,
+/// Parses a refresh interval: a duration of [`crate::base::duration`]'s grammar (`1s`, `500ms`,
 /// `2.5s`, `1m`, or plain seconds), from 100 ms to 1 hour.
 pub fn parse_interval(s: &str) -> Result<Duration, String> {
-    let d = crate::duration::parse(s).map_err(|e| e.to_string())?;
+    let d = crate::base::duration::parse(s).map_err(|e| e.to_string())?;
     if d < Duration::from_millis(100) {
         return Err(format!("{s:?}: the interval must be at least 100ms"));
     }
@@ -145,11 +145,11 @@ fn enter_terminal() -> io::Result<(Terminal<CrosstermBackend<Stdout>>, TerminalG
     Ok((terminal, guard))
 }
 
-/// Sends `signal` to the process `id` and no other ([`crate::identity::signal`]: a pidfd
+/// Sends `signal` to the process `id` and no other ([`crate::process::identity::signal`]: a pidfd
 /// opened, the start time checked, the signal sent through it). A pid that is gone, or now
 /// names another process, gives `ESRCH`.
 pub fn send_signal(id: Identity, signal: Signal) -> Result<(), Errno> {
-    crate::identity::signal(id, signal as i32)
+    crate::process::identity::signal(id, signal as i32)
         .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
 }
 
@@ -223,10 +223,10 @@ pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
 
     let mut app = App::new(
         opts.collapse_depth,
-        crate::duration::Text(opts.interval).to_string(),
+        crate::base::duration::Text(opts.interval).to_string(),
     );
     app.columns = layout;
-    app.message = layout_error.map(|e| crate::sanitize::escape(e.as_bytes()));
+    app.message = layout_error.map(|e| crate::base::sanitize::escape(e.as_bytes()));
     let mut tracker = Tracker::new();
     let mut machine = meters::Sampler::new();
     let mut last_screen = None;

@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use crate::identity::Identity;
-use crate::tree::{Forest, Member};
+use crate::process::identity::Identity;
+use crate::process::tree::{Forest, Member};
 
 /// A zombie counts as "not reaped" once it has been seen for this long under a live parent.
 /// Shorter would flag every process between its exit and its parent's `wait`; PID 1 of some
@@ -50,7 +50,7 @@ pub struct Sample {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HelperSummary {
     pub name: String,
-    pub state: crate::state::HelperState,
+    pub state: crate::process::state::HelperState,
     /// The words after the state, if any.
     pub detail: Option<String>,
     /// Its running process.
@@ -143,7 +143,7 @@ pub struct Supervision {
 /// `STATUS=` text.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct HelperStatus {
-    /// `running`, `ready`, `stopping`... ([`crate::state::HelperState::text`]).
+    /// `running`, `ready`, `stopping`... ([`crate::process::state::HelperState::text`]).
     pub state: String,
     /// The words after the state (`to restart`), if any.
     pub detail: Option<String>,
@@ -205,7 +205,7 @@ pub struct Wants {
     /// The PGID or SID column is shown.
     pub groups: bool,
     /// The files the other columns shown need.
-    pub extra: crate::tree::ExtraWants,
+    pub extra: crate::process::tree::ExtraWants,
 }
 
 impl Wants {
@@ -266,7 +266,7 @@ pub enum Anomaly {
 impl Anomaly {
     /// A few words for a row, escaped.
     pub fn short(&self) -> String {
-        use crate::sanitize::escape;
+        use crate::base::sanitize::escape;
         match self {
             Anomaly::WrongParent { expected, actual } => match actual {
                 Some(a) => format!("parent {}, expected {}", a.pid, expected.pid),
@@ -308,7 +308,7 @@ impl Anomaly {
 
     /// A full sentence for the status line, escaped, with identities.
     pub fn describe(&self) -> String {
-        use crate::sanitize::escape;
+        use crate::base::sanitize::escape;
         match self {
             Anomaly::WrongParent { expected, actual } => match actual {
                 Some(a) => format!("parent is {a}, expected {expected}"),

@@ -14,10 +14,10 @@
 
 use std::collections::HashSet;
 
-use crate::identity::Identity;
+use crate::process::identity::Identity;
+use crate::process::tree::connector::{Connector, ProcEvent, Wanted};
+use crate::process::tree::{ScanOptions, Scanner, Snapshot};
 use crate::top::model::{ProcExt, ProcInfo, Sample, SharedWants, Source, SourceError};
-use crate::tree::connector::{Connector, ProcEvent, Wanted};
-use crate::tree::{ScanOptions, Scanner, Snapshot};
 
 /// How many readings an owner already read is trusted for ([`ScanOptions::owner_recheck`]):
 /// a process's owner changes only by an exec (seen at once) or a `setuid` (seen within this
@@ -101,7 +101,7 @@ impl ProcSource {
     }
 
     fn now_ticks(&self) -> Result<u64, SourceError> {
-        crate::tree::uptime_ticks(self.hz).map_err(|e| SourceError(e.to_string()))
+        crate::process::tree::uptime_ticks(self.hz).map_err(|e| SourceError(e.to_string()))
     }
 
     /// Every process. With fork notifications, the pids read are those of the last reading

@@ -20,14 +20,14 @@ use ratatui::widgets::{
     Block, Borders, Cell, Clear, List, ListItem, ListState, Paragraph, Row as TRow, Table,
 };
 
-use crate::sanitize::{escape, fit};
+use crate::base::sanitize::{escape, fit};
 use crate::top::app::{App, Dialog, KEYS, LogSource, PaneKind, Row, SIGNALS};
 use crate::top::theme;
 
 pub use crate::top::columns::Column;
 
 /// Cuts `line` to `width` columns, ending in `…` (in the style of the span cut) when it is
-/// wider: the one cut of every line the dashboard draws, by [`crate::sanitize::fit`].
+/// wider: the one cut of every line the dashboard draws, by [`crate::base::sanitize::fit`].
 pub(crate) fn fit_line(line: Line<'static>, width: usize) -> Line<'static> {
     if line.width() <= width {
         return line;
@@ -483,7 +483,7 @@ fn draw_title(frame: &mut Frame, area: Rect, app: &App) {
     if let Some(u) = app.user {
         spans.push(Span::raw(format!(
             " · user {}",
-            crate::ownership::uid_text(u)
+            crate::base::ownership::uid_text(u)
         )));
     }
     if let Some(f) = app.following {
@@ -971,7 +971,7 @@ fn draw_users(frame: &mut Frame, area: Rect, uids: &[Option<u32>], selected: usi
         .iter()
         .map(|u| match u {
             None => "every user".to_string(),
-            Some(u) => crate::ownership::uid_text(*u),
+            Some(u) => crate::base::ownership::uid_text(*u),
         })
         .collect();
     let bottom = " ↑↓ · Enter pick · Esc cancel ";

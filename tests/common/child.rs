@@ -41,9 +41,9 @@ pub fn wait_within(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
         if left.is_zero() {
             return None;
         }
-        if let Ok(fd) = foster::identity::pidfd_open(child.id() as i32) {
+        if let Ok(fd) = foster::process::identity::pidfd_open(child.id() as i32) {
             // Returns as soon as it exits; bounded, so a slip in between costs no more.
-            foster::identity::poll_readable(
+            foster::process::identity::poll_readable(
                 std::os::fd::AsRawFd::as_raw_fd(&fd),
                 Some(left.min(Duration::from_millis(500))),
             );

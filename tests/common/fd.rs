@@ -42,6 +42,6 @@ pub fn place(pairs: &[(RawFd, RawFd)]) -> std::io::Result<()> {
 pub fn pidfd_at(pid: libc::pid_t, number: RawFd) -> std::io::Result<()> {
     // identity's one opener: a raw system call, no allocation. The descriptor is left open
     // (close-on-exec, as every pidfd): on `number` already, dropping it would close it.
-    let fd = std::os::fd::IntoRawFd::into_raw_fd(foster::identity::pidfd_open(pid)?);
+    let fd = std::os::fd::IntoRawFd::into_raw_fd(foster::process::identity::pidfd_open(pid)?);
     place(&[(fd, number)])
 }

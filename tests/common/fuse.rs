@@ -184,7 +184,7 @@ fn serve(
         // SAFETY: reads one request into our buffer.
         let n = unsafe { libc::read(dev.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
         if n < 0 {
-            match foster::sys::errno() {
+            match foster::base::sys::errno() {
                 libc::EINTR | libc::ENOENT | libc::EAGAIN => continue,
                 _ => return, // ENODEV: unmounted and ended
             }

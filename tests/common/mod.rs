@@ -1,6 +1,6 @@
 //! Scaffolding shared by the integration tests: a temporary directory of the test's own,
 //! removed on drop, with files and FIFOs in it; the tests' one way to read the process tree
-//! (the product's own walker, `foster::tree::Scanner`); ids and signal sets of
+//! (the product's own walker, `foster::process::tree::Scanner`); ids and signal sets of
 //! `/proc/<pid>/status`; `foster run --check` (`check`); a child's output within a bound
 //! (`child`); descriptors put on fixed numbers in a child (`fd`); an exec held in its middle
 //! (`fuse`); a stream's lines read on a thread (`lines`); a supervisor's events as JSON
@@ -23,9 +23,9 @@ pub mod tmux;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
-use foster::identity::Identity;
-use foster::tree::graph::{ProcessNode, Snapshot};
-use foster::tree::scan::{ScanOptions, Scanner};
+use foster::process::identity::Identity;
+use foster::process::tree::graph::{ProcessNode, Snapshot};
+use foster::process::tree::scan::{ScanOptions, Scanner};
 
 pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
@@ -144,7 +144,7 @@ pub fn uid_without_entry() -> u32 {
 /// A signal set of a `/proc/<pid>/status` line (`SigBlk:`, `SigIgn:`, `SigCgt:`): bit `n - 1`
 /// for signal `n`.
 pub fn status_sigset(status: &str, field: &str) -> u64 {
-    foster::signal::SigBits::from_status(status, field)
+    foster::process::signal::SigBits::from_status(status, field)
         .unwrap_or_else(|| panic!("no {field} in {status}"))
         .0
 }
@@ -169,8 +169,8 @@ pub fn libc_signals_at_default(cmd: &mut std::process::Command) {
     // SAFETY: rt_sigaction with stack values, between fork and exec.
     unsafe {
         cmd.pre_exec(|| {
-            for sig in foster::signal::LIBC_RESERVED {
-                foster::signal::set_raw_disposition(sig, false);
+            for sig in foster::process::signal::LIBC_RESERVED {
+                foster::process::signal::set_raw_disposition(sig, false);
             }
             Ok(())
         });
@@ -202,13 +202,13 @@ pub fn process(pid: i32) -> Option<ProcessNode> {
 
 /// The children of `pid` now, by pid.
 pub fn children_of(pid: i32) -> Vec<i32> {
-    let kids = foster::tree::children_of(pid).expect("list /proc");
+    let kids = foster::process::tree::children_of(pid).expect("list /proc");
     kids.iter().map(|n| n.pid).collect()
 }
 
 /// Every process below `pid` now, parents before their children (`pid` itself not included).
 pub fn descendants_of(pid: i32) -> Vec<Identity> {
-    let below = foster::tree::descendants_of(pid).expect("list /proc");
+    let below = foster::process::tree::descendants_of(pid).expect("list /proc");
     below.iter().map(|n| n.identity).collect()
 }
 

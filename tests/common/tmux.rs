@@ -8,7 +8,7 @@
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use foster::identity::Identity;
+use foster::process::identity::Identity;
 
 use super::{Dir, descendants_of};
 

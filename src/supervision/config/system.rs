@@ -1,0 +1,433 @@
+//! The checks of `foster run --check` against the system the helpers would run on
+//! ([`super::Scope::System`]): each helper's user and group known to the user database (read
+//! as its launch reads them: [`user_id`], [`group_id`], [`Credentials::resolve`]); its program
+//! found as the spawner finds it ([`gate::resolve_program`], [`gate::check_target`]) and
+//! executable by the user it runs as, and so are its probes' (`ready.exec`, `health.exec`);
+//! its working directory a directory that user can enter; its log file one foster may write
+//! ([`RotatingFile::check_owned`]: foster opens it, not the helper). The same reading of the
+//! mode bits tells the supervisor whether a helper of another user can reach its notify
+//! socket ([`helper_reaches`]).
+//!
+//! Permissions are read from the mode bits (owner, group, others; root enters and reads
+//! anything, and executes a file with an execute bit) and from a `noexec` mount; ACLs and
+//! security modules are not read. A helper without `user` is checked for the user running the
+//! check. What the check misses, or what changes after it, the launch meets: a failed launch
+//! counts as an exit (127, 126, 125) and goes through the restart rules.
+
+use std::fs::Metadata;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::Path;
+
+use super::collect::{Document, KeyPath, Read};
+use super::{Config, ConfigError};
+use crate::base::logfile::RotatingFile;
+use crate::gate::spawner::{Credentials, group_id, user_id};
+use crate::gate::{self, EXIT_GATE_ERROR, EXIT_NOT_EXECUTABLE, TargetError};
+
+/// Checks every helper of `config` against the system; the mistakes go to `errors`. What was
+/// taken out of the file for a mistake of its own is not checked again.
+pub(super) fn check(
+    config: &Config,
+    doc: &Document<'_>,
+    read: &Read<Config>,
+    errors: &mut Vec<ConfigError>,
+) {
+    for (i, h) in config.helpers.iter().enumerate() {
+        let at = KeyPath::root().key("helper").index(i);
+        let mut fail = |path: &KeyPath, message: String| {
+            errors.push(doc.error_at(path, None, message));
+        };
+        // Who it runs as: `None` when that cannot be told (a user or group unknown).
+        let (user_at, group_at) = (at.key("user"), at.key("group"));
+        let mut known = true;
+        let mut id = |value: &Option<String>, path: &KeyPath, lookup: fn(&str) -> _| match value {
+            Some(_) if read.skipped(path) => {
+                known = false;
+                None
+            }
+            Some(v) => match lookup(v) {
+                Ok(id) => Some(id),
+                Err(e) => {
+                    fail(
+                        path,
+                        format!("{e} (at launch: exit status {EXIT_GATE_ERROR})"),
+                    );
+                    known = false;
+                    None
+                }
+            },
+            None => None,
+        };
+        let uid = id(&h.user, &user_at, user_id);
+        let gid = id(&h.group, &group_at, group_id);
+        let who = if known {
+            match Credentials::resolve(uid, gid) {
+                Ok(c) => Some(Who::of(&c, h.user.as_deref())),
+                Err(e) => {
+                    let path = if uid.is_some() { &user_at } else { &group_at };
+                    fail(
+                        path,
+                        format!("{e} (at launch: exit status {EXIT_GATE_ERROR})"),
+                    );
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let command = at.key("command");
+        if !read.skipped(&command)
+            && let Err(message) = program(h.command.program(), who.as_ref())
+        {
+            // At the program's own place when the command is a list.
+            let place = doc
+                .span_of(&command.index(0))
+                .or_else(|| doc.span_of(&command));
+            errors.push(doc.error_at(&command, place, message));
+        }
+        // The probes run as the helper does.
+        let probes = [
+            ("ready", h.ready.as_ref().and_then(|r| r.exec.as_ref())),
+            ("health", h.health.as_ref().and_then(|r| r.exec.as_ref())),
+        ];
+        for (section, probe) in probes {
+            let path = at.key(section).key("exec");
+            if let Some(probe) = probe
+                && !read.skipped(&path)
+                && let Err(message) = program(probe.program(), who.as_ref())
+            {
+                let place = doc.span_of(&path.index(0)).or_else(|| doc.span_of(&path));
+                errors.push(doc.error_at(&path, place, format!("the probe: {message}")));
+            }
+        }
+        let cwd = at.key("cwd");
+        if let Some(dir) = &h.cwd
+            && !read.skipped(&cwd)
+            && let Err(message) = directory(dir, who.as_ref())
+        {
+            errors.push(doc.error_at(&cwd, None, message));
+        }
+        // The helper's log file: one foster (not the helper) opens at its start, with the
+        // checks of that opening.
+        let log = at.key("log");
+        if let Some(spec) = &h.log
+            && !read.skipped(&log)
+            && let Err(e) = RotatingFile::check_owned(&spec.file, spec.rotation(), "log file")
+        {
+            errors.push(doc.error_at(
+                &log.key("file"),
+                None,
+                format!("{e} (foster run would not start: exit status 1)"),
+            ));
+        }
+    }
+}
+
+/// Who a helper runs as: ids, groups, and its name in messages.
+struct Who {
+    uid: u32,
+    gid: u32,
+    groups: Vec<u32>,
+    name: String,
+}
+
+impl Who {
+    /// The credentials a launch would set, foster's own where they leave them.
+    fn of(c: &Credentials, user: Option<&str>) -> Who {
+        let uid = c.uid.unwrap_or_else(|| nix::unistd::geteuid().as_raw());
+        let gid = c.gid.unwrap_or_else(|| nix::unistd::getegid().as_raw());
+        let groups = c.groups.clone().unwrap_or_else(|| {
+            nix::unistd::getgroups()
+                .map(|g| g.into_iter().map(|g| g.as_raw()).collect())
+                .unwrap_or_default()
+        });
+        let name = match user {
+            Some(u) if u.parse::<u32>().is_err() => format!("user {u:?} (uid {uid})"),
+            Some(_) => format!("uid {uid}"),
+            None => format!("this user (uid {uid})"),
+        };
+        Who {
+            uid,
+            gid,
+            groups,
+            name,
+        }
+    }
+
+    /// Whether the mode bits of `meta` let this user search a directory or execute a file.
+    fn may_execute(&self, meta: &Metadata) -> bool {
+        let mode = meta.mode();
+        if self.uid == 0 {
+            return meta.is_dir() || mode & 0o111 != 0;
+        }
+        let shift = if meta.uid() == self.uid {
+            6
+        } else if meta.gid() == self.gid || self.groups.contains(&meta.gid()) {
+            3
+        } else {
+            0
+        };
+        (mode >> shift) & 1 != 0
+    }
+
+    /// Every directory on the way to `path` (not `path` itself) can be entered.
+    fn reaches(&self, path: &Path) -> Result<(), String> {
+        let dirs = path
+            .ancestors()
+            .skip(1)
+            .filter(|d| !d.as_os_str().is_empty());
+        for dir in dirs {
+            if let Ok(m) = std::fs::metadata(dir)
+                && m.is_dir()
+                && !self.may_execute(&m)
+            {
+                return Err(format!(
+                    "{} may not enter {} ({})",
+                    self.name,
+                    show(dir),
+                    bits(&m)
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether the user helper `h` runs as (its `user`, `group` and groups, resolved as its launch
+/// resolves them) may enter every directory on the way to `path`, read from the mode bits as
+/// the check reads them; why not otherwise. A user or group that cannot be resolved is left to
+/// the launch to report.
+pub(crate) fn helper_reaches(h: &super::Helper, path: &Path) -> Result<(), String> {
+    let uid = h.user.as_deref().map(user_id).transpose();
+    let gid = h.group.as_deref().map(group_id).transpose();
+    let (Ok(uid), Ok(gid)) = (uid, gid) else {
+        return Ok(());
+    };
+    match Credentials::resolve(uid, gid) {
+        Ok(c) => Who::of(&c, h.user.as_deref()).reaches(path),
+        Err(_) => Ok(()),
+    }
+}
+
+fn show(p: &Path) -> String {
+    String::from_utf8_lossy(p.as_os_str().as_bytes()).into_owned()
+}
+
+fn bits(m: &Metadata) -> String {
+    format!(
+        "mode {:04o}, owner {}:{}",
+        m.mode() & 0o7777,
+        m.uid(),
+        m.gid()
+    )
+}
+
+/// What a file is, in words.
+fn kind(m: &Metadata) -> &'static str {
+    let t = m.file_type();
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_file() {
+        "a regular file"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else {
+        "of an unknown type"
+    }
+}
+
+/// `program` is found as the spawner finds it, is a program it launches, and `who` (when
+/// known) may execute it.
+fn program(program: &str, who: Option<&Who>) -> Result<(), String> {
+    let resolved = gate::resolve_program(Path::new(program))
+        .and_then(|p| gate::check_target(&p).map(|()| p))
+        .map_err(|e| refused(program, &e))?;
+    let Some(who) = who else { return Ok(()) };
+    let at_launch =
+        format!("its exec would fail with EACCES (at launch: exit status {EXIT_NOT_EXECUTABLE})");
+    who.reaches(&resolved)
+        .map_err(|e| format!("program {program:?}: {e}: {at_launch}"))?;
+    let m = std::fs::metadata(&resolved).map_err(|e| format!("program {program:?}: {e}"))?;
+    if !who.may_execute(&m) {
+        return Err(format!(
+            "program {program:?}: {} may not execute {} ({}): {at_launch}",
+            who.name,
+            show(&resolved),
+            bits(&m)
+        ));
+    }
+    if let Ok(fs) = nix::sys::statvfs::statvfs(&resolved)
+        && fs.flags().contains(nix::sys::statvfs::FsFlags::ST_NOEXEC)
+    {
+        return Err(format!(
+            "program {program:?}: {} is on a file system mounted noexec: {at_launch}",
+            show(&resolved)
+        ));
+    }
+    Ok(())
+}
+
+/// For a program name with spaces (a command written as one string, `"python3 -m
+/// http.server"`, is one program name, never split): how to write what was meant.
+fn shell_hint(program: &str) -> String {
+    let words: Vec<&str> = program.split_whitespace().collect();
+    if words.len() < 2 {
+        return String::new();
+    }
+    let list: Vec<String> = words.iter().map(|w| format!("{w:?}")).collect();
+    format!(
+        "; a command string is one program name, not split into words: write a list, \
+         command = [{}], or run a shell, command = [\"sh\", \"-c\", {program:?}]",
+        list.join(", ")
+    )
+}
+
+/// Why the spawner would not launch `program`, with what was expected and what the launch
+/// would count as.
+fn refused(program: &str, e: &TargetError) -> String {
+    let status = e.exit_status();
+    let at_launch = format!("(at launch: exit status {status})");
+    match e {
+        TargetError::NotFound(_) if !program.contains('/') => {
+            let path = std::env::var_os("PATH")
+                .map(|p| String::from_utf8_lossy(p.as_bytes()).into_owned())
+                .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+            format!(
+                "program {program:?} is not found in PATH ({path}): expected the name of an \
+                 executable file in one of its directories, or the path of one {at_launch}{}",
+                shell_hint(program)
+            )
+        }
+        TargetError::NotFound(_) => format!(
+            "program {program:?}: no such file: expected the path of an executable file \
+             {at_launch}"
+        ),
+        TargetError::NotExecutable(p) => {
+            let what = std::fs::metadata(p).map_or("not a file", |m| {
+                if m.is_file() {
+                    "a regular file without an execute bit"
+                } else {
+                    kind(&m)
+                }
+            });
+            format!(
+                "program {program:?}: {} is {what}: expected an executable file {at_launch}",
+                show(p)
+            )
+        }
+        TargetError::SetUid(p) | TargetError::SetGid(p) | TargetError::FileCaps(p) => {
+            let what = match e {
+                TargetError::SetUid(_) => "is set-user-ID",
+                TargetError::SetGid(_) => "is set-group-ID",
+                _ => "has file capabilities",
+            };
+            format!(
+                "program {program:?}: {} {what}: its exec would clear the parent-death signal, \
+                 so foster does not launch it {at_launch}",
+                show(p)
+            )
+        }
+    }
+}
+
+/// `dir` is a directory `who` (when known) can enter, as the launch's `chdir` needs.
+fn directory(dir: &Path, who: Option<&Who>) -> Result<(), String> {
+    let at_launch = format!("(at launch: exit status {EXIT_GATE_ERROR})");
+    let m = match std::fs::metadata(dir) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(format!(
+                "working directory {}: no such directory: expected an existing directory \
+                 {at_launch}",
+                show(dir)
+            ));
+        }
+        Err(e) => {
+            return Err(format!(
+                "working directory {}: {e}: expected an existing directory {at_launch}",
+                show(dir)
+            ));
+        }
+    };
+    if !m.is_dir() {
+        return Err(format!(
+            "working directory {} is {}: expected a directory {at_launch}",
+            show(dir),
+            kind(&m)
+        ));
+    }
+    let Some(who) = who else { return Ok(()) };
+    who.reaches(dir)
+        .map_err(|e| format!("working directory {}: {e} {at_launch}", show(dir)))?;
+    if !who.may_execute(&m) {
+        return Err(format!(
+            "working directory {}: {} may not enter it ({}) {at_launch}",
+            show(dir),
+            who.name,
+            bits(&m)
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn who(uid: u32, gid: u32, groups: &[u32]) -> Who {
+        Who {
+            uid,
+            gid,
+            groups: groups.to_vec(),
+            name: format!("uid {uid}"),
+        }
+    }
+
+    #[test]
+    fn mode_bits_are_read_for_owner_group_and_others() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = std::env::temp_dir().join(format!("foster-system-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let f = d.join("f");
+        std::fs::write(&f, "").unwrap();
+        let meta = |mode: u32| {
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+            std::fs::metadata(&f).unwrap()
+        };
+        // Owned by others than root where that can be had: root's bits are not the owner's.
+        if nix::unistd::geteuid().is_root() {
+            std::os::unix::fs::chown(&f, Some(4242), Some(4343)).unwrap();
+        }
+        let m = meta(0o700);
+        let (owner, group) = (m.uid(), m.gid());
+        let stranger = owner.wrapping_add(4242);
+        assert!(who(owner, 1, &[]).may_execute(&m));
+        assert!(!who(stranger, group, &[]).may_execute(&m));
+        let m = meta(0o710);
+        assert!(who(stranger, group, &[]).may_execute(&m));
+        assert!(
+            who(stranger, 1, &[group]).may_execute(&m),
+            "a group of the list"
+        );
+        assert!(!who(stranger, 1, &[]).may_execute(&m));
+        let m = meta(0o601);
+        assert!(who(stranger, 1, &[]).may_execute(&m), "others");
+        assert!(
+            !who(owner, 1, &[]).may_execute(&m),
+            "the owner's bits, not others'"
+        );
+        assert!(who(0, 0, &[]).may_execute(&m), "root: any execute bit");
+        let m = meta(0o600);
+        assert!(!who(0, 0, &[]).may_execute(&m), "root: none");
+        assert!(who(0, 0, &[]).may_execute(&std::fs::metadata(&d).unwrap()));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}

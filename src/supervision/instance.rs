@@ -1,0 +1,112 @@
+//! One `foster run` per configuration file.
+//!
+//! Owns [`Claim`], the lock that a `foster run` of a configuration file holds while it runs:
+//! a file `run-HASH.lock` in foster's private runtime directory
+//! ([`crate::supervision::control::server::default_dir`], checked and made as for the control socket), HASH
+//! naming the file's canonical path (the same file reached by another path, a symbolic link or
+//! `./`, is the same configuration; files of the same name in other directories are not). The
+//! lock is `flock(2)`'s: the kernel drops it when the last descriptor of it closes, so a
+//! supervisor that was SIGKILLed leaves nothing to clean up. The descriptor is close-on-exec:
+//! no helper holds it. The file says who holds it (the supervisor's pid, as its caller sees
+//! it, and its control socket) so that a second `foster run` of the same file is refused
+//! naming the running one; `foster run --allow-second-instance` takes no lock.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, Write};
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{Flock, FlockArg, OFlag};
+use nix::sys::stat::Mode;
+
+/// The lock of one configuration file, held until dropped (or until foster ends).
+pub struct Claim {
+    lock: Flock<File>,
+    pid: u32,
+    config: PathBuf,
+}
+
+/// FNV-1a, 64 bits: a name for a path that stays the same from one build of foster to the next.
+fn fnv64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+impl Claim {
+    /// Takes the lock of configuration file `config`, or says which supervisor holds it.
+    /// `None`, with a warning, when the runtime directory cannot hold the lock (another
+    /// user's, say: `--no-socket` runs without it, and so does this check).
+    pub fn take(config: &Path) -> Result<Option<Claim>, String> {
+        use std::os::unix::ffi::OsStrExt;
+        let canonical = std::fs::canonicalize(config)
+            .map_err(|e| format!("{}: cannot resolve its path: {e}", config.display()))?;
+        let dir = crate::supervision::control::server::default_dir();
+        let dir_fd = match crate::supervision::control::server::make_private_dir(&dir) {
+            Ok(fd) => fd,
+            Err(e) => {
+                tracing::warn!(
+                    "not checking for another supervisor of {}: {e}",
+                    canonical.display()
+                );
+                return Ok(None);
+            }
+        };
+        let name = format!("run-{:016x}.lock", fnv64(canonical.as_os_str().as_bytes()));
+        let path = dir.join(&name);
+        let fd = nix::fcntl::openat(
+            &dir_fd,
+            name.as_str(),
+            OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
+            Mode::from_bits_truncate(0o600),
+        )
+        .map_err(|e| format!("{}: cannot open: {e}", path.display()))?;
+        let file = File::from(fd);
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => Ok(Some(Claim {
+                lock,
+                pid: std::process::id(),
+                config: canonical,
+            })),
+            Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
+                let mut held = String::new();
+                let _ = file.read_to_string(&mut held);
+                Err(refusal(&canonical, &held))
+            }
+            Err((_, e)) => Err(format!("{}: cannot lock: {e}", path.display())),
+        }
+    }
+
+    /// Writes who holds the lock: this supervisor's pid (taken when the lock was, before any
+    /// PID namespace) and its control socket, if it has one.
+    pub fn record(&mut self, socket: Option<&Path>) -> io::Result<()> {
+        let text = format!(
+            "pid {}\nsocket {}\nconfig {}\n",
+            self.pid,
+            socket.map_or("none".into(), |s| s.display().to_string()),
+            self.config.display()
+        );
+        self.lock.set_len(0)?;
+        self.lock.rewind()?;
+        self.lock.write_all(text.as_bytes())
+    }
+}
+
+/// The refusal of a second `foster run` of `config`, naming the holder that `held` (the lock
+/// file's text) says.
+fn refusal(config: &Path, held: &str) -> String {
+    let field = |key: &str| {
+        held.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))
+            .map(|v| crate::base::sanitize::escape(v.as_bytes()).to_string())
+    };
+    let pid = field("pid").unwrap_or_else(|| "?".into());
+    let how = match field("socket").filter(|s| s != "none") {
+        Some(s) => format!("control socket {s}; `foster ctl --socket {s} shutdown` stops it"),
+        None => "no control socket".into(),
+    };
+    format!(
+        "another supervisor already runs {} (pid {pid}, {how}); not starting a second copy of \
+         its helpers: foster run --allow-second-instance runs one all the same",
+        config.display()
+    )
+}
