@@ -175,8 +175,8 @@ fn a_snapshot_becomes_supervised_rows_with_anomalies_and_events() {
     let mut app = App::new(None, "1s".into());
     app.set_model(model);
     let row = app.rows.iter().find(|r| r.id.pid == 4711).unwrap();
-    assert_eq!(row.command, r"ev\xff \e[2J");
-    assert_eq!(row.helper, "web");
+    assert_eq!(row[foster::top::columns::Column::Command], r"ev\xff \e[2J");
+    assert_eq!(row[foster::top::columns::Column::Helper], "web");
     app.cursor = Some(row.id);
     app.on_key(key('R'));
     let foster::top::app::Dialog::ConfirmControl(c) = app.dialog.clone() else {
@@ -535,7 +535,7 @@ fn a_control_error_reply_reaches_the_status_line() {
         c.request(&Request::Restart {
             helper: "nope".into()
         }),
-        Err("no_such_helper: no helper named nope".to_string())
+        Err("no_such_helper: no helper named nope".into())
     );
     assert_eq!(
         c.request(&Request::Stop { helper: None }),
@@ -855,7 +855,11 @@ fn the_filter_matches_a_rows_own_fields_and_reopens_with_itself() {
         .map(|r| r.id.pid)
         .collect();
     assert_eq!(matched, vec![sleep.pid]);
-    let roles: Vec<&str> = app.rows.iter().map(|r| r.role.as_str()).collect();
+    let roles: Vec<&str> = app
+        .rows
+        .iter()
+        .map(|r| r[foster::top::columns::Column::Role].as_str())
+        .collect();
     assert_eq!(
         roles,
         ["supervisor", "helper"],
@@ -945,7 +949,8 @@ fn the_key_hint_stays_beside_the_cursor_rows_anomaly() {
     let mut app = App::new(None, "1s".into());
     app.set_model(Tracker::new().update(sample));
     assert_eq!(
-        app.cursor_row().map(|r| r.role.as_str()),
+        app.cursor_row()
+            .map(|r| r[foster::top::columns::Column::Role].as_str()),
         Some("supervisor")
     );
     for (w, h) in [(80, 24), (200, 60)] {

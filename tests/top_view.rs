@@ -355,7 +355,7 @@ fn collapse_sums_the_subtree_and_expands_again() {
     assert!(!pids(&app).contains(&201) && !pids(&app).contains(&202));
     let row = app.cursor_row().unwrap().clone();
     assert!(row.collapsed && row.hidden == 2);
-    assert_eq!(row.cpu, "35.0", "25% + 10% summed");
+    assert_eq!(row[ui::Column::Cpu], "35.0", "25% + 10% summed");
     assert_eq!(row.hidden_anomalies, 1, "the hidden zombie still counts");
     let lines = render(&mut app, 120, 30);
     assert!(row_of(&lines, 200).contains("(+2)") && row_of(&lines, 200).contains("1 inside"));
@@ -473,7 +473,7 @@ fn pause_keeps_exited_processes_until_resumed() {
             .iter()
             .find(|r| r.id.pid == pid)
             .expect("kept while paused");
-        assert!(r.exited && r.state == "exit");
+        assert!(r.exited && r[ui::Column::State] == "exit");
     }
     assert_eq!(
         app.rows.iter().find(|r| r.id.pid == 201).unwrap().depth,
@@ -1070,7 +1070,7 @@ fn a_column_shown_from_setup_has_its_values_at_once() {
     let mut app = app_with(standalone);
     assert!(!app.rows.is_empty());
     assert!(
-        app.rows.iter().all(|r| r.ppid.is_empty()),
+        app.rows.iter().all(|r| r[ui::Column::Ppid].is_empty()),
         "PPID is hidden: its texts are not made"
     );
     app.on_key(key(KeyCode::F(2)));
@@ -1084,7 +1084,10 @@ fn a_column_shown_from_setup_has_its_values_at_once() {
     press(&mut app, " ");
     app.on_key(key(KeyCode::Esc));
     for r in &app.rows {
-        assert_eq!(r.ppid, app.model.nodes[&r.id].info.ppid.to_string());
+        assert_eq!(
+            r[ui::Column::Ppid],
+            app.model.nodes[&r.id].info.ppid.to_string()
+        );
     }
     let lines = render(&mut app, 200, 40);
     assert!(screen(&lines).contains("PPID"), "{}", screen(&lines));

@@ -37,11 +37,15 @@ use crate::supervision::control::protocol::{
     EventRecord, HelperState, Reply, ReplyBody, Request, Role, Status, request_line,
 };
 use crate::supervision::event::Event;
-use crate::top::app::{KEEP_LOG_LINES, LogItem, LogSource};
+use crate::process::identity::Identity;
+use crate::top::dialogs::ControlError;
 use crate::top::model::{
     Adoption, EventLine, HelperDown, HelperStatus, HelperSummary, ProcInfo, RESTART_LOOP, Sample,
     SharedWants, Source, SourceError, Supervision, Waker,
 };
+use crate::top::panes::{KEEP_LOG_LINES, LogItem, LogSource};
+use crate::process::tree::connector::{Connector, ProcEvent, Wanted};
+use crate::process::tree::{ScanOptions, Scanner};
 
 /// How many events the pane keeps (the supervisor's own backlog holds as many).
 pub const KEEP_EVENTS: usize = crate::supervision::control::protocol::BACKLOG;
@@ -791,7 +795,7 @@ impl Controller {
     }
 
     /// Sends `req` and returns the supervisor's `done` message, or the error's.
-    pub fn request(&self, req: &Request) -> Result<String, String> {
+    pub fn request(&self, req: &Request) -> Result<String, ControlError> {
         let mut conn = Connection::open(&self.socket).map_err(|e| e.0)?;
         // The dashboard's pids are this namespace's: the supervisor's own are sent.
         let mut pids = conn.pid_map();
@@ -813,11 +817,11 @@ impl Controller {
             .map_err(|e| SourceError(pids.message(&e.0, asked)))
         {
             Ok(ReplyBody::Done { message, .. }) => Ok(pids.message(&message, asked)),
-            Ok(other) => Err(format!("unexpected reply: {other:?}")),
+            Ok(other) => Err(format!("unexpected reply: {other:?}").into()),
             Err(e) => {
                 // The socket's path is in the title already; keep the status line short.
                 let prefix = format!("{}: ", self.socket.display());
-                Err(e.0.strip_prefix(&prefix).unwrap_or(&e.0).to_string())
+                Err(e.0.strip_prefix(&prefix).unwrap_or(&e.0).into())
             }
         }
     }

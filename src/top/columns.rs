@@ -17,8 +17,7 @@ use std::path::{Path, PathBuf};
 
 use std::cmp::Ordering;
 
-use crate::process::tree::ExtraWants;
-use crate::top::app::command_text;
+use crate::top::formatting::command_text;
 use crate::top::model::{Node, Supervision, Wants};
 
 /// A column of the table.
@@ -55,6 +54,35 @@ pub enum Column {
 }
 
 impl Column {
+    /// How many columns there are.
+    pub const COUNT: usize = 22;
+
+    /// Every column, in the order of their declaration (`Column::ALL[c as usize] == c`).
+    pub const ALL: [Column; Column::COUNT] = [
+        Column::Flag,
+        Column::Pid,
+        Column::Role,
+        Column::Helper,
+        Column::HelperState,
+        Column::Generation,
+        Column::State,
+        Column::Policy,
+        Column::Age,
+        Column::Cpu,
+        Column::Rss,
+        Column::User,
+        Column::Ppid,
+        Column::Pgid,
+        Column::Sid,
+        Column::Threads,
+        Column::Start,
+        Column::IoRead,
+        Column::IoWrite,
+        Column::Cgroup,
+        Column::PidNs,
+        Column::Command,
+    ];
+
     /// Every column the setup screen lists, in their default order (the flag comes first and
     /// the command last, always).
     pub const OPTIONAL: [Column; 20] = [
@@ -394,7 +422,7 @@ impl Layout {
     }
 
     /// Reads the file's text; the error says what is wrong.
-    pub fn from_toml(text: &str) -> Result<Layout, String> {
+    pub fn from_toml(text: &str) -> Result<Layout, ColumnsError> {
         #[derive(serde::Deserialize)]
         #[serde(deny_unknown_fields)]
         struct File {
@@ -413,11 +441,28 @@ impl Layout {
                     )
                 })?;
             if shown.contains(&c) {
-                return Err(format!("column {:?} listed twice", c.key()));
+                return Err(format!("column {:?} listed twice", c.key()).into());
             }
             shown.push(c);
         }
         Ok(Layout::showing(&shown))
+    }
+}
+
+/// What is wrong with the file, or why it could not be written, in words (the path named).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ColumnsError(pub String);
+
+impl From<String> for ColumnsError {
+    fn from(s: String) -> ColumnsError {
+        ColumnsError(s)
+    }
+}
+
+impl From<&str> for ColumnsError {
+    fn from(s: &str) -> ColumnsError {
+        ColumnsError(s.to_string())
     }
 }
 
@@ -445,23 +490,27 @@ pub fn path() -> Option<PathBuf> {
 }
 
 /// Opens the directory, checked: a real directory of the user's, not writable by others.
-fn open_checked_dir(dir: &Path, create: bool) -> Result<Option<std::os::fd::OwnedFd>, String> {
+fn open_checked_dir(
+    dir: &Path,
+    create: bool,
+) -> Result<Option<std::os::fd::OwnedFd>, ColumnsError> {
     use crate::base::ownership::{DirProblem, DirRule, open_dir};
     match open_dir(dir, DirRule::Own("the dashboard's settings"), create) {
         Ok(d) => Ok(Some(d.fd)),
         Err(DirProblem::Missing) => Ok(None),
-        Err(DirProblem::Refused(m)) => Err(m),
+        Err(DirProblem::Refused(m)) => Err(m.into()),
     }
 }
 
 /// The layout in the file; `Ok(None)` when there is none. The error says what is wrong, the
 /// path first.
-pub fn load() -> Result<Option<Layout>, String> {
+pub fn load() -> Result<Option<Layout>, ColumnsError> {
     let Some(dir) = dir() else {
         return Ok(None);
     };
     let shown = dir.join(FILE);
-    let bad = |why: String| format!("{why}: {}; the default columns", shown.display());
+    let bad =
+        |why: String| ColumnsError(format!("{why}: {}; the default columns", shown.display()));
     let Some(dfd) =
         open_checked_dir(&dir, false).map_err(|m| format!("{m}; the default columns"))?
     else {
@@ -509,12 +558,12 @@ pub fn load() -> Result<Option<Layout>, String> {
         return Err(bad(format!("larger than {} KiB", MAX_FILE / 1024)));
     }
     let text = String::from_utf8(text).map_err(|_| bad("not UTF-8".into()))?;
-    Layout::from_toml(&text).map(Some).map_err(bad)
+    Layout::from_toml(&text).map(Some).map_err(|e| bad(e.0))
 }
 
 /// Writes the layout to the file, atomically: a new file beside it (mode 0600), synced, then
 /// renamed over it. Makes the directory (mode 0700) when missing. Returns the path written.
-pub fn save(layout: &Layout) -> Result<PathBuf, String> {
+pub fn save(layout: &Layout) -> Result<PathBuf, ColumnsError> {
     let dir = dir().ok_or("neither XDG_CONFIG_HOME nor HOME is set to an absolute path")?;
     if let Some(parent) = dir.parent() {
         std::fs::create_dir_all(parent)
@@ -542,7 +591,7 @@ pub fn save(layout: &Layout) -> Result<PathBuf, String> {
         .and_then(|()| renameat(&dfd, tmp.as_str(), &dfd, FILE).map_err(|e| e.to_string()));
     if let Err(e) = renamed {
         let _ = nix::unistd::unlinkat(&dfd, tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
-        return Err(format!("cannot write {}: {e}", dir.join(FILE).display()));
+        return Err(format!("cannot write {}: {e}", dir.join(FILE).display()).into());
     }
     Ok(dir.join(FILE))
 }
@@ -566,10 +615,10 @@ mod tests {
         assert_eq!(back.shown()[..2], [Column::User, Column::Pid]);
         assert_eq!(back, l);
         let e = Layout::from_toml("columns = [\"pid\", \"nope\"]").unwrap_err();
-        assert!(e.contains("unknown column \"nope\""), "{e}");
+        assert!(e.0.contains("unknown column \"nope\""), "{e}");
         assert!(Layout::from_toml("columns = 3").is_err());
         assert!(Layout::from_toml("colums = []").is_err());
         let e = Layout::from_toml("columns = [\"pid\", \"pid\"]").unwrap_err();
-        assert!(e.contains("twice"), "{e}");
+        assert!(e.0.contains("twice"), "{e}");
     }
 }

@@ -15,6 +15,7 @@ use std::time::Duration;
 use crossterm::event::{Event, KeyEvent, MouseEvent};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
 
+use crate::top::dialogs::{ControlError, SignalResult};
 use crate::top::model::{Sample, Source, SourceError};
 
 /// One thing that happened.
@@ -34,14 +35,10 @@ pub enum Msg {
     /// Signals sent through the supervisor (attached mode): one result per target.
     SignalDone {
         signal: Signal,
-        results: Vec<(
-            crate::process::identity::Identity,
-            Vec<u8>,
-            Result<(), String>,
-        )>,
+        results: Vec<SignalResult>,
     },
     /// The supervisor's answer to a restart or stop.
-    ControlDone(Result<String, String>),
+    ControlDone(Result<String, ControlError>),
     /// The log pane's stream number N has lines to take (attached mode).
     Logs(u64),
 }

@@ -21,12 +21,12 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, RenderDirection, Sparkline};
 
+use crate::process::identity::Identity;
 use crate::base::sanitize::escape;
-use crate::top::app::App;
+use crate::top::formatting::put_line;
 pub use crate::top::history::{History, Levels};
 use crate::top::model::{Model, fmt_age, fmt_bytes, fmt_cpu};
 use crate::top::theme;
-use crate::top::ui::put_line;
 
 /// A reading this soon after the last baseline keeps the last CPU shares (a tick is 10 ms: a
 /// few milliseconds give no rate), as the tree's CPU% does.
@@ -97,6 +97,23 @@ pub struct Reading {
 }
 
 /// Reads the machine's counters; keeps the last `/proc/stat` as the baseline of the next rates.
+/// A counter of the machine that could not be read: the file named, and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct MetersError(pub String);
+
+impl From<String> for MetersError {
+    fn from(s: String) -> MetersError {
+        MetersError(s)
+    }
+}
+
+impl From<&str> for MetersError {
+    fn from(s: &str) -> MetersError {
+        MetersError(s.to_string())
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct Sampler {
     baseline: Option<(Instant, procfs::KernelStats)>,
@@ -109,7 +126,7 @@ impl Sampler {
     }
 
     /// Takes one reading; the error names the file that could not be read.
-    pub fn read(&mut self) -> Result<Reading, String> {
+    pub fn read(&mut self) -> Result<Reading, MetersError> {
         use procfs::{Current, CurrentSI};
         let stat =
             procfs::KernelStats::current().map_err(|e| format!("cannot read /proc/stat: {e}"))?;
@@ -254,13 +271,13 @@ fn ratio(used: u64, total: u64) -> u8 {
 
 impl Meters {
     /// Takes a reading of the machine, or why it failed (the last reading stays).
-    pub fn take(&mut self, r: Result<Reading, String>) {
+    pub fn take(&mut self, r: Result<Reading, MetersError>) {
         match r {
             Ok(r) => {
                 self.reading = Some(r);
                 self.error = None;
             }
-            Err(e) => self.error = Some(e),
+            Err(e) => self.error = Some(e.0),
         }
     }
 
@@ -434,12 +451,22 @@ fn load_style(load: f32, cores: usize) -> Style {
     }
 }
 
+/// What the meters draw: their texts, the reading (for the load's colours), and the
+/// process whose history they show.
+pub struct View<'a> {
+    pub texts: Texts,
+    pub reading: Option<&'a Reading>,
+    pub model: &'a Model,
+    pub cursor: Option<Identity>,
+}
+
 /// `1234 (sleep)` or `helper web's tree (1234)`, and what the history covers.
-fn history_label(app: &App, l: Option<&Levels>) -> Line<'static> {
-    let Some(id) = app.cursor else {
+fn history_label(v: &View) -> Line<'static> {
+    let Some(id) = v.cursor else {
         return Line::styled("history: no process selected", theme::DIM);
     };
-    let node = app.model.nodes.get(&id);
+    let l = v.texts.history.as_ref();
+    let node = v.model.nodes.get(&id);
     let name = node.map(|n| escape(&n.info.comm)).unwrap_or_default();
     let helper = node
         .and_then(|n| n.info.supervision.as_ref())
@@ -492,106 +519,116 @@ fn spark_labels(l: Option<&Levels>) -> (String, String) {
     }
 }
 
-/// Draws the meters in `area` (as tall as [`height`] said).
-pub fn draw(frame: &mut Frame, area: Rect, app: &App, screen: Rect) {
-    let t = app.meter_texts();
-    let w = area.width as usize;
-    let cores = t.cores.len();
-    let load: Vec<Span> = {
-        let r = app.meters.reading.as_ref();
-        let mut v = vec![Span::styled("Load ", theme::LABEL)];
-        for (i, part) in t.load.split(' ').enumerate() {
-            let l = r.map_or(0.0, |r| r.load[i]);
-            if i > 0 {
-                v.push(Span::raw(" "));
-            }
-            v.push(Span::styled(part.to_string(), load_style(l, cores)));
+/// The load averages, each red when it reaches the number of cores.
+fn load_spans(v: &View) -> Vec<Span<'static>> {
+    let cores = v.texts.cores.len();
+    let mut spans = vec![Span::styled("Load ", theme::LABEL)];
+    for (i, part) in v.texts.load.split(' ').enumerate() {
+        let l = v.reading.map_or(0.0, |r| r.load[i]);
+        if i > 0 {
+            spans.push(Span::raw(" "));
         }
-        v
-    };
-    let (cpu_label, mem_label) = spark_labels(t.history.as_ref());
-    let empty = Vec::new();
-    let (cpu_levels, mem_levels) = t
-        .history
-        .as_ref()
-        .map_or((&empty, &empty), |l| (&l.cpu, &l.mem));
-    if full(screen) {
-        let [left, _, right] = Layout::horizontal([
-            Constraint::Percentage(50),
-            Constraint::Length(2),
-            Constraint::Fill(1),
-        ])
-        .areas(area);
-        let (cols, rows) = core_grid(cores);
-        let col_w = (left.width as usize + 1) / cols;
-        for (i, p) in t.cores.iter().enumerate() {
-            let (c, r) = (i / rows, i % rows);
-            let label = format!(
-                "cpu{i:<width$}",
-                width = cores.saturating_sub(1).to_string().len()
-            );
-            let x = left.x + (c * col_w) as u16;
-            let cell = Rect::new(x, left.y + r as u16, (col_w.saturating_sub(1)) as u16, 1);
-            frame.render_widget(
-                Paragraph::new(bar(
-                    &label,
-                    &cpu_parts(p),
-                    &cpu_text(Some(p)),
-                    cell.width as usize,
-                )),
-                cell,
-            );
-        }
-        if cores == 0 {
-            frame.render_widget(
-                Paragraph::new(bar("cpu", &[], "…", left.width as usize)),
-                Rect { height: 1, ..left },
-            );
-        }
-        let lw = left.width as usize;
-        let y = left.y + rows as u16;
-        let row = |y: u16| Rect::new(left.x, y, left.width, 1);
-        frame.render_widget(
-            Paragraph::new(mem_bar("Mem", &t.mem, theme::MEM_USED, lw)),
-            row(y),
-        );
-        frame.render_widget(
-            Paragraph::new(mem_bar("Swp", &t.swap, theme::SWAP_USED, lw)),
-            row(y + 1),
-        );
-        let line = |i: u16| Rect::new(right.x, right.y + i, right.width, 1);
-        put_line(
-            frame,
-            line(0),
-            Line::from(
-                std::iter::once(Span::styled("Tasks ", theme::LABEL))
-                    .chain(tasks_line(&t, true).spans)
-                    .collect::<Vec<_>>(),
-            ),
-        );
-        put_line(frame, line(1), Line::from(load));
-        let mut up = vec![
-            Span::styled("Uptime ", theme::LABEL),
-            Span::raw(t.uptime.clone()),
-        ];
-        if let Some(e) = &t.error {
-            up.push(Span::styled(
-                format!(" · {}", escape(e.as_bytes())),
-                theme::ALERT,
-            ));
-        }
-        put_line(frame, line(2), Line::from(up));
-        put_line(frame, line(3), history_label(app, t.history.as_ref()));
-        spark(frame, line(4), cpu_label, cpu_levels, theme::SPARK_CPU);
-        spark(frame, line(5), mem_label, mem_levels, theme::SPARK_MEM);
-        return;
+        spans.push(Span::styled(part.to_string(), load_style(l, cores)));
     }
-    // Compact: the bars of all cores, memory and swap on one line; load, tasks and uptime on
-    // the next; the selected process's history on the third.
-    let third = w / 3;
+    spans
+}
+
+/// The history's two sparklines: (label, levels) of the CPU and of the memory.
+fn sparks(t: &Texts) -> [(String, &[u8]); 2] {
+    let (cpu_label, mem_label) = spark_labels(t.history.as_ref());
+    let (cpu, mem): (&[u8], &[u8]) = t.history.as_ref().map_or((&[], &[]), |l| (&l.cpu, &l.mem));
+    [(cpu_label, cpu), (mem_label, mem)]
+}
+
+/// Draws the meters in `area` (as tall as [`height`] said).
+pub fn draw(frame: &mut Frame, area: Rect, v: &View, screen: Rect) {
+    if full(screen) {
+        draw_full(frame, area, v);
+    } else {
+        draw_compact(frame, area, v);
+    }
+}
+
+/// A bar per core on the left, memory and swap below them; tasks, load, uptime and the
+/// history on the right.
+fn draw_full(frame: &mut Frame, area: Rect, v: &View) {
+    let t = &v.texts;
+    let [left, _, right] = Layout::horizontal([
+        Constraint::Percentage(50),
+        Constraint::Length(2),
+        Constraint::Fill(1),
+    ])
+    .areas(area);
+    let rows = draw_cores(frame, left, t);
+    let lw = left.width as usize;
+    let y = left.y + rows as u16;
+    let row = |y: u16| Rect::new(left.x, y, left.width, 1);
+    frame.render_widget(
+        Paragraph::new(mem_bar("Mem", &t.mem, theme::MEM_USED, lw)),
+        row(y),
+    );
+    frame.render_widget(
+        Paragraph::new(mem_bar("Swp", &t.swap, theme::SWAP_USED, lw)),
+        row(y + 1),
+    );
+    let line = |i: u16| Rect::new(right.x, right.y + i, right.width, 1);
+    let tasks = std::iter::once(Span::styled("Tasks ", theme::LABEL))
+        .chain(tasks_line(t, true).spans)
+        .collect::<Vec<_>>();
+    put_line(frame, line(0), Line::from(tasks));
+    put_line(frame, line(1), Line::from(load_spans(v)));
+    let mut up = vec![
+        Span::styled("Uptime ", theme::LABEL),
+        Span::raw(t.uptime.clone()),
+    ];
+    if let Some(e) = &t.error {
+        up.push(Span::styled(
+            format!(" · {}", escape(e.as_bytes())),
+            theme::ALERT,
+        ));
+    }
+    put_line(frame, line(2), Line::from(up));
+    put_line(frame, line(3), history_label(v));
+    let [(cpu_label, cpu), (mem_label, mem)] = sparks(t);
+    spark(frame, line(4), cpu_label, cpu, theme::SPARK_CPU);
+    spark(frame, line(5), mem_label, mem, theme::SPARK_MEM);
+}
+
+/// One bar per core in `left`, in columns; returns the lines they take.
+fn draw_cores(frame: &mut Frame, left: Rect, t: &Texts) -> usize {
+    let cores = t.cores.len();
+    let (cols, rows) = core_grid(cores);
+    let col_w = (left.width as usize + 1) / cols;
+    for (i, p) in t.cores.iter().enumerate() {
+        let (c, r) = (i / rows, i % rows);
+        let label = format!(
+            "cpu{i:<width$}",
+            width = cores.saturating_sub(1).to_string().len()
+        );
+        let x = left.x + (c * col_w) as u16;
+        let cell = Rect::new(x, left.y + r as u16, (col_w.saturating_sub(1)) as u16, 1);
+        let text = cpu_text(Some(p));
+        let bar = bar(&label, &cpu_parts(p), &text, cell.width as usize);
+        frame.render_widget(Paragraph::new(bar), cell);
+    }
+    if cores == 0 {
+        frame.render_widget(
+            Paragraph::new(bar("cpu", &[], "…", left.width as usize)),
+            Rect { height: 1, ..left },
+        );
+    }
+    rows
+}
+
+/// Compact: the bars of all cores, memory and swap on one line; load, tasks and uptime on
+/// the next; the selected process's history on the third.
+fn draw_compact(frame: &mut Frame, area: Rect, v: &View) {
+    let t = &v.texts;
+    let cores = t.cores.len();
+    let third = area.width / 3;
     let [a, b, c] = Layout::horizontal([
-        Constraint::Length(third as u16),
-        Constraint::Length(third as u16),
+        Constraint::Length(third),
+        Constraint::Length(third),
         Constraint::Fill(1),
     ])
     .areas(Rect { height: 1, ..area });
@@ -601,31 +638,26 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, screen: Rect) {
     } else {
         "CPU".to_string()
     };
-    frame.render_widget(
-        Paragraph::new(bar(
-            &bar_label,
-            &total.map(cpu_parts).unwrap_or_default(),
-            &cpu_text(total),
-            a.width.saturating_sub(1) as usize,
-        )),
-        a,
+    let parts = total.map(cpu_parts).unwrap_or_default();
+    let cpu = bar(
+        &bar_label,
+        &parts,
+        &cpu_text(total),
+        a.width.saturating_sub(1) as usize,
     );
-    frame.render_widget(
-        Paragraph::new(mem_bar(
-            "Mem",
-            &t.mem,
-            theme::MEM_USED,
-            b.width.saturating_sub(1) as usize,
-        )),
-        b,
+    frame.render_widget(Paragraph::new(cpu), a);
+    let mem = mem_bar(
+        "Mem",
+        &t.mem,
+        theme::MEM_USED,
+        b.width.saturating_sub(1) as usize,
     );
-    frame.render_widget(
-        Paragraph::new(mem_bar("Swp", &t.swap, theme::SWAP_USED, c.width as usize)),
-        c,
-    );
-    let mut info = load;
+    frame.render_widget(Paragraph::new(mem), b);
+    let swap = mem_bar("Swp", &t.swap, theme::SWAP_USED, c.width as usize);
+    frame.render_widget(Paragraph::new(swap), c);
+    let mut info = load_spans(v);
     info.push(Span::raw(" · "));
-    info.extend(tasks_line(&t, false).spans);
+    info.extend(tasks_line(t, false).spans);
     info.push(Span::raw(format!(" · up {}", t.uptime)));
     if let Some(e) = &t.error {
         info.push(Span::styled(
@@ -633,13 +665,10 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, screen: Rect) {
             theme::ALERT,
         ));
     }
-    put_line(
-        frame,
-        Rect::new(area.x, area.y + 1, area.width, 1),
-        Line::from(info),
-    );
+    let info_line = Rect::new(area.x, area.y + 1, area.width, 1);
+    put_line(frame, info_line, Line::from(info));
     let hist = Rect::new(area.x, area.y + 2, area.width, 1);
-    let label = history_label(app, t.history.as_ref());
+    let label = history_label(v);
     let lw = (label.width() as u16 + 2).min(hist.width);
     put_line(frame, Rect { width: lw, ..hist }, label);
     let [hc, hm] = Layout::horizontal([Constraint::Fill(1), Constraint::Fill(1)]).areas(Rect {
@@ -647,8 +676,9 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, screen: Rect) {
         width: hist.width - lw,
         ..hist
     });
-    spark(frame, hc, cpu_label, cpu_levels, theme::SPARK_CPU);
-    spark(frame, hm, mem_label, mem_levels, theme::SPARK_MEM);
+    let [(cpu_label, cpu), (mem_label, mem)] = sparks(t);
+    spark(frame, hc, cpu_label, cpu, theme::SPARK_CPU);
+    spark(frame, hm, mem_label, mem, theme::SPARK_MEM);
 }
 
 #[cfg(test)]

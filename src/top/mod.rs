@@ -30,12 +30,18 @@ pub mod app;
 pub mod attached;
 pub mod columns;
 pub mod demo;
+pub mod dialogs;
 pub mod event;
+pub mod formatting;
 pub mod history;
+pub mod keys;
 pub mod meters;
 pub mod model;
+pub mod panes;
+pub mod rows;
 pub mod standalone;
 pub mod theme;
+pub mod tree_keys;
 pub mod ui;
 
 use std::io::{self, IsTerminal, Stdout};
@@ -226,7 +232,7 @@ pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
         crate::base::duration::Text(opts.interval).to_string(),
     );
     app.columns = layout;
-    app.message = layout_error.map(|e| crate::base::sanitize::escape(e.as_bytes()));
+    app.message = layout_error.map(|e| crate::base::sanitize::escape(e.0.as_bytes()));
     let mut tracker = Tracker::new();
     let mut machine = meters::Sampler::new();
     let mut last_screen = None;

@@ -22,47 +22,10 @@ use ratatui::widgets::{
 
 use crate::base::sanitize::{escape, fit};
 use crate::top::app::{App, Dialog, KEYS, LogSource, PaneKind, Row, SIGNALS};
+use crate::top::formatting::{fit_line, put_line};
 use crate::top::theme;
 
 pub use crate::top::columns::Column;
-
-/// Cuts `line` to `width` columns, ending in `…` (in the style of the span cut) when it is
-/// wider: the one cut of every line the dashboard draws, by [`crate::base::sanitize::fit`].
-pub(crate) fn fit_line(line: Line<'static>, width: usize) -> Line<'static> {
-    if line.width() <= width {
-        return line;
-    }
-    let Line {
-        spans,
-        style,
-        alignment,
-    } = line;
-    let mut used = 0;
-    let mut kept = Vec::with_capacity(spans.len());
-    for span in spans {
-        let w = span.width();
-        if used + w < width {
-            used += w;
-            kept.push(span);
-            continue;
-        }
-        // The span at the edge (more follows, or it is itself too wide): one more column of
-        // text than there is room for makes `fit` cut it and end it in `…`.
-        let cut = fit(&format!("{}…", span.content), width - used);
-        kept.push(Span::styled(cut, span.style));
-        break;
-    }
-    Line {
-        spans: kept,
-        style,
-        alignment,
-    }
-}
-
-/// Draws `line` on the first row of `area`, cut to its width ([`fit_line`]).
-pub(crate) fn put_line(frame: &mut Frame, area: Rect, line: Line<'static>) {
-    frame.render_widget(Paragraph::new(fit_line(line, area.width as usize)), area);
-}
 
 /// The narrowest the command column may become before other columns are dropped.
 const MIN_COMMAND: u16 = 24;
@@ -216,26 +179,7 @@ fn cell_text(c: Column, r: &Row) -> Cow<'_, str> {
             }
         }
         Column::Pid => return Cow::Owned(r.id.pid.to_string()),
-        Column::Role => &r.role,
-        Column::Helper => &r.helper,
-        Column::HelperState => &r.helper_state,
-        Column::Generation => &r.generation,
-        Column::State => &r.state,
-        Column::Policy => &r.policy,
-        Column::Age => &r.age,
-        Column::Cpu => &r.cpu,
-        Column::Rss => &r.rss,
-        Column::Command => &r.command,
-        Column::User => &r.user,
-        Column::Ppid => &r.ppid,
-        Column::Pgid => &r.pgid,
-        Column::Sid => &r.sid,
-        Column::Threads => &r.threads,
-        Column::Start => &r.start,
-        Column::IoRead => &r.io_read,
-        Column::IoWrite => &r.io_write,
-        Column::Cgroup => &r.cgroup,
-        Column::PidNs => &r.pidns,
+        _ => &r[c],
     };
     Cow::Borrowed(text)
 }
@@ -360,7 +304,13 @@ pub fn draw(frame: &mut Frame, app: &mut App) {
     app.set_page(a.table.height.saturating_sub(1) as usize);
     draw_title(frame, a.title, app);
     if let Some(m) = a.meters {
-        crate::top::meters::draw(frame, m, app, area);
+        let view = crate::top::meters::View {
+            texts: app.meter_texts(),
+            reading: app.meters.reading.as_ref(),
+            model: &app.model,
+            cursor: app.cursor,
+        };
+        crate::top::meters::draw(frame, m, &view, area);
     }
     app.hits = crate::top::app::Hits {
         header_y: (a.table.height > 0).then_some(a.table.y),
@@ -524,7 +474,7 @@ fn command_line(row: &Row, width: usize) -> Line<'static> {
     let room = width
         .saturating_sub(fixed + alert_w)
         .max(12.min(width.saturating_sub(fixed)));
-    let cmd = fit(&row.command, room);
+    let cmd = fit(&row[Column::Command], room);
     let cmd_style = if row.found {
         theme::MATCH.underlined()
     } else if row.matched {
@@ -652,8 +602,8 @@ fn value_style(c: Column, r: &Row, app: &App) -> Option<Style> {
         return None;
     }
     match c {
-        Column::State => Some(theme::state(&r.state)),
-        Column::Cpu => r.cpu.parse::<f64>().ok().map(theme::cpu),
+        Column::State => Some(theme::state(&r[Column::State])),
+        Column::Cpu => r[Column::Cpu].parse::<f64>().ok().map(theme::cpu),
         Column::Rss => {
             let total = app.meters.reading.as_ref().map_or(0, |m| m.mem_total);
             let m = &app.model;

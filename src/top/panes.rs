@@ -1,0 +1,294 @@
+//! The panes below the tree: the events pane ([`EventsPane`], attached: shown, sized,
+//! scrolled, one helper's alone) and the log pane ([`LogPane`]: the selected helper's lines,
+//! at most [`KEEP_LOG_LINES`], following the end until scrolled).
+//!
+//! Uses [`crate::top::model`] (the events it shows) and [`crate::top::formatting`].
+
+use std::collections::VecDeque;
+
+use crate::base::sanitize::escape;
+use crate::top::model::{Model, fmt_age};
+
+/// The events pane (attached): shown or not, its height, how far it is scrolled back, whether
+/// it has the keys, and the helper whose events it shows alone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventsPane {
+    pub shown: bool,
+    /// Its height chosen with `[` `]`; `None`: sized to what the tree leaves.
+    pub height: Option<u16>,
+    /// Lines scrolled back from the newest (0: the newest at the bottom, following).
+    pub back: usize,
+    /// It takes the scrolling keys (`Tab`).
+    pub focus: bool,
+    /// Only this helper's events (`H`).
+    pub helper: Option<String>,
+    /// Lines of events it showed when last drawn, set by the renderer.
+    pub drawn: u16,
+}
+
+impl Default for EventsPane {
+    fn default() -> EventsPane {
+        EventsPane {
+            shown: true,
+            height: None,
+            back: 0,
+            focus: false,
+            helper: None,
+            drawn: 0,
+        }
+    }
+}
+
+/// Lines the log pane keeps (as many as a helper keeps: the pane asks for them all).
+pub const KEEP_LOG_LINES: usize = crate::supervision::output::ring::DEFAULT_LINES;
+
+/// Whose lines the log pane shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LogSource {
+    Helper(String),
+    /// Every helper's (the supervisor's row).
+    Every,
+}
+
+/// What the log pane's stream brings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LogItem {
+    /// The stream has started: the helpers whose lines come (for the names' padding).
+    Start {
+        helpers: Vec<String>,
+    },
+    Line(crate::supervision::output::Line),
+    /// This many lines were lost (the dashboard did not read them in time).
+    Missed(u64),
+    /// The stream ended, and why.
+    Ended(String),
+}
+
+/// How a line of the pane is drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PaneKind {
+    Stdout,
+    Stderr,
+    /// Said by the dashboard (lines missed, the stream's end).
+    Notice,
+}
+
+/// One line of the log pane: when it was read (`HH:MM:SS`), and the line as `foster run`
+/// relays it (`NAME | text`, `NAME ! text`), escaped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PaneLine {
+    pub when: String,
+    pub text: String,
+    pub kind: PaneKind,
+}
+
+/// The log pane: the lines of the selected row's helper, at most [`KEEP_LOG_LINES`], shown
+/// following the end until scrolled.
+#[derive(Debug)]
+pub struct LogPane {
+    /// Whose lines it shows (`None`: the selected row belongs to no helper).
+    pub source: Option<LogSource>,
+    lines: VecDeque<PaneLine>,
+    /// The number of `lines[0]` among every line the pane has had.
+    first: u64,
+    /// The number of the first line shown, when scrolled; `None`: following the end.
+    top: Option<u64>,
+    /// Lines that fit on screen, set by the renderer.
+    pub height: usize,
+    /// It takes the scrolling keys.
+    pub focus: bool,
+    /// Said instead of lines while it has none.
+    pub note: Option<String>,
+    renderer: crate::supervision::output::Renderer,
+    /// Counts changes of what it shows, for [`Screen`].
+    version: u64,
+}
+
+impl LogPane {
+    pub fn new() -> LogPane {
+        LogPane {
+            source: None,
+            lines: VecDeque::new(),
+            first: 0,
+            top: None,
+            height: 5,
+            focus: false,
+            note: Some(NO_HELPER.to_string()),
+            renderer: crate::supervision::output::Renderer::new(&[], crate::supervision::output::Format::Text, false),
+            version: 0,
+        }
+    }
+
+    /// Whether it follows the end (not scrolled up).
+    pub fn following(&self) -> bool {
+        self.top.is_none()
+    }
+
+    /// The lines on screen, oldest first.
+    pub fn window(&self) -> impl Iterator<Item = &PaneLine> {
+        let h = self.height.max(1);
+        let bottom = self.lines.len().saturating_sub(h);
+        let start = match self.top {
+            None => bottom,
+            Some(t) => (t.saturating_sub(self.first) as usize).min(bottom),
+        };
+        self.lines.iter().skip(start).take(h)
+    }
+
+    /// How many lines it holds.
+    pub fn len(&self) -> usize {
+        self.lines.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+
+    fn push(&mut self, line: PaneLine) {
+        if self.lines.len() == KEEP_LOG_LINES {
+            self.lines.pop_front();
+            self.first += 1;
+            if let Some(t) = self.top.as_mut() {
+                *t = (*t).max(self.first);
+            }
+        }
+        self.lines.push_back(line);
+    }
+
+    /// Counts a change of what it shows (for the screen's comparison).
+    pub fn touch(&mut self) {
+        self.version += 1;
+    }
+
+    /// What it shows, for the screen's comparison: its version, scroll, focus and height.
+    pub fn drawn_state(&self) -> (u64, Option<u64>, bool, usize) {
+        (self.version, self.top, self.focus, self.height)
+    }
+
+    /// Follows the end again.
+    pub fn follow_end(&mut self) {
+        self.top = None;
+    }
+
+    /// Moves the view by `delta` lines (negative: up); at the end it follows again.
+    pub fn scroll(&mut self, delta: i64) {
+        let h = self.height.max(1) as u64;
+        let end_top = self.first + (self.lines.len() as u64).saturating_sub(h);
+        let cur = self.top.unwrap_or(end_top) as i64;
+        let to = (cur + delta).clamp(self.first as i64, end_top as i64) as u64;
+        self.top = (to < end_top).then_some(to);
+    }
+}
+
+/// The pane's note on a row of no helper.
+impl Default for LogPane {
+    fn default() -> LogPane {
+        LogPane::new()
+    }
+}
+
+const NO_HELPER: &str = "this process belongs to no helper: select a helper's row (on the \
+                         supervisor's row, every helper's lines)";
+
+impl LogPane {
+    /// Now shows `source`'s lines (none yet: the stream is being opened), or says the row
+    /// belongs to no helper.
+    pub fn switch(&mut self, source: Option<LogSource>) {
+        self.note = Some(match &source {
+            None => NO_HELPER.to_string(),
+            Some(_) => "asking the supervisor…".to_string(),
+        });
+        self.source = source;
+        self.lines.clear();
+        self.first = 0;
+        self.top = None;
+        self.version += 1;
+    }
+
+    /// Takes what the log stream brought.
+    pub fn take(&mut self, items: Vec<LogItem>) {
+        let mut buf = Vec::new();
+        for item in items {
+            let line = match item {
+                LogItem::Start { helpers } => {
+                    let names: Vec<&str> = helpers.iter().map(String::as_str).collect();
+                    self.renderer =
+                        crate::supervision::output::Renderer::new(&names, crate::supervision::output::Format::Text, false);
+                    self.note = Some("no line kept yet".into());
+                    continue;
+                }
+                LogItem::Line(l) => self.rendered(&l, &mut buf),
+                LogItem::Missed(n) => PaneLine {
+                    when: String::new(),
+                    text: format!(
+                        "… {n} line{} missed (the dashboard did not read fast enough)",
+                        if n == 1 { "" } else { "s" }
+                    ),
+                    kind: PaneKind::Notice,
+                },
+                LogItem::Ended(why) => PaneLine {
+                    when: String::new(),
+                    text: format!("the stream of lines ended: {}", escape(why.as_bytes())),
+                    kind: PaneKind::Notice,
+                },
+            };
+            self.push(line);
+        }
+        self.version += 1;
+    }
+
+    /// A line of a helper's as the relay renders it (`buf`: scratch).
+    fn rendered(&mut self, l: &crate::supervision::output::Line, buf: &mut Vec<u8>) -> PaneLine {
+        buf.clear();
+        self.renderer.render(l, buf);
+        if buf.last() == Some(&b'\n') {
+            buf.pop();
+        }
+        PaneLine {
+            when: crate::supervision::event::clock_text(l.ts_ms, false),
+            // The relay's text is escaped; lossy only in name.
+            text: String::from_utf8_lossy(buf).into_owned(),
+            kind: match l.stream {
+                crate::supervision::output::Stream::Stdout => PaneKind::Stdout,
+                crate::supervision::output::Stream::Stderr => PaneKind::Stderr,
+            },
+        }
+    }
+}
+
+impl EventsPane {
+    /// Scrolls `up` lines back (negative: towards the newest), of `total` lines.
+    pub fn scroll(&mut self, up: isize, total: usize) {
+        let h = self.drawn.max(1) as usize;
+        let max = total.saturating_sub(h) as isize;
+        self.back = (self.back as isize + up).clamp(0, max) as usize;
+    }
+}
+
+/// The events pane's lines, newest last: (when, escaped text). The wall-clock time
+/// (`14:03:27`, local) when the source knows it, else how long ago (`42s ago`): a time does
+/// not change every second, so a quiet pane is not redrawn.
+pub fn event_lines(model: &Model, pane: &EventsPane) -> Vec<(String, String)> {
+    let hz = model.hz.max(1);
+    model
+        .events
+        .iter()
+        .filter(|e| {
+            pane.helper
+                .as_ref()
+                .is_none_or(|h| e.helper.as_ref() == Some(h))
+        })
+        .map(|e| {
+            let when = if e.wall_ms > 0 {
+                crate::supervision::event::clock_text(e.wall_ms, false)
+            } else {
+                format!(
+                    "{} ago",
+                    fmt_age(model.now_ticks.saturating_sub(e.at_ticks) / hz)
+                )
+            };
+            (when, escape(&e.text))
+        })
+        .collect()
+}
