@@ -49,6 +49,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nix::errno::Errno;
@@ -78,15 +79,26 @@ pub struct TopOptions {
 /// The error of `foster top`.
 pub type TopError = Box<dyn std::error::Error + Send + Sync>;
 
+/// Why a refresh interval was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum IntervalError {
+    #[error(transparent)]
+    Duration(#[from] crate::base::duration::DurationError),
+    #[error("{0:?}: the interval must be at least 100ms")]
+    TooShort(String),
+    #[error("{0:?}: the interval must be at most 1 hour")]
+    TooLong(String),
+}
+
 /// Parses a refresh interval: a duration of [`crate::base::duration`]'s grammar (`1s`, `500ms`,
 /// `2.5s`, `1m`, or plain seconds), from 100 ms to 1 hour.
-pub fn parse_interval(s: &str) -> Result<Duration, String> {
-    let d = crate::base::duration::parse(s).map_err(|e| e.to_string())?;
+pub fn parse_interval(s: &str) -> Result<Duration, IntervalError> {
+    let d = crate::base::duration::parse(s)?;
     if d < Duration::from_millis(100) {
-        return Err(format!("{s:?}: the interval must be at least 100ms"));
+        return Err(IntervalError::TooShort(s.to_string()));
     }
     if d > Duration::from_secs(3600) {
-        return Err(format!("{s:?}: the interval must be at most 1 hour"));
+        return Err(IntervalError::TooLong(s.to_string()));
     }
     Ok(d)
 }
@@ -184,15 +196,16 @@ fn test_panic_key() -> Option<char> {
         .and_then(|v| v.chars().next())
 }
 
-/// Runs the dashboard until the user quits; the exit status is 0, or 128+N after signal N.
-pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
-    // The columns chosen: a bad file gives the defaults, and the status line says why.
-    let (layout, layout_error) = match columns::load() {
-        Ok(l) => (l.unwrap_or_default(), None),
-        Err(e) => (columns::Layout::default(), Some(e)),
-    };
-    let wants: model::SharedWants = std::sync::Arc::new(std::sync::Mutex::new(layout.wants()));
-    let (source, attached): (Box<dyn Source>, _) = match (&opts.attach, opts.root) {
+/// The source of the readings, and attached, the supervisor's controller and the flag that
+/// asks the data thread for a snapshot from it.
+type Opened = (
+    Box<dyn Source>,
+    Option<(attached::Controller, Arc<AtomicBool>)>,
+);
+
+/// Opens the source `opts` asks for, reading what `wants` says.
+fn open_source(opts: &TopOptions, wants: &model::SharedWants) -> Result<Opened, TopError> {
+    Ok(match (&opts.attach, opts.root) {
         (Some(socket), _) => {
             let s = attached::AttachedSource::connect(socket)?.with_wants(wants.clone());
             let c = (s.controller(), s.dirty_flag());
@@ -202,14 +215,18 @@ pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
             Box::new(standalone::ProcSource::new(root, wants.clone())?),
             None,
         ),
+    })
+}
+
+/// Runs the dashboard until the user quits; the exit status is 0, or 128+N after signal N.
+pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
+    // The columns chosen: a bad file gives the defaults, and the status line says why.
+    let (layout, layout_error) = match columns::load() {
+        Ok(l) => (l.unwrap_or_default(), None),
+        Err(e) => (columns::Layout::default(), Some(e)),
     };
-    // Asks for a reading; attached, one with a snapshot from the supervisor (not only from /proc).
-    let refresh = |requests: &mpsc::Sender<Request>| {
-        if let Some((_, dirty)) = &attached {
-            dirty.store(true, Ordering::SeqCst);
-        }
-        let _ = requests.send(Request::Refresh);
-    };
+    let wants: model::SharedWants = Arc::new(Mutex::new(layout.wants()));
+    let (source, attached) = open_source(&opts, &wants)?;
     if !io::stdout().is_terminal() || !io::stdin().is_terminal() {
         return Err(
             "foster top needs a terminal: standard input and output must both be one \
@@ -221,140 +238,196 @@ pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
         .map_err(|e| format!("cannot block termination signals: {e}"))?;
     let (tx, rx) = mpsc::channel();
     event::spawn_signals(tx.clone());
-    let (mut terminal, _guard) = enter_terminal()?;
+    let (terminal, _guard) = enter_terminal()?;
     event::spawn_input(tx.clone());
     let requests = event::spawn_data(source, opts.interval, tx.clone());
-    let panic_key = test_panic_key();
-    let controller = attached.as_ref().map(|(c, _)| c.clone());
-
     let mut app = App::new(
         opts.collapse_depth,
         crate::base::duration::Text(opts.interval).to_string(),
     );
     app.columns = layout;
     app.message = layout_error.map(|e| crate::base::sanitize::escape(e.0.as_bytes()));
-    let mut tracker = Tracker::new();
-    let mut machine = meters::Sampler::new();
-    let mut last_screen = None;
-    let mut logs: Option<attached::LogStream> = None;
-    let mut log_streams = 0u64;
+    let (controller, dirty) = attached.unzip();
+    let mut dash = Dashboard {
+        app,
+        terminal,
+        tx,
+        requests,
+        wants,
+        controller,
+        dirty,
+        panic_key: test_panic_key(),
+        tracker: Tracker::new(),
+        machine: meters::Sampler::new(),
+        last_screen: None,
+        logs: None,
+        log_streams: 0,
+    };
     loop {
         let msg = rx.recv().map_err(|_| "the dashboard's threads stopped")?;
+        let force = match dash.on_msg(msg)? {
+            Step::Exit(code) => return Ok(code),
+            Step::Redraw(force) => force,
+        };
+        dash.follow_logs();
+        dash.redraw(force)?;
+    }
+}
+
+/// What the loop does after a message: go on (and redraw even when the screen looks the
+/// same), or end with this status.
+enum Step {
+    Redraw(bool),
+    Exit(ExitCode),
+}
+
+/// The loop's state: the app, the terminal, the channels to the threads, the supervisor.
+struct Dashboard {
+    app: App,
+    terminal: Terminal<CrosstermBackend<Stdout>>,
+    tx: mpsc::Sender<Msg>,
+    requests: mpsc::Sender<Request>,
+    /// What the readings read (the columns shown decide).
+    wants: model::SharedWants,
+    /// Attached: the supervisor's controller, and the flag that asks for its snapshot.
+    controller: Option<attached::Controller>,
+    dirty: Option<Arc<AtomicBool>>,
+    panic_key: Option<char>,
+    tracker: Tracker,
+    machine: meters::Sampler,
+    last_screen: Option<app::Screen>,
+    /// The log pane's stream, and how many were started.
+    logs: Option<attached::LogStream>,
+    log_streams: u64,
+}
+
+impl Dashboard {
+    /// Asks for a reading; attached, one with a snapshot from the supervisor (not only from
+    /// /proc).
+    fn refresh(&self) {
+        if let Some(dirty) = &self.dirty {
+            dirty.store(true, Ordering::SeqCst);
+        }
+        let _ = self.requests.send(Request::Refresh);
+    }
+
+    /// Takes one message from the threads.
+    fn on_msg(&mut self, msg: Msg) -> Result<Step, TopError> {
+        let app = &mut self.app;
         let mut force = false;
         match msg {
             Msg::Key(k) => {
-                force = true;
-                if panic_key.is_some_and(|c| k.code == crossterm::event::KeyCode::Char(c)) {
+                if self
+                    .panic_key
+                    .is_some_and(|c| k.code == crossterm::event::KeyCode::Char(c))
+                {
                     panic!("the test panic key was pressed (FOSTER_TOP_TEST_PANIC_KEY)");
                 }
                 let effects = app.on_key(k);
                 // The columns shown decide what the next readings read.
-                *wants.lock().unwrap_or_else(|e| e.into_inner()) = app.wants();
+                *self.wants.lock().unwrap_or_else(|e| e.into_inner()) = app.wants();
                 for effect in effects {
-                    match effect {
-                        Effect::Quit => return Ok(ExitCode::SUCCESS),
-                        Effect::SaveColumns(layout) => {
-                            app.columns_saved(columns::save(&layout));
-                            // The new columns' data at once, not at the next tick.
-                            refresh(&requests);
-                        }
-                        Effect::Refresh => refresh(&requests),
-                        Effect::Signal { targets, signal } if controller.is_some() => {
-                            let c = controller.clone().expect("attached");
-                            spawn_control(&tx, move || Msg::SignalDone {
-                                signal,
-                                results: targets
-                                    .into_iter()
-                                    .map(|(id, name)| {
-                                        let r = c.request(&ControlRequest::Signal {
-                                            target: Target::Identity(id),
-                                            signal: signal.into(),
-                                        });
-                                        (id, name, r.map(drop))
-                                    })
-                                    .collect(),
-                            });
-                        }
-                        Effect::Control(action) => {
-                            let Some(c) = controller.clone() else {
-                                continue;
-                            };
-                            let req = match action {
-                                app::Control::Restart(t) => {
-                                    ControlRequest::Restart { helper: t.helper }
-                                }
-                                app::Control::Start(t) => {
-                                    ControlRequest::Start { helper: t.helper }
-                                }
-                                app::Control::StopHelper(t) => ControlRequest::Stop {
-                                    helper: Some(t.helper),
-                                },
-                                app::Control::Stop { .. } => ControlRequest::Stop { helper: None },
-                            };
-                            spawn_control(&tx, move || Msg::ControlDone(c.request(&req)));
-                        }
-                        Effect::Signal { targets, signal } => {
-                            let results: Vec<_> = targets
-                                .into_iter()
-                                .map(|(id, name)| {
-                                    let r = send_signal(id, signal);
-                                    (id, name, r)
-                                })
-                                .collect();
-                            app.signal_done(signal, &results);
-                            let _ = requests.send(Request::Refresh);
-                        }
+                    if let Some(code) = self.on_effect(effect) {
+                        return Ok(Step::Exit(code));
                     }
                 }
+                return Ok(Step::Redraw(true));
             }
             Msg::Mouse(m) => force = app.on_mouse(m),
             Msg::Resize => {
                 force = true;
                 // The columns are sized again for the new width.
                 app.column_widths.borrow_mut().clear();
-                terminal.autoresize()?;
+                self.terminal.autoresize()?;
             }
             Msg::Data(Ok(sample)) => {
-                app.meters.take(machine.read());
+                app.meters.take(self.machine.read());
                 // The new model is built in the last one's storage; paused, the view keeps
                 // the last one, to carry over the processes that left.
                 let last = match app.paused {
                     true => model::Model::default(),
                     false => std::mem::take(&mut app.model),
                 };
-                app.set_model(tracker.update_into(sample, last));
+                app.set_model(self.tracker.update_into(sample, last));
             }
             Msg::Data(Err(e)) => app.set_source_error(e.to_string()),
             Msg::InputFailed(e) => return Err(format!("reading the terminal failed: {e}").into()),
-            Msg::Terminate(sig) => return Ok(ExitCode::from(128 + sig as u8)),
+            Msg::Terminate(sig) => return Ok(Step::Exit(ExitCode::from(128 + sig as u8))),
             Msg::SignalDone { signal, results } => {
                 app.signal_results(signal, &results);
-                refresh(&requests);
+                self.refresh();
             }
             Msg::ControlDone(result) => {
                 app.control_done(result);
-                refresh(&requests);
+                self.refresh();
             }
             Msg::Logs(id) => {
-                if let Some(s) = logs.as_ref().filter(|s| s.id() == id) {
+                if let Some(s) = self.logs.as_ref().filter(|s| s.id() == id) {
                     app.log_items(s.take());
                 }
             }
         }
-        // The log pane's stream follows the selection: at most one at a time.
-        let want = app.log_source();
-        match &app.logs {
-            None => logs = None,
+        Ok(Step::Redraw(force))
+    }
+
+    /// Does what a key asked; `Some` to end with this status.
+    fn on_effect(&mut self, effect: Effect) -> Option<ExitCode> {
+        match effect {
+            Effect::Quit => return Some(ExitCode::SUCCESS),
+            Effect::SaveColumns(layout) => {
+                self.app.columns_saved(columns::save(&layout));
+                // The new columns' data at once, not at the next tick.
+                self.refresh();
+            }
+            Effect::Refresh => self.refresh(),
+            Effect::Signal { targets, signal } => match self.controller.clone() {
+                Some(c) => spawn_control(&self.tx, move || Msg::SignalDone {
+                    signal,
+                    results: targets
+                        .into_iter()
+                        .map(|(id, name)| {
+                            let r = c.request(&ControlRequest::Signal {
+                                target: Target::Identity(id),
+                                signal: signal.into(),
+                            });
+                            (id, name, r.map(drop))
+                        })
+                        .collect(),
+                }),
+                None => {
+                    let results: Vec<_> = targets
+                        .into_iter()
+                        .map(|(id, name)| (id, name, send_signal(id, signal)))
+                        .collect();
+                    self.app.signal_done(signal, &results);
+                    let _ = self.requests.send(Request::Refresh);
+                }
+            },
+            Effect::Control(action) => {
+                if let Some(c) = self.controller.clone() {
+                    let req = control_request(action);
+                    spawn_control(&self.tx, move || Msg::ControlDone(c.request(&req)));
+                }
+            }
+        }
+        None
+    }
+
+    /// The log pane's stream follows the selection: at most one at a time.
+    fn follow_logs(&mut self) {
+        let want = self.app.log_source();
+        match &self.app.logs {
+            None => self.logs = None,
             Some(p) if p.source != want => {
-                logs = None;
-                app.log_switch(want.clone());
-                if let (Some(source), Some(c)) = (want, controller.as_ref()) {
-                    log_streams += 1;
-                    let tx = tx.clone();
-                    logs = Some(attached::LogStream::start(
+                self.logs = None;
+                self.app.log_switch(want.clone());
+                if let (Some(source), Some(c)) = (want, self.controller.as_ref()) {
+                    self.log_streams += 1;
+                    let tx = self.tx.clone();
+                    self.logs = Some(attached::LogStream::start(
                         c.socket(),
                         source,
-                        log_streams,
+                        self.log_streams,
                         move |id| {
                             let _ = tx.send(Msg::Logs(id));
                         },
@@ -363,15 +436,30 @@ pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
             }
             Some(_) => {}
         }
-        let size = terminal.size()?;
-        app.set_page(ui::page_height(
-            Rect::new(0, 0, size.width, size.height),
-            &app,
-        ));
-        let screen = app.screen();
-        if force || last_screen.as_ref() != Some(&screen) {
-            draw_synchronized(&mut terminal, &mut app)?;
-            last_screen = Some(app.screen());
+    }
+
+    /// Draws the screen when it changed, or when `force`d.
+    fn redraw(&mut self, force: bool) -> io::Result<()> {
+        let size = self.terminal.size()?;
+        let page = ui::page_height(Rect::new(0, 0, size.width, size.height), &self.app);
+        self.app.set_page(page);
+        let screen = self.app.screen();
+        if force || self.last_screen.as_ref() != Some(&screen) {
+            draw_synchronized(&mut self.terminal, &mut self.app)?;
+            self.last_screen = Some(self.app.screen());
         }
+        Ok(())
+    }
+}
+
+/// The supervisor's request for an action of the dashboard's.
+fn control_request(action: app::Control) -> ControlRequest {
+    match action {
+        app::Control::Restart(t) => ControlRequest::Restart { helper: t.helper },
+        app::Control::Start(t) => ControlRequest::Start { helper: t.helper },
+        app::Control::StopHelper(t) => ControlRequest::Stop {
+            helper: Some(t.helper),
+        },
+        app::Control::Stop { .. } => ControlRequest::Stop { helper: None },
     }
 }
