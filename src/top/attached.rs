@@ -29,12 +29,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::process::identity::Identity;
-use crate::process::tree::connector::{Connector, ProcEvent, Wanted};
-use crate::process::tree::{ScanOptions, Scanner};
 use crate::supervision::control::nspid::PidMap;
 use crate::supervision::control::protocol::{
-    EventRecord, HelperState, Reply, ReplyBody, Request, Role, Status, request_line,
+    EventRecord, HelperInfo, HelperState, ProcessInfo, Reply, ReplyBody, Request, Role, Status,
+    request_line,
 };
 use crate::supervision::event::Event;
 use crate::process::identity::Identity;
@@ -593,13 +591,43 @@ pub fn sample_of(status: &Status, events: &[EventRecord], now_ms: u64) -> Sample
 }
 
 fn sample_with_items(status: &Status, items: &[Item], now_ms: u64) -> Sample {
-    let hz = status.hz.max(1);
-    let helpers: HashMap<&str, &crate::supervision::control::protocol::HelperInfo> = status
+    let helpers: HashMap<&str, &HelperInfo> = status
         .helpers
         .iter()
         .map(|h| (h.name.as_str(), h))
         .collect();
-    let down: Vec<HelperDown> = status
+    let down = helpers_down(status);
+    let procs = status
+        .processes
+        .iter()
+        .map(|p| proc_info(status, p, &helpers, &down))
+        .collect();
+    Sample {
+        origin: origin_text(status),
+        now_ticks: status.now_ticks,
+        hz: status.hz.max(1),
+        supervised: true,
+        procs,
+        events: event_lines(status, items, now_ms),
+        helpers: status
+            .helpers
+            .iter()
+            .map(|h| HelperSummary {
+                name: h.name.clone(),
+                state: h.state,
+                detail: h.detail.clone(),
+                identity: h.identity,
+                stop_signal: h.stop_signal.clone(),
+                stop_grace_ms: h.stop_grace_ms,
+            })
+            .collect(),
+    }
+}
+
+/// The helpers that are down (gave up, failed, held back, in a restart loop): the
+/// supervisor's row notes them.
+fn helpers_down(status: &Status) -> Vec<HelperDown> {
+    status
         .helpers
         .iter()
         .filter_map(|h| {
@@ -617,74 +645,90 @@ fn sample_with_items(status: &Status, items: &[Item], now_ms: u64) -> Sample {
                 restarts: h.restarts_in_a_row,
             })
         })
-        .collect();
-    let procs = status
-        .processes
-        .iter()
-        .map(|p| {
-            // The helper whose own process this is (a nested supervisor's row, too).
-            let own = p.helper.as_deref().and_then(|name| {
-                helpers
-                    .get(name)
-                    .filter(|h| h.identity == Some(p.identity()))
-            });
-            let helper_state = own.map(|h| HelperStatus {
-                state: h.state.text().to_string(),
-                detail: h.detail.clone(),
-                status_text: h.status_text.clone(),
-            });
-            let recent_restarts = match (p.role, &p.helper) {
-                (Role::Helper, Some(name)) => helpers
-                    .get(name.as_str())
-                    .filter(|h| h.identity == Some(p.identity()))
-                    .map_or(0, |h| h.restarts_in_a_row),
-                _ => 0,
-            };
-            let adoption = match &p.adoption {
-                None => Adoption::None,
-                Some(a) if a.classification.is_expected() => Adoption::Expected { by: a.to },
-                Some(a) => Adoption::Unexpected {
-                    by: a.to,
-                    expected: a.expected,
-                },
-            };
-            let is_supervisor = p.identity() == status.supervisor.identity;
-            ProcInfo {
-                id: p.identity(),
-                parent: p.parent,
-                ppid: p.ppid,
-                state: p.state.bytes().next().unwrap_or(b'?'),
-                cpu_ticks: p.cpu_ticks,
-                rss_bytes: p.rss_bytes,
-                comm: p.comm.0.clone(),
-                cmdline: p.cmdline.iter().map(|a| a.0.clone()).collect(),
-                uid: Some(p.uid),
-                // The snapshot carries threads; the process group, session, storage, cgroup and
-                // namespace are not in it: the source reads those it shows from `/proc`
-                // ([`AttachedSource`]'s `read_ext`), else `-`.
-                ext: crate::top::model::ProcExt {
-                    threads: Some(p.threads),
-                    ..Default::default()
-                },
-                supervision: Some(Supervision {
-                    role: role_text(p.role).to_string(),
-                    helper: p.helper.clone(),
-                    generation: p.generation,
-                    policy: p.policy.as_deref().map(policy_text).unwrap_or_default(),
-                    expected_parent: p.expected_parent,
-                    adoption,
-                    recent_restarts,
-                    down_helpers: if is_supervisor {
-                        down.clone()
-                    } else {
-                        Vec::new()
-                    },
-                    helper_state,
-                }),
-            }
-        })
-        .collect();
-    let events = items
+        .collect()
+}
+
+/// A process of the snapshot as the model takes it; `down` goes on the supervisor's own.
+fn proc_info(
+    status: &Status,
+    p: &ProcessInfo,
+    helpers: &HashMap<&str, &HelperInfo>,
+    down: &[HelperDown],
+) -> ProcInfo {
+    let is_supervisor = p.identity() == status.supervisor.identity;
+    ProcInfo {
+        id: p.identity(),
+        parent: p.parent,
+        ppid: p.ppid,
+        state: p.state.bytes().next().unwrap_or(b'?'),
+        cpu_ticks: p.cpu_ticks,
+        rss_bytes: p.rss_bytes,
+        comm: p.comm.0.clone(),
+        cmdline: p.cmdline.iter().map(|a| a.0.clone()).collect(),
+        uid: Some(p.uid),
+        // The snapshot carries threads; the process group, session, storage, cgroup and
+        // namespace are not in it: the source reads those it shows from `/proc`
+        // ([`AttachedSource`]'s `read_ext`), else `-`.
+        ext: crate::top::model::ProcExt {
+            threads: Some(p.threads),
+            ..Default::default()
+        },
+        supervision: Some(supervision(
+            p,
+            helpers,
+            if is_supervisor { down } else { &[] },
+        )),
+    }
+}
+
+/// What the supervisor says of a process: its role, helper, generation, policy, adoption,
+/// and on a helper's own process, its helper's state and restarts.
+fn supervision(
+    p: &ProcessInfo,
+    helpers: &HashMap<&str, &HelperInfo>,
+    down: &[HelperDown],
+) -> Supervision {
+    // The helper whose own process this is (a nested supervisor's row, too).
+    let own = p
+        .helper
+        .as_deref()
+        .and_then(|name| helpers.get(name))
+        .filter(|h| h.identity == Some(p.identity()));
+    let helper_state = own.map(|h| HelperStatus {
+        state: h.state.text().to_string(),
+        detail: h.detail.clone(),
+        status_text: h.status_text.clone(),
+    });
+    let recent_restarts = match p.role {
+        Role::Helper => own.map_or(0, |h| h.restarts_in_a_row),
+        _ => 0,
+    };
+    let adoption = match &p.adoption {
+        None => Adoption::None,
+        Some(a) if a.classification.is_expected() => Adoption::Expected { by: a.to },
+        Some(a) => Adoption::Unexpected {
+            by: a.to,
+            expected: a.expected,
+        },
+    };
+    Supervision {
+        role: role_text(p.role).to_string(),
+        helper: p.helper.clone(),
+        generation: p.generation,
+        policy: p.policy.as_deref().map(policy_text).unwrap_or_default(),
+        expected_parent: p.expected_parent,
+        adoption,
+        recent_restarts,
+        down_helpers: down.to_vec(),
+        helper_state,
+    }
+}
+
+/// The events pane's lines: the events (a helper's state its other lines say already left
+/// out) and the notes of events skipped, each placed on the snapshot's tick clock.
+fn event_lines(status: &Status, items: &[Item], now_ms: u64) -> Vec<EventLine> {
+    let hz = status.hz.max(1);
+    items
         .iter()
         // A helper's state that its launch, exit or restart line says already (`running`,
         // `backoff`...) is left out of the pane; `waiting`, `ready`, `unhealthy` are shown.
@@ -717,7 +761,12 @@ fn sample_with_items(status: &Status, items: &[Item], now_ms: u64) -> Sample {
                 helper,
             }
         })
-        .collect();
+        .collect()
+}
+
+/// The title's words for the supervisor: `supervisor 4700 of demo.toml (own PID
+/// namespace), SHUTTING DOWN`.
+fn origin_text(status: &Status) -> String {
     let config = match status.supervisor.config.as_str() {
         "" | "-" => String::new(),
         c => Path::new(c)
@@ -731,26 +780,7 @@ fn sample_with_items(status: &Status, items: &[Item], now_ms: u64) -> Sample {
     if status.supervisor.shutting_down {
         origin.push_str(", SHUTTING DOWN");
     }
-    Sample {
-        origin,
-        now_ticks: status.now_ticks,
-        hz,
-        supervised: true,
-        procs,
-        events,
-        helpers: status
-            .helpers
-            .iter()
-            .map(|h| HelperSummary {
-                name: h.name.clone(),
-                state: h.state,
-                detail: h.detail.clone(),
-                identity: h.identity,
-                stop_signal: h.stop_signal.clone(),
-                stop_grace_ms: h.stop_grace_ms,
-            })
-            .collect(),
-    }
+    origin
 }
 
 /// The ROLE column's word for a role.

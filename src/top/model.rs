@@ -523,72 +523,23 @@ impl Tracker {
         let elapsed = now.saturating_sub(self.prev_now);
         // The last reading showed a process (so there are rates to compute).
         let had = !self.tracks.is_empty();
-        let have_prev = had && elapsed > 0;
-        // A reading pushed by an event can come a few milliseconds after the last one: too
-        // soon for a rate (a tick is 10 ms). Then the last rates stay, and so does the baseline.
-        let too_soon = had && elapsed < (hz / 4).max(1);
         self.readings += 1;
-        let reading = self.readings;
-
+        let clock = Clock {
+            hz,
+            now,
+            elapsed,
+            have_prev: had && elapsed > 0,
+            // A reading pushed by an event can come a few milliseconds after the last one: too
+            // soon for a rate (a tick is 10 ms). Then the last rates stay, and so does the
+            // baseline.
+            too_soon: had && elapsed < (hz / 4).max(1),
+            reading: self.readings,
+        };
         let tracks = &mut self.tracks;
-        let nodes = sample.procs.into_iter().map(|info| {
-            let t = tracks.entry(info.id).or_default();
-            // What the previous reading left (nothing for a process it did not show).
-            let prev = (t.seen + 1 == reading).then_some(*t);
-            let io_rate = match info.ext.io {
-                None => {
-                    t.io = None;
-                    None
-                }
-                Some(now_io) => {
-                    let prev_io = prev.and_then(|p| p.io);
-                    let (base, rate) = match prev_io {
-                        Some((base, r)) if too_soon => (base, r),
-                        Some(((r0, w0), _)) if have_prev => {
-                            let per = |d: u64| d as f64 * hz as f64 / elapsed as f64;
-                            let r = (
-                                per(now_io.0.saturating_sub(r0)),
-                                per(now_io.1.saturating_sub(w0)),
-                            );
-                            (now_io, Some(r))
-                        }
-                        _ => (now_io, None),
-                    };
-                    t.io = Some((base, rate));
-                    rate
-                }
-            };
-            let prev_ticks = prev.map(|p| p.ticks);
-            let cpu_pct = if too_soon {
-                prev.and_then(|p| p.pct)
-            } else if have_prev {
-                prev_ticks.map(|before| {
-                    info.cpu_ticks.saturating_sub(before) as f64 * 100.0 / elapsed as f64
-                })
-            } else {
-                None
-            };
-            t.pct = cpu_pct;
-            t.ticks = match (too_soon, prev_ticks) {
-                (true, Some(before)) => before,
-                _ => info.cpu_ticks,
-            };
-            // Since when a zombie: kept while it stays one (the anomalies below set it).
-            if info.state != b'Z' {
-                t.zombie_since = None;
-            }
-            t.seen = reading;
-            let age_secs = now.saturating_sub(info.id.start_time) / hz;
-            Node {
-                info,
-                children: Vec::new(),
-                cpu_pct,
-                age_secs,
-                anomalies: Vec::new(),
-                io_rate,
-                exited: false,
-            }
-        });
+        let nodes = sample
+            .procs
+            .into_iter()
+            .map(|info| tracks.entry(info.id).or_default().node(info, &clock));
         // The tree: a parent missing from the reading makes a root; a node kept keeps its
         // children while the edges stay.
         let mut nodes = if previous.nodes.is_empty() {
@@ -601,74 +552,13 @@ impl Tracker {
             forest
         };
         // A process the reading did not show is forgotten.
-        self.tracks.retain(|_, t| t.seen == reading);
-        if !too_soon {
+        self.tracks.retain(|_, t| t.seen == clock.reading);
+        if !clock.too_soon {
             self.prev_now = now;
         }
-
-        // Anomalies.
-        let mut found: Vec<(Identity, Anomaly)> = Vec::new();
-        for n in nodes.values() {
-            let id = &n.info.id;
-            if n.info.state == b'Z' {
-                let since = match self.tracks.get_mut(id) {
-                    Some(t) => *t.zombie_since.get_or_insert(now),
-                    None => now,
-                };
-                let for_secs = (now - since) / hz;
-                let parent = n.info.parent.and_then(|p| nodes.get(&p));
-                if let Some(p) = parent
-                    && p.info.state != b'Z'
-                    && for_secs >= ZOMBIE_GRACE_SECS
-                {
-                    found.push((
-                        *id,
-                        Anomaly::UnreapedZombie {
-                            parent: p.info.id,
-                            parent_name: p.info.comm.clone(),
-                            for_secs,
-                            age_secs: n.age_secs,
-                        },
-                    ));
-                }
-            }
-            if let Some(s) = &n.info.supervision {
-                match s.adoption {
-                    Adoption::Unexpected { by, expected } => {
-                        found.push((*id, Anomaly::UnexpectedAdoption { by, expected }))
-                    }
-                    Adoption::Expected { .. } => {}
-                    Adoption::None => {
-                        if let Some(expected) = s.expected_parent
-                            && n.info.parent != Some(expected)
-                        {
-                            found.push((
-                                *id,
-                                Anomaly::WrongParent {
-                                    expected,
-                                    actual: n.info.parent,
-                                },
-                            ));
-                        }
-                    }
-                }
-                if s.recent_restarts >= RESTART_LOOP {
-                    found.push((
-                        *id,
-                        Anomaly::RestartLoop {
-                            restarts: s.recent_restarts,
-                        },
-                    ));
-                }
-                for h in &s.down_helpers {
-                    found.push((*id, Anomaly::HelperDown(h.clone())));
-                }
-            }
-        }
-        for (id, a) in found {
+        for (id, a) in self.anomalies(&nodes, &clock) {
             nodes.get_mut(&id).unwrap().anomalies.push(a);
         }
-
         Model {
             origin: sample.origin,
             supervised: sample.supervised,
@@ -678,6 +568,149 @@ impl Tracker {
             events: sample.events,
             helpers: sample.helpers,
         }
+    }
+
+    /// The anomalies of the processes of `nodes`.
+    fn anomalies(&mut self, nodes: &Forest<Node>, clock: &Clock) -> Vec<(Identity, Anomaly)> {
+        let mut found: Vec<(Identity, Anomaly)> = Vec::new();
+        for n in nodes.values() {
+            let id = n.info.id;
+            if n.info.state == b'Z' {
+                let since = match self.tracks.get_mut(&id) {
+                    Some(t) => *t.zombie_since.get_or_insert(clock.now),
+                    None => clock.now,
+                };
+                let for_secs = (clock.now - since) / clock.hz;
+                let parent = n.info.parent.and_then(|p| nodes.get(&p));
+                if let Some(p) = parent
+                    && p.info.state != b'Z'
+                    && for_secs >= ZOMBIE_GRACE_SECS
+                {
+                    let a = Anomaly::UnreapedZombie {
+                        parent: p.info.id,
+                        parent_name: p.info.comm.clone(),
+                        for_secs,
+                        age_secs: n.age_secs,
+                    };
+                    found.push((id, a));
+                }
+            }
+            if let Some(s) = &n.info.supervision {
+                found.extend(supervision_anomalies(n, s).into_iter().map(|a| (id, a)));
+            }
+        }
+        found
+    }
+}
+
+/// The anomalies the supervisor's view of a process shows: an adoption it did not expect, a
+/// parent other than the expected one, a restart loop, helpers down.
+fn supervision_anomalies(n: &Node, s: &Supervision) -> Vec<Anomaly> {
+    let mut found = Vec::new();
+    match s.adoption {
+        Adoption::Unexpected { by, expected } => {
+            found.push(Anomaly::UnexpectedAdoption { by, expected })
+        }
+        Adoption::Expected { .. } => {}
+        Adoption::None => {
+            if let Some(expected) = s.expected_parent
+                && n.info.parent != Some(expected)
+            {
+                found.push(Anomaly::WrongParent {
+                    expected,
+                    actual: n.info.parent,
+                });
+            }
+        }
+    }
+    if s.recent_restarts >= RESTART_LOOP {
+        found.push(Anomaly::RestartLoop {
+            restarts: s.recent_restarts,
+        });
+    }
+    for h in &s.down_helpers {
+        found.push(Anomaly::HelperDown(h.clone()));
+    }
+    found
+}
+
+/// When a reading is, against the last one.
+struct Clock {
+    hz: u64,
+    now: u64,
+    /// Ticks since the baseline.
+    elapsed: u64,
+    /// There is a baseline to compute rates from.
+    have_prev: bool,
+    /// Too soon after the last reading for a rate: the last rates stay.
+    too_soon: bool,
+    /// The reading's number.
+    reading: u64,
+}
+
+impl Track {
+    /// The node of `info`, its rates from this track's baseline, which moves to it.
+    fn node(&mut self, info: ProcInfo, c: &Clock) -> Node {
+        // What the previous reading left (nothing for a process it did not show).
+        let prev = (self.seen + 1 == c.reading).then_some(*self);
+        let io_rate = self.io_rate(info.ext.io, prev, c);
+        let prev_ticks = prev.map(|p| p.ticks);
+        let cpu_pct = if c.too_soon {
+            prev.and_then(|p| p.pct)
+        } else if c.have_prev {
+            prev_ticks.map(|before| {
+                info.cpu_ticks.saturating_sub(before) as f64 * 100.0 / c.elapsed as f64
+            })
+        } else {
+            None
+        };
+        self.pct = cpu_pct;
+        self.ticks = match (c.too_soon, prev_ticks) {
+            (true, Some(before)) => before,
+            _ => info.cpu_ticks,
+        };
+        // Since when a zombie: kept while it stays one (the anomalies set it).
+        if info.state != b'Z' {
+            self.zombie_since = None;
+        }
+        self.seen = c.reading;
+        let age_secs = c.now.saturating_sub(info.id.start_time) / c.hz;
+        Node {
+            info,
+            children: Vec::new(),
+            cpu_pct,
+            age_secs,
+            anomalies: Vec::new(),
+            io_rate,
+            exited: false,
+        }
+    }
+
+    /// The storage rates (read, written per second) from the baseline to `now_io`.
+    fn io_rate(
+        &mut self,
+        now_io: Option<(u64, u64)>,
+        prev: Option<Track>,
+        c: &Clock,
+    ) -> Option<(f64, f64)> {
+        let Some(now_io) = now_io else {
+            self.io = None;
+            return None;
+        };
+        let (base, rate) = match prev.and_then(|p| p.io) {
+            Some((base, r)) if c.too_soon => (base, r),
+            Some(((r0, w0), _)) if c.have_prev => {
+                let per = |d: u64| d as f64 * c.hz as f64 / c.elapsed as f64;
+                let r = (
+                    per(now_io.0.saturating_sub(r0)),
+                    per(now_io.1.saturating_sub(w0)),
+                );
+                (now_io, Some(r))
+            }
+            _ => (now_io, None),
+        };
+        self.io = Some((base, rate));
+        rate
     }
 }
 

@@ -513,9 +513,31 @@ fn draw_table(frame: &mut Frame, area: Rect, app: &App) -> Vec<(Column, u16, u16
             _ => Constraint::Length(*w),
         })
         .collect();
-    let cols: Vec<Column> = sized.iter().map(|(c, _)| *c).collect();
+    let header = TRow::new(sized.iter().map(|(c, _)| {
+        let t = header_title(*c, app);
+        if c.right_aligned() {
+            Cell::from(Line::from(t).right_aligned())
+        } else {
+            Cell::from(t)
+        }
+    }))
+    .style(Style::new().black().on_green().bold());
+    let rows = app
+        .window()
+        .iter()
+        .map(|r| table_row(r, &sized, cmd_w, app));
+    let table = Table::new(rows, widths).header(header).column_spacing(1);
+    frame.render_widget(table, area);
+    if app.rows.is_empty() {
+        draw_no_rows(frame, area, app);
+    }
+    placed_columns(area, &sized)
+}
+
+/// Where each column is: its start and width (the command's: to the edge).
+fn placed_columns(area: Rect, sized: &[(Column, u16)]) -> Vec<(Column, u16, u16)> {
     let mut x = area.x;
-    let placed: Vec<(Column, u16, u16)> = sized
+    sized
         .iter()
         .map(|(c, w)| {
             let w = if *c == Column::Command {
@@ -527,73 +549,64 @@ fn draw_table(frame: &mut Frame, area: Rect, app: &App) -> Vec<(Column, u16, u16
             x = x.saturating_add(w + 1);
             at
         })
-        .collect();
-    let header = TRow::new(cols.iter().map(|c| {
-        let t = header_title(*c, app);
+        .collect()
+}
+
+/// One row of the table, its cells cut to the columns' widths (`cmd_w` the command's).
+fn table_row(r: &Row, sized: &[(Column, u16)], cmd_w: usize, app: &App) -> TRow<'static> {
+    let anomalous = !r.anomalies.is_empty();
+    let cells = sized.iter().map(|(c, w)| {
+        if *c == Column::Command {
+            return Cell::from(command_line(r, cmd_w));
+        }
+        // Cut to the column, marked: never a silent cut.
+        let text = fit(&cell_text(*c, r), *w as usize);
+        let mut line = Line::from(text);
         if c.right_aligned() {
-            Cell::from(Line::from(t).right_aligned())
-        } else {
-            Cell::from(t)
+            line = line.right_aligned();
         }
-    }))
-    .style(Style::new().black().on_green().bold());
-    let cursor = app.cursor;
-    let rows = app.window().iter().map(|r| {
-        let anomalous = !r.anomalies.is_empty();
-        let cells = sized.iter().map(|(c, w)| {
-            if *c == Column::Command {
-                return Cell::from(command_line(r, cmd_w));
-            }
-            // Cut to the column, marked: never a silent cut.
-            let text = fit(&cell_text(*c, r), *w as usize);
-            let mut line = Line::from(text);
-            if c.right_aligned() {
-                line = line.right_aligned();
-            }
-            let mut cell = Cell::from(line);
-            if (anomalous || r.hidden_anomalies > 0) && matches!(c, Column::Flag | Column::Pid) {
-                cell = cell.style(Style::new().fg(Color::Red).bold());
-            }
-            if let Some(st) = value_style(*c, r, app) {
-                cell = cell.style(st);
-            }
-            cell
-        });
-        let mut style = Style::new();
-        if r.exited {
-            style = style
-                .fg(Color::DarkGray)
-                .add_modifier(Modifier::CROSSED_OUT);
+        let mut cell = Cell::from(line);
+        if (anomalous || r.hidden_anomalies > 0) && matches!(c, Column::Flag | Column::Pid) {
+            cell = cell.style(Style::new().fg(Color::Red).bold());
         }
-        if r.tagged {
-            style = style.fg(Color::Cyan).add_modifier(Modifier::BOLD);
+        if let Some(st) = value_style(*c, r, app) {
+            cell = cell.style(st);
         }
-        if Some(r.id) == cursor {
-            style = style.add_modifier(Modifier::REVERSED);
-        }
-        TRow::new(cells).style(style)
+        cell
     });
-    let table = Table::new(rows, widths).header(header).column_spacing(1);
-    frame.render_widget(table, area);
-    if app.rows.is_empty() {
-        let msg = if !app.filter.is_empty() {
-            "no process matches the filter"
-        } else if app.source_error.is_some() {
-            "no reading"
-        } else {
-            "waiting for the first reading…"
-        };
-        let y = area.y + 1.min(area.height.saturating_sub(1));
-        frame.render_widget(
-            Paragraph::new(msg).style(Style::new().fg(Color::DarkGray)),
-            Rect {
-                y,
-                height: 1,
-                ..area
-            },
-        );
+    let mut style = Style::new();
+    if r.exited {
+        style = style
+            .fg(Color::DarkGray)
+            .add_modifier(Modifier::CROSSED_OUT);
     }
-    placed
+    if r.tagged {
+        style = style.fg(Color::Cyan).add_modifier(Modifier::BOLD);
+    }
+    if Some(r.id) == app.cursor {
+        style = style.add_modifier(Modifier::REVERSED);
+    }
+    TRow::new(cells.collect::<Vec<_>>()).style(style)
+}
+
+/// What the empty table says: no match, no reading, or waiting for the first.
+fn draw_no_rows(frame: &mut Frame, area: Rect, app: &App) {
+    let msg = if !app.filter.is_empty() {
+        "no process matches the filter"
+    } else if app.source_error.is_some() {
+        "no reading"
+    } else {
+        "waiting for the first reading…"
+    };
+    let y = area.y + 1.min(area.height.saturating_sub(1));
+    frame.render_widget(
+        Paragraph::new(msg).style(Style::new().fg(Color::DarkGray)),
+        Rect {
+            y,
+            height: 1,
+            ..area
+        },
+    );
 }
 
 /// The colour of a state, a CPU% or an RSS by its value ([`theme`]).
