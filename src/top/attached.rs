@@ -333,44 +333,52 @@ impl AttachedSource {
         Arc::clone(&self.dirty)
     }
 
+    /// Whether a process was born under one of `members` since the last reading (or the
+    /// kernel's notifications were lost, or `/proc` could not be listed).
+    fn born_under(&mut self, members: &HashSet<i32>) -> bool {
+        if let Some(w) = &mut self.forks {
+            let mut born = false;
+            let lost = w
+                .drain(|e| {
+                    born |= matches!(e, ProcEvent::Fork { parent, .. } if members.contains(&parent))
+                })
+                .is_err();
+            return born || lost;
+        }
+        let Some(scanner) = &mut self.scanner else {
+            return true;
+        };
+        match scanner.list_pids() {
+            Ok(listed) => {
+                let new: Vec<i32> = listed
+                    .iter()
+                    .copied()
+                    .filter(|p| !self.known.contains(p))
+                    .collect();
+                self.known.clear();
+                self.known.extend(listed.iter().copied());
+                let snap = scanner.scan_pids(&new);
+                snap.nodes().any(|n| members.contains(&n.ppid))
+            }
+            Err(_) => true,
+        }
+    }
+
     /// Refreshes CPU, memory and state of `last`'s processes from `/proc`. False when a process
     /// is gone or has another parent: the tree changed, and only the supervisor can say how.
     fn refresh_locally(&mut self, last: &mut Status) -> bool {
-        let Some(scanner) = &mut self.scanner else {
+        if self.scanner.is_none() {
             return false;
-        };
+        }
         let pids: Vec<i32> = last.processes.iter().map(|p| p.pid).collect();
         let members: HashSet<i32> = pids.iter().copied().collect();
         // A process born under one of them: the supervisor knows it, the snapshot does not.
-        let born = match &mut self.forks {
-            Some(w) => {
-                let mut born = false;
-                let lost = w
-                    .drain(|e| {
-                        born |=
-                            matches!(e, ProcEvent::Fork { parent, .. } if members.contains(&parent))
-                    })
-                    .is_err();
-                born || lost
-            }
-            None => match scanner.list_pids() {
-                Ok(listed) => {
-                    let new: Vec<i32> = listed
-                        .iter()
-                        .copied()
-                        .filter(|p| !self.known.contains(p))
-                        .collect();
-                    self.known.clear();
-                    self.known.extend(listed.iter().copied());
-                    let snap = scanner.scan_pids(&new);
-                    snap.nodes().any(|n| members.contains(&n.ppid))
-                }
-                Err(_) => true,
-            },
-        };
-        if born {
+        if self.born_under(&members) {
             return false;
         }
+        let Some(scanner) = &mut self.scanner else {
+            return false;
+        };
         let snap = scanner.scan_pids(&pids);
         let sup = last.supervisor.identity;
         if let Some(n) = snap.get(&sup) {
@@ -857,6 +865,83 @@ impl Controller {
     }
 }
 
+/// Queues `item` for the dashboard, the oldest let go (counted) past what the pane keeps, and
+/// calls `wake` once per batch; false once the dashboard dropped the stream.
+fn push_item(shared: &Mutex<LogShared>, item: LogItem, wake: impl Fn()) -> bool {
+    let mut g = shared.lock().unwrap_or_else(|p| p.into_inner());
+    if g.closed {
+        return false;
+    }
+    if g.items.len() >= 2 * KEEP_LOG_LINES {
+        // The pane keeps no more than this: the oldest go, counted.
+        let n = g.items.len() - KEEP_LOG_LINES;
+        let gone = g
+            .items
+            .drain(..n)
+            .filter(|i| matches!(i, LogItem::Line(_)))
+            .count();
+        g.dropped += gone as u64;
+    }
+    g.items.push_back(item);
+    if !std::mem::replace(&mut g.woken, true) {
+        drop(g);
+        wake();
+    }
+    true
+}
+
+/// The stream's thread: asks for `source`'s lines on `socket` and `push`es what comes until
+/// the stream ends or the dashboard drops it.
+fn follow_logs(
+    socket: &Path,
+    source: &LogSource,
+    shared: &Mutex<LogShared>,
+    push: impl Fn(LogItem) -> bool,
+) {
+    let mut conn = match Connection::open(socket) {
+        Ok(c) => c,
+        Err(e) => {
+            push(LogItem::Ended(e.0));
+            return;
+        }
+    };
+    {
+        let mut g = shared.lock().unwrap_or_else(|p| p.into_inner());
+        if g.closed {
+            return;
+        }
+        g.socket = conn.socket_handle().ok();
+    }
+    let req = Request::Logs {
+        helper: match source {
+            LogSource::Helper(h) => Some(h.clone()),
+            LogSource::Every => None,
+        },
+        lines: Some(KEEP_LOG_LINES),
+        follow: true,
+    };
+    if let Err(e) = conn.send(&req) {
+        push(LogItem::Ended(e.0));
+        return;
+    }
+    loop {
+        let item = match conn.read_reply() {
+            Ok(r) => match r.body {
+                ReplyBody::Logs { helpers, .. } => LogItem::Start { helpers },
+                ReplyBody::Log(rec) => LogItem::Line(rec.into_line()),
+                ReplyBody::Lagged { dropped } => LogItem::Missed(dropped),
+                ReplyBody::Error(e) => LogItem::Ended(e.message),
+                other => LogItem::Ended(format!("unexpected reply {other:?}")),
+            },
+            Err(e) => LogItem::Ended(e.0),
+        };
+        let end = matches!(item, LogItem::Ended(_));
+        if !push(item) || end {
+            return;
+        }
+    }
+}
+
 /// The log pane's stream: a `logs` request (the last [`KEEP_LOG_LINES`] lines, then each new
 /// one) for one helper or all, on a connection of its own read by a thread. What it reads
 /// waits in a bounded queue until the dashboard takes it ([`LogStream::take`]), woken once
@@ -895,75 +980,11 @@ impl LogStream {
             shared: Arc::clone(&shared),
         };
         let socket = socket.to_path_buf();
-        let push = move |item: LogItem| {
-            let mut g = shared.lock().unwrap_or_else(|p| p.into_inner());
-            if g.closed {
-                return false;
-            }
-            if g.items.len() >= 2 * KEEP_LOG_LINES {
-                // The pane keeps no more than this: the oldest go, counted.
-                let n = g.items.len() - KEEP_LOG_LINES;
-                let gone = g
-                    .items
-                    .drain(..n)
-                    .filter(|i| matches!(i, LogItem::Line(_)))
-                    .count();
-                g.dropped += gone as u64;
-            }
-            g.items.push_back(item);
-            if !std::mem::replace(&mut g.woken, true) {
-                drop(g);
-                wake(id);
-            }
-            true
-        };
+        let push = move |item: LogItem| push_item(&shared, item, || wake(id));
         let shared = Arc::clone(&s.shared);
         let spawned = std::thread::Builder::new()
             .name("top-logs".into())
-            .spawn(move || {
-                let mut conn = match Connection::open(&socket) {
-                    Ok(c) => c,
-                    Err(e) => {
-                        push(LogItem::Ended(e.0));
-                        return;
-                    }
-                };
-                {
-                    let mut g = shared.lock().unwrap_or_else(|p| p.into_inner());
-                    if g.closed {
-                        return;
-                    }
-                    g.socket = conn.socket_handle().ok();
-                }
-                let req = Request::Logs {
-                    helper: match &source {
-                        LogSource::Helper(h) => Some(h.clone()),
-                        LogSource::Every => None,
-                    },
-                    lines: Some(KEEP_LOG_LINES),
-                    follow: true,
-                };
-                if let Err(e) = conn.send(&req) {
-                    push(LogItem::Ended(e.0));
-                    return;
-                }
-                loop {
-                    let item = match conn.read_reply() {
-                        Ok(r) => match r.body {
-                            ReplyBody::Logs { helpers, .. } => LogItem::Start { helpers },
-                            ReplyBody::Log(rec) => LogItem::Line(rec.into_line()),
-                            ReplyBody::Lagged { dropped } => LogItem::Missed(dropped),
-                            ReplyBody::Error(e) => LogItem::Ended(e.message),
-                            other => LogItem::Ended(format!("unexpected reply {other:?}")),
-                        },
-                        Err(e) => LogItem::Ended(e.0),
-                    };
-                    let end = matches!(item, LogItem::Ended(_));
-                    if !push(item) || end {
-                        return;
-                    }
-                }
-            });
+            .spawn(move || follow_logs(&socket, &source, &shared, push));
         if let Err(e) = spawned {
             s.shared
                 .lock()

@@ -512,20 +512,7 @@ impl Rows<'_> {
             boot_secs: self.boot_secs,
             hz: self.model.hz,
         };
-        let mut cells = Cells::default();
-        for c in Column::ALL {
-            if !always_made(c) && !self.shown.contains(&c) {
-                continue;
-            }
-            // A column made only while shown had an empty text when hidden: made again.
-            let kept = prev
-                .as_deref_mut()
-                .filter(|r| always_made(c) || !r[c].is_empty());
-            cells[c] = match kept {
-                Some(r) if was.is_some_and(|w| w.same(&made, c)) => std::mem::take(&mut r.cells[c]),
-                _ => cell_text(c, &input),
-            };
-        }
+        let cells = self.cells(&input, prev, was, &made);
         let row = Row {
             id,
             depth: lasts.len() - 1,
@@ -544,6 +531,32 @@ impl Rows<'_> {
             tagged: self.tagged.contains(&id),
         };
         (row, made)
+    }
+
+    /// A row's cells: each taken from the process's old row `prev` when what it was made of
+    /// (`was`) is what it is made of now, else made.
+    fn cells(
+        &self,
+        input: &CellInput,
+        mut prev: Option<&mut Row>,
+        was: Option<&MadeOf>,
+        made: &MadeOf,
+    ) -> Cells {
+        let mut cells = Cells::default();
+        for c in Column::ALL {
+            if !always_made(c) && !self.shown.contains(&c) {
+                continue;
+            }
+            // A column made only while shown had an empty text when hidden: made again.
+            let kept = prev
+                .as_deref_mut()
+                .filter(|r| always_made(c) || !r[c].is_empty());
+            cells[c] = match kept {
+                Some(r) if was.is_some_and(|w| w.same(made, c)) => std::mem::take(&mut r.cells[c]),
+                _ => cell_text(c, input),
+            };
+        }
+        cells
     }
 
     /// CPU%, memory, hidden descendants and their anomalies: over the subtree when collapsed.

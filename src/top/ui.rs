@@ -62,28 +62,6 @@ pub fn layout_columns(
             .filter(|c| helpers || !matches!(c, Column::Helper | Column::HelperState)),
     );
     cols.push(Column::Command);
-    let drop_order = [
-        Column::Cgroup,
-        Column::PidNs,
-        Column::IoWrite,
-        Column::IoRead,
-        Column::Start,
-        Column::Pgid,
-        Column::Sid,
-        Column::Ppid,
-        Column::Threads,
-        Column::User,
-        Column::HelperState,
-        Column::Policy,
-        Column::Generation,
-        Column::Age,
-        Column::Helper,
-        Column::Role,
-        Column::State,
-        Column::Rss,
-        Column::Cpu,
-        Column::Pid,
-    ];
     let mut cols: Vec<(Column, u16)> = cols
         .into_iter()
         .map(|c| match c {
@@ -92,7 +70,7 @@ pub fn layout_columns(
         })
         .collect();
     let used = |cols: &[(Column, u16)]| -> u16 { cols.iter().map(|(_, w)| w + 1).sum::<u16>() };
-    for d in drop_order {
+    for d in DROP_ORDER {
         let need = (used(&cols) + MIN_COMMAND).saturating_sub(width);
         if need == 0 {
             break;
@@ -110,6 +88,30 @@ pub fn layout_columns(
     }
     cols
 }
+
+/// The order columns are dropped in when the terminal is narrow: the least telling first.
+const DROP_ORDER: [Column; 20] = [
+    Column::Cgroup,
+    Column::PidNs,
+    Column::IoWrite,
+    Column::IoRead,
+    Column::Start,
+    Column::Pgid,
+    Column::Sid,
+    Column::Ppid,
+    Column::Threads,
+    Column::User,
+    Column::HelperState,
+    Column::Policy,
+    Column::Generation,
+    Column::Age,
+    Column::Helper,
+    Column::Role,
+    Column::State,
+    Column::Rss,
+    Column::Cpu,
+    Column::Pid,
+];
 
 /// The narrowest the role and helper columns become before they are dropped.
 const MIN_WHO: u16 = 8;
@@ -227,34 +229,7 @@ fn areas_below_meters(area: Rect, app: &App) -> Areas {
     let footer = footer_height(area);
     let events_on = app.model.supervised && app.events.shown;
     if app.logs.is_some() && area.height >= 10 {
-        // Two fifths of the screen; the table keeps 4 rows. The events pane beside it, smaller,
-        // when there is room.
-        let logs_h = (area.height * 2 / 5).max(5).min(area.height - 5 - footer);
-        let events_h = if events_on && area.height >= 20 {
-            let room = area.height - 1 - footer - logs_h - 5;
-            app.events
-                .height
-                .unwrap_or((area.height / 6).max(3))
-                .clamp(2, room.max(2))
-        } else {
-            0
-        };
-        let [title, table, events, logs, status] = Layout::vertical([
-            Constraint::Length(1),
-            Constraint::Min(1),
-            Constraint::Length(events_h),
-            Constraint::Length(logs_h),
-            Constraint::Length(footer),
-        ])
-        .areas(area);
-        return Areas {
-            title,
-            meters: None,
-            table,
-            events: (events_h > 0).then_some(events),
-            logs: Some(logs),
-            status,
-        };
+        return areas_with_logs(area, app, events_on);
     }
     let events_h = if events_on && area.height >= 14 {
         let body = area.height - 1 - footer;
@@ -288,6 +263,38 @@ fn areas_below_meters(area: Rect, app: &App) -> Areas {
         table,
         events: (events_h > 0).then_some(events),
         logs: None,
+        status,
+    }
+}
+
+/// The areas with the log pane open: two fifths of the screen; the table keeps 4 rows. The
+/// events pane beside it, smaller, when there is room.
+fn areas_with_logs(area: Rect, app: &App, events_on: bool) -> Areas {
+    let footer = footer_height(area);
+    let logs_h = (area.height * 2 / 5).max(5).min(area.height - 5 - footer);
+    let events_h = if events_on && area.height >= 20 {
+        let room = area.height - 1 - footer - logs_h - 5;
+        app.events
+            .height
+            .unwrap_or((area.height / 6).max(3))
+            .clamp(2, room.max(2))
+    } else {
+        0
+    };
+    let [title, table, events, logs, status] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(1),
+        Constraint::Length(events_h),
+        Constraint::Length(logs_h),
+        Constraint::Length(footer),
+    ])
+    .areas(area);
+    Areas {
+        title,
+        meters: None,
+        table,
+        events: (events_h > 0).then_some(events),
+        logs: Some(logs),
         status,
     }
 }
@@ -331,6 +338,12 @@ pub fn draw(frame: &mut Frame, app: &mut App) {
         draw_logs(frame, l, app);
     }
     draw_status(frame, a.status, app);
+    draw_dialog(frame, area, app);
+    theme::finish(frame.buffer_mut());
+}
+
+/// The open dialog, on top of the rest.
+fn draw_dialog(frame: &mut Frame, area: Rect, app: &App) {
     match app.dialog.clone() {
         Dialog::None => {}
         Dialog::Help { scroll } => draw_help(frame, area, scroll),
@@ -340,12 +353,7 @@ pub fn draw(frame: &mut Frame, app: &mut App) {
             selected,
             ..
         } => {
-            let name = app
-                .model
-                .nodes
-                .get(&target)
-                .map(|n| escape(&n.info.comm))
-                .unwrap_or_default();
+            let name = process_name(app, target);
             let title = if subtree {
                 format!(" signal {} ({name}) and descendants ", target.pid)
             } else if !app.tagged.is_empty() {
@@ -361,33 +369,7 @@ pub fn draw(frame: &mut Frame, app: &mut App) {
             signal,
             count,
         } => {
-            let name = app
-                .model
-                .nodes
-                .get(&target)
-                .map(|n| escape(&n.info.comm))
-                .unwrap_or_default();
-            let what = if subtree && count > 1 {
-                format!("{} ({name}) and {} descendants", target.pid, count - 1)
-            } else if !subtree && !app.tagged.is_empty() {
-                // Each target named.
-                let each: Vec<String> = app
-                    .tagged
-                    .iter()
-                    .map(|t| {
-                        let n = app.model.nodes.get(t).map(|n| escape(&n.info.comm));
-                        format!("{} ({})", t.pid, n.unwrap_or_default())
-                    })
-                    .collect();
-                format!(
-                    "the {} tagged process{}: {}",
-                    each.len(),
-                    if each.len() == 1 { "" } else { "es" },
-                    each.join(", ")
-                )
-            } else {
-                format!("{} ({name})", target.pid)
-            };
+            let what = signal_targets(app, target, subtree, count);
             let text = format!("Send {} to {what}?", signal.as_str());
             draw_confirm(frame, area, &text, "y send");
         }
@@ -395,7 +377,44 @@ pub fn draw(frame: &mut Frame, app: &mut App) {
         Dialog::Users { uids, selected } => draw_users(frame, area, &uids, selected),
         Dialog::Columns { selected, .. } => draw_columns(frame, area, app, selected),
     }
-    theme::finish(frame.buffer_mut());
+}
+
+/// A process's escaped name, empty when it is not in the model.
+fn process_name(app: &App, id: crate::process::identity::Identity) -> String {
+    app.model
+        .nodes
+        .get(&id)
+        .map(|n| escape(&n.info.comm))
+        .unwrap_or_default()
+}
+
+/// What a signal confirmed goes to, in words: a subtree, the tagged processes each named, or
+/// one process.
+fn signal_targets(
+    app: &App,
+    target: crate::process::identity::Identity,
+    subtree: bool,
+    count: usize,
+) -> String {
+    let name = process_name(app, target);
+    if subtree && count > 1 {
+        format!("{} ({name}) and {} descendants", target.pid, count - 1)
+    } else if !subtree && !app.tagged.is_empty() {
+        // Each target named.
+        let each: Vec<String> = app
+            .tagged
+            .iter()
+            .map(|t| format!("{} ({})", t.pid, process_name(app, *t)))
+            .collect();
+        format!(
+            "the {} tagged process{}: {}",
+            each.len(),
+            if each.len() == 1 { "" } else { "es" },
+            each.join(", ")
+        )
+    } else {
+        format!("{} ({name})", target.pid)
+    }
 }
 
 fn draw_title(frame: &mut Frame, area: Rect, app: &App) {
