@@ -16,9 +16,10 @@
 //! itself while answering, always `R`.
 //!
 //! Also owns [`Controller`], which carries out the dashboard's actions through the socket
-//! (`signal`, `restart`, `start`, `stop`), [`LogStream`], the log pane's one `logs` request following
-//! the selected helper on a connection of its own (dropped when the selection moves to another
-//! helper, so there is at most one), and the conversion of the protocol's snapshot and events
+//! (`signal`, `restart`, `start`, `stop`), [`LogStream`], the log pane's one `logs` request
+//! following the selected helper on a connection of its own (dropped when the selection moves to
+//! another helper, so there is at most one), and the conversion of the protocol's snapshot and
+//! events
 //! into the dashboard's [`Sample`] ([`sample_of`]; events as their `Display` says them).
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -740,8 +741,9 @@ fn event_lines(status: &Status, items: &[Item], now_ms: u64) -> Vec<EventLine> {
         .iter()
         // A helper's state that its launch, exit or restart line says already (`running`,
         // `backoff`...) is left out of the pane; `waiting`, `ready`, `unhealthy` are shown.
-        .filter(|item| {
-            !matches!(item, Item::Event(r) if matches!(r.event, Event::State { .. }) && r.event.is_detail())
+        .filter(|item| match item {
+            Item::Event(r) => !(matches!(r.event, Event::State { .. }) && r.event.is_detail()),
+            Item::Lagged { .. } => true,
         })
         .map(|item| {
             let (ts_ms, text, helper) = match item {

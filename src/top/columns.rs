@@ -600,6 +600,18 @@ pub fn save(layout: &Layout) -> Result<PathBuf, ColumnsError> {
 mod tests {
     use super::*;
 
+    /// `Column::ALL` lists every column once, at its own index: a row's cells are indexed by
+    /// it.
+    #[test]
+    fn every_column_is_at_its_index() {
+        for (i, c) in Column::ALL.into_iter().enumerate() {
+            assert_eq!(c as usize, i, "{c:?}");
+        }
+        for c in Column::OPTIONAL {
+            assert!(Column::ALL.contains(&c), "{c:?}");
+        }
+    }
+
     #[test]
     fn the_file_keeps_the_order_and_names_what_is_wrong() {
         let mut l = Layout::default();

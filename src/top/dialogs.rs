@@ -205,8 +205,8 @@ pub enum Dialog {
         uids: Vec<Option<u32>>,
         selected: usize,
     },
-    /// The column setup (`F2`): the cursor on entry `selected` of [`App::columns`]; `changed`
-    /// once anything was changed (saved on closing).
+    /// The column setup (`F2`): the cursor on entry `selected` of the app's columns;
+    /// `changed` once anything was changed (saved on closing).
     Columns {
         selected: usize,
         changed: bool,
@@ -274,11 +274,13 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
     (
         "l",
-        "attached: the log pane of the selected helper (on the supervisor's row: every helper); again: close",
+        "attached: the log pane of the selected helper (on the supervisor's row: every \
+         helper); again: close",
     ),
     (
         "Tab",
-        "log pane: focus it, then ↑ ↓ PgUp PgDn Home End scroll, End follows the end; Tab or Esc: the tree",
+        "log pane: focus it, then ↑ ↓ PgUp PgDn Home End scroll, End follows the end; Tab or \
+         Esc: the tree",
     ),
     (
         "<  >  F6",

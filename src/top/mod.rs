@@ -1,30 +1,15 @@
-//! `foster top`: the live dashboard of a process tree.
+//! `foster top`: the live dashboard of a process tree. Owns [`run`]: it opens the source
+//! (standalone `/proc`, or a supervisor's control socket), puts the terminal in raw mode on the
+//! alternate screen with mouse capture, runs the loop over one channel of [`event::Msg`]s, and
+//! restores the terminal on every way out (quit, error, termination signal, panic). It redraws
+//! only when what the screen shows changed, each frame in a synchronized update. Signals go
+//! through a pidfd checked against the identity (standalone) or through the supervisor.
 //!
-//! Owns the command's entry point [`run`]: it picks the source (standalone `/proc`, or attached
-//! to a supervisor's control socket), puts the terminal in raw mode on the alternate screen,
-//! runs the loop that takes [`event::Msg`]s from one channel (keys, and clicks and wheel steps:
-//! mouse capture is on while it runs), and restores the terminal (mouse capture off) on every
-//! way out: normal quit, error, termination signal and panic (a panic hook restores it before the
-//! message is printed). The loop redraws only on input, resize, or a reading that changes what
-//! the screen shows, each frame inside the terminal's synchronized update (DEC mode 2026). Standalone, signals chosen in the dashboard are sent through a pidfd opened
-//! and checked against the process's identity first, so a reused pid is never signalled;
-//! attached, they go through the supervisor's control socket (which does the same after checking
-//! the process is in its tree), as do restarting a helper and stopping the supervisor, each on a
-//! short-lived thread so the dashboard keeps answering keys meanwhile. Attached, the loop also
-//! keeps the log pane's one stream ([`attached::LogStream`]) on the helper the pane wants
-//! ([`App::log_source`]), starting another when the selection moves to another helper.
-//!
-//! - [`model`], samples, the `Source` trait, the tree model with rates and anomalies.
-//! - [`app`], state and keys.
-//! - [`event`], the input, data and signal threads.
-//! - [`ui`], rendering.
-//! - [`columns`], the columns chosen and ordered (`F2`) and the file that keeps them.
-//! - [`meters`], the machine's meters above the tree; [`history`], the selected process's
-//!   recent CPU and memory; [`theme`], the colours (and `NO_COLOR`).
-//! - [`standalone`], the `/proc` source (with the kernel's fork notifications,
-//!   [`crate::process::tree::connector`], where granted).
-//! - [`attached`], the control-socket source.
-//! - [`demo`], `foster demo` in a terminal: the dashboard on the demo's supervisor.
+//! The files, each using only those before it in this list:
+//! [`theme`], [`model`], [`history`], [`formatting`] (texts), [`columns`], [`rows`],
+//! [`panes`] (events, logs), [`dialogs`], [`meters`], [`event`] (the threads), [`app`] (the
+//! state), [`tree_keys`], [`keys`] (keys and mouse), [`ui`] (drawing), [`standalone`],
+//! [`attached`], [`demo`], and this file.
 
 pub mod app;
 pub mod attached;

@@ -1,15 +1,15 @@
 //! The standalone source: readings straight from `/proc`, for the whole system or one subtree.
 //!
 //! Owns [`ProcSource`], a [`Source`] over the tree's [`Scanner`] (which reads `cmdline` once per
-//! new identity, and `stat` of a process only when it has been on a CPU since the last reading
-//! or every [`IDLE_RECHECK`] readings: [`ScanOptions::reuse_idle`]). Whole system, every
-//! process is read each time; kernel threads are left out, as htop does by default; with fork
-//! notifications, the pids read are the last reading's and those born since, and `/proc` is
-//! listed only every [`RELIST_EVERY`] readings. With `--root`, only the subtree's members and
-//! the processes born since the last reading are read: a process outside the subtree cannot move
-//! into it except by being born there. Births come from the kernel's fork notifications
-//! ([`Connector`]) when it grants them (most kernels only to `CAP_NET_ADMIN`), so an idle subtree costs one `recv` and
-//! one `stat` per member whatever the size of the rest of the system; otherwise (or after lost
+//! new identity, and `stat` of a process only when it has been on a CPU since the last reading or
+//! every [`IDLE_RECHECK`] readings: [`ScanOptions::reuse_idle`]). Whole system, every process is
+//! read each time; kernel threads are left out, as htop does by default; with fork notifications,
+//! the pids read are the last reading's and those born since, and `/proc` is listed only every
+//! [`RELIST_EVERY`] readings. With `--root`, only the subtree's members and the processes born
+//! since the last reading are read: a process outside the subtree cannot move into it except by
+//! being born there. Births come from the kernel's fork notifications ([`Connector`]) when it
+//! grants them (most kernels only to `CAP_NET_ADMIN`), so an idle subtree costs one `recv` and one
+//! `stat` per member whatever the size of the rest of the system; otherwise (or after lost
 //! notifications) from listing `/proc` and reading the pids not seen in the previous listing.
 
 use std::collections::HashSet;

@@ -1,4 +1,4 @@
-//! The tree's keys: [`App::on_tree_key`] maps each key to one small action (move, collapse,
+//! The tree's keys: `App::on_tree_key` maps each key to one small action (move, collapse,
 //! tag, filter, signal, follow, sort, search, the panes, the supervisor's actions) and says
 //! in the status line what it did. A key that acts on a helper acts on the helper the cursor's
 //! row belongs to, and its confirmation ([`crate::top::dialogs::Control::question`]) says

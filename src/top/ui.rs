@@ -1,14 +1,13 @@
 //! Rendering the dashboard: title, tree table, events pane or log pane, status line and
 //! dialogs.
 //!
-//! Owns the layout and the look, nothing else: it reads an [`App`] and draws it on a ratatui
-//! frame, and tells the app where it put the table, its columns and the panes
-//! ([`crate::top::app::Hits`], for the mouse). Width-aware: columns are as wide as their content, narrowed or dropped in a fixed
-//! order when the terminal is narrow; no row ever wraps and every cut is marked `…` (every line
-//! drawn goes through [`fit_line`]);
-//! confirmations wrap their question, never cut it. Every process name has already passed
-//! through `sanitize::escape` in the app's rows, and every line of the log pane in the relay's
-//! rendering; event texts are escaped here.
+//! Owns the layout and the look, nothing else: it reads an [`App`] and draws it on a ratatui frame,
+//! and tells the app where it put the table, its columns and the panes ([`crate::top::app::Hits`],
+//! for the mouse). Width-aware: columns are as wide as their content, narrowed or dropped in a
+//! fixed order when the terminal is narrow; no row ever wraps and every cut is marked `…` (every
+//! line drawn goes through [`fit_line`]); confirmations wrap their question, never cut it. Every
+//! process name has already passed through `sanitize::escape` in the app's rows, and every line of
+//! the log pane in the relay's rendering; event texts are escaped here.
 
 use std::borrow::Cow;
 
