@@ -12,8 +12,8 @@
 use nix::sys::signal::Signal;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::process::identity::Identity;
 use crate::base::sanitize::escape;
+use crate::process::identity::Identity;
 use crate::top::columns::{Column, ColumnsError, Layout};
 use crate::top::dialogs::{ControlError, SignalResult, errno_results, signal_results_text};
 use crate::top::formatting::user_name;

@@ -30,21 +30,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::process::identity::Identity;
+use crate::process::tree::connector::{Connector, ProcEvent, Wanted};
+use crate::process::tree::{ScanOptions, Scanner};
 use crate::supervision::control::nspid::PidMap;
 use crate::supervision::control::protocol::{
     EventRecord, HelperInfo, HelperState, ProcessInfo, Reply, ReplyBody, Request, Role, Status,
     request_line,
 };
 use crate::supervision::event::Event;
-use crate::process::identity::Identity;
 use crate::top::dialogs::ControlError;
 use crate::top::model::{
     Adoption, EventLine, HelperDown, HelperStatus, HelperSummary, ProcInfo, RESTART_LOOP, Sample,
     SharedWants, Source, SourceError, Supervision, Waker,
 };
 use crate::top::panes::{KEEP_LOG_LINES, LogItem, LogSource};
-use crate::process::tree::connector::{Connector, ProcEvent, Wanted};
-use crate::process::tree::{ScanOptions, Scanner};
 
 /// How many events the pane keeps (the supervisor's own backlog holds as many).
 pub const KEEP_EVENTS: usize = crate::supervision::control::protocol::BACKLOG;

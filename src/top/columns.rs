@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use std::cmp::Ordering;
 
+use crate::process::tree::ExtraWants;
 use crate::top::formatting::command_text;
 use crate::top::model::{Node, Supervision, Wants};
 

@@ -8,8 +8,8 @@
 
 use nix::sys::signal::Signal;
 
-use crate::process::identity::Identity;
 use crate::base::sanitize::escape;
+use crate::process::identity::Identity;
 use crate::process::signal::Sig;
 use crate::process::state::HelperState;
 use crate::top::formatting::errno_text;

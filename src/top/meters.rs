@@ -21,8 +21,8 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, RenderDirection, Sparkline};
 
-use crate::process::identity::Identity;
 use crate::base::sanitize::escape;
+use crate::process::identity::Identity;
 use crate::top::formatting::put_line;
 pub use crate::top::history::{History, Levels};
 use crate::top::model::{Model, fmt_age, fmt_bytes, fmt_cpu};

@@ -114,7 +114,11 @@ impl LogPane {
             height: 5,
             focus: false,
             note: Some(NO_HELPER.to_string()),
-            renderer: crate::supervision::output::Renderer::new(&[], crate::supervision::output::Format::Text, false),
+            renderer: crate::supervision::output::Renderer::new(
+                &[],
+                crate::supervision::output::Format::Text,
+                false,
+            ),
             version: 0,
         }
     }
@@ -213,8 +217,11 @@ impl LogPane {
             let line = match item {
                 LogItem::Start { helpers } => {
                     let names: Vec<&str> = helpers.iter().map(String::as_str).collect();
-                    self.renderer =
-                        crate::supervision::output::Renderer::new(&names, crate::supervision::output::Format::Text, false);
+                    self.renderer = crate::supervision::output::Renderer::new(
+                        &names,
+                        crate::supervision::output::Format::Text,
+                        false,
+                    );
                     self.note = Some("no line kept yet".into());
                     continue;
                 }

@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::process::identity::Identity;
 use crate::base::sanitize::escape;
+use crate::process::identity::Identity;
 use crate::top::columns::Column;
 use crate::top::formatting::{command_text, io_text, opt, start_text};
 use crate::top::model::{Anomaly, Model, Node, Supervision, fmt_age, fmt_bytes, fmt_cpu};
