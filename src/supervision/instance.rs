@@ -18,6 +18,29 @@ use std::path::{Path, PathBuf};
 use nix::fcntl::{Flock, FlockArg, OFlag};
 use nix::sys::stat::Mode;
 
+/// Why a `foster run` of a configuration file may not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ClaimError {
+    /// The file's canonical path cannot be had.
+    #[error("{}: cannot resolve its path: {source}", config.display())]
+    Resolve { config: PathBuf, source: io::Error },
+    /// The lock file cannot be opened.
+    #[error("{}: cannot open: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        source: nix::errno::Errno,
+    },
+    /// The lock cannot be taken for another reason than another holder.
+    #[error("{}: cannot lock: {source}", path.display())]
+    Lock {
+        path: PathBuf,
+        source: nix::errno::Errno,
+    },
+    /// Another supervisor holds it (the refusal naming it).
+    #[error("{0}")]
+    Held(String),
+}
+
 /// The lock of one configuration file, held until dropped (or until foster ends).
 pub struct Claim {
     lock: Flock<File>,
@@ -36,10 +59,12 @@ impl Claim {
     /// Takes the lock of configuration file `config`, or says which supervisor holds it.
     /// `None`, with a warning, when the runtime directory cannot hold the lock (another
     /// user's, say: `--no-socket` runs without it, and so does this check).
-    pub fn take(config: &Path) -> Result<Option<Claim>, String> {
+    pub fn take(config: &Path) -> Result<Option<Claim>, ClaimError> {
         use std::os::unix::ffi::OsStrExt;
-        let canonical = std::fs::canonicalize(config)
-            .map_err(|e| format!("{}: cannot resolve its path: {e}", config.display()))?;
+        let canonical = std::fs::canonicalize(config).map_err(|source| ClaimError::Resolve {
+            config: config.to_path_buf(),
+            source,
+        })?;
         let dir = crate::supervision::control::server::default_dir();
         let dir_fd = match crate::supervision::control::server::make_private_dir(&dir) {
             Ok(fd) => fd,
@@ -59,7 +84,10 @@ impl Claim {
             OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
             Mode::from_bits_truncate(0o600),
         )
-        .map_err(|e| format!("{}: cannot open: {e}", path.display()))?;
+        .map_err(|source| ClaimError::Open {
+            path: path.clone(),
+            source,
+        })?;
         let file = File::from(fd);
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(lock) => Ok(Some(Claim {
@@ -70,9 +98,9 @@ impl Claim {
             Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
                 let mut held = String::new();
                 let _ = file.read_to_string(&mut held);
-                Err(refusal(&canonical, &held))
+                Err(ClaimError::Held(refusal(&canonical, &held)))
             }
-            Err((_, e)) => Err(format!("{}: cannot lock: {e}", path.display())),
+            Err((_, source)) => Err(ClaimError::Lock { path, source }),
         }
     }
 

@@ -841,7 +841,7 @@ impl Controller {
         let mut pids = conn.pid_map();
         let (req, asked) = match req {
             Request::Signal { target, signal } => {
-                let sent = pids.target(target)?;
+                let sent = pids.target(target).map_err(|e| e.to_string())?;
                 let r = Request::Signal {
                     target: sent.clone(),
                     signal: *signal,

@@ -688,24 +688,29 @@ fn id_field<'de, D: Deserializer<'de>>(d: D, kind: &str) -> Result<Option<String
 /// an empty name, one with a control character, white space or `:`; a negative or signed
 /// number; 4294967295, which is `(uid_t)-1` (`(gid_t)-1`), "no change" to the kernel, so the
 /// helper would keep foster's own id; and larger numbers.
-pub fn parse_id(kind: &str, text: &str) -> Result<String, String> {
-    let range = "expected a name or a number from 0 to 4294967294";
+pub fn parse_id(kind: &str, text: &str) -> Result<String, IdError> {
+    let kind = kind.to_string();
     let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
     if let Some(rest) = text.strip_prefix('-').filter(|r| digits(r)) {
-        return Err(format!("{kind} -{rest} is negative: {range}"));
+        let rest = rest.to_string();
+        return Err(IdError::Negative { kind, rest });
     }
     if text.strip_prefix('+').is_some_and(digits) {
-        return Err(format!("{kind} {text:?}: write the number without a sign"));
+        let text = text.to_string();
+        return Err(IdError::Signed { kind, text });
     }
     if digits(text) {
         return match text.parse::<u64>() {
             Ok(n) if n < u64::from(u32::MAX) => Ok(n.to_string()),
-            Ok(n) if n == u64::from(u32::MAX) => Err(format!(
-                "{kind} {n} is ({}_t)-1, which the kernel takes as \"no change\": the helper \
-                 would keep foster's own {kind}; {range}",
-                if kind == "group" { "gid" } else { "uid" }
-            )),
-            _ => Err(format!("{kind} {text} is out of range: {range}")),
+            Ok(n) if n == u64::from(u32::MAX) => Err(IdError::NoChange {
+                id: if kind == "group" { "gid" } else { "uid" },
+                kind,
+                n,
+            }),
+            _ => Err(IdError::OutOfRange {
+                kind,
+                text: text.to_string(),
+            }),
         };
     }
     let wrong = if text.is_empty() {
@@ -720,10 +725,48 @@ pub fn parse_id(kind: &str, text: &str) -> Result<String, String> {
         None
     };
     match wrong {
-        Some(wrong) => Err(format!("the {kind} name {text:?} {wrong}: {range}")),
+        Some(wrong) => Err(IdError::BadName {
+            kind,
+            text: text.to_string(),
+            wrong,
+        }),
         None => Ok(text.to_string()),
     }
 }
+
+/// Why a `user` or `group` ([`parse_id`]) is refused; `kind` says which.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdError {
+    /// A negative number.
+    #[error("{kind} -{rest} is negative: {ID_RANGE}")]
+    Negative { kind: String, rest: String },
+    /// A number with a `+`.
+    #[error("{kind} {text:?}: write the number without a sign")]
+    Signed { kind: String, text: String },
+    /// `(uid_t)-1` or `(gid_t)-1` (`id` says which).
+    #[error(
+        "{kind} {n} is ({id}_t)-1, which the kernel takes as \"no change\": the helper would keep \
+         foster's own {kind}; {ID_RANGE}"
+    )]
+    NoChange {
+        kind: String,
+        n: u64,
+        id: &'static str,
+    },
+    /// A number above the range.
+    #[error("{kind} {text} is out of range: {ID_RANGE}")]
+    OutOfRange { kind: String, text: String },
+    /// A name that cannot be one (`wrong` says why).
+    #[error("the {kind} name {text:?} {wrong}: {ID_RANGE}")]
+    BadName {
+        kind: String,
+        text: String,
+        wrong: &'static str,
+    },
+}
+
+/// What a `user` or `group` may be, as its errors say.
+const ID_RANGE: &str = "expected a name or a number from 0 to 4294967294";
 
 /// A duration of at least [`MIN_DURATION`], written `"250ms"`, `"5s"`, `"1.5s"`, `"2m"`, `"1h"`
 /// ([`crate::base::duration`]'s grammar). A bare TOML number is refused: `grace = 500` could mean
@@ -909,7 +952,7 @@ pub enum Scope {
 
 /// Refuses what is not a regular file (a directory, FIFO, device or socket): reading one could
 /// block, never end, or act on a device.
-fn regular_file(meta: &Metadata) -> Result<(), String> {
+fn regular_file(meta: &Metadata) -> Result<(), NotRegular> {
     let t = meta.file_type();
     let what = if t.is_file() {
         return Ok(());
@@ -926,11 +969,16 @@ fn regular_file(meta: &Metadata) -> Result<(), String> {
     } else {
         "of an unknown type"
     };
-    Err(format!(
-        "the configuration is {what}, not a regular file: expected the path of a file, or - \
-         to read standard input"
-    ))
+    Err(NotRegular(what))
 }
+
+/// The configuration is not a regular file: what it is instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the configuration is {0}, not a regular file: expected the path of a file, or - to read \
+     standard input"
+)]
+struct NotRegular(&'static str);
 
 impl Config {
     /// Reads and validates `path`: a regular file (refused before it is opened, and checked
@@ -943,7 +991,8 @@ impl Config {
     pub fn load_with(path: &Path, scope: Scope) -> Result<Config, ConfigErrors> {
         let fail = |message: String| ConfigError::whole(path, message);
         let cannot = |e: std::io::Error| fail(format!("cannot read the configuration: {e}"));
-        regular_file(&std::fs::metadata(path).map_err(cannot)?).map_err(fail)?;
+        let not_regular = |e: NotRegular| fail(e.to_string());
+        regular_file(&std::fs::metadata(path).map_err(cannot)?).map_err(not_regular)?;
         // Non-blocking, so that a file swapped for a FIFO since the check cannot hang the open.
         let file = std::fs::OpenOptions::new()
             .read(true)
@@ -951,7 +1000,7 @@ impl Config {
             .open(path)
             .map_err(cannot)?;
         let meta = file.metadata().map_err(cannot)?;
-        regular_file(&meta).map_err(fail)?;
+        regular_file(&meta).map_err(not_regular)?;
         if meta.len() > MAX_CONFIG_BYTES {
             return Err(fail(too_large()).into());
         }

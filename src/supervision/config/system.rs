@@ -78,13 +78,13 @@ pub(super) fn check(
         };
         let command = at.key("command");
         if !read.skipped(&command)
-            && let Err(message) = program(h.command.program(), who.as_ref())
+            && let Err(e) = program(h.command.program(), who.as_ref())
         {
             // At the program's own place when the command is a list.
             let place = doc
                 .span_of(&command.index(0))
                 .or_else(|| doc.span_of(&command));
-            errors.push(doc.error_at(&command, place, message));
+            errors.push(doc.error_at(&command, place, e.to_string()));
         }
         // The probes run as the helper does.
         let probes = [
@@ -95,18 +95,18 @@ pub(super) fn check(
             let path = at.key(section).key("exec");
             if let Some(probe) = probe
                 && !read.skipped(&path)
-                && let Err(message) = program(probe.program(), who.as_ref())
+                && let Err(e) = program(probe.program(), who.as_ref())
             {
                 let place = doc.span_of(&path.index(0)).or_else(|| doc.span_of(&path));
-                errors.push(doc.error_at(&path, place, format!("the probe: {message}")));
+                errors.push(doc.error_at(&path, place, format!("the probe: {e}")));
             }
         }
         let cwd = at.key("cwd");
         if let Some(dir) = &h.cwd
             && !read.skipped(&cwd)
-            && let Err(message) = directory(dir, who.as_ref())
+            && let Err(e) = directory(dir, who.as_ref())
         {
-            errors.push(doc.error_at(&cwd, None, message));
+            errors.push(doc.error_at(&cwd, None, e.to_string()));
         }
         // The helper's log file: one foster (not the helper) opens at its start, with the
         // checks of that opening.
@@ -172,7 +172,7 @@ impl Who {
     }
 
     /// Every directory on the way to `path` (not `path` itself) can be entered.
-    fn reaches(&self, path: &Path) -> Result<(), String> {
+    fn reaches(&self, path: &Path) -> Result<(), Unreachable> {
         let dirs = path
             .ancestors()
             .skip(1)
@@ -182,12 +182,11 @@ impl Who {
                 && m.is_dir()
                 && !self.may_execute(&m)
             {
-                return Err(format!(
-                    "{} may not enter {} ({})",
-                    self.name,
-                    show(dir),
-                    bits(&m)
-                ));
+                return Err(Unreachable {
+                    name: self.name.clone(),
+                    dir: show(dir),
+                    bits: bits(&m),
+                });
             }
         }
         Ok(())
@@ -198,7 +197,7 @@ impl Who {
 /// resolves them) may enter every directory on the way to `path`, read from the mode bits as
 /// the check reads them; why not otherwise. A user or group that cannot be resolved is left to
 /// the launch to report.
-pub(crate) fn helper_reaches(h: &super::Helper, path: &Path) -> Result<(), String> {
+pub(crate) fn helper_reaches(h: &super::Helper, path: &Path) -> Result<(), Unreachable> {
     let uid = h.user.as_deref().map(user_id).transpose();
     let gid = h.group.as_deref().map(group_id).transpose();
     let (Ok(uid), Ok(gid)) = (uid, gid) else {
@@ -243,33 +242,137 @@ fn kind(m: &Metadata) -> &'static str {
     }
 }
 
+/// A directory on the way to a path that a helper's user may not enter.
+#[derive(Debug, thiserror::Error)]
+#[error("{name} may not enter {dir} ({bits})")]
+pub(crate) struct Unreachable {
+    name: String,
+    dir: String,
+    bits: String,
+}
+
+/// Why a helper's program (or probe) would not be launched, and what its launch would count
+/// as (`status`, the exit status).
+#[derive(Debug, thiserror::Error)]
+enum ProgramError {
+    /// A name not found in `PATH` (`hint`: how to write a command with spaces).
+    #[error(
+        "program {program:?} is not found in PATH ({path}): expected the name of an \
+         executable file in one of its directories, or the path of one (at launch: exit status \
+         {status}){hint}"
+    )]
+    NotInPath {
+        program: String,
+        path: String,
+        status: i32,
+        hint: String,
+    },
+    /// A path to nothing.
+    #[error(
+        "program {program:?}: no such file: expected the path of an executable file (at \
+         launch: exit status {status})"
+    )]
+    NoSuchFile { program: String, status: i32 },
+    /// Not an executable file (`what` it is).
+    #[error(
+        "program {program:?}: {path} is {what}: expected an executable file (at launch: exit \
+         status {status})"
+    )]
+    NotExecutable {
+        program: String,
+        path: String,
+        what: &'static str,
+        status: i32,
+    },
+    /// Set-user-ID, set-group-ID or with file capabilities (`what`).
+    #[error(
+        "program {program:?}: {path} {what}: its exec would clear the parent-death signal, so \
+         foster does not launch it (at launch: exit status {status})"
+    )]
+    ClearsPdeath {
+        program: String,
+        path: String,
+        what: &'static str,
+        status: i32,
+    },
+    /// A directory on its way may not be entered.
+    #[error(
+        "program {program:?}: {source}: its exec would fail with EACCES (at launch: exit \
+         status {status})"
+    )]
+    Unreachable {
+        program: String,
+        source: Unreachable,
+        status: i32,
+    },
+    /// Its metadata cannot be read.
+    #[error("program {program:?}: {source}")]
+    Metadata {
+        program: String,
+        source: std::io::Error,
+    },
+    /// Its user may not execute it.
+    #[error(
+        "program {program:?}: {name} may not execute {path} ({bits}): its exec would fail with \
+         EACCES (at launch: exit status {status})"
+    )]
+    MayNotExecute {
+        program: String,
+        name: String,
+        path: String,
+        bits: String,
+        status: i32,
+    },
+    /// It is on a `noexec` mount.
+    #[error(
+        "program {program:?}: {path} is on a file system mounted noexec: its exec would fail \
+         with EACCES (at launch: exit status {status})"
+    )]
+    NoExec {
+        program: String,
+        path: String,
+        status: i32,
+    },
+}
+
 /// `program` is found as the spawner finds it, is a program it launches, and `who` (when
 /// known) may execute it.
-fn program(program: &str, who: Option<&Who>) -> Result<(), String> {
+fn program(program: &str, who: Option<&Who>) -> Result<(), ProgramError> {
     let resolved = gate::resolve_program(Path::new(program))
         .and_then(|p| gate::check_target(&p).map(|()| p))
         .map_err(|e| refused(program, &e))?;
     let Some(who) = who else { return Ok(()) };
-    let at_launch =
-        format!("its exec would fail with EACCES (at launch: exit status {EXIT_NOT_EXECUTABLE})");
-    who.reaches(&resolved)
-        .map_err(|e| format!("program {program:?}: {e}: {at_launch}"))?;
-    let m = std::fs::metadata(&resolved).map_err(|e| format!("program {program:?}: {e}"))?;
+    let (status, program) = (EXIT_NOT_EXECUTABLE, program.to_string());
+    if let Err(source) = who.reaches(&resolved) {
+        return Err(ProgramError::Unreachable {
+            program,
+            source,
+            status,
+        });
+    }
+    let m = match std::fs::metadata(&resolved) {
+        Ok(m) => m,
+        Err(source) => return Err(ProgramError::Metadata { program, source }),
+    };
+    let path = show(&resolved);
     if !who.may_execute(&m) {
-        return Err(format!(
-            "program {program:?}: {} may not execute {} ({}): {at_launch}",
-            who.name,
-            show(&resolved),
-            bits(&m)
-        ));
+        let (name, bits) = (who.name.clone(), bits(&m));
+        return Err(ProgramError::MayNotExecute {
+            program,
+            name,
+            path,
+            bits,
+            status,
+        });
     }
     if let Ok(fs) = nix::sys::statvfs::statvfs(&resolved)
         && fs.flags().contains(nix::sys::statvfs::FsFlags::ST_NOEXEC)
     {
-        return Err(format!(
-            "program {program:?}: {} is on a file system mounted noexec: {at_launch}",
-            show(&resolved)
-        ));
+        return Err(ProgramError::NoExec {
+            program,
+            path,
+            status,
+        });
     }
     Ok(())
 }
@@ -291,24 +394,23 @@ fn shell_hint(program: &str) -> String {
 
 /// Why the spawner would not launch `program`, with what was expected and what the launch
 /// would count as.
-fn refused(program: &str, e: &TargetError) -> String {
+fn refused(program: &str, e: &TargetError) -> ProgramError {
     let status = e.exit_status();
-    let at_launch = format!("(at launch: exit status {status})");
+    let program = program.to_string();
     match e {
         TargetError::NotFound(_) if !program.contains('/') => {
             let path = std::env::var_os("PATH")
                 .map(|p| String::from_utf8_lossy(p.as_bytes()).into_owned())
                 .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-            format!(
-                "program {program:?} is not found in PATH ({path}): expected the name of an \
-                 executable file in one of its directories, or the path of one {at_launch}{}",
-                shell_hint(program)
-            )
+            let hint = shell_hint(&program);
+            ProgramError::NotInPath {
+                program,
+                path,
+                status,
+                hint,
+            }
         }
-        TargetError::NotFound(_) => format!(
-            "program {program:?}: no such file: expected the path of an executable file \
-             {at_launch}"
-        ),
+        TargetError::NotFound(_) => ProgramError::NoSuchFile { program, status },
         TargetError::NotExecutable(p) => {
             let what = std::fs::metadata(p).map_or("not a file", |m| {
                 if m.is_file() {
@@ -317,10 +419,13 @@ fn refused(program: &str, e: &TargetError) -> String {
                     kind(&m)
                 }
             });
-            format!(
-                "program {program:?}: {} is {what}: expected an executable file {at_launch}",
-                show(p)
-            )
+            let path = show(p);
+            ProgramError::NotExecutable {
+                program,
+                path,
+                what,
+                status,
+            }
         }
         TargetError::SetUid(p) | TargetError::SetGid(p) | TargetError::FileCaps(p) => {
             let what = match e {
@@ -328,51 +433,106 @@ fn refused(program: &str, e: &TargetError) -> String {
                 TargetError::SetGid(_) => "is set-group-ID",
                 _ => "has file capabilities",
             };
-            format!(
-                "program {program:?}: {} {what}: its exec would clear the parent-death signal, \
-                 so foster does not launch it {at_launch}",
-                show(p)
-            )
+            let path = show(p);
+            ProgramError::ClearsPdeath {
+                program,
+                path,
+                what,
+                status,
+            }
         }
     }
 }
 
+/// Why a helper's working directory would fail its launch's `chdir` (at launch: exit status
+/// [`EXIT_GATE_ERROR`]).
+#[derive(Debug, thiserror::Error)]
+enum DirError {
+    /// It does not exist.
+    #[error(
+        "working directory {dir}: no such directory: expected an existing directory (at \
+         launch: exit status {status})"
+    )]
+    NotFound { dir: String, status: i32 },
+    /// Its metadata cannot be read.
+    #[error(
+        "working directory {dir}: {source}: expected an existing directory (at launch: exit \
+         status {status})"
+    )]
+    Unreadable {
+        dir: String,
+        source: std::io::Error,
+        status: i32,
+    },
+    /// It is not a directory (`kind`: what it is).
+    #[error(
+        "working directory {dir} is {kind}: expected a directory (at launch: exit status \
+         {status})"
+    )]
+    NotADirectory {
+        dir: String,
+        kind: &'static str,
+        status: i32,
+    },
+    /// A directory on its way may not be entered.
+    #[error("working directory {dir}: {source} (at launch: exit status {status})")]
+    Unreachable {
+        dir: String,
+        source: Unreachable,
+        status: i32,
+    },
+    /// Its user may not enter it.
+    #[error(
+        "working directory {dir}: {name} may not enter it ({bits}) (at launch: exit status \
+         {status})"
+    )]
+    MayNotEnter {
+        dir: String,
+        name: String,
+        bits: String,
+        status: i32,
+    },
+}
+
 /// `dir` is a directory `who` (when known) can enter, as the launch's `chdir` needs.
-fn directory(dir: &Path, who: Option<&Who>) -> Result<(), String> {
-    let at_launch = format!("(at launch: exit status {EXIT_GATE_ERROR})");
+fn directory(dir: &Path, who: Option<&Who>) -> Result<(), DirError> {
+    let (status, shown) = (EXIT_GATE_ERROR, show(dir));
     let m = match std::fs::metadata(dir) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(format!(
-                "working directory {}: no such directory: expected an existing directory \
-                 {at_launch}",
-                show(dir)
-            ));
+            return Err(DirError::NotFound { dir: shown, status });
         }
-        Err(e) => {
-            return Err(format!(
-                "working directory {}: {e}: expected an existing directory {at_launch}",
-                show(dir)
-            ));
+        Err(source) => {
+            return Err(DirError::Unreadable {
+                dir: shown,
+                source,
+                status,
+            });
         }
     };
     if !m.is_dir() {
-        return Err(format!(
-            "working directory {} is {}: expected a directory {at_launch}",
-            show(dir),
-            kind(&m)
-        ));
+        let kind = kind(&m);
+        return Err(DirError::NotADirectory {
+            dir: shown,
+            kind,
+            status,
+        });
     }
     let Some(who) = who else { return Ok(()) };
-    who.reaches(dir)
-        .map_err(|e| format!("working directory {}: {e} {at_launch}", show(dir)))?;
+    if let Err(source) = who.reaches(dir) {
+        return Err(DirError::Unreachable {
+            dir: shown,
+            source,
+            status,
+        });
+    }
     if !who.may_execute(&m) {
-        return Err(format!(
-            "working directory {}: {} may not enter it ({}) {at_launch}",
-            show(dir),
-            who.name,
-            bits(&m)
-        ));
+        return Err(DirError::MayNotEnter {
+            dir: shown,
+            name: who.name.clone(),
+            bits: bits(&m),
+            status,
+        });
     }
     Ok(())
 }

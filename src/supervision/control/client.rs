@@ -830,6 +830,7 @@ pub fn ctl(
             )) {
                 Ok(t) => t,
                 Err(e) if json => {
+                    let e = e.to_string();
                     let r = Reply::error(
                         crate::supervision::control::protocol::ErrorKind::NotInTree,
                         &e,

@@ -29,6 +29,19 @@ use crate::process::tree::{ScanOptions, Subtree};
 use crate::supervision::control::protocol::{AdoptionInfo, LogRecord, ReplyBody, Status, Target};
 use crate::supervision::event::Event;
 
+/// Why a pid the caller names is not a target in the supervisor's terms.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotInTree {
+    /// No process has that pid.
+    #[error("pid {0} is not inside the supervised tree: no such process")]
+    NoSuchProcess(i32),
+    /// The process is not seen from the supervisor's PID namespace.
+    #[error(
+        "pid {0} is not inside the supervised tree: it is outside the supervisor's PID namespace"
+    )]
+    OutsideNamespace(i32),
+}
+
 const NOT_THE_LISTENER: &str = "the process listening on the socket is not the supervisor it names";
 
 /// How many mappings of ended processes a [`PidMap`] keeps.
@@ -314,7 +327,7 @@ impl PidMap {
     /// becomes the identity (pid and start time) of that process in the supervisor's, so that
     /// a pid reused meanwhile is refused rather than signalled. The error says why a process
     /// cannot be one of the supervisor's.
-    pub fn target(&mut self, t: &Target) -> Result<Target, String> {
+    pub fn target(&mut self, t: &Target) -> Result<Target, NotInTree> {
         let View::Below(b) = &mut self.view else {
             return Ok(t.clone());
         };
@@ -322,11 +335,7 @@ impl PidMap {
             Target::Helper(_) => return Ok(t.clone()),
             Target::Pid(p) => match Identity::of(*p) {
                 Ok(id) => (*p, id.start_time),
-                Err(_) => {
-                    return Err(format!(
-                        "pid {p} is not inside the supervised tree: no such process"
-                    ));
-                }
+                Err(_) => return Err(NotInTree::NoSuchProcess(*p)),
             },
             Target::Identity(id) => (id.pid, id.start_time),
         };
@@ -341,10 +350,7 @@ impl PidMap {
                 pid: inner,
                 start_time: start,
             })),
-            None => Err(format!(
-                "pid {pid} is not inside the supervised tree: it is outside the supervisor's \
-                 PID namespace"
-            )),
+            None => Err(NotInTree::OutsideNamespace(pid)),
         }
     }
 
@@ -684,12 +690,12 @@ mod tests {
     fn targets_outside_the_namespace_are_refused() {
         let mut m = below(&[]);
         let me = std::process::id() as i32;
-        let err = m.target(&Target::Pid(me)).unwrap_err();
+        let err = m.target(&Target::Pid(me)).unwrap_err().to_string();
         assert!(
             err.contains("outside the supervisor's PID namespace"),
             "{err}"
         );
-        let err = m.target(&Target::Pid(i32::MAX)).unwrap_err();
+        let err = m.target(&Target::Pid(i32::MAX)).unwrap_err().to_string();
         assert!(err.contains("no such process"), "{err}");
         let h = Target::Helper("web".into());
         assert_eq!(m.target(&h), Ok(h));

@@ -62,7 +62,44 @@ pub enum Outcome {
     /// A line matched (`false`: the output ended first).
     Log(bool),
     /// A connect probe ended, for this check.
-    Tcp(Check, Result<(), String>),
+    Tcp(Check, Result<(), tcp::ConnectError>),
+}
+
+/// Why one attempt of a probe failed: the reason its events give.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeFailure {
+    /// The connect probe was not answered.
+    #[error(transparent)]
+    Connect(#[from] tcp::ConnectError),
+    /// The exec probe could not be launched.
+    #[error("cannot launch it: {0}")]
+    Launch(#[source] ProbeLaunchError),
+    /// The exec probe ran out of its time (as configured) and was killed.
+    #[error("the probe took longer than {} and was killed", crate::base::duration::Text(*.0))]
+    TimedOut(Duration),
+    /// The exec probe's launch failed after the fork (the gate, the exec); how it ended.
+    #[error("{error} ({status})")]
+    LaunchEnded {
+        error: String,
+        status: crate::process::reaper::ExitStatus,
+    },
+    /// The exec probe ended in failure.
+    #[error("the probe ended with {0}")]
+    Ended(crate::process::reaper::ExitStatus),
+}
+
+/// Why an exec probe could not be launched.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeLaunchError {
+    /// Its helper's user or group cannot be resolved.
+    #[error(transparent)]
+    Credentials(#[from] crate::gate::spawner::CredentialError),
+    /// `/dev/null` cannot be opened for its standard descriptors.
+    #[error("/dev/null: {0}")]
+    DevNull(#[source] std::io::Error),
+    /// The spawner refused or failed it.
+    #[error(transparent)]
+    Spawn(#[from] crate::gate::spawner::SpawnError),
 }
 
 /// An exec probe in flight.

@@ -52,21 +52,39 @@ use crate::supervision::contain::OuterPids;
 /// then behaves as where the kernel refuses it (for comparisons and tests).
 pub const ENV_CONNECTOR: &str = "FOSTER_CONNECTOR";
 
+/// Why births in the tree are not announced.
+#[derive(Debug, thiserror::Error)]
+pub enum Unannounced {
+    /// `FOSTER_CONNECTOR=off`.
+    #[error("turned off by {ENV_CONNECTOR}=off")]
+    TurnedOff,
+    /// A namespace whose subscriptions the kernel ignores (why, in words).
+    #[error("{0}, whose subscriptions the kernel ignores")]
+    Namespace(&'static str),
+    /// The kernel grants the connector only with `CAP_NET_ADMIN`.
+    #[error("the kernel grants the process-events connector only to CAP_NET_ADMIN here")]
+    NotPermitted(#[source] std::io::Error),
+    /// The connector failed otherwise.
+    #[error("the process-events connector: {0}")]
+    Connector(#[source] std::io::Error),
+    /// foster's pid outside its namespace could not be read.
+    #[error("foster's pid outside its namespace could not be read")]
+    OuterPid,
+}
+
 /// Subscribes to births and ends, and checks that they are announced (a child of this
 /// process's is forked and waited for: call it while single-threaded, before the tree is
 /// contained). Why not, when not.
-pub fn subscribe() -> Result<Connector, String> {
+pub fn subscribe() -> Result<Connector, Unannounced> {
     if std::env::var_os(ENV_CONNECTOR).is_some_and(|v| v == "off") {
-        return Err(format!("turned off by {ENV_CONNECTOR}=off"));
+        return Err(Unannounced::TurnedOff);
     }
     if let Some(why) = crate::process::tree::connector::outside_initial_namespaces() {
-        return Err(format!("{why}, whose subscriptions the kernel ignores"));
+        return Err(Unannounced::Namespace(why));
     }
     Connector::open(Wanted::ForksAndExits).map_err(|e| match e.raw_os_error() {
-        Some(libc::EPERM) => "the kernel grants the process-events connector only to \
-                              CAP_NET_ADMIN here"
-            .to_string(),
-        _ => format!("the process-events connector: {e}"),
+        Some(libc::EPERM) => Unannounced::NotPermitted(e),
+        _ => Unannounced::Connector(e),
     })
 }
 
@@ -309,14 +327,14 @@ impl Births {
 impl super::Supervisor {
     /// Keeps the subscription `run` made ([`subscribe`]), or says once why births are not
     /// announced and what that leaves.
-    pub(super) fn take_births(&mut self, announced: Result<Connector, String>) {
+    pub(super) fn take_births(&mut self, announced: Result<Connector, Unannounced>) {
         let why = match announced {
             Ok(conn) => match Births::new(conn, self.me, self.outer.as_mut()) {
                 Some(b) => {
                     self.births = Some(b);
                     return;
                 }
-                None => "foster's pid outside its namespace could not be read".to_string(),
+                None => Unannounced::OuterPid,
             },
             Err(why) => why,
         };

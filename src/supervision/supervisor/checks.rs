@@ -33,7 +33,7 @@ use tracing::{debug, info, warn};
 use super::{Owner, Supervisor, Timer};
 use crate::base::duration::Text;
 use crate::gate::policy::{Policy, Reaction};
-use crate::gate::spawner::{CredentialError, LaunchSpec, group_id, user_id};
+use crate::gate::spawner::{LaunchSpec, group_id, user_id};
 use crate::process::identity::{Identity, ProcessRef};
 use crate::process::reaper::ExitStatus;
 use crate::process::state::HelperState;
@@ -44,7 +44,8 @@ use crate::supervision::output::Line;
 use crate::supervision::readiness::fd::FdOutcome;
 use crate::supervision::readiness::notify::{Datagram, Message, NotifySocket, Watchdog};
 use crate::supervision::readiness::{
-    ExecProbe, LaunchChecks, Outcome, Readiness, Report, fd, log, tcp,
+    ExecProbe, LaunchChecks, Outcome, ProbeFailure, ProbeLaunchError, Readiness, Report, fd, log,
+    tcp,
 };
 
 pub use crate::supervision::readiness::notify::ENV_NOTIFY_SOCKET;
@@ -515,7 +516,7 @@ impl Supervisor {
     /// The environment, credentials and descriptors of a probe of helper `i`: the helper's
     /// `env`, `user`, `group` and `cwd`; standard descriptors on `/dev/null`; a process group
     /// of its own (so that its tree can be killed); SIGKILL when foster ends.
-    fn probe_spec(&self, i: usize, command: &CommandLine) -> Result<LaunchSpec, String> {
+    fn probe_spec(&self, i: usize, command: &CommandLine) -> Result<LaunchSpec, ProbeLaunchError> {
         let h = &self.config.helpers[i];
         let mut spec = LaunchSpec::new(
             command.program(),
@@ -532,9 +533,8 @@ impl Supervisor {
                 spec.env.push((k.into(), None));
             }
         }
-        let id = |r: Result<u32, CredentialError>| r.map_err(|e| e.to_string());
-        spec.uid = h.user.as_deref().map(|u| id(user_id(u))).transpose()?;
-        spec.gid = h.group.as_deref().map(|g| id(group_id(g))).transpose()?;
+        spec.uid = h.user.as_deref().map(user_id).transpose()?;
+        spec.gid = h.group.as_deref().map(group_id).transpose()?;
         spec.cwd = h.cwd.clone();
         let null = |write: bool| {
             std::fs::OpenOptions::new()
@@ -542,7 +542,7 @@ impl Supervisor {
                 .write(write)
                 .open("/dev/null")
                 .map(OwnedFd::from)
-                .map_err(|e| format!("/dev/null: {e}"))
+                .map_err(ProbeLaunchError::DevNull)
         };
         spec.stdin = Some(null(false)?);
         spec.stdout = Some(null(true)?);
@@ -560,7 +560,7 @@ impl Supervisor {
         let (launch, attempt) = (c.launch, c.probes);
         let spec = match self.probe_spec(i, command) {
             Ok(s) => s,
-            Err(e) => return self.probe_result(i, check, Err(format!("cannot launch it: {e}"))),
+            Err(e) => return self.probe_result(i, check, Err(ProbeFailure::Launch(e))),
         };
         let spawner = &self.spawner;
         let mut pidfd = None;
@@ -603,7 +603,7 @@ impl Supervisor {
                 let timeout = CheckTimer::ProbeTimeout(attempt);
                 self.at(limit, Timer::Check(i, launch, timeout));
             }
-            Err(e) => self.probe_result(i, check, Err(format!("cannot launch it: {e}"))),
+            Err(e) => self.probe_result(i, check, Err(ProbeFailure::Launch(e.into()))),
         }
     }
 
@@ -667,19 +667,16 @@ impl Supervisor {
         let timeout = Timer::Check(i, launch, CheckTimer::ProbeTimeout(p.attempt));
         self.timers.retain(|_, t| *t != timeout);
         let result = match (p.timed_out, p.error) {
-            (Some(t), _) => Err(format!(
-                "the probe took longer than {} and was killed",
-                Text(t)
-            )),
-            (None, Some(e)) => Err(format!("{e} ({status})")),
+            (Some(t), _) => Err(ProbeFailure::TimedOut(t)),
+            (None, Some(error)) => Err(ProbeFailure::LaunchEnded { error, status }),
             (None, None) if status.success() => Ok(()),
-            (None, None) => Err(format!("the probe ended with {status}")),
+            (None, None) => Err(ProbeFailure::Ended(status)),
         };
         self.probe_result(i, p.check, result);
     }
 
     /// One attempt of a probe of helper `i` for `check` ended with `result`.
-    fn probe_result(&mut self, i: usize, check: Check, result: Result<(), String>) {
+    fn probe_result(&mut self, i: usize, check: Check, result: Result<(), ProbeFailure>) {
         let cfg = self.config.helpers[i].clone();
         let identity = self.helpers[i].identity;
         let Some(c) = self.live_checks(i, None) else {
@@ -731,6 +728,7 @@ impl Supervisor {
                         }
                     }
                     Err(reason) => {
+                        let reason = reason.to_string();
                         c.health_failures += 1;
                         let failures = c.health_failures;
                         self.emit(Event::CheckFailed {
@@ -840,7 +838,7 @@ impl Supervisor {
                 }
             }
             Outcome::Log(false) => {}
-            Outcome::Tcp(check, result) => self.probe_result(i, check, result),
+            Outcome::Tcp(check, result) => self.probe_result(i, check, result.map_err(Into::into)),
         }
     }
 

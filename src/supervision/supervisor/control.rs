@@ -212,14 +212,14 @@ pub(super) async fn metrics_asked(asked: &mut Option<Asked>) -> oneshot::Sender<
 
 /// The answer to `reopen_logs`: what was reopened, or what could not be.
 fn reopen_reply(
-    events: Option<Result<PathBuf, String>>,
+    events: Option<std::io::Result<PathBuf>>,
     files: &[crate::supervision::output::Reopened],
 ) -> Reply {
     let mut ok = Vec::new();
     let mut failed = Vec::new();
     match events {
         Some(Ok(p)) => ok.push(format!("the events log {}", p.display())),
-        Some(Err(e)) => failed.push(e),
+        Some(Err(e)) => failed.push(e.to_string()),
         None => {}
     }
     for f in files {

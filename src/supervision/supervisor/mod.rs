@@ -769,7 +769,7 @@ impl Supervisor {
         &mut self,
         by: &str,
         files: Option<tokio::sync::oneshot::Sender<Vec<crate::supervision::output::Reopened>>>,
-    ) -> Option<Result<PathBuf, String>> {
+    ) -> Option<io::Result<PathBuf>> {
         if let Some(o) = &self.output {
             o.reopen(files);
         }
@@ -781,7 +781,7 @@ impl Supervisor {
             }
             Err(e) => {
                 warn!("{by}: cannot reopen the events log: {e}");
-                Err(e.to_string())
+                Err(e)
             }
         })
     }
