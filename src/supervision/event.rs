@@ -439,6 +439,7 @@ impl Event {
 /// that they are not escaped twice. A pid of 0 (a process the reader's PID namespace could not
 /// see) is shown as `?`.
 impl fmt::Display for Event {
+    // Long as its match is: one sentence for each event.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let raw = f.alternate();
         let text = |s: &str| shown(s, raw);
@@ -457,10 +458,10 @@ impl fmt::Display for Event {
                 if *contained {
                     f.write_str(", in a PID namespace of its own")?;
                 }
-                if let Some(s) = socket {
-                    write!(f, "; control socket {}", text(s))?;
+                match socket {
+                    Some(s) => write!(f, "; control socket {}", text(s)),
+                    None => Ok(()),
                 }
-                Ok(())
             }
             Event::Launch {
                 helper,
@@ -488,12 +489,7 @@ impl fmt::Display for Event {
                     None => write!(f, "{}", text(helper))?,
                 }
                 write!(f, " could not be launched: {}", text(error))?;
-                match (status, identity) {
-                    // Its process ended before its exec, with this status.
-                    (Some(s), Some(_)) => write!(f, " ({})", Ended(*s)),
-                    (Some(s), None) => write!(f, " (counts as {s})"),
-                    (None, _) => Ok(()),
-                }
+                launch_status(f, *status, identity.is_some())
             }
             Event::Exit {
                 pid,
@@ -512,42 +508,10 @@ impl fmt::Display for Event {
                 classification,
             } => {
                 write!(f, "{}", who(helper, *generation, identity.pid))?;
-                // Its former parent, unless it ended before the reader's namespace saw it.
-                match from.filter(|from| from.pid != 0) {
-                    Some(from) => write!(
-                        f,
-                        " lost its parent {} and was adopted by {}",
-                        Pid(from.pid),
-                        Pid(to.pid)
-                    )?,
-                    None => write!(f, " was orphaned and adopted by {}", Pid(to.pid))?,
-                }
-                if classification.is_expected() {
-                    return f.write_str(", as expected");
-                }
-                write!(f, ": UNEXPECTED ({}", classification.text())?;
-                if let Some(x) = expected {
-                    write!(f, "; expected {}", Pid(x.pid))?;
-                }
-                f.write_str(")")
+                adopted(f, *from, *to, *expected, classification)
             }
             Event::Restart { helper, .. } | Event::GiveUp { helper, .. } => {
                 write!(f, "{}: {}", text(helper), Decided(self))
-            }
-            Event::State {
-                helper,
-                state,
-                detail,
-                status_text,
-            } => {
-                write!(f, "{}: {state}", text(helper))?;
-                if let Some(d) = detail {
-                    write!(f, " {}", text(d))?;
-                }
-                match status_text {
-                    Some(t) => write!(f, " · status: {}", text(t)),
-                    None => Ok(()),
-                }
             }
             Event::Signal {
                 target,
@@ -565,31 +529,37 @@ impl fmt::Display for Event {
                     text(signal),
                     who(helper, generation, target.pid)
                 )?;
-                // After SIGKILL itself there is nothing to follow up with.
-                let then = grace_ms
-                    .filter(|_| signal != "SIGKILL")
-                    .map(|g| format!("SIGKILL after {}", Millis(g)))
-                    .unwrap_or_default();
-                match reason {
-                    SignalReason::Stop if then.is_empty() => f.write_str(" to stop it"),
-                    SignalReason::Stop => write!(f, " to stop it ({then})"),
-                    SignalReason::OrphanPolicy if then.is_empty() => {
-                        f.write_str(" (orphan policy)")
-                    }
-                    SignalReason::OrphanPolicy => write!(f, " (orphan policy; {then})"),
-                    SignalReason::GraceExpired => {
-                        f.write_str(" (still running at the end of its grace)")
-                    }
-                    SignalReason::Control if then.is_empty() => {
-                        f.write_str(" (asked through the control socket)")
-                    }
-                    SignalReason::Control => {
-                        write!(f, " (asked through the control socket; {then})")
-                    }
-                    SignalReason::CheckFailed if then.is_empty() => {
-                        f.write_str(" (it failed a check)")
-                    }
-                    SignalReason::CheckFailed => write!(f, " (it failed a check; {then})"),
+                signal_reason(f, signal, *reason, *grace_ms)
+            }
+            _ => self.fmt_rest(f, raw),
+        }
+    }
+}
+
+impl Event {
+    /// [`Event`]'s `Display` of states, checks, the shutdown, reloads and the end.
+    // Long as its match is: one sentence for each event.
+    fn fmt_rest(&self, f: &mut fmt::Formatter<'_>, raw: bool) -> fmt::Result {
+        let text = |s: &str| shown(s, raw);
+        let who = |helper: &Option<String>, generation: Option<u32>, pid: i32| Who {
+            helper: helper.as_deref().map(text),
+            generation,
+            pid,
+        };
+        match self {
+            Event::State {
+                helper,
+                state,
+                detail,
+                status_text,
+            } => {
+                write!(f, "{}: {state}", text(helper))?;
+                if let Some(d) = detail {
+                    write!(f, " {}", text(d))?;
+                }
+                match status_text {
+                    Some(t) => write!(f, " · status: {}", text(t)),
+                    None => Ok(()),
                 }
             }
             Event::OutputDropped { helper, lines } => write!(
@@ -653,7 +623,86 @@ impl fmt::Display for Event {
                     None => Ok(()),
                 }
             }
+            // Written by `fmt` itself.
+            Event::Start { .. }
+            | Event::Launch { .. }
+            | Event::LaunchFailed { .. }
+            | Event::Exit { .. }
+            | Event::Reparented { .. }
+            | Event::Restart { .. }
+            | Event::GiveUp { .. }
+            | Event::Signal { .. } => Ok(()),
         }
+    }
+}
+
+/// How a helper whose launch failed ended (`forked`: its process ended before its exec).
+fn launch_status(
+    f: &mut fmt::Formatter<'_>,
+    status: Option<ExitStatus>,
+    forked: bool,
+) -> fmt::Result {
+    match (status, forked) {
+        // Its process ended before its exec, with this status.
+        (Some(s), true) => write!(f, " ({})", Ended(s)),
+        (Some(s), false) => write!(f, " (counts as {s})"),
+        (None, _) => Ok(()),
+    }
+}
+
+/// The rest of a `reparented` event: the former parent, the new one, and whether it was
+/// expected.
+fn adopted(
+    f: &mut fmt::Formatter<'_>,
+    from: Option<Identity>,
+    to: Identity,
+    expected: Option<Identity>,
+    classification: &Classification,
+) -> fmt::Result {
+    // Its former parent, unless it ended before the reader's namespace saw it.
+    match from.filter(|from| from.pid != 0) {
+        Some(from) => write!(
+            f,
+            " lost its parent {} and was adopted by {}",
+            Pid(from.pid),
+            Pid(to.pid)
+        )?,
+        None => write!(f, " was orphaned and adopted by {}", Pid(to.pid))?,
+    }
+    if classification.is_expected() {
+        return f.write_str(", as expected");
+    }
+    write!(f, ": UNEXPECTED ({}", classification.text())?;
+    if let Some(x) = expected {
+        write!(f, "; expected {}", Pid(x.pid))?;
+    }
+    f.write_str(")")
+}
+
+/// Why a signal was sent, and the SIGKILL that follows it after a grace, if one does.
+fn signal_reason(
+    f: &mut fmt::Formatter<'_>,
+    signal: &str,
+    reason: SignalReason,
+    grace_ms: Option<u64>,
+) -> fmt::Result {
+    // After SIGKILL itself there is nothing to follow up with.
+    let then = grace_ms
+        .filter(|_| signal != "SIGKILL")
+        .map(|g| format!("SIGKILL after {}", Millis(g)))
+        .unwrap_or_default();
+    match reason {
+        SignalReason::Stop if then.is_empty() => f.write_str(" to stop it"),
+        SignalReason::Stop => write!(f, " to stop it ({then})"),
+        SignalReason::OrphanPolicy if then.is_empty() => f.write_str(" (orphan policy)"),
+        SignalReason::OrphanPolicy => write!(f, " (orphan policy; {then})"),
+        SignalReason::GraceExpired => f.write_str(" (still running at the end of its grace)"),
+        SignalReason::Control if then.is_empty() => {
+            f.write_str(" (asked through the control socket)")
+        }
+        SignalReason::Control => write!(f, " (asked through the control socket; {then})"),
+        SignalReason::CheckFailed if then.is_empty() => f.write_str(" (it failed a check)"),
+        SignalReason::CheckFailed => write!(f, " (it failed a check; {then})"),
     }
 }
 

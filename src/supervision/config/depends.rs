@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer};
 
 use super::collect::{Document, KeyPath, Read};
-use super::{Config, ConfigError, RestartMode};
+use super::{Config, ConfigError, Helper, RestartMode};
 use crate::process::state::Condition;
 
 /// `depends_on`: the helpers a helper waits for, each with the [`Condition`] it must reach.
@@ -154,73 +154,90 @@ pub(super) fn check(
         let mut seen: HashMap<&str, usize> = HashMap::new();
         for (j, (name, condition)) in deps.items.iter().enumerate() {
             let path = item_path(&at, deps, j);
-            if let Some(first) = seen.insert(name, j) {
-                errors.push(doc.error_at(
-                    &path,
+            let (dep, mistake) = match seen.insert(name, j) {
+                Some(first) => (
                     None,
-                    format!(
+                    Some(format!(
                         "{name:?} is listed twice (entries {} and {}): list each dependency once",
                         first + 1,
                         j + 1
-                    ),
-                ));
-                continue;
-            }
-            if name == h.name() {
-                errors.push(doc.error_at(
-                    &path,
-                    None,
-                    format!(
-                        "helper {name:?} depends on itself (a dependency cycle: {name} -> \
-                         {name}): it could never be launched"
-                    ),
-                ));
-                continue;
-            }
-            let Some(&d) = index.get(name.as_str()) else {
-                if names_taken_out {
-                    // It may be the name written wrong: that mistake is reported already.
-                    continue;
-                }
-                errors.push(doc.error_at(
-                    &path,
-                    None,
-                    format!(
-                        "no helper is named {name:?}: expected the name of a helper of this \
-                         file ({})",
-                        names_text(config)
-                    ),
-                ));
-                continue;
+                    )),
+                ),
+                None => entry(config, &index, names_taken_out, h, name, *condition),
             };
-            let dep = &config.helpers[d];
-            if *condition == Condition::Completed && dep.restart == RestartMode::Always {
-                errors.push(doc.error_at(
-                    &path,
-                    None,
-                    format!(
-                        "helper {name:?} has restart = \"always\": it is launched again \
-                         whenever it ends, so it never completes; expected \"started\" or \
-                         \"ready\", or another restart rule for {name:?}"
-                    ),
-                ));
+            if let Some(message) = mistake {
+                errors.push(doc.error_at(&path, None, message));
             }
-            // An edge from the helper to what it waits for: a cycle reads in that order.
-            graph.add_edge(nodes[hi], nodes[d], ());
+            if let Some(d) = dep {
+                // An edge from the helper to what it waits for: a cycle reads in that order.
+                graph.add_edge(nodes[hi], nodes[d], ());
+            }
         }
     }
-    for scc in petgraph::algo::tarjan_scc(&graph) {
+    report_cycles(config, doc, &graph, &nodes, errors);
+}
+
+/// Entry `name` of helper `h`'s `depends_on`: the helper it names (an edge of the graph), and
+/// its mistake, if it makes one.
+fn entry(
+    config: &Config,
+    index: &HashMap<&str, usize>,
+    names_taken_out: bool,
+    h: &Helper,
+    name: &str,
+    condition: Condition,
+) -> (Option<usize>, Option<String>) {
+    if name == h.name() {
+        let message = format!(
+            "helper {name:?} depends on itself (a dependency cycle: {name} -> \
+             {name}): it could never be launched"
+        );
+        return (None, Some(message));
+    }
+    let Some(&d) = index.get(name) else {
+        // With a name taken out, it may be that name written wrong: reported already.
+        let message = (!names_taken_out).then(|| {
+            format!(
+                "no helper is named {name:?}: expected the name of a helper of this \
+                 file ({})",
+                names_text(config)
+            )
+        });
+        return (None, message);
+    };
+    let dep = &config.helpers[d];
+    let message =
+        (condition == Condition::Completed && dep.restart == RestartMode::Always).then(|| {
+            format!(
+                "helper {name:?} has restart = \"always\": it is launched again \
+                 whenever it ends, so it never completes; expected \"started\" or \
+                 \"ready\", or another restart rule for {name:?}"
+            )
+        });
+    (Some(d), message)
+}
+
+/// A mistake for each dependency cycle, at the entry of its first helper that leads on along
+/// it.
+fn report_cycles(
+    config: &Config,
+    doc: &Document<'_>,
+    graph: &DiGraph<usize, ()>,
+    nodes: &[NodeIndex],
+    errors: &mut Vec<ConfigError>,
+) {
+    let helpers = KeyPath::root().key("helper");
+    for scc in petgraph::algo::tarjan_scc(graph) {
         if scc.len() < 2 {
             continue;
         }
         let mut members: Vec<usize> = scc.iter().map(|n| graph[*n]).collect();
         members.sort_unstable();
         let start = members[0];
-        let cycle = cycle_from(&graph, &nodes, start, &members);
+        let cycle = cycle_from(graph, nodes, start, &members);
         let names: Vec<&str> = cycle.iter().map(|&i| config.helpers[i].name()).collect();
         let h = &config.helpers[start];
         let at = helpers.index(start);
-        // The entry of the first helper that leads on along the cycle.
         let next = config.helpers[cycle[1]].name();
         let j = h
             .depends_on

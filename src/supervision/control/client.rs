@@ -788,6 +788,46 @@ fn logs(
     }
 }
 
+/// Prints one line of a followed stream of events, for people or (`json`) as it came.
+fn print_streamed(r: &Reply, json: bool, out: &mut dyn Write) -> io::Result<bool> {
+    if json {
+        out.write_all(&r.to_line())?;
+    } else {
+        match &r.body {
+            ReplyBody::Event(e) => writeln!(out, "{}", render_event(e))?,
+            ReplyBody::Lagged { dropped } => {
+                writeln!(out, "… {dropped} events dropped (this client was slow)")?
+            }
+            ReplyBody::Error(e) => writeln!(out, "error: {}", escape(e.message.as_bytes()))?,
+            _ => {}
+        }
+    }
+    out.flush()?;
+    Ok(true)
+}
+
+/// The target of `foster ctl signal` in the supervisor's terms: a pid the caller names is one
+/// of the caller's namespace. Refused (and, for `json`, said as an error reply) otherwise.
+fn signal_target(
+    pids: &mut PidMap,
+    target: &str,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<crate::supervision::control::protocol::Target, ClientError> {
+    use crate::supervision::control::protocol::{ErrorKind, Target};
+    let w = |e: io::Error| ClientError::caused(format!("cannot write to standard output: {e}"), e);
+    match pids.target(&Target::parse(target)) {
+        Ok(t) => Ok(t),
+        Err(e) if json => {
+            let e = e.to_string();
+            let r = Reply::error(ErrorKind::NotInTree, &e);
+            out.write_all(&r.to_line()).map_err(w)?;
+            Err(ClientError::new(e))
+        }
+        Err(e) => Err(ClientError::new(format!("{e} (not_in_tree)"))),
+    }
+}
+
 /// Runs `foster ctl`: one request, its reply printed for people or (`json`) as the reply
 /// lines themselves. Returns the exit status: 0 done, 1 an error reply or no supervisor.
 pub fn ctl(
@@ -800,46 +840,15 @@ pub fn ctl(
     let path = resolve_socket(socket, "--socket")?;
     let mut conn = Connection::connect(&path)?;
     let mut pids = conn.pid_map();
-    let w = |e: io::Error| ClientError::caused(format!("cannot write to standard output: {e}"), e);
     let request = match cmd {
         CtlCommand::Status { .. } => Request::Status,
         CtlCommand::Events { backlog, no_follow } => {
             return follow(&mut conn, *backlog, !*no_follow, |r| {
-                if json {
-                    out.write_all(&r.to_line())?;
-                } else {
-                    match &r.body {
-                        ReplyBody::Event(e) => writeln!(out, "{}", render_event(e))?,
-                        ReplyBody::Lagged { dropped } => {
-                            writeln!(out, "… {dropped} events dropped (this client was slow)")?
-                        }
-                        ReplyBody::Error(e) => {
-                            writeln!(out, "error: {}", escape(e.message.as_bytes()))?
-                        }
-                        _ => {}
-                    }
-                }
-                out.flush()?;
-                Ok(true)
+                print_streamed(r, json, out)
             });
         }
         CtlCommand::Signal { target, signal } => Request::Signal {
-            // A pid the caller names is one of the caller's namespace.
-            target: match pids.target(&crate::supervision::control::protocol::Target::parse(
-                target,
-            )) {
-                Ok(t) => t,
-                Err(e) if json => {
-                    let e = e.to_string();
-                    let r = Reply::error(
-                        crate::supervision::control::protocol::ErrorKind::NotInTree,
-                        &e,
-                    );
-                    out.write_all(&r.to_line()).map_err(w)?;
-                    return Err(ClientError::new(e));
-                }
-                Err(e) => return Err(ClientError::new(format!("{e} (not_in_tree)"))),
-            },
+            target: signal_target(&mut pids, target, json, out)?,
             signal: *signal,
         },
         CtlCommand::Restart { helper } => Request::Restart {
@@ -871,6 +880,17 @@ pub fn ctl(
         CtlCommand::Reload => Request::Reload,
         CtlCommand::Metrics => Request::Metrics,
     };
+    let reply = exchange(&mut conn, &mut pids, &request, cmd)?;
+    print_reply(reply, cmd, view, json, out)
+}
+
+/// Sends `request` and returns its reply, the processes it names by the caller's pids.
+fn exchange(
+    conn: &mut Connection,
+    pids: &mut PidMap,
+    request: &Request,
+    cmd: &CtlCommand,
+) -> Result<Reply, ClientError> {
     if matches!(
         request,
         Request::Signal { .. }
@@ -880,13 +900,13 @@ pub fn ctl(
     ) {
         pids.learn(); // the reply may name a process the request ends
     }
-    let mut reply = conn.exchange(&request)?;
+    let mut reply = conn.exchange(request)?;
     pids.reply(&mut reply.body);
     if let Some(why) = pids.untranslated() {
         eprintln!("foster ctl: pids are shown as the supervisor sees them: {why}");
     }
     // Messages name processes by the supervisor's pids too.
-    let asked = match (&request, cmd) {
+    let asked = match (request, cmd) {
         (Request::Signal { target, .. }, CtlCommand::Signal { target: given, .. }) => Some((
             target,
             crate::supervision::control::protocol::Target::parse(given),
@@ -903,7 +923,7 @@ pub fn ctl(
         eprintln!("foster ctl: pids are shown as the supervisor sees them: {why}");
     }
     if let (Request::Signal { target: sent, .. }, CtlCommand::Signal { target: given, .. }) =
-        (&request, cmd)
+        (request, cmd)
     {
         let given = crate::supervision::control::protocol::Target::parse(given);
         match &mut reply.body {
@@ -914,6 +934,18 @@ pub fn ctl(
             _ => {}
         }
     }
+    Ok(reply)
+}
+
+/// Prints `reply` for people or (`json`) as its line; an error reply is the error returned.
+fn print_reply(
+    reply: Reply,
+    cmd: &CtlCommand,
+    view: View,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), ClientError> {
+    let w = |e: io::Error| ClientError::caused(format!("cannot write to standard output: {e}"), e);
     if json {
         out.write_all(&reply.to_line()).map_err(w)?;
         return match reply.body {

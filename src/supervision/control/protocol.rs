@@ -651,6 +651,29 @@ pub fn request_fields(name: &str) -> &'static [&'static str] {
 
 /// Parses one request line (without its newline; a trailing `\r` is allowed).
 pub fn parse_request(line: &[u8]) -> Result<Request, ProtocolError> {
+    let mut map = json_object(line)?;
+    check_version(map.remove("version"))?;
+    let name = request_name(&map)?;
+    check_fields(&name, &map)?;
+    let request = serde_json::from_value(serde_json::Value::Object(map)).map_err(|e| {
+        ProtocolError::new(ErrorKind::BadArgument, format!("request {name:?}: {e}"))
+    })?;
+    if let Request::Logs { lines: Some(n), .. } = request
+        && n > MAX_LOG_LINES
+    {
+        return Err(ProtocolError::new(
+            ErrorKind::BadArgument,
+            format!(
+                "request \"logs\": \"lines\" is {n}: at most {MAX_LOG_LINES} kept lines may be asked \
+                 for"
+            ),
+        ));
+    }
+    Ok(request)
+}
+
+/// The JSON object a request line holds: within the size limit, UTF-8, no key given twice.
+fn json_object(line: &[u8]) -> Result<serde_json::Map<String, serde_json::Value>, ProtocolError> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     if line.len() > MAX_REQUEST {
         return Err(ProtocolError::new(
@@ -687,88 +710,82 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtocolError> {
             )
         })?
         .0;
-    let serde_json::Value::Object(mut map) = value else {
-        return Err(ProtocolError::new(
+    match value {
+        serde_json::Value::Object(map) => Ok(map),
+        _ => Err(ProtocolError::new(
             ErrorKind::Malformed,
             "request is not a JSON object: expected an object such as {\"request\": \"status\"}",
-        ));
-    };
-    match map.remove("version") {
-        None => {}
-        Some(serde_json::Value::Number(n)) if n.as_u64() == Some(u64::from(VERSION)) => {}
-        Some(v) => {
-            return Err(ProtocolError::new(
-                ErrorKind::Version,
-                format!(
-                    "protocol version {v} is not supported: this supervisor speaks version {VERSION}"
-                ),
-            ));
-        }
+        )),
     }
+}
+
+/// A `version` field, when given, is this protocol's.
+fn check_version(version: Option<serde_json::Value>) -> Result<(), ProtocolError> {
+    match version {
+        None => Ok(()),
+        Some(serde_json::Value::Number(n)) if n.as_u64() == Some(u64::from(VERSION)) => Ok(()),
+        Some(v) => Err(ProtocolError::new(
+            ErrorKind::Version,
+            format!(
+                "protocol version {v} is not supported: this supervisor speaks version {VERSION}"
+            ),
+        )),
+    }
+}
+
+/// The `request` field: one of [`request_names`].
+fn request_name(map: &serde_json::Map<String, serde_json::Value>) -> Result<String, ProtocolError> {
+    let unknown = |message: String| ProtocolError::new(ErrorKind::UnknownRequest, message);
+    let names = || request_names().join(", ");
     let name = match map.get("request") {
         Some(serde_json::Value::String(s)) => s.clone(),
         Some(other) => {
-            return Err(ProtocolError::new(
-                ErrorKind::UnknownRequest,
-                format!(
-                    "\"request\" is {other}, not a string: expected one of {}",
-                    request_names().join(", ")
-                ),
-            ));
+            return Err(unknown(format!(
+                "\"request\" is {other}, not a string: expected one of {}",
+                names()
+            )));
         }
         None => {
-            return Err(ProtocolError::new(
-                ErrorKind::UnknownRequest,
-                format!(
-                    "the object has no \"request\" field: expected one of {}",
-                    request_names().join(", ")
-                ),
-            ));
+            return Err(unknown(format!(
+                "the object has no \"request\" field: expected one of {}",
+                names()
+            )));
         }
     };
     if !request_names().contains(&name.as_str()) {
-        return Err(ProtocolError::new(
-            ErrorKind::UnknownRequest,
-            format!(
-                "unknown request {:?}: expected one of {}",
-                crate::base::sanitize::escape(name.as_bytes()),
-                request_names().join(", ")
-            ),
-        ));
+        return Err(unknown(format!(
+            "unknown request {:?}: expected one of {}",
+            crate::base::sanitize::escape(name.as_bytes()),
+            names()
+        )));
     }
-    let allowed = request_fields(&name);
-    if let Some(k) = map
+    Ok(name)
+}
+
+/// Every field besides `request` is one request `name` takes ([`request_fields`]).
+fn check_fields(
+    name: &str,
+    map: &serde_json::Map<String, serde_json::Value>,
+) -> Result<(), ProtocolError> {
+    let allowed = request_fields(name);
+    let Some(k) = map
         .keys()
         .find(|k| *k != "request" && !allowed.contains(&k.as_str()))
-    {
-        return Err(ProtocolError::new(
-            ErrorKind::BadArgument,
-            format!(
-                "request {name:?}: unknown field {:?}; expected {}",
-                crate::base::sanitize::escape(k.as_bytes()),
-                if allowed.is_empty() {
-                    "no other field".to_string()
-                } else {
-                    allowed.join(", ")
-                }
-            ),
-        ));
-    }
-    let request = serde_json::from_value(serde_json::Value::Object(map)).map_err(|e| {
-        ProtocolError::new(ErrorKind::BadArgument, format!("request {name:?}: {e}"))
-    })?;
-    if let Request::Logs { lines: Some(n), .. } = request
-        && n > MAX_LOG_LINES
-    {
-        return Err(ProtocolError::new(
-            ErrorKind::BadArgument,
-            format!(
-                "request \"logs\": \"lines\" is {n}: at most {MAX_LOG_LINES} kept lines may be asked \
-                 for"
-            ),
-        ));
-    }
-    Ok(request)
+    else {
+        return Ok(());
+    };
+    Err(ProtocolError::new(
+        ErrorKind::BadArgument,
+        format!(
+            "request {name:?}: unknown field {:?}; expected {}",
+            crate::base::sanitize::escape(k.as_bytes()),
+            if allowed.is_empty() {
+                "no other field".to_string()
+            } else {
+                allowed.join(", ")
+            }
+        ),
+    ))
 }
 
 /// A JSON value in which no object, at any depth, names a key twice (`serde_json` keeps the

@@ -736,6 +736,7 @@ impl Throttle {
     }
 }
 
+/// Accepts clients: each of foster's uid (or root) that a slot admits gets a task of its own.
 async fn accept_loop(listener: UnixListener, ctx: ClientCtx) {
     let mut throttle = Throttle::default();
     loop {
@@ -757,78 +758,11 @@ async fn accept_loop(listener: UnixListener, ctx: ClientCtx) {
                 continue;
             }
         };
-        let cred = match stream.peer_cred() {
-            Ok(c) => c,
-            Err(e) => {
-                throttle.warn(now, || {
-                    format!("control socket: cannot read the peer's credentials, closing: {e}")
-                });
-                continue;
-            }
-        };
-        let peer = Peer {
-            pid: cred.pid().unwrap_or(0),
-            uid: cred.uid(),
-        };
-        if peer.uid != ctx.uid && peer.uid != 0 {
-            throttle.warn(now, || {
-                format!(
-                    "control socket: refused a client of uid {} ({}): only uid {} and root \
-                     may use this supervisor",
-                    peer.uid,
-                    process_text(peer.pid),
-                    ctx.uid
-                )
-            });
-            let line = Reply::error(
-                ErrorKind::PermissionDenied,
-                format!(
-                    "permission denied: this supervisor runs as uid {} and answers only that \
-                     uid and root; you are uid {}",
-                    ctx.uid, peer.uid
-                ),
-            )
-            .to_line();
-            let _ = stream.try_write(&line);
+        let Some(peer) = peer_of(&stream, &ctx, &mut throttle, now) else {
             continue;
-        }
-        let admission = ctx
-            .slots
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .admit(peer.pid, now);
-        let (id, evict) = match admission {
-            Admission::Full => {
-                throttle.warn(now, || {
-                    format!(
-                        "control socket: {MAX_CLIENTS} clients connected, none idle (following \
-                         events or waiting for an answer); refused {peer}"
-                    )
-                });
-                let line = Reply::error(
-                    ErrorKind::Refused,
-                    format!(
-                        "too many clients ({MAX_CLIENTS}) connected to this supervisor, none \
-                         of them idle; try again"
-                    ),
-                )
-                .to_line();
-                let _ = stream.try_write(&line);
-                continue;
-            }
-            Admission::In(id, evict, evicted) => {
-                if let Some((pid, idle)) = evicted {
-                    throttle.warn(now, || {
-                        format!(
-                            "control socket: {MAX_CLIENTS} clients connected: closed the one \
-                             idle the longest ({}, idle {:.1}s) to make room for {peer}",
-                            process_text(pid),
-                            idle.as_secs_f64(),
-                        )
-                    });
-                }
-                (id, evict)
-            }
+        };
+        let Some((id, evict)) = admit(&stream, peer, &ctx, &mut throttle, now) else {
+            continue;
         };
         debug!("control socket: client {peer}");
         ctx.clients.send_modify(|n| *n += 1);
@@ -839,6 +773,101 @@ async fn accept_loop(listener: UnixListener, ctx: ClientCtx) {
             clients: ctx.clients.clone(),
         };
         tokio::spawn(client(stream, peer, ctx.clone(), slot));
+    }
+}
+
+/// The client's process and uid, when it may use this supervisor (foster's uid or root); a
+/// refused one is told why.
+fn peer_of(
+    stream: &UnixStream,
+    ctx: &ClientCtx,
+    throttle: &mut Throttle,
+    now: Instant,
+) -> Option<Peer> {
+    let cred = match stream.peer_cred() {
+        Ok(c) => c,
+        Err(e) => {
+            throttle.warn(now, || {
+                format!("control socket: cannot read the peer's credentials, closing: {e}")
+            });
+            return None;
+        }
+    };
+    let peer = Peer {
+        pid: cred.pid().unwrap_or(0),
+        uid: cred.uid(),
+    };
+    if peer.uid == ctx.uid || peer.uid == 0 {
+        return Some(peer);
+    }
+    throttle.warn(now, || {
+        format!(
+            "control socket: refused a client of uid {} ({}): only uid {} and root \
+             may use this supervisor",
+            peer.uid,
+            process_text(peer.pid),
+            ctx.uid
+        )
+    });
+    let line = Reply::error(
+        ErrorKind::PermissionDenied,
+        format!(
+            "permission denied: this supervisor runs as uid {} and answers only that \
+             uid and root; you are uid {}",
+            ctx.uid, peer.uid
+        ),
+    )
+    .to_line();
+    let _ = stream.try_write(&line);
+    None
+}
+
+/// A client's slot (its number and its eviction notice), when one is free or idle; a refused
+/// client is told why.
+fn admit(
+    stream: &UnixStream,
+    peer: Peer,
+    ctx: &ClientCtx,
+    throttle: &mut Throttle,
+    now: Instant,
+) -> Option<(u64, Arc<Notify>)> {
+    let admission = ctx
+        .slots
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .admit(peer.pid, now);
+    match admission {
+        Admission::Full => {
+            throttle.warn(now, || {
+                format!(
+                    "control socket: {MAX_CLIENTS} clients connected, none idle (following \
+                     events or waiting for an answer); refused {peer}"
+                )
+            });
+            let line = Reply::error(
+                ErrorKind::Refused,
+                format!(
+                    "too many clients ({MAX_CLIENTS}) connected to this supervisor, none \
+                     of them idle; try again"
+                ),
+            )
+            .to_line();
+            let _ = stream.try_write(&line);
+            None
+        }
+        Admission::In(id, evict, evicted) => {
+            if let Some((pid, idle)) = evicted {
+                throttle.warn(now, || {
+                    format!(
+                        "control socket: {MAX_CLIENTS} clients connected: closed the one \
+                         idle the longest ({}, idle {:.1}s) to make room for {peer}",
+                        process_text(pid),
+                        idle.as_secs_f64(),
+                    )
+                });
+            }
+            Some((id, evict))
+        }
     }
 }
 
@@ -1073,6 +1102,7 @@ fn no_such_helper(name: &str, output: &Output) -> Reply {
     )
 }
 
+/// Serves one client's requests until it leaves, is evicted or stays idle too long.
 async fn serve_client(
     stream: &mut UnixStream,
     peer: Peer,
@@ -1108,176 +1138,231 @@ async fn serve_client(
                 return Err(End::Idle { reading: true });
             }
         };
-        let text = match line {
+        let request = match line {
             Line::Eof => {
                 eof = true;
                 continue;
             }
-            Line::Oversized(n) => Err(Box::new(Reply::error(
+            line => match request_of(line, peer) {
+                Some(r) => r,
+                None => continue,
+            },
+        };
+        let answer = answer(request, peer, ctx, slot, since).await?;
+        if let Some(f) = answer.follows {
+            follower = Some(f);
+        }
+        let replies = answer.replies.into_iter();
+        let replies = replies.chain(answer.lines.iter().map(|l| log_reply(l)));
+        since = write_answer(stream, replies, follower.is_none(), slot, since).await?;
+    }
+}
+
+/// The request a line (not the end) carries, or the reply refusing it; none for a blank line
+/// (no answer, and the idle timeout goes on).
+fn request_of(line: Line, peer: Peer) -> Option<Result<Request, Box<Reply>>> {
+    let text = match line {
+        Line::Eof => return None,
+        Line::Oversized(n) => {
+            return Some(Err(Box::new(Reply::error(
                 ErrorKind::Oversized,
                 format!(
                     "request line of more than {n} bytes is longer than the limit of \
                      {MAX_REQUEST} bytes; skipped up to its newline"
                 ),
-            ))),
-            Line::Text(t) => Ok(t),
-        };
-        // Blank lines are no request: no answer, and the idle timeout goes on.
-        if text
-            .as_ref()
-            .is_ok_and(|t| t.iter().all(u8::is_ascii_whitespace))
-        {
-            continue;
+            ))));
         }
-        let request = text.and_then(|t| {
-            parse_request(&t).map_err(|e| {
-                debug!("control socket: client {peer}: {e}");
-                Box::new(e.reply())
-            })
-        });
-        // A client asking to follow takes a follower's slot, if one is left.
-        let may_follow = |follow: bool| -> Result<Option<Reply>, End> {
-            match follow.then(|| slot.follow()) {
-                Some(Err(false)) => Err(End::Evicted {
-                    reading: true,
-                    idle: since.elapsed(),
-                }),
-                Some(Err(true)) => Ok(Some(too_many_followers())),
-                _ => Ok(None),
-            }
-        };
-        let answer = match request {
-            Err(reply) => Answer::one(*reply),
-            Ok(Request::Events { backlog, follow }) => {
-                let n = backlog.unwrap_or(BACKLOG).min(BACKLOG);
-                let (past, rx) = ctx.hub.subscribe(n);
-                let follow = follow && rx.is_some();
-                match may_follow(follow)? {
-                    Some(refused) => Answer::one(refused),
-                    None => {
-                        let mut v = vec![Reply::new(ReplyBody::Events {
-                            backlog: past.len(),
-                            follow,
-                        })];
-                        v.extend(
-                            past.iter()
-                                .map(|rec| Reply::new(ReplyBody::Event((**rec).clone()))),
-                        );
-                        Answer {
-                            replies: v,
-                            lines: Vec::new(),
-                            follows: follow.then_some(rx).flatten().map(Following::Events),
-                        }
-                    }
-                }
-            }
-            Ok(Request::Logs {
-                helper,
-                lines: n,
-                follow,
-            }) => match &ctx.output {
-                None => Answer::one(Reply::error(
-                    ErrorKind::Refused,
-                    "this supervisor keeps no helpers' output",
-                )),
-                Some(output)
-                    if helper
-                        .as_deref()
-                        .is_some_and(|h| output.captured(h) == Ok(false)) =>
-                {
-                    Answer::one(Reply::error(
-                        ErrorKind::Refused,
-                        format!(
-                            "helper {:?} has no lines to show: its output is not captured \
-                             (output = \"null\" or \"inherit\" in its configuration; \
-                             \"capture\", the default, keeps them)",
-                            helper.as_deref().unwrap_or_default()
-                        ),
-                    ))
-                }
-                Some(output) => {
-                    let n = n.unwrap_or(DEFAULT_LOG_LINES);
-                    match output.follower(helper.as_deref(), n) {
-                        Err(e) => Answer::one(no_such_helper(&e.0, output)),
-                        Ok((past, f)) => match may_follow(follow)? {
-                            Some(refused) => Answer::one(refused),
-                            None => Answer {
-                                replies: vec![Reply::new(ReplyBody::Logs {
-                                    helpers: match helper {
-                                        Some(h) => vec![h],
-                                        None => output
-                                            .helpers()
-                                            .iter()
-                                            .filter(|h| !h.is_empty())
-                                            .map(|h| h.to_string())
-                                            .collect(),
-                                    },
-                                    lines: past.len(),
-                                    follow,
-                                })],
-                                lines: past,
-                                follows: follow
-                                    .then(|| Following::Logs(Box::new(f), output.clone())),
-                            },
-                        },
-                    }
-                }
-            },
-            Ok(request) => {
-                if !slot.set_idle(None) {
-                    return Err(End::Evicted {
-                        reading: true,
-                        idle: since.elapsed(),
-                    });
-                }
-                let (tx, rx) = oneshot::channel();
-                let cmd = Command {
-                    request,
-                    peer,
-                    reply: tx,
-                };
-                let reply = if ctx.commands.send(cmd).await.is_err() {
-                    None
-                } else {
-                    rx.await.ok()
-                };
-                Answer::one(reply.unwrap_or_else(|| {
-                    Reply::error(ErrorKind::Refused, "the supervisor is exiting")
-                }))
-            }
-        };
-        if let Some(f) = answer.follows {
-            follower = Some(f);
+        Line::Text(t) => t,
+    };
+    if text.iter().all(u8::is_ascii_whitespace) {
+        return None;
+    }
+    Some(parse_request(&text).map_err(|e| {
+        debug!("control socket: client {peer}: {e}");
+        Box::new(e.reply())
+    }))
+}
+
+/// A client asking to follow takes a follower's slot, if one is left: the refusal otherwise.
+fn may_follow(slot: &ClientSlot, follow: bool, since: Instant) -> Result<Option<Reply>, End> {
+    match follow.then(|| slot.follow()) {
+        Some(Err(false)) => Err(End::Evicted {
+            reading: true,
+            idle: since.elapsed(),
+        }),
+        Some(Err(true)) => Ok(Some(too_many_followers())),
+        _ => Ok(None),
+    }
+}
+
+/// The answer to one request (or its refusal): events and logs here, the others by the
+/// supervisor's loop.
+async fn answer(
+    request: Result<Request, Box<Reply>>,
+    peer: Peer,
+    ctx: &ClientCtx,
+    slot: &ClientSlot,
+    since: Instant,
+) -> Result<Answer, End> {
+    Ok(match request {
+        Err(reply) => Answer::one(*reply),
+        Ok(Request::Events { backlog, follow }) => {
+            events_answer(ctx, slot, backlog, follow, since)?
         }
-        let answered = Instant::now();
-        let logs = answer.lines.iter().map(|l| log_reply(l));
-        if follower.is_none() {
-            if !slot.set_idle(Some(answered)) {
-                // Closed to make room before its answer was written: say why instead.
+        Ok(Request::Logs {
+            helper,
+            lines,
+            follow,
+        }) => logs_answer(ctx, slot, helper, lines, follow, since)?,
+        Ok(request) => {
+            if !slot.set_idle(None) {
                 return Err(End::Evicted {
                     reading: true,
                     idle: since.elapsed(),
                 });
             }
-            since = answered;
-            // Each line of the answer within the idle timeout of the one before.
-            for r in answer.replies.into_iter().chain(logs) {
-                write_bounded(stream, &r, slot, since).await?;
-                since = Instant::now();
-                if !slot.set_idle(Some(since)) {
-                    return Err(End::Evicted {
-                        reading: true,
-                        idle: Duration::ZERO,
-                    });
-                }
-            }
-        } else {
-            since = answered;
-            for r in answer.replies.into_iter().chain(logs) {
-                write_line(stream, &r).await.map_err(End::Io)?;
-            }
+            let (tx, rx) = oneshot::channel();
+            let cmd = Command {
+                request,
+                peer,
+                reply: tx,
+            };
+            let reply = if ctx.commands.send(cmd).await.is_err() {
+                None
+            } else {
+                rx.await.ok()
+            };
+            Answer::one(
+                reply.unwrap_or_else(|| {
+                    Reply::error(ErrorKind::Refused, "the supervisor is exiting")
+                }),
+            )
+        }
+    })
+}
+
+/// The answer to `events`: the backlog, then the events as they come when it follows.
+fn events_answer(
+    ctx: &ClientCtx,
+    slot: &ClientSlot,
+    backlog: Option<usize>,
+    follow: bool,
+    since: Instant,
+) -> Result<Answer, End> {
+    let n = backlog.unwrap_or(BACKLOG).min(BACKLOG);
+    let (past, rx) = ctx.hub.subscribe(n);
+    let follow = follow && rx.is_some();
+    if let Some(refused) = may_follow(slot, follow, since)? {
+        return Ok(Answer::one(refused));
+    }
+    let mut v = vec![Reply::new(ReplyBody::Events {
+        backlog: past.len(),
+        follow,
+    })];
+    v.extend(
+        past.iter()
+            .map(|rec| Reply::new(ReplyBody::Event((**rec).clone()))),
+    );
+    Ok(Answer {
+        replies: v,
+        lines: Vec::new(),
+        follows: follow.then_some(rx).flatten().map(Following::Events),
+    })
+}
+
+/// The answer to `logs`: the kept lines, then the lines as they come when it follows.
+fn logs_answer(
+    ctx: &ClientCtx,
+    slot: &ClientSlot,
+    helper: Option<String>,
+    n: Option<usize>,
+    follow: bool,
+    since: Instant,
+) -> Result<Answer, End> {
+    let Some(output) = &ctx.output else {
+        return Ok(Answer::one(Reply::error(
+            ErrorKind::Refused,
+            "this supervisor keeps no helpers' output",
+        )));
+    };
+    if helper
+        .as_deref()
+        .is_some_and(|h| output.captured(h) == Ok(false))
+    {
+        return Ok(Answer::one(Reply::error(
+            ErrorKind::Refused,
+            format!(
+                "helper {:?} has no lines to show: its output is not captured \
+                 (output = \"null\" or \"inherit\" in its configuration; \
+                 \"capture\", the default, keeps them)",
+                helper.as_deref().unwrap_or_default()
+            ),
+        )));
+    }
+    let n = n.unwrap_or(DEFAULT_LOG_LINES);
+    let (past, f) = match output.follower(helper.as_deref(), n) {
+        Err(e) => return Ok(Answer::one(no_such_helper(&e.0, output))),
+        Ok(found) => found,
+    };
+    if let Some(refused) = may_follow(slot, follow, since)? {
+        return Ok(Answer::one(refused));
+    }
+    let helpers = match helper {
+        Some(h) => vec![h],
+        None => output
+            .helpers()
+            .iter()
+            .filter(|h| !h.is_empty())
+            .map(|h| h.to_string())
+            .collect(),
+    };
+    Ok(Answer {
+        replies: vec![Reply::new(ReplyBody::Logs {
+            helpers,
+            lines: past.len(),
+            follow,
+        })],
+        lines: past,
+        follows: follow.then(|| Following::Logs(Box::new(f), output.clone())),
+    })
+}
+
+/// Writes an answer's lines; a client that does not follow gets each within the idle timeout
+/// of the one before, and is idle again after. Returns when it was last written to.
+async fn write_answer(
+    stream: &mut UnixStream,
+    replies: impl Iterator<Item = Reply>,
+    idle: bool,
+    slot: &ClientSlot,
+    since: Instant,
+) -> Result<Instant, End> {
+    let answered = Instant::now();
+    if !idle {
+        for r in replies {
+            write_line(stream, &r).await.map_err(End::Io)?;
+        }
+        return Ok(answered);
+    }
+    if !slot.set_idle(Some(answered)) {
+        // Closed to make room before its answer was written: say why instead.
+        return Err(End::Evicted {
+            reading: true,
+            idle: since.elapsed(),
+        });
+    }
+    let mut since = answered;
+    // Each line of the answer within the idle timeout of the one before.
+    for r in replies {
+        write_bounded(stream, &r, slot, since).await?;
+        since = Instant::now();
+        if !slot.set_idle(Some(since)) {
+            return Err(End::Evicted {
+                reading: true,
+                idle: Duration::ZERO,
+            });
         }
     }
+    Ok(since)
 }
 
 /// The next line a follower gets: an event, a helper's line, or how many it missed; `None`

@@ -16,7 +16,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::supervision::control::protocol::{HelperState, Role, Status};
+use crate::supervision::control::protocol::{HelperInfo, HelperState, Role, Status};
 
 /// The `Content-Type` of what [`render`] writes.
 pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
@@ -67,6 +67,21 @@ fn state_name(s: HelperState) -> String {
 /// the Unix epoch, for the supervisor's uptime).
 pub fn render(status: &Status, counts: &Counts, now_ms: u64) -> String {
     let mut reg = Registry::with_prefix("foster");
+    register_supervisor(&mut reg, status, now_ms);
+    register_counts(&mut reg, counts);
+    let mut helpers = HelperFamilies::default();
+    for h in &status.helpers {
+        helpers.add(h, status, counts);
+    }
+    helpers.register(&mut reg);
+    let mut out = String::new();
+    // Writing to a String does not fail.
+    let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &reg);
+    out
+}
+
+/// The supervisor's own numbers: its uptime, memory and CPU, the tree's size, the shutdown.
+fn register_supervisor(reg: &mut Registry, status: &Status, now_ms: u64) {
     let hz = status.hz.max(1) as f64;
     let ticks = |t: u64| t as f64 / hz;
 
@@ -112,6 +127,10 @@ pub fn render(status: &Status, counts: &Counts, now_ms: u64) -> String {
         "1 once the orderly shutdown has begun",
         shutting,
     );
+}
+
+/// What the supervisor counted: events, adoptions, orphans policed, announcements lost.
+fn register_counts(reg: &mut Registry, counts: &Counts) {
     let events = Counter::<u64>::default();
     events.inc_by(counts.events);
     reg.register("events", "Supervision events since the start", events);
@@ -142,38 +161,54 @@ pub fn render(status: &Status, counts: &Counts, now_ms: u64) -> String {
          buffer overflowed) and the whole tree was read instead",
         lost,
     );
+}
 
-    let state = Family::<Labels, Gauge>::default();
-    let ready = Family::<Labels, Gauge>::default();
-    let up = Family::<Labels, Gauge>::default();
-    let restarts = Family::<Labels, Counter>::default();
-    let requested = Family::<Labels, Counter>::default();
-    let launches = Family::<Labels, Counter>::default();
-    let last_exit = Family::<Labels, Gauge>::default();
-    let uptime = Family::<Labels, FGauge>::default();
-    let tree_procs = Family::<Labels, Gauge>::default();
-    let tree_rss = Family::<Labels, Gauge>::default();
-    let tree_cpu = Family::<Labels, FGauge>::default();
-    for h in &status.helpers {
+/// The families of the helpers' numbers, one series per helper.
+#[derive(Default)]
+struct HelperFamilies {
+    state: Family<Labels, Gauge>,
+    ready: Family<Labels, Gauge>,
+    up: Family<Labels, Gauge>,
+    restarts: Family<Labels, Counter>,
+    requested: Family<Labels, Counter>,
+    launches: Family<Labels, Counter>,
+    last_exit: Family<Labels, Gauge>,
+    uptime: Family<Labels, FGauge>,
+    tree_procs: Family<Labels, Gauge>,
+    tree_rss: Family<Labels, Gauge>,
+    tree_cpu: Family<Labels, FGauge>,
+}
+
+impl HelperFamilies {
+    /// Helper `h`'s series.
+    fn add(&mut self, h: &HelperInfo, status: &Status, counts: &Counts) {
+        let hz = status.hz.max(1) as f64;
+        let ticks = |t: u64| t as f64 / hz;
         let l = helper(&h.name);
         for s in HelperState::ALL {
             let mut ls = l.clone();
             ls.push(("state", state_name(s)));
-            state.get_or_create(&ls).set(i64::from(h.state == s));
+            self.state.get_or_create(&ls).set(i64::from(h.state == s));
         }
-        ready
+        self.ready
             .get_or_create(&l)
             .set(i64::from(h.state == HelperState::Ready));
-        up.get_or_create(&l).set(i64::from(h.identity.is_some()));
-        restarts
+        self.up
+            .get_or_create(&l)
+            .set(i64::from(h.identity.is_some()));
+        self.restarts
             .get_or_create(&l)
             .inc_by(counts.restarts.get(&h.name).copied().unwrap_or(0));
-        requested
+        self.requested
             .get_or_create(&l)
             .inc_by(counts.requested_restarts.get(&h.name).copied().unwrap_or(0));
-        launches.get_or_create(&l).inc_by(u64::from(h.launches));
+        self.launches
+            .get_or_create(&l)
+            .inc_by(u64::from(h.launches));
         if let Some(e) = h.last_exit {
-            last_exit.get_or_create(&l).set(i64::from(e.shell_code()));
+            self.last_exit
+                .get_or_create(&l)
+                .set(i64::from(e.shell_code()));
         }
         if let Some(p) = h.identity.and_then(|id| {
             status
@@ -181,7 +216,7 @@ pub fn render(status: &Status, counts: &Counts, now_ms: u64) -> String {
                 .iter()
                 .find(|p| p.pid == id.pid && p.start_time == id.start_time)
         }) {
-            uptime
+            self.uptime
                 .get_or_create(&l)
                 .set(ticks(status.now_ticks.saturating_sub(p.start_time)));
         }
@@ -195,62 +230,62 @@ pub fn render(status: &Status, counts: &Counts, now_ms: u64) -> String {
             rss += p.rss_bytes;
             cpu += p.cpu_ticks;
         }
-        tree_procs.get_or_create(&l).set(n);
-        tree_rss.get_or_create(&l).set(rss as i64);
-        tree_cpu.get_or_create(&l).set(ticks(cpu));
+        self.tree_procs.get_or_create(&l).set(n);
+        self.tree_rss.get_or_create(&l).set(rss as i64);
+        self.tree_cpu.get_or_create(&l).set(ticks(cpu));
     }
-    reg.register(
-        "helper_state",
-        "1 for the state each helper is in, 0 for the others",
-        state,
-    );
-    reg.register("helper_ready", "1 while the helper is ready", ready);
-    reg.register("helper_up", "1 while the helper has a process", up);
-    reg.register(
-        "helper_restarts",
-        "Restarts by the restart rules since foster started",
-        restarts,
-    );
-    reg.register(
-        "helper_requested_restarts",
-        "Restarts asked for through the control socket since foster started",
-        requested,
-    );
-    reg.register(
-        "helper_launches",
-        "Launches that ran the helper's program since foster started",
-        launches,
-    );
-    reg.register(
-        "helper_last_exit_code",
-        "How the helper's last process ended: its exit code, or 128 + the signal that killed it",
-        last_exit,
-    );
-    reg.register_with_unit(
-        "helper_uptime",
-        "Time since the helper's current process started",
-        Unit::Seconds,
-        uptime,
-    );
-    reg.register(
-        "helper_processes",
-        "Live processes of the helper's tree",
-        tree_procs,
-    );
-    reg.register_with_unit(
-        "helper_resident_memory",
-        "Resident memory of the helper's tree, its live processes summed",
-        Unit::Bytes,
-        tree_rss,
-    );
-    reg.register_with_unit(
-        "helper_cpu",
-        "User and system CPU time of the helper's tree, its live processes summed (falls when one ends)",
-        Unit::Seconds,
-        tree_cpu,
-    );
-    let mut out = String::new();
-    // Writing to a String does not fail.
-    let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &reg);
-    out
+
+    /// The families, in the order of the text.
+    fn register(self, reg: &mut Registry) {
+        reg.register(
+            "helper_state",
+            "1 for the state each helper is in, 0 for the others",
+            self.state,
+        );
+        reg.register("helper_ready", "1 while the helper is ready", self.ready);
+        reg.register("helper_up", "1 while the helper has a process", self.up);
+        reg.register(
+            "helper_restarts",
+            "Restarts by the restart rules since foster started",
+            self.restarts,
+        );
+        reg.register(
+            "helper_requested_restarts",
+            "Restarts asked for through the control socket since foster started",
+            self.requested,
+        );
+        reg.register(
+            "helper_launches",
+            "Launches that ran the helper's program since foster started",
+            self.launches,
+        );
+        reg.register(
+            "helper_last_exit_code",
+            "How the helper's last process ended: its exit code, or 128 + the signal that killed it",
+            self.last_exit,
+        );
+        reg.register_with_unit(
+            "helper_uptime",
+            "Time since the helper's current process started",
+            Unit::Seconds,
+            self.uptime,
+        );
+        reg.register(
+            "helper_processes",
+            "Live processes of the helper's tree",
+            self.tree_procs,
+        );
+        reg.register_with_unit(
+            "helper_resident_memory",
+            "Resident memory of the helper's tree, its live processes summed",
+            Unit::Bytes,
+            self.tree_rss,
+        );
+        reg.register_with_unit(
+            "helper_cpu",
+            "User and system CPU time of the helper's tree, its live processes summed (falls when one ends)",
+            Unit::Seconds,
+            self.tree_cpu,
+        );
+    }
 }
