@@ -3,16 +3,18 @@
 //! Owns the translation of foster init's wishes into a [`LaunchSpec`] for the
 //! [`Spawner`](crate::gate::spawner::Spawner) (the same long-lived creator thread and
 //! `clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD)` launch as `foster run`): PROGRAM's process
-//! group (always one of its own, led by PROGRAM, as tini does), the terminal's foreground group, the signal state foster inherited (dispositions and
-//! mask, restored after the gate), and with `--policy` the gate (PROGRAM's parent-death signal
-//! armed, its parent checked, `FOSTER_PARENT`/`FOSTER_POLICY` for its children). Without
-//! `--policy` PROGRAM runs unarmed with foster's environment untouched, as under tini.
+//! group (always one of its own, led by PROGRAM, as tini does), the terminal's foreground group,
+//! the signal state foster inherited (dispositions and mask, restored after the gate), and with
+//! `--policy` the gate (PROGRAM's parent-death signal armed, its parent checked,
+//! `FOSTER_PARENT`/`FOSTER_POLICY` for its children). Without `--policy` PROGRAM runs unarmed
+//! with foster's environment untouched, as under tini.
 //!
 //! foster never waits here: PROGRAM, even one whose exec failed, is the reaper's to reap, and
 //! its status (126 or 127 after a failed exec, the gate's 120–125) reaches the owner registered
 //! for its pid.
 
 use std::ffi::OsString;
+use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
@@ -65,13 +67,61 @@ fn name(program: &OsString) -> String {
 
 /// Creates PROGRAM on `spawner`. Returns once it has exec'd or failed to.
 pub fn launch(spawner: &Spawner, plan: &LaunchPlan) -> Result<Launched, LaunchError> {
-    let gated = plan.policy.is_some();
+    let program = name(&plan.program);
+    let ended = |pid, why: String| {
+        Ok(Launched {
+            pid,
+            pidfd: None,
+            failed: Some(why),
+        })
+    };
+    match spawner.launch(spec(plan)) {
+        Ok(l) => Ok(Launched {
+            pid: l.pid,
+            pidfd: Some(l.pidfd),
+            failed: None,
+        }),
+        Err(SpawnError::Target(e)) => Err(LaunchError {
+            message: target_message(&plan.program, &e),
+            status: e.exit_status(),
+            cause: SpawnError::Target(e),
+        }),
+        Err(SpawnError::Exec { pid, errno, .. }) => ended(
+            pid,
+            format!(
+                "cannot execute {program}: {}",
+                io::Error::from_raw_os_error(errno)
+            ),
+        ),
+        Err(SpawnError::Gate { pid, stop, .. }) => ended(
+            pid,
+            format!("{program} stopped by the gate before its exec: {stop}"),
+        ),
+        Err(SpawnError::Setup {
+            pid, what, errno, ..
+        }) => ended(
+            pid,
+            format!(
+                "{program}: {what} failed: {}",
+                io::Error::from_raw_os_error(errno)
+            ),
+        ),
+        Err(e) => Err(LaunchError {
+            message: format!("cannot launch {program}: {e}"),
+            status: 1,
+            cause: e,
+        }),
+    }
+}
+
+/// The spawner's launch for `plan`.
+fn spec(plan: &LaunchPlan) -> LaunchSpec {
     let mut spec = LaunchSpec::new(
         PathBuf::from(&plan.program),
         &plan.args,
         plan.policy.clone().unwrap_or_else(Policy::term),
     );
-    spec.gated = gated;
+    spec.gated = plan.policy.is_some();
     // PROGRAM always leads a process group of its own, as under tini (its isolate_child).
     spec.new_process_group = true;
     spec.foreground_tty = plan.terminal.map(|t| t.fd);
@@ -79,67 +129,23 @@ pub fn launch(spawner: &Spawner, plan: &LaunchPlan) -> Result<Launched, LaunchEr
         mask: plan.inherited.mask.0,
         ignored: plan.inherited.ignored.0,
     });
-    match spawner.launch(spec) {
-        Ok(l) => Ok(Launched {
-            pid: l.pid,
-            pidfd: Some(l.pidfd),
-            failed: None,
-        }),
-        Err(SpawnError::Target(e)) => {
-            let message = match &e {
-                TargetError::NotFound(_) if !plan.program.as_bytes().contains(&b'/') => {
-                    format!("cannot run {}: not found in PATH", name(&plan.program))
-                }
-                TargetError::NotFound(_) => {
-                    format!("cannot run {}: no such file", name(&plan.program))
-                }
-                e if e.is_privileged() => {
-                    format!("cannot run {} under --policy: {e}", name(&plan.program))
-                }
-                TargetError::NotExecutable(p) => format!(
-                    "cannot execute {}: not an executable regular file",
-                    crate::base::sanitize::escape(p.as_os_str().as_bytes())
-                ),
-                e => format!("cannot execute {}: {e}", name(&plan.program)),
-            };
-            Err(LaunchError {
-                message,
-                status: e.exit_status(),
-                cause: SpawnError::Target(e),
-            })
+    spec
+}
+
+/// What to say when `program` could not be run at all (not found, not executable...).
+fn target_message(program: &OsString, e: &TargetError) -> String {
+    match e {
+        TargetError::NotFound(_) if !program.as_bytes().contains(&b'/') => {
+            format!("cannot run {}: not found in PATH", name(program))
         }
-        Err(SpawnError::Exec { pid, errno, .. }) => Ok(Launched {
-            pid,
-            pidfd: None,
-            failed: Some(format!(
-                "cannot execute {}: {}",
-                name(&plan.program),
-                std::io::Error::from_raw_os_error(errno)
-            )),
-        }),
-        Err(SpawnError::Gate { pid, stop, .. }) => Ok(Launched {
-            pid,
-            pidfd: None,
-            failed: Some(format!(
-                "{} stopped by the gate before its exec: {stop}",
-                name(&plan.program)
-            )),
-        }),
-        Err(SpawnError::Setup {
-            pid, what, errno, ..
-        }) => Ok(Launched {
-            pid,
-            pidfd: None,
-            failed: Some(format!(
-                "{}: {what} failed: {}",
-                name(&plan.program),
-                std::io::Error::from_raw_os_error(errno)
-            )),
-        }),
-        Err(e) => Err(LaunchError {
-            message: format!("cannot launch {}: {e}", name(&plan.program)),
-            status: 1,
-            cause: e,
-        }),
+        TargetError::NotFound(_) => format!("cannot run {}: no such file", name(program)),
+        e if e.is_privileged() => {
+            format!("cannot run {} under --policy: {e}", name(program))
+        }
+        TargetError::NotExecutable(p) => format!(
+            "cannot execute {}: not an executable regular file",
+            crate::base::sanitize::escape(p.as_os_str().as_bytes())
+        ),
+        e => format!("cannot execute {}: {e}", name(program)),
     }
 }
