@@ -1,13 +1,12 @@
 //! Starting PROGRAM: the one function `foster init` calls to create it, through the spawner.
 //!
-//! Owns the translation of foster init's wishes into a [`LaunchSpec`] for the
-//! [`Spawner`](crate::gate::spawner::Spawner) (the same long-lived creator thread and
-//! `clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD)` launch as `foster run`): PROGRAM's process
-//! group (always one of its own, led by PROGRAM, as tini does), the terminal's foreground group,
-//! the signal state foster inherited (dispositions and mask, restored after the gate), and with
-//! `--policy` the gate (PROGRAM's parent-death signal armed, its parent checked,
-//! `FOSTER_PARENT`/`FOSTER_POLICY` for its children). Without `--policy` PROGRAM runs unarmed
-//! with foster's environment untouched, as under tini.
+//! Owns the translation of foster init's wishes into a [`LaunchSpec`] for the [`Spawner`] (the
+//! same long-lived creator thread and `clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD)` launch as
+//! `foster run`): PROGRAM's process group (always one of its own, led by PROGRAM, as tini
+//! does), the terminal's foreground group, the signal state foster inherited (dispositions and
+//! mask, restored after the gate), and with `--policy` the gate (PROGRAM's parent-death signal
+//! armed, its parent checked, `FOSTER_PARENT`/`FOSTER_POLICY` for its children). Without
+//! `--policy` PROGRAM runs unarmed with foster's environment untouched, as under tini.
 //!
 //! foster never waits here: PROGRAM, even one whose exec failed, is the reaper's to reap, and
 //! its status (126 or 127 after a failed exec, the gate's 120–125) reaches the owner registered

@@ -1,17 +1,13 @@
 //! The signal side of `foster init`: what it forwards, what it rewrites.
 //!
 //! Owns two things (the signal state foster inherited, which PROGRAM gets back before its exec,
-//! is [`crate::process::signal::Inherited`]; signals are read and named by [`crate::process::signal`]):
+//! is [`crate::process::signal::Inherited`]; signals are read and named by [`crate::process::signal`], through
+//! its one [`SignalFd`]):
 //!
 //! - **The forwarded set** ([`forwarded`]): every signal except SIGCHLD (the reaper's), SIGKILL
 //!   and SIGSTOP (cannot be caught), and the two real-time signals the C library keeps for
-//!   itself (32 and 33). The synchronous fault signals ([`FAULTS`]: SIGSEGV, SIGBUS, SIGFPE,
-//!   SIGILL, SIGTRAP, SIGSYS) are in it too: blocked, one that another process sends with
-//!   `kill` or `sigqueue` waits on the signalfd and is forwarded like any other, while a real
-//!   fault of foster's own is still fatal, since the kernel forces a fault signal through the
-//!   mask (it unblocks it and resets its action to the default). [`sent_by_a_process`] tells
-//!   them apart on the signalfd by their `si_code`.
-//!   SIGTTIN, SIGTTOU and SIGTSTP are forwarded and, being blocked, never stop foster.
+//!   itself (32 and 33); the fault signals ([`FAULTS`]) too. SIGTTIN, SIGTTOU and SIGTSTP are
+//!   forwarded and, being blocked, never stop foster.
 //! - **Rewriting** ([`Rewrites`]): `TERM:QUIT` sends SIGQUIT where SIGTERM arrived; `TERM:0`
 //!   drops it.
 //!
@@ -20,8 +16,10 @@
 use crate::process::signal::Sig;
 pub use crate::process::signal::{Inherited, MAX_SIGNAL, SigBits, SignalFd, block};
 
-/// The synchronous fault signals: forwarded when a process sent them ([`sent_by_a_process`]);
-/// a real fault of foster's own is forced through the mask by the kernel and ends foster.
+/// The synchronous fault signals. Blocked, one that another process sends with `kill` or
+/// `sigqueue` waits on the signalfd and is forwarded like any other ([`sent_by_a_process`]
+/// tells them apart by their `si_code`), while a real fault of foster's own is still fatal:
+/// the kernel forces a fault signal through the mask (it unblocks it and resets its action).
 pub const FAULTS: [i32; 6] = [
     libc::SIGSEGV,
     libc::SIGBUS,

@@ -1,22 +1,17 @@
 //! The terminal side of `foster init`: who owns the foreground process group.
 //!
 //! Owns the decision to hand the controlling terminal to PROGRAM's process group and to take it
-//! back. When standard input is foster's controlling terminal and foster's group is in the
-//! foreground (an interactive `docker run -it`, or a shell's foreground job), PROGRAM is put in a
-//! process group of its own and that group is made the terminal's foreground group: Ctrl-C then
-//! sends SIGINT to PROGRAM's group only (PROGRAM does not get it twice, once from the terminal
-//! and once forwarded), and PROGRAM may read the terminal without being stopped by SIGTTIN.
+//! back. When standard input is foster's controlling terminal with foster's group in the
+//! foreground (an interactive `docker run -it`, a shell's foreground job), PROGRAM's own group
+//! is made the terminal's foreground group before its exec, by the spawner
+//! ([`LaunchSpec::foreground_tty`](crate::gate::spawner::LaunchSpec::foreground_tty)): Ctrl-C then
+//! sends SIGINT to PROGRAM's group only (not twice, once from the terminal and once forwarded),
+//! and PROGRAM may read the terminal without SIGTTIN. foster never stops on SIGTTIN or SIGTTOU:
+//! both are blocked (and forwarded), and a blocked SIGTTOU lets `tcsetpgrp` through.
 //!
-//! foster never stops on SIGTTIN or SIGTTOU: both are blocked (and forwarded when someone sends
-//! them), and a blocked SIGTTOU lets `tcsetpgrp` from a background group through.
-//!
-//! Also owns job control through foster, when foster is not PID 1 and was started in the
-//! foreground of its terminal (a shell's foreground job): Ctrl-Z stops PROGRAM's group (the
-//! foreground), and the shell above waits for *foster*, its job. So when PROGRAM stops on a
-//! terminal stop signal (SIGTSTP, SIGTTIN, SIGTTOU: [`stopped_by_terminal_signal`]), foster
-//! stops itself with SIGSTOP; when the shell continues it (`fg`, `bg`), foster gives the
-//! foreground back to PROGRAM's group if its own group holds it (`fg`; after `bg` the shell
-//! keeps it) and sends SIGCONT to PROGRAM's group ([`Terminal::suspend_then_resume`]).
+//! Also owns job control through foster, when it is not PID 1 and started in the foreground (a
+//! shell's job, for which the shell waits): PROGRAM stopped by Ctrl-Z stops foster too, and
+//! foster resumes PROGRAM when continued ([`stopped_by_terminal_signal`], [`Terminal`]).
 
 use std::os::fd::RawFd;
 
@@ -51,18 +46,10 @@ impl Terminal {
         }
     }
 
-    /// Between fork and exec in PROGRAM: the caller has made PROGRAM its own group leader; make
-    /// that group the foreground one. Async-signal-safe. Needs SIGTTOU blocked (it is: the child
-    /// still has foster's mask at this point).
-    pub fn give_to_self_in_child(&self) -> bool {
-        // SAFETY: tcsetpgrp/getpid are async-signal-safe.
-        unsafe { libc::tcsetpgrp(self.fd, libc::getpid()) == 0 }
-    }
-
     /// Stops foster (SIGSTOP: the terminal stop signals are blocked in foster, they would not
     /// stop it) and, once continued, hands the foreground to PROGRAM's group (`program`, its
-    /// leader) when foster's group holds it, and sends SIGCONT to that group. Returns whether
-    /// the foreground was handed over.
+    /// leader) when foster's group holds it (after `fg`; after `bg` the shell keeps it), and
+    /// sends SIGCONT to that group. Returns whether the foreground was handed over.
     pub fn suspend_then_resume(&self, program: i32) -> bool {
         // SAFETY: kill/tcgetpgrp/getpgrp/tcsetpgrp with integers; SIGTTOU is blocked in foster.
         unsafe {
