@@ -225,6 +225,7 @@ impl Init<'_> {
         ];
         // SAFETY: an all-zero signalfd_siginfo is a valid value.
         let mut infos: [libc::signalfd_siginfo; 16] = unsafe { std::mem::zeroed() };
+        start::drop_startup_pages();
         loop {
             poll_until(&mut fds, self.deadline()).map_err(InitError::io("poll"))?;
             self.on_deadline();
@@ -248,5 +249,44 @@ impl Init<'_> {
             say!(1, "exit status {} mapped to 0 (-e)", status.shell_code());
         }
         code
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::{DeathPath, EXIT_PARENT_GONE, GateStop};
+    use crate::process::identity::Identity;
+
+    #[test]
+    fn an_error_ends_foster_with_its_own_status() {
+        let gone = InitError::from(PdeathError::ParentGone {
+            signal: "SIGTERM".into(),
+            expected: Identity {
+                pid: 7,
+                start_time: 9,
+            },
+            stop: GateStop::ParentGone {
+                ppid: 1,
+                path: DeathPath::Check,
+            },
+        });
+        assert_eq!(gone.exit_status(), EXIT_PARENT_GONE);
+        let text = gone.to_string();
+        assert!(text.starts_with("-p SIGTERM: ") && text.ends_with("not starting PROGRAM"));
+        assert!(text.contains("expected 7:9"), "{text}");
+        let launch = InitError::from(LaunchError {
+            message: "cannot run x: no such file".into(),
+            status: 127,
+            cause: crate::gate::spawner::SpawnError::Target(crate::gate::TargetError::NotFound(
+                "x".into(),
+            )),
+        });
+        assert_eq!(launch.exit_status(), 127);
+        assert_eq!(launch.to_string(), "cannot run x: no such file");
+        let no_proc = InitError::NoProc;
+        assert_eq!(no_proc.exit_status(), 1);
+        let chain = InitError::from(PdeathError::Chain("TERM;KILL".into()));
+        assert_eq!(chain.exit_status(), 1);
     }
 }

@@ -1,7 +1,8 @@
 //! The start of `foster init`, in the order it must happen: SIGCHLD and the forwarded signals
 //! blocked before any thread exists, the role ([`super::role`]), `-p` armed, the reaper and
 //! the signalfd, `/proc` checked, the spawner thread, then PROGRAM launched with the signal
-//! state foster inherited and, on a terminal, its foreground ([`super::tty`]).
+//! state foster inherited and, on a terminal, its foreground ([`super::tty`]); last, before the
+//! loop's first wait, the start's pages are dropped ([`super::resident`]).
 
 use super::launch::LaunchPlan;
 use super::program::Program;
@@ -49,7 +50,6 @@ impl<'a> Init<'a> {
             policy: opts.policy.clone(),
         };
         let program = Program::launch(&mut reaper, &spawner, &plan, opts.group)?;
-        drop_startup_pages();
         Ok(Init {
             opts,
             // Job control through foster: not as PID 1, which no signal stops and whose
@@ -103,8 +103,9 @@ fn foreground_terminal() -> Option<Terminal> {
     terminal
 }
 
-/// Once PROGRAM runs: the startup's pages out of the page tables ([`resident`]).
-fn drop_startup_pages() {
+/// Once PROGRAM runs: the startup's pages out of the page tables ([`resident`]). The loop calls
+/// it last before its first wait, so that only the pages of the wait come back.
+pub(super) fn drop_startup_pages() {
     let advised = resident::drop_startup_pages();
     say!(
         2,
