@@ -48,9 +48,9 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicI8, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::base::sys::{PollFd, poll_until};
 use crate::gate::policy::Policy;
 use crate::process::reaper::{ExitStatus, Reaper, Routed};
-use crate::base::sys::{PollFd, poll_until};
 
 use self::launch::LaunchError;
 use self::pdeath::OwnPdeath;

@@ -9,9 +9,9 @@ use std::io;
 use std::time::Duration;
 
 use super::signals;
+use crate::gate::policy::{Policy, Reaction};
 use crate::gate::{GatePlan, GateStop, SignalSetup};
 use crate::process::identity::Identity;
-use crate::gate::policy::{Policy, Reaction};
 
 /// `-p SIGNAL[:exit[:GRACE]]` is not one foster can take or arm; the message names the value.
 #[derive(Debug, thiserror::Error)]
@@ -174,7 +174,11 @@ mod tests {
         let p = parse_pdeath("TERM").unwrap();
         assert_eq!(
             (p.signal, p.reaction, p.grace),
-            (libc::SIGTERM, Reaction::Exit, crate::gate::policy::DEFAULT_GRACE)
+            (
+                libc::SIGTERM,
+                Reaction::Exit,
+                crate::gate::policy::DEFAULT_GRACE
+            )
         );
         let p = parse_pdeath("HUP:exit:300ms").unwrap();
         assert_eq!(p.grace, Duration::from_millis(300));

@@ -9,9 +9,9 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 
 use super::launch::{self, LaunchError, LaunchPlan, Launched};
+use crate::gate::spawner::Spawner;
 use crate::process::identity::{Identity, ProcessRef};
 use crate::process::reaper::Reaper;
-use crate::gate::spawner::Spawner;
 
 /// PROGRAM, and where foster's signals to it go: PROGRAM itself, or with `-g` the process
 /// group it leads ([`ProcessRef::signal`], [`ProcessRef::signal_group`]): neither can reach a

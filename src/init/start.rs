@@ -11,9 +11,9 @@ use super::signals::{self, Inherited, SignalFd};
 use super::teardown::Phase;
 use super::tty::Terminal;
 use super::{Init, InitError, Options, pdeath, resident};
+use crate::gate::spawner::Spawner;
 use crate::process::identity::Identity;
 use crate::process::reaper::Reaper;
-use crate::gate::spawner::Spawner;
 
 impl<'a> Init<'a> {
     /// Everything before the loop; PROGRAM runs when it returns. Must be called before any
@@ -24,7 +24,8 @@ impl<'a> Init<'a> {
         let first_parent = Identity::parent().ok().flatten();
         let forwarded = signals::forwarded();
         // First: SIGCHLD and every forwarded signal blocked, before any thread exists.
-        crate::process::reaper::block_signals(&[]).map_err(InitError::io("cannot block SIGCHLD"))?;
+        crate::process::reaper::block_signals(&[])
+            .map_err(InitError::io("cannot block SIGCHLD"))?;
         signals::block(forwarded).map_err(InitError::io("cannot block the forwarded signals"))?;
         let role = settle_role(opts.subreaper);
         let own_pdeath = match &opts.pdeath {
