@@ -9,19 +9,7 @@
 //! ignored. A refusal by the check says whether the expected parent died (this process was
 //! reparented), is alive elsewhere (a stale `FOSTER_PARENT`), or is another process on its pid.
 //!
-//! With `--watch` it does not exec but stays as a small parent: it consumes the policy's signal
-//! itself (signalfd), holds the lifeline (a pidfd of the expected parent), launches the program
-//! through a [`crate::gate::spawner::Spawner`], forwards TERM, INT, HUP, QUIT, USR1 and USR2 to it, and
-//! on a parent loss delivers the policy's signal to the program, waits up to the grace, then
-//! SIGKILLs it. Without `--watch` nothing of foster remains after exec, so no lifeline can be
-//! held for a program that does not hold one itself (a Rust program can, with
-//! [`crate::gate::enter`]).
-//!
-//! As PID 1 of its PID namespace (a container's entrypoint, `unshare --pid --fork`), `foster
-//! exec` does not exec the program in its place unless the signal is SIGKILL: the kernel
-//! discards a signal at its default disposition sent to a namespace's init, so the program
-//! would be armed in name only. It stays as the program's init and watcher, as `--watch` does,
-//! and also reaps the orphans the namespace leaves to its init.
+//! `--watch`, and PID 1 of a namespace, keep a watcher in place of the exec ([`watch`]).
 
 use std::ffi::{CString, OsString};
 use std::io;
@@ -34,7 +22,7 @@ use crate::base::sys::{PollFd, poll_until};
 use crate::gate::lifeline::Lifeline;
 use crate::gate::policy::{self, Policy, Reaction};
 use crate::gate::spawner::{
-    CredentialError, Credentials, ExecSignals, LaunchSpec, SpawnError, Spawner,
+    CredentialError, Credentials, ExecSignals, LaunchSpec, Launched, SpawnError, Spawner,
 };
 use crate::gate::{
     self, EXIT_GATE_ERROR, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, Expectation, GatePlan, SignalSetup,
@@ -387,16 +375,40 @@ fn status_of(info: &libc::siginfo_t) -> i32 {
     }
 }
 
+/// The watcher: the gate, then the program launched as its child and watched until it ends.
+///
+/// With `--watch` it does not exec but stays as a small parent: it consumes the policy's signal
+/// itself (signalfd), holds the lifeline (a pidfd of the expected parent), launches the program
+/// through a [`Spawner`], forwards TERM, INT, HUP, QUIT, USR1 and USR2 to it, and
+/// on a parent loss delivers the policy's signal to the program, waits up to the grace, then
+/// SIGKILLs it. Without `--watch` nothing of foster remains after exec, so no lifeline can be
+/// held for a program that does not hold one itself (a Rust program can, with
+/// [`crate::gate::enter`]).
+///
+/// As PID 1 of its PID namespace (a container's entrypoint, `unshare --pid --fork`), `foster
+/// exec` does not exec the program in its place unless the signal is SIGKILL: the kernel
+/// discards a signal at its default disposition sent to a namespace's init, so the program
+/// would be armed in name only. It stays as the program's init and watcher, as `--watch` does,
+/// and also reaps the orphans the namespace leaves to its init.
 fn watch(
     o: &ExecOptions,
     exp: &Expectation,
     resolved: PathBuf,
     credentials: &Credentials,
 ) -> Result<i32, ExecError> {
-    let sig = exp.policy.signal;
     // As PID 1 of its namespace the watcher adopts the namespace's orphans: it reaps them.
     let init = namespace_init();
-    // The signal path first: block the policy signal and the forwarded ones, consume them here.
+    let sfd = consume_signals(exp.policy.signal, init)?;
+    let lifeline = pass_gate(exp, credentials)?;
+    // Kept until the program ends: the spawner thread is the program's creating thread.
+    let spawner = Spawner::start().map_err(|e| err(EXIT_GATE_ERROR, format!("spawner: {e}")))?;
+    let child = launch_program(&spawner, o, exp, resolved)?;
+    Ok(follow(&child, &sfd, &lifeline, exp))
+}
+
+/// The signal path first: blocks the policy signal and the forwarded ones (and SIGCHLD as a
+/// namespace's init), consumed here through a signalfd.
+fn consume_signals(sig: i32, init: bool) -> Result<SignalFd, ExecError> {
     let mut set = FORWARDED.into_iter().fold(SigBits::EMPTY, SigBits::with);
     if sig != libc::SIGKILL {
         set = set.with(sig);
@@ -405,9 +417,15 @@ fn watch(
         set = set.with(libc::SIGCHLD);
     }
     block(set).map_err(|e| err(EXIT_GATE_ERROR, format!("cannot block signals: {e}")))?;
-    let sfd = SignalFd::new(set).map_err(|e| err(EXIT_GATE_ERROR, format!("signalfd: {e}")))?;
+    SignalFd::new(set).map_err(|e| err(EXIT_GATE_ERROR, format!("signalfd: {e}")))
+}
+
+/// The gate in the watcher, again after a credential change that cleared the setting; the
+/// lifeline to the verified parent.
+fn pass_gate(exp: &Expectation, credentials: &Credentials) -> Result<Lifeline, ExecError> {
+    let sig = exp.policy.signal;
     // The watcher's mask stays as it is, whatever the reaction: the signals it forwards are
-    // blocked above and read from the signalfd, and SIGKILL needs no signal path.
+    // blocked and read from the signalfd, and SIGKILL needs no signal path.
     let early = parent_pidfd(exp)?;
     let mut plan = GatePlan::new(exp.parent, &exp.policy, SignalSetup::Consumed);
     if let Some(fd) = &early {
@@ -431,14 +449,23 @@ fn watch(
             })?;
         }
     }
-    let spawner = Spawner::start().map_err(|e| err(EXIT_GATE_ERROR, format!("spawner: {e}")))?;
+    Ok(lifeline)
+}
+
+/// The program, launched as the watcher's child (its own children still get the next chain);
+/// a failed launch's child reaped, its status the gate's.
+fn launch_program(
+    spawner: &Spawner,
+    o: &ExecOptions,
+    exp: &Expectation,
+    resolved: PathBuf,
+) -> Result<Launched, ExecError> {
     let mut spec = LaunchSpec::new(resolved, o.args.clone(), exp.policy.clone());
     spec.arg0 = Some(o.program.clone().into_os_string());
     spec.allow_setid = o.allow_setid;
-    // The program's parent is this watcher; the program's children still get the next chain.
-    let child = match spawner.launch(spec) {
-        Ok(c) => c,
-        Err(e @ SpawnError::Target(_)) => return Err(err(EXIT_NOT_FOUND, e.to_string())),
+    match spawner.launch(spec) {
+        Ok(c) => Ok(c),
+        Err(e @ SpawnError::Target(_)) => Err(err(EXIT_NOT_FOUND, e.to_string())),
         Err(e) => {
             let status = match &e {
                 SpawnError::Exec { errno, .. } if *errno == libc::ENOENT => EXIT_NOT_FOUND,
@@ -449,9 +476,15 @@ fn watch(
             if let Some(pid) = e.pid() {
                 reap(pid);
             }
-            return Err(err(status, e.to_string()));
+            Err(err(status, e.to_string()))
         }
-    };
+    }
+}
+
+/// Watches the program until it ends: forwards signals, sends the policy's signal when the
+/// parent is lost (by its signal or the lifeline), SIGKILL after the grace. Its status.
+fn follow(child: &Launched, sfd: &SignalFd, lifeline: &Lifeline, exp: &Expectation) -> i32 {
+    let sig = exp.policy.signal;
     let mut lost_at: Option<Instant> = None;
     loop {
         let mut fds = [
@@ -468,7 +501,7 @@ fn watch(
             continue;
         };
         if fds[0].ready() {
-            return Ok(reap(child.pid));
+            return reap(child.pid);
         }
         if n == 0 && lost_at.is_some() {
             tracing::warn!("program {} outlived the grace: SIGKILL", child.pid);
@@ -476,27 +509,17 @@ fn watch(
             let _ = pidfd_send_signal(child.pidfd.as_fd(), libc::SIGKILL);
             // Nothing is left to decide: wait for its end alone, with no timeout (a large
             // process takes a while to exit; the signals that arrive meanwhile stay pending).
-            return Ok(reap(child.pid));
+            return reap(child.pid);
         }
         let mut loss = None;
         if fds[1].ready()
             && let Some(info) = sfd.read_signal()
         {
-            let s = info.ssi_signo as i32;
-            if s == libc::SIGCHLD {
-                // Only as a namespace's init: its orphans (and perhaps the program) ended.
-                if let Some(status) = reap_adopted(child.pid) {
-                    return Ok(status);
-                }
-                continue;
-            }
-            let parent_ok =
-                nix::unistd::getppid().as_raw() == exp.parent.pid && exp.parent.is_alive();
-            if s == sig && !parent_ok && lost_at.is_none() {
-                loss = Some("signal");
-            } else {
-                // The pidfd pins our own child.
-                let _ = pidfd_send_signal(child.pidfd.as_fd(), s);
+            match forward(info.ssi_signo as i32, child, exp, lost_at.is_some()) {
+                Forwarded::Ended(status) => return status,
+                Forwarded::Lost => loss = Some("signal"),
+                Forwarded::Done => {}
+                Forwarded::Again => continue,
             }
         }
         if fds[2].ready() && lost_at.is_none() && loss.is_none() {
@@ -513,6 +536,38 @@ fn watch(
             let _ = pidfd_send_signal(child.pidfd.as_fd(), sig);
             lost_at = Some(Instant::now());
         }
+    }
+}
+
+/// What one signal the watcher read came to.
+enum Forwarded {
+    /// The program ended (reaped as a namespace's init): its status.
+    Ended(i32),
+    /// The policy's signal, and the parent is gone.
+    Lost,
+    /// Sent on to the program.
+    Done,
+    /// SIGCHLD that reaped orphans only: poll again.
+    Again,
+}
+
+/// One signal read by the watcher: SIGCHLD reaps (as a namespace's init), the policy's signal
+/// without the parent is a loss, any other is sent on to the program.
+fn forward(s: i32, child: &Launched, exp: &Expectation, lost: bool) -> Forwarded {
+    if s == libc::SIGCHLD {
+        // Only as a namespace's init: its orphans (and perhaps the program) ended.
+        return match reap_adopted(child.pid) {
+            Some(status) => Forwarded::Ended(status),
+            None => Forwarded::Again,
+        };
+    }
+    let parent_ok = nix::unistd::getppid().as_raw() == exp.parent.pid && exp.parent.is_alive();
+    if s == exp.policy.signal && !parent_ok && !lost {
+        Forwarded::Lost
+    } else {
+        // The pidfd pins our own child.
+        let _ = pidfd_send_signal(child.pidfd.as_fd(), s);
+        Forwarded::Done
     }
 }
 

@@ -176,10 +176,24 @@ impl GatePlan {
         r
     }
 
+    /// The gate's steps 2 to 4, each an `#[inline]` piece that keeps [`GatePlan::run`]'s
+    /// rules (async-signal-safe, no allocation, no panic).
     fn run_steps(&self) -> Result<Passage, GateStop> {
         let t = &self.trace;
+        self.signal_path()?;
+        t.record(Step::SignalPath, 0, self.signal);
+        t.barrier(Barrier::BeforeArm);
+        self.arm()?;
+        t.barrier(Barrier::BeforeCheck);
+        let passage = self.check_parent()?;
+        t.barrier(Barrier::AfterCheck);
+        Ok(passage)
+    }
+
+    /// Step 2: the signal path: unblocked, and at a disposition that lets it end the process.
+    #[inline]
+    fn signal_path(&self) -> Result<(), GateStop> {
         let sig = self.signal;
-        // Step 2: the signal path.
         // SAFETY: sigemptyset/sigprocmask/sigaction on stack values: async-signal-safe.
         unsafe {
             if self.setup == SignalSetup::ExecDefault && (1..=Sig::max()).contains(&sig) {
@@ -209,10 +223,13 @@ impl GatePlan {
                 }
             }
         }
-        t.record(Step::SignalPath, 0, sig);
-        t.barrier(Barrier::BeforeArm);
+        Ok(())
+    }
 
-        // Step 3: arm, check the result, read it back.
+    /// Step 3: arm, check the result, read it back.
+    #[inline]
+    fn arm(&self) -> Result<(), GateStop> {
+        let sig = self.signal;
         // SAFETY: prctl with integer arguments and a pointer to a stack int.
         unsafe {
             if libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) != 0 {
@@ -229,7 +246,7 @@ impl GatePlan {
             {
                 return Err(GateStop::ArmFailed { errno: errno() });
             }
-            t.record(Step::Armed, 0, got);
+            self.trace.record(Step::Armed, 0, got);
             if got != sig {
                 return Err(GateStop::ArmNotKept { got });
             }
@@ -243,53 +260,43 @@ impl GatePlan {
                 return Err(GateStop::NamespaceInit { signal: sig });
             }
         }
-        t.barrier(Barrier::BeforeCheck);
+        Ok(())
+    }
 
-        // Step 4: compare the parent with the expected identity.
+    /// Step 4: compare the parent with the expected identity (the lifeline when `getppid`
+    /// cannot tell).
+    #[inline]
+    fn check_parent(&self) -> Result<Passage, GateStop> {
+        let t = &self.trace;
         // SAFETY: getppid is async-signal-safe.
         let ppid = unsafe { libc::getppid() };
+        let gone = |path| {
+            t.record(Step::Checked, ppid, 0);
+            Err(GateStop::ParentGone { ppid, path })
+        };
         let passage = if ppid == 0 {
             if self.lifeline_fd < 0 {
                 t.record(Step::Checked, ppid, -1);
                 return Err(GateStop::CannotTell);
             }
             if self.lifeline_lost() {
-                t.record(Step::Checked, ppid, 0);
-                return Err(GateStop::ParentGone {
-                    ppid,
-                    path: DeathPath::Lifeline,
-                });
+                return gone(DeathPath::Lifeline);
             }
             Passage::Lifeline
         } else if ppid != self.expected.pid {
-            t.record(Step::Checked, ppid, 0);
-            return Err(GateStop::ParentGone {
-                ppid,
-                path: DeathPath::Check,
-            });
+            return gone(DeathPath::Check);
         } else {
             match self.parent_stat.read_start_time() {
                 StatRead::StartTime(s) if s == self.expected.start_time => {}
-                StatRead::StartTime(_) | StatRead::Gone => {
-                    t.record(Step::Checked, ppid, 0);
-                    return Err(GateStop::ParentGone {
-                        ppid,
-                        path: DeathPath::Check,
-                    });
-                }
+                StatRead::StartTime(_) | StatRead::Gone => return gone(DeathPath::Check),
                 StatRead::Failed(e) => return Err(GateStop::CheckUnreadable { errno: e }),
             }
             if self.lifeline_lost() {
-                t.record(Step::Checked, ppid, 0);
-                return Err(GateStop::ParentGone {
-                    ppid,
-                    path: DeathPath::Lifeline,
-                });
+                return gone(DeathPath::Lifeline);
             }
             Passage::Verified
         };
         t.record(Step::Checked, ppid, 1);
-        t.barrier(Barrier::AfterCheck);
         Ok(passage)
     }
 
