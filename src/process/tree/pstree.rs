@@ -489,18 +489,7 @@ impl Plain<'_> {
     ) {
         let view = self.view;
         if !leaf {
-            for lvl in 0..level {
-                let pad = (self.widths[lvl] + 1).max(0) as usize;
-                self.put(&" ".repeat(pad));
-                let s = if lvl == level - 1 {
-                    if last { self.sym.last } else { self.sym.branch }
-                } else if self.more[lvl + 1] {
-                    self.sym.vert
-                } else {
-                    self.sym.empty
-                };
-                self.put(s);
-            }
+            self.indent(level, last);
         }
         let add = if rep < 2 {
             0
@@ -510,46 +499,9 @@ impl Plain<'_> {
             self.put("*[");
             n.len() + 2
         };
-        let bold = view.bold.filter(|_| v.highlight);
-        if let Some((on, _)) = bold {
-            self.raw(on);
-        }
-        let swapped = view.arguments && no_cmdline(v);
-        if swapped {
-            self.put("(");
-        }
-        let name = v.name(view);
-        self.put(&name);
-        let name_len = name.chars().count() as isize;
-        let after_name = self.x;
-        let ns = notes(v, view, parent_uid, view.pids);
-        if !ns.is_empty() {
-            self.put(if view.arguments { "," } else { "(" });
-            self.put(&ns.join(","));
-        }
-        if swapped || (!view.arguments && !ns.is_empty()) {
-            self.put(")");
-        }
-        if let Some((_, off)) = bold {
-            self.raw(off);
-        }
+        let (name_len, after_name) = self.label(v, parent_uid);
         if view.arguments {
-            let w = view.width.unwrap_or(usize::MAX);
-            let args = pstree_args(v, view.width);
-            let n = args.len();
-            for (i, a) in args.into_iter().enumerate() {
-                let last_arg = i + 1 == n;
-                if !last_arg {
-                    self.put(" ");
-                }
-                let room = w.saturating_sub(if last_arg { 0 } else { 4 });
-                if !self.cut() || self.x + a.chars().count() <= room {
-                    self.put(&a);
-                } else {
-                    self.put("...");
-                    break;
-                }
-            }
+            self.arguments(v);
         }
         if view.arguments || v.children.is_empty() {
             self.put(&"]".repeat(closing));
@@ -575,6 +527,80 @@ impl Plain<'_> {
         }
         let width = name_len + self.x as isize - after_name as isize + add as isize;
         self.set_level(level, width, !last);
+        self.children(v, level, closing);
+    }
+
+    /// The branches before a node that does not go on its parent's line.
+    fn indent(&mut self, level: usize, last: bool) {
+        for lvl in 0..level {
+            let pad = (self.widths[lvl] + 1).max(0) as usize;
+            self.put(&" ".repeat(pad));
+            let s = if lvl == level - 1 {
+                if last { self.sym.last } else { self.sym.branch }
+            } else if self.more[lvl + 1] {
+                self.sym.vert
+            } else {
+                self.sym.empty
+            };
+            self.put(s);
+        }
+    }
+
+    /// The node's name and notes (bold when highlighted); its name's width, and the column
+    /// after the name.
+    fn label(&mut self, v: &VNode, parent_uid: u32) -> (isize, usize) {
+        let view = self.view;
+        let bold = view.bold.filter(|_| v.highlight);
+        if let Some((on, _)) = bold {
+            self.raw(on);
+        }
+        let swapped = view.arguments && no_cmdline(v);
+        if swapped {
+            self.put("(");
+        }
+        let name = v.name(view);
+        self.put(&name);
+        let name_len = name.chars().count() as isize;
+        let after_name = self.x;
+        let ns = notes(v, view, parent_uid, view.pids);
+        if !ns.is_empty() {
+            self.put(if view.arguments { "," } else { "(" });
+            self.put(&ns.join(","));
+        }
+        if swapped || (!view.arguments && !ns.is_empty()) {
+            self.put(")");
+        }
+        if let Some((_, off)) = bold {
+            self.raw(off);
+        }
+        (name_len, after_name)
+    }
+
+    /// The node's arguments (`-a`), cut with `...` at the width.
+    fn arguments(&mut self, v: &VNode) {
+        let view = self.view;
+        let w = view.width.unwrap_or(usize::MAX);
+        let args = pstree_args(v, view.width);
+        let n = args.len();
+        for (i, a) in args.into_iter().enumerate() {
+            let last_arg = i + 1 == n;
+            if !last_arg {
+                self.put(" ");
+            }
+            let room = w.saturating_sub(if last_arg { 0 } else { 4 });
+            if !self.cut() || self.x + a.chars().count() <= room {
+                self.put(&a);
+            } else {
+                self.put("...");
+                break;
+            }
+        }
+    }
+
+    /// The children of a node drawn without arguments, the first on the node's line (`+` when
+    /// the width is reached).
+    fn children(&mut self, v: &VNode, level: usize, closing: usize) {
+        let view = self.view;
         if let Some(w) = view.width
             && self.x >= w
             && !v.children.is_empty()
