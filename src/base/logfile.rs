@@ -425,7 +425,7 @@ impl RotatingFile {
     /// regular file of foster's effective uid; with [`Trust::Stream`], also a FIFO of that uid
     /// or a character device of that uid or root's. Owners are judged by
     /// [`crate::base::ownership::owner_of`]. The reason when not.
-    fn judge(&self, file: Option<&File>, m: &std::fs::Metadata) -> Result<(), String> {
+    fn judge(&self, file: Option<&File>, m: &std::fs::Metadata) -> Result<(), NotForFoster> {
         use crate::base::ownership::{Owner, namespace_note, owner_of};
         use std::os::fd::AsFd;
         use std::os::unix::fs::FileTypeExt;
@@ -433,17 +433,19 @@ impl RotatingFile {
         let stream = self.trust == Trust::Stream && (t.is_fifo() || t.is_char_device());
         let describe = || crate::base::ownership::describe_entry(&self.path);
         if !t.is_file() && !stream {
-            return Err(format!("it {}, not {} of yours", describe(), self.kinds()));
+            return Err(NotForFoster::Kind {
+                found: describe(),
+                kinds: self.kinds(),
+            });
         }
         let owner = owner_of(file.map(|f| f.as_fd()), m.uid(), m.dev(), m.ino());
         if owner != Owner::Me && !(t.is_char_device() && owner == Owner::Root) {
             let me = nix::unistd::geteuid().as_raw();
-            return Err(format!(
-                "it {}{}, not yours ({})",
-                describe(),
-                namespace_note(owner),
-                crate::base::ownership::uid_text(me)
-            ));
+            return Err(NotForFoster::Owner {
+                found: describe(),
+                note: namespace_note(owner),
+                me: crate::base::ownership::uid_text(me),
+            });
         }
         Ok(())
     }
@@ -477,7 +479,7 @@ impl RotatingFile {
     }
 
     /// An error for something at the path that another user could have put there.
-    fn refused(&self, why: String) -> io::Error {
+    fn refused(&self, why: NotForFoster) -> io::Error {
         self.error(
             "",
             io::Error::new(
@@ -507,6 +509,21 @@ impl RotatingFile {
             format!("{} {}: {doing}{e}", self.what, self.path.display()),
         )
     }
+}
+
+/// Why what is at a log file's path is not for foster to write ([`RotatingFile::judge`]).
+#[derive(Debug, thiserror::Error)]
+enum NotForFoster {
+    /// Not a kind foster writes to (`found`: what is there, as a sentence's predicate).
+    #[error("it {found}, not {kinds} of yours")]
+    Kind { found: String, kinds: &'static str },
+    /// Another user's (`note`: how a user namespace shows its owner; `me`: foster's user).
+    #[error("it {found}{note}, not yours ({me})")]
+    Owner {
+        found: String,
+        note: &'static str,
+        me: String,
+    },
 }
 
 /// What a write must do first ([`RotatingFile::due`]).

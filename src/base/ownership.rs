@@ -148,7 +148,7 @@ pub fn judge_runtime_root(dir: &Path) {
         Ok(None) => None,
         Err(why) => std::fs::metadata(root)
             .ok()
-            .map(|m| (m.dev(), m.ino(), Some(why))),
+            .map(|m| (m.dev(), m.ino(), Some(why.to_string()))),
     };
     if let Some(v) = verdict {
         let _ = RUNTIME_ROOT.set(v);
@@ -174,20 +174,22 @@ fn check_runtime_root(dir: &Path) -> Result<(), DirProblem> {
     }
     judge_runtime_root_now(root)
         .map(drop)
-        .map_err(DirProblem::Refused)
+        .map_err(|e| DirProblem::Refused(e.to_string()))
 }
 
 /// The runtime root `root`, open and checked (`None`: it does not exist), or why it is refused.
-fn judge_runtime_root_now(root: &Path) -> Result<Option<CheckedDir>, String> {
+fn judge_runtime_root_now(root: &Path) -> Result<Option<CheckedDir>, RuntimeRootRefused> {
     match open_dir(root, DirRule::Given("foster's runtime directory"), false) {
         Ok(d) => Ok(Some(d)),
         Err(DirProblem::Missing) => Ok(None),
-        Err(DirProblem::Refused(m)) => Err(format!(
-            "{m} (is XDG_RUNTIME_DIR another user's? unset it, or set it to a directory of \
-             yours)"
-        )),
+        Err(DirProblem::Refused(m)) => Err(RuntimeRootRefused(m)),
     }
 }
+
+/// The runtime root is refused: why, and what to do.
+#[derive(Debug, thiserror::Error)]
+#[error("{0} (is XDG_RUNTIME_DIR another user's? unset it, or set it to a directory of yours)")]
+struct RuntimeRootRefused(String);
 
 /// Opens the directory `dir` and checks it against `rule`; makes it (only it, mode 0700) when
 /// missing and `create`, provided its parent exists. The check is on the open directory
@@ -469,20 +471,37 @@ fn judged_outside(dev: u64, ino: u64) -> Option<Owner> {
 /// says it is missing, when it needs it) and keeps the verdict on its owner, for after foster
 /// enters a user namespace where that owner reads as the overflow uid. Call it before
 /// [`crate::supervision::contain::enter`]. The error says why the directory is refused.
-pub fn judge_before_namespace(dir: &Path, rule: DirRule) -> Result<(), String> {
+pub fn judge_before_namespace(dir: &Path, rule: DirRule) -> Result<(), JudgeError> {
     let d = match open_dir(dir, rule, false) {
         Ok(d) => d,
         Err(DirProblem::Missing) => return Ok(()),
-        Err(DirProblem::Refused(m)) => return Err(m),
+        Err(DirProblem::Refused(m)) => return Err(JudgeError::Refused(m)),
     };
-    let st =
-        nix::sys::stat::fstat(&d.fd).map_err(|e| format!("cannot stat {}: {e}", dir.display()))?;
+    let st = nix::sys::stat::fstat(&d.fd).map_err(|source| JudgeError::Stat {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
     let owner = owner_of(Some(d.fd.as_fd()), st.st_uid, d.dev, d.ino);
     JUDGED
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .push((d.dev, d.ino, owner, d.fd));
     Ok(())
+}
+
+/// Why [`judge_before_namespace`] refuses a directory.
+#[derive(Debug, thiserror::Error)]
+pub enum JudgeError {
+    /// Its rule refuses it: the message says which and why.
+    #[error("{0}")]
+    Refused(String),
+    /// It could not be examined.
+    #[error("cannot stat {}: {source}", dir.display())]
+    Stat {
+        dir: std::path::PathBuf,
+        #[source]
+        source: nix::Error,
+    },
 }
 
 /// The directory of the file at `path` (`.` for a bare name).

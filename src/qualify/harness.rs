@@ -155,6 +155,30 @@ pub(super) struct Ended {
 
 /// What a scenario found; turned into a [`CaseRecord`] by [`run_in_root`]. A field left empty
 /// (or `None`) is shown empty (the path: `none`).
+/// Why a case could not go on; its message becomes one of the case's problems.
+#[derive(Debug, thiserror::Error)]
+pub enum CaseError {
+    /// The supervisor closed its output without a word.
+    #[error("the supervisor said nothing")]
+    Silent,
+    /// The supervisor's line is not `launched PID`.
+    #[error("bad line {0:?}")]
+    BadLine(String),
+    /// The supervisor reported its launch's failure.
+    #[error("launch failed: {0}")]
+    LaunchFailed(String),
+    /// `foster run` wrote no launch event.
+    #[error("foster run launched nothing")]
+    NothingLaunched,
+    /// A step of the case's own failed.
+    #[error("{what}: {source}")]
+    Io {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 #[derive(Default)]
 pub(super) struct Outcome {
     pub(super) expected_parent: String,
@@ -440,18 +464,15 @@ impl Root {
     }
 
     /// Reads the supervisor's `launched PID` and names that pid the helper.
-    pub(super) fn launched(&mut self) -> Result<i32, String> {
-        let line = self
-            .sup
-            .next_line(self.soon())
-            .ok_or("the supervisor said nothing")?;
+    pub(super) fn launched(&mut self) -> Result<i32, CaseError> {
+        let line = self.sup.next_line(self.soon()).ok_or(CaseError::Silent)?;
         match line.strip_prefix("launched ") {
             Some(p) => {
-                let pid: i32 = p.parse().map_err(|_| format!("bad line {line:?}"))?;
+                let pid: i32 = p.parse().map_err(|_| CaseError::BadLine(line.clone()))?;
                 self.name(pid, "helper", false);
                 Ok(pid)
             }
-            None => Err(format!("launch failed: {line}")),
+            None => Err(CaseError::LaunchFailed(line)),
         }
     }
 
