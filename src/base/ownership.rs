@@ -7,15 +7,8 @@
 //! (`crate::supervision::control::server`), for the helpers' log files and the events log
 //! (`crate::base::logfile`) and for the dashboard's settings (`crate::top::columns`). The check is
 //! made on the directory once open (`fstat`), so that what is checked is what is used.
-//!
-//! Also owns [`owner_of`], the one judgment of whose a file is, and [`judge_before_namespace`].
-//! In a user namespace (a contained `foster run` that is not root), the kernel shows every uid
-//! the namespace does not map (root's, another user's) as the overflow uid (65534, `nobody`):
-//! an owner read there is mapped back through `/proc/self/uid_map`, an unmapped one is never
-//! taken for foster's user or root, and an owner shown as the overflow uid when foster's own
-//! uid is that uid is foster's only when foster may change the file's mode. The directories
-//! foster will use are judged in the namespace foster was started in, before it enters the new
-//! one, and kept open: inside, such a directory (the same device and inode) keeps that verdict.
+//!//! Also owns [`owner_of`], the one judgment of whose a file is (in a user namespace too), and
+//! [`judge_before_namespace`].
 
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -26,7 +19,8 @@ use std::sync::Mutex;
 /// What a directory foster puts a file in must be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DirRule {
-    /// The control socket's default directory ([`crate::supervision::control::server::default_dir`]), or any
+    /// The control socket's default directory
+    /// ([`crate::supervision::control::server::default_dir`]), or any
     /// socket inside it: a real directory (not
     /// a symbolic link), owned by foster's effective uid, no access for group or others. Made
     /// (mode 0700) when missing and its parent exists; kept on exit (other supervisors of the
@@ -34,7 +28,8 @@ pub enum DirRule {
     /// too: foster's user's or root's, not writable by others unless sticky.
     Private,
     /// The directory of the notify sockets of helpers that run as other users
-    /// ([`crate::supervision::control::server::make_reachable_dir`]), next to the private one: a real
+    /// ([`crate::supervision::control::server::make_reachable_dir`]), next to the private one: a
+    /// real
     /// directory (not a symbolic link), owned by foster's effective uid, that group and others
     /// may enter but neither list nor write (mode 0711); made so when missing (and a mode
     /// 0700 of foster's opened to 0711). Its parent, the runtime root, is checked as
@@ -352,8 +347,16 @@ pub enum Owner {
 }
 
 /// The owner of a file whose `fstat` (or `lstat`) says `uid`, `dev`, `ino`, open as `fd` when
-/// it is (see the module docs): outside a user namespace, `uid` itself; inside one, mapped back
+/// it is (see below): outside a user namespace, `uid` itself; inside one, mapped back
 /// through its `uid_map`, or the verdict [`judge_before_namespace`] gave the same directory.
+///
+/// In a user namespace (a contained `foster run` that is not root), the kernel shows every uid
+/// the namespace does not map (root's, another user's) as the overflow uid (65534, `nobody`):
+/// an owner read there is mapped back through `/proc/self/uid_map`, an unmapped one is never
+/// taken for foster's user or root, and an owner shown as the overflow uid when foster's own
+/// uid is that uid is foster's only when foster may change the file's mode. The directories
+/// foster will use are judged in the namespace foster was started in, before it enters the new
+/// one, and kept open: inside, such a directory (the same device and inode) keeps that verdict.
 pub fn owner_of(fd: Option<BorrowedFd<'_>>, uid: u32, dev: u64, ino: u64) -> Owner {
     let me = nix::unistd::geteuid().as_raw();
     let Some(map) = UidMap::of_this_namespace() else {

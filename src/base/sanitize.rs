@@ -15,7 +15,10 @@ use std::io;
 /// True for characters that change how text around them is shown: Unicode bidirectional
 /// controls and zero-width formatting, which `char::is_control` does not cover.
 fn is_format_char(c: char) -> bool {
-    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
+    matches!(
+        c,
+        '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}'
+    )
 }
 
 /// True for the characters no terminal may receive raw: controls (C0, DEL, and C1, among them

@@ -369,11 +369,24 @@ pub struct RunArgs {
     pub events_log: Option<std::path::PathBuf>,
     /// Rotate the events log (FILE → FILE.1 …) before a write would take it past SIZE: 10MiB,
     /// 512KiB, 1G (powers of 1024), 10MB (powers of 1000); 0: never. Regular files only.
-    #[arg(long, value_name = "SIZE", default_value = "10MiB", value_parser = crate::base::size::parse_size, requires = "events_log")]
+    #[arg(
+        long,
+        value_name = "SIZE",
+        default_value = "10MiB",
+        value_parser = crate::base::size::parse_size,
+        requires = "events_log"
+    )]
     pub events_log_max_size: u64,
     /// How many rotated events logs to keep (FILE.1 the newest … FILE.N); 0: none, the file
     /// starts anew.
-    #[arg(long, value_name = "N", default_value_t = crate::supervision::event::Rotation::DEFAULT_KEEP, value_parser = clap::value_parser!(u32).range(0..=i64::from(crate::supervision::event::Rotation::MAX_KEEP)), requires = "events_log")]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = crate::supervision::event::Rotation::DEFAULT_KEEP,
+        value_parser = clap::value_parser!(u32)
+            .range(0..=i64::from(crate::supervision::event::Rotation::MAX_KEEP)),
+        requires = "events_log"
+    )]
     pub events_log_keep: u32,
     /// The control socket (default $XDG_RUNTIME_DIR/foster/NAME.sock, /run/foster/NAME.sock
     /// for root, /tmp/foster-UID/NAME.sock otherwise; NAME from the configuration file).

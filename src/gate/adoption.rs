@@ -11,39 +11,6 @@
 //! When a process turns up under a new parent, the registry computes the nearest living
 //! ancestor subreaper it *should* have reached, walking the recorded expected parents (never
 //! comparing with PID 1), and classifies the adoption ([`Classification`]).
-//!
-//! ## Nested supervisors
-//!
-//! A subreaper foster did not declare is recognised when an adoption reaches it, never by its
-//! name or command line: the adopted process's `FOSTER_SUPERVISOR` names, by pid *and* start
-//! time, the foster that launched its helper; when that identity is exactly the new parent, the
-//! new parent is a foster supervising that process's lineage, hence a subreaper (a nested
-//! `foster run` sets `PR_SET_CHILD_SUBREAPER` before it launches anything). A new parent that is
-//! the init of a PID namespace (the last `NSpid` of its `/proc/<pid>/status` is 1) is a reaper
-//! by the kernel's rules too, as a nested `foster run --contain` is.
-//!
-//! A process first seen already adopted (its parent died before any scan saw it) has no
-//! recorded lineage. Where the kernel announced its birth and its parent's (`supervisor/
-//! births.rs`), the supervisor says how many generations below a known process it is
-//! ([`Registry::announced`]), and that is its generation, exactly. Otherwise foster reads its environment once: every helper foster launches
-//! carries `FOSTER_SUPERVISOR=PID:STARTTIME` (the foster that launched it) and
-//! `FOSTER_HELPER=NAME`, inherited by its descendants, and the gate's identities: a gated
-//! process has `FOSTER_PARENT` naming itself (which its descendants inherit) and `FOSTER_GATED`
-//! naming the parent it was checked against. Its generation is then taken from the nearest
-//! ancestor the registry knows by one of those identities (the `anchor`), never from how many
-//! of its ancestors a read happened to see, so that it does not depend on when foster read:
-//!
-//! - the parent it was gated against (`FOSTER_GATED`): that one's generation plus one, exactly;
-//! - an ancestor (`FOSTER_PARENT`, else its helper) that has ended: plus one (the ancestor may
-//!   have been its parent; a deeper one is not known);
-//! - an ancestor that is still alive: plus two, since a living parent keeps its children, so
-//!   at least one process between them ended. A helper's grandchild orphaned by the helper's
-//!   child is generation 3 whether or not foster saw that child.
-//!
-//! An adoption needs the adopted process's environment, which the kernel shows only once an
-//! `execve` has laid it out: a process caught in the middle of one
-//! ([`ProcessNode::in_exec`]) waits, recorded but not classified, until a later read finds it
-//! out of it (the supervisor reads again soon while one waits).
 
 use std::collections::{HashMap, HashSet};
 
@@ -126,6 +93,40 @@ pub struct Adoption {
 }
 
 /// The registry of expected identities.
+///
+/// ## Nested supervisors
+///
+/// A subreaper foster did not declare is recognised when an adoption reaches it, never by its
+/// name or command line: the adopted process's `FOSTER_SUPERVISOR` names, by pid *and* start
+/// time, the foster that launched its helper; when that identity is exactly the new parent, the
+/// new parent is a foster supervising that process's lineage, hence a subreaper (a nested
+/// `foster run` sets `PR_SET_CHILD_SUBREAPER` before it launches anything). A new parent that is
+/// the init of a PID namespace (the last `NSpid` of its `/proc/<pid>/status` is 1) is a reaper
+/// by the kernel's rules too, as a nested `foster run --contain` is.
+///
+/// A process first seen already adopted (its parent died before any scan saw it) has no
+/// recorded lineage. Where the kernel announced its birth and its parent's (`supervisor/
+/// births.rs`), the supervisor says how many generations below a known process it is
+/// ([`Registry::announced`]), and that is its generation, exactly. Otherwise foster reads its
+/// environment once: every helper foster launches
+/// carries `FOSTER_SUPERVISOR=PID:STARTTIME` (the foster that launched it) and
+/// `FOSTER_HELPER=NAME`, inherited by its descendants, and the gate's identities: a gated
+/// process has `FOSTER_PARENT` naming itself (which its descendants inherit) and `FOSTER_GATED`
+/// naming the parent it was checked against. Its generation is then taken from the nearest
+/// ancestor the registry knows by one of those identities (the `anchor`), never from how many
+/// of its ancestors a read happened to see, so that it does not depend on when foster read:
+///
+/// - the parent it was gated against (`FOSTER_GATED`): that one's generation plus one, exactly;
+/// - an ancestor (`FOSTER_PARENT`, else its helper) that has ended: plus one (the ancestor may
+///   have been its parent; a deeper one is not known);
+/// - an ancestor that is still alive: plus two, since a living parent keeps its children, so
+///   at least one process between them ended. A helper's grandchild orphaned by the helper's
+///   child is generation 3 whether or not foster saw that child.
+///
+/// An adoption needs the adopted process's environment, which the kernel shows only once an
+/// `execve` has laid it out: a process caught in the middle of one
+/// ([`ProcessNode::in_exec`]) waits, recorded but not classified, until a later read finds it
+/// out of it (the supervisor reads again soon while one waits).
 #[derive(Debug)]
 pub struct Registry {
     me: Identity,

@@ -82,7 +82,8 @@ impl EnterError {
 /// one watcher thread that polls both. A delivered signal is checked against the expected
 /// identity first: if the parent process is still the expected one (a thread of it exited), it
 /// is counted as a false alarm and ignored; a parent this process cannot see (`getppid()` is 0)
-/// cannot be checked, so there the signal is the loss. On a real loss the watcher requests shutdown (closing admission); with
+/// cannot be checked, so there the signal is the loss. On a real loss the watcher requests shutdown
+/// (closing admission); with
 /// `exit` it then owns shutdown, waits for in-flight guards up to the grace and exits the
 /// process (status 128+signal for the signal path, [`EXIT_LIFELINE`] for the lifeline); with
 /// `notify` it sends a [`Loss`] to the program, which owns shutdown.
@@ -201,8 +202,8 @@ impl Watcher {
                 if self.parent_still_expected() && !self.lifeline.is_lost() {
                     self.false_alarms.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(
-                        "parent-death signal from pid {} but the parent {} still lives: a thread of it \
-                         exited; ignored",
+                        "parent-death signal from pid {} but the parent {} still lives: a thread \
+                         of it exited; ignored",
                         info.ssi_pid,
                         self.expected
                     );

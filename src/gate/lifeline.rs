@@ -1,13 +1,15 @@
 //! The lifeline: a second liveness channel to the expected parent.
 //!
 //! Owns [`Lifeline`], a pidfd of a **verified** expected parent, opened as every reference to a
-//! process is ([`crate::process::identity::ProcessRef::open`]): the pidfd is opened by pid, then the
+//! process is ([`crate::process::identity::ProcessRef::open`]): the pidfd is opened by pid, then
+//! the
 //! identity `(pid, starttime)` is re-checked, so a pid reused between the lookup and the open is
 //! never taken for the parent (the order systemd's `pidref_verify` uses). The pidfd becomes
 //! readable when that process ends, whichever thread created the helper and whatever happened to
 //! the parent-death signal (cleared by a credential change, the kernel race noted in the 6.18
 //! cycle, a parent in another PID namespace: there the launcher hands the pidfd down, since it
-//! cannot be opened by pid, see [`Lifeline::adopt`]). It is an ordinary descriptor: poll it in an event
+//! cannot be opened by pid, see [`Lifeline::adopt`]). It is an ordinary descriptor: poll it in an
+//! event
 //! loop ([`AsRawFd`]), or use [`Lifeline::is_lost`] / [`Lifeline::wait`].
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};

@@ -8,21 +8,9 @@
 //! async-signal-safe, and panic-free (no indexing but `get`, checked arithmetic: a panic in a
 //! child sharing the launcher's memory would unwind on its heap). [`GatePlan::install`] hands
 //! the same procedure to a `std::process::Command`.
+//!
+//! The procedure that closes the parent-death startup race is [`GatePlan`]'s.
 
-//!
-//! Owns the ordered procedure that closes the parent-death startup race:
-//!
-//! 1. the launcher records the expected parent identity **before** fork ([`GatePlan::new`]);
-//! 2. the child establishes its signal path: the chosen signal unblocked (or blocked and consumed
-//!    by a synchronous consumer, in-process), its disposition not "ignore";
-//! 3. `prctl(PR_SET_PDEATHSIG, sig)`, checked, then read back with `PR_GET_PDEATHSIG`; before
-//!    an exec, refused when the signal could never arrive (the process is PID 1 of its PID
-//!    namespace, and the signal is not SIGKILL: [`GateStop::NamespaceInit`]);
-//! 4. `getppid()` and the parent's start time compared with the expected identity;
-//! 5. on a mismatch the parent-gone path at once: the target never starts;
-//! 6. on a match, on under the armed policy. `getppid() == 0` (the parent lives in another PID
-//!    namespace) is "cannot tell": the lifeline decides, and without one the gate refuses.
-//!
 use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
@@ -101,6 +89,20 @@ pub enum SignalSetup {
 }
 
 /// Everything the gate needs, computed before fork: running it allocates nothing.
+///
+///
+/// The ordered procedure that closes the parent-death startup race:
+///
+/// 1. the launcher records the expected parent identity **before** fork ([`GatePlan::new`]);
+/// 2. the child establishes its signal path: the chosen signal unblocked (or blocked and consumed
+///    by a synchronous consumer, in-process), its disposition not "ignore";
+/// 3. `prctl(PR_SET_PDEATHSIG, sig)`, checked, then read back with `PR_GET_PDEATHSIG`; before
+///    an exec, refused when the signal could never arrive (the process is PID 1 of its PID
+///    namespace, and the signal is not SIGKILL: [`GateStop::NamespaceInit`]);
+/// 4. `getppid()` and the parent's start time compared with the expected identity;
+/// 5. on a mismatch the parent-gone path at once: the target never starts;
+/// 6. on a match, on under the armed policy. `getppid() == 0` (the parent lives in another PID
+///    namespace) is "cannot tell": the lifeline decides, and without one the gate refuses.
 #[derive(Debug)]
 pub struct GatePlan {
     expected: Identity,

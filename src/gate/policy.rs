@@ -1,30 +1,10 @@
 //! Parent-death policies: what a launched generation does when its supervisor is lost.
 //!
 //! Owns [`Policy`] (signal, [`Reaction`], grace, and the policy of the *next* generation), its
-//! compact text form and the environment variables through which a policy and the expected
-//! parent identity travel to an exec'd generation:
-//!
-//! - `FOSTER_PARENT=PID:STARTTIME`: the identity of the process that must be this process's
-//!   parent (see [`crate::process::identity`]). It is checked, never trusted: a value inherited from an
-//!   older generation names a process that is not the actual parent, and the gate refuses it.
-//! - `FOSTER_POLICY=GEN[;GEN]...`: this generation's policy first, then the next generation's,
-//!   and so on. One generation is `SIGNAL[:REACTION[:GRACE]]`:
-//!   - `SIGNAL`: a name with or without `SIG` (`TERM`, `SIGHUP`, `RTMIN+2`) or a number, one
-//!     whose default action ends a process;
-//!   - `REACTION`: `exit` (bounded cleanup, then exit within the grace), `notify` (close
-//!     admission, hand the event to the program's event loop) or `kill` (SIGKILL: nothing to
-//!     handle; the signal must then be `KILL` or left out);
-//!   - `GRACE`: a duration of [`crate::base::duration`]'s grammar: `500ms`, `1.5s`, `2m`, or a plain
-//!     number of seconds; at least 1 ms.
-//!
-//!   Defaults: reaction `exit` (`kill` for `KILL`), grace `5s`. Examples: `TERM`,
-//!   `TERM:exit:10s;KILL`, `USR1:notify:2s;TERM:exit:1s`.
-//!
-//! A generation with no next policy launches its own children unarmed unless they are given one.
-//!
-//! Signals are read and written by [`crate::process::signal`] (a generation's signal must end a process:
-//! [`Sig::ending`]); the text form writes them `SIGTERM`. A chain names at most
-//! [`MAX_GENERATIONS`] generations.
+//! compact text form (`FOSTER_POLICY`: `TERM:exit:10s;KILL`, [`Policy`] gives the grammar) and
+//! the environment variables through which a policy and the expected parent identity travel to
+//! an exec'd generation (`FOSTER_PARENT=PID:STARTTIME`, checked, never trusted). A chain names
+//! at most [`MAX_GENERATIONS`] generations.
 
 use std::fmt;
 use std::str::FromStr;
@@ -104,6 +84,35 @@ impl From<SignalError> for PolicyError {
 /// `signal` is a raw signal number so that the gate's own failure path (an invalid number, which
 /// `prctl` rejects with `EINVAL`) can be exercised; [`Policy::new`] and the parser only build
 /// valid ones.
+///
+/// A policy: signal, [`Reaction`], grace, and the policy of the *next* generation; its
+/// compact text form and the environment variables through which a policy and the expected
+/// parent identity travel to an exec'd generation:
+///
+/// - `FOSTER_PARENT=PID:STARTTIME`: the identity of the process that must be this process's
+///   parent (see [`crate::process::identity`]). It is checked, never trusted: a value inherited
+///   from an
+///   older generation names a process that is not the actual parent, and the gate refuses it.
+/// - `FOSTER_POLICY=GEN[;GEN]...`: this generation's policy first, then the next generation's,
+///   and so on. One generation is `SIGNAL[:REACTION[:GRACE]]`:
+///   - `SIGNAL`: a name with or without `SIG` (`TERM`, `SIGHUP`, `RTMIN+2`) or a number, one
+///     whose default action ends a process;
+///   - `REACTION`: `exit` (bounded cleanup, then exit within the grace), `notify` (close
+///     admission, hand the event to the program's event loop) or `kill` (SIGKILL: nothing to
+///     handle; the signal must then be `KILL` or left out);
+///   - `GRACE`: a duration of [`crate::base::duration`]'s grammar: `500ms`, `1.5s`, `2m`, or a
+///     plain
+///     number of seconds; at least 1 ms.
+///
+///   Defaults: reaction `exit` (`kill` for `KILL`), grace `5s`. Examples: `TERM`,
+///   `TERM:exit:10s;KILL`, `USR1:notify:2s;TERM:exit:1s`.
+///
+/// A generation with no next policy launches its own children unarmed unless they are given one.
+///
+/// Signals are read and written by [`crate::process::signal`] (a generation's signal must end a
+/// process:
+/// [`Sig::ending`]); the text form writes them `SIGTERM`. A chain names at most
+/// [`MAX_GENERATIONS`] generations.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Policy {
     /// The signal armed with `PR_SET_PDEATHSIG`.

@@ -7,15 +7,8 @@
 //! known pid's start time between fork and exec.
 //!
 //! Also owns [`ProcessRef`], an identity with, where foster holds one, a pidfd of the process:
-//! the one way foster opens a pidfd ([`pidfd_open`]), checks that it holds the process named
-//! (the pidfd is opened first and the start time read after, the order of systemd's
-//! `pidref_verify`, so a pid reused in between is never taken for the process), signals it (or
-//! the process group it leads) and waits for its end. Signalling a process by identity
-//! ([`signal`]) is that reference opened, checked, signalled and closed. What a pidfd says of
-//! its process, however foster got it (a notify datagram brings its sender's): its pid until
-//! it is reaped and its pid in each PID namespace (its `fdinfo`, read once here for both:
-//! [`read_pidfd_info`], [`pidfd_pid`]), and the number that tells it from any other
-//! ([`pidfd_inode`]).
+//! the one way foster opens a pidfd ([`pidfd_open`]), checks, signals and waits for a process,
+//! and what a pidfd says of its process ([`read_pidfd_info`], [`pidfd_pid`], [`pidfd_inode`]).
 
 use std::ffi::{CStr, CString};
 use std::fmt;
@@ -386,6 +379,16 @@ pub fn poll_readable(fd: RawFd, timeout: Option<Duration>) -> bool {
 /// A process named by its identity and, when foster holds one, its pidfd ("pinned"): while the
 /// pidfd is held, the pid cannot pass to another process unnoticed, a signal reaches this
 /// process or none, and its end can be waited for.
+///
+/// The one way foster opens a pidfd ([`pidfd_open`]), checks that it holds the process named
+/// (the pidfd is opened first and the start time read after, the order of systemd's
+/// `pidref_verify`, so a pid reused in between is never taken for the process), signals it (or
+/// the process group it leads) and waits for its end. Signalling a process by identity
+/// ([`signal`]) is that reference opened, checked, signalled and closed. What a pidfd says of
+/// its process, however foster got it (a notify datagram brings its sender's): its pid until
+/// it is reaped and its pid in each PID namespace (its `fdinfo`, read once here for both:
+/// [`read_pidfd_info`], [`pidfd_pid`]), and the number that tells it from any other
+/// ([`pidfd_inode`]).
 #[derive(Debug)]
 pub struct ProcessRef {
     id: Identity,

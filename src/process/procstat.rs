@@ -7,14 +7,9 @@
 //! and may itself hold `)`, `(`, spaces, newlines and bytes that are not UTF-8, so the name ends at
 //! the **last** `)` of the line ([`split`]).
 //!
-//! This parser is written by hand on purpose: the startup gate calls it between fork and exec,
-//! on a stack buffer, where nothing may allocate (and `chainload`, `identity`, `init` and
-//! `spawner` use it for one-off reads). The tree scanner reads every process's line through it
-//! too, every scan: it reads only the fields foster keeps and allocates nothing, where
-//! `procfs`'s `Stat` parses all 52 through `str` searches and copies the name into a lossy
-//! `String` (foster shows a name's exact bytes, escaped). The scanner's tests check that both
-//! agree on every field foster reads.
-//! Field numbers in this file are those of `proc_pid_stat(5)`, counting from 1.
+//! Written by hand on purpose: the gate calls it between fork and exec, where nothing may
+//! allocate ([`StatFields::parse`] says more). Field numbers are those of `proc_pid_stat(5)`,
+//! counting from 1.
 
 /// Flag bit of field 9 (`flags`) marking a kernel thread (`PF_KTHREAD` in `include/linux/sched.h`).
 pub const PF_KTHREAD: u64 = 0x0020_0000;
@@ -203,6 +198,14 @@ pub fn split(line: &[u8]) -> Result<Parts<'_>, StatError> {
 
 impl<'a> StatFields<'a> {
     /// Parses one `stat` line. The name ends at the last `)` of `line` ([`split`]).
+    ///
+    /// This parser is written by hand on purpose: the startup gate calls it between fork and exec,
+    /// on a stack buffer, where nothing may allocate (and `chainload`, `identity`, `init` and
+    /// `spawner` use it for one-off reads). The tree scanner reads every process's line through it
+    /// too, every scan: it reads only the fields foster keeps and allocates nothing, where
+    /// `procfs`'s `Stat` parses all 52 through `str` searches and copies the name into a lossy
+    /// `String` (foster shows a name's exact bytes, escaped). The scanner's tests check that both
+    /// agree on every field foster reads.
     pub fn parse(line: &'a [u8]) -> Result<Self, StatError> {
         let Parts { pid, comm, rest } = split(line)?;
         let mut rest = rest;
@@ -359,7 +362,8 @@ mod tests {
 
     #[test]
     fn kernel_thread_flag() {
-        let l = b"2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 3 0 0 20 0 1 0 1 0 0 18446744073709551615 0 0";
+        let l = b"2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 3 0 0 20 0 1 0 1 0 0 \
+                  18446744073709551615 0 0";
         let f = StatFields::parse(l).unwrap();
         assert!(f.is_kernel_thread());
         assert_eq!(f.tpgid, -1);

@@ -4,30 +4,8 @@
 //! would steal each other's statuses, so supervised processes are never waited for through
 //! `Child` or `tokio::process`: their statuses come from here.
 //!
-//! ## The signal contract
-//!
-//! SIGCHLD must be **blocked in every thread** of the process, so that it stays pending and is
-//! consumed only through the reaper's signalfd. Threads inherit the mask of the thread that
-//! creates them, so the binary calls [`block_signals`] in its main thread **before any other
-//! thread or async runtime exists** (the spawner thread, tokio's workers, ...). [`Reaper::new`]
-//! refuses to start when SIGCHLD is not blocked in the calling thread. Children must not inherit
-//! this mask: the launcher resets the mask of every process it starts before exec.
-//!
-//! ## Wake-ups
-//!
-//! The signalfd is readable only when a SIGCHLD is pending, so an idle supervisor never wakes.
-//! It works without any async runtime ([`Reaper::wait_readable`] blocks in `poll`), and the
-//! supervisor registers [`Reaper::raw_fd`] with tokio's `AsyncFd`. SIGCHLD coalesces (one
-//! signal may stand for many exits), so every wake-up drains the signalfd and then reaps in a
-//! loop, `waitpid(-1, WNOHANG)`, until nothing is left.
-//!
-//! ## Routing and the register/reap race
-//!
-//! A status goes to the owner registered for its pid ([`Routed::Owned`]), or else is an orphan
-//! record ([`Routed::Orphan`]). Registration and reaping both take `&mut Reaper`, so they can
-//! never interleave: whoever launches a process registers its pid before the next
-//! [`Reaper::reap`] can run, and a process that exits at once is still routed to its owner.
-//! Launch through [`Reaper::launch`] to make that one step.
+//! SIGCHLD must be blocked in every thread ([`block_signals`] in the main thread, before any
+//! other thread exists); [`Reaper`] says how its wake-ups and routing work.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -140,6 +118,31 @@ pub enum Routed<T> {
 
 /// The reaper: a signalfd for SIGCHLD and the table of owners by pid. `T` is whatever the
 /// caller needs to route a status (a helper's index, a channel, ...).
+///
+/// ## The signal contract
+///
+/// SIGCHLD must be **blocked in every thread** of the process, so that it stays pending and is
+/// consumed only through the reaper's signalfd. Threads inherit the mask of the thread that
+/// creates them, so the binary calls [`block_signals`] in its main thread **before any other
+/// thread or async runtime exists** (the spawner thread, tokio's workers, ...). [`Reaper::new`]
+/// refuses to start when SIGCHLD is not blocked in the calling thread. Children must not inherit
+/// this mask: the launcher resets the mask of every process it starts before exec.
+///
+/// ## Wake-ups
+///
+/// The signalfd is readable only when a SIGCHLD is pending, so an idle supervisor never wakes.
+/// It works without any async runtime ([`Reaper::wait_readable`] blocks in `poll`), and the
+/// supervisor registers [`Reaper::raw_fd`] with tokio's `AsyncFd`. SIGCHLD coalesces (one
+/// signal may stand for many exits), so every wake-up drains the signalfd and then reaps in a
+/// loop, `waitpid(-1, WNOHANG)`, until nothing is left.
+///
+/// ## Routing and the register/reap race
+///
+/// A status goes to the owner registered for its pid ([`Routed::Owned`]), or else is an orphan
+/// record ([`Routed::Orphan`]). Registration and reaping both take `&mut Reaper`, so they can
+/// never interleave: whoever launches a process registers its pid before the next
+/// [`Reaper::reap`] can run, and a process that exits at once is still routed to its owner.
+/// Launch through [`Reaper::launch`] to make that one step.
 pub struct Reaper<T> {
     fd: SignalFd,
     owners: HashMap<i32, T>,

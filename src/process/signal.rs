@@ -1,38 +1,12 @@
 //! Signals: the one vocabulary of signal names, numbers and default actions.
 //!
-//! Owns [`Sig`], any signal Linux can deliver (1 to `SIGRTMAX`): the standard ones of
-//! [`nix::sys::signal::Signal`] (whose table of names is the only one foster uses) and the
-//! real-time range. Every command reads a signal with [`Sig::parse`] and writes it with
-//! [`Sig`]'s `Display`, in text and in JSON alike:
+//! Owns [`Sig`], any signal Linux can deliver (1 to `SIGRTMAX`): every command reads a signal
+//! with [`Sig::parse`] and writes it with [`Sig`]'s `Display`, in text and in JSON alike; what
+//! a signal does by default ([`Sig::default_action`], [`Sig::ending`]).
 //!
-//! - read: a name with or without `SIG`, in any case (`TERM`, `SIGterm`, `IOT`, `POLL`),
-//!   `RTMIN`, `RTMIN+N`, `RTMAX`, `RTMAX-N`, or a decimal number;
-//! - written: `SIGTERM`, `SIGRTMIN`, `SIGRTMIN+N`; a number without a name (32 and 33, which
-//!   the C library keeps for itself) as its decimal number, which reads back as the same signal.
-//!
-//! Also owns what a signal does by default ([`Sig::default_action`]), and from it the rule for
-//! parent-death and orphan signals ([`Sig::ending`]: the signal must end a process that does not
-//! handle it). Sending is not restricted: `foster ctl signal` and the dashboard send any signal,
-//! `STOP` and `CONT` included.
-//!
-//! And sets of signals: [`SigBits`], signals 1..=64 as bit `n - 1` for signal `n` (the layout of
-//! `SigBlk`/`SigIgn` in `/proc/<pid>/status`, read by [`SigBits::from_hex`]), [`block`],
-//! [`SignalFd`], the one signalfd (over a `SigBits`, so real-time signals too, which nix's
-//! `SigSet` cannot hold), and [`Inherited`], the signal state
-//! foster was started with. A constructor in `.init_array` records the mask and the ignored
-//! signals *before* Rust's runtime starts (the runtime sets SIGPIPE to "ignore" before `main`,
-//! so `main` is already too late to know what the caller gave us); every program foster
-//! launches gets exactly that state back before its exec ([`Inherited::apply_in_child`]).
-//!
-//! And signals 32 and 33 ([`LIBC_RESERVED`]), which the C library keeps for its threads
-//! (SIGCANCEL, SIGSETXID) and whose `sigaction` it refuses: their default action ends a process,
-//! and the C library installs its handlers only when it needs them (at the first
-//! `pthread_cancel`, at the first thread), so a `kill -32` from outside would end foster.
-//! [`ignore_reserved`], called first thing by every command, sets "ignore" on those still at
-//! their default; the C library's own handler, when it comes, replaces it (and ignores a signal
-//! it did not send). They are read and set with the raw `rt_sigaction` system call, recorded
-//! in [`Inherited`] like the others, and given back to launched programs as foster was started
-//! with them.
+//! Also sets of signals ([`SigBits`], [`block`]), [`SignalFd`], the one signalfd, the signal
+//! state foster was started with ([`Inherited`]), and signals 32 and 33 ([`LIBC_RESERVED`],
+//! [`ignore_reserved`]).
 
 use std::fmt;
 use std::io;
@@ -44,6 +18,21 @@ use nix::sys::signal::Signal;
 use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
 
 /// A signal Linux can deliver: a number from 1 to [`Sig::max`].
+///
+/// Owns [`Sig`], any signal Linux can deliver (1 to `SIGRTMAX`): the standard ones of
+/// [`nix::sys::signal::Signal`] (whose table of names is the only one foster uses) and the
+/// real-time range. Every command reads a signal with [`Sig::parse`] and writes it with
+/// [`Sig`]'s `Display`, in text and in JSON alike:
+///
+/// - read: a name with or without `SIG`, in any case (`TERM`, `SIGterm`, `IOT`, `POLL`),
+///   `RTMIN`, `RTMIN+N`, `RTMAX`, `RTMAX-N`, or a decimal number;
+/// - written: `SIGTERM`, `SIGRTMIN`, `SIGRTMIN+N`; a number without a name (32 and 33, which
+///   the C library keeps for itself) as its decimal number, which reads back as the same signal.
+///
+/// Also owns what a signal does by default ([`Sig::default_action`]), and from it the rule for
+/// parent-death and orphan signals ([`Sig::ending`]: the signal must end a process that does not
+/// handle it). Sending is not restricted: `foster ctl signal` and the dashboard send any signal,
+/// `STOP` and `CONT` included.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Sig(i32);
 
@@ -280,7 +269,8 @@ impl<'de> Deserialize<'de> for Sig {
     }
 }
 
-/// serde for a signal kept as its raw number (`#[serde(with = "crate::process::signal::number_as_name")]`):
+/// serde for a signal kept as its raw number (`#[serde(with =
+/// "crate::process::signal::number_as_name")]`):
 /// written as [`Sig`]'s name, read from a name or a number. A number that names no signal is
 /// written as the number.
 pub mod number_as_name {
@@ -483,6 +473,16 @@ pub unsafe fn set_raw_disposition(sig: i32, ignore: bool) -> bool {
 /// SIGCANCEL's at the first `pthread_cancel`; both ignore a signal they did not send).
 /// Programs foster launches get these two back as foster was started with them
 /// ([`Inherited::apply_in_child`]). Returns the signals it set to "ignore".
+///
+/// And signals 32 and 33 ([`LIBC_RESERVED`]), which the C library keeps for its threads
+/// (SIGCANCEL, SIGSETXID) and whose `sigaction` it refuses: their default action ends a process,
+/// and the C library installs its handlers only when it needs them (at the first
+/// `pthread_cancel`, at the first thread), so a `kill -32` from outside would end foster.
+/// [`ignore_reserved`], called first thing by every command, sets "ignore" on those still at
+/// their default; the C library's own handler, when it comes, replaces it (and ignores a signal
+/// it did not send). They are read and set with the raw `rt_sigaction` system call, recorded
+/// in [`Inherited`] like the others, and given back to launched programs as foster was started
+/// with them.
 pub fn ignore_reserved() -> SigBits {
     let mut set = SigBits::EMPTY;
     for sig in LIBC_RESERVED {
@@ -550,6 +550,15 @@ extern "C" fn capture_inherited() {
 static CAPTURE_INHERITED: extern "C" fn() = capture_inherited;
 
 /// The signal state foster was started with: what PROGRAM gets back.
+///
+/// And sets of signals: [`SigBits`], signals 1..=64 as bit `n - 1` for signal `n` (the layout of
+/// `SigBlk`/`SigIgn` in `/proc/<pid>/status`, read by [`SigBits::from_hex`]), [`block`],
+/// [`SignalFd`], the one signalfd (over a `SigBits`, so real-time signals too, which nix's
+/// `SigSet` cannot hold), and [`Inherited`], the signal state
+/// foster was started with. A constructor in `.init_array` records the mask and the ignored
+/// signals *before* Rust's runtime starts (the runtime sets SIGPIPE to "ignore" before `main`,
+/// so `main` is already too late to know what the caller gave us); every program foster
+/// launches gets exactly that state back before its exec ([`Inherited::apply_in_child`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Inherited {
     /// Blocked signals.

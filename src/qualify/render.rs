@@ -110,7 +110,10 @@ pub fn markdown(records: &[CaseRecord]) -> String {
          read at the death the case caused and at the helper's end; they vary between runs \
          and are the only column that does.\n\n",
     );
-    out.push_str("| case | death | expected parent | observed parent | prctl | consumed by | helper end | target | left running | verdict | time |\n");
+    out.push_str(
+        "| case | death | expected parent | observed parent | prctl | consumed by | helper end \
+         | target | left running | verdict | time |\n",
+    );
     out.push_str("|---|---|---|---|---|---|---|---|---|---|---|\n");
     for r in records {
         let _ = writeln!(

@@ -20,8 +20,9 @@ pub enum CredentialError {
 }
 
 /// A `user` as a configuration writes it (a name, or a uid as digits:
-/// [`crate::supervision::config::parse_id`]'s forms) → the uid to [`Credentials::resolve`]: a name through
-/// the user database, digits as they are (whether that uid needs an entry is `resolve`'s rule).
+/// [`crate::supervision::config::parse_id`]'s forms) → the uid to [`Credentials::resolve`]:
+/// a name through the user database, digits as they are (whether that uid needs an entry is
+/// `resolve`'s rule).
 /// The one lookup of a helper's user, for its launch and for `foster run --check`.
 pub fn user_id(user: &str) -> Result<u32, CredentialError> {
     if let Ok(uid) = user.parse::<u32>() {

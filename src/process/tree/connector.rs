@@ -6,26 +6,8 @@
 //! and the dashboard's `/proc` source learns the pids born since its last reading instead of
 //! listing `/proc` ([`Wanted::Forks`]).
 //!
-//! What the kernel grants:
-//!
-//! - The subscription names the events wanted (`struct proc_input`, Linux 6.6+), and the kernel
-//!   drops every other kind before it reaches the socket; older kernels take the operation alone
-//!   and send every kind, which [`Connector::drain`] skips.
-//! - It is made with respect to the initial PID and user namespaces: a request from another one
-//!   is ignored without an answer, and the pids announced are the initial namespace's. A foster
-//!   that contains its tree subscribes before it enters its namespace and keeps the socket
-//!   ([`Connector::subscribe`] then [`Connector::probe`]); [`outside_initial_namespaces`] says
-//!   when asking is pointless.
-//! - Binding to the group takes `CAP_NET_ADMIN` on most kernels (`EPERM` otherwise; the 6.18
-//!   tried here refuses other users so), and a kernel refusing a subscription does not always
-//!   say so: [`Connector::probe`] forks a child that exits at once and waits (a quarter of a
-//!   second at most) for its birth to be announced.
-//! - A datagram is taken only from the kernel (sender port 0): another user's process cannot
-//!   send one in its name.
-//!
-//! The socket's buffer is raised (to [`RCVBUF`], past the system's maximum where foster may),
-//! since a busy machine forks in bursts; when it overflows anyway the kernel says `ENOBUFS`, and
-//! [`Connector::drain`] empties it and reports [`Lost`]: the caller reads the whole tree once.
+//! The kernel grants it with conditions (Linux 6.6+ for a filtered subscription, the initial
+//! namespaces, `CAP_NET_ADMIN`): [`Connector`] lists them.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -92,6 +74,27 @@ pub enum ProcEvent {
 pub struct Lost;
 
 /// A subscription to the kernel's process events.
+///
+/// What the kernel grants:
+///
+/// - The subscription names the events wanted (`struct proc_input`, Linux 6.6+), and the kernel
+///   drops every other kind before it reaches the socket; older kernels take the operation alone
+///   and send every kind, which [`Connector::drain`] skips.
+/// - It is made with respect to the initial PID and user namespaces: a request from another one
+///   is ignored without an answer, and the pids announced are the initial namespace's. A foster
+///   that contains its tree subscribes before it enters its namespace and keeps the socket
+///   ([`Connector::subscribe`] then [`Connector::probe`]); [`outside_initial_namespaces`] says
+///   when asking is pointless.
+/// - Binding to the group takes `CAP_NET_ADMIN` on most kernels (`EPERM` otherwise; the 6.18
+///   tried here refuses other users so), and a kernel refusing a subscription does not always
+///   say so: [`Connector::probe`] forks a child that exits at once and waits (a quarter of a
+///   second at most) for its birth to be announced.
+/// - A datagram is taken only from the kernel (sender port 0): another user's process cannot
+///   send one in its name.
+///
+/// The socket's buffer is raised (to [`RCVBUF`], past the system's maximum where foster may),
+/// since a busy machine forks in bursts; when it overflows anyway the kernel says `ENOBUFS`, and
+/// [`Connector::drain`] empties it and reports [`Lost`]: the caller reads the whole tree once.
 #[derive(Debug)]
 pub struct Connector {
     fd: OwnedFd,

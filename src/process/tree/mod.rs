@@ -1,8 +1,7 @@
 //! The process tree: `/proc` read into a graph, the changes between two readings, and the ways
 //! the tree is shown.
 //!
-//! - [`scan`]: the [`Scanner`] that reads `/proc` into a [`Snapshot`], caching what is costly per
-//!   identity.
+//! - [`scan`]: the [`Scanner`] that reads `/proc` into a [`Snapshot`], caching per identity.
 //! - [`graph`]: the [`Forest`], a petgraph graph of processes keyed by identity with its
 //!   traversals, and the [`Snapshot`], a forest of [`ProcessNode`]s.
 //! - [`connector`]: the kernel's announcements of births and ends ([`connector::Connector`]), for
@@ -13,9 +12,7 @@
 //! - [`pstree`]: pstree's options for the text ([`View`]) and its two layouts, foster's and
 //!   pstree's own (`--plain`).
 //!
-//! [`run`] is the `foster tree` command on top of them; [`children_of`] and [`descendants_of`]
-//! answer the one-off questions about one process that the other modules and the tests ask, by
-//! the same scan.
+//! [`run`] is `foster tree`; [`children_of`] and [`descendants_of`] answer one-off questions.
 
 pub mod connector;
 pub mod diff;
@@ -98,6 +95,10 @@ pub fn uptime_ticks(hz: u64) -> io::Result<u64> {
 /// The children of `pid` now, by pid (none when `pid` is not a process), read without command
 /// lines or owners. A child is a process whose parent is `pid` and that did not start before it
 /// (so not a child of an earlier holder of a reused pid); zombies are among them.
+///
+/// [`run`] is the `foster tree` command on top of them; [`children_of`] and [`descendants_of`]
+/// answer the one-off questions about one process that the other modules and the tests ask, by
+/// the same scan.
 pub fn children_of(pid: i32) -> Result<Vec<ProcessNode>, TreeError> {
     let snap = one_off()?.scan()?;
     Ok(match snap.identity_of(pid) {

@@ -1,7 +1,8 @@
 //! Showing a snapshot: pstree-like text, JSON and Graphviz.
 //!
 //! Owns the three output forms of `foster tree` (the text's pstree options and layouts are in
-//! [`crate::process::tree::pstree`]), and the [`RoleMark`]s of a supervised tree that style the Graphviz
+//! [`crate::process::tree::pstree`]), and the [`RoleMark`]s of a supervised tree that style the
+//! Graphviz
 //! boxes along with each process's state. Text and Graphviz labels go through
 //! [`crate::base::sanitize::escape`]: no raw control byte or escape sequence from a process name
 //! reaches a terminal or a dot file. JSON strings are exact when the bytes are UTF-8 (written by

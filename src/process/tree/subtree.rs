@@ -1,32 +1,10 @@
 //! One process's subtree, kept current by reading only what changed.
 //!
 //! Owns [`Subtree`]: the snapshot of a root process and its descendants, updated on demand
-//! (the supervisor asks when something of its tree ended: a SIGCHLD, the pidfd it holds for
-//! each parent of the snapshot, or the kernel's announcement of an end; never on a timer unless
-//! its configuration asks). A process announced as born under a member is added alone
-//! ([`Subtree::born`]: one `stat` read, no listing). An update lists
-//! `/proc` once ([`Scanner::relist`]) and reads `stat` only for
-//!
-//! - the pids that appeared since the last update (new processes, or pids now held by another),
-//! - the parents of the subtree (the processes with a child in it),
-//! - the children of a parent that vanished or is now a zombie: the only processes the kernel
-//!   can have reparented, since a parent changes only when the parent exits (at its exit, not
-//!   at its reaping, hence the zombie check).
-//!
-//! Every other process of the subtree is as it was; a process outside it that did not appear
-//! anew is not read at all, since a process outside can never enter it (it can only be
-//! reparented to one of its own ancestors, or to init). The cost of an update is therefore that
-//! of the changes, not of the machine. The first update reads everything.
-//!
-//! The changes between two updates come as [`Change`]s (the tree's own diff). A process that
-//! leaves the subtree while alive is reported as [`Change::Reparented`] to its parent outside.
-//!
-//! Environment entries (those starting with the prefix the subtree was made with) are read once
-//! per identity, and only for the processes whose lineage may have to be learnt from them: new
-//! children of the root, and processes that changed parent. One caught in the middle of an
-//! `execve` ([`ProcessNode::in_exec`]), or whose read met one, has no environment to read yet: its
-//! `stat` is read again at each update ([`Subtree::pending_environ`] counts them) and its
-//! environment once it is out.
+//! (the supervisor asks when something of its tree ended; never on a timer unless its
+//! configuration asks). An update reads only the pids that appeared, the parents of the
+//! subtree and the children of a parent that left: its cost is that of the changes, not of the
+//! machine ([`Subtree`] says why that is enough). The changes come as [`Change`]s.
 
 use std::collections::HashSet;
 
@@ -60,6 +38,31 @@ pub struct Newborns {
 }
 
 /// A root process and its descendants, kept current from listing changes.
+///
+/// its configuration asks). A process announced as born under a member is added alone
+/// ([`Subtree::born`]: one `stat` read, no listing). An update lists
+/// `/proc` once ([`Scanner::relist`]) and reads `stat` only for
+///
+/// - the pids that appeared since the last update (new processes, or pids now held by another),
+/// - the parents of the subtree (the processes with a child in it),
+/// - the children of a parent that vanished or is now a zombie: the only processes the kernel
+///   can have reparented, since a parent changes only when the parent exits (at its exit, not
+///   at its reaping, hence the zombie check).
+///
+/// Every other process of the subtree is as it was; a process outside it that did not appear
+/// anew is not read at all, since a process outside can never enter it (it can only be
+/// reparented to one of its own ancestors, or to init). The cost of an update is therefore that
+/// of the changes, not of the machine. The first update reads everything.
+///
+/// The changes between two updates come as [`Change`]s (the tree's own diff). A process that
+/// leaves the subtree while alive is reported as [`Change::Reparented`] to its parent outside.
+///
+/// Environment entries (those starting with the prefix the subtree was made with) are read once
+/// per identity, and only for the processes whose lineage may have to be learnt from them: new
+/// children of the root, and processes that changed parent. One caught in the middle of an
+/// `execve` ([`ProcessNode::in_exec`]), or whose read met one, has no environment to read yet: its
+/// `stat` is read again at each update ([`Subtree::pending_environ`] counts them) and its
+/// environment once it is out.
 #[derive(Debug)]
 pub struct Subtree {
     scanner: Scanner,

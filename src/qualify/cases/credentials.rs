@@ -106,7 +106,8 @@ pub(super) fn cred_drop_after_arm(r: &mut Root) -> Outcome {
         "foster exec did not report the cleared setting and its re-arming",
     );
     o.prctl = format!(
-        "raw: armed SIGTERM, read {raw} after setresuid (cleared); foster exec re-read 0 and re-armed SIGTERM"
+        "raw: armed SIGTERM, read {raw} after setresuid (cleared); foster exec re-read 0 and \
+         re-armed SIGTERM"
     );
     o.checked =
         "the kernel clears the setting on a uid change; foster exec re-read it and re-armed".into();

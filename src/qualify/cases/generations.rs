@@ -16,8 +16,10 @@ pub(super) fn grandchild_next_generation(r: &mut Root) -> Outcome {
     r.simple_supervisor(
         move |f| {
             let chain: Policy = "TERM:exit:5s;HUP:exit:5s".parse().expect("valid");
-            let script =
-                r#""$FOSTER_BIN" exec -- /bin/sh -c 'echo started $$ "$FOSTER_GATED"; exec sleep 30' & wait"#;
+            let script = concat!(
+                r#""$FOSTER_BIN" exec -- /bin/sh -c "#,
+                r#"'echo started $$ "$FOSTER_GATED"; exec sleep 30' & wait"#
+            );
             let mut spec = f.spec("/bin/sh", &["-c", script], chain, 0);
             spec.env.push(("FOSTER_BIN".into(), Some(foster.into())));
             spec
@@ -259,7 +261,9 @@ pub(super) fn nested_subreaper(r: &mut Root) -> Outcome {
     };
     o.helper = end;
     o.target = "none (raw helper)".into();
-    o.checked = "orphan adopted by the nearest living subreaper each time, never by PID 1; one notification per adoption".into();
+    o.checked = "orphan adopted by the nearest living subreaper each time, never by PID 1; one \
+                 notification per adoption"
+        .into();
     // D is a harness-ended process; register it so teardown does not count it.
     r.harness.push(d);
     o

@@ -1,12 +1,10 @@
 //! The qualification cases: what each does, what it expects, and the programs it runs.
 //!
-//! Owns each case's scenario, expected outcome and checks: the table of cases ([`CASES`]), the
-//! scenarios their case roots run (on the harness of [`super::harness`]: its [`Root`], its
-//! observed ends and shared checks), and the programs some cases run as helpers
-//! ([`lifeline_helper`], [`enter_helper`]). A case root is single-threaded when it forks, so the
-//! processes it forks (supervisors, raw subreapers) may run ordinary Rust code; helpers are
-//! launched by those supervisors through the real [`Spawner`] and gate, and targets are real
-//! programs (`/bin/sh`, `sleep`, `foster exec`).
+//! Owns the table of cases ([`CASES`]), their scenarios (run by a case root on the harness of
+//! [`crate::qualify::harness`]) and the programs some cases run as helpers ([`lifeline_helper`],
+//! [`enter_helper`]). A case root is single-threaded when it forks; helpers are launched
+//! through the real spawner and gate, and targets are real programs (`/bin/sh`, `sleep`,
+//! `foster exec`).
 //!
 //! - [`startup`]: the orderings, serving and notification, failed launches.
 //! - [`threads`]: the creating thread.

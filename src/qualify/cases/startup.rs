@@ -286,7 +286,9 @@ pub(super) fn exec_failure(r: &mut Root) -> Outcome {
     }
     let _ = std::fs::remove_file(&script);
     o.target = started_text(r.target_started());
-    o.checked = "exec failed after the gate; ENOENT reached the launcher, status 127, no wait by the launcher".into();
+    o.checked = "exec failed after the gate; ENOENT reached the launcher, status 127, no wait by \
+                 the launcher"
+        .into();
     o
 }
 

@@ -96,7 +96,9 @@ pub(super) fn thread_exit_raw(r: &mut Root) -> Outcome {
         |e| format!("{} while the supervisor lived", e.text()),
         "the raw child was not signalled when its creating thread exited",
     );
-    o.checked = "the kernel signals on the creating thread's exit: the fact the Spawner's long-lived thread avoids".into();
+    o.checked = "the kernel signals on the creating thread's exit: the fact the Spawner's \
+                 long-lived thread avoids"
+        .into();
     o
 }
 
