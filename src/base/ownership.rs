@@ -190,6 +190,7 @@ struct RuntimeRootRefused(String);
 /// missing and `create`, provided its parent exists. The check is on the open directory
 /// (`fstat`), which is then used to verify the bound socket, so a directory swapped after the
 /// check is noticed.
+// Long: the checks of the directory in order, each with its own message.
 pub fn open_dir(dir: &Path, rule: DirRule, create: bool) -> Result<CheckedDir, DirProblem> {
     use nix::fcntl::{OFlag, open};
     use nix::sys::stat::{Mode, fstat};

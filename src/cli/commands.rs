@@ -91,6 +91,7 @@ fn tree_roles(given: Option<&std::path::Path>) -> Result<crate::process::tree::R
         .collect())
 }
 
+// Long: the options of foster run, mapped one by one.
 pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
     use crate::supervision::config::{Config, Scope};
     let stdin = a.config.as_os_str() == "-";

@@ -262,15 +262,7 @@ pub fn run(o: &ExecOptions) -> Result<i32, ExecError> {
         CredentialError::Refused(m) => err(EXIT_USAGE, m),
         CredentialError::Lookup(m) => err(EXIT_GATE_ERROR, m),
     })?;
-    let resolved =
-        gate::resolve_program(&o.program).map_err(|e| err(e.exit_status(), e.to_string()))?;
-    match gate::check_target(&resolved) {
-        Ok(()) => {}
-        Err(e) if e.is_privileged() && o.allow_setid => {
-            eprintln!("foster: warning: {e} (allowed by --allow-setid)");
-        }
-        Err(e) => return Err(err(e.exit_status(), e.to_string())),
-    }
+    let resolved = checked_target(o)?;
     if o.watch {
         return watch(o, &exp, resolved, &credentials);
     }
@@ -285,18 +277,44 @@ pub fn run(o: &ExecOptions) -> Result<i32, ExecError> {
         );
         return watch(o, &exp, resolved, &credentials);
     }
+    // Kept open until the exec, as the gate had it.
+    let _lifeline = gate_in_place(&exp, &credentials)?;
+    Err(exec_program(o, &exp, &resolved))
+}
+
+/// The program resolved in `PATH`, and refused when set-id or with file capabilities unless
+/// `--allow-setid`.
+fn checked_target(o: &ExecOptions) -> Result<PathBuf, ExecError> {
+    let resolved =
+        gate::resolve_program(&o.program).map_err(|e| err(e.exit_status(), e.to_string()))?;
+    match gate::check_target(&resolved) {
+        Ok(()) => {}
+        Err(e) if e.is_privileged() && o.allow_setid => {
+            eprintln!("foster: warning: {e} (allowed by --allow-setid)");
+        }
+        Err(e) => return Err(err(e.exit_status(), e.to_string())),
+    }
+    Ok(resolved)
+}
+
+/// The gate in this process, then the credential change (and the gate again when the change
+/// cleared the setting). Returns the lifeline the gate used, if any.
+fn gate_in_place(
+    exp: &Expectation,
+    credentials: &Credentials,
+) -> Result<Option<OwnedFd>, ExecError> {
     // A pidfd of the expected parent, when it can be had: a second opinion in the check, and
     // the only one when getppid() cannot tell (the one the launcher handed down, or one opened
     // here by pid with the identity re-checked).
-    let lifeline = parent_pidfd(&exp)?;
+    let lifeline = parent_pidfd(exp)?;
     let mut plan = GatePlan::new(exp.parent, &exp.policy, SignalSetup::ExecDefault);
     if let Some(fd) = &lifeline {
         plan = plan.with_lifeline_fd(fd.as_raw_fd());
     }
     let passage = plan.run().map_err(|s| gate_error(s, exp.parent))?;
-    log_passage(passage, &exp);
+    log_passage(passage, exp);
     if credentials.changes() {
-        change_credentials(&credentials)?;
+        change_credentials(credentials)?;
         let now = pdeathsig_now();
         if now != exp.policy.signal {
             // An effective uid/gid change clears the setting: arm and check again.
@@ -309,7 +327,16 @@ pub fn run(o: &ExecOptions) -> Result<i32, ExecError> {
             })?;
         }
     }
-    let me = Identity::current().map_err(|e| err(EXIT_GATE_ERROR, e.to_string()))?;
+    Ok(lifeline)
+}
+
+/// The next generation's environment, the signal state, then `execv`: returns only its
+/// failure.
+fn exec_program(o: &ExecOptions, exp: &Expectation, resolved: &std::path::Path) -> ExecError {
+    let me = match Identity::current() {
+        Ok(me) => me,
+        Err(e) => return err(EXIT_GATE_ERROR, e.to_string()),
+    };
     // SAFETY: single-threaded; set_var/remove_var before exec.
     unsafe {
         for (k, v) in gate::env_for_children(me, exp.parent, &exp.policy) {
@@ -319,14 +346,15 @@ pub fn run(o: &ExecOptions) -> Result<i32, ExecError> {
             }
         }
     }
-    let path = CString::new(resolved.as_os_str().as_bytes())
-        .map_err(|_| err(EXIT_NOT_FOUND, "program path contains a NUL byte"))?;
+    let Ok(path) = CString::new(resolved.as_os_str().as_bytes()) else {
+        return err(EXIT_NOT_FOUND, "program path contains a NUL byte");
+    };
     let mut argv = vec![CString::new(o.program.as_os_str().as_bytes()).unwrap_or_default()];
     for a in &o.args {
-        argv.push(
-            CString::new(a.as_bytes())
-                .map_err(|_| err(EXIT_GATE_ERROR, "an argument contains a NUL byte"))?,
-        );
+        match CString::new(a.as_bytes()) {
+            Ok(a) => argv.push(a),
+            Err(_) => return err(EXIT_GATE_ERROR, "an argument contains a NUL byte"),
+        }
     }
     let mut ptrs: Vec<_> = argv.iter().map(|a| a.as_ptr()).collect();
     ptrs.push(std::ptr::null());
@@ -344,10 +372,7 @@ pub fn run(o: &ExecOptions) -> Result<i32, ExecError> {
     } else {
         EXIT_NOT_EXECUTABLE
     };
-    Err(err(
-        status,
-        format!("{}: exec failed: {e}", resolved.display()),
-    ))
+    err(status, format!("{}: exec failed: {e}", resolved.display()))
 }
 
 /// Whether this process is PID 1 of its PID namespace: a namespace's init, to which the kernel

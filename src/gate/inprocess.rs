@@ -104,6 +104,7 @@ pub fn enter_with(expectation: Expectation) -> Result<Gated, EnterError> {
 
 /// [`enter_with`], with a pidfd of the expected parent to use as the lifeline (the gate's only
 /// way to check a parent in another PID namespace) instead of one opened by pid.
+// Long: the in-process gate's steps in their order.
 pub fn enter_with_pidfd(
     expectation: Expectation,
     parent_pidfd: Option<OwnedFd>,

@@ -206,6 +206,7 @@ impl<'a> StatFields<'a> {
     /// `procfs`'s `Stat` parses all 52 through `str` searches and copies the name into a lossy
     /// `String` (foster shows a name's exact bytes, escaped). The scanner's tests check that both
     /// agree on every field foster reads.
+    // Long: the fields in their order in the line.
     pub fn parse(line: &'a [u8]) -> Result<Self, StatError> {
         let Parts { pid, comm, rest } = split(line)?;
         let mut rest = rest;

@@ -604,6 +604,7 @@ fn threads_of_self() -> usize {
 
 /// The entry point of a case root (`foster __qualify-internal case NAME`): runs the case and
 /// returns its record. Must be called in a fresh, single-threaded process.
+// Long: the case root's life in order: set up, run, tear down, record.
 pub fn run_in_root(def: &CaseDef) -> CaseRecord {
     let mut rec = CaseRecord {
         case: def.name.into(),

@@ -86,6 +86,7 @@ impl Change {
 /// The changes from `old` to `new`, in this order: exits (by pid), spawns (by start time, so
 /// parents come before their children), then for processes in both, by pid: became zombie,
 /// exec'd, reparented. A process can have several changes.
+// Long: one arm per kind of change, kept side by side.
 pub fn diff(old: &Snapshot, new: &Snapshot) -> Vec<Change> {
     let mut changes = Vec::new();
 

@@ -146,13 +146,8 @@ pub fn run(req: &TreeRequest, out: &mut dyn Write) -> Result<(), RunError> {
     let snapshot = scanner.scan()?;
     tracing::debug!(stats = ?snapshot.stats, "scanned /proc");
     // The highlighted process and its ancestors, in the whole system.
-    let marked: std::collections::HashSet<i32> = match view.highlight {
-        Some(pid) if text => match snapshot.identity_of(pid) {
-            Some(id) => std::iter::once(pid)
-                .chain(snapshot.ancestors(&id).map(|n| n.pid))
-                .collect(),
-            None => Default::default(),
-        },
+    let marked = match view.highlight {
+        Some(pid) if text => highlighted(&snapshot, pid),
         _ => Default::default(),
     };
     let mut ancestors: Vec<ProcessNode> = Vec::new();
@@ -176,33 +171,7 @@ pub fn run(req: &TreeRequest, out: &mut dyn Write) -> Result<(), RunError> {
         None => snapshot,
     };
     let rendered = if text {
-        let mut threads = pstree::ThreadMap::new();
-        if view.threads != Threads::Hide {
-            for n in shown.nodes() {
-                if n.num_threads > 1 && !n.kernel_thread {
-                    threads.insert(n.pid, scanner.read_threads(n.pid));
-                }
-            }
-        }
-        // The view is built and drawn recursively, a frame a level: on a thread whose stack
-        // holds a chain of processes hundreds of thousands deep.
-        let draw = || {
-            let roots = pstree::build(&shown, &ancestors, &threads, &view, &marked, &req.roles);
-            if view.plain {
-                pstree::plain_layout(&roots, &view)
-            } else {
-                pstree::foster_layout(&roots, &view)
-            }
-        };
-        std::thread::scope(|s| {
-            std::thread::Builder::new()
-                .name("tree-draw".into())
-                .stack_size(DRAW_STACK)
-                .spawn_scoped(s, draw)
-                .map_err(RunError::Draw)?
-                .join()
-                .map_err(|_| RunError::Draw(io::Error::other("the drawing thread panicked")))
-        })?
+        draw_text(&shown, &ancestors, &mut scanner, &view, &marked, req)?
     } else {
         render::render(&shown, req.format, req.arguments, &req.roles)
     };
@@ -214,4 +183,53 @@ pub fn run(req: &TreeRequest, out: &mut dyn Write) -> Result<(), RunError> {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(RunError::Output(e)),
     }
+}
+
+/// `pid` and its ancestors, in the whole system (none when it is not there).
+fn highlighted(snapshot: &Snapshot, pid: i32) -> std::collections::HashSet<i32> {
+    match snapshot.identity_of(pid) {
+        Some(id) => std::iter::once(pid)
+            .chain(snapshot.ancestors(&id).map(|n| n.pid))
+            .collect(),
+        None => Default::default(),
+    }
+}
+
+/// The text of `foster tree`: the threads of the processes shown read, the view built and
+/// drawn in a layout.
+fn draw_text(
+    shown: &Snapshot,
+    ancestors: &[ProcessNode],
+    scanner: &mut Scanner,
+    view: &View,
+    marked: &std::collections::HashSet<i32>,
+    req: &TreeRequest,
+) -> Result<String, RunError> {
+    let mut threads = pstree::ThreadMap::new();
+    if view.threads != Threads::Hide {
+        for n in shown.nodes() {
+            if n.num_threads > 1 && !n.kernel_thread {
+                threads.insert(n.pid, scanner.read_threads(n.pid));
+            }
+        }
+    }
+    // The view is built and drawn recursively, a frame a level: on a thread whose stack
+    // holds a chain of processes hundreds of thousands deep.
+    let draw = || {
+        let roots = pstree::build(shown, ancestors, &threads, view, marked, &req.roles);
+        if view.plain {
+            pstree::plain_layout(&roots, view)
+        } else {
+            pstree::foster_layout(&roots, view)
+        }
+    };
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("tree-draw".into())
+            .stack_size(DRAW_STACK)
+            .spawn_scoped(s, draw)
+            .map_err(RunError::Draw)?
+            .join()
+            .map_err(|_| RunError::Draw(io::Error::other("the drawing thread panicked")))
+    })
 }

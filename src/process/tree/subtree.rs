@@ -170,6 +170,7 @@ impl Subtree {
 
     /// Reads what changed and returns the changes since the last update, in the order of
     /// [`diff`]. Fails when `/proc` cannot be listed, or when the root is not a process.
+    // Long: one pass of the update, its steps sharing the listing and the diff.
     pub fn update(&mut self) -> Result<(Vec<Change>, UpdateStats), TreeError> {
         let relisting = self.scanner.relist()?;
         let vanished: HashSet<i32> = relisting.vanished.iter().copied().collect();

@@ -61,6 +61,7 @@ pub(super) fn adoption_through_short_lived_parent(r: &mut Root) -> Outcome {
     o
 }
 
+// Long: one case's scenario, read top to bottom.
 pub(super) fn short_lived_parent_run(
     r: &mut Root,
     d: &std::path::Path,
@@ -143,6 +144,7 @@ pub(super) fn short_lived_parent_run(
 
 /// Checks the orphan's `reparented` event, its policy's SIGTERM and its end, from `events`;
 /// the time from the intermediate's release (`t`) to the orphan's end.
+// Long: the checks of one event after another, in their order.
 pub(super) fn adopted_and_policed(
     r: &mut Root,
     events: &mut barrier::LineReader,

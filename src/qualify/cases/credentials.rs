@@ -114,6 +114,7 @@ pub(super) fn cred_drop_after_arm(r: &mut Root) -> Outcome {
     o
 }
 
+// Long: one case's scenario, read top to bottom.
 pub(super) fn setuid_target(r: &mut Root) -> Outcome {
     let mut o = Outcome::default();
     let target = std::env::temp_dir().join(format!("foster-qualify-setuid-{}", r.me));

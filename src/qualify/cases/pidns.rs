@@ -15,6 +15,7 @@ use crate::qualify::harness::{End, Outcome, Root, SupFds, end_of_status, fork_ru
 /// says `launched PID`), then holds. Each child's parent (this supervisor) lives outside the
 /// child's namespace: `getppid()` is 0 there. At this supervisor's death its children go to the
 /// nearest subreaper of its own namespace, the case root.
+// Long: one case's scenario, read top to bottom.
 pub(super) fn pidns_supervisor(fds: SupFds, foster: &str, args: &[&str]) -> i32 {
     use std::process::{Command, Stdio};
     let Ok(me) = Identity::current() else {
@@ -83,6 +84,7 @@ pub(super) fn pidns_supervisor(fds: SupFds, foster: &str, args: &[&str]) -> i32 
     0
 }
 
+// Long: one case's scenario, read top to bottom.
 pub(super) fn other_pidns(r: &mut Root, in_process: bool) -> Outcome {
     let mut o = Outcome::default();
     let foster = r.foster.to_string_lossy().into_owned();

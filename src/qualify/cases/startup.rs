@@ -333,6 +333,7 @@ pub(super) fn prctl_failure(r: &mut Root) -> Outcome {
     o
 }
 
+// Long: one case's scenario, read top to bottom.
 pub(super) fn notify(r: &mut Root) -> Outcome {
     let foster = r.foster.to_string_lossy().into_owned();
     let mut o = Outcome::default();

@@ -24,6 +24,7 @@ pub(super) fn wait_thread_gone(tid: i32) {
     }
 }
 
+// Long: one case's scenario, read top to bottom.
 pub(super) fn thread_exit_raw(r: &mut Root) -> Outcome {
     let mut o = Outcome::default();
     r.supervisor(|fds| {
@@ -102,6 +103,7 @@ pub(super) fn thread_exit_raw(r: &mut Root) -> Outcome {
     o
 }
 
+// Long: one case's scenario, read top to bottom.
 pub(super) fn thread_exit_spawner(r: &mut Root) -> Outcome {
     let mut o = Outcome::default();
     let s = r.supervisor(|fds| {

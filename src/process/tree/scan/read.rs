@@ -150,6 +150,7 @@ impl Ctx<'_> {
 
     /// A node from `pid`'s `stat` (and its owner), without its command line, and its argument
     /// area; `None`, counted, when it cannot be read or does not parse.
+    // Long: one line per field of the node.
     fn read_stat(
         &self,
         pid: i32,
