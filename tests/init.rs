@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use foster::base::sys::{PollFd, poll};
 use libtest_mimic::{Arguments, Completion, Trial};
 
+#[path = "it/common/mod.rs"]
 mod common;
 use common::{children_of, process};
 

@@ -17,6 +17,7 @@ use nix::sys::resource::{Resource, getrlimit, setrlimit};
 use nix::sys::socket::{ControlMessage, MsgFlags, UnixAddr, UnixCredentials, sendmsg};
 use proptest::prelude::*;
 
+#[path = "it/common/mod.rs"]
 mod common;
 use common::Dir;
 

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use foster::process::reaper::{self, ExitStatus, Reaper, Routed};
 use libtest_mimic::{Arguments, Trial};
 
+#[path = "it/common/mod.rs"]
 mod common;
 use common::{process, processes};
 
