@@ -607,7 +607,7 @@ fn real_faults_stay_fatal() {
             ("FPE", libc::SIGFPE),
         ]);
     } else {
-        println!("note: not x86_64: the ILL, TRAP and FPE faults are skipped");
+        common::skip::host("part: not x86_64: the ILL, TRAP and FPE faults are not run");
     }
     for (kind, sig) in kinds {
         let mut cmd = Command::new(me());
@@ -869,7 +869,7 @@ fn tty_ctrl_c(mode: Mode) {
         .unwrap()
         .read_to_string(&mut err)
         .unwrap();
-    let st = wait_bounded(&mut child, Duration::from_secs(30));
+    let st = wait_bounded(&mut child, common::LIMIT);
     assert_eq!(st.code(), Some(130), "{err}");
     assert!(
         !err.contains("SIGINT from"),
@@ -958,7 +958,7 @@ fn job_control() {
     if result.is_err() {
         let _ = bash.kill();
     }
-    let st = wait_bounded(&mut bash, Duration::from_secs(30));
+    let st = wait_bounded(&mut bash, common::LIMIT);
     if let Err(e) = result {
         panic!("{e}; the terminal showed:\n{}", log.text());
     }
@@ -978,7 +978,7 @@ fn job_control() {
 fn read_mark(marks: &mut BufReader<std::fs::File>) -> Result<String, String> {
     if marks.buffer().is_empty() {
         let mut p = [PollFd::input(marks.get_ref().as_raw_fd())];
-        if poll(&mut p, Some(Duration::from_secs(30))).unwrap() != 1 {
+        if poll(&mut p, Some(common::LIMIT)).unwrap() != 1 {
             return Err("PROGRAM said nothing within 30 s".into());
         }
     }
@@ -1018,7 +1018,7 @@ impl PtyLog {
     /// Waits (a 30 s safety net) until `needle` shows after what earlier waits matched.
     fn wait_for(&self, needle: &str) -> Result<(), String> {
         let (lock, cv) = &*self.text;
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + common::LIMIT;
         let mut g = lock.lock().unwrap();
         loop {
             let (text, from) = &mut *g;
@@ -1246,7 +1246,7 @@ fn pdeath_grace(mode: Mode) {
     r.child.kill().unwrap(); // foster's parent
     r.child.wait().unwrap();
     // A 30 s safety net: foster ends 300 ms after its parent.
-    let ended = poll(&mut [PollFd::input(fds[0])], Some(Duration::from_secs(30))).unwrap() == 1;
+    let ended = poll(&mut [PollFd::input(fds[0])], Some(common::LIMIT)).unwrap() == 1;
     if !ended {
         fds.iter().for_each(|&fd| pidfd_kill(fd));
     }

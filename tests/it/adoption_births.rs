@@ -15,9 +15,9 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use crate::common;
+use common::Dir;
 use common::events::kind;
 use common::supervised::Run;
-use common::{Dir, is_root};
 
 /// How long after the intermediate is let go its orphan's adoption may take: the issue's case
 /// went unseen for as long as nothing else of the tree ended.
@@ -153,9 +153,9 @@ fn adoption_as_nobody(tag: &str, form: &str, generation: u32, flags: &[&str]) {
         .iter()
         .find(|l| l.contains("births in the tree are not announced"));
     match refused {
-        Some(line) => {
-            eprintln!("skipped: {tag}: the kernel does not announce births to uid 65534: {line}")
-        }
+        Some(line) => common::skip::host(format!(
+            "{tag}: the kernel does not announce births to uid 65534: {line}"
+        )),
         None => panic!(
             "no reparented event within {BOUND:?}, and foster did not say births are not \
              announced; seen: {:#?}",
@@ -165,10 +165,9 @@ fn adoption_as_nobody(tag: &str, form: &str, generation: u32, flags: &[&str]) {
 }
 
 fn root_only(what: &str) -> bool {
-    if !is_root() {
-        eprintln!("skipped: {what} needs root (the kernel grants its process events to root)");
-    }
-    is_root()
+    !common::skip::unless_root(format!(
+        "{what} needs root (the kernel grants its process events to root)"
+    ))
 }
 
 #[test]

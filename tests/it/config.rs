@@ -14,13 +14,13 @@ use foster::supervision::config::{Config, MIN_DURATION};
 use proptest::prelude::*;
 
 use crate::common;
-use common::{Dir, is_root};
+use common::Dir;
 
 const HELPER: &str = "[[helper]]\nname = \"a\"\ncommand = [\"/bin/true\"]\n";
 
 /// Runs `foster ARGS` with `stdin` written to its standard input (written from a thread, and
 /// left unwritten once foster stops reading), and returns its output; SIGKILLs it (by its pid)
-/// and fails if it runs past `common::events::LIMIT` (a safety net only: every run below ends
+/// and fails if it runs past `common::LIMIT` (a safety net only: every run below ends
 /// on its own in milliseconds).
 fn foster(args: &[&str], stdin: Option<Vec<u8>>) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_foster"))
@@ -337,11 +337,11 @@ fn check_reports_every_mistake_of_a_file_and_of_the_system_at_once() {
 
     // The user a helper runs as: a program and a directory that user cannot reach.
     let Ok(Some(nobody)) = nix::unistd::User::from_name("nobody") else {
-        println!("part skipped: no user nobody");
+        common::skip::setup("part: no user nobody");
         return;
     };
     if nix::unistd::geteuid() == nobody.uid {
-        println!("part skipped: running as nobody");
+        common::skip::setup("part: running as nobody");
         return;
     }
     let private = d.path("private");
@@ -386,8 +386,7 @@ fn check_reports_every_mistake_of_a_file_and_of_the_system_at_once() {
 /// A numeric `user` and `group` reach the helper: it runs as uid and gid 65534.
 #[test]
 fn a_helper_runs_as_the_numeric_user_and_group_given() {
-    if !is_root() {
-        eprintln!("skipped: setting a helper's user needs root");
+    if common::skip::unless_root("setting a helper's user needs root") {
         return;
     }
     let d = Dir::new("config", "ids");

@@ -5,18 +5,18 @@
 //! why, where none can be had.
 
 use crate::common;
+use common::{LIMIT, wait_gone};
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use common::{Dir, is_root};
+use common::Dir;
 use foster::process::identity::Identity;
 use serde_json::Value;
 
 const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
-const LIMIT: Duration = Duration::from_secs(30);
 
 /// The lines of a pipe, read by a thread of their own.
 fn lines_of(pipe: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
@@ -84,23 +84,6 @@ fn assert_is_helper(pid: i32, marker: &str, what: &str) {
     assert_eq!(its[0], pid);
 }
 
-/// Waits for the process `id` to be gone (or a zombie: foster's end reaped it or left it to
-/// this namespace's init).
-fn gone(id: Identity) -> bool {
-    let t = Instant::now();
-    while t.elapsed() < LIMIT {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", id.pid)).unwrap_or_default();
-        let zombie = stat
-            .rsplit_once(')')
-            .is_some_and(|(_, r)| r.starts_with(" Z"));
-        if Identity::of(id.pid).ok() != Some(id) || zombie {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
-
 struct Foster(Child);
 
 impl Drop for Foster {
@@ -114,8 +97,7 @@ impl Drop for Foster {
 
 #[test]
 fn a_contained_run_names_its_processes_by_their_pids_outside() {
-    if !is_root() {
-        eprintln!("skipping: --contain needs root here (a PID namespace)");
+    if common::skip::unless_root("--contain needs root here (a PID namespace)") {
         return;
     }
     let d = Dir::new("cpids", "run");
@@ -169,7 +151,7 @@ fn a_contained_run_names_its_processes_by_their_pids_outside() {
         launched(l, "pidsrv").map(Some)
     });
     let Some(pid) = first else {
-        eprintln!("skipping: no PID namespace can be had here: {said:?}");
+        common::skip::host(format!("no PID namespace can be had here: {said:?}"));
         return;
     };
     release();
@@ -266,7 +248,7 @@ fn a_contained_run_names_its_processes_by_their_pids_outside() {
     let status = foster.0.wait().unwrap();
     assert!(status.success(), "{status:?}; {said:#?}");
     for p in [first_id, again_id, sup_id] {
-        assert!(gone(p), "process {p} outlived foster");
+        assert!(wait_gone(p, LIMIT), "process {p} outlived foster");
     }
 
     // The whole events log: the first launch's end names it by its pid here, and every line

@@ -229,7 +229,7 @@ fn wait_bounded(child: &mut std::process::Child, what: &str) -> std::process::Ex
 #[test]
 fn dockerfile_image_runs_foster_init_as_pid1_and_stops_on_sigterm() {
     if let Some(why) = missing_tools() {
-        println!("skipped: {why}");
+        common::skip::setup(why);
         return;
     }
     let dir = Dir::new("container", "image");
@@ -341,7 +341,7 @@ fn kubernetes_pod_spec_decodes_and_its_config_checks_in_the_image() {
     let yaml = std::fs::read_to_string(&path).expect("read examples/kubernetes/pod.yaml");
 
     match which("kubectl") {
-        None => println!("skipped the kubectl decoding: kubectl is not installed"),
+        None => common::skip::host("part: the kubectl decoding: kubectl is not installed"),
         Some(kubectl) => {
             // Offline: --local decodes every object of the file without a cluster (kubectl's
             // dry runs of apply and create ask a server for its API and schema).
@@ -410,7 +410,7 @@ fn kubernetes_pod_spec_decodes_and_its_config_checks_in_the_image() {
     }
 
     if let Some(why) = missing_tools() {
-        println!("skipped the check in the image: {why}");
+        common::skip::setup(format!("part: the check in the image: {why}"));
         return;
     }
     // The ConfigMap's configuration, checked by foster run --check inside the image, where

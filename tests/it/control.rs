@@ -14,11 +14,11 @@ use foster::process::identity::{PidfdInfo, PidfdPid};
 use serde_json::Value;
 
 const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
-const LIMIT: Duration = Duration::from_secs(30);
 
 use crate::common;
+use common::LIMIT;
 use common::supervised::{Guard, Plain as Run, wait_child};
-use common::{Dir, is_root, process, processes_with_env};
+use common::{Dir, process, processes_with_env};
 
 /// A raw client connection reading replies on a thread (so a test never blocks on it).
 struct Conn {
@@ -142,8 +142,7 @@ fn socket_parents_are_not_created() {
 
 #[test]
 fn refuses_a_peer_of_another_uid() {
-    if !is_root() {
-        eprintln!("skipped: needs root to run a client as uid 65534");
+    if common::skip::unless_root("needs root to run a client as uid 65534") {
         return;
     }
     let d = Dir::new("ctl", "uid");
@@ -848,8 +847,9 @@ fn wait_demo_gone(demo_pid: u32, after: &str) {
         if left.is_empty() {
             return;
         }
-        assert!(t.elapsed() < LIMIT, "demo processes left{after}: {left:?}");
-        std::thread::sleep(Duration::from_millis(50));
+        let limit = LIMIT.saturating_sub(t.elapsed());
+        let ended = left.iter().all(|&p| common::wait_pid_gone(p, limit));
+        assert!(ended, "demo processes left{after}: {left:?}");
     }
 }
 

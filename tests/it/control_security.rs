@@ -15,14 +15,14 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
-const LIMIT: Duration = Duration::from_secs(30);
 
 /// The victim and the attacker: two ordinary uids.
 const VICTIM: u32 = 1000;
 const ATTACKER: u32 = 65534;
 
 use crate::common;
-use common::{Dir, as_user, is_root, ok};
+use common::LIMIT;
+use common::{Dir, as_user, ok};
 
 /// A directory shared by the users of a test, as `/tmp` is: mode 1777.
 fn shared_tmp(tag: &str) -> Dir {
@@ -141,8 +141,9 @@ impl Drop for FakeServer {
 
 #[test]
 fn ctl_and_top_refuse_a_server_of_another_user() {
-    if !is_root() {
-        eprintln!("skipped: needs root to run processes as uids {VICTIM} and {ATTACKER}");
+    if common::skip::unless_root(format!(
+        "needs root to run processes as uids {VICTIM} and {ATTACKER}"
+    )) {
         return;
     }
     let d = shared_tmp("hijack");
@@ -215,8 +216,7 @@ fn refusals_logged(log: &Path) -> (u64, u64) {
 
 #[test]
 fn a_flood_of_refused_clients_logs_a_bounded_number_of_lines() {
-    if !is_root() {
-        eprintln!("skipped: needs root to connect as uid {ATTACKER}");
+    if common::skip::unless_root(format!("needs root to connect as uid {ATTACKER}")) {
         return;
     }
     const N: u64 = 2000;
@@ -309,8 +309,9 @@ fn a_flood_of_refused_clients_logs_a_bounded_number_of_lines() {
 
 #[test]
 fn a_squatted_runtime_directory_is_refused() {
-    if !is_root() {
-        eprintln!("skipped: needs root to run processes as uids {VICTIM} and {ATTACKER}");
+    if common::skip::unless_root(format!(
+        "needs root to run processes as uids {VICTIM} and {ATTACKER}"
+    )) {
         return;
     }
     let d = shared_tmp("squat");
@@ -428,8 +429,7 @@ fn a_squatted_runtime_directory_is_refused() {
 
 #[test]
 fn a_runtime_directory_open_to_others_is_refused_for_root_too() {
-    if !is_root() {
-        eprintln!("skipped: the check of root's own directory runs as root");
+    if common::skip::unless_root("the check of root's own directory runs as root") {
         return;
     }
     // XDG_RUNTIME_DIR stands for /run here: the same checks, in a directory of the test's own.
@@ -470,8 +470,7 @@ fn a_runtime_directory_open_to_others_is_refused_for_root_too() {
 
 #[test]
 fn a_socket_directory_others_can_write_to_is_refused() {
-    if !is_root() {
-        eprintln!("skipped: needs root to give a directory to uid {ATTACKER}");
+    if common::skip::unless_root(format!("needs root to give a directory to uid {ATTACKER}")) {
         return;
     }
     let d = shared_tmp("given");
@@ -646,8 +645,9 @@ fn assert_only_for(socket: &str, uid: u32) {
 #[test]
 fn a_notify_endpoint_is_for_its_helpers_user_alone() {
     use std::io::Write as _;
-    if !is_root() {
-        eprintln!("skipped: needs root to run a helper and senders as uids {ATTACKER}, {VICTIM}");
+    if common::skip::unless_root(format!(
+        "needs root to run a helper and senders as uids {ATTACKER}, {VICTIM}"
+    )) {
         return;
     }
     const FLOOD: u64 = 10_000;
@@ -714,8 +714,7 @@ fn a_notify_endpoint_is_for_its_helpers_user_alone() {
 /// directory (`/run/foster-notify`) instead, and its `READY=1` is heard.
 #[test]
 fn a_helper_of_another_user_is_heard_past_a_closed_runtime_root() {
-    if !is_root() {
-        eprintln!("skipped: needs root to run a helper as uid {ATTACKER}");
+    if common::skip::unless_root(format!("needs root to run a helper as uid {ATTACKER}")) {
         return;
     }
     let d = Dir::new("sec", "notify-closed");
@@ -759,8 +758,9 @@ fn a_helper_of_another_user_is_heard_past_a_closed_runtime_root() {
 /// fine.
 #[test]
 fn a_runtime_root_of_another_user_is_refused() {
-    if !is_root() {
-        eprintln!("skipped: needs root to run foster with uid {ATTACKER}'s runtime directory");
+    if common::skip::unless_root(format!(
+        "needs root to run foster with uid {ATTACKER}'s runtime directory"
+    )) {
         return;
     }
     let d = Dir::new("sec", "xdg-other");

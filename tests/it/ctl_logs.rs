@@ -8,15 +8,14 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Output, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::Value;
 
 use crate::common;
 use common::Dir;
+use common::LIMIT;
 use common::supervised::{Plain, ctl_command, terminate};
-
-const LIMIT: Duration = Duration::from_secs(30);
 
 /// A `foster run` under test: stopped (SIGTERM, its orderly shutdown ends its tree) and reaped
 /// when the test ends, passed or failed; a failed test if it does not end on the SIGTERM.

@@ -331,11 +331,11 @@ fn runnable_examples_of_the_docs_do_what_the_docs_show() {
         let dir = Dir::new("docs", &rel.replace(['/', '.'], "-"));
         for b in &marked {
             if b.root && !root {
-                println!("skipped {}:{}: not root", b.doc, b.line);
+                common::skip::setup(format!("{}:{}: not root", b.doc, b.line));
                 continue;
             }
             if let Some(tool) = b.needs.iter().find(|t| !installed(t)) {
-                println!("skipped {}:{}: {tool} is not installed", b.doc, b.line);
+                common::skip::setup(format!("{}:{}: {tool} is not installed", b.doc, b.line));
                 continue;
             }
             match check(b, &dir.0) {

@@ -546,8 +546,7 @@ fn uid_minus_one_and_gid_minus_one_are_usage_errors() {
 
 #[test]
 fn uid_alone_takes_the_users_group_and_groups_from_the_user_database() {
-    if !common::is_root() {
-        println!("skipped: not root, so no other uid to change to");
+    if common::skip::unless_root("not root, so no other uid to change to") {
         return;
     }
     let ids = |s: &str| {
@@ -598,7 +597,7 @@ fn uid_alone_takes_the_users_group_and_groups_from_the_user_database() {
             assert!(o.status.success(), "{o:?}");
             assert_eq!(ids(&status), (vec![uid; 4], vec![gid; 4], groups), "{name}");
         }
-        None => println!("part skipped: no user with a supplementary group in /etc/group"),
+        None => common::skip::host("part: no user with a supplementary group in /etc/group"),
     }
 }
 
@@ -936,7 +935,7 @@ fn init_and_program(unshare: i32) -> (i32, i32) {
 #[test]
 fn as_a_namespaces_init_it_stays_and_the_program_gets_the_signal() {
     if let Some(why) = namespace_unavailable() {
-        eprintln!("skipping: {why}");
+        common::skip::refused(why);
         return;
     }
     let child = exec_as_namespace_init(&["-v", "exec"], "echo ready; exec sleep 1000", &[]);
@@ -996,7 +995,7 @@ fn as_a_namespaces_init_it_stays_and_the_program_gets_the_signal() {
 #[test]
 fn as_a_namespaces_init_it_reaps_the_orphans() {
     if let Some(why) = namespace_unavailable() {
-        eprintln!("skipping: {why}");
+        common::skip::refused(why);
         return;
     }
     let dir = common::Dir::new("exec", "nsorphan");

@@ -36,7 +36,7 @@ fn stop_and_wait(pid: i32) {
     let t = std::time::Instant::now();
     // Polled: no event says that another process's stop has taken effect.
     while common::process(pid).is_some_and(|n| n.state != b'T') {
-        assert!(t.elapsed() < common::events::LIMIT, "{pid} never stopped");
+        assert!(t.elapsed() < common::LIMIT, "{pid} never stopped");
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -163,8 +163,7 @@ fn a_launch_failing_in_its_chdir_is_one_event_naming_the_path() {
 
 #[test]
 fn a_launch_as_a_user_who_cannot_enter_its_cwd_names_it() {
-    if !common::is_root() {
-        eprintln!("skipped: needs root, to launch a helper as nobody");
+    if common::skip::unless_root("needs root, to launch a helper as nobody") {
         return;
     }
     assert_one_launch_failed(
@@ -365,7 +364,7 @@ fn the_same_config_started_twice_is_refused_naming_the_first() {
         .unwrap();
     // Refused at once; a second copy that ran would be ended here, and fail the test.
     let mut second = common::supervised::Guard(second);
-    let st = common::child::wait_within(&mut second.0, common::events::LIMIT);
+    let st = common::child::wait_within(&mut second.0, common::LIMIT);
     let mut err = String::new();
     if st.is_some() {
         std::io::Read::read_to_string(second.0.stderr.as_mut().unwrap(), &mut err).unwrap();

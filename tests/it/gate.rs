@@ -20,7 +20,7 @@ use foster::qualify::{CaseRecord, Harness, Verdict, run_case};
 fn run(name: &str) -> Option<CaseRecord> {
     let r = run_case(&Harness::new(env!("CARGO_BIN_EXE_foster")), name);
     if r.verdict == Verdict::Skip {
-        println!("skipped {name}: {}", r.reason);
+        common::skip::setup(format!("{name}: {}", r.reason));
         return None;
     }
     assert_eq!(r.verdict, Verdict::Pass, "{name}: {}\n{r:#?}", r.reason);
@@ -388,14 +388,13 @@ fn gated_as_namespace_init(policy: &str) -> Result<std::io::Result<std::process:
 /// ancestor namespace) it runs.
 #[test]
 fn the_gate_refuses_a_program_that_would_be_its_namespaces_init() {
-    if !common::is_root() {
-        eprintln!("skipping: a new PID namespace needs root");
+    if common::skip::unless_root("a new PID namespace needs root") {
         return;
     }
     let refused = match gated_as_namespace_init("TERM") {
         Ok(r) => r,
         Err(why) => {
-            eprintln!("skipping: {why}");
+            common::skip::host(why);
             return;
         }
     };

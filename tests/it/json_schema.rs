@@ -369,7 +369,7 @@ fn demo_json_matches_the_control_schema() {
     // before its exit, which makes foster find the orphan).
     let mut adopted = false;
     while !adopted || helper_lines == 0 {
-        let Ok(l) = rx.recv_timeout(common::events::LIMIT.saturating_sub(t.elapsed())) else {
+        let Ok(l) = rx.recv_timeout(common::LIMIT.saturating_sub(t.elapsed())) else {
             break;
         };
         version_first("a line of demo --json", &l);
@@ -393,7 +393,7 @@ fn demo_json_matches_the_control_schema() {
         .unwrap();
     // SAFETY: kill of our own child, not reaped yet.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let st = common::child::wait_within(child, common::events::LIMIT);
+    let st = common::child::wait_within(child, common::LIMIT);
     if st.is_none() {
         let _ = child.kill();
         let _ = child.wait();
@@ -417,10 +417,7 @@ fn demo_json_matches_the_control_schema() {
         if left.is_empty() {
             break;
         }
-        assert!(
-            t.elapsed() < common::events::LIMIT,
-            "left after the demo: {left:?}"
-        );
+        assert!(t.elapsed() < common::LIMIT, "left after the demo: {left:?}");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }

@@ -7,6 +7,7 @@
 //! program's own `/proc/PID/status` (`SigBlk`, `SigIgn`); `docs/signals.md` is the same table.
 
 use crate::common;
+use common::LIMIT;
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
@@ -17,7 +18,6 @@ use common::{Dir, processes_with_env, sigbit, status_sigset};
 use foster::process::identity::Identity;
 
 const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
-const LIMIT: Duration = Duration::from_secs(30);
 
 /// The launched program: it prints its own mask and ignored set.
 const PROBE: [&str; 4] = ["/bin/grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status"];

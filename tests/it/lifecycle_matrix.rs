@@ -7,9 +7,9 @@ use foster::qualify::{Harness, render, run_cases};
 
 #[test]
 fn lifecycle_matrix_matches_a_fresh_run() {
-    // SAFETY: no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        println!("skipped: the committed matrix was generated as root (credential cases run)");
+    if crate::common::skip::unless_root(
+        "the committed matrix was generated as root (credential cases run)",
+    ) {
         return;
     }
     let doc = std::fs::read_to_string(concat!(

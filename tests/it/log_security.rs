@@ -69,8 +69,7 @@ fn run_with_events_log(log: &Path, cfg: &Path) -> (Option<i32>, String) {
 /// not written.
 #[test]
 fn an_events_log_another_user_could_have_planted_is_refused() {
-    if !is_root() {
-        println!("skipped: not root, so no second user to plant the link");
+    if common::skip::unless_root("not root, so no second user to plant the link") {
         return;
     }
     let d = Dir::new("logsec", "events");
@@ -150,7 +149,7 @@ fn wait_line(lines: &std::sync::mpsc::Receiver<String>, what: &str, seen: &mut V
     if seen.iter().any(|l| l.contains(what)) {
         return;
     }
-    let deadline = std::time::Instant::now() + common::events::LIMIT;
+    let deadline = std::time::Instant::now() + common::LIMIT;
     loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         match lines.recv_timeout(left) {
@@ -188,8 +187,7 @@ fn start(
 /// the next events follow on lines of their own: every line of the file is JSON.
 #[test]
 fn a_full_disk_leaves_no_torn_record_in_the_events_log() {
-    if !is_root() {
-        println!("skipped: not root, so no tmpfs to fill");
+    if common::skip::unless_root("not root, so no tmpfs to fill") {
         return;
     }
     let d = Dir::new("logsec", "fullev");
@@ -232,8 +230,7 @@ fn a_full_disk_leaves_no_torn_record_in_the_events_log() {
 /// that the lines foster still relays once the disk is freed fit, however far behind it is.
 #[test]
 fn a_full_disk_leaves_no_torn_line_in_a_helpers_log() {
-    if !is_root() {
-        println!("skipped: not root, so no tmpfs to fill");
+    if common::skip::unless_root("not root, so no tmpfs to fill") {
         return;
     }
     let d = Dir::new("logsec", "fullhelper");
@@ -396,7 +393,7 @@ fn shared(d: &Dir) -> std::path::PathBuf {
 #[test]
 fn contained_as_a_user_a_sticky_directory_of_roots_is_taken() {
     if let Some(why) = no_user_namespace(DAEMON) {
-        println!("skipped: {why}");
+        common::skip::refused(why);
         return;
     }
     let d = Dir::new("logsec", "userns");
@@ -425,7 +422,7 @@ fn contained_as_a_user_a_sticky_directory_of_roots_is_taken() {
 #[test]
 fn contained_as_nobody_a_file_or_directory_of_another_user_is_refused() {
     if let Some(why) = no_user_namespace(ATTACKER) {
-        println!("skipped: {why}");
+        common::skip::refused(why);
         return;
     }
     let d = Dir::new("logsec", "nobody");
@@ -482,7 +479,7 @@ fn the_events_log_may_be_fosters_own_standard_output() {
         let o = output_within(c);
         let err = String::from_utf8_lossy(&o.stderr);
         if contain == "--contain" && err.contains("cannot create a PID namespace") {
-            println!("skipped the contained case: {err}");
+            common::skip::host(format!("part: the contained case: {err}"));
             continue;
         }
         assert_eq!(o.status.code(), Some(0), "{path} {contain}: {err}");

@@ -38,6 +38,7 @@ mod reload;
 mod run;
 mod run_lines;
 mod scan_reuse;
+mod skips;
 mod spawner;
 mod top_attached;
 mod top_columns;

@@ -113,7 +113,7 @@ fn http(addr: &str, request: &[u8]) -> (u16, String, String) {
 /// [`http`], or why no answer came (the connection closed or reset without one).
 fn exchange(addr: &str, request: &[u8]) -> Result<(u16, String, String), String> {
     let mut s = TcpStream::connect(addr).map_err(|e| format!("connect: {e}"))?;
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.set_read_timeout(Some(common::LIMIT)).unwrap();
     s.write_all(request).map_err(|e| format!("write: {e}"))?;
     let mut out = Vec::new();
     s.read_to_end(&mut out).map_err(|e| format!("read: {e}"))?;
@@ -355,7 +355,7 @@ fn connections_down_to(pid: u32, addr: &str, most: usize) -> usize {
     let t = std::time::Instant::now();
     loop {
         let n = connections(pid, addr);
-        if n <= most || t.elapsed() > common::events::LIMIT {
+        if n <= most || t.elapsed() > common::LIMIT {
             return n;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -394,9 +394,7 @@ fn slow_connections_do_not_starve_a_scraper() {
     let held = connections_down_to(pid, &addr, 8);
     assert!(held <= 8, "foster holds {held} connections");
     // The oldest was closed by foster (an end of stream, or a reset), not by a timeout of ours.
-    slow[0]
-        .set_read_timeout(Some(common::events::LIMIT))
-        .unwrap();
+    slow[0].set_read_timeout(Some(common::LIMIT)).unwrap();
     match slow[0].read(&mut [0u8; 16]) {
         Ok(0) => {}
         Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
@@ -420,7 +418,7 @@ fn the_address_a_port_0_took_is_said_and_answers() {
     );
     let prefix = "foster: metrics on http://";
     let line = loop {
-        match err.recv_timeout(common::events::LIMIT) {
+        match err.recv_timeout(common::LIMIT) {
             Ok(l) if l.starts_with(prefix) => break l,
             Ok(_) => {}
             Err(e) => panic!("no line {prefix}...: {e}"),

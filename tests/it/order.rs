@@ -8,10 +8,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-const LIMIT: Duration = Duration::from_secs(30);
-
 use crate::common;
 use common::Dir;
+use common::LIMIT;
 
 use common::supervised::Run;
 
@@ -435,7 +434,7 @@ fn a_stop_is_over_once_every_process_it_sigkilled_has_ended() {
         match common::fuse::HeldExec::mount(&mnt, "held-child", std::path::Path::new("/bin/sh")) {
             Ok(h) => h,
             Err(why) => {
-                eprintln!("skipped: {why}");
+                common::skip::refused(why);
                 return;
             }
         };

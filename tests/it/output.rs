@@ -13,8 +13,9 @@ use serde_json::Value;
 
 use crate::common;
 use common::Dir;
+use common::LIMIT;
 use common::child::wait_exit;
-use common::events::{Events, LIMIT, kind};
+use common::events::{Events, kind};
 
 /// `foster run --no-socket --no-contain ARGS...`: uncontained, so that the child's pid is the
 /// supervisor itself (its memory is read) and the events' pids are this namespace's.
@@ -617,7 +618,7 @@ fn a_log_file_another_user_could_have_planted_is_refused() {
         assert!(e.contains("uid 65534") && e.contains("not writing"), "{e}");
         assert!(!marker.exists(), "nothing started");
     } else {
-        println!("part skipped: not root, so no file of another user to plant");
+        common::skip::setup("part: not root, so no file of another user to plant");
     }
 }
 

@@ -200,13 +200,12 @@ fn foster_facts(out: &str) -> BTreeSet<(i32, String, i32, String)> {
 
 #[test]
 fn foster_tree_matches_pstree_option_by_option() {
-    if !common::is_root() {
-        eprintln!("skipped: needs root (setpriv to another uid)");
+    if common::skip::unless_root("needs root (setpriv to another uid)") {
         return;
     }
     for tool in ["pstree", "setpriv"] {
         if !have(tool) {
-            eprintln!("skipped: {tool} is not installed");
+            common::skip::setup(format!("{tool} is not installed"));
             return;
         }
     }

@@ -14,12 +14,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-const LIMIT: Duration = Duration::from_secs(30);
 /// The variable that makes this binary a notify sender ([`notify_sender`]).
 const SEND: &str = "FOSTER_TEST_NOTIFY";
 
 use crate::common;
 use common::Dir;
+use common::LIMIT;
 use common::supervised::Run;
 
 fn kind(v: &Value) -> &str {
@@ -352,8 +352,7 @@ fn a_notify_helper_is_ready_at_its_ready_1_and_a_datagram_from_outside_is_ignore
 /// it: once it is counted, foster has read the first.
 #[test]
 fn a_datagram_of_an_ended_sender_is_not_taken_for_the_process_that_reused_its_pid() {
-    if !common::is_root() {
-        println!("skipped: making a child take a given pid needs root (ns_last_pid)");
+    if common::skip::unless_root("making a child take a given pid needs root (ns_last_pid)") {
         return;
     }
     let d = Dir::new("ready", "reused");
@@ -571,7 +570,7 @@ fn systemd_notify_makes_a_helper_ready() {
         .into_iter()
         .find(|p| Path::new(p).exists())
     else {
-        println!("skipped: systemd-notify is not installed (Debian package systemd)");
+        common::skip::host("systemd-notify is not installed (Debian package systemd)");
         return;
     };
     let d = Dir::new("ready", "systemd");
@@ -680,7 +679,7 @@ fn a_sender_outside_fosters_pid_namespace_is_named_so() {
     );
     let mut run = notify_web_with(&d, &body, &[], Some(&log));
     if run.status()["supervisor"]["contained"] != true {
-        println!("skipped: foster could not make a PID namespace here");
+        common::skip::refused("foster could not make a PID namespace here");
         return;
     }
     let path = read_line(&sock);

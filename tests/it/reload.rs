@@ -8,15 +8,14 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
-const LIMIT: Duration = Duration::from_secs(30);
 
 use crate::common;
 use common::Dir;
+use common::LIMIT;
 
 use common::supervised::Run;
 
@@ -49,12 +48,12 @@ fn cmdline(pid: i32) -> Vec<String> {
 }
 
 /// Waits until the process `(pid, start time)` has ended (it is reaped by the supervisor).
-fn gone(p: (i32, u64), what: &str) {
-    let t = Instant::now();
-    while alive(p) {
-        assert!(t.elapsed() < LIMIT, "{what} ({}) is still there", p.0);
-        std::thread::sleep(Duration::from_millis(10));
-    }
+fn gone((pid, start_time): (i32, u64), what: &str) {
+    let id = foster::process::identity::Identity { pid, start_time };
+    assert!(
+        common::wait_gone(id, LIMIT),
+        "{what} ({pid}) is still there"
+    );
 }
 
 /// a (a tree: a shell and its sleeping child, whose pid it writes to the FIFO `child`), b, c.

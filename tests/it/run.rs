@@ -10,8 +10,9 @@ use serde_json::Value;
 
 use crate::common;
 use common::child::wait_exit;
-use common::events::{Events, LIMIT, kind};
+use common::events::{Events, kind};
 use common::{Dir, is_root, libc_signals_at_default, process, processes, processes_with_env};
+use common::{LIMIT, wait_pid_gone};
 
 fn launch_of<'a>(helper: &'a str) -> impl Fn(&Value) -> bool + 'a {
     move |v| kind(v) == "launch" && v["helper"] == helper
@@ -58,14 +59,6 @@ fn run_logged_with(d: &Dir, name: &str, cfg: &Path, flags: &[&str]) -> (Child, E
     let f = foster(&args);
     let ev = Events::open(&fifo);
     (f, ev)
-}
-
-/// Waits (pidfd poll, no sleeping) until `pid` has ended or `limit` passes; true if it ended.
-fn wait_gone(pid: i32, limit: Duration) -> bool {
-    let Ok(fd) = foster::process::identity::pidfd_open(pid) else {
-        return true;
-    };
-    foster::process::identity::poll_readable(std::os::fd::AsRawFd::as_raw_fd(&fd), Some(limit))
 }
 
 /// Live processes whose environment says they descend from the helper `name`, and the
@@ -537,8 +530,8 @@ fn sigkill_of_foster_ends_the_contained_tree_and_only_armed_processes_uncontaine
     let cases: &[&[&str]] = if is_root() {
         &[&[], &["--contain"], &["--no-contain"]]
     } else {
-        eprintln!(
-            "skipping the contained cases: they need root here (see tests of user namespaces)"
+        common::skip::setup(
+            "part: the contained cases: they need root here (see tests of user namespaces)",
         );
         &[&["--no-contain"]]
     };
@@ -582,18 +575,18 @@ fn sigkill_of_foster_ends_the_contained_tree_and_only_armed_processes_uncontaine
         let _ = f.wait();
         // The gated helper ends within its 2 s grace, contained or not.
         assert!(
-            wait_gone(sh, Duration::from_millis(2500)),
+            wait_pid_gone(sh, Duration::from_millis(2500)),
             "{flags:?}: the gated helper outlived foster's SIGKILL"
         );
         let sleeps: Vec<i32> = procs.iter().copied().filter(|&p| p != sh).collect();
         let survived: Vec<i32> = sleeps
             .iter()
             .copied()
-            .filter(|&p| !wait_gone(p, if contained { LIMIT } else { Duration::ZERO }))
+            .filter(|&p| !wait_pid_gone(p, if contained { LIMIT } else { Duration::ZERO }))
             .collect();
         kill_all(&survived);
         for p in &survived {
-            assert!(wait_gone(*p, LIMIT));
+            assert!(wait_pid_gone(*p, LIMIT));
         }
         if contained {
             assert!(
@@ -719,7 +712,7 @@ fn an_undeclared_subreaper_is_a_foreign_reaper() {
     });
     // The middle shell ends: the kernel gives the sleep to the undeclared subreaper.
     std::fs::write(&gate, "go\n").unwrap();
-    assert!(wait_gone(middle, LIMIT), "the middle shell did not end");
+    assert!(wait_pid_gone(middle, LIMIT), "the middle shell did not end");
     assert_eq!(ppid_of(sleep), pid(&reaper), "adopted by the helper");
     std::fs::write(&tick2, "go\n").unwrap();
     let v = ev.wait_for("the sleep's adoption", |v| {
@@ -988,7 +981,7 @@ fn an_orphan_caught_in_the_middle_of_its_exec_is_classified_once_out_of_it() {
     let mut held = match common::fuse::HeldExec::mount(&mnt, "held-orphan", Path::new("/bin/sh")) {
         Ok(h) => h,
         Err(why) => {
-            eprintln!("skipped: {why}");
+            common::skip::refused(why);
             return;
         }
     };
@@ -1038,7 +1031,7 @@ fn a_helper_read_in_the_middle_of_its_exec_shows_its_role_and_command_after_it()
     let mut held = match common::fuse::HeldExec::mount(&mnt, "foster", Path::new("/bin/sh")) {
         Ok(h) => h,
         Err(why) => {
-            eprintln!("skipped: {why}");
+            common::skip::refused(why);
             return;
         }
     };
@@ -1202,7 +1195,7 @@ fn every_signal_that_would_end_foster_is_handled() {
         signal_case(&d, sig, false);
     }
     if !is_root() {
-        eprintln!("skipping --contain: needs root for a PID and mount namespace");
+        common::skip::setup("part: --contain: needs root for a PID and mount namespace");
         return;
     }
     // Under --contain the outer foster forwards them to the contained one; 32 and 33 it
@@ -1377,7 +1370,7 @@ fn a_nested_foster_ends_in_order_on_any_parent_death_signal() {
     f.kill().unwrap(); // SIGKILL: the nested foster gets SIGUSR2 from the kernel
     let _ = f.wait();
     let all = in_ev.rest().to_vec();
-    let ended = wait_gone(nested, LIMIT);
+    let ended = wait_pid_gone(nested, LIMIT);
     let left = processes_of_helper(&tag);
     kill_all(&left);
     assert!(ended, "the nested foster outlived its parent");
@@ -1448,8 +1441,7 @@ fn the_events_log_is_rotated_by_size() {
 /// database (as `runuser` or `setpriv --init-groups` give them), not with foster's groups.
 #[test]
 fn a_helper_with_user_alone_gets_the_users_groups() {
-    if !is_root() {
-        println!("skipped: not root, so no other user to run a helper as");
+    if common::skip::unless_root("not root, so no other user to run a helper as") {
         return;
     }
     let d = Dir::new("run", "user");
@@ -1466,7 +1458,7 @@ fn a_helper_with_user_alone_gets_the_users_groups() {
     let mut probes = vec![("nobody".to_string(), "nobody".to_string())];
     match common::user_with_supplementary_groups() {
         Some((name, _)) => probes.push(("member".into(), name)),
-        None => println!("part skipped: no user with a supplementary group in /etc/group"),
+        None => common::skip::host("part: no user with a supplementary group in /etc/group"),
     }
     let mut cfg: String = probes.iter().map(|(n, u)| probe(n, u)).collect();
     cfg.push_str(&format!(
@@ -1549,8 +1541,7 @@ fn ctl(sock: &Path, args: &[&str]) -> std::process::Output {
 /// pids; and a pid named from here reaches that process, while one outside the tree is refused.
 #[test]
 fn ctl_from_the_host_shows_and_takes_host_pids_of_a_contained_tree() {
-    if !is_root() {
-        eprintln!("skipping: a contained tree needs root here (a PID and mount namespace)");
+    if common::skip::unless_root("a contained tree needs root here (a PID and mount namespace)") {
         return;
     }
     let d = Dir::new("run", "nspid");
@@ -1642,7 +1633,7 @@ fn ctl_from_the_host_shows_and_takes_host_pids_of_a_contained_tree() {
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(said.contains(&format!("({}:", sleeps[0])), "{said}");
     assert!(
-        wait_gone(sleeps[0], LIMIT),
+        wait_pid_gone(sleeps[0], LIMIT),
         "the sleep named from here got the signal"
     );
     assert!(
@@ -1701,7 +1692,9 @@ fn setpriv_missing() -> bool {
 #[test]
 fn an_unprivileged_foster_contains_through_a_user_namespace_where_the_kernel_allows_it() {
     if !is_root() || setpriv_missing() {
-        eprintln!("skipping: runs foster as uid {NOBODY} through setpriv, which needs root");
+        common::skip::setup(format!(
+            "runs foster as uid {NOBODY} through setpriv, which needs root"
+        ));
         return;
     }
     let d = Dir::new("run", "userns");
@@ -1801,7 +1794,7 @@ fn an_unprivileged_foster_contains_through_a_user_namespace_where_the_kernel_all
     let survived: Vec<i32> = procs
         .iter()
         .copied()
-        .filter(|&p| !wait_gone(p, LIMIT))
+        .filter(|&p| !wait_pid_gone(p, LIMIT))
         .collect();
     kill_all(&survived);
     assert!(
@@ -1819,7 +1812,7 @@ fn an_unprivileged_foster_contains_through_a_user_namespace_where_the_kernel_all
 #[test]
 fn without_a_pid_namespace_foster_says_why_in_one_line_and_runs_uncontained() {
     if !is_root() || setpriv_missing() {
-        eprintln!("skipping: covers /proc in a mount namespace of its own, which needs root");
+        common::skip::setup("covers /proc in a mount namespace of its own, which needs root");
         return;
     }
     let d = Dir::new("run", "nons");
@@ -1924,7 +1917,7 @@ fn without_a_pid_namespace_foster_says_why_in_one_line_and_runs_uncontained() {
 #[test]
 fn root_without_cap_sys_admin_contains_through_a_user_namespace_unless_a_helper_sets_a_user() {
     if !is_root() || setpriv_missing() {
-        eprintln!("skipping: drops CAP_SYS_ADMIN from root through setpriv");
+        common::skip::setup("drops CAP_SYS_ADMIN from root through setpriv");
         return;
     }
     let d = Dir::new("run", "capless");

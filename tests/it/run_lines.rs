@@ -10,7 +10,8 @@ use serde_json::Value;
 
 use crate::common;
 use common::Dir;
-use common::events::{Events, LIMIT, kind};
+use common::LIMIT;
+use common::events::{Events, kind};
 
 /// A helper that exits with 3 twice and is given up on, and one whose child (foster's
 /// grandchild) it leaves behind: the orphan ignores SIGTERM, its orphan policy, so it is

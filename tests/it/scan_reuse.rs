@@ -23,7 +23,7 @@ fn reusing_scanner(reuse_idle: u64) -> Option<Scanner> {
     })
     .unwrap();
     if !s.reusing() {
-        eprintln!("skipping: this kernel's schedstat gives no run times");
+        common::skip::host("this kernel's schedstat gives no run times");
         return None;
     }
     Some(s)

@@ -183,8 +183,7 @@ fn stdio_sources_that_are_each_others_targets_are_moved_first() {
 /// says, in a launcher that has one.
 #[test]
 fn a_group_alone_clears_the_supplementary_groups() {
-    if !common::is_root() {
-        println!("skipped: not root, so no group list to set");
+    if common::skip::unless_root("not root, so no group list to set") {
         return;
     }
     if !in_own_process("a_group_alone_clears_the_supplementary_groups") {

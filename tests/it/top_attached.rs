@@ -557,7 +557,7 @@ fn real_supervisor_readings_between_events_follow_a_vanished_child() {
     if nix::unistd::geteuid().is_root() {
         real_supervisor_readings(&["--contain"]);
     } else {
-        eprintln!("skipping the contained run: a PID namespace needs root here");
+        common::skip::setup("part: the contained run: a PID namespace needs root here");
     }
 }
 
@@ -1140,8 +1140,7 @@ fn the_pane_shows_the_states_no_other_line_says() {
 /// and in the line for people: never `?` or 0. Root only (a PID namespace).
 #[test]
 fn unseen_pids_of_a_contained_supervisor_are_marked_never_zero() {
-    if !common::is_root() {
-        eprintln!("skipping: --contain needs root here (a PID namespace)");
+    if common::skip::unless_root("--contain needs root here (a PID namespace)") {
         return;
     }
     let d = common::Dir::new("foreign", "pids");
@@ -1173,12 +1172,12 @@ fn unseen_pids_of_a_contained_supervisor_are_marked_never_zero() {
             let mut err = String::new();
             std::io::Read::read_to_string(&mut run.stderr.take().unwrap(), &mut err).unwrap();
             if err.contains("cannot create a PID namespace") {
-                eprintln!("skipping: no PID namespace can be had here: {err}");
+                common::skip::host(format!("no PID namespace can be had here: {err}"));
                 return;
             }
             panic!("foster run ended: {err}");
         }
-        if start.elapsed() > Duration::from_secs(30) {
+        if start.elapsed() > common::LIMIT {
             // SAFETY: kill(2) of our own unreaped child, by its pid.
             unsafe { libc::kill(pid, libc::SIGKILL) };
             let _ = run.wait();

@@ -307,7 +307,7 @@ fn attached_the_process_group_and_session_are_read_from_proc() {
     drop(t);
     assert!(run.stop().success());
     assert!(
-        common::tmux::wait_gone(sleep),
+        common::wait_gone(sleep, common::tmux::DEADLINE),
         "{sleep} outlived its supervisor"
     );
 }

@@ -12,7 +12,8 @@ use std::time::Duration;
 use common::Dir;
 use common::descendants_of;
 use common::supervised::Run;
-use common::tmux::{Tmux, dashboard_pid, tmux_missing, wait_gone};
+use common::tmux::{DEADLINE, Tmux, dashboard_pid, tmux_missing};
+use common::wait_gone;
 
 /// A helper whose name is longer than the HELPER column ever grows (24 columns).
 const LONG: &str = "helper-name-longer-than-the-column";
@@ -77,7 +78,7 @@ impl Attached {
         self.t.quit(self.top);
         self.run.stop();
         for id in all {
-            assert!(wait_gone(id), "{id} outlived its supervisor");
+            assert!(wait_gone(id, DEADLINE), "{id} outlived its supervisor");
         }
     }
 }
@@ -401,7 +402,7 @@ fn tags_signal_numbers_help_and_f10() {
         a.t.keys(&["y"]);
         a.t.wait_for("the result", |s| s.contains("sent SIGKILL to 2 processes"));
         for id in ids {
-            assert!(wait_gone(id), "{id} not killed");
+            assert!(wait_gone(id, DEADLINE), "{id} not killed");
         }
         // 15 picks SIGTERM (and n cancels).
         a.t.keys(&["F3"]);
@@ -435,7 +436,7 @@ fn tags_signal_numbers_help_and_f10() {
         }
         // F10 quits.
         a.t.keys(&["F10"]);
-        assert!(wait_gone(a.top), "{w}x{h}: F10 did not quit");
+        assert!(wait_gone(a.top, DEADLINE), "{w}x{h}: F10 did not quit");
         a.finish();
     }
 }
@@ -447,8 +448,7 @@ fn the_user_filter_picks_from_the_users_present() {
     if tmux_missing() {
         return;
     }
-    if !common::is_root() {
-        eprintln!("skipped: a helper run as nobody needs root");
+    if common::skip::unless_root("a helper run as nobody needs root") {
         return;
     }
     let config = r#"

@@ -8,7 +8,8 @@
 use foster::process::identity::Identity;
 
 use crate::common;
-use common::tmux::{SleepTree, Tmux, tmux_missing, top_over, wait_gone};
+use common::tmux::{DEADLINE, SleepTree, Tmux, tmux_missing, top_over};
+use common::wait_gone;
 
 /// The dashboard on `tree`'s shell in a `w` x `h` terminal.
 fn top(tree: &SleepTree, w: u16, h: u16) -> (Tmux, Identity) {
@@ -105,7 +106,7 @@ fn click_wheel_header_and_collapse_marker() {
         });
 
         t.keys(&["q"]);
-        assert!(wait_gone(top), "the dashboard did not quit");
+        assert!(wait_gone(top, DEADLINE), "the dashboard did not quit");
         // The terminal stops reporting the mouse once the dashboard is gone.
         t.wait_for("mouse reporting off", |_| {
             t.display("#{mouse_any_flag}") == "0"

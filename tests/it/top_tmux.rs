@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use foster::process::identity::Identity;
 
 use crate::common;
-use common::tmux::{DEADLINE, Tmux, dashboard_pid, has_row, tmux_missing, wait_gone};
+use common::tmux::{DEADLINE, Tmux, dashboard_pid, has_row, tmux_missing};
+use common::wait_gone;
 use common::{Dir, descendants_of};
 
 /// A subtree: sh (root) → sh (inner) → sleep 1001, sleep 1002; and root → sleep 1003.
@@ -81,7 +82,7 @@ impl Drop for Subtree {
         let _ = self.root.wait();
         for id in &self.all {
             assert!(
-                wait_gone(*id),
+                wait_gone(*id, DEADLINE),
                 "process {id} of the test's subtree outlived the test"
             );
         }
@@ -176,7 +177,10 @@ fn see_collapse_filter_signal_quit() {
     t.wait_for("the result", |s| {
         s.contains(&format!("sent SIGTERM to {} (sleep)", victim.pid))
     });
-    assert!(wait_gone(victim), "the signalled process did not die");
+    assert!(
+        wait_gone(victim, DEADLINE),
+        "the signalled process did not die"
+    );
     t.wait_for("the row gone", |s| {
         s.contains("no process matches the filter")
     });
@@ -188,7 +192,7 @@ fn see_collapse_filter_signal_quit() {
 
     // Quit: the terminal is back to the shell, out of the alternate screen, the cursor shown.
     t.keys(&["q"]);
-    assert!(wait_gone(top), "the dashboard did not exit");
+    assert!(wait_gone(top, DEADLINE), "the dashboard did not exit");
     let start = Instant::now();
     while t.display("#{alternate_on}") != "0" {
         assert!(start.elapsed() < DEADLINE, "still on the alternate screen");
@@ -430,7 +434,7 @@ fn columns_stay_put_while_their_content_fits() {
         })
         .expect("sleep 4102");
     foster::top::send_signal(victim, nix::sys::signal::Signal::SIGKILL).unwrap();
-    assert!(wait_gone(victim), "the sleep did not die");
+    assert!(wait_gone(victim, DEADLINE), "the sleep did not die");
     let paused = t.wait_for("the ended row kept", |s| s.contains(" exit "));
     let wide = command_at(&paused);
     t.keys(&["p"]);
@@ -469,7 +473,7 @@ fn sigterm_restores_the_terminal() {
     )
     .unwrap();
     t.wait_for("the exit status", |s| s.contains("status=143"));
-    assert!(wait_gone(top));
+    assert!(wait_gone(top, DEADLINE));
     assert_eq!(t.display("#{alternate_on}"), "0");
     assert_eq!(t.display("#{cursor_flag}"), "1");
     assert_eq!(
@@ -488,7 +492,7 @@ fn a_panic_restores_the_terminal() {
         return;
     }
     if !cfg!(debug_assertions) {
-        eprintln!("skipped: the panic key exists in debug builds only");
+        common::skip::setup("the panic key exists in debug builds only");
         return;
     }
     let tree = Subtree::start();
@@ -511,7 +515,7 @@ fn a_panic_restores_the_terminal() {
         s.contains("test panic key"),
         "the panic message is readable after the terminal is restored:\n{s}"
     );
-    assert!(wait_gone(top));
+    assert!(wait_gone(top, DEADLINE));
     assert_eq!(t.display("#{alternate_on}"), "0");
     assert_eq!(t.display("#{cursor_flag}"), "1");
     assert_eq!(
@@ -644,9 +648,12 @@ fn demo_opens_the_dashboard_and_leaves_nothing_behind() {
         s.contains("nothing it started"),
         "the demo says how its tree ended:\n{s}"
     );
-    assert!(wait_gone(demo), "the demo did not exit");
+    assert!(wait_gone(demo, DEADLINE), "the demo did not exit");
     for id in &all {
-        assert!(wait_gone(*id), "process {id} of the demo outlived it:\n{s}");
+        assert!(
+            wait_gone(*id, DEADLINE),
+            "process {id} of the demo outlived it:\n{s}"
+        );
     }
     assert_eq!(t.display("#{alternate_on}"), "0");
     t.assert_modes_restored("");
@@ -707,9 +714,12 @@ fn demo_log_pane_shows_the_selected_helpers_lines() {
         s.lines().any(|l| l.starts_with("status="))
     });
     assert!(s.lines().any(|l| l == "status=0"), "{s}");
-    assert!(wait_gone(demo), "the demo did not exit");
+    assert!(wait_gone(demo, DEADLINE), "the demo did not exit");
     for id in all.iter().chain(descendants_of(demo.pid).iter()) {
-        assert!(wait_gone(*id), "process {id} of the demo outlived it:\n{s}");
+        assert!(
+            wait_gone(*id, DEADLINE),
+            "process {id} of the demo outlived it:\n{s}"
+        );
     }
 }
 
@@ -748,7 +758,10 @@ fn attach_without_a_path_finds_the_socket_as_ctl_does() {
         });
         let top = dashboard_pid(&t);
         t.keys(&["q"]);
-        assert!(wait_gone(top), "the dashboard did not exit ({how})");
+        assert!(
+            wait_gone(top, DEADLINE),
+            "the dashboard did not exit ({how})"
+        );
     }
     assert!(run.stop().success());
 }
@@ -790,7 +803,7 @@ fn the_supervisor_is_not_shown_running_after_each_event() {
         assert_eq!(state_of(&s), Some('S'), "after launch {attempt}:\n{s}");
     }
     t.keys(&["q"]);
-    assert!(wait_gone(top), "the dashboard did not exit");
+    assert!(wait_gone(top, DEADLINE), "the dashboard did not exit");
     assert!(run.stop().success());
 }
 

@@ -526,9 +526,7 @@ fn missing_root_is_a_clear_error() {
 /// JSON shows each process's owner (the one form that does: text and dot skip reading it).
 #[test]
 fn json_shows_the_owner() {
-    // SAFETY: reads this process's effective uid.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root to start a process of another user");
+    if common::skip::unless_root("needs root to start a process of another user") {
         return;
     }
     let _serial = serial();
@@ -1043,7 +1041,7 @@ impl HeldChild {
         {
             Ok(h) => h,
             Err(why) => {
-                eprintln!("skipped: {why}");
+                common::skip::refused(why);
                 return None;
             }
         };
@@ -1443,16 +1441,13 @@ fn dot_styles_real_processes_by_state_and_role() {
                 break (z.identity, s.identity);
             }
         }
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "the tree never settled"
-        );
+        assert!(t.elapsed() < common::LIMIT, "the tree never settled");
         std::thread::sleep(Duration::from_millis(10));
     };
     // SAFETY: a child of our child, alive (just read).
     assert_eq!(unsafe { libc::kill(sleeper.pid, libc::SIGSTOP) }, 0);
     while common::process(sleeper.pid).is_some_and(|n| n.state != b'T') {
-        assert!(t.elapsed() < Duration::from_secs(30), "never stopped");
+        assert!(t.elapsed() < common::LIMIT, "never stopped");
         std::thread::sleep(Duration::from_millis(10));
     }
     let out = foster()
@@ -1483,7 +1478,7 @@ fn dot_styles_real_processes_by_state_and_role() {
     let t = Instant::now();
     while zombie.is_alive() || sleeper.is_alive() {
         assert!(
-            t.elapsed() < Duration::from_secs(30),
+            t.elapsed() < common::LIMIT,
             "left behind: {zombie} {sleeper}"
         );
         std::thread::sleep(Duration::from_millis(10));

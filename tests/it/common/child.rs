@@ -8,7 +8,7 @@ use std::process::{Child, ExitStatus, Output};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::events::LIMIT;
+use super::LIMIT;
 
 /// The output of `child` once it ends within [`LIMIT`]; past it, the child is SIGKILLed and
 /// reaped and the test fails, saying `what` did not end.

@@ -9,10 +9,9 @@ use std::path::Path;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use super::LIMIT;
 
-/// Safety net of every wait here.
-pub const LIMIT: Duration = Duration::from_secs(30);
+use serde_json::Value;
 
 /// The events of one supervisor, in the order it wrote them.
 pub struct Events {

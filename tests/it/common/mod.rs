@@ -6,7 +6,8 @@
 //! (`fuse`); a stream's lines read on a thread (`lines`); a supervisor's events as JSON
 //! (`events`); a `foster run` driven through its socket (`supervised`); a helper with a command
 //! line longer than any terminal (`long_command`); a tmux server to drive the dashboard in
-//! (`tmux`); a program run as another uid (`as_user`).
+//! (`tmux`); a program run as another uid (`as_user`); skips, counted (`skip`); the one bound
+//! of every wait (`LIMIT`) and the one wait for a process's end (`wait_gone`).
 
 #![allow(dead_code)] // each test binary uses its own part of it
 
@@ -17,15 +18,20 @@ pub mod fd;
 pub mod fuse;
 pub mod lines;
 pub mod long_command;
+pub mod skip;
 pub mod supervised;
 pub mod tmux;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use foster::process::identity::Identity;
 use foster::process::tree::graph::{ProcessNode, Snapshot};
 use foster::process::tree::scan::{ScanOptions, Scanner};
+
+/// The bound of every wait of the tests: a safety net, never reached when foster is right.
+pub const LIMIT: Duration = Duration::from_secs(30);
 
 pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
@@ -175,6 +181,24 @@ pub fn libc_signals_at_default(cmd: &mut std::process::Command) {
             Ok(())
         });
     }
+}
+
+// ---- A process's end ----
+
+/// Waits until the process `id` has ended (exited: a zombie or reaped) or `limit` passes;
+/// true when it ended. Its pidfd is polled, no sleeping; a pid that names another process
+/// now, or none, has ended.
+pub fn wait_gone(id: Identity, limit: Duration) -> bool {
+    match foster::process::identity::ProcessRef::open(id) {
+        Ok(p) => p.wait(Some(limit)),
+        Err(foster::process::identity::IdentityError::NoSuchProcess(_)) => true,
+        Err(e) => panic!("pidfd of {id}: {e}"),
+    }
+}
+
+/// [`wait_gone`] for the process that `pid` names now.
+pub fn wait_pid_gone(pid: i32, limit: Duration) -> bool {
+    Identity::of(pid).map_or(true, |id| wait_gone(id, limit))
 }
 
 // ---- The process tree, read by the product's walker ----

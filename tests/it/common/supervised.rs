@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::Dir;
+use super::LIMIT;
 use super::events::Events;
-pub use super::events::LIMIT;
 
 const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
 

@@ -117,7 +117,10 @@ impl Tmux {
     /// it gone.
     pub fn quit(&self, top: Identity) {
         self.keys(&["Escape", "q"]);
-        assert!(wait_gone(top), "the dashboard did not quit");
+        assert!(
+            super::wait_gone(top, DEADLINE),
+            "the dashboard did not quit"
+        );
     }
 
     /// Waits until the screen satisfies `ok`, or fails with the last screen.
@@ -144,7 +147,7 @@ impl Tmux {
 impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = self.run(&["kill-server"]);
-        let gone = wait_gone(self.server);
+        let gone = super::wait_gone(self.server, DEADLINE);
         // The server leaves its socket file behind: remove it (the directory goes with `dir`).
         let _ = std::fs::remove_file(&self.socket);
         if !std::thread::panicking() {
@@ -174,20 +177,9 @@ pub fn tmux_missing() -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !there {
-        eprintln!("skipped: tmux is not installed");
+        super::skip::setup("tmux is not installed");
     }
     !there
-}
-
-pub fn wait_gone(id: Identity) -> bool {
-    let start = Instant::now();
-    while id.is_alive() {
-        if start.elapsed() > DEADLINE {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    true
 }
 
 /// The pid of the dashboard: the process running the foster binary below the pane's process.
@@ -277,7 +269,7 @@ impl Drop for SleepTree {
         }
         let _ = self.root.wait();
         for id in &self.all {
-            assert!(wait_gone(*id), "{id} outlived the test");
+            assert!(super::wait_gone(*id, DEADLINE), "{id} outlived the test");
         }
     }
 }
