@@ -684,7 +684,8 @@ fn an_undeclared_subreaper_is_a_foreign_reaper() {
         "c.toml",
         &format!(
             "[[helper]]\nname = \"{tag}-reaper\"\n\
-             command = [\"{}\", \"--exact\", \"run::role_undeclared_subreaper\", \"--nocapture\", \"--test-threads=1\"]\n\
+             command = [\"{}\", \"--exact\", \"run::role_undeclared_subreaper\", \
+             \"--nocapture\", \"--test-threads=1\"]\n\
              env = {{ FOSTER_TEST_SUBREAPER_SCRIPT = \"{}\" }}\n{}{}",
             exe.display(),
             script.replace('\\', "\\\\").replace('"', "\\\""),
