@@ -288,7 +288,8 @@ fn a_standard_error_nobody_reads_does_not_stall_the_supervision() {
     );
     let fifo = d.fifo("events");
     // A pipe filled to the brim before foster gets its write end as standard error.
-    let (r, w) = nix::unistd::pipe().unwrap();
+    // Close-on-exec: other tests of this process fork too, and must not hold its write end.
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
     let flags = nix::fcntl::fcntl(&w, nix::fcntl::FcntlArg::F_GETFL).unwrap();
     let nonblock = nix::fcntl::OFlag::from_bits_truncate(flags) | nix::fcntl::OFlag::O_NONBLOCK;
     nix::fcntl::fcntl(&w, nix::fcntl::FcntlArg::F_SETFL(nonblock)).unwrap();

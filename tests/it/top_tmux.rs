@@ -23,7 +23,8 @@ struct Subtree {
 
 impl Subtree {
     fn start() -> Subtree {
-        let (r, w) = nix::unistd::pipe().unwrap();
+        // Close-on-exec: other tests of this process fork too, and must not hold its write end.
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
         // The durations come from the environment so that only the sleeps' command lines hold
         // them (a filter for one must not match the shells).
         let script = r#"sh -c 'sleep $A & sleep $B & echo >&3; wait' & sleep $C & wait"#;
