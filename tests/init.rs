@@ -35,6 +35,7 @@ mod common;
 use common::{children_of, process};
 
 const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
+const FOSTER_INIT: &str = env!("CARGO_BIN_EXE_foster-init");
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Mode {
@@ -95,7 +96,8 @@ fn main() {
             }));
         }
     }
-    let single: [(&str, fn()); 4] = [
+    let single: [(&str, fn()); 5] = [
+        ("foster_init_binary_has_every_option", foster_init_options),
         ("pdeath_signal_reaches_program", pdeath_fires),
         ("job_control_ctrl_z_and_fg", job_control),
         ("real_faults_stay_fatal", real_faults_stay_fatal),
@@ -111,18 +113,75 @@ fn main() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The foster-init binary (FOSTER_TEST_INIT_BIN=1 runs every case above against it).
+
+/// `foster-init --help` names every option and variable `foster init --help` does, and the two
+/// agree on a run, a mapped code and a usage error.
+fn foster_init_options() {
+    let help = |cmd: &mut Command| {
+        let out = cmd.arg("--help").output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let small = help(&mut Command::new(FOSTER_INIT));
+    let full = help(Command::new(FOSTER).arg("init"));
+    let words = |text: &str| -> Vec<String> {
+        let mut w: Vec<String> = text
+            .split(|c: char| c.is_whitespace() || c == '[' || c == ',' || c == '=')
+            .filter(|w| w.starts_with("--") && w.len() > 2 || w.starts_with("FOSTER_"))
+            .map(|w| w.trim_end_matches('.').to_string())
+            .collect();
+        w.sort();
+        w.dedup();
+        w
+    };
+    let missing: Vec<String> = words(&full)
+        .into_iter()
+        .filter(|w| !words(&small).contains(w))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "missing from foster-init --help: {missing:?}\n{small}"
+    );
+    for args in [
+        &["-e", "3", "sh", "-c", "exit 3"][..],
+        &["sh", "-c", "exit 4"],
+        &["-z", "x"],
+    ] {
+        let a = Command::new(FOSTER_INIT).args(args).output().unwrap();
+        let b = Command::new(FOSTER)
+            .arg("init")
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(a.status.code(), b.status.code(), "{args:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Running foster.
+
+/// `foster init`, or the `foster-init` binary when FOSTER_TEST_INIT_BIN=1 (the whole suite
+/// then runs against it).
+fn init_command() -> Vec<&'static str> {
+    match std::env::var("FOSTER_TEST_INIT_BIN").as_deref() {
+        Ok("1") => vec![FOSTER_INIT],
+        _ => vec![FOSTER, "init"],
+    }
+}
 
 fn foster(mode: Mode, args: &[&str]) -> Command {
     let mut c = match mode {
         Mode::Pid1 => {
             let mut c = Command::new("unshare");
-            c.args(["--pid", "--fork", "--mount-proc", FOSTER, "init"]);
+            c.args(["--pid", "--fork", "--mount-proc"])
+                .args(init_command());
             c
         }
         Mode::Subreaper => {
-            let mut c = Command::new(FOSTER);
-            c.arg("init");
+            let init = init_command();
+            let mut c = Command::new(init[0]);
+            c.args(&init[1..]);
             c
         }
     };

@@ -10,7 +10,8 @@
 //! No async runtime and no `tracing` subscriber run on this path: log lines are written
 //! directly ([`level`], [`write_line`]: one `write` per line, so that PROGRAM's output on the
 //! same pipe never tears them), and an idle init keeps few pages resident ([`resident`]). It
-//! uses no `supervisor`, `control`, `top` or tokio.
+//! uses no `supervisor`, `control`, `top` or tokio. [`args`] parses the command line of the
+//! `foster-init` binary, the same code without the rest of foster.
 
 /// Writes an error, `foster: error: MESSAGE` as every command writes one
 /// ([`crate::base::logging::report`]), unless `-qq` silenced errors.
@@ -31,6 +32,7 @@ macro_rules! say {
     };
 }
 
+pub mod args;
 mod duties;
 pub mod launch;
 mod pdeath;

@@ -20,9 +20,9 @@ pub(super) enum Phase {
 }
 
 /// Sends `sig` to the rest of the tree: as PID 1 every other process of the namespace
-/// (`kill(-1)`), otherwise every descendant of foster ([`crate::process::tree::descendants_of`]: one
-/// scan of `/proc` on this thread, no other thread started), each by a pidfd opened and checked
-/// against the identity the scan saw.
+/// (`kill(-1)`), otherwise every descendant of foster ([`crate::process::tree::descendant_ids`]:
+/// one listing of `/proc` on this thread, no other thread started), each by a pidfd opened and
+/// checked against the identity the listing saw.
 pub(super) fn signal_rest(role: &Role, sig: i32) {
     if *role == Role::Pid1 {
         // SAFETY: kill with plain integers.
@@ -36,14 +36,14 @@ pub(super) fn signal_rest(role: &Role, sig: i32) {
         return;
     }
     let me = std::process::id() as i32;
-    let below = match crate::process::tree::descendants_of(me) {
+    let below = match crate::process::tree::descendant_ids(me) {
         Ok(below) => below,
         Err(e) => {
             say_error!("cannot list the rest of the tree: {e}");
             return;
         }
     };
-    for id in below.iter().map(|n| n.identity) {
+    for id in below {
         let sent = crate::process::identity::signal(id, sig).is_ok();
         say!(
             2,

@@ -441,6 +441,12 @@ impl<N> Index<&Identity> for Forest<N> {
     }
 }
 
+/// Whether `parent`, the process holding `child`'s parent pid, is its parent: it did not start
+/// after it (a later one holds a reused pid).
+pub fn may_be_parent(parent: &Identity, child: &Identity) -> bool {
+    parent.start_time <= child.start_time
+}
+
 /// One reading of the process tree.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
@@ -461,7 +467,7 @@ impl Snapshot {
         for n in &mut nodes {
             if n.ppid > 0
                 && let Some(p) = by_pid.get(&n.ppid)
-                && p.start_time <= n.start_time
+                && may_be_parent(p, &n.identity)
             {
                 n.parent = Some(*p);
             }

@@ -12,7 +12,8 @@
 //! - [`pstree`]: pstree's options for the text ([`View`]) and its two layouts, foster's and
 //!   pstree's own (`--plain`).
 //!
-//! [`run`] is `foster tree`; [`children_of`] and [`descendants_of`] answer one-off questions.
+//! [`run`] is `foster tree`; [`children_of`] and [`descendants_of`] answer one-off questions;
+//! [`descendant_ids`] the init's, by the listing and each `stat` alone.
 
 pub mod connector;
 pub mod diff;
@@ -23,6 +24,8 @@ pub mod scan;
 pub mod subtree;
 
 use std::io::{self, Write};
+
+use crate::process::identity::Identity;
 
 pub use crate::process::procstat::parse_nspid;
 pub use diff::{Change, diff};
@@ -116,6 +119,43 @@ pub fn descendants_of(pid: i32) -> Result<Vec<ProcessNode>, TreeError> {
         Some(id) => snap.descendants(&id).skip(1).cloned().collect(),
         None => Vec::new(),
     })
+}
+
+/// The identities of every process below `pid` now, parents before their children, as
+/// [`descendants_of`] finds them but light: the scanner's listing, then each process's `stat`
+/// alone (no snapshot, no graph, no cache), for `foster init`'s small binary.
+pub fn descendant_ids(pid: i32) -> Result<Vec<Identity>, TreeError> {
+    // (identity, parent pid) of every process listed.
+    let mut all: Vec<(Identity, i32)> = Vec::new();
+    let mut buf = [0u8; 1024];
+    for &p in one_off()?.list_pids()? {
+        let path = std::ffi::CString::new(format!("/proc/{p}/stat")).expect("no NUL in a number");
+        let Ok(len) = crate::process::identity::read_into(&path, &mut buf) else {
+            continue; // gone since the listing
+        };
+        if let Ok(f) = crate::process::procstat::StatFields::parse(&buf[..len]) {
+            let id = Identity {
+                pid: f.pid,
+                start_time: f.start_time,
+            };
+            all.push((id, f.ppid));
+        }
+    }
+    let Some(&(root, _)) = all.iter().find(|(id, _)| id.pid == pid) else {
+        return Ok(Vec::new());
+    };
+    let mut below = Vec::new();
+    let mut stack = vec![root];
+    while let Some(parent) = stack.pop() {
+        let children = all
+            .iter()
+            .filter(|(id, ppid)| *ppid == parent.pid && graph::may_be_parent(&parent, id))
+            .map(|(id, _)| *id);
+        let first = below.len();
+        below.extend(children);
+        stack.extend(below[first..].iter().rev());
+    }
+    Ok(below)
 }
 
 /// The stack of the thread that draws the text (virtual memory, touched only as deep as the tree
@@ -232,4 +272,45 @@ fn draw_text(
             .join()
             .map_err(|_| RunError::Draw(io::Error::other("the drawing thread panicked")))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::BufRead;
+
+    /// A shell whose child shell runs a sleep: the light walk finds both, the child first, as
+    /// the snapshot's walk does.
+    #[test]
+    fn descendant_ids_match_the_snapshots_walk() {
+        let mut sh = std::process::Command::new("sh")
+            .args(["-c", "sh -c 'sleep 1000 & echo $!; wait' & wait"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        let mut out = io::BufReader::new(sh.stdout.take().unwrap());
+        out.read_line(&mut line).unwrap();
+        let sleep: i32 = line.trim().parse().unwrap();
+        let top = sh.id() as i32;
+        let light = descendant_ids(top).unwrap();
+        let full: Vec<Identity> = descendants_of(top)
+            .unwrap()
+            .iter()
+            .map(|n| n.identity)
+            .collect();
+        let pids: Vec<i32> = light.iter().map(|id| id.pid).collect();
+        assert_eq!(pids.len(), 2, "{pids:?}");
+        assert_eq!(pids[1], sleep, "{pids:?}");
+        let mut sorted = light.clone();
+        sorted.sort_by_key(|id| id.pid);
+        let mut full_sorted = full;
+        full_sorted.sort_by_key(|id| id.pid);
+        assert_eq!(sorted, full_sorted);
+        assert!(descendant_ids(sleep).unwrap().is_empty());
+        for id in &light {
+            let _ = crate::process::identity::signal(*id, libc::SIGKILL);
+        }
+        let _ = sh.wait();
+    }
 }

@@ -311,7 +311,7 @@ impl NotifySocket {
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
         msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = control.len() * 8;
+        msg.msg_controllen = (control.len() * 8) as _; // socklen_t on musl
         let flags = libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC;
         // SAFETY: `msg` points to `iov` (to `buf`) and to `control`, all alive and of the
         // lengths given, for the length of the call.
@@ -370,7 +370,8 @@ fn control_space() -> usize {
 /// `msg` is as `recvmsg` left it: `msg_control` points to a live buffer, aligned for
 /// `cmsghdr`, of which the first `msg_controllen` bytes are control messages the kernel wrote.
 unsafe fn take_control(msg: &libc::msghdr, d: &mut Datagram) {
-    let end = msg.msg_control as usize + msg.msg_controllen;
+    let len: usize = msg.msg_controllen as _; // socklen_t on musl
+    let end = msg.msg_control as usize + len;
     // SAFETY: as the caller promises; CMSG_FIRSTHDR and CMSG_NXTHDR stay within
     // `msg_controllen` and give null at its end.
     let mut c = unsafe { libc::CMSG_FIRSTHDR(msg) };
