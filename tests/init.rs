@@ -109,6 +109,16 @@ fn main() {
             Ok(())
         }));
     }
+    trials.push(Trial::ignorable_test(
+        "both_binaries_under_valgrind",
+        || {
+            if Command::new("valgrind").arg("--version").output().is_err() {
+                return Ok(Completion::ignored_with("valgrind is not installed"));
+            }
+            under_valgrind();
+            Ok(Completion::Completed)
+        },
+    ));
     libtest_mimic::run(&args, trials).exit();
 }
 
@@ -155,6 +165,36 @@ fn foster_init_options() {
             .output()
             .unwrap();
         assert_eq!(a.status.code(), b.status.code(), "{args:?}");
+    }
+}
+
+/// `foster init` and `foster-init` run under valgrind (as tini's suite runs tini) with no error
+/// of valgrind's: PROGRAM's code comes back, and a PROGRAM not found still gives 127 with its
+/// message (the launcher's report pipe, read to its end there).
+fn under_valgrind() {
+    for init in [&[FOSTER, "init"][..], &[FOSTER_INIT]] {
+        for (program, want) in [
+            (&["true"][..], 0),
+            (&["sh", "-c", "exit 3"], 3),
+            (&["nope-x"], 127),
+        ] {
+            let out = Command::new("valgrind")
+                .args(["-q", "--error-exitcode=99"])
+                .args(init)
+                .arg("--")
+                .args(program)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(want), "{init:?} {program:?}: {err}");
+            assert!(
+                !err.contains("Unsupported") && !err.contains("Invalid"),
+                "{err}"
+            );
+            if want == 127 {
+                assert!(err.contains("nope-x"), "{err}");
+            }
+        }
     }
 }
 

@@ -22,6 +22,7 @@ use super::credentials::Credentials;
 use super::report::{R_EXEC, R_GATE, SetupStep};
 use super::slots::{ChildFds, LowSlots, above_stdio};
 use super::spec::{ExecSignals, LaunchSpec, Launched, SpawnError};
+use super::valgrind::under_valgrind;
 
 fn cstring(what: &str, b: &[u8]) -> Result<CString, SpawnError> {
     CString::new(b).map_err(|_| {
@@ -253,7 +254,10 @@ pub(super) fn launch_here(
     // then the child shares this table and keeps only what lies below (`child`'s first step).
     // Otherwise the table is copied whole at clone, as fork does. `placed` puts the
     // placeholders back when it is dropped, after the clone (or on an error before it).
-    let placed = low.and_then(|l| l.place(floor, &mut fds, &mut report_fd));
+    // Under valgrind (no CLONE_FILES child, see `valgrind.rs`) the table is copied.
+    let placed = low
+        .filter(|_| !under_valgrind())
+        .and_then(|l| l.place(floor, &mut fds, &mut report_fd));
     let mut p = prepare(&spec, me, fds)?;
     p.unshare_below = placed.as_ref().map_or(-1, |pl| pl.boundary());
     let _keep = (&p.argv, &p.env, &moved);
@@ -379,6 +383,11 @@ fn read_report(
     pidfd: OwnedFd,
     me: Identity,
 ) -> Result<Launched, SpawnError> {
+    // Valgrind runs the child as a fork, without waiting for its exec: wait for the pipe's end.
+    if under_valgrind() {
+        // SAFETY: fcntl on a descriptor we own.
+        unsafe { libc::fcntl(rd.as_raw_fd(), libc::F_SETFL, 0) };
+    }
     let mut buf = [0u8; 12];
     let mut got = 0;
     while got < buf.len() {

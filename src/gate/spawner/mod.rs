@@ -11,6 +11,7 @@
 //! - [`slots`]: the child's guarded stack and the descriptor numbers it shares.
 //! - [`child`]: what runs between clone and exec.
 //! - [`launch`]: one launch: prepared, cloned, its report read.
+//! - [`valgrind`]: whether foster runs under valgrind, which copies the table at clone.
 
 pub mod child;
 pub mod credentials;
@@ -18,6 +19,7 @@ pub mod launch;
 pub mod report;
 pub mod slots;
 pub mod spec;
+pub mod valgrind;
 
 use std::io;
 use std::os::fd::AsRawFd;
