@@ -90,6 +90,10 @@ pub enum RewriteWhy {
     /// FROM is never forwarded.
     #[error("{0} is never forwarded, so it cannot be rewritten")]
     NeverForwarded(String),
+    /// TO is 32 or 33, which the C library keeps for itself (thread cancellation, set-id
+    /// calls across threads): sent to PROGRAM it would reach that machinery, not PROGRAM.
+    #[error("{0} is the C library's own signal, so foster never sends it")]
+    Reserved(String),
 }
 
 /// The rewriting table: for each received signal, the one to send (0: drop it).
@@ -130,6 +134,11 @@ impl Rewrites {
                 return Err(wrong(RewriteWhy::NeverForwarded(
                     crate::process::signal::name(from),
                 )));
+            }
+            if to == 32 || to == 33 {
+                return Err(wrong(RewriteWhy::Reserved(crate::process::signal::name(
+                    to,
+                ))));
             }
             // Both are signal numbers of 1..=64 (forwarded() holds no other; `to` was parsed
             // as a signal the set can hold, or is 0).
@@ -191,6 +200,13 @@ mod tests {
         );
         assert!(e(&["BOGUS:TERM"]).contains("unknown signal \"BOGUS\""));
         assert!(e(&["CHLD:TERM"]).contains("never forwarded"));
+        // 32 and 33 are refused as a target, as they are as a source.
+        assert!(
+            e(&["HUP:32"]).contains("the C library's own signal"),
+            "{}",
+            e(&["HUP:32"])
+        );
+        assert!(e(&["HUP:33"]).contains("the C library's own signal"));
         // The cause is kept, for code that needs its kind.
         let bad = Rewrites::parse(&["BOGUS:TERM"]).unwrap_err();
         let cause = std::error::Error::source(&bad).unwrap().to_string();
