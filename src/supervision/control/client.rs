@@ -26,7 +26,8 @@ use crate::base::sanitize::escape;
 use crate::process::identity::Identity;
 use crate::supervision::control::nspid::PidMap;
 use crate::supervision::control::protocol::{
-    EventRecord, ProcessInfo, Reply, ReplyBody, Request, Role, Status, request_line,
+    EventRecord, HelperInfo, ProcessInfo, Reply, ReplyBody, Request, Role, Status, SupervisorInfo,
+    request_line,
 };
 
 /// Why a client failed: the message says it all (the cause's text included); the cause, when
@@ -370,7 +371,43 @@ fn ms_text(ms: u64) -> String {
 /// command keeps at least [`MIN_COMMAND`] columns); without it nothing is cut.
 pub fn render_status(s: &Status, width: Option<usize>) -> String {
     let mut out = String::new();
+    supervisor_lines(&mut out, &s.supervisor);
+    let _ = writeln!(out, "\nhelpers:");
+    let w = s
+        .helpers
+        .iter()
+        .map(|h| h.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    for h in &s.helpers {
+        let _ = writeln!(out, "{}", helper_line(h, w, &s.processes));
+    }
+    let _ = writeln!(out, "\ntree:");
     let sup = &s.supervisor;
+    let by_pid: HashMap<i32, &ProcessInfo> = s.processes.iter().map(|p| (p.pid, p)).collect();
+    let mut kids: HashMap<i32, Vec<&ProcessInfo>> = HashMap::new();
+    let mut roots = Vec::new();
+    for p in &s.processes {
+        match p.parent.filter(|q| by_pid.contains_key(&q.pid)) {
+            Some(q) if p.pid != sup.identity.pid => kids.entry(q.pid).or_default().push(p),
+            _ => roots.push(p),
+        }
+    }
+    let live: HashSet<Identity> = s
+        .processes
+        .iter()
+        .map(ProcessInfo::identity)
+        .chain([sup.identity])
+        .collect();
+    for r in roots {
+        tree_lines(&mut out, r, (&kids, &live), "", "", width);
+    }
+    out
+}
+
+/// The first lines of `ctl status`: the supervisor, its socket, its metrics' address.
+fn supervisor_lines(out: &mut String, sup: &SupervisorInfo) {
     let _ = writeln!(
         out,
         "supervisor {} ({}){}{}",
@@ -391,84 +428,58 @@ pub fn render_status(s: &Status, width: Option<usize>) -> String {
     if let Some(addr) = &sup.metrics {
         let _ = writeln!(out, "metrics http://{}/metrics", escape(addr.as_bytes()));
     }
-    let _ = writeln!(out, "\nhelpers:");
-    let w = s
-        .helpers
-        .iter()
-        .map(|h| h.name.len())
-        .max()
-        .unwrap_or(4)
-        .max(4);
-    for h in &s.helpers {
-        let mut line = format!(
-            "  {:w$}  {:9} pid {:>7}  launched {}x  restart {}",
-            escape(h.name.as_bytes()),
-            h.state.text(),
-            id_text(h.identity),
-            h.launches,
-            escape(h.restart.as_bytes())
+}
+
+/// One helper's line of `ctl status`, its name padded to `w` columns.
+fn helper_line(h: &HelperInfo, w: usize, processes: &[ProcessInfo]) -> String {
+    let mut line = format!(
+        "  {:w$}  {:9} pid {:>7}  launched {}x  restart {}",
+        escape(h.name.as_bytes()),
+        h.state.text(),
+        id_text(h.identity),
+        h.launches,
+        escape(h.restart.as_bytes())
+    );
+    if h.restarts_in_a_row > 0 {
+        let _ = write!(line, " ({} in a row)", h.restarts_in_a_row);
+    }
+    if let Some(e) = &h.last_exit {
+        let _ = write!(line, "  last: {e}");
+    }
+    if let Some(ms) = h.next_launch_in_ms {
+        let _ = write!(line, "  next launch in {}", ms_text(ms));
+    }
+    if let Some(d) = &h.detail {
+        let _ = write!(line, "  {} {}", h.state.text(), escape(d.as_bytes()));
+    }
+    if h.health_failures > 0 {
+        let _ = write!(line, "  health: {} failed in a row", h.health_failures);
+    }
+    if let Some(t) = &h.status_text {
+        let _ = write!(line, "  status: {}", escape(t.as_bytes()));
+    }
+    // Its state is foster's; that the kernel holds its process stopped is said beside it.
+    if let Some(id) = h.identity
+        && processes
+            .iter()
+            .any(|p| p.pid == id.pid && p.start_time == id.start_time && p.state == "T")
+    {
+        let _ = write!(
+            line,
+            "  its process is stopped (SIGSTOP or SIGTSTP): it does nothing until SIGCONT"
         );
-        if h.restarts_in_a_row > 0 {
-            let _ = write!(line, " ({} in a row)", h.restarts_in_a_row);
-        }
-        if let Some(e) = &h.last_exit {
-            let _ = write!(line, "  last: {e}");
-        }
-        if let Some(ms) = h.next_launch_in_ms {
-            let _ = write!(line, "  next launch in {}", ms_text(ms));
-        }
-        if let Some(d) = &h.detail {
-            let _ = write!(line, "  {} {}", h.state.text(), escape(d.as_bytes()));
-        }
-        if h.health_failures > 0 {
-            let _ = write!(line, "  health: {} failed in a row", h.health_failures);
-        }
-        if let Some(t) = &h.status_text {
-            let _ = write!(line, "  status: {}", escape(t.as_bytes()));
-        }
-        // Its state is foster's; that the kernel holds its process stopped is said beside it.
-        if let Some(id) = h.identity
-            && s.processes
-                .iter()
-                .any(|p| p.pid == id.pid && p.start_time == id.start_time && p.state == "T")
-        {
-            let _ = write!(
-                line,
-                "  its process is stopped (SIGSTOP or SIGTSTP): it does nothing until SIGCONT"
-            );
-        }
-        if let Some(e) = h.errno {
-            let _ = write!(line, " (errno {e})");
-        }
-        // MAINPID=, when it names another process than the one foster launched.
-        if let Some(p) = h
-            .main_pid
-            .filter(|&p| h.identity.is_none_or(|i| i.pid != p))
-        {
-            let _ = write!(line, "  main pid {p}");
-        }
-        let _ = writeln!(out, "{line}");
     }
-    let _ = writeln!(out, "\ntree:");
-    let by_pid: HashMap<i32, &ProcessInfo> = s.processes.iter().map(|p| (p.pid, p)).collect();
-    let mut kids: HashMap<i32, Vec<&ProcessInfo>> = HashMap::new();
-    let mut roots = Vec::new();
-    for p in &s.processes {
-        match p.parent.filter(|q| by_pid.contains_key(&q.pid)) {
-            Some(q) if p.pid != sup.identity.pid => kids.entry(q.pid).or_default().push(p),
-            _ => roots.push(p),
-        }
+    if let Some(e) = h.errno {
+        let _ = write!(line, " (errno {e})");
     }
-    let live: HashSet<Identity> = s
-        .processes
-        .iter()
-        .map(ProcessInfo::identity)
-        .chain([sup.identity])
-        .collect();
-    for r in roots {
-        tree_lines(&mut out, r, (&kids, &live), "", "", width);
+    // MAINPID=, when it names another process than the one foster launched.
+    if let Some(p) = h
+        .main_pid
+        .filter(|&p| h.identity.is_none_or(|i| i.pid != p))
+    {
+        let _ = write!(line, "  main pid {p}");
     }
-    out
+    line
 }
 
 /// The parent a process should have, as `ctl status` names it: its pid while it lives; once it

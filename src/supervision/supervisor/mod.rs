@@ -126,33 +126,25 @@ pub fn run(config: Config, options: Options) -> io::Result<i32> {
     // Before the tree is contained (the kernel ignores a request from another namespace), while
     // no other thread exists (its probe forks a child that exits at once).
     let announced = births::subscribe();
-    let credentials = config
-        .helpers
-        .iter()
-        .find(|h| h.user.is_some() || h.group.is_some())
-        .map(|h| h.name());
+    let credentials = first_with_credentials(&config);
     // Judged as foster's user sees it, before a user namespace could make owners unknown.
     crate::base::ownership::judge_runtime_root(&crate::supervision::control::server::default_dir());
     if options.contain != Contain::Off {
         judge_dirs(&config, &options)?;
     }
     // Before the namespace: the lock's pid is the caller's, and the outer process holds it too.
-    let mut claim = match (&options.config_path, options.allow_second_instance) {
-        (Some(path), false) => {
-            crate::supervision::instance::Claim::take(path).map_err(io::Error::other)?
-        }
-        _ => None,
-    };
+    let mut claim = claim(&options)?;
     let contained = match crate::supervision::contain::enter(options.contain, credentials)? {
         Entered::Ended(code) => return Ok(code), // the outer process: the tree has ended
         Entered::Init => true,
         Entered::Uncontained => false,
     };
     become_subreaper()?;
-    let events = match &options.events_log {
-        Some(p) => Some(EventLog::open(p, options.events_log_rotation)?),
-        None => None,
-    };
+    let events = options
+        .events_log
+        .as_ref()
+        .map(|p| EventLog::open(p, options.events_log_rotation))
+        .transpose()?;
     // Bound before any thread exists: binding sets the umask for an instant.
     let bound = bind_socket(&options)?;
     if let Some(c) = &mut claim {
@@ -184,6 +176,25 @@ pub fn run(config: Config, options: Options) -> io::Result<i32> {
         .map(crate::process::signal::Sig::number);
     sup.checks_io = checks_io;
     rt.block_on(sup.run())
+}
+
+/// The name of the first helper that runs as another user or group, if any.
+fn first_with_credentials(config: &Config) -> Option<&str> {
+    config
+        .helpers
+        .iter()
+        .find(|h| h.user.is_some() || h.group.is_some())
+        .map(|h| h.name())
+}
+
+/// Takes the lock of the configuration file's one instance, unless a second is allowed.
+fn claim(options: &Options) -> io::Result<Option<crate::supervision::instance::Claim>> {
+    match (&options.config_path, options.allow_second_instance) {
+        (Some(path), false) => {
+            crate::supervision::instance::Claim::take(path).map_err(io::Error::other)
+        }
+        _ => Ok(None),
+    }
 }
 
 /// Judges the directories of the files foster opens at its start (the events log, the
@@ -425,6 +436,26 @@ enum Timer {
     Check(usize, u32, checks::CheckTimer),
 }
 
+/// What the loop waits on, registered with the runtime for the life of [`Supervisor::run`];
+/// each descriptor is owned by the supervisor, which outlives them. (Fields in the order
+/// they are dropped: the servers first, the registrations last.)
+struct Waits {
+    metrics_task: Option<tokio::task::JoinHandle<()>>,
+    /// The questions of the metrics responder.
+    asked: Option<control::Asked>,
+    /// The control socket's server, while it serves.
+    server: Option<crate::supervision::control::server::Server>,
+    /// The loop's turn: which notify socket is looked at first.
+    turn: usize,
+    /// The notify sockets bound so far; one bound later (for a helper a reload added) is
+    /// registered at the next turn of the loop.
+    notify: Vec<AsyncFd<Fd>>,
+    announced: Option<AsyncFd<Fd>>,
+    parents: AsyncFd<Fd>,
+    sigs: AsyncFd<Fd>,
+    chld: AsyncFd<Fd>,
+}
+
 struct Supervisor {
     config: Config,
     contained: bool,
@@ -589,12 +620,37 @@ impl Supervisor {
     }
 
     async fn run(&mut self) -> io::Result<i32> {
+        let mut waits = self.register()?;
+        self.start();
+        loop {
+            self.settle();
+            if let Some(code) = self.finished() {
+                self.end(code, &mut waits).await;
+                return Ok(code);
+            }
+            self.flush_narration();
+            // The notify sockets bound since the last turn (a launch binds the one it needs).
+            for (_, s) in &self.checks_io.notify[waits.notify.len()..] {
+                // SAFETY: the notify sockets, owned by `self` too, never closed before `self`
+                // is dropped.
+                waits
+                    .notify
+                    .push(unsafe { AsyncFd::register(Fd(s.raw_fd())) }?);
+            }
+            waits.turn = waits.turn.wrapping_add(1);
+            self.wait_once(&mut waits).await?;
+        }
+    }
+
+    /// Registers what the loop waits on and starts the control socket's and the metrics'
+    /// servers (inside the runtime).
+    fn register(&mut self) -> io::Result<Waits> {
         // SAFETY: both fds are owned by `self` (the reaper's signalfd and `signal_fd`), which
-        // outlives these registrations: they are dropped at the end of this function.
+        // outlives these registrations: they are dropped at the end of `run`.
         let chld =
             unsafe { AsyncFd::register(Fd(self.reaper.raw_fd())) }.map_err(io::Error::from)?;
         // SAFETY: the signalfd is owned by `self`, which outlives this registration (dropped at the
-        // end of this function).
+        // end of `run`).
         let sigs = unsafe { AsyncFd::register(Fd(self.signal_fd.as_raw_fd())) }
             .map_err(io::Error::from)?;
         // SAFETY: the watch's epoll descriptor, owned by `self` too, for the life of `self`.
@@ -602,17 +658,28 @@ impl Supervisor {
             unsafe { AsyncFd::register(Fd(self.watch.raw_fd())) }.map_err(io::Error::from)?;
         let announced = match &self.births {
             // SAFETY: the connector's socket is owned by `self.births`, which outlives this
-            // registration (dropped at the end of this function).
+            // registration (dropped at the end of `run`).
             Some(b) => Some(unsafe { AsyncFd::register(Fd(b.raw_fd())) }?),
             None => None,
         };
-        // The notify sockets bound so far; one bound later (for a helper a reload added) is
-        // registered at the next turn of the loop.
-        let mut notify: Vec<AsyncFd<Fd>> = Vec::new();
-        let mut turn = 0usize;
         let lines = self.output.as_ref().map(|c| c.output().clone());
-        let mut server = self.control.serve(lines)?;
-        let (mut asked, metrics_task) = self.control.serve_metrics()?;
+        let server = self.control.serve(lines)?;
+        let (asked, metrics_task) = self.control.serve_metrics()?;
+        Ok(Waits {
+            chld,
+            sigs,
+            parents,
+            announced,
+            notify: Vec::new(),
+            turn: 0,
+            server,
+            asked,
+            metrics_task,
+        })
+    }
+
+    /// Says the start, launches what can be launched and learns the tree once.
+    fn start(&mut self) {
         self.emit(Event::Start {
             supervisor: self.me,
             contained: self.contained,
@@ -635,85 +702,79 @@ impl Supervisor {
         // Learn the machine once, so that later reads cost only what changed since.
         self.rescan();
         self.schedule_rescan();
-        loop {
-            self.settle();
-            if let Some(code) = self.finished() {
-                // Nothing of the tree is left: the last lines, then the last counts.
-                if let Some(output) = self.output.take() {
-                    for r in output.finish() {
-                        self.on_output_report(r);
-                    }
-                }
-                self.emit(Event::Stopped { exit_status: code });
-                self.flush_narration();
-                if let Some(s) = server.take() {
-                    s.finish(Duration::from_millis(300)).await;
-                }
-                if let Some(t) = &metrics_task {
-                    t.abort();
-                }
-                return Ok(code);
-            }
-            self.flush_narration();
-            // The notify sockets bound since the last turn (a launch binds the one it needs).
-            for (_, s) in &self.checks_io.notify[notify.len()..] {
-                // SAFETY: the notify sockets, owned by `self` too, never closed before `self`
-                // is dropped.
-                notify.push(unsafe { AsyncFd::register(Fd(s.raw_fd())) }?);
-            }
-            turn = turn.wrapping_add(1);
-            let next = self.timers.first_key_value().map(|(k, _)| k.0);
-            tokio::select! {
-                g = chld.readable() => {
-                    let mut g = g?;
-                    // What the ended processes said before they ended, first (`drain_notify`).
-                    self.drain_notify();
-                    self.on_sigchld();
-                    g.clear_ready();
-                }
-                g = parents.readable() => {
-                    let mut g = g?;
-                    // A parent of the tree ended: its children have a new parent already.
-                    // What it said before it ended first, while its pidfd is still held
-                    // (`checks.rs`, `sender_helper`).
-                    self.drain_notify();
-                    if self.watch.take_ended() > 0 {
-                        self.rescan();
-                    }
-                    g.clear_ready();
-                }
-                g = readable(&announced) => {
-                    let mut g = g?;
-                    self.on_announced();
-                    g.clear_ready();
-                }
-                g = sigs.readable() => {
-                    let mut g = g?;
-                    // In the order read: a USR1 sent before a TERM reopens the log first.
-                    while let Some(si) = self.signal_fd.read_signal() {
-                        self.on_signal(si.ssi_signo as i32, si.ssi_pid, si.ssi_uid);
-                    }
-                    g.clear_ready();
-                }
-                _ = sleep_until(next), if next.is_some() => {
-                    // A ping or READY=1 sent before the deadline may still be queued.
-                    self.drain_notify();
-                    self.fire_timers();
-                }
-                r = output_report(&mut self.output) => self.on_output_report(r),
-                g = any_readable(&notify, turn) => {
-                    let (k, mut g) = g?;
-                    if !self.on_notify_readable(k) {
-                        g.clear_ready();
-                    }
-                }
-                Some(r) = self.checks_io.rx.recv() => self.on_check_report(r),
-                cmd = control::recv(&mut server) => self.on_command(cmd),
-                reply = control::metrics_asked(&mut asked) => {
-                    let _ = reply.send(self.metrics_text());
-                }
+    }
+
+    /// Nothing of the tree is left: the last lines, then the last counts.
+    async fn end(&mut self, code: i32, waits: &mut Waits) {
+        if let Some(output) = self.output.take() {
+            for r in output.finish() {
+                self.on_output_report(r);
             }
         }
+        self.emit(Event::Stopped { exit_status: code });
+        self.flush_narration();
+        if let Some(s) = waits.server.take() {
+            s.finish(Duration::from_millis(300)).await;
+        }
+        if let Some(t) = &waits.metrics_task {
+            t.abort();
+        }
+    }
+
+    /// Waits for the next thing that happens and handles it.
+    async fn wait_once(&mut self, waits: &mut Waits) -> io::Result<()> {
+        let next = self.timers.first_key_value().map(|(k, _)| k.0);
+        tokio::select! {
+            g = waits.chld.readable() => {
+                let mut g = g?;
+                // What the ended processes said before they ended, first (`drain_notify`).
+                self.drain_notify();
+                self.on_sigchld();
+                g.clear_ready();
+            }
+            g = waits.parents.readable() => {
+                let mut g = g?;
+                // A parent of the tree ended: its children have a new parent already.
+                // What it said before it ended first, while its pidfd is still held
+                // (`checks.rs`, `sender_helper`).
+                self.drain_notify();
+                if self.watch.take_ended() > 0 {
+                    self.rescan();
+                }
+                g.clear_ready();
+            }
+            g = readable(&waits.announced) => {
+                let mut g = g?;
+                self.on_announced();
+                g.clear_ready();
+            }
+            g = waits.sigs.readable() => {
+                let mut g = g?;
+                // In the order read: a USR1 sent before a TERM reopens the log first.
+                while let Some(si) = self.signal_fd.read_signal() {
+                    self.on_signal(si.ssi_signo as i32, si.ssi_pid, si.ssi_uid);
+                }
+                g.clear_ready();
+            }
+            _ = sleep_until(next), if next.is_some() => {
+                // A ping or READY=1 sent before the deadline may still be queued.
+                self.drain_notify();
+                self.fire_timers();
+            }
+            r = output_report(&mut self.output) => self.on_output_report(r),
+            g = any_readable(&waits.notify, waits.turn) => {
+                let (k, mut g) = g?;
+                if !self.on_notify_readable(k) {
+                    g.clear_ready();
+                }
+            }
+            Some(r) = self.checks_io.rx.recv() => self.on_check_report(r),
+            cmd = control::recv(&mut waits.server) => self.on_command(cmd),
+            reply = control::metrics_asked(&mut waits.asked) => {
+                let _ = reply.send(self.metrics_text());
+            }
+        }
+        Ok(())
     }
 
     /// A report of the output's reading thread.
