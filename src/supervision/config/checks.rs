@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde::de::{self, Deserializer};
 
-use super::{CommandLine, FieldError, PositiveDuration};
+use super::value::{CommandLine, FieldError, PositiveDuration};
 use crate::base::duration::Text;
 
 /// How long a helper has to become ready when its `ready` gives no `timeout`: 90 s, systemd's

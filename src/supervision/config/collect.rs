@@ -22,10 +22,7 @@ use serde::Deserialize;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue, ValueDeserializer};
 
-use super::{ConfigError, ConfigErrors, at_span, line_col};
-
-/// The most mistakes one reading lists; with more, a last line says that more may follow.
-pub const MAX_MISTAKES: usize = 100;
+use super::error::{ConfigError, ConfigErrors, MAX_MISTAKES, at_span, line_col};
 
 /// One step from a table to a value: a key, or an index in an array (from 0).
 #[derive(Debug, Clone, PartialEq, Eq)]

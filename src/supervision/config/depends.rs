@@ -1,103 +1,18 @@
 //! `depends_on`: what a helper waits for, as written and as checked.
 //!
-//! Owns [`DependsOn`] (the table `{ db = "ready", migrate = "completed" }` or the list
-//! `["db"]`, each then `started`; a table's entries by name, a list's in its order) and its checks across the file
-//! ([`check`], part of `Config::validate`): every name must be another helper's, a list names
+//! [`DependsOn`] (the table `{ db = "ready", migrate = "completed" }` or the list `["db"]`) is
+//! read in `schema.rs`; here are its checks across the file ([`check`], part of
+//! `Config::validate`): every name must be another helper's, a list names
 //! each once, `completed` cannot be asked of a helper that is always restarted, and the graph
 //! (petgraph) has no cycle: each cycle is one mistake naming it, `a -> b -> c -> a`.
 
 use std::collections::HashMap;
 
-use petgraph::graph::{DiGraph, NodeIndex};
-use serde::Deserialize;
-use serde::de::{self, Deserializer};
-
 use super::collect::{Document, KeyPath, Read};
-use super::{Config, ConfigError, Helper, RestartMode};
+use super::error::ConfigError;
+use super::schema::{Config, DependsOn, Helper, RestartMode};
 use crate::process::state::Condition;
-
-/// `depends_on`: the helpers a helper waits for, each with the [`Condition`] it must reach.
-/// Written as a table, `{ db = "ready", migrate = "completed", cache = "started" }`, or as a
-/// list of names, `["db", "cache"]`, each then `started` (as Docker Compose's short form).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DependsOn {
-    /// Each dependency and its condition: a list's in its order, a table's by name.
-    pub items: Vec<(String, Condition)>,
-    /// Whether it was written as a list (its entries are then named by index in errors).
-    pub listed: bool,
-}
-
-const DEPENDS_ON: &str = "a table of helper names and conditions, { db = \"ready\", migrate = \
-                          \"completed\", cache = \"started\" }, or a list of helper names, \
-                          [\"db\"] (each then \"started\")";
-
-impl<'de> Deserialize<'de> for DependsOn {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(DependsOnVisitor)
-    }
-}
-
-struct DependsOnVisitor;
-
-impl<'de> de::Visitor<'de> for DependsOnVisitor {
-    type Value = DependsOn;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(DEPENDS_ON)
-    }
-
-    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<DependsOn, A::Error> {
-        let mut items = Vec::new();
-        while let Some(name) = seq.next_element::<String>()? {
-            items.push((dependency_name(name)?, Condition::Started));
-        }
-        Ok(DependsOn {
-            items,
-            listed: true,
-        })
-    }
-
-    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<DependsOn, A::Error> {
-        let mut items = Vec::new();
-        while let Some(name) = map.next_key::<String>()? {
-            let name = dependency_name(name)?;
-            let condition = map.next_value::<String>().map_err(|_| {
-                de::Error::custom(format!(
-                    "the condition of dependency {name:?} is not a string: expected \
-                     \"started\", \"ready\" or \"completed\""
-                ))
-            })?;
-            let condition = match condition.as_str() {
-                "started" => Condition::Started,
-                "ready" => Condition::Ready,
-                "completed" => Condition::Completed,
-                other => {
-                    return Err(de::Error::custom(format!(
-                        "the condition of dependency {name:?} is {other:?}: expected \
-                         \"started\", \"ready\" or \"completed\""
-                    )));
-                }
-            };
-            items.push((name, condition));
-        }
-        Ok(DependsOn {
-            items,
-            listed: false,
-        })
-    }
-}
-
-/// A dependency's name as written: a possible helper name (whether a helper has it is
-/// checked with the whole file).
-fn dependency_name<E: de::Error>(name: String) -> Result<String, E> {
-    if name.is_empty() || name.chars().any(char::is_control) {
-        return Err(E::custom(format!(
-            "dependency {name:?} cannot be a helper's name: expected the name of a helper of \
-             this file"
-        )));
-    }
-    Ok(name)
-}
+use petgraph::graph::{DiGraph, NodeIndex};
 
 /// Where dependency `j` of the helper at `at` was written.
 fn item_path(at: &KeyPath, deps: &DependsOn, j: usize) -> KeyPath {

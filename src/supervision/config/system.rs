@@ -20,7 +20,8 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 
 use super::collect::{Document, KeyPath, Read};
-use super::{Config, ConfigError};
+use super::error::ConfigError;
+use super::schema::{Config, Helper};
 use crate::base::logfile::RotatingFile;
 use crate::gate::spawner::{Credentials, group_id, user_id};
 use crate::gate::{self, EXIT_GATE_ERROR, EXIT_NOT_EXECUTABLE, TargetError};
@@ -197,7 +198,7 @@ impl Who {
 /// resolves them) may enter every directory on the way to `path`, read from the mode bits as
 /// the check reads them; why not otherwise. A user or group that cannot be resolved is left to
 /// the launch to report.
-pub(crate) fn helper_reaches(h: &super::Helper, path: &Path) -> Result<(), Unreachable> {
+pub(crate) fn helper_reaches(h: &Helper, path: &Path) -> Result<(), Unreachable> {
     let uid = h.user.as_deref().map(user_id).transpose();
     let gid = h.group.as_deref().map(group_id).transpose();
     let (Ok(uid), Ok(gid)) = (uid, gid) else {
