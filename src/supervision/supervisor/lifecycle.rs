@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 
 use petgraph::graph::{DiGraph, NodeIndex};
 
-use super::{Stage, Supervisor, Timer};
+use super::stage::Stage;
+use super::{Supervisor, Timer};
 use crate::process::identity::{Identity, ProcessRef};
 use crate::process::reaper::ExitStatus;
 use crate::process::state::{Condition, HelperState};

@@ -1,52 +1,41 @@
-//! `foster run`: the supervisor. Config → launches; restarts; orphan policy; shutdown.
+//! `foster run`'s supervisor: it launches every helper through the [`Spawner`] thread (the
+//! gate), routes the [`Reaper`]'s statuses to each helper's restart state machine, learns
+//! what changed in its [`Subtree`] so that [`Registry`] can classify every adoption, applies
+//! each adopted generation's orphan policy, and owns the one idempotent shutdown.
 //!
-//! Owns the life of one supervision: it makes foster a subreaper (verified with `PR_GET`),
-//! launches every helper through the [`Spawner`] thread (the gate, arm-then-check), routes the [`Reaper`]'s statuses to
-//! each helper's restart state machine, reads what changed in its [`Subtree`] when something of
-//! the tree ended (a SIGCHLD, the pidfd of a deeper parent, `watch.rs`, or the kernel's
-//! announcement of an end, `births.rs`, which also puts each birth in the tree at once; never on
-//! a timer unless `supervisor.rescan` asks where births are not announced) so that [`Registry`]
-//! can classify every adoption, applies the orphan policy of each adopted
-//! process's generation (its signal, its grace, then SIGKILL), and owns the one idempotent
-//! shutdown, whose progress is one phase type (`Stage`). Each helper's readiness and liveness
-//! checks run on the same loop (`checks.rs`).
+//! - [`start`]: [`run`] and its options: what is done before any thread exists.
+//! - [`event_loop`]: the loop and what it waits on; [`stage`]: the shutdown's phase.
+//! - [`lifecycle`]: each helper's run, stops and dependencies; [`reload`]: a new config.
+//! - [`checks`]: readiness and liveness; [`control`]: the control socket's requests.
+//! - [`watch`]: the parents' pidfds; [`births`]: the kernel's announcements of the tree.
+//! - [`signals`]: what each signal does; all are blocked and read through signalfds.
 //!
-//! ## Threads and signals
-//!
-//! [`run`] is called on the main thread before any other thread exists. It blocks SIGCHLD and
-//! every signal of [`signals`]' table there first (each signal whose default action would end
-//! foster: shutdown, reopen the logs, or ignore), so every thread created afterwards (the
-//! launcher, the output's reader and relay, the runtime) has them blocked, and they are
-//! consumed only through signalfds. The event loop is a single-threaded tokio runtime waiting
-//! on those signalfds, the parents' epoll (`watch.rs`), the process-events connector's socket
-//! (`births.rs`, subscribed before the tree is contained), the control socket, the output's
-//! reports ([`crate::supervision::output`]), the notify sockets, the reports of the checks' tasks
-//! (`checks.rs`) and the metrics responder's questions ([`crate::supervision::metrics`]): no timer is armed unless a restart delay, a grace period or a check is
-//! pending, or a read found a process in the middle of an `execve` whose environment it needs,
-//! so an idle supervisor does not wake up. The helpers' output is read, kept and relayed on
-//! threads of its own, never on this loop.
-//!
-//! ## Exit statuses
-//!
-//! See [`EXIT_OK`] and the constants after it; `docs/run.md` has the table.
+//! [`run`] is called on the main thread before any other thread exists, so every thread
+//! inherits the blocked signals. Exit statuses: [`EXIT_OK`] and those after it.
 
 mod births;
 mod checks;
 mod control;
+mod event_loop;
 mod lifecycle;
 mod reload;
 pub mod signals;
+mod stage;
+mod start;
 mod watch;
+
+pub use stage::{EXIT_CONFIG, EXIT_ERROR, EXIT_FORCED, EXIT_HELPER_FAILED, EXIT_OK};
+pub use start::{Options, SocketOption, run};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use tokio::io::unix::AsyncFd;
 use tracing::{debug, info, warn};
+
+use self::stage::Stage;
 
 use crate::gate::adoption::{self, Registry};
 use crate::gate::spawner::{CredentialError, LaunchSpec, SpawnError, Spawner, group_id, user_id};
@@ -57,19 +46,7 @@ use crate::process::signal::name as signal_name;
 use crate::process::state::HelperState;
 use crate::process::tree::{ScanOptions, Subtree};
 use crate::supervision::config::{Config, GenerationPolicy, Helper};
-use crate::supervision::contain::{Contain, Entered};
 use crate::supervision::event::{Event, EventLog, Narration, Record, SignalReason};
-
-/// Every helper ended successfully, or a requested shutdown ended everything within its grace.
-pub const EXIT_OK: i32 = 0;
-/// foster could not supervise (subreaper refused, launcher or runtime failure).
-pub const EXIT_ERROR: i32 = 1;
-/// The configuration is invalid (nothing was started).
-pub const EXIT_CONFIG: i32 = 2;
-/// No helper is left to supervise and at least one ended in failure or was given up on.
-pub const EXIT_HELPER_FAILED: i32 = 3;
-/// A requested shutdown completed, but something had to be SIGKILLed after its grace.
-pub const EXIT_FORCED: i32 = 4;
 
 /// The first delay before the tree is read again while a process of it is caught in the middle
 /// of an `execve` (an exec lasts well under a millisecond, unless its program's pages are slow to
@@ -77,342 +54,6 @@ pub const EXIT_FORCED: i32 = 4;
 const EXEC_WAIT_MIN: Duration = Duration::from_millis(5);
 /// The longest delay between two reads while a process is caught in an `execve`.
 const EXEC_WAIT_MAX: Duration = Duration::from_secs(1);
-
-/// Options of `foster run` besides the configuration.
-#[derive(Debug, Clone, Default)]
-pub struct Options {
-    /// Whether to run the tree in a new PID namespace with foster as its init.
-    pub contain: Contain,
-    /// Append events as JSON lines here.
-    pub events_log: Option<PathBuf>,
-    /// When to rotate the events log.
-    pub events_log_rotation: crate::supervision::event::Rotation,
-    /// The control socket (see `docs/control.md`).
-    pub socket: SocketOption,
-    /// The configuration file, as given (shown by `status`, names the default socket).
-    pub config_path: Option<PathBuf>,
-    /// Run even when another `foster run` of the same configuration file runs
-    /// ([`crate::supervision::instance`]).
-    pub allow_second_instance: bool,
-    /// What foster writes on its standard output for its helpers' captured lines.
-    pub relay: crate::supervision::output::Format,
-    /// The signal that reloads the configuration (`--reload-signal HUP`) instead of what the
-    /// signal table says it does; none by default (SIGHUP shuts down, as a closed terminal).
-    pub reload_signal: Option<crate::process::signal::Sig>,
-    /// Serve the Prometheus text on `http://ADDR/metrics` (`docs/metrics.md`); none by default.
-    pub metrics: Option<std::net::SocketAddr>,
-}
-
-/// Where the control socket goes.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum SocketOption {
-    /// `control::server::default_path` of the configuration's name; when a live supervisor
-    /// holds it, the name gets foster's pid; any other failure is an error (`--no-socket`
-    /// runs without one).
-    #[default]
-    Default,
-    /// Exactly here; any failure is an error.
-    Path(PathBuf),
-    /// No control socket.
-    None,
-    /// A listening socket bound at `path` and inherited as descriptor `fd` (`foster demo`).
-    Inherited { fd: i32, path: PathBuf },
-}
-
-/// Runs a supervision to its end and returns foster's exit status. Call it on the main thread
-/// before any other thread exists (see the module docs).
-pub fn run(config: Config, options: Options) -> io::Result<i32> {
-    signals::block()?;
-    // Before the tree is contained (the kernel ignores a request from another namespace), while
-    // no other thread exists (its probe forks a child that exits at once).
-    let announced = births::subscribe();
-    let credentials = first_with_credentials(&config);
-    // Judged as foster's user sees it, before a user namespace could make owners unknown.
-    crate::base::ownership::judge_runtime_root(&crate::supervision::control::server::default_dir());
-    if options.contain != Contain::Off {
-        judge_dirs(&config, &options)?;
-    }
-    // Before the namespace: the lock's pid is the caller's, and the outer process holds it too.
-    let mut claim = claim(&options)?;
-    let contained = match crate::supervision::contain::enter(options.contain, credentials)? {
-        Entered::Ended(code) => return Ok(code), // the outer process: the tree has ended
-        Entered::Init => true,
-        Entered::Uncontained => false,
-    };
-    become_subreaper()?;
-    let events = options
-        .events_log
-        .as_ref()
-        .map(|p| EventLog::open(p, options.events_log_rotation))
-        .transpose()?;
-    // Bound before any thread exists: binding sets the umask for an instant.
-    let bound = bind_socket(&options)?;
-    if let Some(c) = &mut claim {
-        c.record(bound.as_ref().map(|b| b.path()))?;
-    }
-    // A port that cannot be had is said before anything starts.
-    let metrics = options
-        .metrics
-        .map(crate::supervision::metrics::http::bind)
-        .transpose()?;
-    // The notify sockets the helpers need now (one a reload's helper needs is bound then).
-    let checks_io = checks::bind_notify(&config)?;
-    // From here on, foster's lines never wait on its standard error (dropped last: it writes
-    // what is left once the supervision has ended).
-    let _lines = crate::base::logging::background()?;
-    // The output threads start here, after the signals are blocked: they inherit the mask.
-    let output = crate::supervision::output::start(&helper_outputs(&config), options.relay)?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .enable_io()
-        .build()?;
-    let mut sup = Supervisor::new(config, contained, events, output)?;
-    sup.take_births(announced);
-    sup.control = control::Control::new(options.config_path.clone(), bound);
-    sup.control.metrics_listener = metrics;
-    sup.config_path = options.config_path.clone();
-    sup.reload_signal = options
-        .reload_signal
-        .map(crate::process::signal::Sig::number);
-    sup.checks_io = checks_io;
-    rt.block_on(sup.run())
-}
-
-/// The name of the first helper that runs as another user or group, if any.
-fn first_with_credentials(config: &Config) -> Option<&str> {
-    config
-        .helpers
-        .iter()
-        .find(|h| h.user.is_some() || h.group.is_some())
-        .map(|h| h.name())
-}
-
-/// Takes the lock of the configuration file's one instance, unless a second is allowed.
-fn claim(options: &Options) -> io::Result<Option<crate::supervision::instance::Claim>> {
-    match (&options.config_path, options.allow_second_instance) {
-        (Some(path), false) => {
-            crate::supervision::instance::Claim::take(path).map_err(io::Error::other)
-        }
-        _ => Ok(None),
-    }
-}
-
-/// Judges the directories of the files foster opens at its start (the events log, the
-/// helpers' log files, the control socket) where it was started, before a user namespace
-/// would hide their owners ([`crate::base::ownership::judge_before_namespace`]).
-fn judge_dirs(config: &Config, options: &Options) -> io::Result<()> {
-    use crate::base::ownership::{DirRule, parent_dir};
-    use crate::supervision::control::server::default_dir;
-    // What each is for (named as its own errors name it), its directory, the rule.
-    let file =
-        |what: &str, p: &std::path::Path| (format!("{what} {}", p.display()), parent_dir(p).into());
-    let mut dirs: Vec<(String, PathBuf, DirRule)> = Vec::new();
-    if let Some(p) = &options.events_log {
-        let (what, dir) = file("events log", p);
-        dirs.push((what, dir, DirRule::Given("the events log")));
-    }
-    for h in &config.helpers {
-        if let Some(log) = &h.log {
-            let name = crate::base::sanitize::escape(h.name().as_bytes());
-            let (what, dir) = file(&format!("helper {name}'s log"), &log.file);
-            dirs.push((what, dir, DirRule::Given("the log file")));
-        }
-    }
-    let private = |dir: &PathBuf| *dir == default_dir();
-    match &options.socket {
-        SocketOption::Path(p) => {
-            let (what, dir) = file("control socket", p);
-            let rule = if private(&dir) {
-                DirRule::Private
-            } else {
-                DirRule::Given("the socket")
-            };
-            dirs.push((what, dir, rule));
-        }
-        SocketOption::Default => {
-            dirs.push(("control socket".into(), default_dir(), DirRule::Private));
-        }
-        SocketOption::None | SocketOption::Inherited { .. } => {}
-    }
-    for (what, dir, rule) in dirs {
-        crate::base::ownership::judge_before_namespace(&dir, rule)
-            .map_err(|m| io::Error::other(format!("{what}: {m}")))?;
-    }
-    Ok(())
-}
-
-/// What the output capture needs of each helper.
-fn helper_outputs(config: &Config) -> Vec<crate::supervision::output::HelperOutput> {
-    config.helpers.iter().map(helper_output).collect()
-}
-
-/// What the output capture needs of one helper.
-fn helper_output(h: &Helper) -> crate::supervision::output::HelperOutput {
-    crate::supervision::output::HelperOutput {
-        name: h.name().to_string(),
-        mode: h.output,
-        log: h.log.as_ref().map(|l| (l.file.clone(), l.rotation())),
-        ring: h.ring.bounds(),
-    }
-}
-
-/// Binds the control socket `options` ask for.
-fn bind_socket(
-    options: &Options,
-) -> io::Result<Option<crate::supervision::control::server::Bound>> {
-    use crate::supervision::control::server::{self, BindError};
-    let name = options
-        .config_path
-        .as_ref()
-        .and_then(|p| p.file_stem())
-        .map(|s| s.to_string_lossy().into_owned())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| format!("foster-{}", std::process::id()));
-    match &options.socket {
-        SocketOption::None => Ok(None),
-        SocketOption::Path(p) => server::bind(p).map(Some).map_err(io::Error::other),
-        SocketOption::Inherited { fd, path } => {
-            server::adopt(*fd, path).map(Some).map_err(io::Error::other)
-        }
-        SocketOption::Default => {
-            let path = server::default_path(&name);
-            match server::bind(&path) {
-                Ok(b) => Ok(Some(b)),
-                Err(BindError::Live(_)) => {
-                    let alt = server::default_path(&format!("{name}-{}", std::process::id()));
-                    warn!(
-                        "control socket {}: another supervisor listens there; using {}",
-                        path.display(),
-                        alt.display()
-                    );
-                    server::bind(&alt).map(Some).map_err(io::Error::other)
-                }
-                Err(e) => Err(io::Error::other(format!(
-                    "{e}; foster run --no-socket runs without a control socket"
-                ))),
-            }
-        }
-    }
-}
-
-/// Sets `PR_SET_CHILD_SUBREAPER` and reads it back; either failing is an error.
-pub fn become_subreaper() -> io::Result<()> {
-    // SAFETY: plain prctl calls with valid arguments.
-    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
-        return Err(io::Error::other(format!(
-            "cannot become a subreaper (PR_SET_CHILD_SUBREAPER): {}",
-            io::Error::last_os_error()
-        )));
-    }
-    let mut on: libc::c_int = 0;
-    // SAFETY: the kernel writes one int.
-    if unsafe {
-        libc::prctl(
-            libc::PR_GET_CHILD_SUBREAPER,
-            &mut on as *mut libc::c_int,
-            0,
-            0,
-            0,
-        )
-    } != 0
-        || on == 0
-    {
-        return Err(io::Error::other(
-            "PR_GET_CHILD_SUBREAPER does not confirm foster is a subreaper",
-        ));
-    }
-    Ok(())
-}
-
-/// A raw fd for `AsyncFd` (owned elsewhere).
-struct Fd(RawFd);
-impl AsRawFd for Fd {
-    fn as_raw_fd(&self) -> RawFd {
-        self.0
-    }
-}
-
-/// The supervision's phase: where the one shutdown stands. Its transitions are its methods:
-/// `Supervising` → `Stopping` ([`Stage::begin_stop`], once) → `Sweeping`
-/// ([`Stage::begin_sweep`]); [`Stage::mark_forced`] records, during the shutdown, that a grace
-/// ran out and something was SIGKILLed; [`Stage::exit_status`] reads the end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stage {
-    /// Launching helpers and restarting them.
-    Supervising,
-    /// The orderly shutdown: stop signals sent, their graces running.
-    Stopping(Shutdown),
-    /// The final SIGKILL sweep of whatever is left, repeated on each SIGCHLD until foster has
-    /// no child.
-    Sweeping(Shutdown),
-}
-
-/// What a shutdown records for foster's exit status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Shutdown {
-    /// A signal or a `stop` request asked for it (else: nothing was left to supervise).
-    requested: bool,
-    /// A grace ran out and something had to be SIGKILLed.
-    forced: bool,
-}
-
-impl Stage {
-    /// Whether the shutdown has begun (stopping or sweeping).
-    fn shutting_down(self) -> bool {
-        self != Stage::Supervising
-    }
-
-    fn sweeping(self) -> bool {
-        matches!(self, Stage::Sweeping(_))
-    }
-
-    /// Supervising → Stopping. Returns false, and changes nothing, once the shutdown has begun.
-    fn begin_stop(&mut self, requested: bool) -> bool {
-        if self.shutting_down() {
-            return false;
-        }
-        *self = Stage::Stopping(Shutdown {
-            requested,
-            forced: false,
-        });
-        true
-    }
-
-    /// Stopping → Sweeping (sweeping again is no change).
-    fn begin_sweep(&mut self) {
-        *self = match *self {
-            Stage::Supervising => Stage::Sweeping(Shutdown {
-                requested: false,
-                forced: false,
-            }),
-            Stage::Stopping(s) | Stage::Sweeping(s) => Stage::Sweeping(s),
-        };
-    }
-
-    /// A grace ran out and something was SIGKILLed: recorded during the shutdown only (an
-    /// orphan's grace while supervising does not change foster's exit status).
-    fn mark_forced(&mut self) {
-        if let Stage::Stopping(s) | Stage::Sweeping(s) = self {
-            s.forced = true;
-        }
-    }
-
-    /// foster's exit status once nothing is left; `helpers_succeeded` says whether every
-    /// helper ended in success (asked only when no shutdown was requested).
-    fn exit_status(self, helpers_succeeded: impl FnOnce() -> bool) -> i32 {
-        match self {
-            Stage::Stopping(s) | Stage::Sweeping(s) if s.requested => {
-                if s.forced {
-                    EXIT_FORCED
-                } else {
-                    EXIT_OK
-                }
-            }
-            _ if helpers_succeeded() => EXIT_OK,
-            _ => EXIT_HELPER_FAILED,
-        }
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 /// Whose status a reaped pid is.
@@ -434,26 +75,6 @@ enum Timer {
     Rescan,
     /// A timer of helper `i`'s checks, for its launch `n`.
     Check(usize, u32, checks::CheckTimer),
-}
-
-/// What the loop waits on, registered with the runtime for the life of [`Supervisor::run`];
-/// each descriptor is owned by the supervisor, which outlives them. (Fields in the order
-/// they are dropped: the servers first, the registrations last.)
-struct Waits {
-    metrics_task: Option<tokio::task::JoinHandle<()>>,
-    /// The questions of the metrics responder.
-    asked: Option<control::Asked>,
-    /// The control socket's server, while it serves.
-    server: Option<crate::supervision::control::server::Server>,
-    /// The loop's turn: which notify socket is looked at first.
-    turn: usize,
-    /// The notify sockets bound so far; one bound later (for a helper a reload added) is
-    /// registered at the next turn of the loop.
-    notify: Vec<AsyncFd<Fd>>,
-    announced: Option<AsyncFd<Fd>>,
-    parents: AsyncFd<Fd>,
-    sigs: AsyncFd<Fd>,
-    chld: AsyncFd<Fd>,
 }
 
 struct Supervisor {
@@ -617,164 +238,6 @@ impl Supervisor {
         self.timer_seq += 1;
         self.timers
             .insert((Instant::now() + delay, self.timer_seq), timer);
-    }
-
-    async fn run(&mut self) -> io::Result<i32> {
-        let mut waits = self.register()?;
-        self.start();
-        loop {
-            self.settle();
-            if let Some(code) = self.finished() {
-                self.end(code, &mut waits).await;
-                return Ok(code);
-            }
-            self.flush_narration();
-            // The notify sockets bound since the last turn (a launch binds the one it needs).
-            for (_, s) in &self.checks_io.notify[waits.notify.len()..] {
-                // SAFETY: the notify sockets, owned by `self` too, never closed before `self`
-                // is dropped.
-                waits
-                    .notify
-                    .push(unsafe { AsyncFd::register(Fd(s.raw_fd())) }?);
-            }
-            waits.turn = waits.turn.wrapping_add(1);
-            self.wait_once(&mut waits).await?;
-        }
-    }
-
-    /// Registers what the loop waits on and starts the control socket's and the metrics'
-    /// servers (inside the runtime).
-    fn register(&mut self) -> io::Result<Waits> {
-        // SAFETY: both fds are owned by `self` (the reaper's signalfd and `signal_fd`), which
-        // outlives these registrations: they are dropped at the end of `run`.
-        let chld =
-            unsafe { AsyncFd::register(Fd(self.reaper.raw_fd())) }.map_err(io::Error::from)?;
-        // SAFETY: the signalfd is owned by `self`, which outlives this registration (dropped at the
-        // end of `run`).
-        let sigs = unsafe { AsyncFd::register(Fd(self.signal_fd.as_raw_fd())) }
-            .map_err(io::Error::from)?;
-        // SAFETY: the watch's epoll descriptor, owned by `self` too, for the life of `self`.
-        let parents =
-            unsafe { AsyncFd::register(Fd(self.watch.raw_fd())) }.map_err(io::Error::from)?;
-        let announced = match &self.births {
-            // SAFETY: the connector's socket is owned by `self.births`, which outlives this
-            // registration (dropped at the end of `run`).
-            Some(b) => Some(unsafe { AsyncFd::register(Fd(b.raw_fd())) }?),
-            None => None,
-        };
-        let lines = self.output.as_ref().map(|c| c.output().clone());
-        let server = self.control.serve(lines)?;
-        let (asked, metrics_task) = self.control.serve_metrics()?;
-        Ok(Waits {
-            chld,
-            sigs,
-            parents,
-            announced,
-            notify: Vec::new(),
-            turn: 0,
-            server,
-            asked,
-            metrics_task,
-        })
-    }
-
-    /// Says the start, launches what can be launched and learns the tree once.
-    fn start(&mut self) {
-        self.emit(Event::Start {
-            supervisor: self.me,
-            contained: self.contained,
-            socket: self.control.socket_path(),
-        });
-        let quiet = crate::base::logging::verbosity() < 0;
-        if let Some(addr) = self.control.metrics_addr().filter(|_| !quiet) {
-            // Said as the start is (not with -q): for a port 0, the port it took.
-            crate::base::logging::write_stderr(&format!(
-                "foster: metrics on http://{addr}/metrics\n"
-            ));
-        }
-        // Helpers without dependencies at once, the others as their dependencies allow.
-        for k in 0..self.graph.order.len() {
-            let i = self.graph.order[k];
-            self.want_launch(i);
-        }
-        // Statuses of helpers that failed at once are already pending; take them in.
-        self.on_sigchld();
-        // Learn the machine once, so that later reads cost only what changed since.
-        self.rescan();
-        self.schedule_rescan();
-    }
-
-    /// Nothing of the tree is left: the last lines, then the last counts.
-    async fn end(&mut self, code: i32, waits: &mut Waits) {
-        if let Some(output) = self.output.take() {
-            for r in output.finish() {
-                self.on_output_report(r);
-            }
-        }
-        self.emit(Event::Stopped { exit_status: code });
-        self.flush_narration();
-        if let Some(s) = waits.server.take() {
-            s.finish(Duration::from_millis(300)).await;
-        }
-        if let Some(t) = &waits.metrics_task {
-            t.abort();
-        }
-    }
-
-    /// Waits for the next thing that happens and handles it.
-    async fn wait_once(&mut self, waits: &mut Waits) -> io::Result<()> {
-        let next = self.timers.first_key_value().map(|(k, _)| k.0);
-        tokio::select! {
-            g = waits.chld.readable() => {
-                let mut g = g?;
-                // What the ended processes said before they ended, first (`drain_notify`).
-                self.drain_notify();
-                self.on_sigchld();
-                g.clear_ready();
-            }
-            g = waits.parents.readable() => {
-                let mut g = g?;
-                // A parent of the tree ended: its children have a new parent already.
-                // What it said before it ended first, while its pidfd is still held
-                // (`checks.rs`, `sender_helper`).
-                self.drain_notify();
-                if self.watch.take_ended() > 0 {
-                    self.rescan();
-                }
-                g.clear_ready();
-            }
-            g = readable(&waits.announced) => {
-                let mut g = g?;
-                self.on_announced();
-                g.clear_ready();
-            }
-            g = waits.sigs.readable() => {
-                let mut g = g?;
-                // In the order read: a USR1 sent before a TERM reopens the log first.
-                while let Some(si) = self.signal_fd.read_signal() {
-                    self.on_signal(si.ssi_signo as i32, si.ssi_pid, si.ssi_uid);
-                }
-                g.clear_ready();
-            }
-            _ = sleep_until(next), if next.is_some() => {
-                // A ping or READY=1 sent before the deadline may still be queued.
-                self.drain_notify();
-                self.fire_timers();
-            }
-            r = output_report(&mut self.output) => self.on_output_report(r),
-            g = any_readable(&waits.notify, waits.turn) => {
-                let (k, mut g) = g?;
-                if !self.on_notify_readable(k) {
-                    g.clear_ready();
-                }
-            }
-            Some(r) = self.checks_io.rx.recv() => self.on_check_report(r),
-            cmd = control::recv(&mut waits.server) => self.on_command(cmd),
-            reply = control::metrics_asked(&mut waits.asked) => {
-                let _ = reply.send(self.metrics_text());
-            }
-        }
-        Ok(())
     }
 
     /// A report of the output's reading thread.
@@ -1362,80 +825,4 @@ pub fn has_children() -> bool {
         )
     };
     r == 0
-}
-
-/// The first of `fds` that is readable, with its index, looked at from the `turn`th on (so
-/// that a socket kept busy does not starve the others); pending forever when there are none.
-async fn any_readable(
-    fds: &[AsyncFd<Fd>],
-    turn: usize,
-) -> io::Result<(usize, tokio::io::unix::AsyncFdReadyGuard<'_, Fd>)> {
-    std::future::poll_fn(|cx| {
-        for j in 0..fds.len() {
-            let k = (turn + j) % fds.len();
-            if let std::task::Poll::Ready(r) = fds[k].poll_read_ready(cx) {
-                return std::task::Poll::Ready(r.map(|g| (k, g)));
-            }
-        }
-        std::task::Poll::Pending
-    })
-    .await
-}
-
-/// `fd` readable (pending forever without one).
-async fn readable(
-    fd: &Option<AsyncFd<Fd>>,
-) -> io::Result<tokio::io::unix::AsyncFdReadyGuard<'_, Fd>> {
-    match fd {
-        Some(fd) => fd.readable().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// The next report of the output's reading thread (pending forever without one).
-async fn output_report(
-    output: &mut Option<crate::supervision::output::Capture>,
-) -> crate::supervision::output::Report {
-    match output {
-        Some(o) => o.report().await,
-        None => std::future::pending().await,
-    }
-}
-
-async fn sleep_until(when: Option<Instant>) {
-    if let Some(w) = when {
-        tokio::time::sleep_until(tokio::time::Instant::from_std(w)).await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_stage_moves_forward_once_and_says_the_exit_status() {
-        let mut st = Stage::Supervising;
-        st.mark_forced(); // an orphan's grace while supervising: not a forced shutdown
-        assert_eq!(st, Stage::Supervising);
-        assert_eq!(st.exit_status(|| true), EXIT_OK);
-        assert_eq!(st.exit_status(|| false), EXIT_HELPER_FAILED);
-        assert!(st.begin_stop(true));
-        assert!(st.shutting_down() && !st.sweeping());
-        assert!(!st.begin_stop(false), "one shutdown only");
-        assert_eq!(
-            st.exit_status(|| false),
-            EXIT_OK,
-            "requested, nothing forced"
-        );
-        st.begin_sweep();
-        assert!(st.shutting_down() && st.sweeping());
-        st.mark_forced();
-        assert_eq!(st.exit_status(|| true), EXIT_FORCED);
-        // A shutdown nobody asked for (nothing left to supervise) reports the helpers.
-        let mut st = Stage::Supervising;
-        assert!(st.begin_stop(false));
-        st.mark_forced();
-        assert_eq!(st.exit_status(|| false), EXIT_HELPER_FAILED);
-        assert_eq!(st.exit_status(|| true), EXIT_OK);
-    }
 }

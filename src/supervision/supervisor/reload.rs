@@ -25,7 +25,8 @@
 use tracing::warn;
 
 use super::lifecycle::{Graph, REMOVED, Run, StopFor};
-use super::{Supervisor, Timer, helper_output};
+use super::start::helper_output;
+use super::{Supervisor, Timer};
 use crate::process::state::HelperState;
 use crate::supervision::config::{Config, Helper, Scope, SupervisorSection};
 use crate::supervision::control::protocol::{ErrorKind, Reply};
