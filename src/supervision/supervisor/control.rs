@@ -20,8 +20,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tracing::info;
 
+use super::Supervisor;
 use super::lifecycle::StopFor;
-use super::{Supervisor, Timer};
+use super::timers::Timer;
 use crate::process::identity::Identity;
 use crate::process::reaper::ExitStatus;
 use crate::process::signal::name as signal_name;

@@ -23,8 +23,9 @@ use std::time::{Duration, Instant};
 
 use petgraph::graph::{DiGraph, NodeIndex};
 
+use super::Supervisor;
 use super::stage::Stage;
-use super::{Supervisor, Timer};
+use super::timers::Timer;
 use crate::process::identity::{Identity, ProcessRef};
 use crate::process::reaper::ExitStatus;
 use crate::process::state::{Condition, HelperState};

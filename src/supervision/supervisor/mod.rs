@@ -6,22 +6,27 @@
 //! - [`start`]: [`run`] and its options: what is done before any thread exists.
 //! - [`event_loop`]: the loop and what it waits on; [`stage`]: the shutdown's phase.
 //! - [`lifecycle`]: each helper's run, stops and dependencies; [`reload`]: a new config.
-//! - [`checks`]: readiness and liveness; [`control`]: the control socket's requests.
+//! - [`checks`]: readiness and liveness; [`probes`]: their exec and connect probes.
+//! - [`notify`]: the notify sockets and their datagrams; [`timers`]: what each timer is for.
 //! - [`watch`]: the parents' pidfds; [`births`]: the kernel's announcements of the tree.
-//! - [`signals`]: what each signal does; all are blocked and read through signalfds.
+//! - [`control`]: the control socket's requests; [`signals`]: what each signal does.
 //!
 //! [`run`] is called on the main thread before any other thread exists, so every thread
-//! inherits the blocked signals. Exit statuses: [`EXIT_OK`] and those after it.
+//! inherits the blocked signals, read through signalfds. Exit statuses: [`EXIT_OK`] and
+//! those after it.
 
 mod births;
 mod checks;
 mod control;
 mod event_loop;
 mod lifecycle;
+mod notify;
+mod probes;
 mod reload;
 pub mod signals;
 mod stage;
 mod start;
+mod timers;
 mod watch;
 
 pub use stage::{EXIT_CONFIG, EXIT_ERROR, EXIT_FORCED, EXIT_HELPER_FAILED, EXIT_OK};
@@ -36,6 +41,7 @@ use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
 use self::stage::Stage;
+use self::timers::Timer;
 
 use crate::gate::adoption::{self, Registry};
 use crate::gate::spawner::{CredentialError, LaunchSpec, SpawnError, Spawner, group_id, user_id};
@@ -62,19 +68,6 @@ enum Owner {
     Helper(usize),
     /// An exec probe of helper `i`'s launch (its checks' launch number).
     Probe(usize, u32),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Timer {
-    Restart(usize),
-    /// A helper's stop grace ran out (`usize::MAX`: the grace of adopted processes).
-    StopGrace(usize),
-    OrphanGrace(Identity),
-    Scan,
-    /// The periodic read of `supervisor.rescan`, where births are not announced.
-    Rescan,
-    /// A timer of helper `i`'s checks, for its launch `n`.
-    Check(usize, u32, checks::CheckTimer),
 }
 
 struct Supervisor {
@@ -124,7 +117,7 @@ struct Supervisor {
     /// The signal that reloads the configuration (`--reload-signal`), if any.
     reload_signal: Option<i32>,
     /// The notify sockets and the reports of the checks' tasks.
-    checks_io: checks::ChecksIo,
+    checks_io: notify::ChecksIo,
 }
 
 impl Supervisor {
@@ -189,7 +182,7 @@ impl Supervisor {
             output: Some(output),
             config_path: None,
             reload_signal: None,
-            checks_io: checks::ChecksIo::new(),
+            checks_io: notify::ChecksIo::new(),
         })
     }
 

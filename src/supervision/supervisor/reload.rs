@@ -24,9 +24,10 @@
 
 use tracing::warn;
 
+use super::Supervisor;
 use super::lifecycle::{Graph, REMOVED, Run, StopFor};
 use super::start::helper_output;
-use super::{Supervisor, Timer};
+use super::timers::Timer;
 use crate::process::state::HelperState;
 use crate::supervision::config::{Config, Helper, Scope, SupervisorSection};
 use crate::supervision::control::protocol::{ErrorKind, Reply};

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use tracing::warn;
 
-use super::{Supervisor, births, checks, control, signals};
+use super::{Supervisor, births, control, notify, signals};
 use crate::supervision::config::{Config, Helper};
 use crate::supervision::contain::{Contain, Entered};
 use crate::supervision::event::EventLog;
@@ -90,7 +90,7 @@ pub fn run(config: Config, options: Options) -> io::Result<i32> {
         .map(crate::supervision::metrics::http::bind)
         .transpose()?;
     // The notify sockets the helpers need now (one a reload's helper needs is bound then).
-    let checks_io = checks::bind_notify(&config)?;
+    let checks_io = notify::bind_notify(&config)?;
     // From here on, foster's lines never wait on its standard error (dropped last: it writes
     // what is left once the supervision has ended).
     let _lines = crate::base::logging::background()?;
