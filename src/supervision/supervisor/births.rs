@@ -42,6 +42,7 @@ use std::collections::HashMap;
 
 use tracing::debug;
 
+use super::timers::Timer;
 use crate::gate::adoption::Lineage;
 use crate::process::identity::Identity;
 use crate::process::tree::Snapshot;
@@ -388,12 +389,12 @@ impl super::Supervisor {
     /// Arms the next periodic read of `supervisor.rescan`, where births are not announced (and
     /// disarms it when the setting is gone).
     pub(super) fn schedule_rescan(&mut self) {
-        self.timers.retain(|_, t| *t != super::Timer::Rescan);
+        self.timers.cancel(|t| *t == Timer::Rescan);
         if self.births.is_some() || self.stage.shutting_down() {
             return;
         }
         if let Some(p) = self.config.supervisor.rescan {
-            self.at(p.0, super::Timer::Rescan);
+            self.timers.at(p.0, Timer::Rescan);
         }
     }
 }

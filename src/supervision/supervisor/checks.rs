@@ -157,7 +157,7 @@ impl Supervisor {
                 }
             }
             Some(ReadyCheck::Exec { interval, .. } | ReadyCheck::Tcp { interval, .. }) => {
-                self.at(
+                self.timers.at(
                     interval,
                     Timer::Check(i, launch, CheckTimer::Attempt(Check::Ready)),
                 );
@@ -165,7 +165,8 @@ impl Supervisor {
         }
         self.helpers[i].checks = Some(c);
         if check.is_some() {
-            self.at(timeout, Timer::Check(i, launch, CheckTimer::ReadyDeadline));
+            self.timers
+                .at(timeout, Timer::Check(i, launch, CheckTimer::ReadyDeadline));
         } else {
             // No readiness check: ready once launched, without an event of its own.
             self.ready_from_now(i, launch);
@@ -186,13 +187,14 @@ impl Supervisor {
             c.last_ping = now;
         }
         if let Some(interval) = health {
-            self.at(
+            self.timers.at(
                 interval,
                 Timer::Check(i, launch, CheckTimer::Attempt(Check::Health)),
             );
         }
         if let Some(period) = watchdog {
-            self.at(period, Timer::Check(i, launch, CheckTimer::Watchdog));
+            self.timers
+                .at(period, Timer::Check(i, launch, CheckTimer::Watchdog));
         }
     }
 
@@ -241,7 +243,8 @@ impl Supervisor {
                 if c.ready_deadline > now {
                     // Pushed later by EXTEND_TIMEOUT_USEC=.
                     let left = c.ready_deadline - now;
-                    self.at(left, Timer::Check(i, launch, CheckTimer::ReadyDeadline));
+                    self.timers
+                        .at(left, Timer::Check(i, launch, CheckTimer::ReadyDeadline));
                     return;
                 }
                 // The timeout, or what EXTEND_TIMEOUT_USEC= made of it.
@@ -309,7 +312,8 @@ impl Supervisor {
                     return;
                 };
                 if due > now {
-                    self.at(due - now, Timer::Check(i, launch, CheckTimer::Watchdog));
+                    self.timers
+                        .at(due - now, Timer::Check(i, launch, CheckTimer::Watchdog));
                     return;
                 }
                 let period = c.watchdog.unwrap_or_default();

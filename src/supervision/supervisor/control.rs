@@ -373,7 +373,7 @@ impl Supervisor {
             _ => {}
         }
         let was = super::lifecycle::state_phrase(h.state, h.detail.as_deref());
-        self.timers.retain(|_, t| *t != Timer::Restart(i));
+        self.timers.cancel(|t| *t == Timer::Restart(i));
         self.helpers[i].restart = RestartState::default();
         self.want_launch(i);
         self.on_sigchld();
@@ -448,7 +448,7 @@ impl Supervisor {
                     Some(d) => format!("{} {d}", h.state),
                     None => h.state.to_string(),
                 };
-                self.timers.retain(|_, t| *t != Timer::Restart(i));
+                self.timers.cancel(|t| *t == Timer::Restart(i));
                 self.set_state(i, HelperState::Stopped, Some("by request".into()));
                 done(
                     "stop",
@@ -509,7 +509,7 @@ impl Supervisor {
                 ),
             );
         }
-        self.timers.retain(|_, t| *t != Timer::Restart(i));
+        self.timers.cancel(|t| *t == Timer::Restart(i));
         self.helpers[i].restart = RestartState::default();
         self.control.counts.requested_restart(name);
         self.want_launch(i);
@@ -788,9 +788,8 @@ impl Supervisor {
         let now = Instant::now();
         let next_launch_in_ms = self
             .timers
-            .iter()
-            .find(|(_, t)| **t == Timer::Restart(i))
-            .map(|(k, _)| k.0.saturating_duration_since(now).as_millis() as u64);
+            .deadline(Timer::Restart(i))
+            .map(|at| at.saturating_duration_since(now).as_millis() as u64);
         HelperInfo {
             name: cfg.name().to_string(),
             state,

@@ -145,7 +145,7 @@ impl Supervisor {
 
     /// Waits for the next thing that happens and handles it.
     async fn wait_once(&mut self, waits: &mut Waits) -> io::Result<()> {
-        let next = self.timers.first_key_value().map(|(k, _)| k.0);
+        let next = self.timers.next();
         tokio::select! {
             g = waits.chld.readable() => {
                 let mut g = g?;

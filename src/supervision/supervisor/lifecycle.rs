@@ -331,7 +331,7 @@ impl Supervisor {
 
     /// Helper `i` is down after a stop.
     fn stop_done(&mut self, i: usize) {
-        self.timers.retain(|_, t| *t != Timer::StopGrace(i));
+        self.timers.cancel(|t| *t == Timer::StopGrace(i));
         // A definition a reload gave while it was stopping applies to what follows.
         self.take_next_definition(i);
         let r = &mut self.helpers[i];
@@ -386,8 +386,8 @@ impl Supervisor {
             StopFor::Request | StopFor::Restart => SignalReason::Control,
         };
         self.signal(id, Some(name), sig, reason, Some(grace));
-        self.timers.retain(|_, t| *t != Timer::StopGrace(i));
-        self.at(grace, Timer::StopGrace(i));
+        self.timers.cancel(|t| *t == Timer::StopGrace(i));
+        self.timers.at(grace, Timer::StopGrace(i));
         let detail = why.detail();
         self.helpers[i].killed = None;
         self.set_state(i, HelperState::Stopping, Some(detail));
@@ -447,7 +447,7 @@ impl Supervisor {
         match decision {
             // The decision first: the exit's line on standard error takes it in.
             Decision::Restart { delay, attempt } => {
-                self.at(delay, Timer::Restart(i));
+                self.timers.at(delay, Timer::Restart(i));
                 self.emit(Event::Restart {
                     helper: name,
                     attempt,
@@ -492,16 +492,12 @@ impl Supervisor {
         }
         if shutdown.forced {
             self.sweep();
-        } else if !self
-            .timers
-            .values()
-            .any(|t| *t == Timer::StopGrace(usize::MAX))
-        {
+        } else if !self.timers.is_armed(Timer::StopGrace(usize::MAX)) {
             let grace = self.adopted_grace();
             if grace.is_zero() {
                 self.sweep();
             } else {
-                self.at(grace, Timer::StopGrace(usize::MAX));
+                self.timers.at(grace, Timer::StopGrace(usize::MAX));
             }
         }
     }

@@ -32,7 +32,7 @@ mod watch;
 pub use stage::{EXIT_CONFIG, EXIT_ERROR, EXIT_FORCED, EXIT_HELPER_FAILED, EXIT_OK};
 pub use start::{Options, SocketOption, run};
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::io;
 use std::path::PathBuf;
@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
 use self::stage::Stage;
-use self::timers::Timer;
+use self::timers::{Timer, Timers};
 
 use crate::gate::adoption::{self, Registry};
 use crate::gate::spawner::{CredentialError, LaunchSpec, SpawnError, Spawner, group_id, user_id};
@@ -89,8 +89,7 @@ struct Supervisor {
     graph: lifecycle::Graph,
     /// Adopted children under an orphan policy: pid → identity.
     adopted: HashMap<i32, Identity>,
-    timers: BTreeMap<(Instant, u64), Timer>,
-    timer_seq: u64,
+    timers: Timers,
     stage: Stage,
     /// What a grace already SIGKILLed: a helper's stop grace, then the final sweep, and the
     /// sweeps on the reaps that follow do not signal, or report, the same process again.
@@ -156,8 +155,7 @@ impl Supervisor {
             spawner,
             helpers,
             adopted: HashMap::new(),
-            timers: BTreeMap::new(),
-            timer_seq: 0,
+            timers: Timers::default(),
             stage: Stage::Supervising,
             killed: HashSet::new(),
             events,
@@ -225,12 +223,6 @@ impl Supervisor {
         if let Some(line) = self.narration.flush() {
             crate::base::logging::write_stderr(&line);
         }
-    }
-
-    fn at(&mut self, delay: Duration, timer: Timer) {
-        self.timer_seq += 1;
-        self.timers
-            .insert((Instant::now() + delay, self.timer_seq), timer);
     }
 
     /// A report of the output's reading thread.
@@ -538,9 +530,9 @@ impl Supervisor {
         }
         if helper_ended || parent_ended {
             self.rescan();
-        } else if unknown_orphan && !self.timers.values().any(|t| *t == Timer::Scan) {
+        } else if unknown_orphan && !self.timers.is_armed(Timer::Scan) {
             // A burst of exits foster never saw: one deferred scan for the whole burst.
-            self.at(Duration::from_millis(50), Timer::Scan);
+            self.timers.at(Duration::from_millis(50), Timer::Scan);
         }
         if self.stage.sweeping() && has_children() {
             self.sweep();
@@ -612,7 +604,7 @@ impl Supervisor {
         }
         if synced.gone > 0 {
             // A parent ended after the read: read again, on the loop's next turn.
-            self.at(Duration::ZERO, Timer::Scan);
+            self.timers.at(Duration::ZERO, Timer::Scan);
         }
     }
 
@@ -622,8 +614,8 @@ impl Supervisor {
         // A process caught in the middle of an execve has no environment to read yet, and its
         // adoption waits for it: read again shortly (then less and less often) until it is out.
         if self.tree.pending_environ() > 0 || self.registry.waiting() > 0 {
-            if !self.timers.values().any(|t| *t == Timer::Scan) {
-                self.at(self.exec_wait, Timer::Scan);
+            if !self.timers.is_armed(Timer::Scan) {
+                self.timers.at(self.exec_wait, Timer::Scan);
                 self.exec_wait = (self.exec_wait * 2).min(EXEC_WAIT_MAX);
             }
         } else {
@@ -650,7 +642,8 @@ impl Supervisor {
                     SignalReason::OrphanPolicy,
                     Some(policy.grace.0),
                 );
-                self.at(policy.grace.0, Timer::OrphanGrace(a.identity));
+                self.timers
+                    .at(policy.grace.0, Timer::OrphanGrace(a.identity));
             }
         }
     }
@@ -708,11 +701,7 @@ impl Supervisor {
 
     fn fire_timers(&mut self) {
         let now = Instant::now();
-        while let Some((&key, &timer)) = self.timers.first_key_value() {
-            if key.0 > now {
-                break;
-            }
-            self.timers.remove(&key);
+        while let Some(timer) = self.timers.pop_due(now) {
             match timer {
                 Timer::Restart(i) => {
                     if !self.stage.shutting_down() && self.helpers[i].state == HelperState::Backoff
@@ -751,7 +740,7 @@ impl Supervisor {
             signal: signal.map(signal_name),
         });
         self.timers
-            .retain(|_, t| !matches!(t, Timer::Restart(_) | Timer::Check(..)));
+            .cancel(|t| matches!(t, Timer::Restart(_) | Timer::Check(..)));
         self.stop_all_checks();
         for i in 0..self.helpers.len() {
             if matches!(
@@ -794,7 +783,7 @@ impl Supervisor {
     /// until no child is left.
     fn sweep(&mut self) {
         self.stage.begin_sweep();
-        self.timers.retain(|_, t| !matches!(t, Timer::StopGrace(_)));
+        self.timers.cancel(|t| matches!(t, Timer::StopGrace(_)));
         self.rescan();
         for id in self.registry.tree_deepest_first() {
             let helper = self.registry.get(&id).and_then(|r| r.helper.clone());

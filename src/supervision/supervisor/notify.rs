@@ -412,10 +412,9 @@ impl Supervisor {
             c.watchdog = Some(Duration::from_micros(usec).max(crate::base::duration::MIN));
             if let Some(due) = c.watchdog_due() {
                 // The new period replaces the armed one.
-                self.timers.retain(
-                    |_, t| !matches!(t, Timer::Check(j, _, CheckTimer::Watchdog) if *j == i),
-                );
-                self.at(
+                self.timers
+                    .cancel(|t| matches!(t, Timer::Check(j, _, CheckTimer::Watchdog) if *j == i));
+                self.timers.at(
                     due.saturating_duration_since(now),
                     Timer::Check(i, launch, CheckTimer::Watchdog),
                 );
@@ -449,7 +448,7 @@ impl Supervisor {
             // service's), so a helper that takes longer than its period to finish is not
             // killed for it and its end not taken as a failure.
             self.timers
-                .retain(|_, t| !matches!(t, Timer::Check(j, _, CheckTimer::Watchdog) if *j == i));
+                .cancel(|t| matches!(t, Timer::Check(j, _, CheckTimer::Watchdog) if *j == i));
             let state = self.helpers[i].state;
             self.set_state(i, state, Some("(it said STOPPING=1)".to_string()));
         }

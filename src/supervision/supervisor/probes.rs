@@ -116,7 +116,7 @@ impl Supervisor {
                     });
                 }
                 let timeout = CheckTimer::ProbeTimeout(attempt);
-                self.at(limit, Timer::Check(i, launch, timeout));
+                self.timers.at(limit, Timer::Check(i, launch, timeout));
             }
             Err(e) => self.probe_result(i, check, Err(ProbeFailure::Launch(e.into()))),
         }
@@ -180,7 +180,7 @@ impl Supervisor {
         };
         // Its time limit, if it has not run out, is disarmed with it.
         let timeout = Timer::Check(i, launch, CheckTimer::ProbeTimeout(p.attempt));
-        self.timers.retain(|_, t| *t != timeout);
+        self.timers.cancel(|t| *t == timeout);
         let result = match (p.timed_out, p.error) {
             (Some(t), _) => Err(ProbeFailure::TimedOut(t)),
             (None, Some(error)) => Err(ProbeFailure::LaunchEnded { error, status }),
@@ -221,7 +221,7 @@ impl Supervisor {
                             crate::supervision::config::checks::DEFAULT_READY_INTERVAL,
                             |d| d.0,
                         );
-                        self.at(
+                        self.timers.at(
                             interval,
                             Timer::Check(i, launch, CheckTimer::Attempt(Check::Ready)),
                         );
@@ -271,7 +271,7 @@ impl Supervisor {
                         }
                     }
                 }
-                self.at(
+                self.timers.at(
                     h.interval(),
                     Timer::Check(i, launch, CheckTimer::Attempt(Check::Health)),
                 );

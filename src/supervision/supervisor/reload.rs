@@ -204,7 +204,7 @@ impl Supervisor {
     /// Helper `i` is no longer in the file: retired, and stopped (its stop signal, its grace,
     /// SIGKILL to what is left of its tree) when it has a process.
     fn remove_helper(&mut self, i: usize) {
-        self.timers.retain(|_, t| *t != Timer::Restart(i));
+        self.timers.cancel(|t| *t == Timer::Restart(i));
         if let Some(o) = &mut self.output {
             o.retire(i);
         }
@@ -235,7 +235,7 @@ impl Supervisor {
             self.stop_helper(i, StopFor::Restart);
             return Change::Stopping;
         }
-        self.timers.retain(|_, t| *t != Timer::Restart(i));
+        self.timers.cancel(|t| *t == Timer::Restart(i));
         self.set_definition(i, h);
         Change::Set(!matches!(
             state,
