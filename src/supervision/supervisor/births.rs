@@ -330,9 +330,9 @@ impl super::Supervisor {
     /// announced and what that leaves.
     pub(super) fn take_births(&mut self, announced: Result<Connector, Unannounced>) {
         let why = match announced {
-            Ok(conn) => match Births::new(conn, self.me, self.outer.as_mut()) {
+            Ok(conn) => match Births::new(conn, self.setup.me, self.reports.outer.as_mut()) {
                 Some(b) => {
-                    self.births = Some(b);
+                    self.known.births = Some(b);
                     return;
                 }
                 None => Unannounced::OuterPid,
@@ -356,23 +356,30 @@ impl super::Supervisor {
     /// The announcements waiting: births added to the tree, or one read of it (see the module
     /// docs).
     pub(super) fn on_announced(&mut self) {
-        let Some(b) = &mut self.births else {
+        let Some(b) = &mut self.known.births else {
             return;
         };
-        let d = b.drain(self.tree.snapshot(), self.outer.as_mut());
-        self.registry.announced(d.lineages.iter().copied());
+        let d = b.drain(self.known.tree.snapshot(), self.reports.outer.as_mut());
+        self.known.registry.announced(d.lineages.iter().copied());
         if d.lost {
             debug!("announcements of births and ends lost: reading the whole tree");
             self.count_lost_tree_events();
         }
         if !d.rescan && !d.born.is_empty() {
-            let found = self.tree.born(&d.born);
-            if let Some(b) = &mut self.births {
-                b.learnt(&d.born_outer, &found.identities, self.outer.as_mut());
+            let found = self.known.tree.born(&d.born);
+            if let Some(b) = &mut self.known.births {
+                b.learnt(
+                    &d.born_outer,
+                    &found.identities,
+                    self.reports.outer.as_mut(),
+                );
             }
             if !found.missed {
                 self.watch_parents();
-                let adoptions = self.registry.observe(self.tree.snapshot(), &found.changes);
+                let adoptions = self
+                    .known
+                    .registry
+                    .observe(self.known.tree.snapshot(), &found.changes);
                 self.adopted_now(adoptions);
                 return;
             }
@@ -382,7 +389,7 @@ impl super::Supervisor {
         // What the ended processes said before they ended, first (`checks.rs`), while the
         // parents' pidfds that fired with them are still held.
         self.drain_notify();
-        self.watch.take_ended();
+        self.known.watch.take_ended();
         self.rescan();
     }
 
@@ -390,7 +397,7 @@ impl super::Supervisor {
     /// disarms it when the setting is gone).
     pub(super) fn schedule_rescan(&mut self) {
         self.timers.cancel(|t| *t == Timer::Rescan);
-        if self.births.is_some() || self.stage.shutting_down() {
+        if self.known.births.is_some() || self.stage.shutting_down() {
             return;
         }
         if let Some(p) = self.config.supervisor.rescan {

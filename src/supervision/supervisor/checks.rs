@@ -50,11 +50,11 @@ impl Supervisor {
         i: usize,
         launch: Option<u32>,
     ) -> Option<&mut LaunchChecks> {
-        let h = &self.helpers[i];
+        let h = &self.units.helpers[i];
         if self.stage.shutting_down() || h.running().is_none() || !h.state.is_up() {
             return None;
         }
-        self.helpers[i]
+        self.units.helpers[i]
             .checks
             .as_mut()
             .filter(|c| c.failed.is_none() && launch.is_none_or(|l| l == c.launch))
@@ -73,7 +73,7 @@ impl Supervisor {
         let h = &self.config.helpers[i];
         let mut pending = Pending::default();
         let socket = match uses_notify(h) {
-            true => Some(self.checks_io.socket_for(h)?.address().to_string()),
+            true => Some(self.io.checks_io.socket_for(h)?.address().to_string()),
             false => None,
         };
         let set = |spec: &mut LaunchSpec, k: &str, v: Option<OsString>| {
@@ -106,7 +106,7 @@ impl Supervisor {
                 pending.fd_read = Some(r);
             }
             Some(ReadyCheck::Log(_)) => {
-                pending.log_rx = self.output.as_ref().map(|o| o.output().subscribe());
+                pending.log_rx = self.io.output.as_ref().map(|o| o.output().subscribe());
             }
             _ => {}
         }
@@ -115,7 +115,7 @@ impl Supervisor {
 
     /// Helper `i` was launched (its launch count is now its checks' launch): its checks start.
     pub(super) fn start_checks(&mut self, i: usize, pending: Pending) {
-        let launch = self.helpers[i].attempt;
+        let launch = self.units.helpers[i].attempt;
         let now = Instant::now();
         let cfg = self.config.helpers[i].clone();
         let timeout = cfg.ready.as_ref().map_or(
@@ -124,7 +124,7 @@ impl Supervisor {
         );
         let mut c = LaunchChecks::new(launch, now, timeout, cfg.watchdog.map(|w| w.0));
         let check = cfg.ready.as_ref().and_then(|r| r.check().ok());
-        let tx = self.checks_io.tx.clone();
+        let tx = self.io.checks_io.tx.clone();
         let report = move |outcome| {
             let _ = tx.send(Report {
                 helper: i,
@@ -144,7 +144,7 @@ impl Supervisor {
                 }
             }
             Some(ReadyCheck::Log(pattern)) => {
-                if let (Some(rx), Some(o)) = (pending.log_rx, &self.output) {
+                if let (Some(rx), Some(o)) = (pending.log_rx, &self.io.output) {
                     let output = o.output().clone();
                     let name: Arc<str> = Arc::from(cfg.name());
                     let pattern = pattern.clone();
@@ -163,7 +163,7 @@ impl Supervisor {
                 );
             }
         }
-        self.helpers[i].checks = Some(c);
+        self.units.helpers[i].checks = Some(c);
         if check.is_some() {
             self.timers
                 .at(timeout, Timer::Check(i, launch, CheckTimer::ReadyDeadline));
@@ -201,7 +201,7 @@ impl Supervisor {
     /// Helper `i` passed its readiness check (`how`: notify, fd, exec, tcp, log): `ready`
     /// (with the time it took and how, as the state's detail); after `RELOADING=1`, ready again.
     pub(super) fn became_ready(&mut self, i: usize, how: &str) {
-        let Some(id) = self.helpers[i].running() else {
+        let Some(id) = self.units.helpers[i].running() else {
             return;
         };
         let Some(c) = self.live_checks(i, None) else {
@@ -347,7 +347,7 @@ impl Supervisor {
         );
         if let Some(p) = c.probe.take() {
             self.kill_probe(&p);
-            if let Some(c) = self.helpers[i].checks.as_mut() {
+            if let Some(c) = self.units.helpers[i].checks.as_mut() {
                 c.probe = Some(p);
             }
         }
@@ -357,7 +357,7 @@ impl Supervisor {
     /// SIGKILL of its tree after its stop grace; `lifecycle.rs`), its end then a failure for its
     /// restart rules.
     pub(super) fn fail_helper(&mut self, i: usize, check: Check, reason: String, emit: bool) {
-        let identity = self.helpers[i].running();
+        let identity = self.units.helpers[i].running();
         let Some(c) = self.live_checks(i, None) else {
             return;
         };
@@ -384,7 +384,7 @@ impl Supervisor {
 
     /// Helper `i`'s process ended: its checks end with it.
     pub(super) fn end_checks(&mut self, i: usize) {
-        let Some(mut c) = self.helpers[i].checks.take() else {
+        let Some(mut c) = self.units.helpers[i].checks.take() else {
             return;
         };
         c.stop_tasks();
@@ -396,8 +396,8 @@ impl Supervisor {
     /// The shutdown began: every check ends (probes killed, tasks aborted); what the helpers
     /// said (`STATUS=`, `ERRNO=`, `MAINPID=`) stays for the status.
     pub(super) fn stop_all_checks(&mut self) {
-        for i in 0..self.helpers.len() {
-            let probe = self.helpers[i].checks.as_mut().and_then(|c| {
+        for i in 0..self.units.helpers.len() {
+            let probe = self.units.helpers[i].checks.as_mut().and_then(|c| {
                 c.stop_tasks();
                 c.probe.take()
             });

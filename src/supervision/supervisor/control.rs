@@ -334,7 +334,7 @@ impl Supervisor {
                 format!("helper {name:?} is not started: the supervisor is shutting down"),
             );
         }
-        let h = &self.helpers[i];
+        let h = &self.units.helpers[i];
         if let Some(id) = h.running().filter(|_| h.state.is_up()) {
             return done(
                 "start",
@@ -347,7 +347,7 @@ impl Supervisor {
         match h.state {
             HelperState::Stopping => {
                 let was = h.stop.clone();
-                self.helpers[i].stop = Some(StopFor::Restart);
+                self.units.helpers[i].stop = Some(StopFor::Restart);
                 return done(
                     "start",
                     match was {
@@ -374,7 +374,7 @@ impl Supervisor {
         }
         let was = super::lifecycle::state_phrase(h.state, h.detail.as_deref());
         self.timers.cancel(|t| *t == Timer::Restart(i));
-        self.helpers[i].restart = RestartState::default();
+        self.units.helpers[i].restart = RestartState::default();
         self.want_launch(i);
         self.on_sigchld();
         self.launch_outcome(i, "start", Some(was))
@@ -397,10 +397,11 @@ impl Supervisor {
             );
         }
         let until = "it stays stopped, whatever its restart rule, until `foster ctl start`";
-        let h = &self.helpers[i];
+        let h = &self.units.helpers[i];
         if let Some(id) = h.running().filter(|_| h.state.is_up()) {
             self.rescan();
             let others = self
+                .known
                 .registry
                 .helper_tree(name)
                 .into_iter()
@@ -427,8 +428,8 @@ impl Supervisor {
         match h.state {
             HelperState::Stopping => {
                 let was = h.stop.clone();
-                self.helpers[i].stop = Some(StopFor::Request);
-                self.helpers[i].detail = Some("by request".into());
+                self.units.helpers[i].stop = Some(StopFor::Request);
+                self.units.helpers[i].detail = Some("by request".into());
                 done(
                     "stop",
                     match was {
@@ -479,10 +480,10 @@ impl Supervisor {
                 format!("helper {name:?} is not restarted: the supervisor is shutting down"),
             );
         }
-        let h = &self.helpers[i];
+        let h = &self.units.helpers[i];
         if h.state == HelperState::Stopping {
             let was = h.stop.clone();
-            self.helpers[i].stop = Some(StopFor::Restart);
+            self.units.helpers[i].stop = Some(StopFor::Restart);
             return done(
                 "restart",
                 match was {
@@ -510,7 +511,7 @@ impl Supervisor {
             );
         }
         self.timers.cancel(|t| *t == Timer::Restart(i));
-        self.helpers[i].restart = RestartState::default();
+        self.units.helpers[i].restart = RestartState::default();
         self.control.counts.requested_restart(name);
         self.want_launch(i);
         self.on_sigchld();
@@ -523,7 +524,7 @@ impl Supervisor {
     /// why when its launch failed.
     pub(super) fn launch_outcome(&self, i: usize, request: &str, was: Option<String>) -> Reply {
         let name = self.config.helpers[i].name();
-        let h = &self.helpers[i];
+        let h = &self.units.helpers[i];
         let was = was.map(|w| format!(" (it was {w})")).unwrap_or_default();
         match (h.state, h.running(), &h.failed_launch) {
             (_, Some(id), None) => done(request, format!("helper {name:?} launched ({id}){was}")),
@@ -546,8 +547,8 @@ impl Supervisor {
     }
 
     fn no_such_helper(&self, name: &str) -> Reply {
-        let names: Vec<&str> = (0..self.helpers.len())
-            .filter(|&i| !self.helpers[i].retired)
+        let names: Vec<&str> = (0..self.units.helpers.len())
+            .filter(|&i| !self.units.helpers[i].retired)
             .map(|i| self.config.helpers[i].name())
             .collect();
         Reply::error(
@@ -566,7 +567,7 @@ impl Supervisor {
                 let Some(i) = self.helper_index(name) else {
                     return self.no_such_helper(name);
                 };
-                match (self.helpers[i].pid, self.helpers[i].identity) {
+                match (self.units.helpers[i].pid, self.units.helpers[i].identity) {
                     (Some(_), Some(id)) => (id, Some(name.clone())),
                     _ => {
                         return Reply::error(
@@ -582,7 +583,7 @@ impl Supervisor {
                     Target::Identity(id) => id.pid,
                     Target::Helper(_) => unreachable!(),
                 };
-                if pid == self.me.pid {
+                if pid == self.setup.me.pid {
                     return Reply::error(
                         ErrorKind::NotInTree,
                         format!(
@@ -594,9 +595,10 @@ impl Supervisor {
                 // Look at the tree as it is now, not as the last event left it.
                 self.rescan();
                 let live = self
+                    .known
                     .registry
                     .identity_of_pid(pid)
-                    .filter(|_| self.registry.in_tree(pid));
+                    .filter(|_| self.known.registry.in_tree(pid));
                 let Some(id) = live else {
                     return Reply::error(
                         ErrorKind::NotInTree,
@@ -614,7 +616,7 @@ impl Supervisor {
                         );
                     }
                 }
-                let helper = self.registry.get(&id).and_then(|r| r.helper.clone());
+                let helper = self.known.registry.get(&id).and_then(|r| r.helper.clone());
                 (id, helper)
             }
         };
@@ -622,7 +624,7 @@ impl Supervisor {
             self.emit(Event::Signal {
                 target: id,
                 helper: helper.clone(),
-                generation: self.registry.get(&id).map(|r| r.generation),
+                generation: self.known.registry.get(&id).map(|r| r.generation),
                 signal: signal_name(sig),
                 reason: SignalReason::Control,
                 grace_ms: None,
@@ -657,19 +659,19 @@ impl Supervisor {
             .iter()
             .map(|n| self.process_info(n))
             .collect();
-        let helpers = (0..self.helpers.len())
-            .filter(|&i| !self.helpers[i].retired)
+        let helpers = (0..self.units.helpers.len())
+            .filter(|&i| !self.units.helpers[i].retired)
             .map(|i| self.helper_info(i))
             .collect();
         Status {
             supervisor: SupervisorInfo {
-                identity: self.me,
+                identity: self.setup.me,
                 config: self.control.config_path.clone(),
                 socket: self.control.socket_path().unwrap_or_default(),
-                contained: self.contained,
+                contained: self.setup.contained,
                 shutting_down: self.stage.shutting_down(),
                 started_ms: self.control.started_ms,
-                notify_refused: self.checks_io.refused.0,
+                notify_refused: self.io.checks_io.refused.0,
                 metrics: self.control.metrics_addr.clone(),
             },
             helpers,
@@ -698,9 +700,9 @@ impl Supervisor {
             let Some(scanner) = self.control.scanner.as_mut() else {
                 break;
             };
-            let pids: Vec<i32> = self.tree.snapshot().nodes().map(|n| n.pid).collect();
+            let pids: Vec<i32> = self.known.tree.snapshot().nodes().map(|n| n.pid).collect();
             fresh = scanner.scan_pids(&pids);
-            let tree = self.tree.snapshot();
+            let tree = self.known.tree.snapshot();
             if tree
                 .nodes()
                 .all(|n| fresh.get(&n.identity).is_some_and(|f| f.ppid == n.ppid))
@@ -708,10 +710,10 @@ impl Supervisor {
                 break;
             }
         }
-        let tree = self.tree.snapshot();
+        let tree = self.known.tree.snapshot();
         let mut out = Vec::with_capacity(tree.len());
         let mut queue = std::collections::VecDeque::new();
-        if let Some(root) = tree.get(&self.me) {
+        if let Some(root) = tree.get(&self.setup.me) {
             queue.push_back(root);
         }
         while let Some(n) = queue.pop_front() {
@@ -731,19 +733,20 @@ impl Supervisor {
 
     fn process_info(&self, n: &ProcessNode) -> ProcessInfo {
         let id = n.identity;
-        let rec = self.registry.get(&id);
-        let generation = rec.map_or(if id == self.me { 0 } else { 2 }, |r| r.generation);
+        let rec = self.known.registry.get(&id);
+        let generation = rec.map_or(if id == self.setup.me { 0 } else { 2 }, |r| r.generation);
         let helper = rec.and_then(|r| r.helper.clone());
         let expected_parent = rec.and_then(|r| r.expected_parent);
         let adoption = self.control.adoptions.get(&id).copied();
         let is_helper = self
+            .units
             .helpers
             .iter()
             .any(|h| h.identity == Some(id) && h.pid.is_some());
         let nested = n.comm == b"foster"
             && n.cmdline.iter().skip(1).any(|a| a == b"run")
             && !n.cmdline.iter().any(|a| a == b"--check");
-        let role = if id == self.me || nested {
+        let role = if id == self.setup.me || nested {
             Role::Supervisor
         } else if is_helper {
             Role::Helper
@@ -754,7 +757,7 @@ impl Supervisor {
         } else {
             Role::Descendant
         };
-        let policy = (id != self.me).then(|| {
+        let policy = (id != self.setup.me).then(|| {
             self.policy_for(helper.as_deref(), generation)
                 .to_policy()
                 .generation_text()
@@ -781,7 +784,7 @@ impl Supervisor {
     }
 
     fn helper_info(&self, i: usize) -> HelperInfo {
-        let h = &self.helpers[i];
+        let h = &self.units.helpers[i];
         let cfg = &self.config.helpers[i];
         let state = h.state;
         let checks = h.checks.as_ref().filter(|_| h.running().is_some());
@@ -797,13 +800,13 @@ impl Supervisor {
             status_text: h.status_text.clone(),
             stop_signal: signal_name(cfg.stop_signal.number()),
             stop_grace_ms: cfg.stop_grace.0.as_millis() as u64,
-            depends_on: self.graph.deps[i]
+            depends_on: self.units.graph.deps[i]
                 .iter()
                 .map(|&(d, condition)| Dependency {
                     helper: self.config.helpers[d].name().to_string(),
                     condition,
-                    met: condition.met_by(self.helpers[d].state),
-                    held: condition.held_by(self.helpers[d].state),
+                    met: condition.met_by(self.units.helpers[d].state),
+                    held: condition.held_by(self.units.helpers[d].state),
                 })
                 .collect(),
             identity: h.running(),

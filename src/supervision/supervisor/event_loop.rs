@@ -52,7 +52,7 @@ impl Supervisor {
             }
             self.flush_narration();
             // The notify sockets bound since the last turn (a launch binds the one it needs).
-            for (_, s) in &self.checks_io.notify[waits.notify.len()..] {
+            for (_, s) in &self.io.checks_io.notify[waits.notify.len()..] {
                 // SAFETY: the notify sockets, owned by `self` too, never closed before `self`
                 // is dropped.
                 waits
@@ -69,22 +69,22 @@ impl Supervisor {
     fn register(&mut self) -> io::Result<Waits> {
         // SAFETY: both fds are owned by `self` (the reaper's signalfd and `signal_fd`), which
         // outlives these registrations: they are dropped at the end of `run`.
-        let chld =
-            unsafe { AsyncFd::register(Fd(self.reaper.raw_fd())) }.map_err(io::Error::from)?;
+        let chld = unsafe { AsyncFd::register(Fd(self.procs.reaper.raw_fd())) }
+            .map_err(io::Error::from)?;
         // SAFETY: the signalfd is owned by `self`, which outlives this registration (dropped at the
         // end of `run`).
-        let sigs = unsafe { AsyncFd::register(Fd(self.signal_fd.as_raw_fd())) }
+        let sigs = unsafe { AsyncFd::register(Fd(self.signal_in.signal_fd.as_raw_fd())) }
             .map_err(io::Error::from)?;
         // SAFETY: the watch's epoll descriptor, owned by `self` too, for the life of `self`.
         let parents =
-            unsafe { AsyncFd::register(Fd(self.watch.raw_fd())) }.map_err(io::Error::from)?;
-        let announced = match &self.births {
-            // SAFETY: the connector's socket is owned by `self.births`, which outlives this
+            unsafe { AsyncFd::register(Fd(self.known.watch.raw_fd())) }.map_err(io::Error::from)?;
+        let announced = match &self.known.births {
+            // SAFETY: the connector's socket is owned by `self.known.births`, which outlives this
             // registration (dropped at the end of `run`).
             Some(b) => Some(unsafe { AsyncFd::register(Fd(b.raw_fd())) }?),
             None => None,
         };
-        let lines = self.output.as_ref().map(|c| c.output().clone());
+        let lines = self.io.output.as_ref().map(|c| c.output().clone());
         let server = self.control.serve(lines)?;
         let (asked, metrics_task) = self.control.serve_metrics()?;
         Ok(Waits {
@@ -103,8 +103,8 @@ impl Supervisor {
     /// Says the start, launches what can be launched and learns the tree once.
     fn start(&mut self) {
         self.emit(Event::Start {
-            supervisor: self.me,
-            contained: self.contained,
+            supervisor: self.setup.me,
+            contained: self.setup.contained,
             socket: self.control.socket_path(),
         });
         let quiet = crate::base::logging::verbosity() < 0;
@@ -115,8 +115,8 @@ impl Supervisor {
             ));
         }
         // Helpers without dependencies at once, the others as their dependencies allow.
-        for k in 0..self.graph.order.len() {
-            let i = self.graph.order[k];
+        for k in 0..self.units.graph.order.len() {
+            let i = self.units.graph.order[k];
             self.want_launch(i);
         }
         // Statuses of helpers that failed at once are already pending; take them in.
@@ -128,7 +128,7 @@ impl Supervisor {
 
     /// Nothing of the tree is left: the last lines, then the last counts.
     async fn end(&mut self, code: i32, waits: &mut Waits) {
-        if let Some(output) = self.output.take() {
+        if let Some(output) = self.io.output.take() {
             for r in output.finish() {
                 self.on_output_report(r);
             }
@@ -160,7 +160,7 @@ impl Supervisor {
                 // What it said before it ended first, while its pidfd is still held
                 // (`checks.rs`, `sender_helper`).
                 self.drain_notify();
-                if self.watch.take_ended() > 0 {
+                if self.known.watch.take_ended() > 0 {
                     self.rescan();
                 }
                 g.clear_ready();
@@ -173,7 +173,7 @@ impl Supervisor {
             g = waits.sigs.readable() => {
                 let mut g = g?;
                 // In the order read: a USR1 sent before a TERM reopens the log first.
-                while let Some(si) = self.signal_fd.read_signal() {
+                while let Some(si) = self.signal_in.signal_fd.read_signal() {
                     self.on_signal(si.ssi_signo as i32, si.ssi_pid, si.ssi_uid);
                 }
                 g.clear_ready();
@@ -183,14 +183,14 @@ impl Supervisor {
                 self.drain_notify();
                 self.fire_timers();
             }
-            r = output_report(&mut self.output) => self.on_output_report(r),
+            r = output_report(&mut self.io.output) => self.on_output_report(r),
             g = any_readable(&waits.notify, waits.turn) => {
                 let (k, mut g) = g?;
                 if !self.on_notify_readable(k) {
                     g.clear_ready();
                 }
             }
-            Some(r) = self.checks_io.rx.recv() => self.on_check_report(r),
+            Some(r) = self.io.checks_io.rx.recv() => self.on_check_report(r),
             cmd = control::recv(&mut waits.server) => self.on_command(cmd),
             reply = control::metrics_asked(&mut waits.asked) => {
                 let _ = reply.send(self.metrics_text());

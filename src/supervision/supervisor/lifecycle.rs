@@ -205,7 +205,7 @@ impl Graph {
 impl Supervisor {
     /// Puts helper `i` in `state` with `detail`; a change is a `state` event.
     pub(super) fn set_state(&mut self, i: usize, state: HelperState, detail: Option<String>) {
-        let r = &mut self.helpers[i];
+        let r = &mut self.units.helpers[i];
         if r.state == state && r.detail == detail {
             return;
         }
@@ -215,7 +215,7 @@ impl Supervisor {
             r.stop = None;
         }
         let helper = self.config.helpers[i].name().to_string();
-        let status_text = self.helpers[i].status_text.clone();
+        let status_text = self.units.helpers[i].status_text.clone();
         self.emit(Event::State {
             helper,
             state,
@@ -229,7 +229,7 @@ impl Supervisor {
     pub(super) fn want_launch(&mut self, i: usize) {
         // One with a process is not launched again: a launch that failed before its exec keeps
         // the state it had until that process is reaped (its end decides what follows).
-        if self.helpers[i].pid.is_some() {
+        if self.units.helpers[i].pid.is_some() {
             return;
         }
         match self.waiting_for(i) {
@@ -242,8 +242,8 @@ impl Supervisor {
     /// migrate: failed (exit code 1)`), or `None` when every dependency meets its condition.
     pub(super) fn waiting_for(&self, i: usize) -> Option<String> {
         let mut parts = Vec::new();
-        for &(d, c) in &self.graph.deps[i] {
-            let dep = &self.helpers[d];
+        for &(d, c) in &self.units.graph.deps[i] {
+            let dep = &self.units.helpers[d];
             if c.met_by(dep.state) {
                 continue;
             }
@@ -260,7 +260,7 @@ impl Supervisor {
     /// Why helper `d`, a dependency, cannot get there by itself: `gave up after 5 restarts`,
     /// `failed (exit code 1)`, `stopped by request`, `completed`.
     fn held_text(&self, d: usize) -> String {
-        let r = &self.helpers[d];
+        let r = &self.units.helpers[d];
         let last = self.control.last_exit(self.config.helpers[d].name());
         match r.state {
             HelperState::GaveUp => {
@@ -287,9 +287,9 @@ impl Supervisor {
             self.advance_shutdown();
             return;
         }
-        for k in 0..self.graph.order.len() {
-            let i = self.graph.order[k];
-            if self.helpers[i].state == HelperState::Waiting {
+        for k in 0..self.units.graph.order.len() {
+            let i = self.units.graph.order[k];
+            if self.units.helpers[i].state == HelperState::Waiting {
                 self.want_launch(i);
             }
         }
@@ -298,18 +298,18 @@ impl Supervisor {
     /// Helpers whose stop is over (their process ended and their tree is gone; after their
     /// grace, every process SIGKILLed has ended): what their stop was for follows.
     fn finish_stops(&mut self) {
-        let pending: Vec<usize> = (0..self.helpers.len())
+        let pending: Vec<usize> = (0..self.units.helpers.len())
             .filter(|&i| {
-                let r = &self.helpers[i];
+                let r = &self.units.helpers[i];
                 r.state == HelperState::Stopping && r.pid.is_none()
             })
             .collect();
         if pending.is_empty() {
             return;
         }
-        let live = self.registry.live_helpers();
+        let live = self.known.registry.live_helpers();
         for i in pending {
-            let down = match &self.helpers[i].killed {
+            let down = match &self.units.helpers[i].killed {
                 // A process SIGKILLed may end after its helper (a child still in the kernel,
                 // its reap to come): down once the last of them has ended. Those cannot
                 // outlive it; anything of the tree they did not include is the orphan policy's.
@@ -325,7 +325,7 @@ impl Supervisor {
     /// Whether `id` has ended: the registry saw it end, or `/proc` no longer shows it (a zombie
     /// has not: it ends when it is reaped).
     fn ended(&self, id: &Identity) -> bool {
-        !self.registry.get(id).is_some_and(|r| r.alive)
+        !self.known.registry.get(id).is_some_and(|r| r.alive)
             || Identity::of(id.pid).map_or(true, |now| now != *id)
     }
 
@@ -334,7 +334,7 @@ impl Supervisor {
         self.timers.cancel(|t| *t == Timer::StopGrace(i));
         // A definition a reload gave while it was stopping applies to what follows.
         self.take_next_definition(i);
-        let r = &mut self.helpers[i];
+        let r = &mut self.units.helpers[i];
         r.killed = None;
         let status = r.stopped_with.take();
         let stop = r.stop.take().unwrap_or(StopFor::Shutdown);
@@ -349,8 +349,8 @@ impl Supervisor {
                 self.set_state(i, HelperState::Stopped, Some("for the shutdown".into()))
             }
             StopFor::Restart => {
-                self.helpers[i].restart = RestartState::default();
-                let attempt = self.helpers[i].attempt + 1;
+                self.units.helpers[i].restart = RestartState::default();
+                let attempt = self.units.helpers[i].attempt + 1;
                 self.emit(Event::Restart {
                     helper: self.config.helpers[i].name().to_string(),
                     attempt,
@@ -371,7 +371,7 @@ impl Supervisor {
     /// Stops helper `i` (its stop signal now; SIGKILL to what is left of its tree when its
     /// stop grace runs out), for `why`. Returns false, doing nothing, when it has no process.
     pub(super) fn stop_helper(&mut self, i: usize, why: StopFor) -> bool {
-        let Some(id) = self.helpers[i].running() else {
+        let Some(id) = self.units.helpers[i].running() else {
             return false;
         };
         let cfg = &self.config.helpers[i];
@@ -389,22 +389,22 @@ impl Supervisor {
         self.timers.cancel(|t| *t == Timer::StopGrace(i));
         self.timers.at(grace, Timer::StopGrace(i));
         let detail = why.detail();
-        self.helpers[i].killed = None;
+        self.units.helpers[i].killed = None;
         self.set_state(i, HelperState::Stopping, Some(detail));
-        self.helpers[i].stop = Some(why);
+        self.units.helpers[i].stop = Some(why);
         true
     }
 
     /// Helper `i`'s stop grace ran out: SIGKILL to its process, if it still runs, and to every
     /// process left of its tree.
     pub(super) fn stop_grace_over(&mut self, i: usize) {
-        if self.helpers[i].state != HelperState::Stopping {
+        if self.units.helpers[i].state != HelperState::Stopping {
             return;
         }
         let name = self.config.helpers[i].name().to_string();
         self.rescan();
-        let mut tree = self.registry.helper_tree(&name);
-        if let Some(id) = self.helpers[i].running()
+        let mut tree = self.known.registry.helper_tree(&name);
+        if let Some(id) = self.units.helpers[i].running()
             && !tree.contains(&id)
         {
             tree.push(id);
@@ -413,15 +413,15 @@ impl Supervisor {
             self.stage.mark_forced();
             self.kill_after_grace(id, Some(name.clone()));
         }
-        self.helpers[i].killed = Some(tree);
+        self.units.helpers[i].killed = Some(tree);
     }
 
     /// The process of helper `i` ended with `status` after a run of `ran_for` (or its launch
     /// failed before any process existed).
     pub(super) fn helper_ended(&mut self, i: usize, status: ExitStatus, ran_for: Duration) {
-        if self.helpers[i].state == HelperState::Stopping {
+        if self.units.helpers[i].state == HelperState::Stopping {
             // The rest follows once its tree is down (settle).
-            self.helpers[i].stopped_with = Some(status);
+            self.units.helpers[i].stopped_with = Some(status);
             return;
         }
         if self.stage.shutting_down() {
@@ -441,9 +441,10 @@ impl Supervisor {
     fn restart_rules(&mut self, i: usize, status: ExitStatus, ran_for: Duration) {
         let name = self.config.helpers[i].name().to_string();
         let cfg = &self.config.helpers[i];
-        let decision = self.helpers[i]
-            .restart
-            .on_exit(cfg.restart, &cfg.backoff, status, ran_for);
+        let decision =
+            self.units.helpers[i]
+                .restart
+                .on_exit(cfg.restart, &cfg.backoff, status, ran_for);
         match decision {
             // The decision first: the exit's line on standard error takes it in.
             Decision::Restart { delay, attempt } => {
@@ -479,15 +480,17 @@ impl Supervisor {
         let Stage::Stopping(shutdown) = self.stage else {
             return;
         };
-        for k in (0..self.graph.order.len()).rev() {
-            let i = self.graph.order[k];
-            if self.helpers[i].state.is_up()
-                && self.graph.dependents[i].iter().all(|&d| self.is_down(d))
+        for k in (0..self.units.graph.order.len()).rev() {
+            let i = self.units.graph.order[k];
+            if self.units.helpers[i].state.is_up()
+                && self.units.graph.dependents[i]
+                    .iter()
+                    .all(|&d| self.is_down(d))
             {
                 self.stop_helper(i, StopFor::Shutdown);
             }
         }
-        if !(0..self.helpers.len()).all(|i| self.is_down(i)) || !super::has_children() {
+        if !(0..self.units.helpers.len()).all(|i| self.is_down(i)) || !super::has_children() {
             return;
         }
         if shutdown.forced {
@@ -504,7 +507,7 @@ impl Supervisor {
 
     /// Whether helper `i` is down: no process, and not stopping.
     fn is_down(&self, i: usize) -> bool {
-        let s = self.helpers[i].state;
+        let s = self.units.helpers[i].state;
         !s.is_up() && s != HelperState::Stopping
     }
 
@@ -512,7 +515,9 @@ impl Supervisor {
     /// `detail` (`after 1.2s (notify)`). The helpers waiting for it to be ready are launched on
     /// the loop's next turn.
     pub(super) fn helper_ready(&mut self, i: usize, id: Identity, detail: Option<String>) {
-        if self.helpers[i].running() == Some(id) && self.helpers[i].state == HelperState::Starting {
+        if self.units.helpers[i].running() == Some(id)
+            && self.units.helpers[i].state == HelperState::Starting
+        {
             self.set_state(i, HelperState::Ready, detail);
         }
     }
@@ -526,7 +531,7 @@ impl Supervisor {
         healthy: bool,
         why: Option<String>,
     ) {
-        let r = &self.helpers[i];
+        let r = &self.units.helpers[i];
         if r.running() != Some(id) {
             return;
         }
@@ -551,8 +556,8 @@ impl Supervisor {
     /// its tree), then its restart rules decide, as for a failure.
     pub(super) fn helper_check_failed(&mut self, i: usize, id: Identity, why: String) {
         if self.stage.shutting_down()
-            || self.helpers[i].running() != Some(id)
-            || self.helpers[i].state == HelperState::Stopping
+            || self.units.helpers[i].running() != Some(id)
+            || self.units.helpers[i].state == HelperState::Stopping
         {
             return;
         }
@@ -562,14 +567,14 @@ impl Supervisor {
     /// The `STATUS=` text helper `i`'s process `id` sent (cut to [`MAX_STATUS_TEXT`] bytes);
     /// shown with its state until its next launch.
     pub(super) fn set_status_text(&mut self, i: usize, id: Identity, text: &str) {
-        if self.helpers[i].running() != Some(id) {
+        if self.units.helpers[i].running() != Some(id) {
             return;
         }
         let mut end = text.len().min(MAX_STATUS_TEXT);
         while !text.is_char_boundary(end) {
             end -= 1;
         }
-        self.helpers[i].status_text = Some(text[..end].to_string());
+        self.units.helpers[i].status_text = Some(text[..end].to_string());
     }
 }
 

@@ -10,6 +10,7 @@
 //! - [`notify`]: the notify sockets and their datagrams; [`timers`]: what each timer is for.
 //! - [`watch`]: the parents' pidfds; [`births`]: the kernel's announcements of the tree.
 //! - [`control`]: the control socket's requests; [`signals`]: what each signal does.
+//! - [`reports`]: the lines for people and the events log.
 //!
 //! [`run`] is called on the main thread before any other thread exists, so every thread
 //! inherits the blocked signals, read through signalfds. Exit statuses: [`EXIT_OK`] and
@@ -23,6 +24,7 @@ mod lifecycle;
 mod notify;
 mod probes;
 mod reload;
+mod reports;
 pub mod signals;
 mod stage;
 mod start;
@@ -40,6 +42,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, info, warn};
 
+use self::reports::Reports;
 use self::stage::Stage;
 use self::timers::{Timer, Timers};
 
@@ -52,7 +55,7 @@ use crate::process::signal::name as signal_name;
 use crate::process::state::HelperState;
 use crate::process::tree::{ScanOptions, Subtree};
 use crate::supervision::config::{Config, GenerationPolicy, Helper};
-use crate::supervision::event::{Event, EventLog, Narration, Record, SignalReason};
+use crate::supervision::event::{Event, EventLog, Record, SignalReason};
 
 /// The first delay before the tree is read again while a process of it is caught in the middle
 /// of an `execve` (an exec lasts well under a millisecond, unless its program's pages are slow to
@@ -70,11 +73,23 @@ enum Owner {
     Probe(usize, u32),
 }
 
-struct Supervisor {
-    config: Config,
-    contained: bool,
+/// Who this supervision is: foster's own process, whether it is contained, and where its
+/// configuration came from.
+struct Setup {
     me: Identity,
+    contained: bool,
+    /// The configuration file, read again by a reload (none: it was standard input).
+    config_path: Option<PathBuf>,
+}
+
+/// The processes' two ends: the launcher thread and the one reaper.
+struct Procs {
     reaper: Reaper<Owner>,
+    spawner: Spawner,
+}
+
+/// What foster knows of its tree, and how it learns what changed.
+struct Known {
     registry: Registry,
     /// foster's subtree, read again (only what changed) when an event says it changed.
     tree: Subtree,
@@ -83,40 +98,58 @@ struct Supervisor {
     watch: watch::ParentWatch,
     /// The kernel's announcements of births and ends in the tree, where it grants them.
     births: Option<births::Births>,
-    spawner: Spawner,
+    /// When to read again while a process of the tree is caught in an `execve`.
+    exec_wait: Duration,
+}
+
+/// The helpers' runs, in the configuration's order, and the `depends_on` graph.
+struct Units {
     helpers: Vec<lifecycle::Run>,
-    /// The `depends_on` graph.
     graph: lifecycle::Graph,
+}
+
+/// The processes under a grace: the adopted ones and what a grace already SIGKILLed.
+#[derive(Default)]
+struct Orphans {
     /// Adopted children under an orphan policy: pid → identity.
     adopted: HashMap<i32, Identity>,
-    timers: Timers,
-    stage: Stage,
     /// What a grace already SIGKILLed: a helper's stop grace, then the final sweep, and the
     /// sweeps on the reaps that follow do not signal, or report, the same process again.
     killed: HashSet<Identity>,
-    events: Option<EventLog>,
-    /// The events' lines for people on standard error.
-    narration: Narration,
-    /// Contained: the tree's pids as the namespace foster was started in sees them, for the
-    /// lines, the events log and the relay (the control socket speaks the namespace's own).
-    outer: Option<crate::supervision::contain::OuterPids>,
-    /// Events the events log could not take since the last one it did.
-    events_lost: u64,
+}
+
+/// The signals foster takes in.
+struct SignalIn {
     /// Every signal of [`signals::handled`], read in the loop.
     signal_fd: SignalFd,
-    /// When to read again while a process of the tree is caught in an `execve`.
-    exec_wait: Duration,
     /// The ignored signals already logged.
     ignored_logged: signals::Logged,
-    control: control::Control,
-    /// The helpers' output: pipes, kept lines, relay (taken at the end, to be finished).
-    output: Option<crate::supervision::output::Capture>,
-    /// The configuration file, read again by a reload (none: it was standard input).
-    config_path: Option<PathBuf>,
     /// The signal that reloads the configuration (`--reload-signal`), if any.
     reload_signal: Option<i32>,
+}
+
+/// What comes from the helpers besides their ends: their output, their checks' reports.
+struct HelperIo {
+    /// The helpers' output: pipes, kept lines, relay (taken at the end, to be finished).
+    output: Option<crate::supervision::output::Capture>,
     /// The notify sockets and the reports of the checks' tasks.
     checks_io: notify::ChecksIo,
+}
+
+struct Supervisor {
+    config: Config,
+    setup: Setup,
+    procs: Procs,
+    known: Known,
+    units: Units,
+    orphans: Orphans,
+    timers: Timers,
+    stage: Stage,
+    /// Where events go: the lines for people, the events log.
+    reports: Reports,
+    signal_in: SignalIn,
+    control: control::Control,
+    io: HelperIo,
 }
 
 impl Supervisor {
@@ -142,85 +175,50 @@ impl Supervisor {
             ScanOptions::default(),
         )
         .map_err(io::Error::other)?;
-        Ok(Supervisor {
+        let known = Known {
             registry: Registry::new(me),
-            graph,
             tree,
             watch: watch::ParentWatch::new()?,
             births: None,
+            exec_wait: EXEC_WAIT_MIN,
+        };
+        Ok(Supervisor {
             config,
-            contained,
-            me,
-            reaper,
-            spawner,
-            helpers,
-            adopted: HashMap::new(),
+            setup: Setup {
+                me,
+                contained,
+                config_path: None,
+            },
+            procs: Procs { reaper, spawner },
+            known,
+            units: Units { helpers, graph },
+            orphans: Orphans::default(),
             timers: Timers::default(),
             stage: Stage::Supervising,
-            killed: HashSet::new(),
-            events,
-            narration: Narration::new(crate::base::logging::verbosity()),
-            outer: if contained {
-                let outer = crate::supervision::contain::OuterPids::take();
-                if outer.is_none() {
-                    warn!(
-                        "the /proc of the namespace foster was started in could not be kept: \
-                         the pids foster shows are those of its own PID namespace"
-                    );
-                }
-                outer
-            } else {
-                None
+            reports: Reports::new(events, contained),
+            signal_in: SignalIn {
+                signal_fd,
+                ignored_logged: signals::Logged::default(),
+                reload_signal: None,
             },
-            events_lost: 0,
-            signal_fd,
-            exec_wait: EXEC_WAIT_MIN,
-            ignored_logged: signals::Logged::default(),
             control: control::Control::new(None, None),
-            output: Some(output),
-            config_path: None,
-            reload_signal: None,
-            checks_io: notify::ChecksIo::new(),
+            io: HelperIo {
+                output: Some(output),
+                checks_io: notify::ChecksIo::new(),
+            },
         })
     }
 
     fn emit(&mut self, event: Event) {
         let record = Record::now(event);
-        // Contained, what foster writes itself names the processes by their outer pids.
-        let outer = self.outer.as_mut().map(|o| Record {
-            event: o.event(&record.event),
-            ..record.clone()
-        });
-        let shown = outer.as_ref().unwrap_or(&record);
-        for line in self.narration.push(&shown.event) {
-            crate::base::logging::write_stderr(&line);
-        }
-        if let Some(log) = &mut self.events {
-            match log.write(shown) {
-                // One warning per failing streak, not one per event.
-                Err(e) => {
-                    if self.events_lost == 0 {
-                        warn!("cannot write the events log (later failures are counted): {e}");
-                    }
-                    self.events_lost += 1;
-                }
-                Ok(()) if self.events_lost > 0 => {
-                    warn!(
-                        "the events log is written again; {} event(s) could not be",
-                        self.events_lost
-                    );
-                    self.events_lost = 0;
-                }
-                Ok(()) => {}
-            }
-        }
+        self.reports.write(&record);
         self.control.on_event(&record);
     }
 
     /// Writes a helper's exit that the narration holds for the decision on it: called once
     /// what woke the loop has been handled, so no decision is still to come.
     fn flush_narration(&mut self) {
-        if let Some(line) = self.narration.flush() {
+        if let Some(line) = self.reports.narration.flush() {
             crate::base::logging::write_stderr(&line);
         }
     }
@@ -236,12 +234,12 @@ impl Supervisor {
 
     /// One signal of [`signals::handled`], as the table in `docs/run.md` says.
     fn on_signal(&mut self, sig: i32, from_pid: u32, from_uid: u32) {
-        if !self.contained && signals::parent_died(sig) {
+        if !self.setup.contained && signals::parent_died(sig) {
             info!("{}: foster's parent died; shutting down", signal_name(sig));
             self.begin_shutdown(Some(sig));
             return;
         }
-        if self.reload_signal == Some(sig) {
+        if self.signal_in.reload_signal == Some(sig) {
             info!(
                 "{} from pid {from_pid} (uid {from_uid}): reloading the configuration",
                 signal_name(sig)
@@ -256,7 +254,7 @@ impl Supervisor {
                 self.reopen_logs(&signal_name(sig), None);
             }
             signals::Action::Ignore => {
-                if self.ignored_logged.first(sig) {
+                if self.signal_in.ignored_logged.first(sig) {
                     warn!(
                         "ignored {} from pid {from_pid} (uid {from_uid}): foster run gives it no \
                          meaning (further ones are logged at debug level)",
@@ -279,10 +277,10 @@ impl Supervisor {
         by: &str,
         files: Option<tokio::sync::oneshot::Sender<Vec<crate::supervision::output::Reopened>>>,
     ) -> Option<io::Result<PathBuf>> {
-        if let Some(o) = &self.output {
+        if let Some(o) = &self.io.output {
             o.reopen(files);
         }
-        let log = self.events.as_mut()?;
+        let log = self.reports.events.as_mut()?;
         Some(match log.reopen() {
             Ok(()) => {
                 info!("{by}: reopened the events log {}", log.path().display());
@@ -301,7 +299,7 @@ impl Supervisor {
     /// dependency then wait for one that cannot get there by itself: foster ends (status 3).
     fn finished(&mut self) -> Option<i32> {
         let supervising = !self.stage.shutting_down();
-        let any_active = self.helpers.iter().any(|h| {
+        let any_active = self.units.helpers.iter().any(|h| {
             h.pid.is_some()
                 || h.state.is_up()
                 || matches!(h.state, HelperState::Stopping | HelperState::Backoff)
@@ -317,7 +315,7 @@ impl Supervisor {
             }
             return None;
         }
-        let helpers = &self.helpers;
+        let helpers = &self.units.helpers;
         Some(self.stage.exit_status(|| {
             helpers
                 .iter()
@@ -339,7 +337,7 @@ impl Supervisor {
                 return self.launch_error(i, e);
             }
         };
-        if let Some(output) = &self.output {
+        if let Some(output) = &self.io.output {
             match output.stdio(i) {
                 Ok(stdio) => (spec.stdout, spec.stderr) = stdio,
                 Err(e) => {
@@ -348,11 +346,12 @@ impl Supervisor {
                 }
             }
         }
-        let spawner = &self.spawner;
+        let spawner = &self.procs.spawner;
         let mut failed: Option<String> = None;
         let mut pidfd = None;
         let result: Result<i32, SpawnError> =
-            self.reaper
+            self.procs
+                .reaper
                 .launch(Owner::Helper(i), || match spawner.launch(spec) {
                     Ok(l) => {
                         pidfd = Some(l.pidfd);
@@ -373,7 +372,7 @@ impl Supervisor {
                 let launched = failed.is_none();
                 // Read while the pid is foster's unreaped child: it names this helper.
                 let identity = Identity::of(pid).unwrap_or(Identity { pid, start_time: 0 });
-                let h = &mut self.helpers[i];
+                let h = &mut self.units.helpers[i];
                 h.pid = Some(pid);
                 h.identity = Some(identity);
                 h.process = pidfd.map(|fd| ProcessRef::pinned(identity, fd));
@@ -385,13 +384,14 @@ impl Supervisor {
                 // A process that failed before its exec is reaped at once: its one event,
                 // `launch_failed` with its status, is written then (`helper_exited`).
                 h.failed_launch = failed;
-                self.registry
+                self.known
+                    .registry
                     .expect_launch(identity, &name, helper.subreaper);
                 // Its lineage is known: its environment need not be read (it is, besides, in
                 // the middle of its exec now).
-                self.tree.known(identity);
+                self.known.tree.known(identity);
                 // Contained: its outer pid, read once, through the pidfd of its launch.
-                let outer = match (&mut self.outer, &h.process) {
+                let outer = match (&mut self.reports.outer, &h.process) {
                     (Some(o), Some(p)) => o.learn(p),
                     (Some(o), None) => o.learn(&ProcessRef::unpinned(identity)),
                     (None, _) => None,
@@ -399,7 +399,7 @@ impl Supervisor {
                 if !launched {
                     return;
                 }
-                if let Some(o) = &self.output {
+                if let Some(o) = &self.io.output {
                     o.output().launched(i, pid, outer);
                 }
                 self.emit(Event::Launch {
@@ -444,7 +444,7 @@ impl Supervisor {
         };
         let error = lifecycle::launch_failure(&e, &self.config.helpers[i]);
         let status = ExitStatus::Exited { code };
-        let h = &mut self.helpers[i];
+        let h = &mut self.units.helpers[i];
         h.attempt += 1;
         h.started = Instant::now();
         h.failed_launch = Some(error.clone());
@@ -465,7 +465,7 @@ impl Supervisor {
             .collect();
         env.push((
             adoption::ENV_SUPERVISOR.into(),
-            Some(self.me.to_string().into()),
+            Some(self.setup.me.to_string().into()),
         ));
         env.push((adoption::ENV_HELPER.into(), Some(h.name().into())));
         // The running foster binary, for helpers that call `foster exec` or a nested `foster run`.
@@ -493,7 +493,7 @@ impl Supervisor {
         // An adopted orphan that had children leaves them to be adopted in turn (by foster,
         // the nearest living subreaper): read the subtree now, as for a helper's death.
         let mut parent_ended = false;
-        for routed in self.reaper.reap() {
+        for routed in self.procs.reaper.reap() {
             match routed {
                 Routed::Owned {
                     owner: Owner::Helper(i),
@@ -507,17 +507,18 @@ impl Supervisor {
                     reaped,
                 } => self.probe_exited(i, launch, reaped.pid, reaped.status),
                 Routed::Orphan(r) => {
-                    let rec = self.registry.reaped(r.pid);
+                    let rec = self.known.registry.reaped(r.pid);
                     let identity = self
+                        .orphans
                         .adopted
                         .remove(&r.pid)
                         .or(rec.as_ref().map(|x| x.identity));
                     unknown_orphan |= rec.is_none();
                     if let Some(id) = identity {
-                        self.killed.remove(&id);
+                        self.orphans.killed.remove(&id);
                     }
-                    parent_ended |=
-                        identity.is_some_and(|id| !self.tree.snapshot().children(&id).is_empty());
+                    parent_ended |= identity
+                        .is_some_and(|id| !self.known.tree.snapshot().children(&id).is_empty());
                     self.emit(Event::Exit {
                         pid: r.pid,
                         identity,
@@ -541,19 +542,19 @@ impl Supervisor {
 
     fn helper_exited(&mut self, i: usize, status: ExitStatus) {
         let name = self.config.helpers[i].name().to_string();
-        let h = &mut self.helpers[i];
+        let h = &mut self.units.helpers[i];
         let pid = h.pid.take().unwrap_or(0);
         let identity = h.identity;
         h.process = None;
         // What its process said last is not said of a helper that has none.
         h.status_text = None;
         let ran_for = h.started.elapsed();
-        self.registry.reaped(pid);
+        self.known.registry.reaped(pid);
         if let Some(id) = identity {
-            self.killed.remove(&id);
+            self.orphans.killed.remove(&id);
         }
         self.end_checks(i);
-        let event = match self.helpers[i].failed_launch.clone() {
+        let event = match self.units.helpers[i].failed_launch.clone() {
             // Its launch failed before its exec: the one event of it, with how it ended.
             Some(error) => Event::LaunchFailed {
                 helper: name,
@@ -574,7 +575,7 @@ impl Supervisor {
     }
 
     fn rescan(&mut self) {
-        let changes = match self.tree.update() {
+        let changes = match self.known.tree.update() {
             Ok((changes, stats)) => {
                 debug!(?stats, changes = changes.len(), "read foster's subtree");
                 changes
@@ -584,21 +585,31 @@ impl Supervisor {
                 return;
             }
         };
-        if let Some(b) = &mut self.births {
-            b.read(self.tree.snapshot(), &changes, self.outer.as_mut());
+        if let Some(b) = &mut self.known.births {
+            b.read(
+                self.known.tree.snapshot(),
+                &changes,
+                self.reports.outer.as_mut(),
+            );
         }
         self.watch_parents();
-        let adoptions = self.registry.observe(self.tree.snapshot(), &changes);
+        let adoptions = self
+            .known
+            .registry
+            .observe(self.known.tree.snapshot(), &changes);
         self.adopted_now(adoptions);
     }
 
     /// Makes the parents' watch follow the tree (`watch.rs`), before anything else can end.
     fn watch_parents(&mut self) {
-        let synced = self.watch.sync(self.tree.snapshot(), self.me);
+        let synced = self
+            .known
+            .watch
+            .sync(self.known.tree.snapshot(), self.setup.me);
         if synced != watch::Synced::default() {
             debug!(
                 ?synced,
-                watched = self.watch.len(),
+                watched = self.known.watch.len(),
                 "parents of the tree watched"
             );
         }
@@ -613,13 +624,13 @@ impl Supervisor {
     fn adopted_now(&mut self, adoptions: Vec<adoption::Adoption>) {
         // A process caught in the middle of an execve has no environment to read yet, and its
         // adoption waits for it: read again shortly (then less and less often) until it is out.
-        if self.tree.pending_environ() > 0 || self.registry.waiting() > 0 {
+        if self.known.tree.pending_environ() > 0 || self.known.registry.waiting() > 0 {
             if !self.timers.is_armed(Timer::Scan) {
-                self.timers.at(self.exec_wait, Timer::Scan);
-                self.exec_wait = (self.exec_wait * 2).min(EXEC_WAIT_MAX);
+                self.timers.at(self.known.exec_wait, Timer::Scan);
+                self.known.exec_wait = (self.known.exec_wait * 2).min(EXEC_WAIT_MAX);
             }
         } else {
-            self.exec_wait = EXEC_WAIT_MIN;
+            self.known.exec_wait = EXEC_WAIT_MIN;
         }
         for a in adoptions {
             self.emit(Event::Reparented {
@@ -631,9 +642,9 @@ impl Supervisor {
                 expected: Some(a.expected),
                 classification: a.classification,
             });
-            if a.to == self.me && !self.adopted.contains_key(&a.identity.pid) {
+            if a.to == self.setup.me && !self.orphans.adopted.contains_key(&a.identity.pid) {
                 let policy = self.policy_for(a.helper.as_deref(), a.generation);
-                self.adopted.insert(a.identity.pid, a.identity);
+                self.orphans.adopted.insert(a.identity.pid, a.identity);
                 // An adopted process is our child until we reap it: its pid cannot be reused.
                 self.signal(
                     a.identity,
@@ -660,6 +671,7 @@ impl Supervisor {
     /// reused pid is never signalled.
     fn send(&self, target: Identity, sig: i32) -> io::Result<()> {
         let held = self
+            .units
             .helpers
             .iter()
             .filter_map(|h| h.process.as_ref())
@@ -691,7 +703,7 @@ impl Supervisor {
             self.emit(Event::Signal {
                 target,
                 helper,
-                generation: self.registry.get(&target).map(|r| r.generation),
+                generation: self.known.registry.get(&target).map(|r| r.generation),
                 signal: signal_name(sig),
                 reason,
                 grace_ms: grace.map(|g| g.as_millis() as u64),
@@ -704,15 +716,16 @@ impl Supervisor {
         while let Some(timer) = self.timers.pop_due(now) {
             match timer {
                 Timer::Restart(i) => {
-                    if !self.stage.shutting_down() && self.helpers[i].state == HelperState::Backoff
+                    if !self.stage.shutting_down()
+                        && self.units.helpers[i].state == HelperState::Backoff
                     {
                         self.want_launch(i);
                         self.on_sigchld();
                     }
                 }
                 Timer::OrphanGrace(id) => {
-                    if self.adopted.get(&id.pid) == Some(&id) {
-                        let helper = self.registry.get(&id).and_then(|r| r.helper.clone());
+                    if self.orphans.adopted.get(&id.pid) == Some(&id) {
+                        let helper = self.known.registry.get(&id).and_then(|r| r.helper.clone());
                         self.stage.mark_forced();
                         self.kill_after_grace(id, helper);
                     }
@@ -742,9 +755,9 @@ impl Supervisor {
         self.timers
             .cancel(|t| matches!(t, Timer::Restart(_) | Timer::Check(..)));
         self.stop_all_checks();
-        for i in 0..self.helpers.len() {
+        for i in 0..self.units.helpers.len() {
             if matches!(
-                self.helpers[i].state,
+                self.units.helpers[i].state,
                 HelperState::Backoff | HelperState::Waiting
             ) {
                 self.set_state(i, HelperState::Stopped, Some("for the shutdown".into()));
@@ -755,7 +768,7 @@ impl Supervisor {
     }
 
     fn adopted_grace(&self) -> Duration {
-        if self.adopted.is_empty() {
+        if self.orphans.adopted.is_empty() {
             return Duration::ZERO;
         }
         self.config
@@ -774,7 +787,7 @@ impl Supervisor {
 
     /// SIGKILLs `id` once its grace is over, at most once per process.
     fn kill_after_grace(&mut self, id: Identity, helper: Option<String>) {
-        if self.killed.insert(id) {
+        if self.orphans.killed.insert(id) {
             self.signal(id, helper, libc::SIGKILL, SignalReason::GraceExpired, None);
         }
     }
@@ -785,8 +798,8 @@ impl Supervisor {
         self.stage.begin_sweep();
         self.timers.cancel(|t| matches!(t, Timer::StopGrace(_)));
         self.rescan();
-        for id in self.registry.tree_deepest_first() {
-            let helper = self.registry.get(&id).and_then(|r| r.helper.clone());
+        for id in self.known.registry.tree_deepest_first() {
+            let helper = self.known.registry.get(&id).and_then(|r| r.helper.clone());
             self.stage.mark_forced();
             self.kill_after_grace(id, helper);
         }

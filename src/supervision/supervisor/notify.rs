@@ -162,7 +162,7 @@ impl Supervisor {
     /// The datagrams waiting on the `k`th notify socket, at most [`DATAGRAMS_PER_TURN`]; false
     /// when the socket has none left.
     pub(super) fn on_notify_readable(&mut self, k: usize) -> bool {
-        let Some((_, socket)) = self.checks_io.notify.get(k) else {
+        let Some((_, socket)) = self.io.checks_io.notify.get(k) else {
             return false;
         };
         let mut got = Vec::new();
@@ -196,8 +196,8 @@ impl Supervisor {
     /// can hold is read ([`NotifySocket::queued_bound`]): everything that was queued when the
     /// drain began, never an endless read of a sender that keeps sending.
     pub(super) fn drain_notify(&mut self) {
-        for k in 0..self.checks_io.notify.len() {
-            let bound = self.checks_io.notify[k].1.queued_bound();
+        for k in 0..self.io.checks_io.notify.len() {
+            let bound = self.io.checks_io.notify[k].1.queued_bound();
             let mut read = 0;
             while read < bound && self.on_notify_readable(k) {
                 read += DATAGRAMS_PER_TURN;
@@ -212,7 +212,7 @@ impl Supervisor {
             pid: d.pid,
             uid: d.uid,
         };
-        self.checks_io.refused.note(
+        self.io.checks_io.refused.note(
             format_args!("notify socket: ignored a datagram from {from}: {why}"),
             "further ones are counted in the status",
         );
@@ -228,13 +228,13 @@ impl Supervisor {
     /// before its child, and a process is only ever moved to an ancestor, born before it too,
     /// so a "parent" younger than the child is not its parent and the walk stops there.
     fn helper_of_pid(&mut self, pid: i32) -> Option<usize> {
-        if pid <= 0 || pid == self.me.pid {
+        if pid <= 0 || pid == self.setup.me.pid {
             return None;
         }
         let mut cur = pid;
         let mut younger_than = u64::MAX;
         for _ in 0..ANCESTRY {
-            if cur == self.me.pid {
+            if cur == self.setup.me.pid {
                 break;
             }
             let (ppid, start_time) = parent_of(cur)?;
@@ -246,7 +246,7 @@ impl Supervisor {
                 pid: cur,
                 start_time,
             };
-            if let Some(r) = self.registry.get(&id).filter(|r| r.alive) {
+            if let Some(r) = self.known.registry.get(&id).filter(|r| r.alive) {
                 return r.helper.clone().and_then(|h| self.helper_index(&h));
             }
             if ppid <= 0 {
@@ -256,11 +256,11 @@ impl Supervisor {
         }
         // Below foster but not known yet: read the tree.
         self.rescan();
-        let id = self.registry.identity_of_pid(pid)?;
+        let id = self.known.registry.identity_of_pid(pid)?;
         if Identity::of(pid).ok()? != id {
             return None;
         }
-        let helper = self.registry.get(&id)?.helper.clone()?;
+        let helper = self.known.registry.get(&id)?.helper.clone()?;
         self.helper_index(&helper)
     }
 
@@ -329,7 +329,7 @@ impl Supervisor {
             .as_ref()
             .and_then(|fd| crate::process::identity::pidfd_inode(fd.as_fd()))
             .ok_or(ENDED)?;
-        let own = self.helpers.iter().position(|h| {
+        let own = self.units.helpers.iter().position(|h| {
             h.process
                 .as_ref()
                 .and_then(|p| p.pidfd())
@@ -339,8 +339,8 @@ impl Supervisor {
         if let Some(i) = own {
             return Ok(i);
         }
-        let id = self.watch.watched_inode(inode).ok_or(ENDED)?;
-        let helper = self.registry.get(&id).and_then(|r| r.helper.clone());
+        let id = self.known.watch.watched_inode(inode).ok_or(ENDED)?;
+        let helper = self.known.registry.get(&id).and_then(|r| r.helper.clone());
         helper
             .and_then(|h| self.helper_index(&h))
             .ok_or(NOT_IN_TREE)
@@ -388,7 +388,7 @@ impl Supervisor {
         let name = cfg.name().to_string();
         let main_pid = m.main_pid.filter(|&p| {
             self.helper_of_pid(p) == Some(i) || {
-                self.checks_io.bad_main_pid.note(
+                self.io.checks_io.bad_main_pid.note(
                     format_args!("{name}: MAINPID={p} is not a process of its tree: ignored"),
                     "further ones are logged at debug level",
                 );
@@ -433,7 +433,7 @@ impl Supervisor {
         if reloading {
             c.readiness = Readiness::Reloading;
         }
-        let id = self.helpers[i].running();
+        let id = self.units.helpers[i].running();
         if let (Some(text), Some(id)) = (&m.status, id) {
             self.set_status_text(i, id, text);
         }
@@ -449,7 +449,7 @@ impl Supervisor {
             // killed for it and its end not taken as a failure.
             self.timers
                 .cancel(|t| matches!(t, Timer::Check(j, _, CheckTimer::Watchdog) if *j == i));
-            let state = self.helpers[i].state;
+            let state = self.units.helpers[i].state;
             self.set_state(i, state, Some("(it said STOPPING=1)".to_string()));
         }
         if m.ready && notify_ready {

@@ -77,10 +77,11 @@ impl Supervisor {
             Ok(s) => s,
             Err(e) => return self.probe_result(i, check, Err(ProbeFailure::Launch(e))),
         };
-        let spawner = &self.spawner;
+        let spawner = &self.procs.spawner;
         let mut pidfd = None;
         let mut error = None;
         let r = self
+            .procs
             .reaper
             .launch(Owner::Probe(i, launch), || match spawner.launch(spec) {
                 Ok(l) => {
@@ -99,12 +100,12 @@ impl Supervisor {
         match r {
             Ok(pid) => {
                 let identity = Identity::of(pid).unwrap_or(Identity { pid, start_time: 0 });
-                self.registry.expect_own(identity);
+                self.known.registry.expect_own(identity);
                 let process = match pidfd {
                     Some(fd) => ProcessRef::pinned(identity, fd),
                     None => ProcessRef::unpinned(identity),
                 };
-                if let Some(c) = self.helpers[i].checks.as_mut() {
+                if let Some(c) = self.units.helpers[i].checks.as_mut() {
                     c.probe = Some(ExecProbe {
                         process,
                         check,
@@ -130,7 +131,7 @@ impl Supervisor {
         addr: std::net::SocketAddr,
         limit: Duration,
     ) {
-        let tx = self.checks_io.tx.clone();
+        let tx = self.io.checks_io.tx.clone();
         let Some(c) = self.live_checks(i, None) else {
             return;
         };
@@ -156,6 +157,7 @@ impl Supervisor {
         self.rescan();
         let _ = p.process.signal_group(libc::SIGKILL);
         let tree: Vec<Identity> = self
+            .known
             .tree
             .snapshot()
             .descendants(&id)
@@ -171,7 +173,7 @@ impl Supervisor {
     /// The exec probe `pid` of helper `i`'s launch `launch` ended with `status` (routed by
     /// the reaper).
     pub(super) fn probe_exited(&mut self, i: usize, launch: u32, pid: i32, status: ExitStatus) {
-        self.registry.reaped(pid);
+        self.known.registry.reaped(pid);
         let Some(c) = self.live_checks(i, Some(launch)) else {
             return;
         };
@@ -198,7 +200,7 @@ impl Supervisor {
         result: Result<(), ProbeFailure>,
     ) {
         let cfg = self.config.helpers[i].clone();
-        let identity = self.helpers[i].identity;
+        let identity = self.units.helpers[i].identity;
         let Some(c) = self.live_checks(i, None) else {
             return;
         };

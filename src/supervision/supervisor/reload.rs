@@ -89,8 +89,8 @@ impl Supervisor {
 
     /// The index of the helper named `name` in the configuration now (a retired one is not).
     pub(super) fn helper_index(&self, name: &str) -> Option<usize> {
-        (0..self.helpers.len())
-            .find(|&i| !self.helpers[i].retired && self.config.helpers[i].name() == name)
+        (0..self.units.helpers.len())
+            .find(|&i| !self.units.helpers[i].retired && self.config.helpers[i].name() == name)
     }
 
     fn try_reload(&mut self) -> Result<Reloaded, Refused> {
@@ -100,7 +100,7 @@ impl Supervisor {
                 "the supervisor is shutting down: the configuration is not read again",
             ));
         }
-        let Some(path) = self.config_path.clone() else {
+        let Some(path) = self.setup.config_path.clone() else {
             return Err(Refused::new(
                 ErrorKind::Refused,
                 "foster run read its configuration from standard input: there is no file to \
@@ -120,8 +120,8 @@ impl Supervisor {
             )
         })?;
         for h in &new.helpers {
-            let stopping = (0..self.helpers.len()).any(|j| {
-                self.helpers[j].retired
+            let stopping = (0..self.units.helpers.len()).any(|j| {
+                self.units.helpers[j].retired
                     && !self.slot_down(j)
                     && self.config.helpers[j].name() == h.name()
             });
@@ -138,8 +138,8 @@ impl Supervisor {
         }
         let mut out = Reloaded::default();
         // Removed first: their names are free for nothing else, and they stop at once.
-        for i in 0..self.helpers.len() {
-            if self.helpers[i].retired {
+        for i in 0..self.units.helpers.len() {
+            if self.units.helpers[i].retired {
                 continue;
             }
             let name = self.config.helpers[i].name().to_string();
@@ -197,7 +197,7 @@ impl Supervisor {
 
     /// Whether index `j` has nothing left running: no process, not stopping.
     fn slot_down(&self, j: usize) -> bool {
-        let r = &self.helpers[j];
+        let r = &self.units.helpers[j];
         r.pid.is_none() && !r.state.is_up() && r.state != HelperState::Stopping
     }
 
@@ -205,10 +205,10 @@ impl Supervisor {
     /// SIGKILL to what is left of its tree) when it has a process.
     fn remove_helper(&mut self, i: usize) {
         self.timers.cancel(|t| *t == Timer::Restart(i));
-        if let Some(o) = &mut self.output {
+        if let Some(o) = &mut self.io.output {
             o.retire(i);
         }
-        let r = &mut self.helpers[i];
+        let r = &mut self.units.helpers[i];
         r.retired = true;
         r.next = None;
         if r.state == HelperState::Stopping {
@@ -224,14 +224,14 @@ impl Supervisor {
 
     /// Helper `i`'s definition changed to `h`.
     fn change_helper(&mut self, i: usize, h: Helper) -> Change {
-        let state = self.helpers[i].state;
+        let state = self.units.helpers[i].state;
         if state == HelperState::Stopping {
             // Its stop goes on; what follows it takes the new definition.
-            self.helpers[i].next = Some(Box::new(h));
+            self.units.helpers[i].next = Some(Box::new(h));
             return Change::Stopping;
         }
-        if self.helpers[i].running().is_some() {
-            self.helpers[i].next = Some(Box::new(h));
+        if self.units.helpers[i].running().is_some() {
+            self.units.helpers[i].next = Some(Box::new(h));
             self.stop_helper(i, StopFor::Restart);
             return Change::Stopping;
         }
@@ -245,7 +245,7 @@ impl Supervisor {
 
     /// The definition a reload gave helper `i` while it was stopping, now that it is down.
     pub(super) fn take_next_definition(&mut self, i: usize) {
-        if let Some(h) = self.helpers[i].next.take() {
+        if let Some(h) = self.units.helpers[i].next.take() {
             self.set_definition(i, *h);
             self.rebuild_graph();
         }
@@ -256,7 +256,7 @@ impl Supervisor {
     fn set_definition(&mut self, i: usize, h: Helper) {
         let old = &self.config.helpers[i];
         if (old.output != h.output || old.log != h.log || old.ring != h.ring)
-            && let Some(o) = &mut self.output
+            && let Some(o) = &mut self.io.output
             && let Err(e) = o.set(i, &helper_output(&h))
         {
             warn!(
@@ -265,31 +265,31 @@ impl Supervisor {
             );
         }
         self.config.helpers[i] = h;
-        self.helpers[i].restart = RestartState::default();
+        self.units.helpers[i].restart = RestartState::default();
     }
 
     /// Helper `h` is new: it takes the index of a removed helper that is down (one of the same
     /// name first), else one past the last. Returns its index.
     fn add_helper(&mut self, h: Helper) -> usize {
-        let n = self.helpers.len();
-        let free = |j: usize| self.helpers[j].retired && self.slot_down(j);
+        let n = self.units.helpers.len();
+        let free = |j: usize| self.units.helpers[j].retired && self.slot_down(j);
         let reuse = (0..n)
             .find(|&j| free(j) && self.config.helpers[j].name() == h.name())
             .or_else(|| (0..n).find(|&j| free(j)));
         let out = helper_output(&h);
         let i = match reuse {
             Some(j) => {
-                self.helpers[j] = Run::new();
+                self.units.helpers[j] = Run::new();
                 self.config.helpers[j] = h;
                 j
             }
             None => {
-                self.helpers.push(Run::new());
+                self.units.helpers.push(Run::new());
                 self.config.helpers.push(h);
                 n
             }
         };
-        if let Some(o) = &mut self.output
+        if let Some(o) = &mut self.io.output
             && let Err(e) = o.set(i, &out)
         {
             warn!(
@@ -302,7 +302,7 @@ impl Supervisor {
 
     /// The `depends_on` graph of the helpers in the configuration now.
     fn rebuild_graph(&mut self) {
-        let retired: Vec<bool> = self.helpers.iter().map(|r| r.retired).collect();
-        self.graph = Graph::of(&self.config, |i| !retired[i]);
+        let retired: Vec<bool> = self.units.helpers.iter().map(|r| r.retired).collect();
+        self.units.graph = Graph::of(&self.config, |i| !retired[i]);
     }
 }

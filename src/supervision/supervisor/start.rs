@@ -104,11 +104,11 @@ pub fn run(config: Config, options: Options) -> io::Result<i32> {
     sup.take_births(announced);
     sup.control = control::Control::new(options.config_path.clone(), bound);
     sup.control.metrics_listener = metrics;
-    sup.config_path = options.config_path.clone();
-    sup.reload_signal = options
+    sup.setup.config_path = options.config_path.clone();
+    sup.signal_in.reload_signal = options
         .reload_signal
         .map(crate::process::signal::Sig::number);
-    sup.checks_io = checks_io;
+    sup.io.checks_io = checks_io;
     rt.block_on(sup.run())
 }
 
