@@ -14,31 +14,31 @@
 //! foster launched by a contained foster (its `FOSTER_SUPERVISOR` is PID 1 of its namespace) is
 //! contained already, and does not nest another namespace unless `--contain` asks. In a user
 //! namespace every uid but foster's reads as the overflow uid: the directories foster writes
-//! to are judged before [`enter`] ([`crate::base::ownership::judge_before_namespace`], called by the
-//! supervisor), and owners inside are mapped back by [`crate::base::ownership::owner_of`].
+//! to are judged before [`enter`] ([`crate::base::ownership::judge_before_namespace`], called by
+//! the supervisor), and owners inside are mapped back by [`crate::base::ownership::owner_of`].
 //!
 //! Contained, the outer foster forks once (on the main thread: the only fork of `foster run`
 //! outside the launcher thread, the probes' aside: this module's and the process-events
-//! connector's, `supervisor/births.rs`, made before containment). The child is PID 1 of the new namespace: it
-//! arms `PR_SET_PDEATHSIG(SIGKILL)`, then checks through a pidfd of the outer foster (opened
-//! before the fork) that the outer one is still alive, mounts a fresh `/proc`, and goes on to
-//! supervise. When that init ends, for any reason, the kernel kills every process of the
+//! connector's, `supervisor/births.rs`, made before containment). The child is PID 1 of the new
+//! namespace: it arms `PR_SET_PDEATHSIG(SIGKILL)`, then checks through a pidfd of the outer foster
+//! (opened before the fork) that the outer one is still alive, mounts a fresh `/proc`, and goes on
+//! to supervise. When that init ends, for any reason, the kernel kills every process of the
 //! namespace, armed or not; a SIGKILL of the outer foster reaches the init by its parent-death
 //! signal. The outer foster forwards every signal of the supervisor's table
-//! ([`crate::supervision::supervisor::signals::handled`]) to the init, which acts on it (its own parent's
-//! death as SIGTERM), reaps it, and exits with its status.
+//! ([`crate::supervision::supervisor::signals::handled`]) to the init, which acts on it (its own
+//! parent's death as SIGTERM), reaps it, and exits with its status.
 //!
 //! Also owns [`OuterPids`]: the pids of the contained tree as the namespace foster was started
 //! in sees them, the ones its user can give to `ps`, `kill` or `top`. Before it mounts its
 //! fresh `/proc`, the init keeps the one it had open (a directory descriptor that the mount
 //! does not change); through it, the `fdinfo` of a pidfd of a process of the tree gives that
-//! process's `NSpid` from the outer namespace down ([`crate::process::tree::Scanner::read_pidfd_nspid`]).
-//! The supervisor reads it once per process (a helper's at its launch, through the pidfd the
-//! launch returned), and writes its lines, its events log and `--output json` with the outer
-//! pids; the control socket speaks the namespace's own pids, which `foster ctl` translates.
-//! The other way round, a process the kernel announces by its outer pid (its process events,
-//! `supervisor/births.rs`) is found in foster's namespace by its `NSpid` through the same
-//! `/proc` ([`OuterPids::inner_pid`]).
+//! process's `NSpid` from the outer namespace down
+//! ([`crate::process::tree::Scanner::read_pidfd_nspid`]). The supervisor reads it once per process
+//! (a helper's at its launch, through the pidfd the launch returned), and writes its lines, its
+//! events log and `--output json` with the outer pids; the control socket speaks the namespace's
+//! own pids, which `foster ctl` translates. The other way round, a process the kernel announces by
+//! its outer pid (its process events, `supervisor/births.rs`) is found in foster's namespace by its
+//! `NSpid` through the same `/proc` ([`OuterPids::inner_pid`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::io;

@@ -2,11 +2,11 @@
 //!
 //! Owns [`Claim`], the lock that a `foster run` of a configuration file holds while it runs:
 //! a file `run-HASH.lock` in foster's private runtime directory
-//! ([`crate::supervision::control::server::default_dir`], checked and made as for the control socket), HASH
-//! naming the file's canonical path (the same file reached by another path, a symbolic link or
-//! `./`, is the same configuration; files of the same name in other directories are not). The
-//! lock is `flock(2)`'s: the kernel drops it when the last descriptor of it closes, so a
-//! supervisor that was SIGKILLed leaves nothing to clean up. The descriptor is close-on-exec:
+//! ([`crate::supervision::control::server::default_dir`], checked and made as for the control
+//! socket), HASH naming the file's canonical path (the same file reached by another path, a
+//! symbolic link or `./`, is the same configuration; files of the same name in other directories
+//! are not). The lock is `flock(2)`'s: the kernel drops it when the last descriptor of it closes,
+//! so a supervisor that was SIGKILLed leaves nothing to clean up. The descriptor is close-on-exec:
 //! no helper holds it. The file says who holds it (the supervisor's pid, as its caller sees
 //! it, and its control socket) so that a second `foster run` of the same file is refused
 //! naming the running one; `foster run --allow-second-instance` takes no lock.

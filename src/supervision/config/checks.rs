@@ -7,8 +7,8 @@
 //! apply); `Config::validate` reports those at the section's key. The values: a notification
 //! descriptor number ([`NotifyFd`]), a TCP address ([`TcpTarget`]), a regular expression
 //! ([`LogPattern`], the `regex` crate, bounded in text and compiled size), a count of failures
-//! ([`Failures`]); durations through [`PositiveDuration`] (`crate::base::duration`). What the checks
-//! do at run time is `crate::supervision::readiness`; the reference is `docs/run.md`.
+//! ([`Failures`]); durations through [`PositiveDuration`] (`crate::base::duration`). What the
+//! checks do at run time is `crate::supervision::readiness`; the reference is `docs/run.md`.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;

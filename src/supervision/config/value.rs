@@ -61,7 +61,8 @@ impl<'de> Deserialize<'de> for CommandLine {
         };
         match words.first() {
             None => Err(de::Error::custom(
-                "the command is empty: expected at least the program, e.g. [\"/bin/sleep\", \"60\"]",
+                "the command is empty: expected at least the program, e.g. \
+                 [\"/bin/sleep\", \"60\"]",
             )),
             Some(p) if p.is_empty() => Err(de::Error::custom(
                 "the program (first word of the command) is an empty string",

@@ -10,10 +10,10 @@
 //! as `foster run` checks it), and the human renderings: the status as a tree with roles,
 //! generations, policies, expected and actual parents (command lines cut to a terminal's
 //! width); events as one line each; helpers' lines (`foster ctl logs`) in the relay's own
-//! forms ([`crate::supervision::output::Renderer`]: `NAME | line`, or its JSON). Whatever the server sent
-//! goes through [`crate::base::sanitize::escape`] before it reaches a terminal, error messages
-//! included; `--json` output is [`Reply::to_line`] (for lines, the relay's JSON, written by
-//! [`crate::base::sanitize::to_json`]), whose JSON escapes every control character.
+//! forms ([`crate::supervision::output::Renderer`]: `NAME | line`, or its JSON). Whatever the
+//! server sent goes through [`crate::base::sanitize::escape`] before it reaches a terminal, error
+//! messages included; `--json` output is [`Reply::to_line`] (for lines, the relay's JSON, written
+//! by [`crate::base::sanitize::to_json`]), whose JSON escapes every control character.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -26,8 +26,8 @@ use crate::base::sanitize::escape;
 use crate::process::identity::Identity;
 use crate::supervision::control::nspid::PidMap;
 use crate::supervision::control::protocol::{
-    EventRecord, HelperInfo, ProcessInfo, Reply, ReplyBody, Request, Role, Status, SupervisorInfo,
-    request_line,
+    EventRecord, HelperInfo, MAX_LOG_LINES, ProcessInfo, Reply, ReplyBody, Request, Role, Status,
+    SupervisorInfo, request_line,
 };
 
 /// Why a client failed: the message says it all (the cause's text included); the cause, when
@@ -690,7 +690,7 @@ pub enum CtlCommand {
         /// How many kept lines to show first: 10 by default, as tail; at most 10000 (each
         /// helper keeps its last 1000); 0 with -f shows only new lines.
         #[arg(short = 'n', long = "lines", value_name = "N", default_value_t = 10,
-              value_parser = clap::value_parser!(u64).range(0..=crate::supervision::control::protocol::MAX_LOG_LINES as u64))]
+              value_parser = clap::value_parser!(u64).range(0..=MAX_LOG_LINES as u64))]
         lines: u64,
         /// Follow: print each new line as it is read, until interrupted or the supervisor
         /// ends.
@@ -998,8 +998,8 @@ fn print_reply(
 }
 
 /// `text` with every character a terminal must not receive raw escaped
-/// ([`crate::base::sanitize::escape`]), its newlines kept: the Prometheus text as it came, unless the
-/// supervisor put something a terminal would act on in it.
+/// ([`crate::base::sanitize::escape`]), its newlines kept: the Prometheus text as it came, unless
+/// the supervisor put something a terminal would act on in it.
 fn terminal_safe(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut buf = [0u8; 4];

@@ -372,7 +372,8 @@ impl LogRecord {
         }
     }
 
-    /// The line again, to be shown as foster shows lines ([`crate::supervision::output::Renderer`]).
+    /// The line again, to be shown as foster shows lines
+    /// ([`crate::supervision::output::Renderer`]).
     pub fn into_line(self) -> Line {
         Line {
             seq: self.seq,
@@ -664,8 +665,8 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtocolError> {
         return Err(ProtocolError::new(
             ErrorKind::BadArgument,
             format!(
-                "request \"logs\": \"lines\" is {n}: at most {MAX_LOG_LINES} kept lines may be asked \
-                 for"
+                "request \"logs\": \"lines\" is {n}: at most {MAX_LOG_LINES} kept lines may be \
+                 asked for"
             ),
         ));
     }

@@ -79,8 +79,8 @@ impl Event {
 /// code 3`, `was killed by SIGKILL`.
 ///
 /// Every string an event carries (helper names from a configuration, error texts, signal names,
-/// the socket's path: text a peer sent) goes through [`crate::base::sanitize::escape`], so that `{}`
-/// is safe on a terminal. The alternate form `{:#}` leaves those strings as they are, for a
+/// the socket's path: text a peer sent) goes through [`crate::base::sanitize::escape`], so that
+/// `{}` is safe on a terminal. The alternate form `{:#}` leaves those strings as they are, for a
 /// caller that escapes the whole line itself when it draws it (the dashboard's events pane), so
 /// that they are not escaped twice. A pid of 0 (a process the reader's PID namespace could not
 /// see) is shown as `?`.

@@ -6,8 +6,8 @@
 //! most [`MAX_CONNECTIONS`] at once (one more closes the oldest still waiting for its request,
 //! so slow or idle clients never hold off a scraper; when all are being answered, it is closed
 //! at once), a request head of at most [`MAX_HEAD`] bytes, [`TIMEOUT`] for a whole exchange,
-//! one request a connection (`Connection: close`). A server crate (hyper, axum) would bring a stack of dependencies for
-//! this one read-only path.
+//! one request a connection (`Connection: close`). A server crate (hyper, axum) would bring a stack
+//! of dependencies for this one read-only path.
 
 use std::collections::BTreeMap;
 use std::io;

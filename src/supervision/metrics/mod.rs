@@ -261,7 +261,8 @@ impl HelperFamilies {
         );
         reg.register(
             "helper_last_exit_code",
-            "How the helper's last process ended: its exit code, or 128 + the signal that killed it",
+            "How the helper's last process ended: its exit code, or 128 + the signal that \
+             killed it",
             self.last_exit,
         );
         reg.register_with_unit(
@@ -283,7 +284,8 @@ impl HelperFamilies {
         );
         reg.register_with_unit(
             "helper_cpu",
-            "User and system CPU time of the helper's tree, its live processes summed (falls when one ends)",
+            "User and system CPU time of the helper's tree, its live processes summed (falls \
+             when one ends)",
             Unit::Seconds,
             self.tree_cpu,
         );

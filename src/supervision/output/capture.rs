@@ -6,9 +6,9 @@
 //! launch ([`Capture::stdio`]), so whatever of the helper's tree still writes, and a helper
 //! that printed and exited at once, reach the same pipe. The read ends (non-blocking) sit in
 //! one epoll on a thread of their own, which waits without a timeout unless a count of lines
-//! not relayed is due (see the module docs of [`crate::supervision::output`]): an idle helper costs foster
-//! no wake-up. Each readable pipe is read in 64 KiB chunks (a few per turn, so that one helper
-//! cannot starve the others; a pipe found full grows to [`GROWN_PIPE`] and is read in
+//! not relayed is due (see the module docs of [`crate::supervision::output`]): an idle helper costs
+//! foster no wake-up. Each readable pipe is read in 64 KiB chunks (a few per turn, so that one
+//! helper cannot starve the others; a pipe found full grows to [`GROWN_PIPE`] and is read in
 //! [`GROWN_CHUNK`]s), and the lines of each read cut into one [`Batch`], kept, written to the
 //! log file and relayed together (line by line to a relay that takes lines one by one); log
 //! files are flushed whenever epoll has nothing more ready, so no timer is needed.

@@ -167,8 +167,8 @@ impl ring::Weigh for Arc<Line> {
     }
 }
 
-/// The JSON form of a line (`--output json`): `version` ([`crate::base::json::VERSION`]), `helper`, `stream`,
-/// `helper_pid` (the helper's main pid, see [`Line::helper_pid`]; null before its first
+/// The JSON form of a line (`--output json`): `version` ([`crate::base::json::VERSION`]), `helper`,
+/// `stream`, `helper_pid` (the helper's main pid, see [`Line::helper_pid`]; null before its first
 /// launch), `ts_ms`,
 /// `text` (the bytes as UTF-8, each invalid sequence as U+FFFD), `text_escaped` when the bytes
 /// are not valid UTF-8 (the exact bytes in [`crate::base::sanitize::escape`]'s lossless form, as

@@ -522,7 +522,8 @@ fn fail(s: Option<&Shared>, e: &io::Error) -> bool {
     }
     if e.kind() != io::ErrorKind::BrokenPipe {
         warn!(
-            "cannot write the helpers' output to foster's standard output: {e}; it is no longer relayed (the kept lines and log files have it)"
+            "cannot write the helpers' output to foster's standard output: {e}; it is no \
+             longer relayed (the kept lines and log files have it)"
         );
     }
     true

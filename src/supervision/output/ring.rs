@@ -4,8 +4,8 @@
 //! than its line bound or its byte bound (each line counted as its bytes plus
 //! [`LINE_OVERHEAD`], so that a flood of empty lines is bounded too). A single line heavier
 //! than the byte bound is still kept, alone. [`Ring::keeps`] says how many of the lines about
-//! to come it would keep, so that lines it would let go at once need not be made. What `foster ctl logs` and the dashboard show of a
-//! helper's past comes from here.
+//! to come it would keep, so that lines it would let go at once need not be made. What `foster ctl
+//! logs` and the dashboard show of a helper's past comes from here.
 
 use std::collections::VecDeque;
 

@@ -1,8 +1,8 @@
 //! Readiness by the helper's output: a captured line matches a pattern (`ready = { log = ... }`).
 //!
 //! Owns [`wait_match`], a task of the supervisor's runtime that follows the output's broadcast of
-//! lines ([`crate::supervision::output::Output`]), subscribed before the launch so that no line of it is
-//! missed, and ends at the first line of its helper (either stream; a line longer than the
+//! lines ([`crate::supervision::output::Output`]), subscribed before the launch so that no line of
+//! it is missed, and ends at the first line of its helper (either stream; a line longer than the
 //! output's piece size is matched piece by piece) that matches. A follower that fell behind the
 //! broadcast looks for the lines it missed among the helper's kept lines. It wakes only when a
 //! line is read, and stops following once its helper is ready.

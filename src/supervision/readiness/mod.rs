@@ -5,8 +5,8 @@
 //! readiness stands, its health failures in a row, its watchdog, the probe or tasks in flight,
 //! its `ERRNO=` and `MAINPID=`; its `STATUS=` goes with its state), and [`Report`], what a
 //! check's task tells the supervisor's loop. The helper's state itself (`starting`, `ready`,
-//! `unhealthy`...) is [`crate::process::state`]'s, kept by the supervisor. The protocols and probes,
-//! one file each:
+//! `unhealthy`...) is [`crate::process::state`]'s, kept by the supervisor. The protocols and
+//! probes, one file each:
 //!
 //! - `notify.rs`: the systemd protocol: foster's datagram socket (`SO_PASSCRED`), the size
 //!   bound, the keys of a datagram (`READY=1`, `STATUS=`, `WATCHDOG=1`, ...);
@@ -17,8 +17,8 @@
 //!
 //! The exec probe is a process of foster's like a helper: launched through the spawner (in a
 //! process group of its own, so that its tree can be killed), its status through the one reaper
-//! (`crate::process::reaper`; never a `Child::wait`), killed with its tree when it runs out of time.
-//! The supervisor drives it all on its loop (`supervisor/checks.rs`): no task or timer exists
+//! (`crate::process::reaper`; never a `Child::wait`), killed with its tree when it runs out of
+//! time. The supervisor drives it all on its loop (`supervisor/checks.rs`): no task or timer exists
 //! for a helper without checks, a probe's timer is armed only for its next attempt, and a
 //! watchdog wakes foster at most once a period.
 

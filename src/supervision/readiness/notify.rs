@@ -2,11 +2,11 @@
 //! what a datagram says.
 //!
 //! Owns [`NotifySocket`] and [`Message`], and the sender's side, [`send`] (`foster notify`,
-//! a `systemd-notify` of foster's own, for helpers on systems without it). foster binds one datagram socket of its own and sets
-//! `NOTIFY_SOCKET` to it in the environment of each helper that asks for the protocol
-//! (`ready = { notify = true }`, or `watchdog`). The socket has `SO_PASSCRED` on, so every
-//! datagram comes with its sender's pid as the kernel saw it; the supervisor accepts a datagram
-//! only from a process of that helper's tree and ignores any other (the check is the
+//! a `systemd-notify` of foster's own, for helpers on systems without it). foster binds one
+//! datagram socket of its own and sets `NOTIFY_SOCKET` to it in the environment of each helper that
+//! asks for the protocol (`ready = { notify = true }`, or `watchdog`). The socket has `SO_PASSCRED`
+//! on, so every datagram comes with its sender's pid as the kernel saw it; the supervisor accepts a
+//! datagram only from a process of that helper's tree and ignores any other (the check is the
 //! supervisor's: it knows each process's helper). Where the kernel offers it (`SO_PASSPIDFD`,
 //! Linux 6.5+), each datagram also comes with a pidfd of its sender taken when it sent
 //! (`SCM_PIDFD`): the sender itself, even once it has ended and its pid was given to another
@@ -20,8 +20,8 @@
 //! can reach it. A helper
 //! that runs as another user (`user` with foster as root) could not enter that directory; the
 //! helpers of each such user get a socket file of their own in the directory next to it
-//! (`crate::supervision::control::server::make_reachable_dir`: foster's, mode 0711, which anyone may enter
-//! but nobody else lists or writes), owned by that user, mode 0600
+//! (`crate::supervision::control::server::make_reachable_dir`: foster's, mode 0711, which anyone
+//! may enter but nobody else lists or writes), owned by that user, mode 0600
 //! ([`NotifySocket::bind_for_user`]). It is bound in the private directory, given its mode and
 //! its owner there, then moved (`renameat`) into the shared one: there is no moment when
 //! anyone but that user and root could send to it. Both directories are in the one checked

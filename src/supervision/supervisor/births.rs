@@ -2,13 +2,14 @@
 //! happens, the daemon's double fork included.
 //!
 //! Owns [`Births`]: the supervisor's subscription to the kernel's process events
-//! ([`crate::process::tree::connector`], births and ends, filtered in the kernel) and what it makes of
-//! them. The kernel announces every fork and every thread's end of the whole machine; each is
+//! ([`crate::process::tree::connector`], births and ends, filtered in the kernel) and what it makes
+//! of them. The kernel announces every fork and every thread's end of the whole machine; each is
 //! kept or dropped by one hash lookup of its process in the tree, and every announcement waiting
 //! is read at once, on one turn of the supervisor's loop ([`Births::drain`]):
 //!
 //! - a birth whose parent is in the tree (or was born in it earlier in the same batch) is
-//!   added to the tree: that one process is read ([`crate::process::tree::Subtree::born`]), no listing,
+//!   added to the tree: that one process is read ([`crate::process::tree::Subtree::born`]), no
+//!   listing,
 //!   and the parents' watch (`watch.rs`) holds its pidfd once it has children. So a process that
 //!   forks and ends at once is in the tree from its birth, whatever its life's length;
 //! - the end of a process of the tree that has children (in the tree as read, or born in the

@@ -6,12 +6,12 @@
 //! helper's dependencies with their conditions, its dependents, a topological order), and the
 //! transitions: a launch waits until every dependency meets its condition (`waiting` until
 //! then, with the reason, `for db: gave up after 5 restarts` when a dependency cannot get there
-//! by itself); the end of a process goes through the restart rules ([`crate::supervision::restart`]); a stop
-//! (`ctl stop`, `ctl restart`, a failed check, the shutdown) sends the helper's stop signal and
-//! SIGKILLs what is left of its tree when its grace runs out, and the helper is down once its
-//! process has ended and no process of its tree is left (or its grace ran out). The shutdown
-//! stops a helper only once every helper that depends on it is down; independent helpers stop
-//! at once, in parallel.
+//! by itself); the end of a process goes through the restart rules
+//! ([`crate::supervision::restart`]); a stop (`ctl stop`, `ctl restart`, a failed check, the
+//! shutdown) sends the helper's stop signal and SIGKILLs what is left of its tree when its grace
+//! runs out, and the helper is down once its process has ended and no process of its tree is left
+//! (or its grace ran out). The shutdown stops a helper only once every helper that depends on it is
+//! down; independent helpers stop at once, in parallel.
 //!
 //! [`Supervisor::settle`] runs on every turn of the loop: it finishes stops whose trees are
 //! down, launches waiting helpers whose dependencies are met, and moves the shutdown on. The

@@ -667,8 +667,8 @@ impl Supervisor {
     }
 
     /// Sends `sig` to `target` and no other process: through the pidfd held for a running
-    /// helper, else through one opened and checked now ([`crate::process::identity::signal`]), so that a
-    /// reused pid is never signalled.
+    /// helper, else through one opened and checked now ([`crate::process::identity::signal`]), so
+    /// that a reused pid is never signalled.
     fn send(&self, target: Identity, sig: i32) -> io::Result<()> {
         let held = self
             .units

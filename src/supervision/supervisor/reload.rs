@@ -17,10 +17,10 @@
 //! - a helper whose definition did not change is not touched.
 //!
 //! `[supervisor]` is compared field by field: what can take effect at once does
-//! (`orphan_policy`: for processes adopted from then on; `rescan`: from the next read); what could not would be reported as
-//! needing a restart of foster. A reload is refused during the shutdown, and while a helper of
-//! the same name as one the file adds, removed by an earlier reload, is still stopping.
-//! Every reload is an event (`reload`, or `reload_refused` with the reason).
+//! (`orphan_policy`: for processes adopted from then on; `rescan`: from the next read); what could
+//! not would be reported as needing a restart of foster. A reload is refused during the shutdown,
+//! and while a helper of the same name as one the file adds, removed by an earlier reload, is still
+//! stopping. Every reload is an event (`reload`, or `reload_refused` with the reason).
 
 use tracing::warn;
 
