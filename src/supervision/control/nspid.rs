@@ -9,17 +9,6 @@
 //! descendants: a [`Subtree`] rooted at the supervisor, which reads only what changed since the
 //! last time. Start times do not depend on the namespace, so an inner identity `(pid, start)`
 //! maps to `(outer pid, start)`.
-//!
-//! The mappings of processes that ended are remembered (at most [`REMEMBERED`]), so that the
-//! exit of a process seen alive before is shown with its pid. A pid of a status never seen
-//! alive from here maps to 0, the kernel's own word for a process not visible in a namespace.
-//! In an event (a process that ended before the reader saw it: a crash loop's quick exits, an
-//! event of the backlog about a process long gone) it stays the supervisor's pid, and
-//! [`PidMap::event`] names it, for the reader to say so ([`foreign_note`]): never `?` or 0.
-//!
-//! The other way, a pid the user names (`foster ctl signal PID`) is in the caller's namespace:
-//! its `NSpid` entry at the supervisor's depth is the pid the supervisor knows. In the
-//! supervisor's own namespace (a helper calling `foster ctl`), both ways are the identity.
 
 use std::collections::{HashMap, VecDeque};
 use std::os::unix::net::UnixStream;
@@ -48,6 +37,17 @@ const NOT_THE_LISTENER: &str = "the process listening on the socket is not the s
 pub const REMEMBERED: usize = 4096;
 
 /// A supervisor's pids as seen from the caller's PID namespace.
+///
+/// The mappings of processes that ended are remembered (at most [`REMEMBERED`]), so that the
+/// exit of a process seen alive before is shown with its pid. A pid of a status never seen
+/// alive from here maps to 0, the kernel's own word for a process not visible in a namespace.
+/// In an event (a process that ended before the reader saw it: a crash loop's quick exits, an
+/// event of the backlog about a process long gone) it stays the supervisor's pid, and
+/// [`PidMap::event`] names it, for the reader to say so ([`foreign_note`]): never `?` or 0.
+///
+/// The other way, a pid the user names (`foster ctl signal PID`) is in the caller's namespace:
+/// its `NSpid` entry at the supervisor's depth is the pid the supervisor knows. In the
+/// supervisor's own namespace (a helper calling `foster ctl`), both ways are the identity.
 #[derive(Debug)]
 pub struct PidMap {
     /// The pid here of the process that listens on the socket (0: not visible).

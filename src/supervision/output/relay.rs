@@ -11,25 +11,6 @@
 //!   red) only when standard output is a terminal and `NO_COLOR` is unset or empty.
 //! - JSON: one object per line ([`super::Line`]'s form), written with
 //!   [`crate::base::sanitize::to_json`] so that it is safe on a terminal too.
-//!
-//! [`Renderer`] gives these forms to whoever else shows lines (`foster ctl logs`, the
-//! dashboard's log pane), so that a line reads the same wherever it is shown.
-//!
-//! Where the lines go decides how ([`Relay::start`]):
-//!
-//! - a terminal, a pipe, a socket (something someone reads, at their pace): through a queue to
-//!   a thread of its own, bounded in lines ([`QUEUE_LINES`]) and in bytes ([`QUEUE_BYTES`]).
-//!   [`Relay::offer`] never waits; when the queue is full it says so and the caller counts the
-//!   line as not relayed. The thread's writes are buffered and flushed whenever the queue is
-//!   empty.
-//! - a regular file, or `/dev/null` (`foster run x.toml > out`): a record, like a log file. The
-//!   reading thread writes it itself, buffered, flushed when the pipes are idle
-//!   ([`Relay::flush`]); nothing is dropped, and a slow disk slows the helpers as a log file
-//!   does. In text, it takes the lines of a read together ([`Relay::write_batch`]), checked
-//!   once for anything to escape, and the same bytes as line by line.
-//!
-//! When standard output is closed (`EPIPE`) or fails, relaying ends for the rest of the run,
-//! with one warning (none for a reader that went away).
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -77,6 +58,25 @@ pub enum Offer {
 }
 
 /// The relay: a thread and its queue, or a file written directly.
+///
+/// [`Renderer`] gives these forms to whoever else shows lines (`foster ctl logs`, the
+/// dashboard's log pane), so that a line reads the same wherever it is shown.
+///
+/// Where the lines go decides how ([`Relay::start`]):
+///
+/// - a terminal, a pipe, a socket (something someone reads, at their pace): through a queue to
+///   a thread of its own, bounded in lines ([`QUEUE_LINES`]) and in bytes ([`QUEUE_BYTES`]).
+///   [`Relay::offer`] never waits; when the queue is full it says so and the caller counts the
+///   line as not relayed. The thread's writes are buffered and flushed whenever the queue is
+///   empty.
+/// - a regular file, or `/dev/null` (`foster run x.toml > out`): a record, like a log file. The
+///   reading thread writes it itself, buffered, flushed when the pipes are idle
+///   ([`Relay::flush`]); nothing is dropped, and a slow disk slows the helpers as a log file
+///   does. In text, it takes the lines of a read together ([`Relay::write_batch`]), checked
+///   once for anything to escape, and the same bytes as line by line.
+///
+/// When standard output is closed (`EPIPE`) or fails, relaying ends for the rest of the run,
+/// with one warning (none for a reader that went away).
 #[derive(Debug)]
 pub enum Relay {
     Queue(Queue),

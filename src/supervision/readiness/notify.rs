@@ -11,37 +11,6 @@
 //! Linux 6.5+), each datagram also comes with a pidfd of its sender taken when it sent
 //! (`SCM_PIDFD`): the sender itself, even once it has ended and its pid was given to another
 //! process, which the pid alone cannot tell (`supervisor/checks.rs` says how it is used).
-//!
-//! **Where the socket is.** For helpers that run as foster's own user, a socket file in
-//! foster's private runtime directory (the control socket's directory: owned by foster's
-//! user, mode 0700, not a symbolic link; made when missing), mode 0600, named
-//! `notify-PID-RANDOM.sock`, removed when foster ends, and by the next foster that binds one
-//! there when a foster ended without removing it (SIGKILLed: [`remove_stale`]): no other user
-//! can reach it. A helper
-//! that runs as another user (`user` with foster as root) could not enter that directory; the
-//! helpers of each such user get a socket file of their own in the directory next to it
-//! (`crate::supervision::control::server::make_reachable_dir`: foster's, mode 0711, which anyone
-//! may enter but nobody else lists or writes), owned by that user, mode 0600
-//! ([`NotifySocket::bind_for_user`]). It is bound in the private directory, given its mode and
-//! its owner there, then moved (`renameat`) into the shared one: there is no moment when
-//! anyone but that user and root could send to it. Both directories are in the one checked
-//! runtime root (`crate::base::ownership`). No abstract socket is bound: an abstract name has no
-//! permissions, and any local user finds it in `/proc/net/unix`. Each socket is bound only when
-//! a helper needs it: at the start, or at the first launch that needs it (a helper a reload
-//! added). The sender check stands behind the permissions: the kernel lets an unprivileged
-//! sender give only its own pid in its credentials, and a pid outside the helper's tree is
-//! refused.
-//!
-//! **What is read.** One datagram at most [`MAX_DATAGRAM`] bytes (a longer one is refused
-//! whole, as systemd refuses it); descriptors it carries (`BARRIER=1`'s, `FDSTORE=1`'s) are
-//! taken and closed once the datagram was handled, which is what `systemd-notify`'s barrier
-//! waits for. Every descriptor the kernel installs with a datagram is closed, whatever is made
-//! of it (refused, too long, from outside the tree): the control messages are read by a walker
-//! of foster's own ([`NotifySocket::recv`]), which also reads a buffer the kernel cut short.
-//! The buffer has room for the most a datagram brings (credentials, pidfd, [`SCM_MAX_FD`]
-//! descriptors), so a cut-short one (`MSG_CTRUNC`: the kernel could not install them all) is
-//! refused. The text is `KEY=VALUE` lines; [`Message::parse`] keeps the keys foster acts on
-//! and counts the others, which are ignored.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -71,6 +40,37 @@ const QLEN_DEFAULT: usize = 512;
 const QLEN_CEILING: usize = 1 << 16;
 
 /// A bound notification socket.
+///
+/// **Where the socket is.** For helpers that run as foster's own user, a socket file in
+/// foster's private runtime directory (the control socket's directory: owned by foster's
+/// user, mode 0700, not a symbolic link; made when missing), mode 0600, named
+/// `notify-PID-RANDOM.sock`, removed when foster ends, and by the next foster that binds one
+/// there when a foster ended without removing it (SIGKILLed: [`remove_stale`]): no other user
+/// can reach it. A helper
+/// that runs as another user (`user` with foster as root) could not enter that directory; the
+/// helpers of each such user get a socket file of their own in the directory next to it
+/// (`crate::supervision::control::server::make_reachable_dir`: foster's, mode 0711, which anyone
+/// may enter but nobody else lists or writes), owned by that user, mode 0600
+/// ([`NotifySocket::bind_for_user`]). It is bound in the private directory, given its mode and
+/// its owner there, then moved (`renameat`) into the shared one: there is no moment when
+/// anyone but that user and root could send to it. Both directories are in the one checked
+/// runtime root (`crate::base::ownership`). No abstract socket is bound: an abstract name has no
+/// permissions, and any local user finds it in `/proc/net/unix`. Each socket is bound only when
+/// a helper needs it: at the start, or at the first launch that needs it (a helper a reload
+/// added). The sender check stands behind the permissions: the kernel lets an unprivileged
+/// sender give only its own pid in its credentials, and a pid outside the helper's tree is
+/// refused.
+///
+/// **What is read.** One datagram at most [`MAX_DATAGRAM`] bytes (a longer one is refused
+/// whole, as systemd refuses it); descriptors it carries (`BARRIER=1`'s, `FDSTORE=1`'s) are
+/// taken and closed once the datagram was handled, which is what `systemd-notify`'s barrier
+/// waits for. Every descriptor the kernel installs with a datagram is closed, whatever is made
+/// of it (refused, too long, from outside the tree): the control messages are read by a walker
+/// of foster's own ([`NotifySocket::recv`]), which also reads a buffer the kernel cut short.
+/// The buffer has room for the most a datagram brings (credentials, pidfd, [`SCM_MAX_FD`]
+/// descriptors), so a cut-short one (`MSG_CTRUNC`: the kernel could not install them all) is
+/// refused. The text is `KEY=VALUE` lines; [`Message::parse`] keeps the keys foster acts on
+/// and counts the others, which are ignored.
 #[derive(Debug)]
 pub struct NotifySocket {
     fd: OwnedFd,

@@ -5,39 +5,8 @@
 //! ([`crate::process::tree::connector`], births and ends, filtered in the kernel) and what it makes
 //! of them. The kernel announces every fork and every thread's end of the whole machine; each is
 //! kept or dropped by one hash lookup of its process in the tree, and every announcement waiting
-//! is read at once, on one turn of the supervisor's loop ([`Births::drain`]):
-//!
-//! - a birth whose parent is in the tree (or was born in it earlier in the same batch) is
-//!   added to the tree: that one process is read ([`crate::process::tree::Subtree::born`]), no
-//!   listing,
-//!   and the parents' watch (`watch.rs`) holds its pidfd once it has children. So a process that
-//!   forks and ends at once is in the tree from its birth, whatever its life's length;
-//! - the end of a process of the tree that has children (in the tree as read, or born in the
-//!   batch), apart from foster's own children (their ends come as SIGCHLD), means that those
-//!   children have a new parent already (the kernel announces an end after it has moved them):
-//!   the tree is read again, once for the whole batch. A birth that has ended before it was read
-//!   is such an end too, since only a read of the tree can say where its children went;
-//! - lost announcements (the socket's buffer overflowed: `ENOBUFS`) are one read of the whole
-//!   tree, counted (`foster_tree_events_lost_total`), never silence.
-//!
-//! ## Contained
-//!
-//! The kernel numbers processes as the initial PID namespace does, and ignores a request from
-//! any other: a contained foster subscribes before it enters its namespace ([`subscribe`], in
-//! `foster run` before the split) and its init keeps the socket. The init then translates: it
-//! keeps the outer pid of each process of its tree ([`Births::index`]), learnt at its birth (the
-//! announcement gives the outer pid; its `NSpid`, read through the outer `/proc` that
-//! [`OuterPids`] holds, gives the inner one) or, for a process a read found first, through its
-//! pidfd (once per process, as the lines' pids already are). An announcement of a process
-//! outside the tree costs the same hash lookup as uncontained.
-//!
-//! ## Where the kernel refuses
-//!
-//! Without the subscription (not root on most kernels, a PID or user namespace other than the
-//! initial one, `FOSTER_CONNECTOR=off`), [`subscribe`] says why, `foster run` says so in one
-//! line at its start, and the pidfd watch alone tells of the ends of the parents it read; a
-//! process born and ended between two reads leaves its orphan to the next read, or to the
-//! periodic one `supervisor.rescan` asks for.
+//! is read at once, on one turn of the supervisor's loop ([`Births::drain`]; [`Births`] says
+//! what it makes of each).
 
 use std::collections::HashMap;
 
@@ -190,7 +159,39 @@ impl Batch {
     }
 }
 
-/// The supervisor's subscription and the outer pids of its tree (contained).
+/// The supervisor's subscription and the outer pids of its tree (contained). Of each
+/// announcement:
+///
+/// - a birth whose parent is in the tree (or was born in it earlier in the same batch) is
+///   added to the tree: that one process is read ([`crate::process::tree::Subtree::born`]), no
+///   listing, and the parents' watch (`watch.rs`) holds its pidfd once it has children. So a process that
+///   forks and ends at once is in the tree from its birth, whatever its life's length;
+/// - the end of a process of the tree that has children (in the tree as read, or born in the
+///   batch), apart from foster's own children (their ends come as SIGCHLD), means that those
+///   children have a new parent already (the kernel announces an end after it has moved them):
+///   the tree is read again, once for the whole batch. A birth that has ended before it was read
+///   is such an end too, since only a read of the tree can say where its children went;
+/// - lost announcements (the socket's buffer overflowed: `ENOBUFS`) are one read of the whole
+///   tree, counted (`foster_tree_events_lost_total`), never silence.
+///
+/// # Contained
+///
+/// The kernel numbers processes as the initial PID namespace does, and ignores a request from
+/// any other: a contained foster subscribes before it enters its namespace ([`subscribe`], in
+/// `foster run` before the split) and its init keeps the socket. The init then translates: it
+/// keeps the outer pid of each process of its tree ([`Births::index`]), learnt at its birth (the
+/// announcement gives the outer pid; its `NSpid`, read through the outer `/proc` that
+/// [`OuterPids`] holds, gives the inner one) or, for a process a read found first, through its
+/// pidfd (once per process, as the lines' pids already are). An announcement of a process
+/// outside the tree costs the same hash lookup as uncontained.
+///
+/// # Where the kernel refuses
+///
+/// Without the subscription (not root on most kernels, a PID or user namespace other than the
+/// initial one, `FOSTER_CONNECTOR=off`), [`subscribe`] says why, `foster run` says so in one
+/// line at its start, and the pidfd watch alone tells of the ends of the parents it read; a
+/// process born and ended between two reads leaves its orphan to the next read, or to the
+/// periodic one `supervisor.rescan` asks for.
 #[derive(Debug)]
 pub struct Births {
     conn: Connector,

@@ -9,12 +9,10 @@
 //! - [`checks`]: readiness and liveness; [`probes`]: their exec and connect probes.
 //! - [`notify`]: the notify sockets and their datagrams; [`timers`]: what each timer is for.
 //! - [`watch`]: the parents' pidfds; [`births`]: the kernel's announcements of the tree.
-//! - [`control`]: the control socket's requests; [`signals`]: what each signal does.
-//! - [`reports`]: the lines for people and the events log.
+//! - [`control`]: the socket's requests; [`signals`]: each signal; [`reports`]: the lines.
 //!
 //! [`run`] is called on the main thread before any other thread exists, so every thread
-//! inherits the blocked signals, read through signalfds. Exit statuses: [`EXIT_OK`] and
-//! those after it.
+//! inherits the blocked signals. Exit statuses: [`EXIT_OK`] and those after it.
 
 mod births;
 mod checks;

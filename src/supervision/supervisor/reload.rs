@@ -4,23 +4,8 @@
 //! foster was started with is read again with every check of `foster run --check`
 //! ([`Config::load_with`] and [`Scope::System`]); a file with mistakes is refused with every
 //! mistake listed, and nothing changes. Otherwise the helpers are compared by name, their
-//! definitions by [`crate::supervision::config::Helper`]'s `PartialEq` (every field counts):
-//!
-//! - a helper new in the file is launched (as its dependencies allow);
-//! - a helper no longer in the file is stopped as the shutdown stops one (its stop signal, its
-//!   grace, SIGKILL to what is left of its tree) and retired: its index stays (timers, the
-//!   reaper and the output name helpers by index) and may go to a helper a later reload adds,
-//!   once it is down;
-//! - a helper whose definition changed is stopped as `ctl restart` stops one, and launched
-//!   with the new definition once it is down (at once when it had no process; one stopped by
-//!   request stays stopped, with the new definition for its next start);
-//! - a helper whose definition did not change is not touched.
-//!
-//! `[supervisor]` is compared field by field: what can take effect at once does
-//! (`orphan_policy`: for processes adopted from then on; `rescan`: from the next read); what could
-//! not would be reported as needing a restart of foster. A reload is refused during the shutdown,
-//! and while a helper of the same name as one the file adds, removed by an earlier reload, is still
-//! stopping. Every reload is an event (`reload`, or `reload_refused` with the reason).
+//! definitions by [`crate::supervision::config::Helper`]'s `PartialEq` (every field counts;
+//! [`Supervisor::try_reload`] says what follows).
 
 use tracing::warn;
 
@@ -93,6 +78,24 @@ impl Supervisor {
             .find(|&i| !self.units.helpers[i].retired && self.config.helpers[i].name() == name)
     }
 
+    /// Reads the file again and applies it, each helper by what became of it:
+    ///
+    /// - a helper new in the file is launched (as its dependencies allow);
+    /// - a helper no longer in the file is stopped as the shutdown stops one (its stop signal, its
+    ///   grace, SIGKILL to what is left of its tree) and retired: its index stays (timers, the
+    ///   reaper and the output name helpers by index) and may go to a helper a later reload adds,
+    ///   once it is down;
+    /// - a helper whose definition changed is stopped as `ctl restart` stops one, and launched
+    ///   with the new definition once it is down (at once when it had no process; one stopped by
+    ///   request stays stopped, with the new definition for its next start);
+    /// - a helper whose definition did not change is not touched.
+    ///
+    /// `[supervisor]` is compared field by field: what can take effect at once does
+    /// (`orphan_policy`: for processes adopted from then on; `rescan`: from the next read); what
+    /// could not would be reported as needing a restart of foster. A reload is refused during the
+    /// shutdown, and while a helper of the same name as one the file adds, removed by an earlier
+    /// reload, is still stopping. Every reload is an event (`reload`, or `reload_refused` with the
+    /// reason).
     fn try_reload(&mut self) -> Result<Reloaded, Refused> {
         if self.stage.shutting_down() {
             return Err(Refused::new(

@@ -5,28 +5,7 @@
 //! `docs/run.md` ("Signals") is the same table for people.
 //!
 //! Every signal whose default action ends a process is blocked before any thread exists and
-//! read from the supervisor's signalfd, where it is one of:
-//!
-//! - [`Action::Shutdown`]: TERM, INT, HUP, QUIT, ABRT (requests to end: the one orderly
-//!   shutdown, no core dump) and XCPU (the CPU-time soft limit: the kernel's SIGKILL follows at
-//!   the hard limit, so end in order now);
-//! - [`Action::ReopenLogs`]: USR1 (the events log);
-//! - [`Action::Ignore`]: every other one (USR2, ALRM, VTALRM, PROF, IO, PWR, STKFLT, XFSZ, the
-//!   real-time signals, and the fault signals SEGV, BUS, FPE, ILL, TRAP, SYS when *sent* by
-//!   a process): logged the first time, with its sender.
-//!
-//! A real fault stays fatal: the kernel forces the default action of a synchronous SEGV, BUS,
-//! FPE, ILL, TRAP or SYS whatever the mask, so blocking them catches only the ones `kill` sends.
-//!
-//! Left out: SIGKILL and SIGSTOP (cannot be blocked), SIGCHLD (the reaper's), SIGPIPE (Rust's
-//! runtime ignores it before `main`: a write to a closed pipe or socket fails with EPIPE), and
-//! signals 32 and 33, which the C library keeps for its threads (cancellation, the set-id
-//! broadcast): blocking them would hang a set-id call of a threaded process. A signal foster was
-//! started with ignored (`nohup`, a shell's background job) is not blocked: it stays ignored,
-//! as the caller asked.
-//!
-//! Nothing of this reaches the helpers: the spawner execs them with the mask and dispositions
-//! foster was started with ([`crate::gate::spawner::ExecSignals::inherited`]), not foster's.
+//! read from the supervisor's signalfd; what each one does is its [`Action`].
 
 use std::io;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -34,6 +13,27 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use crate::process::signal::{Inherited, SigBits};
 
 /// What `foster run` does with a signal it handles.
+///
+/// - [`Action::Shutdown`]: TERM, INT, HUP, QUIT, ABRT (requests to end: the one orderly
+///   shutdown, no core dump) and XCPU (the CPU-time soft limit: the kernel's SIGKILL follows at
+///   the hard limit, so end in order now);
+/// - [`Action::ReopenLogs`]: USR1 (the events log);
+/// - [`Action::Ignore`]: every other one (USR2, ALRM, VTALRM, PROF, IO, PWR, STKFLT, XFSZ, the
+///   real-time signals, and the fault signals SEGV, BUS, FPE, ILL, TRAP, SYS when *sent* by
+///   a process): logged the first time, with its sender.
+///
+/// A real fault stays fatal: the kernel forces the default action of a synchronous SEGV, BUS,
+/// FPE, ILL, TRAP or SYS whatever the mask, so blocking them catches only the ones `kill` sends.
+///
+/// Left out: SIGKILL and SIGSTOP (cannot be blocked), SIGCHLD (the reaper's), SIGPIPE (Rust's
+/// runtime ignores it before `main`: a write to a closed pipe or socket fails with EPIPE), and
+/// signals 32 and 33, which the C library keeps for its threads (cancellation, the set-id
+/// broadcast): blocking them would hang a set-id call of a threaded process. A signal foster was
+/// started with ignored (`nohup`, a shell's background job) is not blocked: it stays ignored,
+/// as the caller asked.
+///
+/// Nothing of this reaches the helpers: the spawner execs them with the mask and dispositions
+/// foster was started with ([`crate::gate::spawner::ExecSignals::inherited`]), not foster's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
     /// Start the one orderly shutdown.

@@ -9,42 +9,6 @@
 //! readable once its process has ended, after the kernel has moved its children. All of them
 //! sit in one epoll descriptor, which the supervisor's loop waits on beside the SIGCHLD
 //! signalfd: no timer, no wake-up while nothing ends.
-//!
-//! The set follows the [`Subtree`](crate::process::tree::Subtree) after each of its updates
-//! ([`ParentWatch::sync`]): a pidfd is opened when the tree is first seen with a process having
-//! children (and checked to be that process: its start time is read again once the pidfd
-//! holds it), closed when that process has ended or has no children left. One that fired is
-//! closed at once ([`ParentWatch::take_ended`]). A parent that ended between the read of the
-//! tree and the opening of its pidfd is reported by `sync`, so that the caller reads again.
-//!
-//! ## The pidfds and the process-events connector
-//!
-//! A pidfd is held only for a process some read of the tree saw with children: a process born
-//! after the last read that forks and ends before the next one (a daemon's double fork) was
-//! never watched. Where the kernel grants it, the process-events connector tells of those
-//! (`births.rs`: a birth in the tree is read into it at once, so the watch holds its pidfd once
-//! it has children, and the end of a process of the tree with children is a read of the tree).
-//! The watch stays in every case: the connector is granted to `CAP_NET_ADMIN` in the initial
-//! namespaces only (on most kernels), wakes foster for every fork and end of the machine, and
-//! drops announcements when its buffer fills; a pidfd works in any namespace and for any user,
-//! wakes foster only for its own tree's parents, and loses nothing.
-//!
-//! Each held pidfd's pidfs inode number is kept too: a notify datagram whose sender has ended
-//! and been reaped before foster read it comes with a pidfd of that sender, which is matched to
-//! a watched process by it (`supervisor/checks.rs`).
-//!
-//! What neither this nor SIGCHLD covers, where births are not announced: a process born after
-//! foster's last read of its tree that has a child and ends before the next read (the next
-//! SIGCHLD, the end of a watched parent, a control request, or `supervisor.rescan`). Its
-//! orphan is noticed at that next read.
-//!
-//! ## The bound
-//!
-//! One descriptor per watched process. The first time the watch would need more descriptors
-//! than the soft `RLIMIT_NOFILE` leaves (less [`RESERVE`] for everything else foster opens),
-//! foster raises its soft limit to the hard one (processes launched afterwards inherit the
-//! raised limit). Past that bound, further parents are not watched (one warning, then a count
-//! at debug level): their orphans are noticed at the next read of the tree, as above.
 
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -62,6 +26,42 @@ use crate::process::tree::Snapshot;
 pub const RESERVE: u64 = 256;
 
 /// A pidfd per parent of foster's tree, in one epoll descriptor.
+///
+/// The set follows the [`Subtree`](crate::process::tree::Subtree) after each of its updates
+/// ([`ParentWatch::sync`]): a pidfd is opened when the tree is first seen with a process having
+/// children (and checked to be that process: its start time is read again once the pidfd
+/// holds it), closed when that process has ended or has no children left. One that fired is
+/// closed at once ([`ParentWatch::take_ended`]). A parent that ended between the read of the
+/// tree and the opening of its pidfd is reported by `sync`, so that the caller reads again.
+///
+/// # The pidfds and the process-events connector
+///
+/// A pidfd is held only for a process some read of the tree saw with children: a process born
+/// after the last read that forks and ends before the next one (a daemon's double fork) was
+/// never watched. Where the kernel grants it, the process-events connector tells of those
+/// (`births.rs`: a birth in the tree is read into it at once, so the watch holds its pidfd once
+/// it has children, and the end of a process of the tree with children is a read of the tree).
+/// The watch stays in every case: the connector is granted to `CAP_NET_ADMIN` in the initial
+/// namespaces only (on most kernels), wakes foster for every fork and end of the machine, and
+/// drops announcements when its buffer fills; a pidfd works in any namespace and for any user,
+/// wakes foster only for its own tree's parents, and loses nothing.
+///
+/// Each held pidfd's pidfs inode number is kept too: a notify datagram whose sender has ended
+/// and been reaped before foster read it comes with a pidfd of that sender, which is matched to
+/// a watched process by it (`supervisor/checks.rs`).
+///
+/// What neither this nor SIGCHLD covers, where births are not announced: a process born after
+/// foster's last read of its tree that has a child and ends before the next read (the next
+/// SIGCHLD, the end of a watched parent, a control request, or `supervisor.rescan`). Its
+/// orphan is noticed at that next read.
+///
+/// # The bound
+///
+/// One descriptor per watched process. The first time the watch would need more descriptors
+/// than the soft `RLIMIT_NOFILE` leaves (less [`RESERVE`] for everything else foster opens),
+/// foster raises its soft limit to the hard one (processes launched afterwards inherit the
+/// raised limit). Past that bound, further parents are not watched (one warning, then a count
+/// at debug level): their orphans are noticed at the next read of the tree, as above.
 #[derive(Debug)]
 pub struct ParentWatch {
     epoll: Epoll,
