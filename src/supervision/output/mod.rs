@@ -5,25 +5,6 @@
 //! launch gets a copy of the write ends, so the helper's whole tree, grandchildren and adopted
 //! orphans of earlier launches included, writes into the same two pipes and stays attributed to
 //! it, and what a helper printed just before it exited is still in the pipe when foster reads.
-//!
-//! One thread of its own reads every pipe (`capture.rs`: epoll, no timeout, so an idle helper
-//! costs no wake-up), cuts the bytes into lines (`line.rs`, at most [`line::MAX_LINE`] a piece),
-//! and for each line: keeps it in the helper's [`ring::Ring`] and sends it to the live
-//! followers ([`Output`]), appends it to the helper's log file when one is configured
-//! (`file.rs`: rotated by size through [`crate::base::logfile`], reopened on `ctl reopen-logs` and
-//! SIGUSR1), and offers it to the relay (`relay.rs`), which writes `NAME | line` (or JSON) to
-//! foster's standard output from a thread of its own.
-//!
-//! **What is never lost, and what may be.** The ring, the files and the followers' broadcast
-//! get every line. A slow disk slows the reading thread, and through the pipe the helper: a log
-//! file is a record, and it waits for the disk as the helper would have. foster's own standard
-//! output is a terminal or a pipe someone else reads: it must never stall the helpers, so the
-//! relay takes lines through a bounded queue, and when the queue is full the line is not
-//! relayed (it is still kept and written): the count of lines not relayed is reported per
-//! helper as the `output_dropped` event, at most once a second while it goes on and once when
-//! it ends. A follower that lags behind the broadcast gets back what the rings still keep of
-//! what it missed, and is told how many lines are lost for it ([`Follower`], `follow.rs`).
-//! `docs/output.md` is the reference.
 
 mod capture;
 mod file;
@@ -208,6 +189,25 @@ pub struct UnknownHelper(pub String);
 
 /// The kept lines of every helper and the live followers: shared by the reading thread, which
 /// adds lines, and whoever shows them (the control socket, the dashboard).
+///
+/// One thread of its own reads every pipe (`capture.rs`: epoll, no timeout, so an idle helper
+/// costs no wake-up), cuts the bytes into lines (`line.rs`, at most [`line::MAX_LINE`] a piece),
+/// and for each line: keeps it in the helper's [`ring::Ring`] and sends it to the live
+/// followers ([`Output`]), appends it to the helper's log file when one is configured
+/// (`file.rs`: rotated by size through [`crate::base::logfile`], reopened on `ctl reopen-logs` and
+/// SIGUSR1), and offers it to the relay (`relay.rs`), which writes `NAME | line` (or JSON) to
+/// foster's standard output from a thread of its own.
+///
+/// **What is never lost, and what may be.** The ring, the files and the followers' broadcast
+/// get every line. A slow disk slows the reading thread, and through the pipe the helper: a log
+/// file is a record, and it waits for the disk as the helper would have. foster's own standard
+/// output is a terminal or a pipe someone else reads: it must never stall the helpers, so the
+/// relay takes lines through a bounded queue, and when the queue is full the line is not
+/// relayed (it is still kept and written): the count of lines not relayed is reported per
+/// helper as the `output_dropped` event, at most once a second while it goes on and once when
+/// it ends. A follower that lags behind the broadcast gets back what the rings still keep of
+/// what it missed, and is told how many lines are lost for it ([`Follower`], `follow.rs`).
+/// `docs/output.md` is the reference.
 #[derive(Debug)]
 pub struct Output {
     kept: Mutex<Kept>,

@@ -14,13 +14,6 @@
 //!   a newline on it;
 //! - `tcp.rs`: the connect probe, on the runtime, within a timeout;
 //! - `log.rs`: a line of the helper's captured output matches a pattern.
-//!
-//! The exec probe is a process of foster's like a helper: launched through the spawner (in a
-//! process group of its own, so that its tree can be killed), its status through the one reaper
-//! (`crate::process::reaper`; never a `Child::wait`), killed with its tree when it runs out of
-//! time. The supervisor drives it all on its loop (`supervisor/checks.rs`): no task or timer exists
-//! for a helper without checks, a probe's timer is armed only for its next attempt, and a
-//! watchdog wakes foster at most once a period.
 
 pub mod fd;
 pub mod log;
@@ -103,6 +96,13 @@ pub enum ProbeLaunchError {
 }
 
 /// An exec probe in flight.
+///
+/// The exec probe is a process of foster's like a helper: launched through the spawner (in a
+/// process group of its own, so that its tree can be killed), its status through the one reaper
+/// (`crate::process::reaper`; never a `Child::wait`), killed with its tree when it runs out of
+/// time. The supervisor drives it all on its loop (`supervisor/checks.rs`): no task or timer exists
+/// for a helper without checks, a probe's timer is armed only for its next attempt, and a
+/// watchdog wakes foster at most once a period.
 #[derive(Debug)]
 pub struct ExecProbe {
     /// The probe's process, held by the pidfd its launch returned.

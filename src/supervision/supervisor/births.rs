@@ -164,7 +164,8 @@ impl Batch {
 ///
 /// - a birth whose parent is in the tree (or was born in it earlier in the same batch) is
 ///   added to the tree: that one process is read ([`crate::process::tree::Subtree::born`]), no
-///   listing, and the parents' watch (`watch.rs`) holds its pidfd once it has children. So a process that
+///   listing, and the parents' watch (`watch.rs`) holds its pidfd once it has children. So a
+///   process that
 ///   forks and ends at once is in the tree from its birth, whatever its life's length;
 /// - the end of a process of the tree that has children (in the tree as read, or born in the
 ///   batch), apart from foster's own children (their ends come as SIGCHLD), means that those

@@ -12,12 +12,6 @@
 //! runs out, and the helper is down once its process has ended and no process of its tree is left
 //! (or its grace ran out). The shutdown stops a helper only once every helper that depends on it is
 //! down; independent helpers stop at once, in parallel.
-//!
-//! [`Supervisor::settle`] runs on every turn of the loop: it finishes stops whose trees are
-//! down, launches waiting helpers whose dependencies are met, and moves the shutdown on. The
-//! entry points of readiness and health checks are [`Supervisor::helper_ready`],
-//! [`Supervisor::helper_health`], [`Supervisor::helper_check_failed`] and
-//! [`Supervisor::set_status_text`]: they change a state, and `settle` does what follows.
 
 use std::time::{Duration, Instant};
 
@@ -281,6 +275,10 @@ impl Supervisor {
     /// the waiting helpers whose dependencies are met (in dependency order, so a chain of
     /// helpers without readiness checks starts in one turn), and advances the shutdown. Runs
     /// on every turn of the supervisor's loop.
+    ///
+    /// The entry points of readiness and health checks are [`Supervisor::helper_ready`],
+    /// [`Supervisor::helper_health`], [`Supervisor::helper_check_failed`] and
+    /// [`Supervisor::set_status_text`]: they change a state, and `settle` does what follows.
     pub(super) fn settle(&mut self) {
         self.finish_stops();
         if self.stage.shutting_down() {
