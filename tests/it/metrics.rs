@@ -259,6 +259,18 @@ restart = "never"
     );
     assert!(get(&s, "foster_supervisor_resident_memory_bytes", &[]) > 0.0);
     assert!(get(&s, "foster_supervisor_uptime_seconds", &[]) >= 0.0);
+    // The build, labelled as `foster --version` names it.
+    let version = std::process::Command::new(env!("CARGO_BIN_EXE_foster"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    let version = String::from_utf8_lossy(&version.stdout).into_owned();
+    let commit = version
+        .split("(commit ")
+        .nth(1)
+        .map_or("unknown", |c| c.trim_end().trim_end_matches(')'));
+    let build = [("version", env!("CARGO_PKG_VERSION")), ("commit", commit)];
+    assert_eq!(get(&s, "foster_build_info", &build), 1.0, "{version}");
     assert!(get(&s, "foster_supervisor_cpu_seconds_total", &[]) >= 0.0);
 
     // The victim killed: its restart is counted, its last exit is 128 + 9.

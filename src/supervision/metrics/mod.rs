@@ -67,6 +67,7 @@ fn state_name(s: HelperState) -> String {
 /// the Unix epoch, for the supervisor's uptime).
 pub fn render(status: &Status, counts: &Counts, now_ms: u64) -> String {
     let mut reg = Registry::with_prefix("foster");
+    register_build(&mut reg);
     register_supervisor(&mut reg, status, now_ms);
     register_counts(&mut reg, counts);
     let mut helpers = HelperFamilies::default();
@@ -78,6 +79,20 @@ pub fn render(status: &Status, counts: &Counts, now_ms: u64) -> String {
     // Writing to a String does not fail.
     let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &reg);
     out
+}
+
+/// What foster was built from, as exporters say it: `foster_build_info{version, commit} 1`
+/// (the commit `unknown` outside a git checkout, with `-dirty` when the checkout had changes).
+fn register_build(reg: &mut Registry) {
+    let commit = env!("FOSTER_COMMIT")
+        .strip_prefix("commit ")
+        .unwrap_or("unknown");
+    let labels = vec![("version", env!("CARGO_PKG_VERSION")), ("commit", commit)];
+    reg.register(
+        "build",
+        "The version and commit foster was built from",
+        prometheus_client::metrics::info::Info::new(labels),
+    );
 }
 
 /// The supervisor's own numbers: its uptime, memory and CPU, the tree's size, the shutdown.
