@@ -14,6 +14,33 @@ mod log;
 mod narration;
 mod render;
 
+/// The events the unit tests of this folder's files build.
+#[cfg(test)]
+mod fixtures {
+    use super::Event;
+    use crate::process::identity::Identity;
+    use crate::process::reaper::ExitStatus;
+
+    pub(super) fn id(pid: i32) -> Identity {
+        Identity { pid, start_time: 1 }
+    }
+
+    pub(super) fn exit(
+        helper: Option<&str>,
+        generation: u32,
+        pid: i32,
+        status: ExitStatus,
+    ) -> Event {
+        Event::Exit {
+            pid,
+            identity: None,
+            helper: helper.map(str::to_string),
+            generation: Some(generation),
+            status,
+        }
+    }
+}
+
 pub use log::{EventLog, Record, Rotation};
 pub use narration::Narration;
 pub use render::{clock_text, local_time, status_words};

@@ -83,22 +83,9 @@ fn follows_up(ended: &Event, next: &Event) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::process::identity::Identity;
     use crate::process::reaper::ExitStatus;
 
-    fn id(pid: i32) -> Identity {
-        Identity { pid, start_time: 1 }
-    }
-
-    fn exit(helper: Option<&str>, generation: u32, pid: i32, status: ExitStatus) -> Event {
-        Event::Exit {
-            pid,
-            identity: None,
-            helper: helper.map(str::to_string),
-            generation: Some(generation),
-            status,
-        }
-    }
+    use super::super::fixtures::{exit, id};
 
     /// The narration joins a helper's exit with the decision on it, holds an exit until the
     /// next event or a flush, and picks the lines by verbosity.

@@ -89,10 +89,8 @@ impl fmt::Display for Event {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let raw = f.alternate();
         let text = |s: &str| shown(s, raw);
-        let who = |helper: &Option<String>, generation: Option<u32>, pid: i32| Who {
-            helper: helper.as_deref().map(text),
-            generation,
-            pid,
+        let who = |helper: &Option<String>, generation: Option<u32>, pid: i32| {
+            Who::new(helper, generation, pid, raw)
         };
         match self {
             Event::Start {
@@ -187,10 +185,8 @@ impl Event {
     // Long as its match is: one sentence for each event.
     fn fmt_rest(&self, f: &mut fmt::Formatter<'_>, raw: bool) -> fmt::Result {
         let text = |s: &str| shown(s, raw);
-        let who = |helper: &Option<String>, generation: Option<u32>, pid: i32| Who {
-            helper: helper.as_deref().map(text),
-            generation,
-            pid,
+        let who = |helper: &Option<String>, generation: Option<u32>, pid: i32| {
+            Who::new(helper, generation, pid, raw)
         };
         match self {
             Event::State {
@@ -374,6 +370,17 @@ struct Who {
     pid: i32,
 }
 
+impl Who {
+    /// Who an event names, its helper's name shown as [`Event`]'s `Display` shows text.
+    fn new(helper: &Option<String>, generation: Option<u32>, pid: i32, raw: bool) -> Who {
+        Who {
+            helper: helper.as_deref().map(|s| shown(s, raw)),
+            generation,
+            pid,
+        }
+    }
+}
+
 impl fmt::Display for Who {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let pid = Pid(self.pid);
@@ -516,19 +523,7 @@ mod tests {
     use super::*;
     use crate::process::state::HelperState;
 
-    fn id(pid: i32) -> Identity {
-        Identity { pid, start_time: 1 }
-    }
-
-    fn exit(helper: Option<&str>, generation: u32, pid: i32, status: ExitStatus) -> Event {
-        Event::Exit {
-            pid,
-            identity: None,
-            helper: helper.map(str::to_string),
-            generation: Some(generation),
-            status,
-        }
-    }
+    use super::super::fixtures::{exit, id};
 
     fn signal(helper: &str, generation: u32, signal: &str, reason: SignalReason) -> Event {
         Event::Signal {
