@@ -395,12 +395,6 @@ fn no_circle_between_files() {
             circles.push(line);
         }
     }
-    if std::env::var_os("VOCABULARY_ARROWS").is_some() {
-        for (i, out) in arrows.iter().enumerate() {
-            let to: Vec<String> = out.iter().map(|&(j, _)| name(j)).collect();
-            eprintln!("{} -> {}", name(i), to.join(" "));
-        }
-    }
     assert!(
         circles.is_empty(),
         "circles between files:\n{}",
