@@ -33,7 +33,7 @@ pub use graph::{Forest, Member, ProcessNode, ScanStats, Snapshot, TreeError};
 pub use pstree::{Symbols, Threads, View};
 pub use render::{Format, RoleMark, Roles};
 pub use scan::{Extra, ExtraWants, Relisting, ScanOptions, Scanner, Thread, nspid};
-pub use subtree::{Subtree, UpdateStats};
+pub use subtree::{Newborns, Subtree, UpdateStats};
 
 /// What `foster tree` was asked for.
 #[derive(Debug, Clone)]

@@ -13,10 +13,10 @@ use std::collections::HashMap;
 use tracing::debug;
 
 use super::timers::Timer;
-use crate::gate::adoption::Lineage;
+use crate::gate::adoption::{Adoption, Lineage, Registry};
 use crate::process::identity::Identity;
-use crate::process::tree::Snapshot;
 use crate::process::tree::connector::{Connector, Lost, ProcEvent, Wanted};
+use crate::process::tree::{Newborns, Snapshot, Subtree};
 use crate::supervision::contain::OuterPids;
 
 /// The environment variable that turns the subscription off (`FOSTER_CONNECTOR=off`): foster
@@ -328,6 +328,16 @@ impl Births {
     }
 }
 
+/// Reads the births `pids` into `tree` and records at once in `registry` each one added, also
+/// when the read missed others: a process the tree holds is one the registry knows (its
+/// generation, helper and expected parent come from there, and no later read of the tree
+/// reports it as new again).
+fn take_in(tree: &mut Subtree, registry: &mut Registry, pids: &[i32]) -> (Newborns, Vec<Adoption>) {
+    let found = tree.born(pids);
+    let adoptions = registry.observe(tree.snapshot(), &found.changes);
+    (found, adoptions)
+}
+
 impl super::Supervisor {
     /// Keeps the subscription `run` made ([`subscribe`]), or says once why births are not
     /// announced and what that leaves.
@@ -369,7 +379,8 @@ impl super::Supervisor {
             self.count_lost_tree_events();
         }
         if !d.rescan && !d.born.is_empty() {
-            let found = self.known.tree.born(&d.born);
+            let (found, adoptions) =
+                take_in(&mut self.known.tree, &mut self.known.registry, &d.born);
             if let Some(b) = &mut self.known.births {
                 b.learnt(
                     &d.born_outer,
@@ -379,11 +390,9 @@ impl super::Supervisor {
             }
             if !found.missed {
                 self.watch_parents();
-                let adoptions = self
-                    .known
-                    .registry
-                    .observe(self.known.tree.snapshot(), &found.changes);
-                self.adopted_now(adoptions);
+            }
+            self.adopted_now(adoptions);
+            if !found.missed {
                 return;
             }
         } else if !d.rescan {
@@ -435,6 +444,51 @@ mod tests {
         b.fork(root, 250, || true);
         b.fork(250, 260, || true);
         assert_eq!(b.anchor(260, |p| p == 250 || in_tree(p)), (250, 1));
+    }
+
+    /// A batch whose read missed one birth (it ended first) still records the others it added
+    /// to the tree: the read that follows sees them as known, and would not report them again.
+    #[test]
+    fn births_added_when_another_was_missed_are_recorded() {
+        use std::io::{BufRead, BufReader, Write};
+        use std::process::{Command, Stdio};
+        let me = Identity::current().unwrap();
+        // The helper forks its child only when told to, after the tree was first read.
+        let mut helper = Command::new("sh")
+            .args(["-c", "read x; sleep 300 & echo $!; read y"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let h = Identity::of(helper.id() as i32).unwrap();
+        let opts = crate::process::tree::ScanOptions::default();
+        let mut tree = Subtree::new(me.pid, b"FOSTER_", opts).unwrap();
+        let mut registry = Registry::new(me);
+        registry.expect_launch(h, "h", false);
+        tree.known(h);
+        let (first, _) = tree.update().unwrap();
+        registry.observe(tree.snapshot(), &first);
+        let mut stdin = helper.stdin.take().unwrap();
+        stdin.write_all(b"go\n").unwrap();
+        let mut line = String::new();
+        let mut out = BufReader::new(helper.stdout.take().unwrap());
+        out.read_line(&mut line).unwrap();
+        let child: i32 = line.trim().parse().unwrap();
+        // A birth that has ended before it is read.
+        let mut gone = Command::new("true").spawn().unwrap();
+        let gone_pid = gone.id() as i32;
+        gone.wait().unwrap();
+
+        let (found, _) = take_in(&mut tree, &mut registry, &[child, gone_pid]);
+        let c = Identity::of(child).unwrap();
+        let rec = registry.get(&c).map(|r| (r.generation, r.helper.clone()));
+        // Ended before asserting, so that a failure leaves nothing behind.
+        let pid = nix::unistd::Pid::from_raw(child);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::SIGKILL);
+        drop(stdin);
+        helper.wait().unwrap();
+        assert!(found.missed, "{found:?}");
+        assert_eq!(rec, Some((2, Some("h".to_string()))));
     }
 
     /// Ends that move no child: a birth without children, a child of foster's (its end comes
