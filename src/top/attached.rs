@@ -921,6 +921,8 @@ fn follow_logs(
         },
         lines: Some(KEEP_LOG_LINES),
         follow: true,
+        helpers: Vec::new(),
+        since_ms: None,
     };
     if let Err(e) = conn.send(&req) {
         push(LogItem::Ended(e.0));

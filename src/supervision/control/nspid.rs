@@ -238,6 +238,11 @@ impl PidMap {
         match body {
             ReplyBody::Status(s) => self.status(s),
             ReplyBody::Event(r) => r.foreign_pids = self.event(&mut r.event),
+            ReplyBody::History { events, .. } => {
+                for r in events {
+                    r.foreign_pids = self.event(&mut r.event);
+                }
+            }
             _ => {}
         }
     }

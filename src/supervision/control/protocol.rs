@@ -39,6 +39,9 @@ pub const MAX_REQUEST: usize = 64 * 1024;
 /// How many events the supervisor keeps for clients that connect late.
 pub const BACKLOG: usize = 256;
 
+/// How many events of each helper the supervisor keeps for `history`.
+pub const HISTORY: usize = 32;
+
 /// How many kept lines a `logs` request gives first when it does not say (as `tail`).
 pub const DEFAULT_LOG_LINES: usize = 10;
 
@@ -91,16 +94,29 @@ pub enum Request {
         lines: Option<usize>,
         #[serde(default, skip_serializing_if = "is_false")]
         follow: bool,
+        /// More helpers whose lines come, besides `helper` (their lines merged in the order
+        /// read).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        helpers: Vec<String>,
+        /// Only lines read at or after this time (milliseconds since the Unix epoch).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        since_ms: Option<u64>,
     },
     /// Read the configuration file again and apply it: helpers added are launched, helpers
     /// removed are stopped, helpers whose definition changed are restarted with the new one,
     /// the others are not touched. A file with mistakes is refused
     /// ([`ErrorKind::InvalidConfig`], every mistake listed) and nothing changes. The answer
-    /// is [`ReplyBody::Reloaded`].
-    Reload,
+    /// is [`ReplyBody::Reloaded`]; with `dry_run`, nothing is applied and the answer is
+    /// [`ReplyBody::ReloadPlan`], what a reload would do now.
+    Reload {
+        #[serde(default, skip_serializing_if = "is_false")]
+        dry_run: bool,
+    },
     /// The supervisor's numbers in the Prometheus text format, gathered now: the answer is
     /// [`ReplyBody::Metrics`] (the text `--metrics` serves; `docs/metrics.md`).
     Metrics,
+    /// A helper's last launches and ends, oldest first: the answer is [`ReplyBody::History`].
+    History { helper: String },
 }
 
 fn yes() -> bool {
@@ -272,6 +288,15 @@ pub enum ReplyBody {
     Done { request: String, message: String },
     /// The answer to `reload`: what became of each helper.
     Reloaded(Reloaded),
+    /// The answer to `reload` with `dry_run`: what a reload would do now; nothing changed.
+    ReloadPlan(Reloaded),
+    /// The answer to `history`: the helper's last launches and ends (at most [`HISTORY`]
+    /// events: launches, failed launches, exits, the signals that stopped it, restarts,
+    /// give-ups, failed checks), oldest first.
+    History {
+        helper: String,
+        events: Vec<EventRecord>,
+    },
     /// The answer to `metrics`: `{"text": "..."}`, the Prometheus text format (version 0.0.4).
     Metrics { text: String },
     /// The request failed; the connection stays usable.
@@ -424,6 +449,9 @@ pub struct SupervisorInfo {
     /// The address `--metrics` serves on, when it does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<String>,
+    /// The supervisor's version (`0.1.0`), with its commit when known (`0.1.0 (abc1234)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 /// One configured helper.
@@ -880,13 +908,19 @@ mod tests {
                 "reopen_logs",
                 "logs",
                 "reload",
-                "metrics"
+                "metrics",
+                "history"
             ]
         );
         assert_eq!(request_fields("events"), ["backlog", "follow"]);
         assert_eq!(request_fields("signal"), ["target", "signal"]);
         assert_eq!(request_fields("stop"), ["helper"]);
-        assert_eq!(request_fields("logs"), ["helper", "lines", "follow"]);
+        assert_eq!(
+            request_fields("logs"),
+            ["helper", "lines", "follow", "helpers", "since_ms"]
+        );
+        assert_eq!(request_fields("reload"), ["dry_run"]);
+        assert_eq!(request_fields("history"), ["helper"]);
         assert!(request_fields("status").is_empty());
         assert!(request_fields("nope").is_empty());
         for name in request_names() {
@@ -945,13 +979,21 @@ mod tests {
                 helper: None,
                 lines: None,
                 follow: false,
+                helpers: Vec::new(),
+                since_ms: None,
             },
             Request::Logs {
                 helper: Some("web".into()),
                 lines: Some(MAX_LOG_LINES),
                 follow: true,
+                helpers: vec!["db".into()],
+                since_ms: Some(1_767_000_000_000),
             },
-            Request::Reload,
+            Request::Reload { dry_run: false },
+            Request::Reload { dry_run: true },
+            Request::History {
+                helper: "web".into(),
+            },
         ];
         for r in reqs {
             let line = request_line(&r);
@@ -964,6 +1006,15 @@ mod tests {
     #[test]
     fn documented_forms_parse() {
         assert_eq!(parse(r#"{"request":"status"}"#).unwrap(), Request::Status);
+        // Requests of before the fields were added read as they did.
+        assert_eq!(
+            parse(r#"{"request":"reload"}"#).unwrap(),
+            Request::Reload { dry_run: false }
+        );
+        assert_eq!(
+            request_line(&Request::Reload { dry_run: false }),
+            b"{\"request\":\"reload\"}\n"
+        );
         assert_eq!(
             parse(r#"{"version":1,"request":"stop"}"#).unwrap(),
             Request::Stop { helper: None }
@@ -1053,7 +1104,9 @@ mod tests {
             Request::Logs {
                 helper: None,
                 lines: Some(0),
-                follow: true
+                follow: true,
+                helpers: Vec::new(),
+                since_ms: None,
             }
         );
         let m = parse(r#"{"request":"logs","lines":20000}"#)

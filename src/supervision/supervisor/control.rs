@@ -11,7 +11,7 @@
 //! status snapshot. Everything here runs on the supervisor's loop and never touches a
 //! client's socket (see [`crate::supervision::control::server`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -28,8 +28,8 @@ use crate::process::reaper::ExitStatus;
 use crate::process::signal::name as signal_name;
 use crate::process::tree::{ProcessNode, ScanOptions, Scanner, Snapshot};
 use crate::supervision::control::protocol::{
-    AdoptionInfo, Bytes, Dependency, ErrorKind, HelperInfo, HelperState, ProcessInfo, Reply,
-    ReplyBody, Request, Role, Status, SupervisorInfo, Target,
+    AdoptionInfo, Bytes, Dependency, ErrorKind, EventRecord, HISTORY, HelperInfo, HelperState,
+    ProcessInfo, Reply, ReplyBody, Request, Role, Status, SupervisorInfo, Target,
 };
 use crate::supervision::control::server::{Bound, Command, Hub, Server};
 use crate::supervision::event::{Event, Record, SignalReason};
@@ -46,6 +46,8 @@ pub(super) struct Control {
     scanner: Option<Scanner>,
     adoptions: HashMap<Identity, AdoptionInfo>,
     last_exit: HashMap<String, ExitStatus>,
+    /// Each helper's last launches and ends, for `history` (at most [`HISTORY`] each).
+    history: HashMap<String, VecDeque<EventRecord>>,
     config_path: String,
     started_ms: u64,
     /// What the metrics count as the supervisor goes (`docs/metrics.md`).
@@ -64,6 +66,7 @@ impl Control {
             scanner: None,
             adoptions: HashMap::new(),
             last_exit: HashMap::new(),
+            history: HashMap::new(),
             config_path: config_path
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
@@ -189,6 +192,47 @@ impl Control {
             _ => {}
         }
         self.hub.publish(record);
+        self.keep_history(record);
+    }
+
+    /// Keeps `record` in its helper's history when it is a launch or an end of it.
+    fn keep_history(&mut self, record: &Record) {
+        if let Some(helper) = history_helper(&record.event) {
+            let ring = self.history.entry(helper.to_string()).or_default();
+            if ring.len() == HISTORY {
+                ring.pop_front();
+            }
+            ring.push_back(EventRecord {
+                seq: self.hub.published(),
+                ts_ms: record.ts_ms,
+                event: record.event.clone(),
+                foreign_pids: Vec::new(),
+            });
+        }
+    }
+}
+
+/// The helper whose `history` keeps `event`: its launches, failed launches, ends (of the
+/// helper's own process), the signals sent to that process, restarts, give-ups and failed
+/// checks.
+fn history_helper(event: &Event) -> Option<&str> {
+    match event {
+        Event::Launch { helper, .. }
+        | Event::LaunchFailed { helper, .. }
+        | Event::Restart { helper, .. }
+        | Event::GiveUp { helper, .. }
+        | Event::CheckFailed { helper, .. } => Some(helper),
+        Event::Exit {
+            helper: Some(h),
+            generation: Some(1),
+            ..
+        }
+        | Event::Signal {
+            helper: Some(h),
+            generation: Some(1),
+            ..
+        } => Some(h),
+        _ => None,
     }
 }
 
@@ -293,7 +337,12 @@ impl Supervisor {
                 });
                 return;
             }
-            Request::Reload => {
+            Request::Reload { dry_run: true } => match self.reload_plan() {
+                Ok(plan) => Reply::new(ReplyBody::ReloadPlan(plan)),
+                Err(refused) => refused.reply(),
+            },
+            Request::History { helper } => self.ctl_history(&helper),
+            Request::Reload { dry_run: false } => {
                 info!("control socket: reload requested by {}", cmd.peer);
                 match self.reload("control socket") {
                     Ok(changes) => Reply::new(ReplyBody::Reloaded(changes)),
@@ -546,6 +595,23 @@ impl Supervisor {
         }
     }
 
+    /// `history`: the helper's last launches and ends, oldest first.
+    fn ctl_history(&self, name: &str) -> Reply {
+        if self.helper_index(name).is_none() {
+            return self.no_such_helper(name);
+        }
+        let events = self
+            .control
+            .history
+            .get(name)
+            .map(|r| r.iter().cloned().collect())
+            .unwrap_or_default();
+        Reply::new(ReplyBody::History {
+            helper: name.to_string(),
+            events,
+        })
+    }
+
     fn no_such_helper(&self, name: &str) -> Reply {
         let names: Vec<&str> = (0..self.units.helpers.len())
             .filter(|&i| !self.units.helpers[i].retired)
@@ -673,6 +739,7 @@ impl Supervisor {
                 started_ms: self.control.started_ms,
                 notify_refused: self.io.checks_io.refused.0,
                 metrics: self.control.metrics_addr.clone(),
+                version: Some(version_text()),
             },
             helpers,
             processes: procs,
@@ -823,6 +890,15 @@ impl Supervisor {
             errno: checks.and_then(|c| c.errno),
             main_pid: checks.and_then(|c| c.main_pid),
         }
+    }
+}
+
+/// foster's version, with the commit it was built from when known: `0.1.0 (abc1234)`.
+fn version_text() -> String {
+    let version = env!("CARGO_PKG_VERSION");
+    match env!("FOSTER_COMMIT").strip_prefix("commit ") {
+        Some(c) if !c.is_empty() && c != "unknown" => format!("{version} ({c})"),
+        _ => version.to_string(),
     }
 }
 

@@ -97,6 +97,43 @@ impl Supervisor {
     /// reload, is still stopping. Every reload is an event (`reload`, or `reload_refused` with the
     /// reason).
     fn try_reload(&mut self) -> Result<Reloaded, Refused> {
+        let new = self.read_again()?;
+        self.apply(new)
+    }
+
+    /// What a reload would do now (`reload` with `dry_run`): the file read again and checked as
+    /// for a reload, compared, and nothing applied. No event: nothing changed.
+    pub(super) fn reload_plan(&self) -> Result<Reloaded, Refused> {
+        let new = self.read_again()?;
+        let mut out = Reloaded::default();
+        for i in 0..self.units.helpers.len() {
+            let name = self.config.helpers[i].name();
+            if !self.units.helpers[i].retired && new.helper(name).is_none() {
+                out.stopped.push(name.to_string());
+            }
+        }
+        let (now, then) = (&self.config.supervisor, &new.supervisor);
+        if now.orphan_policy != then.orphan_policy {
+            out.applied.push("supervisor.orphan_policy".to_string());
+        }
+        if now.rescan != then.rescan {
+            out.applied.push("supervisor.rescan".to_string());
+        }
+        for h in &new.helpers {
+            let name = h.name().to_string();
+            match self.helper_index(&name) {
+                Some(i) if self.config.helpers[i] == *h => out.unchanged.push(name),
+                Some(_) => out.restarted.push(name),
+                None => out.started.push(name),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The configuration file read again, with every check of `foster run --check`: refused
+    /// during the shutdown, without a file, with mistakes, or while a helper it adds is one an
+    /// earlier reload removed that is still stopping.
+    fn read_again(&self) -> Result<Config, Refused> {
         if self.stage.shutting_down() {
             return Err(Refused::new(
                 ErrorKind::Refused,
@@ -139,6 +176,11 @@ impl Supervisor {
                 ));
             }
         }
+        Ok(new)
+    }
+
+    /// Applies `new`, read again (see [`Supervisor::try_reload`]).
+    fn apply(&mut self, new: Config) -> Result<Reloaded, Refused> {
         let mut out = Reloaded::default();
         // Removed first: their names are free for nothing else, and they stop at once.
         for i in 0..self.units.helpers.len() {

@@ -184,7 +184,8 @@ async fn write_bounded(
 /// What a client follows, once it asked to.
 enum Following {
     Events(broadcast::Receiver<Arc<EventRecord>>),
-    Logs(Box<Follower>, Arc<Output>),
+    /// A follower of helpers' lines, and the helpers it wants when it asked for several.
+    Logs(Box<Follower>, Arc<Output>, Option<Arc<Vec<String>>>),
 }
 
 /// An answer: its reply lines, then kept lines of helpers (each made a `log` reply only as it
@@ -355,7 +356,23 @@ async fn answer(
             helper,
             lines,
             follow,
-        }) => logs_answer(ctx, slot, helper, lines, follow, since)?,
+            helpers,
+            since_ms,
+        }) => {
+            let mut names: Vec<String> = Vec::new();
+            for h in helper.into_iter().chain(helpers) {
+                if !names.contains(&h) {
+                    names.push(h);
+                }
+            }
+            let asked = LogsAsked {
+                names,
+                lines,
+                follow,
+                since_ms,
+            };
+            logs_answer(ctx, slot, asked, since)?
+        }
         Ok(request) => {
             if !slot.set_idle(None) {
                 return Err(End::Evicted {
@@ -412,13 +429,20 @@ fn events_answer(
     })
 }
 
+/// What a `logs` request asks for: the helpers (none: every one), how many kept lines, whether
+/// it follows, and from when.
+struct LogsAsked {
+    names: Vec<String>,
+    lines: Option<usize>,
+    follow: bool,
+    since_ms: Option<u64>,
+}
+
 /// The answer to `logs`: the kept lines, then the lines as they come when it follows.
 fn logs_answer(
     ctx: &ClientCtx,
     slot: &ClientSlot,
-    helper: Option<String>,
-    n: Option<usize>,
-    follow: bool,
+    asked: LogsAsked,
     since: Instant,
 ) -> Result<Answer, End> {
     let Some(output) = &ctx.output else {
@@ -427,31 +451,43 @@ fn logs_answer(
             "this supervisor keeps no helpers' output",
         )));
     };
-    if helper
-        .as_deref()
-        .is_some_and(|h| output.captured(h) == Ok(false))
-    {
-        return Ok(Answer::one(Reply::error(
-            ErrorKind::Refused,
-            format!(
-                "helper {:?} has no lines to show: its output is not captured \
-                 (output = \"null\" or \"inherit\" in its configuration; \
-                 \"capture\", the default, keeps them)",
-                helper.as_deref().unwrap_or_default()
-            ),
-        )));
+    let LogsAsked {
+        names,
+        lines: n,
+        follow,
+        since_ms,
+    } = asked;
+    for h in &names {
+        match output.captured(h) {
+            Ok(false) => return Ok(Answer::one(not_captured(h))),
+            Err(e) => return Ok(Answer::one(no_such_helper(&e.0, output))),
+            Ok(true) => {}
+        }
     }
     let n = n.unwrap_or(DEFAULT_LOG_LINES);
-    let (past, f) = match output.follower(helper.as_deref(), n) {
+    let only = match names.as_slice() {
+        [one] => Some(one.as_str()),
+        _ => None,
+    };
+    // Several helpers, or a time: every kept line, filtered, then the last n.
+    let filter = (names.len() > 1).then(|| Arc::new(names.clone()));
+    let wide = filter.is_some() || since_ms.is_some();
+    let (mut past, f) = match output.follower(only, if wide { usize::MAX } else { n }) {
         Err(e) => return Ok(Answer::one(no_such_helper(&e.0, output))),
         Ok(found) => found,
     };
+    if wide {
+        past.retain(|l| {
+            wanted(filter.as_deref(), &l.helper) && since_ms.is_none_or(|s| l.ts_ms >= s)
+        });
+        past.drain(..past.len().saturating_sub(n));
+    }
     if let Some(refused) = may_follow(slot, follow, since)? {
         return Ok(Answer::one(refused));
     }
-    let helpers = match helper {
-        Some(h) => vec![h],
-        None => output
+    let helpers = match names.is_empty() {
+        false => names,
+        true => output
             .helpers()
             .iter()
             .filter(|h| !h.is_empty())
@@ -465,8 +501,25 @@ fn logs_answer(
             follow,
         })],
         lines: past,
-        follows: follow.then(|| Following::Logs(Box::new(f), output.clone())),
+        follows: follow.then(|| Following::Logs(Box::new(f), output.clone(), filter)),
     })
+}
+
+/// Whether a line of `helper` is one of those asked for (`None`: every helper's).
+fn wanted(names: Option<&Vec<String>>, helper: &str) -> bool {
+    names.is_none_or(|v| v.iter().any(|n| n == helper))
+}
+
+/// The refusal of `logs` for a helper whose output is not kept.
+fn not_captured(helper: &str) -> Reply {
+    Reply::error(
+        ErrorKind::Refused,
+        format!(
+            "helper {helper:?} has no lines to show: its output is not captured \
+             (output = \"null\" or \"inherit\" in its configuration; \
+             \"capture\", the default, keeps them)"
+        ),
+    )
 }
 
 /// Writes an answer's lines; a client that does not follow gets each within the idle timeout
@@ -518,10 +571,13 @@ async fn next_streamed(f: &mut Option<Following>) -> Option<Reply> {
             }
             Err(broadcast::error::RecvError::Closed) => None,
         },
-        Some(Following::Logs(follower, output)) => match follower.next(output).await {
-            Next::Line(l) => Some(log_reply(&l)),
-            Next::Missed(n) => Some(Reply::new(ReplyBody::Lagged { dropped: n })),
-            Next::Closed => None,
+        Some(Following::Logs(follower, output, names)) => loop {
+            match follower.next(output).await {
+                Next::Line(l) if !wanted(names.as_deref(), &l.helper) => continue,
+                Next::Line(l) => break Some(log_reply(&l)),
+                Next::Missed(n) => break Some(Reply::new(ReplyBody::Lagged { dropped: n })),
+                Next::Closed => break None,
+            }
         },
         None => std::future::pending().await,
     }
