@@ -158,16 +158,18 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
 }
 
 pub fn ctl(a: CtlArgs) -> Result<ExitCode, CliError> {
-    use crate::supervision::control::client::{self, BARE_STOP, CtlCommand, View};
-    if let CtlCommand::Stop { helper: None } = a.command {
+    use crate::supervision::control::client::{BARE_STOP, CtlCommand, View};
+    if let CtlCommand::Stop { helpers } = &a.command
+        && helpers.is_empty()
+    {
         return Err(UsageError(BARE_STOP.into()).into());
     }
     let view = View {
         width: terminal_width(),
         colour: crate::supervision::output::colour_for(&std::io::stdout()),
     };
-    client::ctl(
-        a.socket.as_deref(),
+    crate::supervision::control::verbs::ctl(
+        (a.socket.as_deref(), a.config.as_deref()),
         a.json,
         &a.command,
         view,

@@ -55,12 +55,36 @@ fn fnv64(bytes: &[u8]) -> u64 {
     })
 }
 
+/// The name of the lock file of the configuration file whose canonical path is `canonical`.
+fn lock_name(canonical: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    format!("run-{:016x}.lock", fnv64(canonical.as_os_str().as_bytes()))
+}
+
+/// The control socket the lock of configuration file `config` names: that of the last
+/// supervisor of the file here (`foster ctl --config`). `None` when no lock file is there or
+/// it names no socket. The file outlives its supervisor: whether one listens on the socket is
+/// for the caller to see.
+pub fn recorded_socket(config: &Path) -> io::Result<Option<PathBuf>> {
+    let canonical = std::fs::canonicalize(config)?;
+    let path = crate::supervision::control::server::default_dir().join(lock_name(&canonical));
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    Ok(text
+        .lines()
+        .find_map(|l| l.strip_prefix("socket "))
+        .filter(|s| *s != "none")
+        .map(PathBuf::from))
+}
+
 impl Claim {
     /// Takes the lock of configuration file `config`, or says which supervisor holds it.
     /// `None`, with a warning, when the runtime directory cannot hold the lock (another
     /// user's, say: `--no-socket` runs without it, and so does this check).
     pub fn take(config: &Path) -> Result<Option<Claim>, ClaimError> {
-        use std::os::unix::ffi::OsStrExt;
         let canonical = std::fs::canonicalize(config).map_err(|source| ClaimError::Resolve {
             config: config.to_path_buf(),
             source,
@@ -76,7 +100,7 @@ impl Claim {
                 return Ok(None);
             }
         };
-        let name = format!("run-{:016x}.lock", fnv64(canonical.as_os_str().as_bytes()));
+        let name = lock_name(&canonical);
         let path = dir.join(&name);
         let fd = nix::fcntl::openat(
             &dir_fd,

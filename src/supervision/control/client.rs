@@ -49,6 +49,16 @@ impl ClientError {
         }
     }
 
+    /// Whether it is a read that timed out ([`Connection::set_read_timeout`]).
+    pub fn timed_out(&self) -> bool {
+        self.source.as_ref().is_some_and(|e| {
+            matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            )
+        })
+    }
+
     /// An error caused by `source` (`message` already names it).
     pub fn caused(message: impl Into<String>, source: io::Error) -> ClientError {
         ClientError {
@@ -173,6 +183,16 @@ impl Connection {
         PidMap::for_stream(&self.writer)
     }
 
+    /// Reads give up after `limit` (none: they wait as long as it takes), failing with an
+    /// error that [`ClientError::timed_out`].
+    pub fn set_read_timeout(&self, limit: Option<std::time::Duration>) -> Result<(), ClientError> {
+        let limit = limit.map(|d| d.max(std::time::Duration::from_millis(1)));
+        self.reader
+            .get_ref()
+            .set_read_timeout(limit)
+            .map_err(|e| ClientError::caused(format!("{}: {e}", self.path.display()), e))
+    }
+
     /// The socket's path.
     pub fn path(&self) -> &Path {
         &self.path
@@ -257,6 +277,40 @@ pub fn render_reload(r: &crate::supervision::control::protocol::Reloaded) -> Str
     out
 }
 
+/// A reload's plan (`reload --dry-run`) for people: what a reload would do now.
+pub fn render_reload_plan(r: &crate::supervision::control::protocol::Reloaded) -> String {
+    let mut lines = String::new();
+    for (what, names) in [
+        ("start", &r.started),
+        ("stop", &r.stopped),
+        ("restart", &r.restarted),
+        ("leave as they are", &r.unchanged),
+        ("apply", &r.applied),
+        ("need a restart of foster for", &r.needs_restart),
+    ] {
+        if names.is_empty() {
+            continue;
+        }
+        let names: Vec<String> = names.iter().map(|n| escape(n.as_bytes())).collect();
+        lines.push_str(&format!("  {what}: {}\n", names.join(", ")));
+    }
+    if lines.is_empty() {
+        return "the configuration is valid; a reload would change nothing\n".to_string();
+    }
+    format!("the configuration is valid; nothing was changed; a reload would:\n{lines}")
+}
+
+/// A helper's history (`ctl history`) for people: one event a line, oldest first.
+pub fn render_history(helper: &str, events: &[EventRecord]) -> String {
+    if events.is_empty() {
+        return format!(
+            "helper \"{}\" has no launch or end yet\n",
+            escape(helper.as_bytes())
+        );
+    }
+    events.iter().map(|e| render_event(e) + "\n").collect()
+}
+
 /// An error reply as a [`ClientError`] naming its kind (its message escaped).
 pub fn into_result(r: Reply) -> Result<ReplyBody, ClientError> {
     match r.body {
@@ -330,7 +384,7 @@ pub fn find_default_socket(option: &str) -> Result<PathBuf, ClientError> {
 /// The paths of the Unix sockets listening in this network namespace, from `/proc/net/unix`
 /// (flag `__SO_ACCEPTCON`, 0x10000), so stale socket files are told apart without connecting
 /// to anyone. `None` when the file cannot be read: then every socket file counts.
-fn listening_socket_paths() -> Option<std::collections::HashSet<PathBuf>> {
+pub(super) fn listening_socket_paths() -> Option<std::collections::HashSet<PathBuf>> {
     let text = std::fs::read_to_string("/proc/net/unix").ok()?;
     Some(
         text.lines()
@@ -381,7 +435,15 @@ pub fn render_status(s: &Status, width: Option<usize>) -> String {
         .unwrap_or(4)
         .max(4);
     for h in &s.helpers {
-        let _ = writeln!(out, "{}", helper_line(h, w, &s.processes));
+        let mut line = helper_line(h, w, &s.processes);
+        // Its process's age: start times are ticks since boot, as `now_ticks` is.
+        if let Some(id) = h.identity
+            && s.hz > 0
+        {
+            let secs = s.now_ticks.saturating_sub(id.start_time) / s.hz;
+            let _ = write!(line, "  up {}", uptime_text(secs));
+        }
+        let _ = writeln!(out, "{line}");
     }
     let _ = writeln!(out, "\ntree:");
     let sup = &s.supervisor;
@@ -406,6 +468,17 @@ pub fn render_status(s: &Status, width: Option<usize>) -> String {
     out
 }
 
+/// How long a process has run, in its two largest units: `42s`, `3m05s`, `2h07m`, `4d03h`.
+pub fn uptime_text(secs: u64) -> String {
+    let (d, h, m, s) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, m) => format!("{m}m{s:02}s"),
+        (0, h, m) => format!("{h}h{m:02}m"),
+        (d, h, _) => format!("{d}d{h:02}h"),
+    }
+}
+
 /// The first lines of `ctl status`: the supervisor, its socket, its metrics' address.
 fn supervisor_lines(out: &mut String, sup: &SupervisorInfo) {
     let _ = writeln!(
@@ -425,6 +498,9 @@ fn supervisor_lines(out: &mut String, sup: &SupervisorInfo) {
         }
     );
     let _ = writeln!(out, "socket {}", escape(sup.socket.as_bytes()));
+    if let Some(v) = &sup.version {
+        let _ = writeln!(out, "version foster {}", escape(v.as_bytes()));
+    }
     if let Some(addr) = &sup.metrics {
         let _ = writeln!(out, "metrics http://{}/metrics", escape(addr.as_bytes()));
     }
@@ -639,6 +715,9 @@ pub enum CtlCommand {
         /// a file they never are).
         #[arg(short = 'w', long)]
         wide: bool,
+        /// Only these helpers and their processes (`all`: every helper).
+        #[arg(value_name = "HELPER")]
+        helpers: Vec<String>,
     },
     /// The supervisor's events: a recent backlog, then each new one as it happens.
     Events {
@@ -659,23 +738,27 @@ pub enum CtlCommand {
     /// Stop a helper (its stop signal and grace) and launch it again; launch it now if it is
     /// waiting for its backoff, ended or given up on.
     Restart {
-        /// The helper's name.
-        helper: String,
+        /// The helpers' names, one request each in order (`all`: every helper).
+        #[arg(value_name = "HELPER", required = true)]
+        helpers: Vec<String>,
     },
     /// Start a helper that is not running: one stopped by `stop`, ended, given up on or
     /// waiting for its backoff is launched now (once its dependencies are met).
     Start {
-        /// The helper's name.
-        helper: String,
+        /// The helpers' names, one request each in order (`all`: every helper).
+        #[arg(value_name = "HELPER", required = true)]
+        helpers: Vec<String>,
     },
     /// Stop HELPER (its stop signal, its grace, then SIGKILL of what is left of its tree): it
     /// stays stopped, whatever its restart rule, until `start`. HELPER is required: the
     /// supervisor itself is stopped by `shutdown`.
-    #[command(override_usage = "foster ctl stop [OPTIONS] <HELPER>")]
+    #[command(override_usage = "foster ctl stop [OPTIONS] <HELPER>...")]
     Stop {
-        /// The helper to stop (`foster ctl shutdown` stops the supervisor and its whole tree).
+        /// The helpers to stop, one request each, dependents first for `all` (every helper;
+        /// `foster ctl shutdown` stops the supervisor and its whole tree).
         // Optional for clap only: a bare `stop` gets a usage error naming `shutdown`.
-        helper: Option<String>,
+        #[arg(value_name = "HELPER")]
+        helpers: Vec<String>,
     },
     /// Stop the supervisor and its whole tree: the same orderly shutdown as SIGTERM.
     Shutdown,
@@ -685,13 +768,21 @@ pub enum CtlCommand {
     /// A helper's output (every helper's without HELPER): its last kept lines, then with -f
     /// each new one, shown as foster run shows them (NAME | line, NAME ! for standard error).
     Logs {
-        /// The helper (default: every helper, in the order their lines were read).
-        helper: Option<String>,
-        /// How many kept lines to show first: 10 by default, as tail; at most 10000 (each
-        /// helper keeps its last 1000); 0 with -f shows only new lines.
-        #[arg(short = 'n', long = "lines", value_name = "N", default_value_t = 10,
+        /// The helpers (default: every helper), their lines merged in the order read.
+        #[arg(value_name = "HELPER")]
+        helpers: Vec<String>,
+        /// How many kept lines to show first: 10 by default, as tail (with --since, every
+        /// one since then); at most 10000 (each helper keeps its last 1000); 0 with -f shows
+        /// only new lines.
+        #[arg(short = 'n', long = "lines", value_name = "N",
               value_parser = clap::value_parser!(u64).range(0..=MAX_LOG_LINES as u64))]
-        lines: u64,
+        lines: Option<u64>,
+        /// Only lines read in this last while: 30s, 5m, 1.5h (foster's durations).
+        #[arg(long, value_name = "DURATION", value_parser = crate::base::duration::parse)]
+        since: Option<std::time::Duration>,
+        /// Each line with the time foster read it (as events show it).
+        #[arg(short = 't', long)]
+        timestamps: bool,
         /// Follow: print each new line as it is read, until interrupted or the supervisor
         /// ends.
         #[arg(short = 'f', long)]
@@ -700,10 +791,52 @@ pub enum CtlCommand {
     /// Read the configuration file again and apply it: launch the helpers added, stop those
     /// removed, restart those whose definition changed, leave the others untouched. A file
     /// with mistakes is refused with every mistake listed, and nothing changes.
-    Reload,
+    Reload {
+        /// Read and check the file, say what a reload would start, stop and restart, and
+        /// change nothing (supervisorctl's reread).
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Print the pid of a helper's process, as your PID namespace knows it; exit status 1 when
+    /// it has none.
+    Pid {
+        /// The helper's name.
+        helper: String,
+    },
+    /// Wait until every HELPER is started, ready or stopped (--for), following the events;
+    /// exit status 1 on --timeout, or when one cannot get there by itself.
+    Wait {
+        /// The helpers' names (`all`: every helper).
+        #[arg(value_name = "HELPER", required = true)]
+        helpers: Vec<String>,
+        /// What to wait for: started (a process launched), ready (its readiness check passed,
+        /// or running without one), stopped (no process).
+        #[arg(long = "for", value_enum, default_value_t = WaitFor::Ready)]
+        until: WaitFor,
+        /// Give up after this long (30s, 2m): exit status 1. Default: no limit.
+        #[arg(long, value_name = "DURATION", value_parser = crate::base::duration::parse)]
+        timeout: Option<std::time::Duration>,
+    },
+    /// A helper's last launches and ends (at most 32 events): pids, exit statuses, the
+    /// signals that stopped it, restarts, give-ups.
+    History {
+        /// The helper's name.
+        helper: String,
+    },
     /// The supervisor's numbers (helpers' states, restarts, last exits, adoptions, memory and
     /// CPU) in the Prometheus text format, the text foster run --metrics serves.
     Metrics,
+}
+
+/// What `foster ctl wait` waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WaitFor {
+    /// Launched: a process runs (starting, running, ready or unhealthy).
+    Started,
+    /// Ready: its readiness check passed, or it runs and has none.
+    Ready,
+    /// No process: not launched, ended, or stopped.
+    Stopped,
 }
 
 /// `ctl stop` without HELPER: refused, so that a forgotten argument never stops everything.
@@ -720,19 +853,38 @@ pub struct View {
     pub colour: bool,
 }
 
+/// What `foster ctl logs` asks for and how it shows it.
+pub(super) struct LogsAsked {
+    /// The helpers (none: every helper).
+    pub helpers: Vec<String>,
+    pub lines: usize,
+    pub follow: bool,
+    /// Only lines read since then, milliseconds since the Unix epoch.
+    pub since_ms: Option<u64>,
+    /// Each line with the time it was read.
+    pub timestamps: bool,
+    pub colour: bool,
+}
+
 /// Runs `logs` on `conn`: the kept lines, then (when following) each new line until the
 /// supervisor ends the stream; each shown as `foster run` relays it (text or `json`), a lag as
 /// a line saying how many lines were missed.
-fn logs(
+pub(super) fn logs(
     conn: &mut Connection,
     json: bool,
-    (helper, lines, follow, colour): (Option<&str>, usize, bool, bool),
+    asked: &LogsAsked,
     out: &mut dyn Write,
 ) -> Result<(), ClientError> {
+    let (helper, more) = match asked.helpers.split_first() {
+        Some((h, more)) => (Some(h.clone()), more.to_vec()),
+        None => (None, Vec::new()),
+    };
     let first = conn.ask(&Request::Logs {
-        helper: helper.map(str::to_string),
-        lines: Some(lines),
-        follow,
+        helper,
+        lines: Some(asked.lines),
+        follow: asked.follow,
+        helpers: more,
+        since_ms: asked.since_ms,
     })?;
     let ReplyBody::Logs {
         helpers,
@@ -748,7 +900,8 @@ fn logs(
     } else {
         crate::supervision::output::Format::Text
     };
-    let renderer = crate::supervision::output::Renderer::new(&names, format, colour && !json);
+    let colour = asked.colour && !json;
+    let renderer = crate::supervision::output::Renderer::new(&names, format, colour);
     // Lines carry the supervisor's pid of their helper: shown as the caller's.
     let mut pids = conn.pid_map();
     let mut left = n;
@@ -765,6 +918,10 @@ fn logs(
         match r.body {
             ReplyBody::Log(mut rec) => {
                 pids.log(&mut rec);
+                if asked.timestamps && !json {
+                    let t = crate::supervision::event::clock_text(rec.ts_ms, true);
+                    let _ = write!(buf, "{t}  ");
+                }
                 renderer.render(&rec.into_line(), &mut buf)
             }
             ReplyBody::Lagged { dropped } if json => {
@@ -800,7 +957,7 @@ fn logs(
 }
 
 /// Prints one line of a followed stream of events, for people or (`json`) as it came.
-fn print_streamed(r: &Reply, json: bool, out: &mut dyn Write) -> io::Result<bool> {
+pub(super) fn print_streamed(r: &Reply, json: bool, out: &mut dyn Write) -> io::Result<bool> {
     if json {
         out.write_all(&r.to_line())?;
     } else {
@@ -819,7 +976,7 @@ fn print_streamed(r: &Reply, json: bool, out: &mut dyn Write) -> io::Result<bool
 
 /// The target of `foster ctl signal` in the supervisor's terms: a pid the caller names is one
 /// of the caller's namespace. Refused (and, for `json`, said as an error reply) otherwise.
-fn signal_target(
+pub(super) fn signal_target(
     pids: &mut PidMap,
     target: &str,
     json: bool,
@@ -839,64 +996,8 @@ fn signal_target(
     }
 }
 
-/// Runs `foster ctl`: one request, its reply printed for people or (`json`) as the reply
-/// lines themselves. Returns the exit status: 0 done, 1 an error reply or no supervisor.
-pub fn ctl(
-    socket: Option<&Path>,
-    json: bool,
-    cmd: &CtlCommand,
-    view: View,
-    out: &mut dyn Write,
-) -> Result<(), ClientError> {
-    let path = resolve_socket(socket, "--socket")?;
-    let mut conn = Connection::connect(&path)?;
-    let mut pids = conn.pid_map();
-    let request = match cmd {
-        CtlCommand::Status { .. } => Request::Status,
-        CtlCommand::Events { backlog, no_follow } => {
-            return follow(&mut conn, *backlog, !*no_follow, |r| {
-                print_streamed(r, json, out)
-            });
-        }
-        CtlCommand::Signal { target, signal } => Request::Signal {
-            target: signal_target(&mut pids, target, json, out)?,
-            signal: *signal,
-        },
-        CtlCommand::Restart { helper } => Request::Restart {
-            helper: helper.clone(),
-        },
-        CtlCommand::Start { helper } => Request::Start {
-            helper: helper.clone(),
-        },
-        CtlCommand::Stop { helper: None } => return Err(ClientError::new(BARE_STOP)),
-        CtlCommand::Stop { helper } => Request::Stop {
-            helper: helper.clone(),
-        },
-        CtlCommand::Shutdown => Request::Stop { helper: None },
-        CtlCommand::ReopenLogs => Request::ReopenLogs,
-        CtlCommand::Logs {
-            helper,
-            lines,
-            follow,
-        } => {
-            // At most MAX_LOG_LINES: clap's range checked it.
-            let lines = usize::try_from(*lines).unwrap_or(usize::MAX);
-            return logs(
-                &mut conn,
-                json,
-                (helper.as_deref(), lines, *follow, view.colour),
-                out,
-            );
-        }
-        CtlCommand::Reload => Request::Reload,
-        CtlCommand::Metrics => Request::Metrics,
-    };
-    let reply = exchange(&mut conn, &mut pids, &request, cmd)?;
-    print_reply(reply, cmd, view, json, out)
-}
-
 /// Sends `request` and returns its reply, the processes it names by the caller's pids.
-fn exchange(
+pub(super) fn exchange(
     conn: &mut Connection,
     pids: &mut PidMap,
     request: &Request,
@@ -949,7 +1050,7 @@ fn exchange(
 }
 
 /// Prints `reply` for people or (`json`) as its line; an error reply is the error returned.
-fn print_reply(
+pub(super) fn print_reply(
     reply: Reply,
     cmd: &CtlCommand,
     view: View,
@@ -981,13 +1082,19 @@ fn print_reply(
     match into_result(reply)? {
         ReplyBody::Status(s) => {
             let width = match cmd {
-                CtlCommand::Status { wide: false } => view.width,
+                CtlCommand::Status { wide: false, .. } => view.width,
                 _ => None,
             };
             out.write_all(render_status(&s, width).as_bytes())
                 .map_err(w)?
         }
         ReplyBody::Reloaded(r) => out.write_all(render_reload(&r).as_bytes()).map_err(w)?,
+        ReplyBody::ReloadPlan(r) => out
+            .write_all(render_reload_plan(&r).as_bytes())
+            .map_err(w)?,
+        ReplyBody::History { helper, events } => out
+            .write_all(render_history(&helper, &events).as_bytes())
+            .map_err(w)?,
         ReplyBody::Metrics { text } => out.write_all(terminal_safe(&text).as_bytes()).map_err(w)?,
         ReplyBody::Done { message, .. } => {
             writeln!(out, "{}", escape(message.as_bytes())).map_err(w)?

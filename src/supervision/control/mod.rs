@@ -2,7 +2,8 @@
 //!
 //! - [`protocol`]: the JSON-lines requests and replies (`docs/control.md`).
 //! - [`server`]: the socket inside `foster run`: binding, peer checks, client tasks, events.
-//! - [`client`]: `foster ctl`: connecting, asking, and showing the answers to people.
+//! - [`client`]: the connection of every client, and the answers shown to people.
+//! - [`verbs`]: `foster ctl`'s verbs: the socket found, each verb's requests and output.
 //! - [`nspid`]: the supervisor's pids as seen from the client's PID namespace.
 //!
 //! A supervisor (`foster run`) listens on a Unix socket, mode 0600, in a directory only its user
@@ -14,3 +15,4 @@ pub mod client;
 pub mod nspid;
 pub mod protocol;
 pub mod server;
+pub mod verbs;
