@@ -21,6 +21,7 @@ mod control;
 mod control_protocol;
 mod control_security;
 mod ctl_logs;
+mod ctl_verbs;
 mod docs;
 mod exec;
 mod failure_paths;
