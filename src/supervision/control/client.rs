@@ -918,11 +918,7 @@ pub(super) fn logs(
         match r.body {
             ReplyBody::Log(mut rec) => {
                 pids.log(&mut rec);
-                if asked.timestamps && !json {
-                    let t = crate::supervision::event::clock_text(rec.ts_ms, true);
-                    let _ = write!(buf, "{t}  ");
-                }
-                renderer.render(&rec.into_line(), &mut buf)
+                log_line(rec, asked.timestamps && !json, &renderer, &mut buf);
             }
             ReplyBody::Lagged { dropped } if json => {
                 let _ = writeln!(
@@ -954,6 +950,20 @@ pub(super) fn logs(
             }
         }
     }
+}
+
+/// One helper's line into `buf` as the relay shows it, after its time when `timestamps`.
+fn log_line(
+    rec: crate::supervision::control::protocol::LogRecord,
+    timestamps: bool,
+    renderer: &crate::supervision::output::Renderer,
+    buf: &mut Vec<u8>,
+) {
+    if timestamps {
+        let t = crate::supervision::event::clock_text(rec.ts_ms, true);
+        let _ = write!(buf, "{t}  ");
+    }
+    renderer.render(&rec.into_line(), buf)
 }
 
 /// Prints one line of a followed stream of events, for people or (`json`) as it came.

@@ -5,7 +5,8 @@
 //! ([`Config::load_with`] and [`Scope::System`]); a file with mistakes is refused with every
 //! mistake listed, and nothing changes. Otherwise the helpers are compared by name, their
 //! definitions by [`crate::supervision::config::Helper`]'s `PartialEq` (every field counts;
-//! [`Supervisor::try_reload`] says what follows).
+//! [`Supervisor::try_reload`] says what follows). [`Supervisor::reload_plan`] says what a
+//! reload would do, and does nothing (`foster ctl reload --dry-run`).
 
 use tracing::warn;
 

@@ -464,24 +464,12 @@ fn logs_answer(
             Ok(true) => {}
         }
     }
-    let n = n.unwrap_or(DEFAULT_LOG_LINES);
-    let only = match names.as_slice() {
-        [one] => Some(one.as_str()),
-        _ => None,
-    };
-    // Several helpers, or a time: every kept line, filtered, then the last n.
     let filter = (names.len() > 1).then(|| Arc::new(names.clone()));
-    let wide = filter.is_some() || since_ms.is_some();
-    let (mut past, f) = match output.follower(only, if wide { usize::MAX } else { n }) {
+    let n = n.unwrap_or(DEFAULT_LOG_LINES);
+    let (past, f) = match kept(output, &names, filter.as_deref(), (n, since_ms)) {
         Err(e) => return Ok(Answer::one(no_such_helper(&e.0, output))),
         Ok(found) => found,
     };
-    if wide {
-        past.retain(|l| {
-            wanted(filter.as_deref(), &l.helper) && since_ms.is_none_or(|s| l.ts_ms >= s)
-        });
-        past.drain(..past.len().saturating_sub(n));
-    }
     if let Some(refused) = may_follow(slot, follow, since)? {
         return Ok(Answer::one(refused));
     }
@@ -504,6 +492,31 @@ fn logs_answer(
         follows: follow.then(|| Following::Logs(Box::new(f), output.clone(), filter)),
     })
 }
+
+/// The last `n` kept lines of the helpers `names` (every helper's when none) read since
+/// `since_ms`, and a follower of the later ones.
+fn kept(
+    output: &Output,
+    names: &[String],
+    filter: Option<&Vec<String>>,
+    (n, since_ms): (usize, Option<u64>),
+) -> Result<KeptLines, crate::supervision::output::UnknownHelper> {
+    let only = match names {
+        [one] => Some(one.as_str()),
+        _ => None,
+    };
+    // Several helpers, or a time: every kept line, filtered, then the last n.
+    let wide = filter.is_some() || since_ms.is_some();
+    let (mut past, f) = output.follower(only, if wide { usize::MAX } else { n })?;
+    if wide {
+        past.retain(|l| wanted(filter, &l.helper) && since_ms.is_none_or(|s| l.ts_ms >= s));
+        past.drain(..past.len().saturating_sub(n));
+    }
+    Ok((past, f))
+}
+
+/// Kept lines, and a follower of the later ones.
+type KeptLines = (Vec<Arc<crate::supervision::output::Line>>, Follower);
 
 /// Whether a line of `helper` is one of those asked for (`None`: every helper's).
 fn wanted(names: Option<&Vec<String>>, helper: &str) -> bool {
