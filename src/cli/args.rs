@@ -424,9 +424,10 @@ pub struct CtlArgs {
     /// in $XDG_RUNTIME_DIR/foster, /run/foster for root, or /tmp/foster-UID).
     #[arg(long, value_name = "PATH", global = true)]
     pub socket: Option<std::path::PathBuf>,
-    /// Talk to the supervisor that foster run started on this configuration file (without
-    /// --socket; by default, that of the one such file in the current directory, when there
-    /// are several supervisors).
+    /// Talk to the supervisor that foster run started on this configuration file, found
+    /// through the lock it holds of the file (without --config or --socket: FOSTER_SOCKET,
+    /// else the supervisor of the one such file in the current directory, else the only
+    /// listening socket).
     #[arg(long, value_name = "FILE", global = true, conflicts_with = "socket")]
     pub config: Option<std::path::PathBuf>,
     /// Print the supervisor's JSON reply lines as they are; for logs, one
