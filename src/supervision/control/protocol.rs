@@ -882,6 +882,23 @@ impl<'de> de::Visitor<'de> for UniqueVisitor {
     }
 }
 
+/// How many helpers a "no helper named" answer lists before "and N more".
+pub const HELPERS_NAMED: usize = 50;
+
+/// The helpers a "no helper named ..." answer lists: the first [`HELPERS_NAMED`] of `names`,
+/// then "and N more"; "none" when there are none. The one wording of every such answer.
+pub fn helpers_named<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+    let names: Vec<&str> = names.into_iter().filter(|n| !n.is_empty()).collect();
+    if names.is_empty() {
+        return "none".to_string();
+    }
+    let mut list = names[..names.len().min(HELPERS_NAMED)].join(", ");
+    if names.len() > HELPERS_NAMED {
+        list.push_str(&format!(" and {} more", names.len() - HELPERS_NAMED));
+    }
+    list
+}
+
 /// The request as one line, newline included.
 pub fn request_line(req: &Request) -> Vec<u8> {
     let mut v = serde_json::to_vec(req).expect("requests always encode");
@@ -892,6 +909,17 @@ pub fn request_line(req: &Request) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A supervisor of a thousand helpers names fifty, then how many more.
+    #[test]
+    fn a_no_such_helper_answer_names_a_bounded_list() {
+        let names: Vec<String> = (0..1000).map(|i| format!("h{i}")).collect();
+        let list = helpers_named(names.iter().map(|n| n.as_str()));
+        assert!(list.starts_with("h0, h1, "), "{list}");
+        assert!(list.ends_with("h49 and 950 more"), "{list}");
+        assert_eq!(helpers_named(["a", "", "b"]), "a, b");
+        assert_eq!(helpers_named([]), "none");
+    }
 
     /// The names and fields read from the enum are those the wire takes, each accepted.
     #[test]

@@ -232,7 +232,7 @@ fn unknown(s: &Status, names: &[String]) -> Option<ClientError> {
     Some(ClientError::new(format!(
         "no helper named {}; helpers: {} (no_such_helper)",
         missing.join(", "),
-        have.join(", ")
+        crate::supervision::control::protocol::helpers_named(have.iter().map(|h| h.as_str()))
     )))
 }
 

@@ -622,7 +622,7 @@ impl Supervisor {
             format!(
                 "no helper named {:?}; helpers: {}",
                 crate::base::sanitize::escape(name.as_bytes()),
-                names.join(", ")
+                crate::supervision::control::protocol::helpers_named(names)
             ),
         )
     }

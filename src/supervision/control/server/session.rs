@@ -222,26 +222,14 @@ fn too_many_followers() -> Reply {
     )
 }
 
-/// "no helper named "x"; helpers: a, b" (the first 50 named). The names as they are: a client
-/// escapes the message before it shows it (escaping here would show `\` twice).
+/// "no helper named "x"; helpers: a, b" ([`protocol::helpers_named`]). The names as they are:
+/// a client escapes the message before it shows it (escaping here would show `\` twice).
 fn no_such_helper(name: &str, output: &Output) -> Reply {
-    const SHOWN: usize = 50;
-    let mut names = output.helpers();
-    names.retain(|n| !n.is_empty());
-    let mut list: Vec<String> = names.iter().take(SHOWN).map(|n| n.to_string()).collect();
-    if names.len() > SHOWN {
-        list.push(format!("and {} more", names.len() - SHOWN));
-    }
+    let names = output.helpers();
+    let list = crate::supervision::control::protocol::helpers_named(names.iter().map(|n| &**n));
     Reply::error(
         ErrorKind::NoSuchHelper,
-        format!(
-            "no helper named \"{name}\"; helpers: {}",
-            if list.is_empty() {
-                "none".to_string()
-            } else {
-                list.join(", ")
-            }
-        ),
+        format!("no helper named \"{name}\"; helpers: {list}"),
     )
 }
 
