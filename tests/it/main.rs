@@ -39,6 +39,7 @@ mod reload;
 mod run;
 mod run_lines;
 mod scan_reuse;
+mod settings;
 mod skips;
 mod spawner;
 mod top_attached;

@@ -79,6 +79,15 @@ mod tests {
     }
 
     #[test]
+    fn autostart_is_true_unless_said_false() {
+        assert!(ok(HELPER).helpers[0].autostart);
+        assert!(!ok(&format!("{HELPER}autostart = false\n")).helpers[0].autostart);
+        let e = helper_err("autostart = \"no\"\n");
+        assert_eq!(e.key.as_deref(), Some("helper[1].autostart"), "{e}");
+        assert_eq!(e.line, Some(4), "{e}");
+    }
+
+    #[test]
     fn helpers_compare_by_definition_not_by_place() {
         let one = ok("[[helper]]\nname = \"a\"\ncommand = [\"sleep\", \"1\"]\n");
         let moved = ok("\n\n[[helper]]\nname = \"a\"\ncommand = [\"sleep\", \"1\"]\n");

@@ -69,6 +69,10 @@ pub struct Helper {
     /// Group to run as (default: the user's primary group, or foster's): the forms of `user`.
     #[serde(default, deserialize_with = "group")]
     pub group: Option<String>,
+    /// Whether `foster run` (and a reload that adds it) launches it; `false`: declared,
+    /// `stopped` until `foster ctl start`, and its dependents wait (default `true`).
+    #[serde(default = "default_autostart")]
+    pub autostart: bool,
     /// When to start the helper again after it ends.
     #[serde(default)]
     pub restart: RestartMode,
@@ -323,6 +327,10 @@ impl Helper {
     pub fn has_readiness(&self) -> bool {
         self.ready.is_some()
     }
+}
+
+fn default_autostart() -> bool {
+    true
 }
 
 fn default_stop_signal() -> Sig {

@@ -117,7 +117,7 @@ impl Supervisor {
         // Helpers without dependencies at once, the others as their dependencies allow.
         for k in 0..self.units.graph.order.len() {
             let i = self.units.graph.order[k];
-            self.want_launch(i);
+            self.autostart(i);
         }
         // Statuses of helpers that failed at once are already pending; take them in.
         self.on_sigchld();

@@ -30,6 +30,10 @@ use crate::supervision::restart::{Decision, RestartState};
 /// The detail of a helper a reload removed (`stopping` or `stopped` …).
 pub(super) const REMOVED: &str = "removed from the configuration";
 
+/// The detail of a helper with `autostart = false` that nothing started yet.
+pub(super) const NOT_AUTOSTARTED: &str =
+    "(autostart = false: not started until `foster ctl start`)";
+
 /// The longest `STATUS=` text kept for a helper, in bytes (longer text is cut at a character
 /// boundary).
 pub const MAX_STATUS_TEXT: usize = 512;
@@ -229,6 +233,16 @@ impl Supervisor {
         match self.waiting_for(i) {
             None => self.launch(i),
             Some(why) => self.set_state(i, HelperState::Waiting, Some(why)),
+        }
+    }
+
+    /// Launches helper `i` as [`Supervisor::want_launch`] does, unless its `autostart` is
+    /// false: it is then `stopped`, until `foster ctl start` (its dependents wait).
+    pub(super) fn autostart(&mut self, i: usize) {
+        if self.config.helpers[i].autostart {
+            self.want_launch(i);
+        } else if self.units.helpers[i].pid.is_none() {
+            self.set_state(i, HelperState::Stopped, Some(NOT_AUTOSTARTED.to_string()));
         }
     }
 

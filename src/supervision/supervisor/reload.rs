@@ -214,7 +214,7 @@ impl Supervisor {
         }
         self.rebuild_graph();
         for i in launch {
-            self.want_launch(i);
+            self.autostart(i);
         }
         // Launches that failed at once have their statuses pending.
         self.on_sigchld();
