@@ -83,3 +83,62 @@ command = ["sleep", "600"]
         .collect();
     assert!(launched.is_empty(), "{launched:?}");
 }
+
+/// `env_file`: its variables reach the helper, `env` overrides them, later files override
+/// earlier ones; a bad line fails the launch (status 125) naming the file and the line, and
+/// `--check` names it at the configuration's place; a file others may write is refused.
+#[test]
+fn env_files_reach_the_helper_and_bad_ones_are_named() {
+    let d = Dir::new("settings", "envfile");
+    let one = d.file(
+        "one.env",
+        "# settings\nA=from-one\nB='quoted value'\n\nC=one\n",
+    );
+    let two = d.file("two.env", "export C=\"two \\\"x\\\"\"\n");
+    let fifo = d.fifo("out");
+    let config = format!(
+        r#"
+[[helper]]
+name = "show"
+command = ["sh", "-c", "printf '%s|%s|%s|%s\n' \"$A\" \"$B\" \"$C\" \"$D\" > {}; exec sleep 600"]
+env_file = [{one:?}, {two:?}]
+env = {{ A = "from-env", D = "d" }}
+"#,
+        fifo.display()
+    );
+    let mut run = Run::start(&d, &config, &[]);
+    let seen = std::fs::read_to_string(&fifo).unwrap();
+    assert_eq!(seen, "from-env|quoted value|two \"x\"|d\n");
+    run.state("show", "running");
+    assert!(run.stop().success());
+
+    // A bad line: the launch fails at its planning, named by file and line.
+    let bad = d.file("bad.env", "A=1\nthis is not a variable\n");
+    let config = format!("[[helper]]\nname = \"bad\"\ncommand = [\"true\"]\nenv_file = {bad:?}\n");
+    let (code, err) = common::check::check(&d.file("bad.toml", &config));
+    assert_eq!(code, Some(2), "{err}");
+    let want = format!(
+        "bad.toml:4:12: helper \"bad\": key `helper[1].env_file`: env_file {}:2: ",
+        bad.display()
+    );
+    assert!(err.contains(&want), "{err}");
+    // With a helper that stays, so that the supervisor is there to ask.
+    let stays = "[[helper]]\nname = \"stays\"\ncommand = [\"sleep\", \"600\"]\n";
+    let mut run = Run::start(&d, &format!("{config}{stays}"), &[]);
+    let e = run.wait_for("launch_failed", |e| e["event"] == "launch_failed");
+    assert_eq!(e["status"]["code"], 125, "{e:#}");
+    let error = e["error"].as_str().unwrap_or_default();
+    assert!(error.contains(&format!("{}:2: ", bad.display())), "{e:#}");
+    assert!(run.stop().success());
+
+    // Writable by others: refused, whatever it holds.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&one, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let config = format!("[[helper]]\nname = \"w\"\ncommand = [\"true\"]\nenv_file = {one:?}\n");
+    let (code, err) = common::check::check(&d.file("w.toml", &config));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("group or others may write to it (mode 0666)"),
+        "{err}"
+    );
+}

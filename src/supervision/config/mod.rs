@@ -8,6 +8,7 @@
 //! - [`error`]: [`ConfigError`], [`ConfigErrors`], and positions in the text.
 //! - [`validate`]: the checks across fields; [`depends`]: those of `depends_on`.
 //! - [`system`]: `--check`'s checks against the system the helpers would run on.
+//! - [`envfile`]: a helper's `env_file`, read at each launch.
 //! - [`locate`]: where the text comes from ([`Config::load`], [`Config::read`]), its bounds.
 //!
 //! What is legal but likely not meant is kept as [`Config::warnings`]. Unknown keys are
@@ -16,6 +17,7 @@
 pub mod checks;
 mod collect;
 mod depends;
+pub mod envfile;
 mod error;
 mod locate;
 mod schema;

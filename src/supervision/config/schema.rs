@@ -59,6 +59,10 @@ pub struct Helper {
     /// non-empty and hold neither `=` nor NUL, values hold no NUL.
     #[serde(default, deserialize_with = "environment")]
     pub env: BTreeMap<String, String>,
+    /// Files of `KEY=VALUE` lines (`envfile.rs`), read at each launch, in order; `env`
+    /// overrides them. One path or a list; a relative path is from foster's directory.
+    #[serde(default, deserialize_with = "env_files")]
+    pub env_file: Vec<PathBuf>,
     /// Working directory (default: foster's); non-empty, no NUL.
     #[serde(default, deserialize_with = "working_directory")]
     pub cwd: Option<PathBuf>,
@@ -551,6 +555,28 @@ fn environment<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, Strin
         }
     }
     Ok(vars)
+}
+
+/// `env_file`: a path or a list of paths, each non-empty and without NUL.
+fn env_files<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Form {
+        One(String),
+        List(Vec<String>),
+    }
+    let paths = match Form::deserialize(d).map_err(|_| {
+        de::Error::custom("expected the path of a file of KEY=VALUE lines, or a list of paths")
+    })? {
+        Form::One(p) => vec![p],
+        Form::List(v) => v,
+    };
+    if let Some(p) = paths.iter().find(|p| p.is_empty() || p.contains('\0')) {
+        return Err(de::Error::custom(format!(
+            "env_file path {p:?} is empty or holds a NUL byte: expected a path"
+        )));
+    }
+    Ok(paths.into_iter().map(PathBuf::from).collect())
 }
 
 /// `cwd`: a non-empty path without NUL.

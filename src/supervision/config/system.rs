@@ -122,6 +122,31 @@ pub(super) fn check(
                 format!("{e} (foster run would not start: exit status 1)"),
             ));
         }
+        env_files(h, &at, doc, read, errors);
+    }
+}
+
+/// Each `env_file` of helper `h` (at `at`) read as its launch reads it.
+fn env_files(
+    h: &Helper,
+    at: &KeyPath,
+    doc: &Document<'_>,
+    read: &Read<Config>,
+    errors: &mut Vec<ConfigError>,
+) {
+    let path = at.key("env_file");
+    if read.skipped(&path) {
+        return;
+    }
+    for (k, file) in h.env_file.iter().enumerate() {
+        if let Err(e) = super::envfile::read(file) {
+            let place = doc.span_of(&path.index(k)).or_else(|| doc.span_of(&path));
+            errors.push(doc.error_at(
+                &path,
+                place,
+                format!("{e} (at launch: exit status {EXIT_GATE_ERROR})"),
+            ));
+        }
     }
 }
 

@@ -456,11 +456,19 @@ impl Supervisor {
     }
 
     fn spec(&self, h: &Helper) -> Result<LaunchSpec, CredentialError> {
-        let mut env: Vec<(OsString, Option<OsString>)> = h
-            .env
-            .iter()
-            .map(|(k, v)| (OsString::from(k), Some(OsString::from(v))))
-            .collect();
+        // Its env files, read now (never between fork and exec), then `env` over them. A file
+        // that cannot be taken fails the launch as a credential does (status 125).
+        let mut env: Vec<(OsString, Option<OsString>)> = Vec::new();
+        for path in &h.env_file {
+            let vars = crate::supervision::config::envfile::read(path)
+                .map_err(|e| CredentialError::Refused(e.to_string()))?;
+            env.extend(vars.into_iter().map(|(k, v)| (k.into(), Some(v.into()))));
+        }
+        env.extend(
+            h.env
+                .iter()
+                .map(|(k, v)| (OsString::from(k), Some(OsString::from(v)))),
+        );
         env.push((
             adoption::ENV_SUPERVISOR.into(),
             Some(self.setup.me.to_string().into()),
