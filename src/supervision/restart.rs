@@ -3,7 +3,8 @@
 //!
 //! Pure logic, no clock of its own: the supervisor passes how long the helper ran. A run of at
 //! least `reset_after` forgets earlier failures; otherwise each restart doubles the delay (from
-//! `initial`, capped at `max`), and after `limit` restarts in a row foster gives up.
+//! `initial`, capped at `max`), and after `limit` restarts in a row foster gives up (never
+//! with `limit = "unlimited"`).
 
 use std::time::Duration;
 
@@ -47,13 +48,13 @@ impl RestartState {
         if ran_for >= backoff.reset_after.0 {
             self.in_a_row = 0;
         }
-        if self.in_a_row >= backoff.limit {
+        if backoff.limit != Backoff::UNLIMITED && self.in_a_row >= backoff.limit {
             return Decision::GiveUp {
                 restarts: self.in_a_row,
             };
         }
         let delay = delay_for(backoff, self.in_a_row);
-        self.in_a_row += 1;
+        self.in_a_row = self.in_a_row.saturating_add(1);
         Decision::Restart {
             delay,
             attempt: self.in_a_row,
@@ -112,6 +113,20 @@ mod tests {
             s.on_exit(RestartMode::OnFailure, &b, FAIL, short),
             Decision::GiveUp { restarts: 5 }
         );
+    }
+
+    #[test]
+    fn unlimited_never_gives_up() {
+        let b = backoff(Backoff::UNLIMITED);
+        let mut s = RestartState {
+            in_a_row: u32::MAX - 2,
+        };
+        let short = Duration::from_millis(1);
+        for _ in 0..4 {
+            let d = s.on_exit(RestartMode::Always, &b, FAIL, short);
+            assert!(matches!(d, Decision::Restart { delay, .. } if delay.as_millis() == 500));
+        }
+        assert_eq!(s.in_a_row(), u32::MAX);
     }
 
     #[test]

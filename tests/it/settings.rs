@@ -142,3 +142,30 @@ env = {{ A = "from-env", D = "d" }}
         "{err}"
     );
 }
+
+/// `backoff.limit = "unlimited"`: restarted past the default limit of 5 without giving up; a
+/// limit that is not a count is told in words.
+#[test]
+fn an_unlimited_backoff_never_gives_up() {
+    let d = Dir::new("settings", "unlimited");
+    let config = "[[helper]]\nname = \"flaky\"\ncommand = [\"false\"]\nrestart = \"always\"\n\
+                  backoff = { initial = \"1ms\", max = \"1ms\", limit = \"unlimited\" }\n";
+    let mut run = Run::start(&d, config, &[]);
+    run.launch("flaky", 12);
+    assert!(
+        !run.so_far().iter().any(|e| e["event"] == "give_up"),
+        "{:#?}",
+        run.seen
+    );
+    assert!(run.stop().success());
+
+    let bad = config.replace("\"unlimited\"", "-1");
+    let (code, err) = common::check::check(&d.file("bad.toml", &bad));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("bad.toml:5:")
+            && err.contains("limit = -1: expected how many restarts in a row before giving up")
+            && err.contains("or \"unlimited\""),
+        "{err}"
+    );
+}

@@ -81,6 +81,29 @@ mod tests {
     }
 
     #[test]
+    fn backoff_limit_is_a_count_or_unlimited_said_in_words() {
+        let c = ok(&format!("{HELPER}backoff = {{ limit = \"unlimited\" }}\n"));
+        assert_eq!(c.helpers[0].backoff.limit, Backoff::UNLIMITED);
+        assert_eq!(
+            ok(&format!("{HELPER}backoff = {{ limit = 0 }}\n")).helpers[0]
+                .backoff
+                .limit,
+            0
+        );
+        for bad in ["-1", "4294967295", "\"forever\"", "1.5"] {
+            let e = helper_err(&format!("backoff = {{ limit = {bad} }}\n"));
+            assert_eq!(
+                e.key.as_deref(),
+                Some("helper[1].backoff.limit"),
+                "{bad}: {e}"
+            );
+            assert!(e.message.contains("a whole number from 0"), "{bad}: {e}");
+            assert!(e.message.contains("or \"unlimited\""), "{bad}: {e}");
+            assert!(!e.message.contains("u32"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn autostart_is_true_unless_said_false() {
         assert!(ok(HELPER).helpers[0].autostart);
         assert!(!ok(&format!("{HELPER}autostart = false\n")).helpers[0].autostart);

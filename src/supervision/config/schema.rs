@@ -273,15 +273,28 @@ fn log_size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
 }
 
 /// `log.keep`: from 0 to [`crate::base::logfile::Rotation::MAX_KEEP`].
-/// `backoff.limit`: a count of restarts, said in words rather than as a Rust type.
+/// `backoff.limit`: a count of restarts, or `"unlimited"` ([`Backoff::UNLIMITED`]), said in
+/// words rather than as a Rust type.
 fn backoff_limit<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Form {
+        Count(i64),
+        Text(String),
+    }
+    let max = Backoff::UNLIMITED - 1;
     let expected = format!(
-        "expected how many restarts in a row before giving up, a whole number from 0 (none) to \
-         {}",
-        u32::MAX
+        "expected how many restarts in a row before giving up: a whole number from 0 (never \
+         restart) to {max}, or \"unlimited\""
     );
-    let n = i64::deserialize(d).map_err(|_| de::Error::custom(&expected))?;
-    u32::try_from(n).map_err(|_| de::Error::custom(format!("limit = {n}: {expected}")))
+    match Form::deserialize(d).map_err(|_| de::Error::custom(&expected))? {
+        Form::Text(t) if t == "unlimited" => Ok(Backoff::UNLIMITED),
+        Form::Text(t) => Err(de::Error::custom(format!("limit = {t:?}: {expected}"))),
+        Form::Count(n) => u32::try_from(n)
+            .ok()
+            .filter(|&k| k <= max)
+            .ok_or_else(|| de::Error::custom(format!("limit = {n}: {expected}"))),
+    }
 }
 
 fn log_keep<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
@@ -462,7 +475,8 @@ pub struct Backoff {
     /// The longest delay.
     #[serde(default = "default_max")]
     pub max: PositiveDuration,
-    /// How many restarts in a row before foster gives up on the helper (0: none).
+    /// How many restarts in a row before foster gives up on the helper (0: none;
+    /// [`Backoff::UNLIMITED`]: never gives up).
     #[serde(default = "default_limit", deserialize_with = "backoff_limit")]
     pub limit: u32,
     /// A run at least this long resets the count and the delay.
@@ -481,6 +495,11 @@ fn default_limit() -> u32 {
 }
 fn default_reset_after() -> PositiveDuration {
     PositiveDuration(Duration::from_secs(60))
+}
+
+impl Backoff {
+    /// `limit = "unlimited"`: restarted whatever the number of restarts in a row.
+    pub const UNLIMITED: u32 = u32::MAX;
 }
 
 impl Default for Backoff {
