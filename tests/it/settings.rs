@@ -169,3 +169,40 @@ fn an_unlimited_backoff_never_gives_up() {
         "{err}"
     );
 }
+
+/// `command = { shell = "..." }` runs the line with `/bin/sh -c`; a command written as one
+/// string with spaces is refused at once, saying to write a list or use the shell.
+#[test]
+fn a_shell_line_runs_in_sh_and_a_string_with_spaces_is_refused() {
+    let d = Dir::new("settings", "shell");
+    let fifo = d.fifo("out");
+    let config = format!(
+        "[[helper]]\nname = \"sh\"\ncommand = {{ shell = \"echo one two | tr o 0 > {}; exec \
+         sleep 600\" }}\n",
+        fifo.display()
+    );
+    let mut run = Run::start(&d, &config, &[]);
+    assert_eq!(std::fs::read_to_string(&fifo).unwrap(), "0ne tw0\n");
+    run.state("sh", "running");
+    assert!(run.stop().success());
+
+    let bad = d.file(
+        "bad.toml",
+        "[[helper]]\nname = \"web\"\ncommand = \"python3 -m http.server\"\n",
+    );
+    for args in [&["run", "--check"][..], &["run"][..]] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_foster"))
+            .args(args)
+            .arg(&bad)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("bad.toml:3:11: helper \"web\": key `helper[1].command`")
+                && err.contains("write a list, [\"python3\", \"-m\", \"http.server\"]")
+                && err.contains("{ shell = \"python3 -m http.server\" } (run by /bin/sh -c)"),
+            "{args:?}: {err}"
+        );
+    }
+}

@@ -104,6 +104,33 @@ mod tests {
     }
 
     #[test]
+    fn a_command_is_a_list_a_program_or_a_shell_line() {
+        let c = ok("[[helper]]\nname = \"a\"\ncommand = { shell = \"echo $HOME | tr a b\" }\n");
+        assert_eq!(
+            c.helpers[0].command.0,
+            ["/bin/sh", "-c", "echo $HOME | tr a b"]
+        );
+        let e = err("[[helper]]\nname = \"a\"\ncommand = \"python3 -m http.server\"\n");
+        assert_eq!(e.key.as_deref(), Some("helper[1].command"), "{e}");
+        assert_eq!((e.line, e.column), (Some(3), Some(11)), "{e}");
+        assert!(
+            e.message.contains(
+                "write a list, [\"python3\", \"-m\", \"http.server\"], or use the shell: \
+                 { shell = \"python3 -m http.server\" } (run by /bin/sh -c)"
+            ),
+            "{e}"
+        );
+        for bad in [
+            "{ shell = \"\" }",
+            "{ shell = \"x\", y = 1 }",
+            "{ sh = \"x\" }",
+        ] {
+            let e = err(&format!("[[helper]]\nname = \"a\"\ncommand = {bad}\n"));
+            assert_eq!(e.key.as_deref(), Some("helper[1].command"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn autostart_is_true_unless_said_false() {
         assert!(ok(HELPER).helpers[0].autostart);
         assert!(!ok(&format!("{HELPER}autostart = false\n")).helpers[0].autostart);

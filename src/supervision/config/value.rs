@@ -38,6 +38,16 @@ impl CommandLine {
     }
 }
 
+/// The shell of `command = { shell = "..." }`.
+pub const SHELL: &str = "/bin/sh";
+
+/// `command = { shell = "python3 -m http.server" }`: one string for [`SHELL`] `-c`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShellForm {
+    shell: String,
+}
+
 impl<'de> Deserialize<'de> for CommandLine {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
@@ -45,6 +55,7 @@ impl<'de> Deserialize<'de> for CommandLine {
         enum Form {
             List(Vec<String>),
             One(String),
+            Shell(ShellForm),
         }
         let words = match Form::deserialize(d).map_err(|e: D::Error| {
             // A command left out is told as such (serde asks for a missing field through the
@@ -53,11 +64,21 @@ impl<'de> Deserialize<'de> for CommandLine {
                 return e;
             }
             de::Error::custom(
-                "expected a list of strings, program first: command = [\"/bin/sleep\", \"60\"]",
+                "expected a list of strings, program first: command = [\"/bin/sleep\", \"60\"], \
+                 or a line for the shell: command = { shell = \"sleep 60\" }",
             )
         })? {
             Form::List(v) => v,
+            Form::One(s) if s.trim() != s || s.contains(char::is_whitespace) => {
+                return Err(de::Error::custom(one_string_with_spaces(&s)));
+            }
             Form::One(s) => vec![s],
+            Form::Shell(ShellForm { shell }) if shell.trim().is_empty() => {
+                return Err(de::Error::custom(
+                    "the shell line is empty: expected a command, e.g. { shell = \"sleep 60\" }",
+                ));
+            }
+            Form::Shell(ShellForm { shell }) => vec![SHELL.into(), "-c".into(), shell],
         };
         match words.first() {
             None => Err(de::Error::custom(
@@ -73,6 +94,17 @@ impl<'de> Deserialize<'de> for CommandLine {
             Some(_) => Ok(CommandLine(words)),
         }
     }
+}
+
+/// A command written as one string with white space: a string is a program alone (no shell
+/// splits it), so say the two forms that mean what was likely meant.
+fn one_string_with_spaces(s: &str) -> String {
+    let words: Vec<String> = s.split_whitespace().map(|w| format!("{w:?}")).collect();
+    format!(
+        "{s:?} is one string with spaces, which would be taken as the name of one program: \
+         write a list, [{}], or use the shell: {{ shell = {s:?} }} (run by {SHELL} -c)",
+        words.join(", ")
+    )
 }
 
 /// A `user` or `group` (`kind`) as written: a name, or an id from 0 to 4294967294 given as
