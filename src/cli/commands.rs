@@ -224,6 +224,9 @@ fn man_pages(cmd: &clap::Command) -> Vec<(String, clap::Command)> {
 /// the page foster-run(1), its synopsis `foster run ...`; `ctl-status`: foster-ctl-status(1)),
 /// generated from these definitions.
 fn man_page(subcommand: Option<&str>) -> Result<String, CliError> {
+    if subcommand.is_some_and(|n| super::man::CONFIG_PAGE_NAMES.contains(&n)) {
+        return Ok(super::man::config_page());
+    }
     // No `help` subcommand in the pages: it has no page of its own to refer to.
     let mut cmd = <Cli as clap::CommandFactory>::command()
         .disable_help_subcommand(true)
@@ -238,13 +241,19 @@ fn man_page(subcommand: Option<&str>) -> Result<String, CliError> {
             let Some((_, sub)) = pages.iter().find(|(n, _)| n == name) else {
                 let known: Vec<&str> = pages.iter().map(|(n, _)| n.as_str()).collect();
                 return Err(UsageError(format!(
-                    "no man page for {:?}; the pages are: {}",
+                    "no man page for {:?}; the pages are: {}, and foster.toml (section 5)",
                     crate::base::sanitize::escape(name.as_bytes()),
                     known.join(", ")
                 ))
                 .into());
             };
-            sub.clone().name(format!("foster-{name}"))
+            // Its synopsis with the placeholders of values, which clap_mangen leaves out.
+            let page = sub.clone().name(format!("foster-{name}"));
+            if sub.has_subcommands() {
+                page
+            } else {
+                page.override_usage(super::man::synopsis(sub))
+            }
         }
     };
     let mut out = Vec::new();

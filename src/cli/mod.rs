@@ -9,10 +9,12 @@
 //! - [`error`]: the command line's errors.
 //! - [`args`]: the clap definitions.
 //! - [`commands`]: one entry point per subcommand.
+//! - [`man`]: foster.toml(5), and the synopses of the subcommands' pages.
 
 pub mod args;
 pub mod commands;
 pub mod error;
+pub mod man;
 
 pub use self::args::*;
 pub use self::error::{ArgError, CliError, UsageError};

@@ -206,3 +206,88 @@ fn a_shell_line_runs_in_sh_and_a_string_with_spaces_is_refused() {
         );
     }
 }
+
+/// The keys a table of the file takes, as an unknown key's error lists them.
+fn keys_of(d: &Dir, text: &str) -> Vec<String> {
+    let (code, err) = common::check::check(&d.file("keys.toml", text));
+    assert_eq!(code, Some(2), "{err}");
+    let list = err
+        .split("unknown field `bogus`, expected ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{err}"));
+    let list = list.lines().next().unwrap();
+    let list = list.strip_prefix("one of ").unwrap_or(list);
+    list.split([',', ' '])
+        .filter(|w| w.starts_with('`'))
+        .map(|k| k.trim_matches('`').to_string())
+        .collect()
+}
+
+/// foster.toml(5) names every key the file takes (as the unknown key's error lists them),
+/// renders without a warning, and foster-run(1)'s synopsis has its values' placeholders.
+#[test]
+fn the_configuration_page_names_every_key() {
+    let d = Dir::new("settings", "man");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_foster"))
+        .args(["man", "foster.toml"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let page = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(page.starts_with(".TH foster.toml 5 "), "{page}");
+    let helper = "[[helper]]\nname = \"a\"\ncommand = [\"true\"]\n";
+    let tables = [
+        format!("{helper}bogus = 1\n"),
+        format!("[supervisor]\nbogus = 1\n{helper}"),
+        format!("{helper}[[helper.generation]]\nbogus = 1\n"),
+        format!("{helper}backoff = {{ bogus = 1 }}\n"),
+        format!("{helper}log = {{ file = \"x\", bogus = 1 }}\n"),
+        format!("{helper}ring = {{ bogus = 1 }}\n"),
+    ];
+    for table in &tables {
+        let keys = keys_of(&d, table);
+        assert!(keys.len() > 1, "{table}: {keys:?}");
+        for key in keys {
+            let key = key.replace('-', "\\-");
+            assert!(
+                page.contains(&format!("\\fB{key}\\fR"))
+                    || page.contains(&format!("{key},"))
+                    || page.contains(&format!("{key} }}")),
+                "foster.toml(5) does not name {key} (of {table:?})"
+            );
+        }
+    }
+    if std::process::Command::new("man")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        let file = d.file("foster.toml.5", &page);
+        let o = std::process::Command::new("man")
+            .args(["--warnings", "-P", "cat", "-l"])
+            .arg(&file)
+            .env("LC_ALL", "C.UTF-8")
+            .output()
+            .unwrap();
+        let warnings = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            o.status.success() && warnings.trim().is_empty(),
+            "{warnings}"
+        );
+        assert!(String::from_utf8_lossy(&o.stdout).contains("EXAMPLE"));
+    } else {
+        common::skip::host("man -l not checked: man (man-db) is not installed");
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_foster"))
+        .args(["man", "run"])
+        .output()
+        .unwrap();
+    let run = String::from_utf8_lossy(&out.stdout);
+    for placeholder in [
+        "[\\-\\-socket PATH]",
+        "[\\-\\-metrics ADDR]",
+        "[\\-\\-events\\-log FILE]",
+    ] {
+        assert!(run.contains(placeholder), "{placeholder}: {run}");
+    }
+}
