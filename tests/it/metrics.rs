@@ -453,3 +453,112 @@ fn the_address_a_port_0_took_is_said_and_answers() {
     );
     assert!(run.stop().success());
 }
+
+/// Seconds since the epoch at which process `pid` started, as /proc says it (boot time plus
+/// its start in clock ticks), read apart from foster's own reading.
+fn started_at(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = stat.rsplit_once(')').unwrap().1;
+    let ticks: f64 = after.split_whitespace().nth(19).unwrap().parse().unwrap();
+    let boot: f64 = std::fs::read_to_string("/proc/stat")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("btime ").map(|b| b.trim().parse().unwrap()))
+        .unwrap();
+    // SAFETY: sysconf with a valid name has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    boot + ticks / hz
+}
+
+/// The standard `process_*` metrics describe the supervisor process (compared with its
+/// /proc entries); `foster_helper_start_time_seconds` is its process's start, and is left out
+/// while a helper waits in its restart delay; promtool, where installed, finds nothing to say.
+#[test]
+fn process_metrics_and_helper_start_times() {
+    let d = Dir::new("metrics", "process");
+    let config = r#"
+[[helper]]
+name = "sleeper"
+command = ["sleep", "600"]
+
+[[helper]]
+name = "flaky"
+command = ["false"]
+restart = "always"
+backoff = { initial = "1h", max = "1h" }
+"#;
+    let mut run = Run::start(&d, config, &["--no-contain", "--metrics", "127.0.0.1:0"]);
+    run.launch("sleeper", 1);
+    run.state("flaky", "backoff");
+    let h = run.helpers();
+    let sleeper = h["sleeper"]["identity"]["pid"].as_u64().unwrap() as u32;
+    let addr = run.status()["supervisor"]["metrics"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (code, _, body) = http(&addr, b"GET /metrics HTTP/1.1\r\n\r\n");
+    assert_eq!(code, 200);
+    let s = parse(&body);
+    let me = run.child.id();
+    let close = |a: f64, b: f64| (a - b).abs() < 0.02;
+    let start = get(&s, "process_start_time_seconds", &[]);
+    assert!(close(start, started_at(me)), "{start} {}", started_at(me));
+    let helper_start = get(
+        &s,
+        "foster_helper_start_time_seconds",
+        &[("helper", "sleeper")],
+    );
+    assert!(close(helper_start, started_at(sleeper)), "{helper_start}");
+    assert!(
+        !s.keys()
+            .any(|(n, l)| n == "foster_helper_start_time_seconds"
+                && l.iter().any(|(_, v)| v == "flaky")),
+        "a helper in backoff has no start time"
+    );
+    let limits = std::fs::read_to_string(format!("/proc/{me}/limits")).unwrap();
+    let soft: f64 = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(get(&s, "process_max_fds", &[]), soft);
+    let open = get(&s, "process_open_fds", &[]);
+    assert!(open >= 3.0 && open <= soft, "{open}");
+    assert!(get(&s, "process_resident_memory_bytes", &[]) > 0.0);
+    assert!(
+        get(&s, "process_virtual_memory_bytes", &[])
+            >= get(&s, "process_resident_memory_bytes", &[])
+    );
+    assert!(get(&s, "process_cpu_seconds_total", &[]) >= 0.0);
+
+    match std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            common::skip::setup("promtool check metrics: promtool is not installed");
+        }
+        Err(e) => panic!("promtool: {e}"),
+        Ok(mut child) => {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(body.as_bytes())
+                .unwrap();
+            let out = common::child::output_within(child, "promtool check metrics");
+            assert!(
+                out.status.success(),
+                "promtool check metrics:\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    assert!(run.stop().success());
+}

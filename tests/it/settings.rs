@@ -276,7 +276,7 @@ fn the_configuration_page_names_every_key() {
         );
         assert!(String::from_utf8_lossy(&o.stdout).contains("EXAMPLE"));
     } else {
-        common::skip::host("man -l not checked: man (man-db) is not installed");
+        common::skip::setup("man -l not checked: man (man-db) is not installed");
     }
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_foster"))
         .args(["man", "run"])

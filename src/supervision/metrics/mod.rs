@@ -3,10 +3,11 @@
 //! Owns [`render`], the Prometheus text format (version 0.0.4) of one [`Status`] snapshot and
 //! the supervisor's running [`Counts`], encoded by the `prometheus-client` crate into a registry
 //! made for that one scrape (nothing is polled: the numbers are gathered when asked for), and
-//! [`http`], the small HTTP/1.1 responder of `GET /metrics`. `docs/metrics.md` lists the
-//! metrics.
+//! [`http`], the small HTTP/1.1 responder of `GET /metrics`; [`process`]: the standard
+//! `process_*` metrics of the supervisor. `docs/metrics.md` lists the metrics.
 
 pub mod http;
+pub mod process;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
@@ -70,7 +71,10 @@ pub fn render(status: &Status, counts: &Counts, now_ms: u64) -> String {
     register_build(&mut reg);
     register_supervisor(&mut reg, status, now_ms);
     register_counts(&mut reg, counts);
-    let mut helpers = HelperFamilies::default();
+    let mut helpers = HelperFamilies {
+        boot_secs: procfs::boot_time_secs().ok(),
+        ..HelperFamilies::default()
+    };
     for h in &status.helpers {
         helpers.add(h, status, counts);
     }
@@ -78,6 +82,10 @@ pub fn render(status: &Status, counts: &Counts, now_ms: u64) -> String {
     let mut out = String::new();
     // Writing to a String does not fail.
     let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &reg);
+    // The standard process metrics, unprefixed, of this process: render runs in the supervisor.
+    let mut standard = Registry::default();
+    process::register(&mut standard, &process::SelfReading::now());
+    let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &standard);
     out
 }
 
@@ -189,6 +197,9 @@ struct HelperFamilies {
     launches: Family<Labels, Counter>,
     last_exit: Family<Labels, Gauge>,
     uptime: Family<Labels, FGauge>,
+    start_time: Family<Labels, FGauge>,
+    /// The boot's time (seconds since the epoch), which process start times count from.
+    boot_secs: Option<u64>,
     tree_procs: Family<Labels, Gauge>,
     tree_rss: Family<Labels, Gauge>,
     tree_cpu: Family<Labels, FGauge>,
@@ -234,6 +245,11 @@ impl HelperFamilies {
             self.uptime
                 .get_or_create(&l)
                 .set(ticks(status.now_ticks.saturating_sub(p.start_time)));
+            if let Some(boot) = self.boot_secs {
+                self.start_time
+                    .get_or_create(&l)
+                    .set(boot as f64 + ticks(p.start_time));
+            }
         }
         let tree = status
             .processes
@@ -285,6 +301,13 @@ impl HelperFamilies {
             "Time since the helper's current process started",
             Unit::Seconds,
             self.uptime,
+        );
+        reg.register_with_unit(
+            "helper_start_time",
+            "Start time of the helper's current process since unix epoch (none while it has \
+             no process: in its restart delay, stopped, ended)",
+            Unit::Seconds,
+            self.start_time,
         );
         reg.register(
             "helper_processes",
