@@ -6,8 +6,9 @@
 //! socket), HASH naming the file's canonical path (the same file reached by another path, a
 //! symbolic link or `./`, is the same configuration; files of the same name in other directories
 //! are not). The lock is `flock(2)`'s: the kernel drops it when the last descriptor of it closes,
-//! so a supervisor that was SIGKILLed leaves nothing to clean up. The descriptor is close-on-exec:
-//! no helper holds it. The file says who holds it (the supervisor's pid, as its caller sees
+//! so the file a SIGKILLed supervisor leaves is taken again by the next one; an orderly exit
+//! removes it. A lock is only taken on the file the path names once it is held (one removed
+//! meanwhile is opened anew). The descriptor is close-on-exec: no helper holds it. The file says who holds it (the supervisor's pid, as its caller sees
 //! it, and its control socket) so that a second `foster run` of the same file is refused
 //! naming the running one; `foster run --allow-second-instance` takes no lock.
 
@@ -46,7 +47,13 @@ pub struct Claim {
     lock: Flock<File>,
     pid: u32,
     config: PathBuf,
+    /// The runtime directory and the file's name in it, to remove it on exit.
+    dir: std::os::fd::OwnedFd,
+    name: String,
 }
+
+/// How many times a lock is taken again when the file was removed under it.
+const TAKE_TRIES: usize = 8;
 
 /// FNV-1a, 64 bits: a name for a path that stays the same from one build of foster to the next.
 fn fnv64(bytes: &[u8]) -> u64 {
@@ -102,30 +109,42 @@ impl Claim {
         };
         let name = lock_name(&canonical);
         let path = dir.join(&name);
-        let fd = nix::fcntl::openat(
-            &dir_fd,
-            name.as_str(),
-            OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
-            Mode::from_bits_truncate(0o600),
-        )
-        .map_err(|source| ClaimError::Open {
-            path: path.clone(),
-            source,
-        })?;
-        let file = File::from(fd);
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(lock) => Ok(Some(Claim {
-                lock,
-                pid: std::process::id(),
-                config: canonical,
-            })),
-            Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
-                let mut held = String::new();
-                let _ = file.read_to_string(&mut held);
-                Err(ClaimError::Held(refusal(&canonical, &held)))
+        for _ in 0..TAKE_TRIES {
+            let fd = nix::fcntl::openat(
+                &dir_fd,
+                name.as_str(),
+                OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
+                Mode::from_bits_truncate(0o600),
+            )
+            .map_err(|source| ClaimError::Open {
+                path: path.clone(),
+                source,
+            })?;
+            match Flock::lock(File::from(fd), FlockArg::LockExclusiveNonblock) {
+                // Removed by the supervisor that held it, between this open and this lock:
+                // that file no longer counts; open the path again.
+                Ok(lock) if !names(&dir_fd, &name, &lock) => continue,
+                Ok(lock) => {
+                    return Ok(Some(Claim {
+                        lock,
+                        pid: std::process::id(),
+                        config: canonical,
+                        dir: dir_fd,
+                        name,
+                    }));
+                }
+                Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
+                    let mut held = String::new();
+                    let _ = file.read_to_string(&mut held);
+                    return Err(ClaimError::Held(refusal(&canonical, &held)));
+                }
+                Err((_, source)) => return Err(ClaimError::Lock { path, source }),
             }
-            Err((_, source)) => Err(ClaimError::Lock { path, source }),
         }
+        Err(ClaimError::Lock {
+            path,
+            source: nix::errno::Errno::EAGAIN,
+        })
     }
 
     /// Writes who holds the lock: this supervisor's pid (taken when the lock was, before any
@@ -140,6 +159,33 @@ impl Claim {
         self.lock.set_len(0)?;
         self.lock.rewind()?;
         self.lock.write_all(text.as_bytes())
+    }
+}
+
+/// Whether `name` in `dir` is the file open as `file` (the same device and inode).
+fn names(dir: &std::os::fd::OwnedFd, name: &str, file: &File) -> bool {
+    use nix::fcntl::AtFlags;
+    use nix::sys::stat::{fstat, fstatat};
+    match (
+        fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW),
+        fstat(file),
+    ) {
+        (Ok(a), Ok(b)) => (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino),
+        _ => false,
+    }
+}
+
+impl Drop for Claim {
+    /// An orderly exit removes the file, while the lock is still held, and only by the process
+    /// that took it (not a contained init that inherited it) and only if the path names it.
+    fn drop(&mut self) {
+        if std::process::id() == self.pid && names(&self.dir, &self.name, &self.lock) {
+            let _ = nix::unistd::unlinkat(
+                &self.dir,
+                self.name.as_str(),
+                nix::unistd::UnlinkatFlags::NoRemoveDir,
+            );
+        }
     }
 }
 

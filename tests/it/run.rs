@@ -1988,3 +1988,136 @@ fn root_without_cap_sys_admin_contains_through_a_user_namespace_unless_a_helper_
         }
     }
 }
+
+/// The state letter of process `pid` in /proc (`T` when stopped), or None once it is gone.
+fn state_of(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// An orphan that is stopped (SIGSTOP) when its parent dies ends by its generation's orphan
+/// policy (`TERM`, reaction `exit`) well within a grace of 600 s: SIGCONT follows the signal,
+/// so the stopped process acts on it instead of sitting out its grace until SIGKILL.
+#[test]
+fn a_stopped_orphan_ends_by_its_policy_without_waiting_out_its_grace() {
+    let d = Dir::new("run", "stopped-orphan");
+    let fifo = d.fifo("child");
+    let cfg = d.file(
+        "run.toml",
+        &format!(
+            r#"
+[[helper]]
+name = "parent"
+command = ["sh", "-c", "sleep 600 & echo $! > {}; exec sleep 600"]
+
+[[helper.generation]]
+signal = "TERM"
+
+[[helper.generation]]
+signal = "TERM"
+reaction = "exit"
+grace = "600s"
+
+[[helper]]
+name = "stays"
+command = ["sleep", "600"]
+"#,
+            fifo.display()
+        ),
+    );
+    let (mut f, mut ev) = run_logged_with(&d, "stopped-orphan", &cfg, &["--no-contain"]);
+    let child: i32 = std::fs::read_to_string(&fifo)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let parent = pid(&ev.wait_for("launch of parent", launch_of("parent")));
+    // SAFETY: kill of the helper's child, whose pid it wrote; it is alive (its parent waits).
+    assert_eq!(unsafe { libc::kill(child, libc::SIGSTOP) }, 0);
+    let t = std::time::Instant::now();
+    while state_of(child) != Some('T') {
+        assert!(t.elapsed() < LIMIT, "{child} never stopped");
+        std::thread::yield_now();
+    }
+    // SAFETY: kill of the helper the supervisor reported launched.
+    assert_eq!(unsafe { libc::kill(parent, libc::SIGKILL) }, 0);
+    let signalled = ev.wait_for("the orphan policy's signal", |e| {
+        kind(e) == "signal" && e["reason"] == "orphan_policy"
+    });
+    assert_eq!(signalled["target"]["pid"], child, "{signalled:#}");
+    assert!(
+        wait_pid_gone(child, LIMIT),
+        "the stopped orphan {child} is still there: it sits out its 600 s grace"
+    );
+    // SAFETY: our own child, the supervisor.
+    unsafe { libc::kill(f.id() as i32, libc::SIGTERM) };
+    assert_eq!(wait_exit(&mut f), 0);
+}
+
+/// `run-HASH.lock`: there while a supervisor runs, removed by its orderly exit; the one a
+/// SIGKILLed supervisor leaves is taken again by the next start (not a refusal), which
+/// removes it when it ends.
+#[test]
+fn the_instance_lock_file_is_removed_on_exit_and_a_stale_one_reused() {
+    let d = Dir::new("run", "lockfile");
+    let runtime = d.path("runtime");
+    std::fs::create_dir(&runtime).unwrap();
+    std::fs::set_permissions(
+        &runtime,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let cfg = d.file(
+        "run.toml",
+        "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"600\"]\n",
+    );
+    let locks = || -> Vec<String> {
+        std::fs::read_dir(runtime.join("foster"))
+            .map(|r| {
+                r.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                    .filter(|n| n.starts_with("run-") && n.ends_with(".lock"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let start = |tag: &str| {
+        let log = d.fifo(&format!("{tag}.events"));
+        let f = Command::new(env!("CARGO_BIN_EXE_foster"))
+            .args(["run", "--no-contain", "--events-log"])
+            .arg(&log)
+            .arg(&cfg)
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .env_remove("FOSTER_SOCKET")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut ev = Events::open(&log);
+        ev.wait_for("launch of s", launch_of("s"));
+        (f, ev)
+    };
+    let (mut f, mut ev) = start("first");
+    assert_eq!(locks().len(), 1, "{:?}", locks());
+    // SAFETY: our own child, the supervisor.
+    unsafe { libc::kill(f.id() as i32, libc::SIGKILL) };
+    wait_exit(&mut f);
+    let sleeper = pid(&ev.wait_for("launch of s", launch_of("s")));
+    assert!(wait_pid_gone(sleeper, LIMIT), "its helper outlived it");
+    let stale = locks();
+    assert_eq!(
+        stale.len(),
+        1,
+        "a SIGKILLed supervisor leaves its lock file"
+    );
+
+    let (mut f, _ev) = start("second");
+    assert_eq!(locks(), stale, "the stale file is taken again");
+    // SAFETY: our own child, the supervisor.
+    unsafe { libc::kill(f.id() as i32, libc::SIGTERM) };
+    assert_eq!(wait_exit(&mut f), 0);
+    assert!(
+        locks().is_empty(),
+        "left after an orderly exit: {:?}",
+        locks()
+    );
+}
