@@ -200,8 +200,10 @@ fn a_shell_line_runs_in_sh_and_a_string_with_spaces_is_refused() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(
             err.contains("bad.toml:3:11: helper \"web\": key `helper[1].command`")
-                && err.contains("write a list, [\"python3\", \"-m\", \"http.server\"]")
-                && err.contains("{ shell = \"python3 -m http.server\" } (run by /bin/sh -c)"),
+                && err.contains("write a list, command = [\"python3\", \"-m\", \"http.server\"]")
+                && err.contains(
+                    "command = { shell = \"python3 -m http.server\" } (run by /bin/sh -c)"
+                ),
             "{args:?}: {err}"
         );
     }

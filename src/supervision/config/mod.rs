@@ -115,8 +115,8 @@ mod tests {
         assert_eq!((e.line, e.column), (Some(3), Some(11)), "{e}");
         assert!(
             e.message.contains(
-                "write a list, [\"python3\", \"-m\", \"http.server\"], or use the shell: \
-                 { shell = \"python3 -m http.server\" } (run by /bin/sh -c)"
+                "write a list, command = [\"python3\", \"-m\", \"http.server\"], or use the \
+                 shell, command = { shell = \"python3 -m http.server\" } (run by /bin/sh -c)"
             ),
             "{e}"
         );

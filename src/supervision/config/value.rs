@@ -102,7 +102,8 @@ fn one_string_with_spaces(s: &str) -> String {
     let words: Vec<String> = s.split_whitespace().map(|w| format!("{w:?}")).collect();
     format!(
         "{s:?} is one string with spaces, which would be taken as the name of one program: \
-         write a list, [{}], or use the shell: {{ shell = {s:?} }} (run by {SHELL} -c)",
+         write a list, command = [{}], or use the shell, command = {{ shell = {s:?} }} (run \
+         by {SHELL} -c)",
         words.join(", ")
     )
 }
