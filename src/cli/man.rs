@@ -163,8 +163,10 @@ Default: 1000 lines, "1MiB".
 \fBdepends_on\fR = { \fINAME\fR = "started" | "ready" | "completed", ... } | [\fINAME\fR, ...]
 The helpers it waits for before each launch (a list: each "started"). Default: none.
 .TP
-\fBready\fR = { notify = true | fd = \fIN\fR | exec = [...] | tcp = "IP:PORT" | log = "REGEX", timeout, interval }
-When it counts as ready. Default: ready once launched (timeout "90s", interval "1s").
+\fBready\fR = { notify | fd | exec | tcp | log, timeout, interval }
+When it counts as ready: { notify = true }, { fd = \fIN\fR }, { exec = [...] },
+{ tcp = "IP:PORT" } or { log = "REGEX" }. Default: ready once launched (timeout "90s",
+interval "1s").
 .TP
 \fBhealth\fR = { exec = [...] | tcp = "IP:PORT", interval, timeout, failures }
 A liveness check from readiness on. Default: none (interval "10s", timeout "5s", failures 3).

@@ -8,7 +8,8 @@
 //! are not). The lock is `flock(2)`'s: the kernel drops it when the last descriptor of it closes,
 //! so the file a SIGKILLed supervisor leaves is taken again by the next one; an orderly exit
 //! removes it. A lock is only taken on the file the path names once it is held (one removed
-//! meanwhile is opened anew). The descriptor is close-on-exec: no helper holds it. The file says who holds it (the supervisor's pid, as its caller sees
+//! meanwhile is opened anew). The descriptor is close-on-exec: no helper holds it. The file
+//! says who holds it (the supervisor's pid, as its caller sees
 //! it, and its control socket) so that a second `foster run` of the same file is refused
 //! naming the running one; `foster run --allow-second-instance` takes no lock.
 

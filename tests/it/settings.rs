@@ -65,7 +65,10 @@ command = ["sleep", "600"]
     // A reload adding a helper without autostart declares it and launches nothing.
     d.file(
         "run.toml",
-        &format!("{base}\n[[helper]]\nname = \"late\"\ncommand = [\"sleep\", \"600\"]\nautostart = false\n"),
+        &format!(
+            "{base}\n[[helper]]\nname = \"late\"\ncommand = [\"sleep\", \"600\"]\n\
+             autostart = false\n"
+        ),
     );
     let out = run.ctl(&["reload"]);
     assert!(out.status.success(), "{out:?}");

@@ -26,7 +26,10 @@ pub enum EnvFileError {
     )]
     Unsafe { path: PathBuf, why: String },
     /// Larger than [`MAX_SIZE`].
-    #[error("env_file {}: larger than {MAX_SIZE} bytes: expected a short file of KEY=VALUE lines", path.display())]
+    #[error(
+        "env_file {}: larger than {MAX_SIZE} bytes: expected a short file of KEY=VALUE lines",
+        path.display()
+    )]
     TooLarge { path: PathBuf },
     /// A line that is not `KEY=VALUE`, a comment or blank.
     #[error("env_file {}:{line}: {why}", path.display())]
