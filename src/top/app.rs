@@ -83,6 +83,8 @@ pub struct App {
     pub interval_text: String,
     /// The last reading failed: why.
     pub source_error: Option<String>,
+    /// The source has nothing more to read: what happened.
+    pub ended: Option<String>,
     /// The log pane, when open.
     pub logs: Option<LogPane>,
     /// The order of the rows.
@@ -152,6 +154,7 @@ impl App {
             message: None,
             interval_text,
             source_error: None,
+            ended: None,
             logs: None,
             sort: Sort::DEFAULT,
             tree: true,
@@ -196,6 +199,10 @@ impl App {
 
     /// Takes a new model. While paused, processes that vanished stay, marked exited.
     pub fn set_model(&mut self, mut model: Model) {
+        if model.supervised {
+            model.add_vacant_helpers();
+        }
+        self.cursor = self.cursor.map(|c| helper_moved(&self.model, &model, c));
         if self.paused {
             model.carry_exited(&self.model);
         }
@@ -242,6 +249,19 @@ impl App {
             stack.extend(model.nodes[&id].children.iter().map(|c| (*c, depth + 1)));
         }
         self.seen.retain(|i| model.nodes.contains_key(i));
+    }
+
+    /// The source has nothing more to read: every row is marked ended, and the status line
+    /// says what happened (`why`, not a failure).
+    pub fn set_ended(&mut self, why: String) {
+        self.source_error = None;
+        // Newer than any result shown: the end is what the status line says.
+        self.message = None;
+        self.ended = Some(why);
+        self.following = None;
+        self.tagged.clear();
+        self.model.end();
+        self.relayout();
     }
 
     /// A reading failed; the view keeps the last model.
@@ -475,7 +495,7 @@ impl App {
             search: (self.search.clone(), self.search_editing),
             dialog: self.dialog.clone(),
             message: self.message.clone(),
-            source_error: self.source_error.clone(),
+            source_error: self.source_error.clone().or_else(|| self.ended.clone()),
             events: if self.model.supervised && self.events.shown {
                 self.event_lines()
             } else {
@@ -503,8 +523,32 @@ impl App {
     /// Counts for the title: processes, and anomalies anywhere in the model.
     pub fn totals(&self) -> (usize, usize) {
         let anomalies = self.model.nodes.values().map(|n| n.anomalies.len()).sum();
-        (self.model.len(), anomalies)
+        (self.model.processes().count(), anomalies)
     }
+}
+
+/// Where the cursor `c` goes in `new` when it was on a helper's row in `old` and the helper
+/// got a process or lost it: to the helper's row in `new` (its process, or its row without
+/// one), so the cursor stays on the helper. Else `c`.
+fn helper_moved(old: &Model, new: &Model, c: Identity) -> Identity {
+    if new.nodes.contains_key(&c) {
+        return c;
+    }
+    let Some(name) = old
+        .nodes
+        .get(&c)
+        .and_then(|n| n.info.supervision.as_ref())
+        .filter(|s| s.vacant || s.helper_state.is_some())
+        .and_then(|s| s.helper.as_deref())
+    else {
+        return c;
+    };
+    let own = |n: &&crate::top::model::Node| {
+        n.info.supervision.as_ref().is_some_and(|s| {
+            s.helper.as_deref() == Some(name) && (s.vacant || s.helper_state.is_some())
+        })
+    };
+    new.nodes.values().find(own).map_or(c, |n| n.info.id)
 }
 
 /// What one drawing of the screen depends on; see [`App::screen`].

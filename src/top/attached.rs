@@ -234,6 +234,8 @@ pub struct AttachedSource {
     known: HashSet<i32>,
     /// What the optional columns shown need read from `/proc` (nothing unless told).
     wants: SharedWants,
+    /// The supervisor stopped (its last event said so, and it answers no more).
+    ended: bool,
 }
 
 impl std::fmt::Debug for AttachedSource {
@@ -287,6 +289,7 @@ impl AttachedSource {
             known: HashSet::new(),
             scanned: None,
             wants: SharedWants::default(),
+            ended: false,
         })
     }
 
@@ -525,6 +528,10 @@ impl Source for AttachedSource {
         Ok(sample)
     }
 
+    fn ended(&self) -> bool {
+        self.ended
+    }
+
     fn set_waker(&mut self, wake: Waker) {
         let dirty = Arc::clone(&self.dirty);
         self.wake = Some(Arc::new(move || {
@@ -552,6 +559,7 @@ impl AttachedSource {
             (None, None) => {}
         }
         let mut status = self.snapshot().map_err(|e| {
+            self.ended = false;
             // Said plainly when the stream announced it: the usual end of an attached view.
             let feed = self.feed.lock().unwrap();
             let stopped = feed.records.iter().rev().find_map(|i| match i {
@@ -563,7 +571,10 @@ impl AttachedSource {
             });
             match stopped {
                 // The event's own words: `supervisor stopped with exit status 0 (...)`.
-                Some(stopped) => SourceError(format!("{stopped}; q quits")),
+                Some(stopped) => {
+                    self.ended = true;
+                    SourceError(format!("{stopped}; q quits"))
+                }
                 None => e,
             }
         })?;
@@ -628,6 +639,14 @@ fn sample_with_items(status: &Status, items: &[Item], now_ms: u64) -> Sample {
                 identity: h.identity,
                 stop_signal: h.stop_signal.clone(),
                 stop_grace_ms: h.stop_grace_ms,
+                restarts: h.launches.saturating_sub(1),
+                last_exit: h.last_exit.map(exit_text),
+                policy: h
+                    .policy
+                    .split(';')
+                    .next()
+                    .map(policy_text)
+                    .unwrap_or_default(),
             })
             .collect(),
     }
@@ -721,6 +740,8 @@ fn supervision(
         },
     };
     Supervision {
+        restarts: own.map(|h| h.launches.saturating_sub(1)),
+        last_exit: own.and_then(|h| h.last_exit.map(exit_text)),
         role: role_text(p.role).to_string(),
         helper: p.helper.clone(),
         generation: p.generation,
@@ -730,6 +751,7 @@ fn supervision(
         recent_restarts,
         down_helpers: down.to_vec(),
         helper_state,
+        vacant: false,
     }
 }
 
@@ -788,9 +810,29 @@ fn origin_text(status: &Status) -> String {
         origin.push_str(" (own PID namespace)");
     }
     if status.supervisor.shutting_down {
-        origin.push_str(", SHUTTING DOWN");
+        origin.push_str(crate::top::model::SHUTTING_DOWN);
     }
     origin
+}
+
+/// How a process ended, as the LAST EXIT column shows it: its code (`0`, `3`), or the
+/// signal that ended it (`SIGKILL`, `SIGSEGV core`).
+pub fn exit_text(e: crate::process::reaper::ExitStatus) -> String {
+    use crate::process::reaper::ExitStatus;
+    match e {
+        ExitStatus::Exited { code } => code.to_string(),
+        ExitStatus::Signaled {
+            signal,
+            core_dumped,
+        } => {
+            let name = crate::process::signal::name(signal);
+            if core_dumped {
+                format!("{name} core")
+            } else {
+                name
+            }
+        }
+    }
 }
 
 /// The ROLE column's word for a role.

@@ -30,6 +30,10 @@ pub enum Column {
     Helper,
     /// The helper's state, on its own process's row.
     HelperState,
+    /// The helper's restarts, on its own row.
+    Restarts,
+    /// How the helper's last process ended, on its own row.
+    LastExit,
     Generation,
     State,
     Policy,
@@ -56,7 +60,7 @@ pub enum Column {
 
 impl Column {
     /// How many columns there are.
-    pub const COUNT: usize = 22;
+    pub const COUNT: usize = 24;
 
     /// Every column, in the order of their declaration (`Column::ALL[c as usize] == c`).
     pub const ALL: [Column; Column::COUNT] = [
@@ -65,6 +69,8 @@ impl Column {
         Column::Role,
         Column::Helper,
         Column::HelperState,
+        Column::Restarts,
+        Column::LastExit,
         Column::Generation,
         Column::State,
         Column::Policy,
@@ -86,7 +92,7 @@ impl Column {
 
     /// Every column the setup screen lists, in their default order (the flag comes first and
     /// the command last, always).
-    pub const OPTIONAL: [Column; 20] = [
+    pub const OPTIONAL: [Column; 22] = [
         Column::Pid,
         Column::User,
         Column::Ppid,
@@ -95,6 +101,8 @@ impl Column {
         Column::Role,
         Column::Helper,
         Column::HelperState,
+        Column::Restarts,
+        Column::LastExit,
         Column::Generation,
         Column::State,
         Column::Policy,
@@ -110,11 +118,13 @@ impl Column {
     ];
 
     /// Those shown at first.
-    pub const DEFAULT: [Column; 10] = [
+    pub const DEFAULT: [Column; 12] = [
         Column::Pid,
         Column::Role,
         Column::Helper,
         Column::HelperState,
+        Column::Restarts,
+        Column::LastExit,
         Column::Generation,
         Column::State,
         Column::Policy,
@@ -130,6 +140,8 @@ impl Column {
             Column::Role => "ROLE",
             Column::Helper => "HELPER",
             Column::HelperState => "STATE",
+            Column::Restarts => "RESTARTS",
+            Column::LastExit => "LAST EXIT",
             Column::Generation => "GEN",
             Column::State => "S",
             Column::Policy => "POLICY",
@@ -158,6 +170,8 @@ impl Column {
             Column::Role => "role",
             Column::Helper => "helper",
             Column::HelperState => "helper_state",
+            Column::Restarts => "restarts",
+            Column::LastExit => "last_exit",
             Column::Generation => "generation",
             Column::State => "state",
             Column::Policy => "policy",
@@ -186,6 +200,8 @@ impl Column {
             Column::Role => "attached: supervisor, helper, descendant, adopted",
             Column::Helper => "attached: the helper it belongs to",
             Column::HelperState => "attached: the helper's state",
+            Column::Restarts => "attached: the helper's restarts",
+            Column::LastExit => "attached: how the helper's last process ended",
             Column::Generation => "attached: generation",
             Column::State => "state letter (R S D Z T)",
             Column::Policy => "attached: parent-death policy",
@@ -214,6 +230,8 @@ impl Column {
             Column::Role => 10,
             Column::Helper | Column::User => 8,
             Column::HelperState => 9,
+            Column::Restarts => 8,
+            Column::LastExit => 9,
             Column::Generation | Column::Threads => 3,
             Column::State => 4,
             Column::Policy => 15,
@@ -268,6 +286,16 @@ impl Column {
                 }
                 h(a).cmp(&h(b))
             }
+            Column::Restarts => {
+                let r = |n: &Node| sup(n).and_then(|s| s.restarts);
+                r(a).cmp(&r(b))
+            }
+            Column::LastExit => {
+                fn e(n: &Node) -> Option<&str> {
+                    sup(n).and_then(|s| s.last_exit.as_deref())
+                }
+                e(a).cmp(&e(b))
+            }
             Column::HelperState => {
                 fn h(n: &Node) -> Option<&str> {
                     sup(n)
@@ -313,6 +341,8 @@ impl Column {
         matches!(
             self,
             Column::Pid
+                | Column::Restarts
+                | Column::LastExit
                 | Column::Generation
                 | Column::Age
                 | Column::Cpu
@@ -333,6 +363,8 @@ impl Column {
             Column::Role
                 | Column::Helper
                 | Column::HelperState
+                | Column::Restarts
+                | Column::LastExit
                 | Column::Generation
                 | Column::Policy
         )
@@ -622,7 +654,7 @@ mod tests {
             .position(|(c, _)| *c == Column::User)
             .unwrap();
         l.toggle(user);
-        let at = l.shift(user, -10);
+        let at = l.shift(user, -(user as isize));
         assert_eq!(at, 0);
         let back = Layout::from_toml(&l.to_toml()).unwrap();
         assert_eq!(back.shown()[..2], [Column::User, Column::Pid]);

@@ -11,9 +11,8 @@ use nix::sys::signal::Signal;
 use crate::base::sanitize::escape;
 use crate::process::identity::Identity;
 use crate::process::signal::Sig;
-use crate::process::state::HelperState;
 use crate::top::formatting::errno_text;
-use crate::top::model::{Model, Node};
+use crate::top::model::Model;
 
 /// What the dashboard asks of the supervisor it is attached to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -165,6 +164,49 @@ impl Control {
         }
     }
 
+    /// The helper it acts on (none for the supervisor's stop).
+    pub fn target(&self) -> Option<&HelperTarget> {
+        match self {
+            Control::Restart(t) | Control::Start(t) | Control::StopHelper(t) => Some(t),
+            Control::Stop { .. } => None,
+        }
+    }
+
+    /// The action as `model` has its helper now, when confirmed: the same action on the
+    /// same process, or why it is not done (the helper got a process or lost it, or changed
+    /// state, since the question was asked: the question would not be the same).
+    pub fn recheck(&self, model: &Model) -> Result<Control, String> {
+        let Some(t) = self.target() else {
+            return Ok(self.clone());
+        };
+        let name = escape(t.helper.as_bytes());
+        if model.helper(&t.helper).is_none() {
+            return Err(format!(
+                "helper {name} is gone from the supervisor: nothing done"
+            ));
+        }
+        let mut now = helper_named(model, &t.helper);
+        now.from = t.from.clone();
+        if now.process != t.process || now.state != t.state {
+            let process = now
+                .process
+                .map_or(String::new(), |p| format!(" ({})", p.pid));
+            return Err(format!(
+                "helper {name} changed while you confirmed: it is now {}{process}; nothing done",
+                escape(now.state.as_bytes())
+            ));
+        }
+        let c = match self {
+            Control::Restart(_) => Control::Restart(now),
+            Control::Start(_) => Control::Start(now),
+            _ => Control::StopHelper(now),
+        };
+        match c.needless() {
+            Some(why) => Err(why),
+            None => Ok(c),
+        }
+    }
+
     /// What the status line says while it is being done.
     pub fn pending(&self) -> String {
         match self {
@@ -266,7 +308,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
     (
         "o",
-        "attached: start the helper (stopped, ended or given up on)",
+        "attached: start the row's helper (stopped, ended or given up on)",
     ),
     (
         "X",
@@ -349,11 +391,16 @@ pub enum NoHelper {
     NotAttached { key: char },
     #[error("{pid} belongs to no helper: {key} acts on a helper from its rows")]
     NotOfAHelper { pid: i32, key: char },
+    #[error(
+        "{pid} is the supervisor: {key} acts on the helper of the row under the cursor (every \
+         helper has a row, with a process or not); X stops the supervisor"
+    )]
+    Supervisor { pid: i32, key: char },
 }
 
-/// The helper the process `row` belongs to (its own process, or any process of its tree),
-/// described for a confirmation; on the supervisor's row, its first helper with no process
-/// that is failing.
+/// The helper the row `row` belongs to (its own process, any process of its tree, or its row
+/// without a process), described for a confirmation. The supervisor's row stands for no
+/// helper.
 pub fn helper_target(model: &Model, row: Identity, key: char) -> Result<HelperTarget, NoHelper> {
     if !model.supervised {
         return Err(NoHelper::NotAttached { key });
@@ -362,47 +409,35 @@ pub fn helper_target(model: &Model, row: Identity, key: char) -> Result<HelperTa
     let sup = node.info.supervision.as_ref();
     let name = match sup.and_then(|s| s.helper.clone()) {
         Some(h) => h,
-        None => match down_helper(model, node) {
-            Some(h) => h,
-            None => return Err(NoHelper::NotOfAHelper { pid: row.pid, key }),
-        },
+        None if sup.is_some_and(|s| s.role == "supervisor") => {
+            return Err(NoHelper::Supervisor { pid: row.pid, key });
+        }
+        None => return Err(NoHelper::NotOfAHelper { pid: row.pid, key }),
     };
-    let summary = model.helper(&name);
+    let mut t = helper_named(model, &name);
+    let own = t.process == Some(row) || node.vacant();
+    t.from = (!own).then(|| (row.pid, escape(&node.info.comm)));
+    Ok(t)
+}
+
+/// Helper `name` as `model` has it, described for a confirmation (asked from its own row).
+pub fn helper_named(model: &Model, name: &str) -> HelperTarget {
+    let summary = model.helper(name);
     let process = summary.and_then(|h| h.identity);
     let nested_supervisor = process
         .and_then(|p| model.nodes.get(&p))
         .and_then(|n| n.info.supervision.as_ref())
         .is_some_and(|s| s.role == "supervisor");
-    let own = process == Some(row) || sup.is_some_and(|s| s.helper.is_none());
-    Ok(HelperTarget {
-        descendants: live_descendants(model, &name, process),
-        helper: name,
+    HelperTarget {
+        descendants: live_descendants(model, name, process),
+        helper: name.to_string(),
         process,
         nested_supervisor,
         stop_signal: summary.map_or_else(|| "SIGTERM".into(), |h| h.stop_signal.clone()),
         stop_grace_ms: summary.map_or(0, |h| h.stop_grace_ms),
         state: summary.map_or_else(String::new, |h| h.state_text()),
-        from: (!own).then(|| (row.pid, escape(&node.info.comm))),
-    })
-}
-
-/// On a supervisor's row, the helper it stands for: the first failing one with no process its
-/// note names, else the first one stopped by request. `None` on any other row.
-fn down_helper(model: &Model, node: &Node) -> Option<String> {
-    let sup = node.info.supervision.as_ref()?;
-    if sup.role != "supervisor" {
-        return None;
+        from: None,
     }
-    sup.down_helpers
-        .first()
-        .map(|d| d.helper.clone())
-        .or_else(|| {
-            model
-                .helpers
-                .iter()
-                .find(|h| h.identity.is_none() && h.state == HelperState::Stopped)
-                .map(|h| h.name.clone())
-        })
 }
 
 /// The live processes of helper `name`'s tree but its own `process`.
@@ -412,6 +447,7 @@ fn live_descendants(model: &Model, name: &str, process: Option<Identity>) -> usi
         .values()
         .filter(|n| {
             !n.exited
+                && !n.vacant()
                 && Some(n.info.id) != process
                 && n.info
                     .supervision

@@ -28,6 +28,8 @@ pub enum Msg {
     Resize,
     /// A new reading, or why it failed.
     Data(Result<Sample, SourceError>),
+    /// The source has nothing more to read (its supervisor stopped, its root exited): why.
+    Ended(String),
     /// Reading the terminal failed (it is gone).
     InputFailed(String),
     /// A termination signal arrived.
@@ -118,7 +120,12 @@ pub fn spawn_data(
         .name("top-data".into())
         .spawn(move || {
             loop {
-                if tx.send(Msg::Data(source.sample())).is_err() {
+                let msg = match source.sample() {
+                    Err(e) if source.ended() => Msg::Ended(e.0),
+                    r => Msg::Data(r),
+                };
+                let end = matches!(msg, Msg::Ended(_));
+                if tx.send(msg).is_err() || end {
                     return;
                 }
                 // The next reading comes `interval` after this one, or at once when asked.

@@ -16,6 +16,16 @@ use crate::top::model::{Node, fmt_bytes};
 /// The escaped command line of a node, or its name in brackets when it has none (zombies,
 /// kernel threads, unreadable).
 pub fn command_text(n: &Node) -> String {
+    if let Some(h) = n.info.supervision.as_ref().filter(|s| s.vacant) {
+        let state = h
+            .helper_state
+            .as_ref()
+            .map_or(String::new(), |h| match &h.detail {
+                Some(d) => format!(": {} {d}", h.state),
+                None => format!(": {}", h.state),
+            });
+        return format!("(no process{})", escape(state.as_bytes()));
+    }
     if n.info.cmdline.is_empty() {
         format!("[{}]", escape(&n.info.comm))
     } else {

@@ -97,7 +97,7 @@ impl History {
         let cap = History::capacity(model.len());
         let now = self.recordings;
         self.trees.clear();
-        for n in model.nodes.values().filter(|n| !n.exited) {
+        for n in model.nodes.values().filter(|n| !n.exited && !n.vacant()) {
             let id = n.info.id;
             let helper_tree = n
                 .info

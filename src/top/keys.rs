@@ -82,8 +82,15 @@ impl App {
             Dialog::ConfirmControl(c) => {
                 self.dialog = Dialog::None;
                 if yes(&key) {
-                    self.message = Some(c.pending());
-                    return vec![Effect::Control(c)];
+                    // Checked again: the helper may have moved on while the question was open.
+                    match c.recheck(&self.model) {
+                        Ok(c) => {
+                            self.message = Some(c.pending());
+                            return vec![Effect::Control(c)];
+                        }
+                        Err(why) => self.message = Some(why),
+                    }
+                    return Vec::new();
                 }
                 self.message = Some("cancelled".into());
             }
@@ -143,7 +150,10 @@ impl App {
             }
             KeyCode::Enter => {
                 let count = if subtree {
-                    self.model.subtree(target).len()
+                    let sub = self.model.subtree(target);
+                    sub.iter()
+                        .filter(|i| !self.model.nodes[*i].vacant())
+                        .count()
                 } else {
                     1
                 };
@@ -184,7 +194,12 @@ impl App {
         };
         let targets: Vec<(Identity, Vec<u8>)> = ids
             .into_iter()
-            .filter(|i| self.model.nodes.get(i).is_some_and(|n| !n.exited))
+            .filter(|i| {
+                self.model
+                    .nodes
+                    .get(i)
+                    .is_some_and(|n| !n.exited && !n.vacant())
+            })
             .map(|i| (i, self.model.nodes[&i].info.comm.clone()))
             .collect();
         if targets.is_empty() {

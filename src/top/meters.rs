@@ -220,7 +220,7 @@ pub struct Tasks {
 impl Tasks {
     pub fn of(model: &Model) -> Tasks {
         let mut t = Tasks::default();
-        for n in model.nodes.values().filter(|n| !n.exited) {
+        for n in model.nodes.values().filter(|n| !n.exited && !n.vacant()) {
             t.processes += 1;
             match n.info.state {
                 b'Z' => t.zombies += 1,

@@ -336,6 +336,7 @@ impl Dashboard {
                 app.set_model(self.tracker.update_into(sample, last));
             }
             Msg::Data(Err(e)) => app.set_source_error(e.to_string()),
+            Msg::Ended(why) => app.set_ended(why),
             Msg::InputFailed(e) => return Err(format!("reading the terminal failed: {e}").into()),
             Msg::Terminate(sig) => return Ok(Step::Exit(ExitCode::from(128 + sig as u8))),
             Msg::SignalDone { signal, results } => {

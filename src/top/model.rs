@@ -59,6 +59,12 @@ pub struct HelperSummary {
     pub stop_signal: String,
     /// The grace before SIGKILL of what is left of its tree, in milliseconds.
     pub stop_grace_ms: u64,
+    /// Restarts since the supervisor started (its launches after the first).
+    pub restarts: u32,
+    /// How its last process ended: `0`, `3`, `SIGKILL`; `None` before any ended.
+    pub last_exit: Option<String>,
+    /// Its first generation's policy, as the POLICY column shows it.
+    pub policy: String,
 }
 
 impl HelperSummary {
@@ -137,6 +143,13 @@ pub struct Supervision {
     pub down_helpers: Vec<HelperDown>,
     /// On a helper's own process: the helper's state as its supervisor reports it.
     pub helper_state: Option<HelperStatus>,
+    /// The row stands for a helper that has no process now ([`Model::add_vacant_helpers`]):
+    /// it has no pid, state, age or usage of its own.
+    pub vacant: bool,
+    /// On a helper's own row: its restarts and how its last process ended
+    /// ([`HelperSummary::restarts`], [`HelperSummary::last_exit`]).
+    pub restarts: Option<u32>,
+    pub last_exit: Option<String>,
 }
 
 /// A helper's state on the row of its process: the state's words, what follows them, and its
@@ -193,6 +206,9 @@ pub struct EventLine {
     pub helper: Option<String>,
 }
 
+/// What the title's origin ends with while the supervisor shuts down.
+pub const SHUTTING_DOWN: &str = ", SHUTTING DOWN";
+
 /// Why a source could not produce a reading.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -227,6 +243,13 @@ pub type Waker = Box<dyn Fn() + Send + Sync>;
 pub trait Source: Send {
     /// Takes one reading.
     fn sample(&mut self) -> Result<Sample, SourceError>;
+
+    /// True once the source has nothing more to read, after a reading failed for that reason
+    /// (the supervisor stopped, the `--root` process exited): the failure's words say what
+    /// happened, and no more readings are taken.
+    fn ended(&self) -> bool {
+        false
+    }
 
     /// Hands the source a way to ask for a reading at once; called once, before the first
     /// reading. A source that is told of changes (the attached source, by the supervisor's
@@ -370,6 +393,13 @@ pub struct Node {
     pub exited: bool,
 }
 
+impl Node {
+    /// The row stands for a helper with no process: nothing to signal, tag or count.
+    pub fn vacant(&self) -> bool {
+        self.info.supervision.as_ref().is_some_and(|s| s.vacant)
+    }
+}
+
 impl Member for Node {
     fn identity(&self) -> Identity {
         self.info.id
@@ -398,6 +428,38 @@ impl Model {
     /// The helper named `name`, as the last reading had it.
     pub fn helper(&self, name: &str) -> Option<&HelperSummary> {
         self.helpers.iter().find(|h| h.name == name)
+    }
+
+    /// The processes of the model, the rows of helpers with no process left out.
+    pub fn processes(&self) -> impl Iterator<Item = &Node> + '_ {
+        self.nodes.values().filter(|n| !n.vacant())
+    }
+
+    /// Adds a row for each helper of the supervisor that has no process now (stopped, in
+    /// backoff, waiting, completed, given up on), under the supervisor's row after its
+    /// processes, in configuration order: every declared helper has a row, whatever its state.
+    /// The row's identity is made of the helper's place (a negative pid, a start time no
+    /// process has), so the cursor stays on it from one reading to the next.
+    pub fn add_vacant_helpers(&mut self) {
+        let Some(sup) = self.nodes.values().find(|n| {
+            n.info
+                .supervision
+                .as_ref()
+                .is_some_and(|s| s.generation == 0 && s.role == "supervisor")
+        }) else {
+            return;
+        };
+        let sup = (sup.info.id, sup.info.uid);
+        let vacant: Vec<Node> = (self.helpers.iter().enumerate())
+            .filter(|(_, h)| h.identity.is_none())
+            .map(|(i, h)| vacant_node(i, h, sup))
+            .collect();
+        if vacant.is_empty() {
+            return;
+        }
+        let mut all: Vec<Node> = std::mem::take(&mut self.nodes).into_values().collect();
+        all.extend(vacant);
+        self.nodes = Model::forest(all);
     }
 
     /// `nodes` as the model's forest, each node's `children` filled in from it.
@@ -443,7 +505,7 @@ impl Model {
         let carried: Vec<Node> = old
             .nodes
             .values()
-            .filter(|n| !self.nodes.contains_key(&n.info.id))
+            .filter(|n| !self.nodes.contains_key(&n.info.id) && !n.vacant())
             .map(|n| Node {
                 exited: true,
                 cpu_pct: None,
@@ -459,6 +521,19 @@ impl Model {
         self.nodes = Model::forest(all);
     }
 
+    /// Marks every row ended: the source has nothing more to read (its supervisor stopped,
+    /// its root exited). The title no longer says the supervisor is shutting down.
+    pub fn end(&mut self) {
+        for n in self.nodes.values_mut() {
+            n.exited = true;
+            n.cpu_pct = None;
+            n.io_rate = None;
+        }
+        if let Some(o) = self.origin.strip_suffix(SHUTTING_DOWN) {
+            self.origin = o.to_string();
+        }
+    }
+
     /// Drops the processes marked exited (the view is resumed); false when there were none.
     pub fn drop_exited(&mut self) -> bool {
         if !self.nodes.values().any(|n| n.exited) {
@@ -470,6 +545,55 @@ impl Model {
             .collect();
         self.nodes = Model::forest(live);
         true
+    }
+}
+
+/// The start time of the first helper row with no process: later than any process's.
+const VACANT_START: u64 = 1 << 62;
+
+/// The row of helper `h`, `i`th of the configuration, which has no process: under the
+/// supervisor `sup` (its identity and owner).
+fn vacant_node(i: usize, h: &HelperSummary, sup: (Identity, Option<u32>)) -> Node {
+    let id = Identity {
+        pid: -(i as i32) - 1,
+        start_time: VACANT_START + i as u64,
+    };
+    // No role: the role is a process's place in the tree.
+    let supervision = Supervision {
+        role: String::new(),
+        helper: Some(h.name.clone()),
+        generation: 1,
+        policy: h.policy.clone(),
+        helper_state: Some(HelperStatus {
+            state: h.state.text().to_string(),
+            detail: h.detail.clone(),
+            status_text: None,
+        }),
+        vacant: true,
+        restarts: Some(h.restarts),
+        last_exit: h.last_exit.clone(),
+        ..Supervision::default()
+    };
+    Node {
+        info: ProcInfo {
+            id,
+            parent: Some(sup.0),
+            ppid: sup.0.pid,
+            state: b' ',
+            cpu_ticks: 0,
+            rss_bytes: 0,
+            comm: h.name.clone().into_bytes(),
+            cmdline: Arc::from(Vec::new()),
+            supervision: Some(supervision),
+            uid: sup.1,
+            ext: ProcExt::default(),
+        },
+        children: Vec::new(),
+        cpu_pct: None,
+        age_secs: 0,
+        anomalies: Vec::new(),
+        io_rate: None,
+        exited: false,
     }
 }
 

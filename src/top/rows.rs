@@ -66,6 +66,8 @@ pub struct Row {
     pub found: bool,
     /// Tagged (`Space`): the signal menu acts on every tagged process.
     pub tagged: bool,
+    /// The row of a helper with no process: no pid, state, age or usage.
+    pub vacant: bool,
 }
 
 impl Index<Column> for Row {
@@ -98,8 +100,12 @@ impl Sort {
         if self.descending { "▼" } else { "▲" }
     }
 
-    /// Compares two processes in this order; ties oldest first.
+    /// Compares two processes in this order; ties oldest first. The rows of helpers with no
+    /// process come after the processes whatever the order, in configuration order.
     pub fn compare(self, a: &Node, b: &Node) -> std::cmp::Ordering {
+        if a.vacant() || b.vacant() {
+            return (a.vacant(), a.info.id.start_time).cmp(&(b.vacant(), b.info.id.start_time));
+        }
         let o = self.key.compare(a, b);
         let o = if self.descending { o.reverse() } else { o };
         o.then(a.info.id.start_time.cmp(&b.info.id.start_time))
@@ -200,8 +206,18 @@ fn cell_text(c: Column, i: &CellInput) -> String {
             .map(|t| escape(t.as_bytes()))
             .unwrap_or_default()
     };
+    let vacant = sup.is_some_and(|s| s.vacant);
     match c {
         Column::Flag | Column::Pid => String::new(),
+        Column::State | Column::Age | Column::Cpu | Column::Rss | Column::Start if vacant => {
+            String::new()
+        }
+        Column::User | Column::Ppid | Column::Threads if vacant => String::new(),
+        Column::Restarts => sup
+            .and_then(|s| s.restarts)
+            .map(|r| r.to_string())
+            .unwrap_or_default(),
+        Column::LastExit => of_sup(|s| s.last_exit.as_deref()),
         Column::Role => of_sup(|s| Some(&s.role)),
         Column::Helper => of_sup(|s| s.helper.as_deref()),
         Column::HelperState => of_sup(|s| s.helper_state.as_ref().map(|h| h.state.as_str())),
@@ -529,6 +545,7 @@ impl Rows<'_> {
             matched: sel.matched.contains(&id),
             found: !sel.search.is_empty() && matches(n, &sel.search),
             tagged: self.tagged.contains(&id),
+            vacant: n.vacant(),
         };
         (row, made)
     }

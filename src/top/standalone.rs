@@ -56,6 +56,8 @@ pub struct ProcSource {
     hz: u64,
     /// What the columns shown need besides `stat`.
     wants: SharedWants,
+    /// The root has exited: nothing more to read.
+    ended: bool,
 }
 
 impl ProcSource {
@@ -97,6 +99,7 @@ impl ProcSource {
             listed: false,
             hz,
             wants,
+            ended: false,
         })
     }
 
@@ -195,8 +198,9 @@ impl ProcSource {
             }
             None => {
                 self.members.clear();
+                self.ended = true;
                 Err(SourceError(format!(
-                    "the root process {} has exited",
+                    "the root process {} has exited; q quits",
                     root.pid
                 )))
             }
@@ -205,6 +209,10 @@ impl ProcSource {
 }
 
 impl Source for ProcSource {
+    fn ended(&self) -> bool {
+        self.ended
+    }
+
     fn sample(&mut self) -> Result<Sample, SourceError> {
         let (snap, origin) = match self.root {
             Some(root) => (

@@ -16,6 +16,11 @@ use crate::top::formatting::unknown_key;
 use crate::top::panes::LogPane;
 use crate::top::rows::Sort;
 
+/// Why a helper's row with no process cannot be signalled or tagged.
+fn no_process(helper: &str) -> String {
+    format!("helper {helper} has no process to signal; o starts it")
+}
+
 impl App {
     /// A key for the tree (no dialog open, nothing typed, no pane focused).
     // One arm per key, the keys' table: it stays long.
@@ -115,6 +120,10 @@ impl App {
             return;
         };
         let id = r.id;
+        if r.vacant {
+            self.message = Some(no_process(&r[Column::Helper]));
+            return;
+        }
         if let Some(i) = self.tagged.iter().position(|t| *t == id) {
             self.tagged.remove(i);
         } else if !r.exited {
@@ -153,6 +162,10 @@ impl App {
         };
         if r.exited {
             self.message = Some(format!("process {} has exited", r.id.pid));
+            return;
+        }
+        if r.vacant && !subtree {
+            self.message = Some(no_process(&r[Column::Helper]));
             return;
         }
         let selected = SIGNALS

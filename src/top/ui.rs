@@ -54,12 +54,13 @@ pub fn layout_columns(
     want: impl Fn(Column) -> u16,
 ) -> Vec<(Column, u16)> {
     let mut cols = vec![Column::Flag];
-    cols.extend(
-        shown
-            .iter()
-            .copied()
-            .filter(|c| helpers || !matches!(c, Column::Helper | Column::HelperState)),
-    );
+    cols.extend(shown.iter().copied().filter(|c| {
+        helpers
+            || !matches!(
+                c,
+                Column::Helper | Column::HelperState | Column::Restarts | Column::LastExit
+            )
+    }));
     cols.push(Column::Command);
     let mut cols: Vec<(Column, u16)> = cols
         .into_iter()
@@ -89,7 +90,7 @@ pub fn layout_columns(
 }
 
 /// The order columns are dropped in when the terminal is narrow: the least telling first.
-const DROP_ORDER: [Column; 20] = [
+const DROP_ORDER: [Column; 22] = [
     Column::Cgroup,
     Column::PidNs,
     Column::IoWrite,
@@ -100,6 +101,8 @@ const DROP_ORDER: [Column; 20] = [
     Column::Ppid,
     Column::Threads,
     Column::User,
+    Column::LastExit,
+    Column::Restarts,
     Column::HelperState,
     Column::Policy,
     Column::Generation,
@@ -139,6 +142,7 @@ fn content_width(c: Column, app: &App) -> u16 {
 /// is counted in digits, and printable ASCII (most texts) is one column a byte.
 fn cell_width(c: Column, r: &Row) -> usize {
     match c {
+        Column::Pid if r.vacant => 0,
         Column::Pid => decimal_width(r.id.pid),
         _ => text_width(&cell_text(c, r)),
     }
@@ -179,6 +183,7 @@ fn cell_text(c: Column, r: &Row) -> Cow<'_, str> {
                 " "
             }
         }
+        Column::Pid if r.vacant => "",
         Column::Pid => return Cow::Owned(r.id.pid.to_string()),
         _ => &r[c],
     };
@@ -441,6 +446,10 @@ fn draw_title(frame: &mut Frame, area: Rect, app: &App) {
             " PAUSED ",
             Style::new().black().on_yellow().bold(),
         ));
+    }
+    if app.ended.is_some() {
+        spans.push(Span::raw(" "));
+        spans.push(Span::styled(" ENDED ", Style::new().reversed().bold()));
     }
     if !app.tree {
         spans.push(Span::raw(" · flat"));
@@ -810,6 +819,8 @@ fn notice_line(app: &App) -> Option<Line<'static>> {
         ))
     } else if let Some(m) = &app.message {
         Line::from(Span::styled(m.clone(), Style::new().bold()))
+    } else if let Some(why) = &app.ended {
+        Line::from(Span::styled(why.clone(), Style::new().bold()))
     } else if app.logs.as_ref().is_some_and(|p| p.focus) {
         return None;
     } else if let Some(r) = app.cursor_row().filter(|r| !r.anomalies.is_empty()) {

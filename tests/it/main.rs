@@ -44,6 +44,7 @@ mod skips;
 mod spawner;
 mod top_attached;
 mod top_columns;
+mod top_helpers;
 mod top_keys;
 mod top_meters;
 mod top_mouse;

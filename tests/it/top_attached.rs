@@ -194,9 +194,9 @@ fn a_snapshot_becomes_supervised_rows_with_anomalies_and_events() {
         "{fx:?}"
     );
     assert_eq!(app.message.as_deref(), Some("restarting web…"));
-    // The crasher has no process: a filter for it matches no row (the supervisor's note names
-    // it, but the note is not the supervisor's own); on the supervisor's row, R offers to
-    // launch it now.
+    // The crasher has no process: it has a row of its own, which a filter for it matches
+    // (the supervisor's note names it, but the note is not the supervisor's own: the
+    // supervisor is shown as its ancestor, unmatched); on its row, R offers to launch it now.
     app.on_key(key('/'));
     for c in "crasher".chars() {
         app.on_key(key(c));
@@ -205,13 +205,22 @@ fn a_snapshot_becomes_supervised_rows_with_anomalies_and_events() {
         crossterm::event::KeyCode::Enter,
         crossterm::event::KeyModifiers::NONE,
     ));
-    assert!(app.rows.is_empty(), "{:?}", app.rows);
-    app.on_key(crossterm::event::KeyEvent::new(
-        crossterm::event::KeyCode::Esc,
-        crossterm::event::KeyModifiers::NONE,
-    ));
-    app.on_key(key('g'));
+    let matched: Vec<bool> = app.rows.iter().map(|r| r.matched).collect();
+    assert_eq!(matched, vec![false, true], "{:?}", app.rows);
+    assert!(app.rows[1].vacant && app.rows[1][foster::top::columns::Column::Helper] == "crasher");
+    assert_eq!(app.cursor, Some(app.rows[1].id));
+    // On the supervisor's row, R says it acts on a helper's row.
+    app.on_key(key('k'));
     assert_eq!(app.cursor.map(|c| c.pid), Some(4700));
+    assert!(app.on_key(key('R')).is_empty());
+    assert!(
+        app.message
+            .as_deref()
+            .is_some_and(|m| m.contains("is the supervisor")),
+        "{:?}",
+        app.message
+    );
+    app.on_key(key('j'));
     app.on_key(key('R'));
     let foster::top::app::Dialog::ConfirmControl(c) = app.dialog.clone() else {
         panic!("no confirmation: {:?}", app.dialog);
@@ -834,8 +843,10 @@ fn the_filter_matches_a_rows_own_fields_and_reopens_with_itself() {
     press_keys(&mut app, &[KeyCode::Char('/')]);
     press_keys(&mut app, &typed("crasher"));
     press_keys(&mut app, &[KeyCode::Enter]);
-    let shown: Vec<i32> = app.rows.iter().map(|r| r.id.pid).collect();
-    assert!(shown.is_empty(), "the supervisor's note matched: {shown:?}");
+    // The crasher's own row matches; the supervisor is there as its ancestor only.
+    let matched: Vec<bool> = app.rows.iter().map(|r| r.matched).collect();
+    assert_eq!(matched, vec![false, true], "the supervisor's note matched");
+    assert!(app.rows[1].vacant, "{:?}", app.rows);
     // Its own fields: the helper's name, then refined from where it was.
     press_keys(&mut app, &[KeyCode::Char('/')]);
     assert_eq!(app.filter, "crasher", "reopened with the current filter");
@@ -1059,8 +1070,16 @@ fn keys_act_on_the_rows_helper_and_say_what_they_do() {
         "{:?}",
         app.message
     );
-    // The supervisor's row stands for the helper stopped by request.
+    // The supervisor's row stands for no helper; web, stopped by request, has a row of its own.
     app.cursor = Some(id(100, 1000));
+    app.on_key(key('o'));
+    assert_eq!(app.dialog, Dialog::None);
+    assert!(
+        app.message
+            .as_deref()
+            .is_some_and(|m| m.contains("is the supervisor"))
+    );
+    app.cursor = app.rows.iter().find(|r| r.vacant).map(|r| r.id);
     app.on_key(key('o'));
     assert_eq!(
         question(&app),

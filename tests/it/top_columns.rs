@@ -50,13 +50,13 @@ fn f2_chooses_and_orders_columns_and_the_choice_is_saved() {
         t.wait_for("the column setup", |s| {
             s.contains("[x] PID") && s.contains("[ ] USER") && s.contains("[ ] PIDNS")
         });
-        // USER is the first hidden column, after the ten shown at first.
-        for _ in 0..10 {
+        // USER is the first hidden column, after the twelve shown at first.
+        for _ in 0..12 {
             t.keys(&["Down"]);
         }
         t.keys(&["Space"]);
         t.wait_for("USER shown", |s| s.contains("[x] USER"));
-        for _ in 0..10 {
+        for _ in 0..12 {
             t.keys(&["["]);
         }
         t.wait_for("USER moved first", |s| {
