@@ -21,6 +21,17 @@ use crate::process::tree::ExtraWants;
 use crate::top::formatting::command_text;
 use crate::top::model::{Node, Supervision, Wants};
 
+/// What a column's values are: the words of its order depend on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A time (AGE, START): oldest or youngest first.
+    Time,
+    /// A number: smallest or largest first.
+    Number,
+    /// Words: A to Z, or Z to A.
+    Text,
+}
+
 /// A column of the table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Column {
@@ -259,12 +270,38 @@ impl Column {
         self != Column::Flag
     }
 
-    /// Whether sorting by it starts largest first (the numbers that grow).
+    /// Whether sorting by it starts largest first (the numbers that grow, as htop has them).
     pub fn largest_first(self) -> bool {
         matches!(
             self,
-            Column::Cpu | Column::Rss | Column::IoRead | Column::IoWrite | Column::Threads
+            Column::Cpu
+                | Column::Rss
+                | Column::IoRead
+                | Column::IoWrite
+                | Column::Threads
+                | Column::Restarts
         )
+    }
+
+    /// What its values are, for the words of its order.
+    pub fn kind(self) -> Kind {
+        match self {
+            Column::Age | Column::Start => Kind::Time,
+            Column::Pid
+            | Column::Ppid
+            | Column::Pgid
+            | Column::Sid
+            | Column::Threads
+            | Column::Generation
+            | Column::Cpu
+            | Column::Rss
+            | Column::IoRead
+            | Column::IoWrite
+            | Column::Restarts
+            | Column::PidNs
+            | Column::Flag => Kind::Number,
+            _ => Kind::Text,
+        }
     }
 
     /// Compares two processes by this column, ascending (AGE and START: oldest first). A

@@ -247,6 +247,11 @@ pub enum Dialog {
         uids: Vec<Option<u32>>,
         selected: usize,
     },
+    /// The sort menu (`F6`): the cursor on entry `selected` of the columns the rows sort by
+    /// (`App::sort_keys`).
+    SortBy {
+        selected: usize,
+    },
     /// The column setup (`F2`): the cursor on entry `selected` of the app's columns;
     /// `changed` once anything was changed (saved on closing).
     Columns {
@@ -325,8 +330,12 @@ pub const KEYS: &[(&str, &str)] = &[
          Esc: the tree",
     ),
     (
-        "<  >  F6",
+        "<  >",
         "sort by the previous or next column (marked ▲ ▼ in the header)",
+    ),
+    (
+        "F6",
+        "sort: a menu of the columns, Enter sorts by the one chosen",
     ),
     ("P  M  T", "sort by CPU%, by memory, by age"),
     ("I", "invert the order"),

@@ -76,6 +76,7 @@ impl App {
                 self.message = Some("cancelled".into());
             }
             Dialog::Users { uids, selected } => self.on_users_key(key, uids, selected),
+            Dialog::SortBy { selected } => self.on_sort_key(key, selected),
             Dialog::Columns { selected, changed } => {
                 return self.on_columns_key(key, selected, changed);
             }
@@ -207,6 +208,37 @@ impl App {
             return Vec::new();
         }
         vec![Effect::Signal { targets, signal }]
+    }
+
+    /// A key in the sort menu.
+    fn on_sort_key(&mut self, key: KeyEvent, selected: usize) {
+        let keys = self.sort_keys();
+        let last = keys.len().saturating_sub(1);
+        match key.code {
+            KeyCode::Down | KeyCode::Char('j') => {
+                self.dialog = Dialog::SortBy {
+                    selected: (selected + 1).min(last),
+                }
+            }
+            KeyCode::Up | KeyCode::Char('k') => {
+                self.dialog = Dialog::SortBy {
+                    selected: selected.saturating_sub(1),
+                }
+            }
+            KeyCode::Home | KeyCode::Char('g') => self.dialog = Dialog::SortBy { selected: 0 },
+            KeyCode::End | KeyCode::Char('G') => self.dialog = Dialog::SortBy { selected: last },
+            KeyCode::Enter => {
+                self.dialog = Dialog::None;
+                if let Some(k) = keys.get(selected) {
+                    self.set_sort(*k, k.largest_first());
+                }
+            }
+            KeyCode::Esc | KeyCode::Char('q') | KeyCode::F(6) | KeyCode::F(10) => {
+                self.dialog = Dialog::None;
+                self.message = Some("cancelled".into());
+            }
+            _ => {}
+        }
     }
 
     /// A key in the user picker.

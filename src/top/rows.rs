@@ -114,11 +114,14 @@ impl Sort {
 
     /// In words, for the status line: `sorted by CPU%, largest first`.
     pub fn describe(self) -> String {
-        let way = match (self.key, self.descending) {
-            (Column::Age | Column::Start, false) => "oldest first",
-            (Column::Age | Column::Start, true) => "youngest first",
-            (_, true) => "largest first",
-            (_, false) => "smallest first",
+        use crate::top::columns::Kind;
+        let way = match (self.key.kind(), self.descending) {
+            (Kind::Time, false) => "oldest first",
+            (Kind::Time, true) => "youngest first",
+            (Kind::Number, true) => "largest first",
+            (Kind::Number, false) => "smallest first",
+            (Kind::Text, false) => "A to Z",
+            (Kind::Text, true) => "Z to A",
         };
         format!("sorted by {}, {way}", self.key.title())
     }

@@ -59,7 +59,12 @@ impl App {
             KeyCode::Char(']') => self.resize_events(true),
             KeyCode::Char('H') => self.events_of_helper(),
             KeyCode::Char('<') => self.sort_step(false),
-            KeyCode::Char('>') | KeyCode::F(6) => self.sort_step(true),
+            KeyCode::Char('>') => self.sort_step(true),
+            KeyCode::F(6) => {
+                let keys = self.sort_keys();
+                let selected = keys.iter().position(|k| *k == self.sort.key).unwrap_or(0);
+                self.dialog = Dialog::SortBy { selected };
+            }
             KeyCode::Char('P') => self.set_sort(Column::Cpu, true),
             KeyCode::Char('M') => self.set_sort(Column::Rss, true),
             KeyCode::Char('T') => self.set_sort(Column::Age, false),
@@ -331,29 +336,33 @@ impl App {
         self.events.back = 0;
     }
 
-    /// Sorts by the next (or previous) column: the columns shown, in their order, then the
-    /// command.
-    fn sort_step(&mut self, next: bool) {
-        let keys: Vec<Column> = self
-            .shown_columns()
+    /// The columns the rows sort by: those shown, in their order, then the command.
+    pub(crate) fn sort_keys(&self) -> Vec<Column> {
+        self.shown_columns()
             .into_iter()
             .chain([Column::Command])
             .filter(|c| c.sorts())
-            .collect();
+            .collect()
+    }
+
+    /// Sorts by the next (or previous) column of [`App::sort_keys`], in the order that column
+    /// starts in (largest first for the numbers that grow, oldest first, A to Z).
+    fn sort_step(&mut self, next: bool) {
+        let keys = self.sort_keys();
         let at = keys.iter().position(|k| *k == self.sort.key).unwrap_or(0);
         let to = if next {
             (at + 1) % keys.len()
         } else {
             (at + keys.len() - 1) % keys.len()
         };
-        self.set_sort(keys[to], self.sort.descending);
+        self.set_sort(keys[to], keys[to].largest_first());
     }
 
     /// Sorts by `key`, and says so in the status line.
     pub(crate) fn set_sort(&mut self, key: Column, descending: bool) {
         self.sort = Sort { key, descending };
         self.message = Some(format!(
-            "{} · < > F6 another column · I invert",
+            "{} · < > another column · F6 choose · I invert",
             self.sort.describe()
         ));
         self.relayout();

@@ -379,6 +379,7 @@ fn draw_dialog(frame: &mut Frame, area: Rect, app: &App) {
         }
         Dialog::ConfirmControl(c) => draw_confirm(frame, area, &c.question(), "y yes"),
         Dialog::Users { uids, selected } => draw_users(frame, area, &uids, selected),
+        Dialog::SortBy { selected } => draw_sort_by(frame, area, app, selected),
         Dialog::Columns { selected, .. } => draw_columns(frame, area, app, selected),
     }
 }
@@ -951,6 +952,47 @@ fn draw_columns(frame: &mut Frame, area: Rect, app: &App, selected: usize) {
     frame.render_stateful_widget(
         List::new(items.into_iter().map(|i| ListItem::new(fit(&i, inner))))
             .block(Block::bordered().title(title).title_bottom(bottom))
+            .highlight_style(Style::new().reversed().bold()),
+        r,
+        &mut state,
+    );
+}
+
+/// The sort menu: the columns the rows sort by, each with the order it starts in, the one
+/// sorted by now marked with its direction.
+fn draw_sort_by(frame: &mut Frame, area: Rect, app: &App, selected: usize) {
+    let items: Vec<String> = app
+        .sort_keys()
+        .into_iter()
+        .map(|c| {
+            let start = crate::top::rows::Sort {
+                key: c,
+                descending: c.largest_first(),
+            };
+            let way = start.describe();
+            let way = way.split(", ").nth(1).unwrap_or_default().to_string();
+            let now = if c == app.sort.key {
+                app.sort.arrow()
+            } else {
+                " "
+            };
+            format!("{now} {:<10} {way}", c.title())
+        })
+        .collect();
+    let bottom = " ↑↓ · Enter sort · Esc cancel ";
+    let w = items
+        .iter()
+        .map(|i| Line::raw(i.as_str()).width())
+        .chain([Line::raw(bottom).width()])
+        .max()
+        .unwrap_or(0) as u16
+        + 2;
+    let r = centered(area, w, items.len() as u16 + 2);
+    let mut state = ListState::default().with_selected(Some(selected));
+    frame.render_widget(Clear, r);
+    frame.render_stateful_widget(
+        List::new(items.into_iter().map(ListItem::new))
+            .block(Block::bordered().title(" sort by ").title_bottom(bottom))
             .highlight_style(Style::new().reversed().bold()),
         r,
         &mut state,

@@ -205,8 +205,8 @@ fn header(screen: &str) -> &str {
 
 /// Sorting and the flat list, at 80x24 and 200x60: the sorted column marked in the header
 /// (`AGE▲` at first), the order in words in the footer; `t` the flat list, `I` inverts (the
-/// youngest first), `>` `<` `F6` the next and previous column, `P` `M` `T` CPU, memory, age;
-/// in the tree, siblings sorted.
+/// youngest first), `>` `<` the next and previous column (each in the order it starts in),
+/// `F6` a menu of them, `P` `M` `T` CPU, memory, age; in the tree, siblings sorted.
 #[test]
 fn sort_keys_and_the_flat_list() {
     if tmux_missing() {
@@ -253,8 +253,11 @@ fn sort_keys_and_the_flat_list() {
 
         for (keys, says) in [
             (&[">"][..], "sorted by CPU%, largest first"),
-            (&["<"][..], "sorted by AGE, youngest first"),
-            (&["F6"][..], "sorted by CPU%, largest first"),
+            (&["<"][..], "sorted by AGE, oldest first"),
+            (
+                &["F6", "Down", "Enter"][..],
+                "sorted by CPU%, largest first",
+            ),
             (&["M"][..], "sorted by RSS, largest first"),
             (&["T"][..], "sorted by AGE, oldest first"),
             (&["P"][..], "sorted by CPU%, largest first"),
@@ -596,4 +599,45 @@ fn the_events_pane_hides_resizes_scrolls_and_filters() {
         a.t.keys(&["l"]);
         a.finish();
     }
+}
+
+/// A column sorts in the order it starts in, whatever the order before: `>` from `AGE▲` gives
+/// CPU% largest first, as htop; `F6` is a menu of the columns, each with the order it starts
+/// in; a text column's order is said in its own words (A to Z).
+#[test]
+fn each_column_starts_in_its_own_order_and_f6_is_a_menu() {
+    if tmux_missing() {
+        return;
+    }
+    let a = Attached::start("sort-menu", 200, 60);
+    a.t.wait_for("both helpers' rows", |s| {
+        helper_row(s, "worker-pool").is_some() && s.contains("86401")
+    });
+    a.t.keys(&[">"]);
+    let s =
+        a.t.wait_for("CPU% sorted", |s| s.contains("sorted by CPU%"));
+    assert!(s.contains("sorted by CPU%, largest first"), "{s}");
+    assert!(header(&s).contains("CPU%▼"), "{s}");
+    a.t.keys(&["F6"]);
+    let s = a.t.wait_for("the sort menu", |s| s.contains(" sort by "));
+    assert!(
+        s.lines()
+            .any(|l| l.contains("▼ CPU%") && l.contains("largest first")),
+        "{s}"
+    );
+    assert!(
+        s.lines()
+            .any(|l| l.contains("AGE") && l.contains("oldest first")),
+        "{s}"
+    );
+    a.t.keys(&["End", "Enter"]);
+    let s =
+        a.t.wait_for("COMMAND sorted", |s| s.contains("sorted by COMMAND"));
+    assert!(s.contains("sorted by COMMAND, A to Z"), "{s}");
+    assert!(!s.contains(" sort by "), "the menu closed:\n{s}");
+    a.t.keys(&["I"]);
+    a.t.wait_for("COMMAND inverted", |s| {
+        s.contains("sorted by COMMAND, Z to A")
+    });
+    a.finish();
 }
