@@ -699,11 +699,32 @@ fn draw_events(frame: &mut Frame, area: Rect, app: &App) {
     } else {
         Style::new()
     };
-    let block = Block::new()
-        .borders(Borders::TOP)
-        .title(Span::styled(whose, title_style))
-        .title(Span::styled(hint, Style::new().fg(Color::DarkGray)));
+    let block = pane_block(whose, title_style, hint, area.width);
     frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+/// A pane's block: a line on top with its title (whose lines, in `style`) and its keys,
+/// cut to `width` with `…` when they do not fit.
+fn pane_block(whose: String, style: Style, hint: String, width: u16) -> Block<'static> {
+    let title = Line::from(vec![
+        Span::styled(whose, style),
+        Span::styled(hint, Style::new().fg(Color::DarkGray)),
+    ]);
+    Block::new()
+        .borders(Borders::TOP)
+        .title(fit_line(title, width as usize))
+}
+
+/// A dialog's bordered box of `width` columns: its title on top and its keys at the bottom,
+/// each cut with `…` when the box is narrower than they are.
+fn dialog_block(title: &str, bottom: &str, width: u16) -> Block<'static> {
+    let inner = width.saturating_sub(2) as usize;
+    let fitted = |t: &str| fit_line(Line::raw(t.to_string()), inner);
+    let block = Block::bordered().title(fitted(title));
+    match bottom {
+        "" => block,
+        b => block.title_bottom(fitted(b)),
+    }
 }
 
 fn draw_logs(frame: &mut Frame, area: Rect, app: &mut App) {
@@ -731,10 +752,7 @@ fn draw_logs(frame: &mut Frame, area: Rect, app: &mut App) {
     } else {
         Style::new().bold()
     };
-    let block = Block::new()
-        .borders(Borders::TOP)
-        .title(Span::styled(whose, title_style))
-        .title(Span::styled(hint, Style::new().fg(Color::DarkGray)));
+    let block = pane_block(whose, title_style, hint, area.width);
     let lines: Vec<Line> = if p.is_empty() {
         let note = p.note.clone().unwrap_or_default();
         vec![Line::from(Span::styled(
@@ -894,7 +912,7 @@ fn draw_help(frame: &mut Frame, area: Rect, scroll: u16) {
     frame.render_widget(
         Paragraph::new(lines)
             .scroll((scroll.min(max_scroll), 0))
-            .block(Block::bordered().title(" keys · j/k scroll · Esc close ")),
+            .block(dialog_block(" keys · j/k scroll · Esc close ", "", r.width)),
         r,
     );
 }
@@ -911,11 +929,7 @@ fn draw_signals(frame: &mut Frame, area: Rect, title: &str, selected: usize) {
     frame.render_widget(Clear, r);
     frame.render_stateful_widget(
         List::new(items)
-            .block(
-                Block::bordered()
-                    .title(title.to_string())
-                    .title_bottom(bottom),
-            )
+            .block(dialog_block(title, bottom, r.width))
             .highlight_style(Style::new().reversed().bold()),
         r,
         &mut state,
@@ -951,7 +965,7 @@ fn draw_columns(frame: &mut Frame, area: Rect, app: &App, selected: usize) {
     frame.render_widget(Clear, r);
     frame.render_stateful_widget(
         List::new(items.into_iter().map(|i| ListItem::new(fit(&i, inner))))
-            .block(Block::bordered().title(title).title_bottom(bottom))
+            .block(dialog_block(title, bottom, r.width))
             .highlight_style(Style::new().reversed().bold()),
         r,
         &mut state,
@@ -992,7 +1006,7 @@ fn draw_sort_by(frame: &mut Frame, area: Rect, app: &App, selected: usize) {
     frame.render_widget(Clear, r);
     frame.render_stateful_widget(
         List::new(items.into_iter().map(ListItem::new))
-            .block(Block::bordered().title(" sort by ").title_bottom(bottom))
+            .block(dialog_block(" sort by ", bottom, r.width))
             .highlight_style(Style::new().reversed().bold()),
         r,
         &mut state,
@@ -1021,11 +1035,7 @@ fn draw_users(frame: &mut Frame, area: Rect, uids: &[Option<u32>], selected: usi
     frame.render_widget(Clear, r);
     frame.render_stateful_widget(
         List::new(items.into_iter().map(ListItem::new))
-            .block(
-                Block::bordered()
-                    .title(" show the processes of ")
-                    .title_bottom(bottom),
-            )
+            .block(dialog_block(" show the processes of ", bottom, r.width))
             .highlight_style(Style::new().reversed().bold()),
         r,
         &mut state,

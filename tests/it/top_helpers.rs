@@ -20,6 +20,11 @@ const CONFIG: &str = "[[helper]]\nname = \"web\"\ncommand = [\"/bin/sleep\", \"1
 /// attached to it in a wide terminal.
 /// The directory comes first, so it is dropped last.
 fn attached(tag: &str) -> (Dir, common::supervised::Run, Tmux, Identity) {
+    attached_sized(tag, 200, 40)
+}
+
+/// [`attached`] in a `w` x `h` terminal.
+fn attached_sized(tag: &str, w: u16, h: u16) -> (Dir, common::supervised::Run, Tmux, Identity) {
     let d = Dir::new("top-helpers", tag);
     let mut run = common::supervised::Run::start(&d, CONFIG, &["--no-contain"]);
     run.launch("web", 1);
@@ -36,8 +41,8 @@ fn attached(tag: &str) -> (Dir, common::supervised::Run, Tmux, Identity) {
             env!("CARGO_BIN_EXE_foster"),
             run.socket.display()
         ),
-        200,
-        40,
+        w,
+        h,
     );
     let top = dashboard_pid(&t);
     t.wait_for("the helpers' rows", |s| {
@@ -177,4 +182,23 @@ fn a_root_that_exited_is_said_so_its_rows_ended() {
     assert!(sleep.contains(" exit "), "{sleep}");
     t.keys(&["q"]);
     assert!(wait_gone(top, DEADLINE), "the dashboard did not exit");
+}
+
+/// A pane's title too long for the terminal is cut with `…`, as every text cut is.
+#[test]
+fn a_cut_pane_title_ends_in_an_ellipsis() {
+    if tmux_missing() {
+        return;
+    }
+    let (_d, mut run, t, top) = attached_sized("pane-title", 50, 30);
+    t.keys(&["g", "l"]);
+    let s = t.wait_for("the log pane", |s| s.contains("logs of every helper"));
+    let title = s
+        .lines()
+        .find(|l| l.contains("logs of every helper"))
+        .unwrap();
+    assert!(title.trim_end().ends_with('…'), "{title:?}");
+    t.keys(&["q"]);
+    assert!(wait_gone(top, DEADLINE), "the dashboard did not exit");
+    assert!(run.stop().success());
 }
