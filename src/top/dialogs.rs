@@ -282,9 +282,14 @@ pub const KEYS: &[(&str, &str)] = &[
         "Space",
         "tag or untag the process (then the next row); s K F9 signal every tagged process",
     ),
+    ("c", "tag the process and every process below it"),
     ("U", "untag every process"),
-    ("-  C", "collapse all"),
-    ("+  E", "expand all"),
+    (
+        "-  +",
+        "collapse, expand the process and every process below it",
+    ),
+    ("*", "expand all (collapse all when nothing is collapsed)"),
+    ("C  E", "collapse all, expand all"),
     (
         "/  \\  F4",
         "filter, showing matches with their ancestors and descendants",

@@ -38,9 +38,13 @@ impl App {
             KeyCode::Left | KeyCode::Char('h') => self.set_collapsed(true),
             KeyCode::Right => self.set_collapsed(false),
             KeyCode::Enter => self.toggle_collapsed(),
-            KeyCode::Char('-') | KeyCode::Char('C') => self.collapse_all(),
-            KeyCode::Char('+') | KeyCode::Char('=') | KeyCode::Char('E') => self.expand_all(),
+            KeyCode::Char('C') => self.collapse_all(),
+            KeyCode::Char('E') => self.expand_all(),
+            KeyCode::Char('-') => self.set_subtree_collapsed(true),
+            KeyCode::Char('+') | KeyCode::Char('=') => self.set_subtree_collapsed(false),
+            KeyCode::Char('*') => self.toggle_all(),
             KeyCode::Char(' ') => self.toggle_tag(),
+            KeyCode::Char('c') => self.tag_subtree(),
             KeyCode::Char('U') => self.untag_all(),
             KeyCode::Char('/') | KeyCode::Char('\\') | KeyCode::F(4) => self.edit_filter(),
             KeyCode::Esc if !self.filter.is_empty() => self.clear_filter(),
@@ -111,6 +115,68 @@ impl App {
             .map(|n| n.info.id)
             .collect();
         self.relayout();
+    }
+
+    /// Collapses (or expands) the cursor's process and every process below it, as htop's
+    /// `-` and `+`: the rest of the tree stays as it is.
+    fn set_subtree_collapsed(&mut self, collapse: bool) {
+        let Some(id) = self.cursor else {
+            return;
+        };
+        if !self.model.nodes.contains_key(&id) {
+            return;
+        }
+        let sub = self.model.subtree(id);
+        for i in &sub {
+            let leaf = self.model.nodes[i].children.is_empty();
+            if collapse && !leaf {
+                self.collapsed.insert(*i);
+            } else {
+                self.collapsed.remove(i);
+                self.filter_collapsed.remove(i);
+            }
+        }
+        let what = if collapse { "collapsed" } else { "expanded" };
+        self.message = Some(format!(
+            "{what} {} and all below it · * all · C E collapse, expand all",
+            id.pid
+        ));
+        self.relayout();
+    }
+
+    /// Expands every process when some are collapsed, else collapses every one (htop's `*`).
+    fn toggle_all(&mut self) {
+        if self.collapsed.is_empty() {
+            self.collapse_all();
+            self.message = Some("collapsed all · * expands all".into());
+        } else {
+            self.expand_all();
+            self.message = Some("expanded all · * collapses all".into());
+        }
+    }
+
+    /// Tags the cursor's process and every live process below it (htop's `c`).
+    fn tag_subtree(&mut self) {
+        let Some(id) = self.cursor else {
+            return;
+        };
+        if !self.model.nodes.contains_key(&id) {
+            return;
+        }
+        let mut added = 0;
+        for i in self.model.subtree(id) {
+            let n = &self.model.nodes[&i];
+            if !n.exited && !n.vacant() && !self.tagged.contains(&i) {
+                self.tagged.push(i);
+                added += 1;
+            }
+        }
+        self.relayout();
+        self.message = Some(format!(
+            "tagged {added} more ({} and below it): {} tagged · s signals them all · U untags all",
+            id.pid,
+            self.tagged.len()
+        ));
     }
 
     fn expand_all(&mut self) {

@@ -846,3 +846,51 @@ fn ctl_status_cuts_command_lines_to_the_terminal() {
     assert!(wide.contains(&full), "--wide cut the command line:\n{s}");
     assert!(run.stop().success());
 }
+
+/// `-` and `+` collapse and expand the subtree under the cursor alone, `*` all of it, as htop;
+/// `c` tags the process under the cursor with every process below it.
+#[test]
+fn subtree_keys_collapse_expand_and_tag_below_the_cursor() {
+    if tmux_missing() {
+        return;
+    }
+    let tree = Subtree::start();
+    let root = tree.all[0];
+    let t = Tmux::start("sh");
+    t.text(&format!(
+        "{} top --root {} --interval 200ms\n",
+        env!("CARGO_BIN_EXE_foster"),
+        root.pid
+    ));
+    t.wait_for("every process of the subtree", |s| {
+        ["sleep 1001", "sleep 1002", "sleep 1003"]
+            .iter()
+            .all(|n| has_row(s, n))
+    });
+    let top = dashboard_pid(&t);
+    // The inner shell's subtree alone: the root's other sleep stays.
+    t.keys(&["j", "-"]);
+    let s = t.wait_for("the inner shell collapsed", |s| {
+        s.contains("(+2)") && !has_row(s, "sleep 1001")
+    });
+    assert!(has_row(&s, "sleep 1003") && !s.contains("(+4)"), "{s}");
+    // `*` expands all while something is collapsed, then collapses all.
+    t.keys(&["*"]);
+    t.wait_for("all expanded", |s| has_row(s, "sleep 1001"));
+    t.keys(&["*"]);
+    t.wait_for("all collapsed", |s| s.contains("(+4)"));
+    // `+` on the root opens it and everything below it.
+    t.keys(&["g", "+"]);
+    t.wait_for("the root's subtree expanded", |s| {
+        ["sleep 1001", "sleep 1002", "sleep 1003"]
+            .iter()
+            .all(|n| has_row(s, n))
+    });
+    // `c` on the inner shell tags it and its two sleeps.
+    t.keys(&["j", "c"]);
+    let s = t.wait_for("three tagged", |s| s.contains("· 3 tagged"));
+    let starred = s.lines().filter(|l| l.starts_with('*')).count();
+    assert_eq!(starred, 3, "{s}");
+    t.keys(&["q"]);
+    assert!(wait_gone(top, DEADLINE), "the dashboard did not exit");
+}
