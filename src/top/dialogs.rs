@@ -247,6 +247,8 @@ pub enum Dialog {
         uids: Vec<Option<u32>>,
         selected: usize,
     },
+    /// A process's details (`Enter`, `d`), read when opened.
+    Detail(Box<crate::top::detail::Detail>),
     /// The sort menu (`F6`): the cursor on entry `selected` of the columns the rows sort by
     /// (`App::sort_keys`).
     SortBy {
@@ -277,7 +279,10 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
     ("←  h", "collapse the process (again: go to its parent)"),
     ("→", "expand the process"),
-    ("Enter", "collapse or expand the process"),
+    (
+        "Enter  d",
+        "the process's details: command, cwd, environment, open files, limits, cgroup",
+    ),
     (
         "Space",
         "tag or untag the process (then the next row); s K F9 signal every tagged process",

@@ -77,6 +77,18 @@ impl App {
             }
             Dialog::Users { uids, selected } => self.on_users_key(key, uids, selected),
             Dialog::SortBy { selected } => self.on_sort_key(key, selected),
+            Dialog::Detail(_) => {
+                if matches!(
+                    key.code,
+                    KeyCode::Esc
+                        | KeyCode::Enter
+                        | KeyCode::Char('d')
+                        | KeyCode::Char('q')
+                        | KeyCode::F(10)
+                ) {
+                    self.dialog = Dialog::None;
+                }
+            }
             Dialog::Columns { selected, changed } => {
                 return self.on_columns_key(key, selected, changed);
             }

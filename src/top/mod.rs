@@ -6,7 +6,8 @@
 //! through a pidfd checked against the identity (standalone) or through the supervisor.
 //!
 //! The files, each using only those before it in this list:
-//! [`theme`], [`model`], [`history`], [`formatting`] (texts), [`columns`], [`rows`],
+//! [`theme`], [`model`], [`history`], [`formatting`] (texts), [`detail`] (a process's
+//! details, read from `/proc` when asked), [`columns`], [`rows`],
 //! [`panes`] (events, logs), [`dialogs`], [`meters`], [`event`] (the threads), [`app`] (the
 //! state), [`tree_keys`], [`keys`] (keys and mouse), [`ui`] (drawing), [`standalone`],
 //! [`attached`], [`demo`], and this file.
@@ -15,6 +16,7 @@ pub mod app;
 pub mod attached;
 pub mod columns;
 pub mod demo;
+pub mod detail;
 pub mod dialogs;
 pub mod event;
 pub mod formatting;

@@ -37,7 +37,7 @@ impl App {
             KeyCode::End | KeyCode::Char('G') => self.move_cursor(isize::MAX / 2),
             KeyCode::Left | KeyCode::Char('h') => self.set_collapsed(true),
             KeyCode::Right => self.set_collapsed(false),
-            KeyCode::Enter => self.toggle_collapsed(),
+            KeyCode::Enter | KeyCode::Char('d') => self.open_detail(),
             KeyCode::Char('C') => self.collapse_all(),
             KeyCode::Char('E') => self.expand_all(),
             KeyCode::Char('-') => self.set_subtree_collapsed(true),
@@ -96,14 +96,16 @@ impl App {
         Vec::new()
     }
 
-    /// Collapses or expands the cursor's process (`Enter`).
-    fn toggle_collapsed(&mut self) {
-        if let Some(r) = self.cursor_row() {
-            let collapse = !r.collapsed;
-            if r.has_children {
-                self.set_collapsed(collapse);
-            }
+    /// Opens the details of the cursor's process, read now.
+    fn open_detail(&mut self) {
+        let Some(n) = self.cursor.and_then(|c| self.model.nodes.get(&c)) else {
+            return;
+        };
+        if n.exited {
+            self.message = Some(format!("process {} has exited", n.info.id.pid));
+            return;
         }
+        self.dialog = Dialog::Detail(Box::new(crate::top::detail::read(n)));
     }
 
     fn collapse_all(&mut self) {

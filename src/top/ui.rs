@@ -380,6 +380,7 @@ fn draw_dialog(frame: &mut Frame, area: Rect, app: &App) {
         Dialog::ConfirmControl(c) => draw_confirm(frame, area, &c.question(), "y yes"),
         Dialog::Users { uids, selected } => draw_users(frame, area, &uids, selected),
         Dialog::SortBy { selected } => draw_sort_by(frame, area, app, selected),
+        Dialog::Detail(d) => draw_detail(frame, area, &d),
         Dialog::Columns { selected, .. } => draw_columns(frame, area, app, selected),
     }
 }
@@ -807,7 +808,7 @@ fn hint_text(app: &App) -> &'static str {
     } else if app.model.supervised {
         "q quit · ? help · / filter · s signal · l logs · R restart · x stop · o start · X stop all"
     } else {
-        "q quit · ? help · / filter · F3 search · Enter collapse · Space tag · s signal · p pause"
+        "q quit · ? help · / filter · F3 search · Enter details · - + collapse · Space tag · s signal"
     }
 }
 
@@ -1010,6 +1011,30 @@ fn draw_sort_by(frame: &mut Frame, area: Rect, app: &App, selected: usize) {
             .highlight_style(Style::new().reversed().bold()),
         r,
         &mut state,
+    );
+}
+
+/// A process's details: each label, then its value wrapped beside it.
+fn draw_detail(frame: &mut Frame, area: Rect, d: &crate::top::detail::Detail) {
+    let label_w = d.lines.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
+    let w = area.width.min(100);
+    let room = (w as usize).saturating_sub(label_w + 4).max(8);
+    let mut lines = Vec::new();
+    for (label, value) in &d.lines {
+        for (i, part) in wrap(value, room).into_iter().enumerate() {
+            let label = if i == 0 { *label } else { "" };
+            lines.push(Line::from(vec![
+                Span::styled(format!("{label:<label_w$}  "), Style::new().bold()),
+                Span::raw(part),
+            ]));
+        }
+    }
+    let r = centered(area, w, lines.len() as u16 + 2);
+    let title = format!(" {} ", d.title);
+    frame.render_widget(Clear, r);
+    frame.render_widget(
+        Paragraph::new(lines).block(dialog_block(&title, " Esc closes ", r.width)),
+        r,
     );
 }
 

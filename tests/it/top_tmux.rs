@@ -894,3 +894,49 @@ fn subtree_keys_collapse_expand_and_tag_below_the_cursor() {
     t.keys(&["q"]);
     assert!(wait_gone(top, DEADLINE), "the dashboard did not exit");
 }
+
+/// `d` (or `Enter`) shows the details of the process under the cursor, read from `/proc`: its
+/// working directory, its environment's size, its open files and its limits; `Esc` closes.
+#[test]
+fn the_detail_view_reads_the_process() {
+    if tmux_missing() {
+        return;
+    }
+    let tree = common::tmux::SleepTree::start();
+    let (t, top) = common::tmux::top_over(&tree, "", 140, 40);
+    t.wait_for("the sleeps", common::tmux::SleepTree::shown);
+    // The root shell: started by this test, so it has this process's directory and
+    // environment.
+    t.keys(&["g", "d"]);
+    let s = t.wait_for("the details", |s| s.contains("open files"));
+    let cwd = std::env::current_dir().unwrap();
+    let line = |label: &str| {
+        s.lines()
+            .find(|l| l.contains(&format!("│{label} ")))
+            .unwrap_or_else(|| panic!("no {label} line:\n{s}"))
+            .to_string()
+    };
+    assert!(line("cwd").contains(&cwd.display().to_string()), "{s}");
+    let vars = std::env::vars_os().count();
+    assert!(
+        line("environment").contains(&format!(" {vars} variables")),
+        "{s}"
+    );
+    assert!(line("threads").contains(" 1 "), "{s}");
+    assert!(line("max open files").contains(" / "), "{s}");
+    let fds = line("open files");
+    assert!(
+        fds.split_whitespace()
+            .nth(2)
+            .is_some_and(|n| n.parse::<u32>().is_ok()),
+        "{s}"
+    );
+    assert!(s.contains(&format!(" {} (sh) ", tree.all[0].pid)), "{s}");
+    t.keys(&["Escape"]);
+    t.wait_for("the details closed", |s| !s.contains("open files"));
+    t.keys(&["Enter"]);
+    t.wait_for("the details again", |s| s.contains("open files"));
+    t.keys(&["d"]);
+    t.wait_for("the details closed by d", |s| !s.contains("open files"));
+    t.quit(top);
+}

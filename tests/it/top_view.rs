@@ -359,20 +359,20 @@ fn collapse_sums_the_subtree_and_expands_again() {
     assert_eq!(row.hidden_anomalies, 1, "the hidden zombie still counts");
     let lines = render(&mut app, 120, 30);
     assert!(row_of(&lines, 200).contains("(+2)") && row_of(&lines, 200).contains("1 inside"));
-    // Left again goes to the parent; Right expands; Enter toggles.
+    // Left again goes to the parent; Right expands; - and + collapse and expand the subtree.
     app.on_key(key(KeyCode::Left));
     assert_eq!(app.cursor.unwrap().pid, 100);
     go_to(&mut app, 200);
     app.on_key(key(KeyCode::Right));
     assert!(pids(&app).contains(&201));
-    app.on_key(key(KeyCode::Enter));
+    press(&mut app, "-");
     assert!(!pids(&app).contains(&201));
-    app.on_key(key(KeyCode::Enter));
+    press(&mut app, "+");
     assert!(pids(&app).contains(&201));
     // Collapse all, expand all.
-    press(&mut app, "-");
+    press(&mut app, "C");
     assert_eq!(pids(&app), vec![1], "only the root remains");
-    press(&mut app, "+");
+    press(&mut app, "E");
     assert_eq!(app.rows.len(), 9);
 }
 
