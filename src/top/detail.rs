@@ -144,11 +144,11 @@ mod tests {
     /// The limits shown are read from their lines, soft then hard, with their units.
     #[test]
     fn limits_are_read_from_their_lines() {
-        let text = "Limit                     Soft Limit           Hard Limit           Units     \n\
-                    Max stack size            8388608              unlimited            bytes     \n\
-                    Max core file size        0                    unlimited            bytes     \n\
-                    Max processes             63432                63432                processes \n\
-                    Max open files            1024                 524288               files     \n";
+        let text = "Limit                     Soft Limit   Hard Limit   Units     \n\
+                    Max stack size            8388608      unlimited    bytes     \n\
+                    Max core file size        0            unlimited    bytes     \n\
+                    Max processes             63432        63432        processes \n\
+                    Max open files            1024         524288       files     \n";
         let got = limits(text);
         assert_eq!(
             got[0],

@@ -808,7 +808,10 @@ fn hint_text(app: &App) -> &'static str {
     } else if app.model.supervised {
         "q quit · ? help · / filter · s signal · l logs · R restart · x stop · o start · X stop all"
     } else {
-        "q quit · ? help · / filter · F3 search · Enter details · - + collapse · Space tag · s signal"
+        concat!(
+            "q quit · ? help · / filter · F3 search · Enter details · - + collapse · ",
+            "Space tag · s signal"
+        )
     }
 }
 
