@@ -541,7 +541,7 @@ pub struct TreeArgs {
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Keys: arrows or j/k move, Space collapses, / filters, s signals, \
+    after_help = "Keys: arrows or j/k move, - + collapse, / filters, s signals, \
                         ? shows them all, q quits."
 )]
 pub struct TopArgs {
@@ -560,4 +560,8 @@ pub struct TopArgs {
     /// Start with processes at depth N and below collapsed (0 collapses the roots).
     #[arg(long, value_name = "N")]
     pub collapse_depth: Option<usize>,
+    /// The keys: foster's, or htop's where they differ (k signals, / searches, \ filters,
+    /// e shows the details).
+    #[arg(long, value_name = "KEYMAP", value_enum, default_value = "foster")]
+    pub keys: crate::top::app::Keymap,
 }

@@ -92,6 +92,7 @@ fn dispatch(command: Command) -> Result<ExitCode, CliError> {
         Command::Man(a) => man(a),
         Command::Tree(a) => tree(a),
         Command::Top(a) => crate::top::run(crate::top::TopOptions {
+            keys: a.keys,
             root: a.root,
             attach: match a.attach {
                 Some(given) => Some(crate::supervision::control::client::resolve_socket(

@@ -49,6 +49,34 @@ pub enum Effect {
     SaveColumns(Layout),
 }
 
+/// Which keys the tree takes: foster's, or htop's where the two differ.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Keymap {
+    #[default]
+    Foster,
+    /// htop's: `k` signals (not up), `/` searches (not filters; `\` filters), `e` shows the
+    /// process's details (htop's environment screen).
+    Htop,
+}
+
+/// What the status line says at first with htop's keys.
+pub const HTOP_KEYS: &str =
+    "htop keys: k signals · / searches · \\ filters · e details · ↑ ↓ move · ? all keys";
+
+impl Keymap {
+    /// `key` as foster's keys name it.
+    pub fn translate(self, key: crossterm::event::KeyEvent) -> crossterm::event::KeyEvent {
+        use crossterm::event::KeyCode::{Char, F};
+        let code = match (self, key.code) {
+            (Keymap::Htop, Char('k')) => F(9),
+            (Keymap::Htop, Char('/')) => F(3),
+            (Keymap::Htop, Char('e')) => Char('d'),
+            (_, code) => code,
+        };
+        crossterm::event::KeyEvent { code, ..key }
+    }
+}
+
 /// The longest filter or search that can be typed.
 pub const MAX_TYPED: usize = 256;
 
@@ -102,6 +130,8 @@ pub struct App {
     pub meters: Meters,
     /// The optional columns, in order, shown or not (`F2`).
     pub columns: Layout,
+    /// foster's keys, or htop's.
+    pub keymap: Keymap,
     /// The width each column was last drawn at: a column keeps it while its content fits, so
     /// the columns right of it do not jump sideways (see `ui`).
     pub column_widths: std::cell::RefCell<FxHashMap<Column, u16>>,
@@ -164,6 +194,7 @@ impl App {
             user: None,
             meters: Meters::default(),
             columns: Layout::default(),
+            keymap: Keymap::Foster,
             column_widths: Default::default(),
             events: EventsPane::default(),
             hits: Hits::default(),

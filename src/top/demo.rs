@@ -27,6 +27,7 @@ pub fn run(socket: Option<std::path::PathBuf>) -> Result<ExitCode, TopError> {
         attach: Some(d.socket.clone()),
         interval: Duration::from_secs(1),
         collapse_depth: None,
+        keys: crate::top::app::Keymap::Foster,
     });
     // The terminal may be gone (SIGHUP): these lines are best effort, the teardown is not.
     say("foster demo: stopping the supervisor; it ends the whole tree...");

@@ -61,6 +61,8 @@ pub struct TopOptions {
     pub interval: Duration,
     /// Processes at this depth and below start collapsed.
     pub collapse_depth: Option<usize>,
+    /// foster's keys, or htop's where they differ.
+    pub keys: app::Keymap,
 }
 
 /// The error of `foster top`.
@@ -233,7 +235,10 @@ pub fn run(opts: TopOptions) -> Result<ExitCode, TopError> {
         crate::base::duration::Text(opts.interval).to_string(),
     );
     app.columns = layout;
-    app.message = layout_error.map(|e| crate::base::sanitize::escape(e.0.as_bytes()));
+    app.keymap = opts.keys;
+    app.message = layout_error
+        .map(|e| crate::base::sanitize::escape(e.0.as_bytes()))
+        .or_else(|| (opts.keys == app::Keymap::Htop).then(|| app::HTOP_KEYS.to_string()));
     let (controller, dirty) = attached.unzip();
     let mut dash = Dashboard {
         app,

@@ -25,6 +25,7 @@ impl App {
     /// A key for the tree (no dialog open, nothing typed, no pane focused).
     // One arm per key, the keys' table: it stays long.
     pub(crate) fn on_tree_key(&mut self, key: KeyEvent) -> Vec<Effect> {
+        let key = self.keymap.translate(key);
         match key.code {
             KeyCode::Char('q') | KeyCode::F(10) => return vec![Effect::Quit],
             KeyCode::Char('r') => return vec![Effect::Refresh],

@@ -940,3 +940,36 @@ fn the_detail_view_reads_the_process() {
     t.wait_for("the details closed by d", |s| !s.contains("open files"));
     t.quit(top);
 }
+
+/// `--keys htop`: htop's keys where they differ from foster's: `k` opens the signal menu, `/`
+/// searches (the rows stay), `e` shows the details; the status line says so at first.
+#[test]
+fn htop_keys_signal_search_and_show_details() {
+    if tmux_missing() {
+        return;
+    }
+    let tree = common::tmux::SleepTree::start();
+    let t = Tmux::start_sized("sh", 120, 40);
+    t.text(&format!(
+        "{} top --root {} --interval 300ms --keys htop\n",
+        env!("CARGO_BIN_EXE_foster"),
+        tree.all[0].pid
+    ));
+    let top = dashboard_pid(&t);
+    let s = t.wait_for("the sleeps", common::tmux::SleepTree::shown);
+    assert!(s.contains("htop keys: k signals"), "{s}");
+    t.keys(&["k"]);
+    t.wait_for("the signal menu", |s| s.contains("15 SIGTERM"));
+    t.keys(&["Escape"]);
+    t.wait_for("the menu closed", |s| !s.contains("15 SIGTERM"));
+    t.keys(&["/"]);
+    t.text("4102");
+    let s = t.wait_for("the search", |s| s.contains("search: 4102"));
+    assert!(has_row(&s, "sleep 4101"), "a search hides no row:\n{s}");
+    t.keys(&["Enter", "e"]);
+    t.wait_for("the details", |s| s.contains("open files"));
+    t.keys(&["Escape"]);
+    t.wait_for("the details closed", |s| !s.contains("open files"));
+    t.keys(&["q"]);
+    assert!(wait_gone(top, DEADLINE), "the dashboard did not exit");
+}
