@@ -450,7 +450,10 @@ impl Model {
             return;
         };
         let sup = (sup.info.id, sup.info.uid);
-        let vacant: Vec<Node> = (self.helpers.iter().enumerate())
+        let vacant: Vec<Node> = self
+            .helpers
+            .iter()
+            .enumerate()
             .filter(|(_, h)| h.identity.is_none())
             .map(|(i, h)| vacant_node(i, h, sup))
             .collect();
