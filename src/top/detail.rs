@@ -45,6 +45,12 @@ pub fn read(n: &Node) -> Detail {
             )
         });
         lines.push(("helper", escape(format!("{h}{state}").as_bytes())));
+        if let Some(r) = s.restarts {
+            lines.push(("restarts", r.to_string()));
+        }
+        if let Some(e) = &s.last_exit {
+            lines.push(("last exit", escape(e.as_bytes())));
+        }
     }
     if n.vacant() {
         return Detail {
