@@ -562,7 +562,10 @@ fn one_request_list() {
 /// command line had a second one of the same eleven variants, mapped by hand onto it.
 #[test]
 fn one_ctl_command_enum() {
-    only_in(&["src/supervision/control/client.rs"], &["enum CtlCommand"]);
+    only_in(
+        &["src/supervision/control/client/command.rs"],
+        &["enum CtlCommand"],
+    );
 }
 
 /// Typed errors where `String` stood: init and contain return `thiserror` types that keep

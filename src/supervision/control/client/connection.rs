@@ -1,0 +1,252 @@
+//! The connection every client makes to a supervisor's control socket.
+//!
+//! Owns [`ClientError`], [`Connection`] (a blocking connection that sends one request a line and
+//! reads one reply a line) and the one connect every client makes ([`connect_checked`]: errors
+//! that say what to do when nothing listens or the path is no socket, then [`check_server`]:
+//! `SO_PEERCRED`, the server must run as this user or root). Server text in errors goes through
+//! [`crate::base::sanitize::escape`]. Uses the protocol and [`super::super::nspid`].
+
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::unix::fs::FileTypeExt as _;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+
+use crate::base::sanitize::escape;
+use crate::supervision::control::nspid::PidMap;
+use crate::supervision::control::protocol::{Reply, ReplyBody, Request, Status, request_line};
+
+/// Why a client failed: the message says it all (the cause's text included); the cause, when
+/// there is one, is also kept as the error's source.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct ClientError {
+    message: String,
+    #[source]
+    source: Option<io::Error>,
+}
+
+impl ClientError {
+    /// An error with no underlying cause.
+    pub fn new(message: impl Into<String>) -> ClientError {
+        ClientError {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// Whether it is a read that timed out ([`Connection::set_read_timeout`]).
+    pub fn timed_out(&self) -> bool {
+        self.source.as_ref().is_some_and(|e| {
+            matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            )
+        })
+    }
+
+    /// An error caused by `source` (`message` already names it).
+    pub fn caused(message: impl Into<String>, source: io::Error) -> ClientError {
+        ClientError {
+            message: message.into(),
+            source: Some(source),
+        }
+    }
+}
+
+/// A connection to a supervisor's control socket.
+#[derive(Debug)]
+pub struct Connection {
+    path: PathBuf,
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+}
+
+/// Checks who serves `stream` before anything is sent to it: the server's uid (`SO_PEERCRED`,
+/// as the kernel recorded it when the server started listening) must be this process's
+/// effective uid or root. A socket of another user (a squatted directory, a socket replaced by
+/// someone else's listener) is refused, and nothing is sent to it.
+pub fn check_server(stream: &UnixStream, path: &Path) -> Result<(), ClientError> {
+    let cred = nix::sys::socket::getsockopt(stream, nix::sys::socket::sockopt::PeerCredentials)
+        .map_err(|e| {
+            ClientError::new(format!(
+                "{}: cannot read the server's credentials (SO_PEERCRED): {e}; not talking to it",
+                path.display()
+            ))
+        })?;
+    let me = nix::unistd::geteuid().as_raw();
+    let uid = cred.uid();
+    if uid != me && uid != 0 {
+        return Err(ClientError::new(format!(
+            "{}: the process listening there runs as uid {uid} (pid {}), not as you (uid {me}) \
+             nor root: it is not your supervisor (was the socket or its directory taken over \
+             by another user?); nothing was sent to it",
+            path.display(),
+            cred.pid()
+        )));
+    }
+    Ok(())
+}
+
+/// Connects to the control socket at `path` and checks the server's credentials
+/// ([`check_server`]), for every client (`foster ctl`, `foster top --attach`, the demo). The
+/// error says whether nothing is there, the file is not a socket (a regular file, a directory),
+/// the socket is stale, access is denied, or the server is not this user's; `option` is the
+/// option that names another socket (`--socket`, `--attach`), for the hint.
+pub fn connect_checked(path: &Path, option: &str) -> Result<UnixStream, ClientError> {
+    let stream = UnixStream::connect(path).map_err(|e| {
+        let p = path.display();
+        // connect(2) on a file that is not a socket fails with ECONNREFUSED, as on a stale
+        // socket: the file's type tells them apart.
+        let kind = std::fs::metadata(path).ok().map(|m| m.file_type());
+        let not_socket = kind.filter(|k| !k.is_socket()).map(|k| {
+            if k.is_file() {
+                "a regular file"
+            } else if k.is_dir() {
+                "a directory"
+            } else if k.is_fifo() {
+                "a named pipe"
+            } else {
+                "a device or other special file"
+            }
+        });
+        let message = match (e.raw_os_error(), not_socket) {
+            (Some(libc::ENOENT), _) => {
+                format!("no supervisor listening at {p}: is foster run running? use {option}")
+            }
+            (Some(libc::EACCES) | Some(libc::EPERM), _) => format!(
+                "permission denied on {p}: the socket belongs to another user (it is mode \
+                 0600; only its owner and root may connect)"
+            ),
+            (_, Some(what)) => format!(
+                "{p} is not a socket but {what}: give a supervisor's control socket with \
+                 {option}"
+            ),
+            (Some(libc::ECONNREFUSED), None) => format!(
+                "no supervisor listening at {p}: nothing listens on the socket file, left from \
+                 a foster that has ended; is foster run running? use {option}"
+            ),
+            (Some(libc::ENOTSOCK), None) => format!("{p} is not a socket"),
+            _ => format!("cannot connect to {p}: {e}"),
+        };
+        ClientError::caused(message, e)
+    })?;
+    check_server(&stream, path)?;
+    Ok(stream)
+}
+
+impl Connection {
+    /// Connects to `path` and checks the server's credentials ([`check_server`]); the error
+    /// says whether nothing listens, the file is stale, access is denied, or the server is not
+    /// this user's.
+    pub fn connect(path: &Path) -> Result<Connection, ClientError> {
+        let stream = connect_checked(path, "--socket")?;
+        let writer = stream
+            .try_clone()
+            .map_err(|e| ClientError::caused(format!("{}: {e}", path.display()), e))?;
+        Ok(Connection {
+            path: path.to_path_buf(),
+            reader: BufReader::new(stream),
+            writer,
+        })
+    }
+
+    /// The supervisor's pids as seen from here, learnt from this connection's peer.
+    pub fn pid_map(&self) -> PidMap {
+        PidMap::for_stream(&self.writer)
+    }
+
+    /// Reads give up after `limit` (none: they wait as long as it takes), failing with an
+    /// error that [`ClientError::timed_out`].
+    pub fn set_read_timeout(&self, limit: Option<std::time::Duration>) -> Result<(), ClientError> {
+        let limit = limit.map(|d| d.max(std::time::Duration::from_millis(1)));
+        self.reader
+            .get_ref()
+            .set_read_timeout(limit)
+            .map_err(|e| ClientError::caused(format!("{}: {e}", self.path.display()), e))
+    }
+
+    /// The socket's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Sends one request.
+    pub fn send(&mut self, req: &Request) -> Result<(), ClientError> {
+        self.writer.write_all(&request_line(req)).map_err(|e| {
+            let message = format!("{}: cannot send the request: {e}", self.path.display());
+            ClientError::caused(message, e)
+        })
+    }
+
+    /// Reads one reply line; `None` when the supervisor closed the connection.
+    pub fn read(&mut self) -> Result<Option<Reply>, ClientError> {
+        let mut line = String::new();
+        let n = self.reader.read_line(&mut line).map_err(|e| {
+            let message = format!("{}: cannot read the reply: {e}", self.path.display());
+            ClientError::caused(message, e)
+        })?;
+        if n == 0 {
+            return Ok(None);
+        }
+        serde_json::from_str(&line).map(Some).map_err(|e| {
+            ClientError::new(format!(
+                "{}: the supervisor's reply is not understood ({}): {}",
+                self.path.display(),
+                escape(e.to_string().as_bytes()),
+                escape(line.trim_end().as_bytes())
+            ))
+        })
+    }
+
+    /// Sends `req` and reads its one reply. When the supervisor refused the connection (it
+    /// writes why, then closes), sending fails but the reason is still there to read.
+    pub fn exchange(&mut self, req: &Request) -> Result<Reply, ClientError> {
+        let sent = self.send(req);
+        match self.read() {
+            Ok(Some(r)) => Ok(r),
+            Ok(None) => Err(sent.err().unwrap_or_else(|| {
+                ClientError::new(format!(
+                    "{}: the supervisor closed the connection without answering",
+                    self.path.display()
+                ))
+            })),
+            Err(e) => Err(sent.err().unwrap_or(e)),
+        }
+    }
+
+    /// Sends `req` and returns its one reply; an error reply becomes a [`ClientError`].
+    pub fn ask(&mut self, req: &Request) -> Result<ReplyBody, ClientError> {
+        let r = self.exchange(req)?;
+        into_result(r)
+    }
+
+    /// The status snapshot.
+    pub fn status(&mut self) -> Result<Status, ClientError> {
+        match self.ask(&Request::Status)? {
+            ReplyBody::Status(s) => Ok(*s),
+            other => Err(unexpected(&other)),
+        }
+    }
+}
+
+/// An error reply as a [`ClientError`] naming its kind (its message escaped).
+pub fn into_result(r: Reply) -> Result<ReplyBody, ClientError> {
+    match r.body {
+        ReplyBody::Error(e) => Err(ClientError::new(format!(
+            "{} ({})",
+            escape(e.message.as_bytes()),
+            serde_json::to_value(e.kind)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default()
+        ))),
+        body => Ok(body),
+    }
+}
+
+pub(in crate::supervision::control) fn unexpected(body: &ReplyBody) -> ClientError {
+    ClientError::new(format!(
+        "unexpected reply from the supervisor: {}",
+        escape(serde_json::to_string(body).unwrap_or_default().as_bytes())
+    ))
+}
