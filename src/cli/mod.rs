@@ -10,9 +10,11 @@
 //! - [`args`]: the clap definitions.
 //! - [`commands`]: one entry point per subcommand.
 //! - [`man`]: foster.toml(5), and the synopses of the subcommands' pages.
+//! - [`complete`]: completion that asks the running supervisor (`COMPLETE=bash foster`).
 
 pub mod args;
 pub mod commands;
+pub mod complete;
 pub mod error;
 pub mod man;
 
@@ -57,6 +59,8 @@ pub fn main() -> ExitCode {
     // Before anything else, while there is one thread: a `kill -32` or `-33` from outside must
     // not end foster (see signal::ignore_reserved).
     crate::process::signal::ignore_reserved();
+    // A shell asking for completions (COMPLETE=SHELL): answered, then foster exits.
+    complete::answer_if_asked();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),

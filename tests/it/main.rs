@@ -20,6 +20,7 @@ mod container;
 mod control;
 mod control_protocol;
 mod control_security;
+mod ctl_complete;
 mod ctl_logs;
 mod ctl_verbs;
 mod docs;
