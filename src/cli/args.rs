@@ -110,7 +110,8 @@ pub enum Command {
     ///
     /// Elvish and PowerShell scripts too (`elvish`, `powershell`). For example `foster
     /// completions bash > /usr/share/bash-completion/completions/foster`, or `source <(foster
-    /// completions bash)` in the current shell.
+    /// completions bash)` in the current shell. For `foster ctl`'s helper names and signals
+    /// from the running supervisor, load `source <(COMPLETE=bash foster)` instead.
     Completions(CompletionsArgs),
     /// Print a man page (roff): foster's, or one subcommand's (foster-run, foster-ctl-status...).
     ///
