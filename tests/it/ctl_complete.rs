@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::child::output_within;
-use crate::common::supervised::{Guard, Run, ctl_command};
+use crate::common::supervised::{Guard, Run, connect};
 use crate::common::{Dir, LIMIT};
 
 const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
@@ -62,29 +62,18 @@ fn runtime(d: &Dir) -> PathBuf {
 /// A second `foster run`, of `config`, its socket in `runtime`'s default directory, once it
 /// answers.
 fn second_run(runtime: &Path, config: &Path) -> Guard {
-    let child = Command::new(FOSTER)
+    let mut child = Command::new(FOSTER)
         .arg("run")
         .arg(config)
         .env("XDG_RUNTIME_DIR", runtime)
         .env_remove("FOSTER_SOCKET")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let socket = runtime.join("foster/other.sock");
-    let t = Instant::now();
-    // Polled: each try is an answer (or a refusal) of the socket, nothing is timed.
-    while !ctl_command(&socket)
-        .arg("status")
-        .output()
-        .unwrap()
-        .status
-        .success()
-    {
-        assert!(t.elapsed() < LIMIT, "{} never answered", socket.display());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    // The socket answers once foster run has bound it; a failed test if it ends first.
+    drop(connect(&runtime.join("foster/other.sock"), &mut child));
     Guard(child)
 }
 

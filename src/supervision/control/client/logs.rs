@@ -79,16 +79,21 @@ pub(in crate::supervision::control) fn logs(
             &renderer,
             &mut buf,
         )?;
-        match out.write_all(&buf).and_then(|()| out.flush()) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
-            Err(e) => {
-                return Err(ClientError::caused(
-                    format!("cannot write to standard output: {e}"),
-                    e,
-                ));
-            }
+        if !write_out(out, &buf)? {
+            return Ok(());
         }
+    }
+}
+
+/// Writes `buf` to `out` and flushes it: false when nobody reads it any more (a broken pipe).
+fn write_out(out: &mut dyn Write, buf: &[u8]) -> Result<bool, ClientError> {
+    match out.write_all(buf).and_then(|()| out.flush()) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(false),
+        Err(e) => Err(ClientError::caused(
+            format!("cannot write to standard output: {e}"),
+            e,
+        )),
     }
 }
 
