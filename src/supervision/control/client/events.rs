@@ -1,7 +1,7 @@
 //! The supervisor's events on the client side: `foster ctl events`, the demo, `wait`.
 //!
 //! Owns [`render_event`] (one event a line for people), [`follow`] (the backlog, then each new
-//! event, pids shown as the caller's) and [`print_streamed`]. Uses [`super::connection`].
+//! event, pids shown as the caller's) and `print_streamed`. Uses [`super::connection`].
 
 use std::io::{self, Write};
 

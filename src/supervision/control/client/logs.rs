@@ -1,6 +1,6 @@
 //! `foster ctl logs`: helpers' lines in the relay's own forms.
 //!
-//! Owns [`LogsAsked`] and [`logs`]: the kept lines, then (with `-f`) each new one, shown by
+//! Owns `LogsAsked` and `logs`: the kept lines, then (with `-f`) each new one, shown by
 //! [`crate::supervision::output::Renderer`] (`NAME | line`, or its JSON), pids as the
 //! caller's. Uses [`super::connection`].
 

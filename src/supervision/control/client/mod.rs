@@ -9,7 +9,8 @@
 //! - [`logs`]: `foster ctl logs`, helpers' lines in the relay's forms.
 //!
 //! Whatever the server sent goes through [`crate::base::sanitize::escape`] before it reaches a
-//! terminal, error messages included. Uses the protocol and `nspid`, never the server's tasks.
+//! terminal, error messages included. Uses the protocol, `nspid` and the server's directory
+//! checks (`server::open_private_dir`), never its tasks.
 
 pub mod command;
 pub mod connection;

@@ -1,6 +1,6 @@
 //! One request's reply for `foster ctl`: sent, its pids made the caller's, and printed.
 //!
-//! Owns [`exchange`], [`signal_target`], [`print_reply`] and the renderings of reloads, reload
+//! Owns `exchange`, `signal_target`, `print_reply` and the renderings of reloads, reload
 //! plans and histories. Whatever the server sent goes through
 //! [`crate::base::sanitize::escape`]; `--json` output is [`Reply::to_line`]. Uses the other
 //! files of [`super`].

@@ -2,7 +2,7 @@
 //!
 //! Owns [`resolve_socket`] (`foster top --attach`'s lookup: the path given, FOSTER_SOCKET, else
 //! the default directory's only one), [`find_default_socket`] (the only listening socket of
-//! the default directory, checked as `foster run` checks it) and [`listening_socket_paths`]
+//! the default directory, checked as `foster run` checks it) and `listening_socket_paths`
 //! (`/proc/net/unix`). Uses [`super::connection`]'s error and the server's directory checks.
 
 use std::path::{Path, PathBuf};
