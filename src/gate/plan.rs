@@ -192,20 +192,13 @@ impl GatePlan {
         Ok(passage)
     }
 
-    /// Step 2: the signal path: unblocked, and at a disposition that lets it end the process.
+    /// Step 2: the signal path: at a disposition that lets it end the process, then unblocked
+    /// (in that order: a handler of the launcher's never runs in the child).
     #[inline]
     fn signal_path(&self) -> Result<(), GateStop> {
         let sig = self.signal;
         // SAFETY: sigemptyset/sigprocmask/sigaction on stack values: async-signal-safe.
         unsafe {
-            if self.setup == SignalSetup::ExecDefault && (1..=Sig::max()).contains(&sig) {
-                let mut set: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut set);
-                libc::sigaddset(&mut set, sig);
-                if libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) != 0 {
-                    return Err(GateStop::SignalPathFailed { errno: errno() });
-                }
-            }
             if self.reaction != Reaction::Kill && (1..=Sig::max()).contains(&sig) {
                 let mut old: libc::sigaction = std::mem::zeroed();
                 if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
@@ -222,6 +215,14 @@ impl GatePlan {
                     if libc::sigaction(sig, &act, std::ptr::null_mut()) != 0 {
                         return Err(GateStop::SignalPathFailed { errno: errno() });
                     }
+                }
+            }
+            if self.setup == SignalSetup::ExecDefault && (1..=Sig::max()).contains(&sig) {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, sig);
+                if libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) != 0 {
+                    return Err(GateStop::SignalPathFailed { errno: errno() });
                 }
             }
         }

@@ -4,6 +4,7 @@
 //! before fork.
 
 use std::ffi::CString;
+use std::fs::Metadata;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -81,11 +82,23 @@ impl TargetError {
 
 /// Resolves `program` like `execvp` does (a name without `/` is searched in `PATH`).
 pub fn resolve_program(program: &Path) -> Result<PathBuf, TargetError> {
+    resolve_with_metadata(program).map(|(p, _)| p)
+}
+
+/// [`resolve_program`], then [`check_target`] on what it found, with one `stat` for both
+/// (the launcher's path): the resolved path, and the check's outcome.
+pub fn resolve_checked(program: &Path) -> Result<(PathBuf, Result<(), TargetError>), TargetError> {
+    let (path, m) = resolve_with_metadata(program)?;
+    let checked = check_metadata(&path, &m);
+    Ok((path, checked))
+}
+
+/// The resolved path and its metadata.
+fn resolve_with_metadata(program: &Path) -> Result<(PathBuf, Metadata), TargetError> {
     if program.as_os_str().as_bytes().contains(&b'/') {
-        return if program.exists() {
-            Ok(program.to_path_buf())
-        } else {
-            Err(TargetError::NotFound(program.to_path_buf()))
+        return match std::fs::metadata(program) {
+            Ok(m) => Ok((program.to_path_buf(), m)),
+            Err(_) => Err(TargetError::NotFound(program.to_path_buf())),
         };
     }
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
@@ -94,7 +107,7 @@ pub fn resolve_program(program: &Path) -> Result<PathBuf, TargetError> {
         let cand = dir.join(program);
         if let Ok(m) = std::fs::metadata(&cand) {
             if m.is_file() && m.mode() & 0o111 != 0 {
-                return Ok(cand);
+                return Ok((cand, m));
             }
             not_exec.get_or_insert(cand);
         }
@@ -109,6 +122,11 @@ pub fn resolve_program(program: &Path) -> Result<PathBuf, TargetError> {
 /// carrying file capabilities (any of which makes exec clear `PR_SET_PDEATHSIG`).
 pub fn check_target(path: &Path) -> Result<(), TargetError> {
     let m = std::fs::metadata(path).map_err(|_| TargetError::NotFound(path.to_path_buf()))?;
+    check_metadata(path, &m)
+}
+
+/// [`check_target`] on metadata already read.
+fn check_metadata(path: &Path, m: &Metadata) -> Result<(), TargetError> {
     if !m.is_file() || m.mode() & 0o111 == 0 {
         return Err(TargetError::NotExecutable(path.to_path_buf()));
     }

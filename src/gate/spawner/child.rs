@@ -38,7 +38,6 @@ pub(super) struct Prepared {
     pub(super) stdio: [RawFd; 3],
     pub(super) credentials: Credentials,
     pub(super) cwd: Option<CString>,
-    pub(super) caught: Vec<i32>,
     pub(super) gated: bool,
     pub(super) new_process_group: bool,
     pub(super) foreground_tty: RawFd,
@@ -56,10 +55,14 @@ pub(super) struct Prepared {
 /// A step that failed, and its errno.
 type StepFailed = (SetupStep, i32);
 
-/// The child between clone and exec: the steps in their order (descriptor table, handlers,
-/// process group, stdio, extra descriptors, pid variable, credentials, directory), then the
+/// The child between clone and exec: the steps in their order (descriptor table, process
+/// group, stdio, extra descriptors, pid variable, credentials, directory), then the
 /// gate (**after** the credential change, which would clear the parent-death setting), then
-/// the signal state to exec with ([`ExecSignals`]), then `execve`. Only raw syscalls and the
+/// the signal state to exec with ([`ExecSignals`]), then `execve`. No handler of the launcher
+/// can run here: every signal is blocked from the clone on (but libc's two internal ones,
+/// which libc's `sigaction` does not let a handler take), the gate resets its signal's
+/// disposition before it unblocks it, and [`ExecSignals::apply`] sets every disposition
+/// before the mask (a fault's signal is forced to its default action while blocked). Only raw syscalls and the
 /// allocation-free gate; it shares the launcher's memory (CLONE_VM), so it writes nothing but
 /// its identity slots. A failure is reported ([`report`]) and the child exits with the gate's
 /// documented status.
@@ -113,7 +116,6 @@ unsafe fn setup(p: &mut Prepared) -> Result<(), StepFailed> {
     // SAFETY: as `child`'s: raw system calls on data prepared before the clone.
     unsafe {
         unshare_table(p)?;
-        reset_handlers(p);
         enter_process_group(p);
         apply_stdio(p)?;
         // The extra descriptors: every source is above every number (moved there before the
@@ -164,23 +166,6 @@ unsafe fn unshare_table(p: &Prepared) -> Result<(), StepFailed> {
         return Err((SetupStep::CloseRange, errno()));
     }
     Ok(())
-}
-
-/// Caught handlers inherited from the launcher must not run here: back to default (the list
-/// of caught signals was read before fork).
-///
-/// # Safety
-/// As [`child`]'s: in the child of the clone only.
-#[inline]
-unsafe fn reset_handlers(p: &Prepared) {
-    for &sig in &p.caught {
-        // SAFETY: sets the default disposition from a stack struct.
-        unsafe {
-            let mut act: libc::sigaction = std::mem::zeroed();
-            act.sa_sigaction = libc::SIG_DFL;
-            libc::sigaction(sig, &act, std::ptr::null_mut());
-        }
-    }
 }
 
 /// A process group of its own, and the terminal's foreground when asked.

@@ -80,7 +80,6 @@ fn prepare(spec: &LaunchSpec, me: Identity, fds: ChildFds) -> Result<Prepared, S
         stdio: fds.stdio,
         credentials,
         cwd,
-        caught: caught_signals(),
         gated: spec.gated,
         new_process_group: spec.new_process_group || spec.foreground_tty.is_some(),
         foreground_tty: fds.foreground_tty,
@@ -104,8 +103,9 @@ fn target_path(spec: &LaunchSpec) -> Result<CString, SpawnError> {
         // Joined to a PATH directory, an empty name would name the directory itself.
         return Err(SpawnError::Target(TargetError::NotFound(PathBuf::new())));
     }
-    let resolved = gate::resolve_program(&spec.program).map_err(SpawnError::Target)?;
-    match gate::check_target(&resolved) {
+    let (resolved, checked) =
+        gate::target::resolve_checked(&spec.program).map_err(SpawnError::Target)?;
+    match checked {
         Ok(()) => {}
         Err(e) if e.is_privileged() && !spec.gated => {}
         Err(e) if e.is_privileged() && spec.allow_setid => {
@@ -199,20 +199,6 @@ fn pid_slot(spec: &LaunchSpec) -> Result<Option<IdentitySlot>, SpawnError> {
     Ok(Some(IdentitySlot::new(name)))
 }
 
-/// The signals this process catches with a handler (dispositions are process-wide).
-fn caught_signals() -> Vec<i32> {
-    (1..=crate::process::signal::Sig::max())
-        .filter(|&sig| sig != libc::SIGKILL && sig != libc::SIGSTOP)
-        .filter(|&sig| {
-            // SAFETY: queries a disposition into a stack struct.
-            let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
-            // SAFETY: queries a disposition into `old`, a stack struct; sets nothing.
-            let ok = unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } == 0;
-            ok && old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN
-        })
-        .collect()
-}
-
 /// One launch, on the spawner thread: descriptors placed, the child prepared, cloned, its
 /// report read.
 pub(super) fn launch_here(
@@ -270,7 +256,22 @@ pub(super) fn launch_here(
     drop(wr);
     drop(spec); // the parent's copies of the stdio descriptors
     drop(moved);
-    read_report(&rd, ret, pidfd, me)
+    let identity = (p.gated)
+        .then(|| slot_identity(p.slot.value()))
+        .flatten()
+        .filter(|id| id.pid == ret);
+    read_report(&rd, ret, pidfd, me).map(|l| Launched { identity, ..l })
+}
+
+/// The `PID:STARTTIME` a gated child wrote into its `FOSTER_PARENT` slot (it shares this
+/// memory until its exec).
+fn slot_identity(value: &[u8]) -> Option<Identity> {
+    let text = std::str::from_utf8(value).ok()?;
+    let (pid, start) = text.split_once(':')?;
+    Some(Identity {
+        pid: pid.parse().ok()?,
+        start_time: start.parse().ok()?,
+    })
 }
 
 /// One above the highest extra descriptor number (3 without any): every descriptor the child
@@ -412,6 +413,7 @@ fn read_report(
             pid,
             pidfd,
             expected_parent: me,
+            identity: None,
         });
     }
     let word = |i: usize| [buf[i], buf[i + 1], buf[i + 2], buf[i + 3]];

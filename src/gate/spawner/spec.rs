@@ -156,6 +156,9 @@ pub struct Launched {
     pub pidfd: OwnedFd,
     /// The spawner's identity: the helper's expected parent.
     pub expected_parent: Identity,
+    /// The helper's own identity as its gate read it for its `FOSTER_PARENT` (a gated launch),
+    /// so the launcher need not read `/proc` again; `None` ungated.
+    pub identity: Option<Identity>,
 }
 
 /// Why a launch failed. When a child was created (`pid` set), it has exited with the gate's
