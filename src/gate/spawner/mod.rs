@@ -40,7 +40,7 @@ type Reply = mpsc::Sender<Result<Launched, SpawnError>>;
 /// A handle to the spawner thread. Cloning shares the same thread.
 #[derive(Clone, Debug)]
 pub struct Spawner {
-    tx: mpsc::Sender<(LaunchSpec, Reply)>,
+    tx: mpsc::Sender<(Vec<LaunchSpec>, Reply)>,
     identity: Identity,
     thread_tid: i32,
     child_stack: std::ops::Range<usize>,
@@ -52,7 +52,7 @@ impl Spawner {
     /// helpers must live, or use [`Spawner::global`].
     pub fn start() -> io::Result<Spawner> {
         let identity = Identity::current().map_err(io::Error::other)?;
-        let (tx, rx) = mpsc::channel::<(LaunchSpec, Reply)>();
+        let (tx, rx) = mpsc::channel::<(Vec<LaunchSpec>, Reply)>();
         let (tid_tx, tid_rx) = mpsc::channel();
         // The children's stack, mapped once: every launch reuses it.
         let mut stack = ChildStack::map(CHILD_STACK)?;
@@ -60,22 +60,26 @@ impl Spawner {
         std::thread::Builder::new()
             .name("foster-spawner".into())
             .spawn(move || {
-                // SAFETY: gettid has no preconditions.
-                let _ = tid_tx.send(unsafe { libc::gettid() });
                 // A pidfd of this process, inherited by each child until its exec (close-on-exec):
                 // the gate's lifeline when getppid() cannot tell.
                 let own_pidfd = pidfd_open(identity.pid).and_then(above_stdio).ok();
-                // Reserved after the pidfd, so that it lies below the boundary too.
+                // Reserved after the pidfd, so that it lies below the boundary too; and before
+                // `start` returns, so that the boundary lies below what its caller opens next.
                 let low = LowSlots::reserve();
-                for (spec, reply) in rx {
-                    let r = launch_here(
-                        spec,
-                        identity,
-                        own_pidfd.as_ref().map(|f| f.as_raw_fd()),
-                        low.as_ref(),
-                        stack.top(),
-                    );
-                    let _ = reply.send(r);
+                // SAFETY: gettid has no preconditions.
+                let _ = tid_tx.send(unsafe { libc::gettid() });
+                // A request is one launch or a batch: each outcome is sent as it comes.
+                for (specs, reply) in rx {
+                    for spec in specs {
+                        let r = launch_here(
+                            spec,
+                            identity,
+                            own_pidfd.as_ref().map(|f| f.as_raw_fd()),
+                            low.as_ref(),
+                            stack.top(),
+                        );
+                        let _ = reply.send(r);
+                    }
                 }
             })?;
         let thread_tid = tid_rx
@@ -113,11 +117,38 @@ impl Spawner {
 
     /// Launches a helper on the spawner thread; returns once it has exec'd or failed.
     pub fn launch(&self, spec: LaunchSpec) -> Result<Launched, SpawnError> {
-        let (rtx, rrx) = mpsc::channel();
-        self.tx
-            .send((spec, rtx))
-            .map_err(|_| SpawnError::SpawnerGone)?;
-        rrx.recv().map_err(|_| SpawnError::SpawnerGone)?
+        self.launch_all(vec![spec])
+            .next()
+            .unwrap_or(Err(SpawnError::SpawnerGone))
+    }
+
+    /// Launches `specs` on the spawner thread in one request, in their order: the launches
+    /// follow one another there with no wake-up between them, while the caller takes each
+    /// outcome as it comes (one per spec, in order; [`SpawnError::SpawnerGone`] for any the
+    /// thread did not answer).
+    pub fn launch_all(&self, specs: Vec<LaunchSpec>) -> Outcomes {
+        let (rtx, rx) = mpsc::channel();
+        let left = specs.len();
+        // A request that cannot be sent is dropped with its reply sender: every `recv` fails.
+        let _ = self.tx.send((specs, rtx));
+        Outcomes { rx, left }
+    }
+}
+
+/// The outcomes of [`Spawner::launch_all`], in the order of its specs.
+#[derive(Debug)]
+pub struct Outcomes {
+    rx: mpsc::Receiver<Result<Launched, SpawnError>>,
+    left: usize,
+}
+
+impl Iterator for Outcomes {
+    type Item = Result<Launched, SpawnError>;
+
+    /// The next launch's outcome, waiting for it.
+    fn next(&mut self) -> Option<Self::Item> {
+        self.left = self.left.checked_sub(1)?;
+        Some(self.rx.recv().unwrap_or(Err(SpawnError::SpawnerGone)))
     }
 }
 

@@ -114,9 +114,21 @@ impl Supervisor {
                 "foster: metrics on http://{addr}/metrics\n"
             ));
         }
-        // Helpers without dependencies at once, the others as their dependencies allow.
-        for k in 0..self.units.graph.order.len() {
-            let i = self.units.graph.order[k];
+        // Helpers without dependencies at once, the others as their dependencies allow: the
+        // first ones of the order that have none (and start with foster) in one request to the
+        // spawner.
+        let order = self.units.graph.order.clone();
+        let free = order
+            .iter()
+            .take_while(|&&i| {
+                self.units.graph.deps[i].is_empty() && self.config.helpers[i].autostart
+            })
+            .count();
+        let mut k = 0;
+        while k < free {
+            k += self.launch_batch(&order[k..free]);
+        }
+        for &i in &order[free..] {
             self.autostart(i);
         }
         // Statuses of helpers that failed at once are already pending; take them in.

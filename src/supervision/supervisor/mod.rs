@@ -45,7 +45,9 @@ use self::stage::Stage;
 use self::timers::{Timer, Timers};
 
 use crate::gate::adoption::{self, Registry};
-use crate::gate::spawner::{CredentialError, LaunchSpec, SpawnError, Spawner, group_id, user_id};
+use crate::gate::spawner::{
+    CredentialError, LaunchSpec, Launched, SpawnError, Spawner, group_id, user_id,
+};
 use crate::process::identity::{Identity, ProcessRef};
 use crate::process::reaper::{ExitStatus, Reaper, Routed};
 use crate::process::signal::SignalFd;
@@ -98,6 +100,23 @@ struct Known {
     births: Option<births::Births>,
     /// When to read again while a process of the tree is caught in an `execve`.
     exec_wait: Duration,
+}
+
+/// What a launch prepared before its fork ([`Supervisor::prepare_launch`]).
+struct PreparedLaunch {
+    helper: Helper,
+    spec: LaunchSpec,
+    pending: checks::Pending,
+}
+
+/// A helper's process as the spawner created it ([`Supervisor::launched`]).
+struct Born {
+    pid: i32,
+    pidfd: Option<std::os::fd::OwnedFd>,
+    /// Its identity as its gate read it (a launch that exec'd).
+    read_by_gate: Option<Identity>,
+    /// Why it stopped before its exec, if it did.
+    failed: Option<String>,
 }
 
 /// The helpers' runs, in the configuration's order, and the `depends_on` graph.
@@ -156,11 +175,11 @@ impl Supervisor {
         contained: bool,
         events: Option<EventLog>,
         output: crate::supervision::output::Capture,
+        spawner: Spawner,
     ) -> io::Result<Supervisor> {
         let me = Identity::current().map_err(io::Error::other)?;
         let reaper = Reaper::new()?;
         let signal_fd = SignalFd::new(signals::handled())?;
-        let spawner = Spawner::start()?;
         let helpers = config
             .helpers
             .iter()
@@ -322,99 +341,163 @@ impl Supervisor {
     }
 
     fn launch(&mut self, i: usize) {
-        let helper = self.config.helpers[i].clone();
-        let name = helper.name().to_string();
-        let mut spec = match self.spec(&helper) {
-            Ok(s) => s,
-            Err(e) => return self.launch_error(i, SpawnError::Credentials(e)),
-        };
-        let pending = match self.prepare_checks(i, &mut spec) {
-            Ok(p) => p,
-            Err(e) => {
-                let e = SpawnError::Io("cannot prepare its readiness check".into(), e);
-                return self.launch_error(i, e);
-            }
-        };
-        if let Some(output) = &self.io.output {
-            match output.stdio(i) {
-                Ok(stdio) => (spec.stdout, spec.stderr) = stdio,
-                Err(e) => {
-                    let e = SpawnError::Io("cannot copy its output pipes".into(), e);
-                    return self.launch_error(i, e);
-                }
-            }
-        }
-        let spawner = &self.procs.spawner;
-        let mut failed: Option<String> = None;
-        let mut pidfd = None;
-        let result: Result<i32, SpawnError> =
-            self.procs
-                .reaper
-                .launch(Owner::Helper(i), || match spawner.launch(spec) {
-                    Ok(l) => {
-                        pidfd = Some(l.pidfd);
-                        Ok(l.pid)
-                    }
-                    // A child was created and stopped by the gate or by exec: its status is the
-                    // helper's exit (127, 126, the gate's), routed like any other.
-                    Err(e) => match e.pid() {
-                        Some(pid) => {
-                            failed = Some(lifecycle::launch_failure(&e, &helper));
-                            Ok(pid)
-                        }
-                        None => Err(e),
-                    },
-                });
-        match result {
-            Ok(pid) => {
-                let launched = failed.is_none();
-                // Read while the pid is foster's unreaped child: it names this helper.
-                let identity = Identity::of(pid).unwrap_or(Identity { pid, start_time: 0 });
-                let h = &mut self.units.helpers[i];
-                h.pid = Some(pid);
-                h.identity = Some(identity);
-                h.process = pidfd.map(|fd| ProcessRef::pinned(identity, fd));
-                h.started = Instant::now();
-                h.attempt += 1;
-                h.launched += u32::from(launched);
-                h.status_text = None;
-                let attempt = h.attempt;
-                // A process that failed before its exec is reaped at once: its one event,
-                // `launch_failed` with its status, is written then (`helper_exited`).
-                h.failed_launch = failed;
-                self.known
-                    .registry
-                    .expect_launch(identity, &name, helper.subreaper);
-                // Its lineage is known: its environment need not be read (it is, besides, in
-                // the middle of its exec now).
-                self.known.tree.known(identity);
-                // Contained: its outer pid, read once, through the pidfd of its launch.
-                let outer = match (&mut self.reports.outer, &h.process) {
-                    (Some(o), Some(p)) => o.learn(p),
-                    (Some(o), None) => o.learn(&ProcessRef::unpinned(identity)),
-                    (None, _) => None,
-                };
-                if !launched {
-                    return;
-                }
-                if let Some(o) = &self.io.output {
-                    o.output().launched(i, pid, outer);
-                }
-                self.emit(Event::Launch {
-                    helper: name,
-                    identity,
-                    attempt,
-                });
-                let state = if helper.has_readiness() {
-                    HelperState::Starting
-                } else {
-                    HelperState::Running
-                };
-                self.set_state(i, state, None);
-                self.start_checks(i, pending);
+        match self.prepare_launch(i) {
+            Ok(p) => {
+                let outcome = self.procs.spawner.launch(p.spec);
+                self.launched(i, p.helper, p.pending, outcome);
             }
             Err(e) => self.launch_error(i, e),
         }
+    }
+
+    /// Launches the helpers `order` lists, in one request to the spawner: each is prepared
+    /// first, then their outcomes are taken in order as the spawner thread sends them, so
+    /// that it forks the next one while this thread registers the last. Stops at the first
+    /// that cannot be prepared (it fails as [`Supervisor::launch`] would, after the others):
+    /// returns how many of `order` it handled.
+    pub(super) fn launch_batch(&mut self, order: &[usize]) -> usize {
+        let mut batch = Vec::with_capacity(order.len());
+        let mut failed = None;
+        for &i in order {
+            match self.prepare_launch(i) {
+                Ok(p) => batch.push((i, p)),
+                Err(e) => {
+                    failed = Some((i, e));
+                    break;
+                }
+            }
+        }
+        let handled = batch.len() + usize::from(failed.is_some());
+        let (meta, specs): (Vec<_>, Vec<_>) = batch
+            .into_iter()
+            .map(|(i, p)| ((i, p.helper, p.pending), p.spec))
+            .unzip();
+        let outcomes = self.procs.spawner.launch_all(specs);
+        for ((i, helper, pending), outcome) in meta.into_iter().zip(outcomes) {
+            self.launched(i, helper, pending, outcome);
+        }
+        if let Some((i, e)) = failed {
+            self.launch_error(i, e);
+        }
+        handled
+    }
+
+    /// What helper `i`'s launch needs before the fork: its spec, its checks' setup, its
+    /// output's pipes.
+    fn prepare_launch(&mut self, i: usize) -> Result<PreparedLaunch, SpawnError> {
+        let helper = self.config.helpers[i].clone();
+        let mut spec = self.spec(&helper).map_err(SpawnError::Credentials)?;
+        let pending = self
+            .prepare_checks(i, &mut spec)
+            .map_err(|e| SpawnError::Io("cannot prepare its readiness check".into(), e))?;
+        if let Some(output) = &self.io.output {
+            (spec.stdout, spec.stderr) = output
+                .stdio(i)
+                .map_err(|e| SpawnError::Io("cannot copy its output pipes".into(), e))?;
+        }
+        Ok(PreparedLaunch {
+            helper,
+            spec,
+            pending,
+        })
+    }
+
+    /// Helper `i`'s launch's outcome: its process registered with the reaper (a child the
+    /// gate or exec stopped too: its status is the helper's exit, 127, 126 or the gate's,
+    /// routed like any other), then what follows, or the failure.
+    fn launched(
+        &mut self,
+        i: usize,
+        helper: Helper,
+        pending: checks::Pending,
+        outcome: Result<Launched, SpawnError>,
+    ) {
+        let mut failed: Option<String> = None;
+        let mut pidfd = None;
+        let mut read_by_gate = None;
+        let registered = self
+            .procs
+            .reaper
+            .launch(Owner::Helper(i), || match outcome {
+                Ok(l) => {
+                    pidfd = Some(l.pidfd);
+                    read_by_gate = l.identity;
+                    Ok(l.pid)
+                }
+                Err(e) => match e.pid() {
+                    Some(pid) => {
+                        failed = Some(lifecycle::launch_failure(&e, &helper));
+                        Ok(pid)
+                    }
+                    None => Err(e),
+                },
+            });
+        match registered {
+            Ok(pid) => {
+                let born = Born {
+                    pid,
+                    pidfd,
+                    read_by_gate,
+                    failed,
+                };
+                let name = helper.name().to_string();
+                self.born(i, &helper, name, born, pending);
+            }
+            Err(e) => self.launch_error(i, e),
+        }
+    }
+
+    /// What follows the creation of helper `i`'s process: its run, its registrations, and
+    /// (when it exec'd) its `launch` event, its state and its checks.
+    fn born(&mut self, i: usize, helper: &Helper, name: String, b: Born, pending: checks::Pending) {
+        let (pid, failed) = (b.pid, b.failed);
+        let launched = failed.is_none();
+        // As its gate read it, else read while the pid is foster's unreaped child.
+        let identity = b
+            .read_by_gate
+            .unwrap_or_else(|| Identity::of(pid).unwrap_or(Identity { pid, start_time: 0 }));
+        let h = &mut self.units.helpers[i];
+        h.pid = Some(pid);
+        h.identity = Some(identity);
+        h.process = b.pidfd.map(|fd| ProcessRef::pinned(identity, fd));
+        h.started = Instant::now();
+        h.attempt += 1;
+        h.launched += u32::from(launched);
+        h.status_text = None;
+        let attempt = h.attempt;
+        // A process that failed before its exec is reaped at once: its one event,
+        // `launch_failed` with its status, is written then (`helper_exited`).
+        h.failed_launch = failed;
+        self.known
+            .registry
+            .expect_launch(identity, &name, helper.subreaper);
+        // Its lineage is known: its environment need not be read (it is, besides, in
+        // the middle of its exec now).
+        self.known.tree.known(identity);
+        // Contained: its outer pid, read once, through the pidfd of its launch.
+        let outer = match (&mut self.reports.outer, &h.process) {
+            (Some(o), Some(p)) => o.learn(p),
+            (Some(o), None) => o.learn(&ProcessRef::unpinned(identity)),
+            (None, _) => None,
+        };
+        if !launched {
+            return;
+        }
+        if let Some(o) = &self.io.output {
+            o.output().launched(i, pid, outer);
+        }
+        self.emit(Event::Launch {
+            helper: name,
+            identity,
+            attempt,
+        });
+        let state = if helper.has_readiness() {
+            HelperState::Starting
+        } else {
+            HelperState::Running
+        };
+        self.set_state(i, state, None);
+        self.start_checks(i, pending);
     }
 
     /// A launch of helper `i` that failed before any process of it was created. When the

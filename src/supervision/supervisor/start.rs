@@ -91,6 +91,9 @@ pub fn run(config: Config, options: Options) -> io::Result<i32> {
         .transpose()?;
     // The notify sockets the helpers need now (one a reload's helper needs is bound then).
     let checks_io = notify::bind_notify(&config)?;
+    // The spawner before the output's pipes (two per helper): it reserves its low descriptor
+    // slots below everything open now, so a launch copies a few descriptors, not thousands.
+    let spawner = crate::gate::spawner::Spawner::start()?;
     // From here on, foster's lines never wait on its standard error (dropped last: it writes
     // what is left once the supervision has ended).
     let _lines = crate::base::logging::background()?;
@@ -100,7 +103,7 @@ pub fn run(config: Config, options: Options) -> io::Result<i32> {
         .enable_time()
         .enable_io()
         .build()?;
-    let mut sup = Supervisor::new(config, contained, events, output)?;
+    let mut sup = Supervisor::new(config, contained, events, output, spawner)?;
     sup.take_births(announced);
     sup.control = control::Control::new(options.config_path.clone(), bound);
     sup.control.metrics_listener = metrics;
