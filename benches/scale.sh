@@ -1,7 +1,11 @@
 #!/bin/sh
-# Scale benchmark (issue 14): foster run, s6-svscan and supervisord side by side, one after the
-# other, in one run:
+# Scale benchmark (issues 14 and 28): foster run, s6-svscan and supervisord side by side, one
+# after the other, in one run:
 #   plain   1,000 helpers, each `sleep` (s6: one service each; supervisord: one program each);
+#           foster in its default mode (contained, its lines on standard error, kept in a file)
+#           and with `-q --no-contain` beside it; the four interleaved, ROUNDS times (default
+#           3), then the median of each (s6's scan directory is ready before s6-svscan starts,
+#           as its users set it up);
 #   chain   100 helpers, each launched once the previous one is ready: foster by depends_on
 #           { prev = "ready" } with ready = { notify = true } and `systemd-notify --ready`; s6 by
 #           its notification-fd (3) and, in each run script, `s6-svwait -U` on the previous
@@ -24,10 +28,14 @@
 set -eu
 IDLE=${1:-60}
 N=${N:-1000}
+ROUNDS=${ROUNDS:-3}
 CHAIN=${CHAIN:-100}
 # ONLY: a pattern of the cases to run (e.g. 'chain*'); all by default.
 ONLY=${ONLY:-*}
 FOSTER=${FOSTER:-$(pwd)/target/release/foster}
+# FOSTER_BEFORE: another build of foster, measured in its default mode in each round beside
+# FOSTER (a change's before and after, interleaved); none by default.
+FOSTER_BEFORE=${FOSTER_BEFORE:-}
 for tool in systemd-notify s6-svscan s6-svwait supervisord python3; do
   command -v $tool >/dev/null || { echo "scale.sh: $tool is not installed" >&2; exit 2; }
 done
@@ -49,7 +57,12 @@ trap 'exit 1' INT TERM
 now_ms() { date +%s%3N; }
 running() { pgrep -c -x -f "$SLEEP" || true; }
 # The supervisor's own processes: foster or supervisord, or s6-svscan and its s6-supervise.
-procs() { echo "$PID"; [ "$KIND" != s6 ] || pgrep -P "$PID" -x s6-supervise || true; }
+procs() {
+  echo "$PID"
+  [ "$KIND" != s6 ] || pgrep -P "$PID" -x s6-supervise || true
+  # Contained, the supervising foster is the outer one's child (PID 1 of the namespace).
+  [ "$KIND" != foster ] || pgrep -P "$PID" -x foster || true
+}
 sum_status() {
   for p in $(procs); do cat /proc/$p/task/*/status 2>/dev/null; done |
     awk '/^(voluntary|nonvoluntary)_ctxt_switches/ { s += $2 } END { print s + 0 }'
@@ -97,15 +110,23 @@ listener() {
   printf '[[helper]]\nname = "listener"\noutput = "null"\n'
   printf 'command = ["python3", "-c", "import socket,time\\ns=socket.create_server((\\"127.0.0.1\\", %s))\\nwhile True: s.accept()[0].close()"]\n' "$PORT"
 }
+# FOSTER_ARGS: how foster runs; empty is its default mode (contained, lines on stderr).
+FOSTER_ARGS="-q --no-contain"
 start_foster() { # MODE COUNT
   CFG=$DIR/foster.toml
   { [ "$1" != health ] || listener; each "$2" foster_$1; } > "$CFG"
   rm -f "$DIR/events"
   KIND=foster
   T0=$(now_ms)
-  "$FOSTER" run -q --no-contain --no-socket --events-log "$DIR/events" "$CFG" &
+  # shellcheck disable=SC2086 # the arguments split on purpose
+  "$FOSTER" run $FOSTER_ARGS --no-socket --events-log "$DIR/events" "$CFG" 2>>"$DIR/stderr" &
   PID=$!
   STOP="kill -TERM $PID"
+}
+start_fosterdefault() {
+  FOSTER_ARGS=
+  start_foster "$@"
+  FOSTER_ARGS="-q --no-contain"
 }
 foster_ready() { grep -q "\"helper\":\"h$(($CHAIN - 1))\",\"state\":\"ready\"" "$DIR/events" 2>/dev/null; }
 
@@ -186,19 +207,46 @@ measure() {
     -v down="$down" -v np="$nprocs" 'BEGIN {
     printf "%-22s %8.2f s  %5d  %-18s %7d  %6.2f s  %6.2f s\n", n, up / 1000, np, mem, w, c / tick, down / 1000
   }'
+  echo "$name|$up|$down" >> "$DIR/times"
+}
+# medians: the median up and stop time of each case measured more than once.
+medians() {
+  [ -s "$DIR/times" ] || return 0
+  echo "medians of the rounds (up, stop):"
+  cut -d'|' -f1 "$DIR/times" | sort -u | while read -r name; do
+    runs=$(grep -cF "$name|" "$DIR/times")
+    [ "$runs" -ge 2 ] || continue
+    m=$(((runs + 1) / 2))
+    up=$(grep -F "$name|" "$DIR/times" | cut -d'|' -f2 | sort -n | sed -n "${m}p")
+    down=$(grep -F "$name|" "$DIR/times" | cut -d'|' -f3 | sort -n | sed -n "${m}p")
+    awk -v n="$name" -v up="$up" -v down="$down" -v r="$runs" 'BEGIN {
+      printf "  %-22s %8.2f s  %6.2f s  (%d runs)\n", n, up / 1000, down / 1000, r
+    }'
+  done
 }
 
 echo "scale: $N helpers, a chain of $CHAIN; idle window ${IDLE}s; $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg); $(ls -d /proc/[0-9]* | wc -l) processes"
 echo "(up: until all running / ready; procs: the supervisor's own; RSS PSS summed; wake-ups and CPU over the idle window; stop: until all ended)"
 printf '%-22s %10s  %5s  %-18s %7s  %8s  %8s\n' case up procs "RSS       PSS" wake-ups "idle CPU" stop
-measure "plain: foster" foster plain "$N"
-measure "plain: s6-svscan" s6 plain "$N"
-measure "plain: supervisord" sv plain "$N"
+r=0
+while [ $r -lt "$ROUNDS" ]; do
+  measure "plain: foster" fosterdefault plain "$N"
+  if [ -n "$FOSTER_BEFORE" ]; then
+    AFTER=$FOSTER FOSTER=$FOSTER_BEFORE
+    measure "plain: foster before" fosterdefault plain "$N"
+    FOSTER=$AFTER
+  fi
+  measure "plain: foster -q --nc" foster plain "$N"
+  measure "plain: s6-svscan" s6 plain "$N"
+  measure "plain: supervisord" sv plain "$N"
+  r=$((r + 1))
+done
 measure "chain: foster" foster chain "$CHAIN" foster_ready
 measure "chain (fd 3): foster" foster chainfd "$CHAIN" foster_ready
 measure "chain: s6-svscan" s6 chain "$CHAIN" s6_ready
 measure "chain: supervisord" sv chain "$CHAIN"
 measure "health: foster" foster health "$N"
+medians
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 left=$(pgrep -f "$SLEEP" || true)
 if [ -n "$left" ]; then echo "LEFT BEHIND: $left"; kill $left; exit 1; fi

@@ -26,10 +26,11 @@ fn reap(pid: i32) {
     unsafe { libc::waitpid(pid, &mut st, 0) };
 }
 
+/// Median, p99 and minimum (the least disturbed launch, on a loaded machine).
 fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let q = |p: f64| v[((v.len() as f64 - 1.0) * p).round() as usize];
-    (q(0.5), q(0.99), v.iter().sum::<f64>() / v.len() as f64)
+    (q(0.5), q(0.99), v[0])
 }
 
 /// Role `supervisor gated|bare`: launches `sleep 60` as its helper, prints its pid, then waits
@@ -144,16 +145,19 @@ fn main() {
         }
     }
 
-    let row = |name: &str, (m, p, _): (f64, f64, f64)| println!("  {name:32} {m:>10.1} {p:>10.1}");
-    let head = || println!("  {:32} {:>10} {:>10}", "", "median", "p99");
+    let row = |name: &str, (m, p, lo): (f64, f64, f64)| {
+        println!("  {name:32} {m:>10.1} {p:>10.1} {lo:>10.1}")
+    };
+    let head = || println!("  {:32} {:>10} {:>10} {:>10}", "", "median", "p99", "min");
     let (plain, gate) = (stats(plain), stats(gate));
     println!("launch of /bin/true until the launcher returns, {n} launches each (µs)");
     head();
     row("std::process::Command::spawn", plain);
     row("Spawner::launch (gated)", gate);
     println!(
-        "  ratio gated/plain (median): {:.2}x   goal <= 1.3x",
-        gate.0 / plain.0
+        "  ratio gated/plain (median): {:.2}x   goal <= 1.3x   (min: {:.2}x)",
+        gate.0 / plain.0,
+        gate.2 / plain.2
     );
     let (plain_e2e, gate_e2e) = (stats(plain_e2e), stats(gate_e2e));
     println!();
