@@ -62,10 +62,10 @@ type StepFailed = (SetupStep, i32);
 /// can run here: every signal is blocked from the clone on (but libc's two internal ones,
 /// which libc's `sigaction` does not let a handler take), the gate resets its signal's
 /// disposition before it unblocks it, and [`ExecSignals::apply`] sets every disposition
-/// before the mask (a fault's signal is forced to its default action while blocked). Only raw syscalls and the
-/// allocation-free gate; it shares the launcher's memory (CLONE_VM), so it writes nothing but
-/// its identity slots. A failure is reported ([`report`]) and the child exits with the gate's
-/// documented status.
+/// before the mask (a fault's signal is forced to its default action while blocked). Only raw
+/// syscalls and the allocation-free gate; it shares the launcher's memory (CLONE_VM), so it
+/// writes nothing but its identity slots. A failure is reported ([`report`]) and the child
+/// exits with the gate's documented status.
 ///
 /// Nothing here may panic: unwinding in a child that shares the launcher's memory would run the
 /// panic machinery (allocation, locks) on the launcher's heap. So no indexing (`get_mut`, a
