@@ -322,16 +322,36 @@ fn rss_is_what_ps_shows() {
         foster::process::tree::scan::ScanOptions::default(),
     )
     .unwrap();
-    let snap = scanner.scan_pids(&pids);
-    for pid in pids {
-        let ps = std::process::Command::new("ps")
+    let ps = |pid: i32| -> u64 {
+        let out = std::process::Command::new("ps")
             .args(["-o", "rss=", "-p", &pid.to_string()])
             .output()
             .unwrap();
-        let ps: u64 = String::from_utf8_lossy(&ps.stdout).trim().parse().unwrap();
-        let node = snap
-            .by_pid(pid)
-            .unwrap_or_else(|| panic!("{pid} not scanned"));
-        assert_eq!(node.rss_bytes / 1024, ps, "RSS of {pid} in KiB, against ps");
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    };
+    for pid in pids {
+        // A process still settling (its exec's pages faulting in) reads differently from one
+        // moment to the next: compare a reading taken between two of ps's that agree.
+        let t = std::time::Instant::now();
+        loop {
+            let before = ps(pid);
+            let snap = scanner.scan_pids(&[pid]);
+            let after = ps(pid);
+            let node = snap
+                .by_pid(pid)
+                .unwrap_or_else(|| panic!("{pid} not scanned"));
+            if before == after {
+                assert_eq!(
+                    node.rss_bytes / 1024,
+                    ps(pid),
+                    "RSS of {pid} in KiB, against ps"
+                );
+                break;
+            }
+            assert!(
+                t.elapsed() < common::LIMIT,
+                "the RSS of {pid} never settled"
+            );
+        }
     }
 }
