@@ -166,6 +166,8 @@ struct Feed {
     closed: Option<String>,
 }
 
+// Nearly every item is an event: boxing it would only add an allocation per event.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 enum Item {
     Event(EventRecord),
@@ -436,7 +438,7 @@ impl AttachedSource {
                     let item = match conn.read_reply() {
                         Ok(r) => match r.body {
                             ReplyBody::Event(mut e) => {
-                                e.foreign_pids = pids.event(&mut e.event);
+                                pids.record(&mut e);
                                 Item::Event(e)
                             }
                             ReplyBody::Lagged { dropped } => Item::Lagged {

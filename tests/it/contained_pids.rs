@@ -293,3 +293,156 @@ fn valid(validator: &jsonschema::Validator, doc: &Value) {
         "{doc} does not match its schema: {errors:?}"
     );
 }
+
+/// `foster ctl` of a contained supervisor, from where `foster run` was started, names a crash
+/// loop's quick launches (ended before it could see them) by the pids its lines and events
+/// log gave them: the supervisor sends them with each event (`outer_pids`). So does `history`.
+#[test]
+fn a_crash_loops_quick_launches_keep_their_outer_pids_in_ctl() {
+    let d = Dir::new("cpids", "loop");
+    let cfg = d.file(
+        "run.toml",
+        "[[helper]]\nname = \"crashy\"\ncommand = [\"/bin/sh\", \"-c\", \"exit 7\"]\n\
+         restart = \"always\"\n\
+         backoff = { initial = \"50ms\", max = \"50ms\", limit = 2, reset_after = \"30s\" }\n\
+         [[helper]]\nname = \"keeper\"\ncommand = [\"sleep\", \"600\"]\n",
+    );
+    let (events, socket) = (d.path("events.log"), d.path("run.sock"));
+    let mut child = Command::new(FOSTER)
+        .arg("run")
+        .arg("--contain")
+        .arg("--events-log")
+        .arg(&events)
+        .arg("--socket")
+        .arg(&socket)
+        .arg(&cfg)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = lines_of(child.stderr.take().unwrap());
+    let mut foster = Foster(child);
+    let mut said = Vec::new();
+    // Every launch line up to the give-up, or the refusal of a PID namespace.
+    let refused = until(&err, &mut said, "the give-up line", |l| {
+        if l.contains("cannot create a PID namespace") {
+            return Some(true);
+        }
+        l.contains("giving up after 2 restarts").then_some(false)
+    });
+    if refused {
+        common::skip::host(format!("no PID namespace can be had here: {said:?}"));
+        return;
+    }
+    let lines: Vec<i32> = said.iter().filter_map(|l| launched(l, "crashy")).collect();
+    assert_eq!(lines.len(), 3, "{said:#?}");
+    let log: Vec<Value> = std::fs::read_to_string(&events)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(launches(log.iter()), lines, "the events log: {log:#?}");
+
+    let ctl = |args: &[&str]| {
+        let out = Command::new(FOSTER)
+            .args(["ctl", "--socket"])
+            .arg(&socket)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let control = schema("control");
+    let json = ctl(&["--json", "events", "--no-follow"]);
+    let replies: Vec<Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    replies.iter().for_each(|r| valid(&control, r));
+    let evs: Vec<&Value> = replies.iter().map(|r| &r["event"]).collect();
+    assert_eq!(
+        launches(evs.iter().copied()),
+        lines,
+        "ctl events --json: {json}"
+    );
+    for e in evs
+        .iter()
+        .filter(|e| e["event"] == "exit" && e["helper"] == "crashy")
+    {
+        assert!(lines.contains(&(e["pid"].as_i64().unwrap() as i32)), "{e}");
+        assert!(
+            e.get("foreign_pids").is_none() && e.get("outer_pids").is_none(),
+            "{e}"
+        );
+    }
+    for (what, text) in [
+        ("events", ctl(&["events", "--no-follow"])),
+        ("history", ctl(&["history", "crashy"])),
+    ] {
+        let named: Vec<i32> = text
+            .lines()
+            .filter_map(|l| {
+                let rest = l.split_once("  crashy[")?.1;
+                let (pid, after) = rest.split_once(']')?;
+                after.starts_with(" launched").then(|| pid.parse().ok())?
+            })
+            .collect();
+        assert_eq!(named, lines, "ctl {what}: {text}");
+        assert!(!text.contains("seen here"), "ctl {what}: {text}");
+    }
+    let history = ctl(&["--json", "history", "crashy"]);
+    valid(&control, &serde_json::from_str(&history).unwrap());
+
+    // On the wire, the supervisor's own pids, each with its outer pid.
+    let wire = raw_events(&socket);
+    let sent: Vec<i32> = wire
+        .iter()
+        .filter(|e| e["event"] == "launch" && e["helper"] == "crashy")
+        .map(|e| {
+            let inner = &e["identity"]["pid"];
+            let pairs = e["outer_pids"].as_array().expect("outer_pids");
+            let pair = pairs.iter().find(|p| &p[0] == inner).expect("its pair");
+            pair[1].as_i64().unwrap() as i32
+        })
+        .collect();
+    assert_eq!(sent, lines, "{wire:#?}");
+    wire.iter()
+        .for_each(|e| valid(&control, &serde_json::json!({"version": 1, "event": e})));
+
+    // SAFETY: kill of our own unreaped child.
+    unsafe { libc::kill(foster.0.id() as i32, libc::SIGTERM) };
+    let status = foster.0.wait().unwrap();
+    assert!(status.success(), "{status:?}; {said:#?}");
+}
+
+/// The pids of the launches of `crashy` among `events`, in order.
+fn launches<'a>(events: impl Iterator<Item = &'a Value>) -> Vec<i32> {
+    events
+        .filter(|e| e["event"] == "launch" && e["helper"] == "crashy")
+        .map(|e| e["identity"]["pid"].as_i64().unwrap() as i32)
+        .collect()
+}
+
+/// The backlog of events as the supervisor sends it, read from its socket directly.
+fn raw_events(socket: &std::path::Path) -> Vec<Value> {
+    use std::io::Write;
+    let mut s = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    s.write_all(b"{\"request\":\"events\",\"follow\":false}\n")
+        .unwrap();
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    let head: Value = serde_json::from_str(&line).unwrap();
+    let n = head["events"]["backlog"].as_u64().expect("an events reply");
+    (0..n)
+        .map(|_| {
+            line.clear();
+            r.read_line(&mut line).unwrap();
+            let v: Value = serde_json::from_str(&line).unwrap();
+            v["event"].clone()
+        })
+        .collect()
+}

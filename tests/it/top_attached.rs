@@ -103,6 +103,7 @@ fn a_snapshot_becomes_supervised_rows_with_anomalies_and_events() {
                 status: foster::process::reaper::ExitStatus::Exited { code: 3 },
             },
             foreign_pids: Vec::new(),
+            outer_pids: Vec::new(),
         },
         EventRecord {
             seq: 8,
@@ -113,6 +114,7 @@ fn a_snapshot_becomes_supervised_rows_with_anomalies_and_events() {
                 delay_ms: 2000,
             },
             foreign_pids: Vec::new(),
+            outer_pids: Vec::new(),
         },
     ];
     let sample = sample_of(&st, &events, 1_767_000_002_201);
@@ -1110,6 +1112,7 @@ fn the_pane_shows_the_states_no_other_line_says() {
         ts_ms: 1,
         event,
         foreign_pids: Vec::new(),
+        outer_pids: Vec::new(),
     };
     let events = [
         rec(
@@ -1156,7 +1159,9 @@ fn the_pane_shows_the_states_no_other_line_says() {
 
 /// A contained supervisor's events about processes that ended before a client outside could
 /// see them (a crash loop's quick exits) keep the supervisor's pids, named in `foreign_pids`
-/// and in the line for people: never `?` or 0. Root only (a PID namespace).
+/// and in the line for people: never `?` or 0. The supervisor is two PID namespaces down (a
+/// contained `foster run` as the helper of another): the outer pids it sends are those of the
+/// namespace between, not the client's. Root only (a PID namespace).
 #[test]
 fn unseen_pids_of_a_contained_supervisor_are_marked_never_zero() {
     if common::skip::unless_root("--contain needs root here (a PID namespace)") {
@@ -1171,14 +1176,30 @@ fn unseen_pids_of_a_contained_supervisor_are_marked_never_zero() {
          [[helper]]\nname = \"keeper\"\ncommand = [\"sleep\", \"600\"]\n",
     );
     let (socket, events) = (d.path("run.sock"), d.path("events.log"));
+    let inner = [
+        env!("CARGO_BIN_EXE_foster"),
+        "run",
+        "--contain",
+        "--events-log",
+        &events.display().to_string(),
+        "--socket",
+        &socket.display().to_string(),
+        &cfg.display().to_string(),
+    ]
+    .map(|a| format!("{a:?}"));
+    let outer = d.file(
+        "outer.toml",
+        &format!(
+            "[[helper]]\nname = \"inner\"\ncommand = [{}]\n",
+            inner.join(", ")
+        ),
+    );
     let mut run = std::process::Command::new(env!("CARGO_BIN_EXE_foster"))
         .arg("run")
         .arg("--contain")
-        .arg("--events-log")
-        .arg(&events)
         .arg("--socket")
-        .arg(&socket)
-        .arg(&cfg)
+        .arg(d.path("outer.sock"))
+        .arg(&outer)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())

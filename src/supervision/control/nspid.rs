@@ -15,7 +15,9 @@ use std::os::unix::net::UnixStream;
 
 use crate::process::identity::Identity;
 use crate::process::tree::{ScanOptions, Subtree};
-use crate::supervision::control::protocol::{AdoptionInfo, LogRecord, ReplyBody, Status, Target};
+use crate::supervision::control::protocol::{
+    AdoptionInfo, EventRecord, LogRecord, ReplyBody, Status, Target,
+};
 use crate::supervision::event::Event;
 
 /// Why a pid the caller names is not a target in the supervisor's terms.
@@ -82,6 +84,9 @@ struct Below {
     known: HashMap<Identity, i32>,
     /// The order in which `known` learnt its entries, for forgetting the oldest.
     order: VecDeque<Identity>,
+    /// The outer pids a contained supervisor sends are not this namespace's: its own (in its
+    /// start event) is another than its pid here.
+    outer_elsewhere: bool,
     /// A refresh was done for the current reply: a miss now means the process is gone.
     fresh: bool,
     /// The last helper pid of a log line and its translation: lines come in runs of one
@@ -89,29 +94,43 @@ struct Below {
     last_line: Option<(i32, i32)>,
 }
 
-/// The pids of one event through a [`Below`]: a process never seen from here keeps the
+/// The pids of one event through a [`Below`]: a process never seen from here takes its outer
+/// pid the supervisor sent (`outer`, when they are this namespace's), else keeps the
 /// supervisor's pid, listed in `foreign`.
 struct EventView<'a> {
     below: &'a mut Below,
+    outer: &'a [[i32; 2]],
     foreign: Vec<i32>,
+}
+
+impl EventView<'_> {
+    /// The pid here of an inner pid never seen from here.
+    fn unseen(&mut self, pid: i32) -> i32 {
+        let sent = self.outer.iter().find(|p| p[0] == pid).map(|p| p[1]);
+        match sent {
+            Some(outer) if self.below.outer_here() => outer,
+            _ => {
+                self.foreign.push(pid);
+                pid
+            }
+        }
+    }
 }
 
 impl crate::supervision::event::PidView for EventView<'_> {
     fn identity(&mut self, id: Identity) -> Identity {
-        match self.below.lookup(id) {
-            Some(pid) => Identity { pid, ..id },
-            None => {
-                self.foreign.push(id.pid);
-                id
-            }
-        }
+        let pid = match self.below.lookup(id) {
+            Some(pid) => pid,
+            None => self.unseen(id.pid),
+        };
+        Identity { pid, ..id }
     }
 
     fn pid(&mut self, pid: i32) -> i32 {
-        self.below.live_pid(pid).unwrap_or_else(|| {
-            self.foreign.push(pid);
-            pid
-        })
+        match self.below.live_pid(pid) {
+            Some(p) => p,
+            None => self.unseen(pid),
+        }
     }
 }
 
@@ -237,12 +256,8 @@ impl PidMap {
     pub fn reply(&mut self, body: &mut ReplyBody) {
         match body {
             ReplyBody::Status(s) => self.status(s),
-            ReplyBody::Event(r) => r.foreign_pids = self.event(&mut r.event),
-            ReplyBody::History { events, .. } => {
-                for r in events {
-                    r.foreign_pids = self.event(&mut r.event);
-                }
-            }
+            ReplyBody::Event(r) => self.record(r),
+            ReplyBody::History { events, .. } => events.iter_mut().for_each(|r| self.record(r)),
             _ => {}
         }
     }
@@ -285,9 +300,24 @@ impl PidMap {
         });
     }
 
+    /// Translates every pid of an event record: a process never seen from here takes the
+    /// outer pid the supervisor sent with it when those are this namespace's pids, else stays
+    /// the supervisor's, named in `foreign_pids`. Once translated, `outer_pids` is dropped.
+    pub fn record(&mut self, r: &mut EventRecord) {
+        r.foreign_pids = self.event_with(&mut r.event, &r.outer_pids);
+        if self.translates() {
+            r.outer_pids.clear();
+        }
+    }
+
     /// Translates every pid of an event; returns those of processes never seen from here,
     /// left the supervisor's (each once, in the order the event names them).
     pub fn event(&mut self, e: &mut Event) -> Vec<i32> {
+        self.event_with(e, &[])
+    }
+
+    /// [`PidMap::event`], with the outer pids the supervisor sent.
+    fn event_with(&mut self, e: &mut Event, outer: &[[i32; 2]]) -> Vec<i32> {
         if let Event::Start { supervisor, .. } = e {
             if !self.anchor(*supervisor) {
                 return Vec::new();
@@ -296,9 +326,13 @@ impl PidMap {
         let View::Below(b) = &mut self.view else {
             return Vec::new();
         };
+        if let Event::Start { supervisor, .. } = e {
+            b.check_outer(supervisor.pid, outer);
+        }
         b.fresh = false;
         let mut view = EventView {
             below: b,
+            outer,
             foreign: Vec::new(),
         };
         e.map_pids(&mut view);
@@ -459,6 +493,7 @@ impl View {
             live: HashMap::new(),
             known: HashMap::new(),
             order: VecDeque::new(),
+            outer_elsewhere: false,
             fresh: false,
             last_line: None,
         }))
@@ -533,6 +568,19 @@ impl Below {
         }
     }
 
+    /// Whether the outer pids a contained supervisor sends are this namespace's: its
+    /// namespace is the child of this one, the one it was started in (not found otherwise).
+    fn outer_here(&self) -> bool {
+        self.depth == 1 && !self.outer_elsewhere
+    }
+
+    /// Checks the supervisor's own outer pid, `sup`'s in `outer`, when it sent one.
+    fn check_outer(&mut self, sup: i32, outer: &[[i32; 2]]) {
+        if let Some(p) = outer.iter().find(|p| p[0] == sup) {
+            self.outer_elsewhere = p[1] != self.server;
+        }
+    }
+
     /// The caller's pid of an inner identity, when it was seen from here (read again once
     /// per reply when it is not known).
     fn lookup(&mut self, inner: Identity) -> Option<i32> {
@@ -585,6 +633,7 @@ mod tests {
             live: HashMap::new(),
             known: HashMap::new(),
             order: VecDeque::new(),
+            outer_elsewhere: false,
             fresh: false,
             last_line: None,
         };
@@ -607,6 +656,77 @@ mod tests {
 
     fn id(pid: i32, start_time: u64) -> Identity {
         Identity { pid, start_time }
+    }
+
+    fn record(event: Event, outer_pids: Vec<[i32; 2]>) -> EventRecord {
+        EventRecord {
+            seq: 1,
+            ts_ms: 1,
+            event,
+            foreign_pids: Vec::new(),
+            outer_pids,
+        }
+    }
+
+    fn launch(pid: i32) -> Event {
+        Event::Launch {
+            helper: "web".into(),
+            identity: id(pid, 11),
+            attempt: 1,
+        }
+    }
+
+    fn depth(m: &mut PidMap, depth: usize) {
+        let View::Below(b) = &mut m.view else {
+            unreachable!()
+        };
+        b.depth = depth;
+    }
+
+    #[test]
+    fn the_outer_pids_sent_name_the_unseen_one_level_down_only() {
+        let mut m = below(&[((1, 10), 500)]);
+        let mut r = record(launch(5), vec![[5, 4711]]);
+        m.record(&mut r);
+        assert_eq!(r.event, launch(4711), "the outer pid sent");
+        assert!(
+            r.foreign_pids.is_empty() && r.outer_pids.is_empty(),
+            "{r:?}"
+        );
+        // Seen from here: what was seen wins over what was sent.
+        let mut m = below(&[((5, 11), 600)]);
+        let mut r = record(launch(5), vec![[5, 4711]]);
+        m.record(&mut r);
+        assert_eq!(r.event, launch(600));
+        // Two levels down: the outer pids are not this namespace's.
+        let mut m = below(&[]);
+        depth(&mut m, 2);
+        let mut r = record(launch(5), vec![[5, 4711]]);
+        m.record(&mut r);
+        assert_eq!((r.event, r.foreign_pids), (launch(5), vec![5]));
+    }
+
+    #[test]
+    fn outer_pids_are_not_used_when_the_supervisors_own_is_another() {
+        let mut m = below(&[]);
+        let View::Below(b) = &mut m.view else {
+            unreachable!()
+        };
+        b.check_outer(1, &[[1, 42]]);
+        let mut r = record(launch(5), vec![[5, 4711]]);
+        m.record(&mut r);
+        assert_eq!((r.event, r.foreign_pids), (launch(5), vec![5]));
+        let View::Below(b) = &mut m.view else {
+            unreachable!()
+        };
+        b.check_outer(1, &[[1, i32::MAX]]);
+        let mut r = record(launch(5), vec![[5, 4711]]);
+        m.record(&mut r);
+        assert_eq!(
+            r.event,
+            launch(4711),
+            "the supervisor's own outer pid is its pid here"
+        );
     }
 
     #[test]

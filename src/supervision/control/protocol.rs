@@ -360,6 +360,11 @@ pub struct EventRecord {
     /// (see [`crate::supervision::control::nspid`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub foreign_pids: Vec<i32>,
+    /// Sent by a contained supervisor: the pids of `event` as the namespace it was started in
+    /// sees them, `[pid, outer pid]`, learnt as it writes its own lines. A reader there
+    /// shows a process it never saw alive with its outer pid.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outer_pids: Vec<[i32; 2]>,
 }
 
 /// One line of a helper's output, as streamed by `logs`.
@@ -1197,6 +1202,7 @@ mod tests {
                 restarts: 5,
             },
             foreign_pids: Vec::new(),
+            outer_pids: Vec::new(),
         }));
         let v: serde_json::Value = serde_json::from_slice(&ev.to_line()).unwrap();
         assert_eq!(v["event"]["event"], "give_up");

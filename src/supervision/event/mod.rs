@@ -283,6 +283,34 @@ pub trait PidView {
     fn pid(&mut self, pid: i32) -> i32;
 }
 
+/// A [`PidView`] that notes what it gives ([`Event::mapped_pairs`]).
+struct Noting<'a, V> {
+    view: &'a mut V,
+    pairs: Vec<[i32; 2]>,
+}
+
+impl<V> Noting<'_, V> {
+    fn note(&mut self, pid: i32, there: i32) -> i32 {
+        if there > 0 && !self.pairs.iter().any(|p| p[0] == pid) {
+            self.pairs.push([pid, there]);
+        }
+        there
+    }
+}
+
+impl<V: PidView> PidView for Noting<'_, V> {
+    fn identity(&mut self, id: Identity) -> Identity {
+        let there = self.view.identity(id);
+        self.note(id.pid, there.pid);
+        there
+    }
+
+    fn pid(&mut self, pid: i32) -> i32 {
+        let there = self.view.pid(pid);
+        self.note(pid, there)
+    }
+}
+
 impl Event {
     /// Every pid this event names, as `view` shows it: `foster ctl` shows a contained
     /// supervisor's events with the caller's pids, and a contained `foster run` writes its
@@ -329,6 +357,19 @@ impl Event {
             | Event::ReloadRefused { .. }
             | Event::Stopped { .. } => {}
         }
+    }
+
+    /// This event with `view`'s pids, and each pid that `view` sees, as `[pid here, pid
+    /// there]` (once each, in the order the event names them): what a contained supervisor
+    /// sends with an event, for a reader where it was started ([`PidView`]'s 0 left out).
+    pub fn mapped_pairs(&self, view: &mut impl PidView) -> (Event, Vec<[i32; 2]>) {
+        let mut noting = Noting {
+            view,
+            pairs: Vec::new(),
+        };
+        let mut e = self.clone();
+        e.map_pids(&mut noting);
+        (e, noting.pairs)
     }
 
     /// Whether this event deserves a warning (unexpected adoptions, give-ups, failed launches).
@@ -401,5 +442,46 @@ fn shown(s: &str, raw: bool) -> String {
         s.to_string()
     } else {
         crate::base::sanitize::escape(s.as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::id;
+    use super::*;
+
+    /// Pids there are pids here plus 100; pid 9 is not seen there.
+    struct Plus100;
+
+    impl PidView for Plus100 {
+        fn identity(&mut self, id: Identity) -> Identity {
+            Identity {
+                pid: self.pid(id.pid),
+                ..id
+            }
+        }
+
+        fn pid(&mut self, pid: i32) -> i32 {
+            if pid == 9 { 0 } else { pid + 100 }
+        }
+    }
+
+    #[test]
+    fn mapped_pairs_names_each_pid_seen_there_once() {
+        let e = Event::Reparented {
+            identity: id(3),
+            helper: None,
+            generation: Some(2),
+            from: Some(id(9)),
+            to: id(1),
+            expected: Some(id(1)),
+            classification: Classification::Expected,
+        };
+        let (there, pairs) = e.mapped_pairs(&mut Plus100);
+        assert_eq!(pairs, [[3, 103], [1, 101]]);
+        let Event::Reparented { identity, from, .. } = there else {
+            unreachable!()
+        };
+        assert_eq!((identity.pid, from.map(|f| f.pid)), (103, Some(0)));
     }
 }

@@ -121,8 +121,9 @@ impl Control {
         self.socket.as_ref().map(|p| p.display().to_string())
     }
 
-    /// Takes note of an event (adoptions, helper exits, what the metrics count) and streams it.
-    pub(super) fn on_event(&mut self, record: &Record) {
+    /// Takes note of an event (adoptions, helper exits, what the metrics count) and streams it
+    /// with its outer pids ([`Hub::publish`]).
+    pub(super) fn on_event(&mut self, record: &Record, outer_pids: &[[i32; 2]]) {
         let counts = &mut self.counts;
         counts.events += 1;
         match &record.event {
@@ -191,12 +192,12 @@ impl Control {
             }
             _ => {}
         }
-        self.hub.publish(record);
-        self.keep_history(record);
+        self.hub.publish(record, outer_pids);
+        self.keep_history(record, outer_pids);
     }
 
     /// Keeps `record` in its helper's history when it is a launch or an end of it.
-    fn keep_history(&mut self, record: &Record) {
+    fn keep_history(&mut self, record: &Record, outer_pids: &[[i32; 2]]) {
         if let Some(helper) = history_helper(&record.event) {
             let ring = self.history.entry(helper.to_string()).or_default();
             if ring.len() == HISTORY {
@@ -207,6 +208,7 @@ impl Control {
                 ts_ms: record.ts_ms,
                 event: record.event.clone(),
                 foreign_pids: Vec::new(),
+                outer_pids: outer_pids.to_vec(),
             });
         }
     }

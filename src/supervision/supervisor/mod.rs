@@ -228,8 +228,8 @@ impl Supervisor {
 
     fn emit(&mut self, event: Event) {
         let record = Record::now(event);
-        self.reports.write(&record);
-        self.control.on_event(&record);
+        let outer_pids = self.reports.write(&record);
+        self.control.on_event(&record, &outer_pids);
     }
 
     /// Writes a helper's exit that the narration holds for the decision on it: called once

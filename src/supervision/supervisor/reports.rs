@@ -41,12 +41,19 @@ impl Reports {
         }
     }
 
-    /// Writes `record`'s line, if it has one, and appends it to the events log.
-    pub(super) fn write(&mut self, record: &Record) {
+    /// Writes `record`'s line, if it has one, and appends it to the events log. Returns the
+    /// outer pids of its processes, `[pid, outer pid]` (none when not contained), for the
+    /// control socket.
+    pub(super) fn write(&mut self, record: &Record) -> Vec<[i32; 2]> {
         // Contained, what foster writes itself names the processes by their outer pids.
-        let outer = self.outer.as_mut().map(|o| Record {
-            event: o.event(&record.event),
-            ..record.clone()
+        let mut pairs = Vec::new();
+        let outer = self.outer.as_mut().map(|o| {
+            let (event, p) = record.event.mapped_pairs(o);
+            pairs = p;
+            Record {
+                event,
+                ..record.clone()
+            }
         });
         let shown = outer.as_ref().unwrap_or(record);
         for line in self.narration.push(&shown.event) {
@@ -71,5 +78,6 @@ impl Reports {
                 Ok(()) => {}
             }
         }
+        pairs
     }
 }

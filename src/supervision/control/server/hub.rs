@@ -44,7 +44,9 @@ impl Hub {
     }
 
     /// Numbers `record`, keeps it in the backlog and sends it to every follower. Never blocks.
-    pub fn publish(&self, record: &Record) {
+    /// `outer_pids`: its pids as the namespace a contained supervisor was started in sees
+    /// them ([`EventRecord::outer_pids`]; empty when not contained).
+    pub fn publish(&self, record: &Record, outer_pids: &[[i32; 2]]) {
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         g.seq += 1;
         let rec = Arc::new(EventRecord {
@@ -52,6 +54,7 @@ impl Hub {
             ts_ms: record.ts_ms,
             event: record.event.clone(),
             foreign_pids: Vec::new(),
+            outer_pids: outer_pids.to_vec(),
         });
         if g.backlog.len() == BACKLOG {
             g.backlog.pop_front();
@@ -97,9 +100,12 @@ mod tests {
     fn hub_backlog_and_sequence() {
         let hub = Hub::new();
         for i in 0..(BACKLOG + 5) {
-            hub.publish(&Record::now(crate::supervision::event::Event::Shutdown {
-                signal: Some(format!("{i}")),
-            }));
+            hub.publish(
+                &Record::now(crate::supervision::event::Event::Shutdown {
+                    signal: Some(format!("{i}")),
+                }),
+                &[],
+            );
         }
         let (past, rx) = hub.subscribe(3);
         assert_eq!(past.len(), 3);
