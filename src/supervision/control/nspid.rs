@@ -8,7 +8,9 @@
 //! depth), and maps an inner pid to its own by reading the `NSpid` of the supervisor's
 //! descendants: a [`Subtree`] rooted at the supervisor, which reads only what changed since the
 //! last time. Start times do not depend on the namespace, so an inner identity `(pid, start)`
-//! maps to `(outer pid, start)`.
+//! maps to `(outer pid, start)`. A process of an event that ended before it was read here
+//! takes the outer pid a contained supervisor sent with the event, when those are this
+//! namespace's (its namespace is the one just below).
 
 use std::collections::{HashMap, VecDeque};
 use std::os::unix::net::UnixStream;
@@ -44,8 +46,10 @@ pub const REMEMBERED: usize = 4096;
 /// exit of a process seen alive before is shown with its pid. A pid of a status never seen
 /// alive from here maps to 0, the kernel's own word for a process not visible in a namespace.
 /// In an event (a process that ended before the reader saw it: a crash loop's quick exits, an
-/// event of the backlog about a process long gone) it stays the supervisor's pid, and
-/// [`PidMap::event`] names it, for the reader to say so ([`foreign_note`]): never `?` or 0.
+/// event of the backlog about a process long gone) it takes the outer pid the supervisor sent
+/// ([`PidMap::record`]) when the supervisor's namespace is the one just below; else it stays
+/// the supervisor's pid, and [`PidMap::event`] names it, for the reader to say so
+/// ([`foreign_note`]): never `?` or 0.
 ///
 /// The other way, a pid the user names (`foster ctl signal PID`) is in the caller's namespace:
 /// its `NSpid` entry at the supervisor's depth is the pid the supervisor knows. In the
