@@ -199,11 +199,6 @@ impl<'i> Document<'i> {
         read: &mut Read<R>,
     ) -> Option<T> {
         let mut placed: Vec<KeyPath> = Vec::new();
-        let abs = |rel: &KeyPath| {
-            let mut p = base.clone();
-            p.0.extend(rel.0.iter().cloned());
-            p
-        };
         loop {
             let e = match T::deserialize(ValueDeserializer::from(value.clone())) {
                 Ok(v) => return Some(v),
@@ -222,44 +217,66 @@ impl<'i> Document<'i> {
                 // A placeholder that does not fit: nothing more can be read past it.
                 return None;
             }
-            let node = deepest(value.get_ref(), &at);
-            if let Some(field) = missing_field(&message).map(str::to_string) {
-                let field = field.as_str();
-                let path = abs(&node.key(field));
-                if !read.taken_out.contains(&path) {
-                    read.mistakes.push(self.error_at(&path, Some(at), message));
-                    read.taken_out.push(path.clone());
-                }
-                if placed.contains(&path) || !place(value.get_mut(), &node, field) {
-                    return None;
-                }
-                placed.push(path);
-                continue;
-            }
-            // An error about a table as a whole after a key of it was taken out: a required
-            // field whose type words its absence its own way. That key's mistake was reported
-            // already: its placeholder goes in.
-            let table = abs(&node);
-            let retaken = read.taken_out.iter().rev().find(|t| {
-                t.0.len() == table.0.len() + 1 && t.overlaps(&table) && !placed.contains(t)
-            });
-            if let Some(path) = retaken.filter(|_| self.is_table_at(&table, &at)).cloned() {
-                let Some(Step::Key(field)) = path.0.last() else {
-                    return None;
-                };
-                if !place(value.get_mut(), &node, field) {
-                    return None;
-                }
-                placed.push(path);
-                continue;
-            }
-            read.mistakes.push(self.error_at(&table, Some(at), message));
-            let key = node.to_last_key();
-            if key.0.is_empty() || !take_out(value.get_mut(), &key) {
+            if !self.mend(base, value.get_mut(), at, message, read, &mut placed) {
                 return None;
             }
-            read.taken_out.push(abs(&key));
         }
+    }
+
+    /// Notes mistake `message`, at `at` in `value` (written at `base`), and mends `value` so
+    /// that it can be read again past it: a placeholder for a missing field, or the field at
+    /// fault taken out. False when it cannot be mended.
+    fn mend<R>(
+        &self,
+        base: &KeyPath,
+        value: &mut DeValue<'i>,
+        at: Range<usize>,
+        message: String,
+        read: &mut Read<R>,
+        placed: &mut Vec<KeyPath>,
+    ) -> bool {
+        let node = deepest(value, &at);
+        if let Some(field) = missing_field(&message).map(str::to_string) {
+            let path = under(base, &node.key(&field));
+            if !read.taken_out.contains(&path) {
+                read.mistakes.push(self.error_at(&path, Some(at), message));
+                read.taken_out.push(path.clone());
+            }
+            return place_once(value, &node, &field, path, placed);
+        }
+        // An error about a table as a whole after a key of it was taken out: a required
+        // field whose type words its absence its own way. That key's mistake was reported
+        // already: its placeholder goes in.
+        let table = under(base, &node);
+        if let Some(path) = self.retaken(&table, &at, &read.taken_out, placed) {
+            let Some(Step::Key(field)) = path.0.last().cloned() else {
+                return false;
+            };
+            return place_once(value, &node, &field, path, placed);
+        }
+        read.mistakes.push(self.error_at(&table, Some(at), message));
+        let key = node.to_last_key();
+        if key.0.is_empty() || !take_out(value, &key) {
+            return false;
+        }
+        read.taken_out.push(under(base, &key));
+        true
+    }
+
+    /// The key of the table at `table` (written at `at`) taken out last and not given its
+    /// placeholder yet, if any.
+    fn retaken(
+        &self,
+        table: &KeyPath,
+        at: &Range<usize>,
+        taken_out: &[KeyPath],
+        placed: &[KeyPath],
+    ) -> Option<KeyPath> {
+        let retaken = taken_out
+            .iter()
+            .rev()
+            .find(|t| t.0.len() == table.0.len() + 1 && t.overlaps(table) && !placed.contains(t));
+        retaken.filter(|_| self.is_table_at(table, at)).cloned()
     }
 
     /// The value at `path` as written, if it was.
@@ -407,6 +424,29 @@ fn place(root: &mut DeValue<'_>, table: &KeyPath, field: &str) -> bool {
         Spanned::new(placeholder_span(), DeValue::String(Cow::Borrowed("-"))),
     );
     true
+}
+
+/// Puts a placeholder for `field` (at `path`) into the table at `table`, unless it had one
+/// already; false when it had, or when there is no such table.
+fn place_once(
+    root: &mut DeValue<'_>,
+    table: &KeyPath,
+    field: &str,
+    path: KeyPath,
+    placed: &mut Vec<KeyPath>,
+) -> bool {
+    if placed.contains(&path) || !place(root, table, field) {
+        return false;
+    }
+    placed.push(path);
+    true
+}
+
+/// Path `rel`, taken from `base`.
+fn under(base: &KeyPath, rel: &KeyPath) -> KeyPath {
+    let mut p = base.clone();
+    p.0.extend(rel.0.iter().cloned());
+    p
 }
 
 #[cfg(test)]

@@ -203,44 +203,52 @@ pub(super) fn key_at(text: &str, offset: usize) -> Option<String> {
             )
         });
     }
-    // The key of this line: for `a = { b = 1, c = 2 }` the innermost key left of the offset.
-    let col = offset - line_start;
-    let left = &line[..col];
-    let mut key = None;
-    let mut inner = None;
-    if let Some(eq) = line.find('=') {
-        key = Some(line[..eq].trim().trim_matches('"').to_string());
-        if col > eq {
-            // inline table: the last `name =` before the offset, after a `{` or `,`
-            if let Some(brace) = left.rfind('{') {
-                let seg = &left[brace + 1..];
-                let seg = seg.rsplit(',').next().unwrap_or(seg);
-                if let Some(e) = seg.find('=') {
-                    inner = Some(seg[..e].trim().trim_matches('"').to_string());
-                } else if !seg.trim().is_empty() {
-                    inner = Some(seg.trim().to_string());
-                }
-            }
-        }
-    } else if !trimmed.is_empty() && !trimmed.starts_with('#') {
-        key = Some(trimmed.split_whitespace().next().unwrap_or("").to_string());
-    }
-    let key = key.filter(|k| !k.is_empty());
-    let table = table_at(text, line_start);
-    let mut parts: Vec<String> = Vec::new();
-    if let Some(t) = table {
-        parts.push(t);
-    }
-    if let Some(k) = key {
-        parts.push(k);
-    }
-    if let Some(i) = inner.filter(|k| !k.is_empty()) {
-        parts.push(i);
-    }
+    let (key, inner) = line_keys(line, offset - line_start);
+    let parts: Vec<String> = [
+        table_at(text, line_start),
+        key.filter(|k| !k.is_empty()),
+        inner.filter(|k| !k.is_empty()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     if parts.is_empty() {
         None
     } else {
         Some(parts.join("."))
+    }
+}
+
+/// The key of `line` (not a header) and, for `a = { b = 1, c = 2 }`, the innermost key left
+/// of column `col`.
+fn line_keys(line: &str, col: usize) -> (Option<String>, Option<String>) {
+    let trimmed = line.trim_start();
+    let Some(eq) = line.find('=') else {
+        let key = (!trimmed.is_empty() && !trimmed.starts_with('#'))
+            .then(|| trimmed.split_whitespace().next().unwrap_or("").to_string());
+        return (key, None);
+    };
+    let key = Some(line[..eq].trim().trim_matches('"').to_string());
+    let inner = if col > eq {
+        inline_key(&line[..col])
+    } else {
+        None
+    };
+    (key, inner)
+}
+
+/// In `left`, the text of an inline table's line up to the error: the last `name =` after a
+/// `{` or `,`.
+fn inline_key(left: &str) -> Option<String> {
+    let brace = left.rfind('{')?;
+    let seg = &left[brace + 1..];
+    let seg = seg.rsplit(',').next().unwrap_or(seg);
+    if let Some(e) = seg.find('=') {
+        Some(seg[..e].trim().trim_matches('"').to_string())
+    } else if !seg.trim().is_empty() {
+        Some(seg.trim().to_string())
+    } else {
+        None
     }
 }
 
