@@ -36,93 +36,148 @@ pub(super) fn check(
 ) {
     for (i, h) in config.helpers.iter().enumerate() {
         let at = KeyPath::root().key("helper").index(i);
-        let mut fail = |path: &KeyPath, message: String| {
-            errors.push(doc.error_at(path, None, message));
-        };
-        // Who it runs as: `None` when that cannot be told (a user or group unknown).
-        let (user_at, group_at) = (at.key("user"), at.key("group"));
-        let mut known = true;
-        let mut id = |value: &Option<String>, path: &KeyPath, lookup: fn(&str) -> _| match value {
-            Some(_) if read.skipped(path) => {
+        let who = who_runs(h, &at, doc, read, errors);
+        check_command(h, &at, who.as_ref(), doc, read, errors);
+        check_probes(h, &at, who.as_ref(), doc, read, errors);
+        check_cwd(h, &at, who.as_ref(), doc, read, errors);
+        check_log(h, &at, doc, read, errors);
+        env_files(h, &at, doc, read, errors);
+    }
+}
+
+/// Who helper `h` (at `at`) runs as: `None` when that cannot be told (a user or group
+/// unknown, or credentials that do not resolve), the reason reported to `errors`.
+fn who_runs(
+    h: &Helper,
+    at: &KeyPath,
+    doc: &Document<'_>,
+    read: &Read<Config>,
+    errors: &mut Vec<ConfigError>,
+) -> Option<Who> {
+    let mut fail = |path: &KeyPath, message: String| {
+        errors.push(doc.error_at(path, None, message));
+    };
+    let (user_at, group_at) = (at.key("user"), at.key("group"));
+    let mut known = true;
+    let mut id = |value: &Option<String>, path: &KeyPath, lookup: fn(&str) -> _| match value {
+        Some(_) if read.skipped(path) => {
+            known = false;
+            None
+        }
+        Some(v) => match lookup(v) {
+            Ok(id) => Some(id),
+            Err(e) => {
+                fail(
+                    path,
+                    format!("{e} (at launch: exit status {EXIT_GATE_ERROR})"),
+                );
                 known = false;
                 None
             }
-            Some(v) => match lookup(v) {
-                Ok(id) => Some(id),
-                Err(e) => {
-                    fail(
-                        path,
-                        format!("{e} (at launch: exit status {EXIT_GATE_ERROR})"),
-                    );
-                    known = false;
-                    None
-                }
-            },
-            None => None,
-        };
-        let uid = id(&h.user, &user_at, user_id);
-        let gid = id(&h.group, &group_at, group_id);
-        let who = if known {
-            match Credentials::resolve(uid, gid) {
-                Ok(c) => Some(Who::of(&c, h.user.as_deref())),
-                Err(e) => {
-                    let path = if uid.is_some() { &user_at } else { &group_at };
-                    fail(
-                        path,
-                        format!("{e} (at launch: exit status {EXIT_GATE_ERROR})"),
-                    );
-                    None
-                }
-            }
-        } else {
+        },
+        None => None,
+    };
+    let uid = id(&h.user, &user_at, user_id);
+    let gid = id(&h.group, &group_at, group_id);
+    if !known {
+        return None;
+    }
+    match Credentials::resolve(uid, gid) {
+        Ok(c) => Some(Who::of(&c, h.user.as_deref())),
+        Err(e) => {
+            let path = if uid.is_some() { &user_at } else { &group_at };
+            fail(
+                path,
+                format!("{e} (at launch: exit status {EXIT_GATE_ERROR})"),
+            );
             None
-        };
-        let command = at.key("command");
-        if !read.skipped(&command)
-            && let Err(e) = program(h.command.program(), who.as_ref())
+        }
+    }
+}
+
+/// The program of helper `h`'s command, found and executable as `who`.
+fn check_command(
+    h: &Helper,
+    at: &KeyPath,
+    who: Option<&Who>,
+    doc: &Document<'_>,
+    read: &Read<Config>,
+    errors: &mut Vec<ConfigError>,
+) {
+    let command = at.key("command");
+    if !read.skipped(&command)
+        && let Err(e) = program(h.command.program(), who)
+    {
+        // At the program's own place when the command is a list.
+        let place = doc
+            .span_of(&command.index(0))
+            .or_else(|| doc.span_of(&command));
+        errors.push(doc.error_at(&command, place, e.to_string()));
+    }
+}
+
+/// The programs of helper `h`'s probes (`ready.exec`, `health.exec`): they run as it does.
+fn check_probes(
+    h: &Helper,
+    at: &KeyPath,
+    who: Option<&Who>,
+    doc: &Document<'_>,
+    read: &Read<Config>,
+    errors: &mut Vec<ConfigError>,
+) {
+    let probes = [
+        ("ready", h.ready.as_ref().and_then(|r| r.exec.as_ref())),
+        ("health", h.health.as_ref().and_then(|r| r.exec.as_ref())),
+    ];
+    for (section, probe) in probes {
+        let path = at.key(section).key("exec");
+        if let Some(probe) = probe
+            && !read.skipped(&path)
+            && let Err(e) = program(probe.program(), who)
         {
-            // At the program's own place when the command is a list.
-            let place = doc
-                .span_of(&command.index(0))
-                .or_else(|| doc.span_of(&command));
-            errors.push(doc.error_at(&command, place, e.to_string()));
+            let place = doc.span_of(&path.index(0)).or_else(|| doc.span_of(&path));
+            errors.push(doc.error_at(&path, place, format!("the probe: {e}")));
         }
-        // The probes run as the helper does.
-        let probes = [
-            ("ready", h.ready.as_ref().and_then(|r| r.exec.as_ref())),
-            ("health", h.health.as_ref().and_then(|r| r.exec.as_ref())),
-        ];
-        for (section, probe) in probes {
-            let path = at.key(section).key("exec");
-            if let Some(probe) = probe
-                && !read.skipped(&path)
-                && let Err(e) = program(probe.program(), who.as_ref())
-            {
-                let place = doc.span_of(&path.index(0)).or_else(|| doc.span_of(&path));
-                errors.push(doc.error_at(&path, place, format!("the probe: {e}")));
-            }
-        }
-        let cwd = at.key("cwd");
-        if let Some(dir) = &h.cwd
-            && !read.skipped(&cwd)
-            && let Err(e) = directory(dir, who.as_ref())
-        {
-            errors.push(doc.error_at(&cwd, None, e.to_string()));
-        }
-        // The helper's log file: one foster (not the helper) opens at its start, with the
-        // checks of that opening.
-        let log = at.key("log");
-        if let Some(spec) = &h.log
-            && !read.skipped(&log)
-            && let Err(e) = RotatingFile::check_owned(&spec.file, spec.rotation(), "log file")
-        {
-            errors.push(doc.error_at(
-                &log.key("file"),
-                None,
-                format!("{e} (foster run would not start: exit status 1)"),
-            ));
-        }
-        env_files(h, &at, doc, read, errors);
+    }
+}
+
+/// Helper `h`'s working directory, one `who` can enter.
+fn check_cwd(
+    h: &Helper,
+    at: &KeyPath,
+    who: Option<&Who>,
+    doc: &Document<'_>,
+    read: &Read<Config>,
+    errors: &mut Vec<ConfigError>,
+) {
+    let cwd = at.key("cwd");
+    if let Some(dir) = &h.cwd
+        && !read.skipped(&cwd)
+        && let Err(e) = directory(dir, who)
+    {
+        errors.push(doc.error_at(&cwd, None, e.to_string()));
+    }
+}
+
+/// Helper `h`'s log file: one foster (not the helper) opens at its start, with the checks of
+/// that opening.
+fn check_log(
+    h: &Helper,
+    at: &KeyPath,
+    doc: &Document<'_>,
+    read: &Read<Config>,
+    errors: &mut Vec<ConfigError>,
+) {
+    let log = at.key("log");
+    if let Some(spec) = &h.log
+        && !read.skipped(&log)
+        && let Err(e) = RotatingFile::check_owned(&spec.file, spec.rotation(), "log file")
+    {
+        errors.push(doc.error_at(
+            &log.key("file"),
+            None,
+            format!("{e} (foster run would not start: exit status 1)"),
+        ));
     }
 }
 
