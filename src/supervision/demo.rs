@@ -77,70 +77,15 @@ pub struct Demo {
 /// it blocks SIGCHLD, SIGINT and SIGTERM (consumed by [`Demo::wait`]).
 pub fn start(opts: &DemoOptions) -> io::Result<Demo> {
     reaper::block_signals(&[Signal::SIGINT, Signal::SIGTERM])?;
-    let reaper: Reaper<()> = Reaper::new()?;
+    let mut reaper: Reaper<()> = Reaper::new()?;
     let signals = SignalFd::new(SigBits::EMPTY.with(libc::SIGINT).with(libc::SIGTERM))?;
-    let path = match &opts.socket {
-        Some(p) => p.clone(),
-        None => {
-            let p = server::default_path("demo");
-            if std::os::unix::net::UnixStream::connect(&p).is_ok() {
-                server::default_path(&format!("demo-{}", std::process::id()))
-            } else {
-                p
-            }
-        }
-    };
-    let bound = server::bind(&path).map_err(io::Error::other)?;
-    let (listener, path) = server::into_listener(bound);
-    // The supervisor inherits the listener under its own number.
-    // SAFETY: clearing FD_CLOEXEC on a descriptor we own.
-    unsafe { libc::fcntl(listener.as_raw_fd(), libc::F_SETFD, 0) };
-    let (config_r, config_w) =
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)?;
-    {
-        // The configuration is a few KiB: it fits in the pipe, so this write never blocks.
-        let mut w = std::fs::File::from(config_w);
-        w.write_all(CONFIG.as_bytes())?;
-    }
+    let (listener, path) = listen(&socket_path(opts))?;
+    let config_r = config_pipe()?;
     let exe = std::env::current_exe()?;
-    let mut args: Vec<std::ffi::OsString> = vec![
-        "run".into(),
-        "--socket".into(),
-        path.clone().into(),
-        "--socket-fd".into(),
-        listener.as_raw_fd().to_string().into(),
-    ];
-    // The helpers' output: not on the terminal while the dashboard owns it (kept, for its
-    // log pane), as JSON among JSON events, else named lines among the events.
-    args.push("--output".into());
-    args.push(
-        if opts.log_to_file {
-            "none"
-        } else if opts.json {
-            "json"
-        } else {
-            "text"
-        }
-        .into(),
-    );
-    args.push("-".into());
-    let mut spec = LaunchSpec::new(&exe, args, Policy::term());
-    spec.stdin = Some(config_r);
-    spec.env.push((
-        ENV_MARKER.into(),
-        Some(std::process::id().to_string().into()),
-    ));
-    spec.env
-        .push(("FOSTER_EXE".into(), Some(exe.into_os_string())));
-    let log = path.with_extension("log");
-    let f = std::fs::File::create(&log)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", log.display())))?;
-    if opts.log_to_file {
-        spec.stdout = Some(f.try_clone()?.into());
-    }
-    spec.stderr = Some(f.into());
+    let args = run_args(&path, listener.as_raw_fd(), opts);
+    let mut spec = supervisor_spec(exe, args, config_r);
+    let log = log_to_file(&mut spec, &path, opts)?;
     let spawner = Spawner::start()?;
-    let mut reaper = reaper;
     let launched = reaper.launch((), || spawner.launch(spec).map(|l| l.pid));
     // Only the supervisor holds the listener from here: if it dies, connecting fails.
     drop(listener);
@@ -159,6 +104,100 @@ pub fn start(opts: &DemoOptions) -> io::Result<Demo> {
         signals,
         _spawner: spawner,
     })
+}
+
+/// The demo's control socket: the one asked for, else `demo.sock` in the default directory,
+/// or one named after this process when another demo answers there.
+fn socket_path(opts: &DemoOptions) -> PathBuf {
+    match &opts.socket {
+        Some(p) => p.clone(),
+        None => {
+            let p = server::default_path("demo");
+            if std::os::unix::net::UnixStream::connect(&p).is_ok() {
+                server::default_path(&format!("demo-{}", std::process::id()))
+            } else {
+                p
+            }
+        }
+    }
+}
+
+/// The control socket bound at `path`, its listener left open across exec for the supervisor;
+/// with the path it was bound at.
+fn listen(path: &Path) -> io::Result<(std::os::unix::net::UnixListener, PathBuf)> {
+    let bound = server::bind(path).map_err(io::Error::other)?;
+    let (listener, path) = server::into_listener(bound);
+    // The supervisor inherits the listener under its own number.
+    // SAFETY: clearing FD_CLOEXEC on a descriptor we own.
+    unsafe { libc::fcntl(listener.as_raw_fd(), libc::F_SETFD, 0) };
+    Ok((listener, path))
+}
+
+/// A pipe holding the demo's configuration, written whole: its read end.
+fn config_pipe() -> io::Result<std::os::fd::OwnedFd> {
+    let (config_r, config_w) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)?;
+    // The configuration is a few KiB: it fits in the pipe, so this write never blocks.
+    let mut w = std::fs::File::from(config_w);
+    w.write_all(CONFIG.as_bytes())?;
+    Ok(config_r)
+}
+
+/// The arguments of `foster run` for the demo: its socket at `path`, inherited as `fd`, and
+/// the configuration on standard input.
+fn run_args(path: &Path, fd: i32, opts: &DemoOptions) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = vec![
+        "run".into(),
+        "--socket".into(),
+        path.into(),
+        "--socket-fd".into(),
+        fd.to_string().into(),
+    ];
+    // The helpers' output: not on the terminal while the dashboard owns it (kept, for its
+    // log pane), as JSON among JSON events, else named lines among the events.
+    args.push("--output".into());
+    args.push(
+        if opts.log_to_file {
+            "none"
+        } else if opts.json {
+            "json"
+        } else {
+            "text"
+        }
+        .into(),
+    );
+    args.push("-".into());
+    args
+}
+
+/// The launch of the supervisor, `exe` with `args`, reading its configuration from `config`.
+fn supervisor_spec(
+    exe: PathBuf,
+    args: Vec<std::ffi::OsString>,
+    config: std::os::fd::OwnedFd,
+) -> LaunchSpec {
+    let mut spec = LaunchSpec::new(&exe, args, Policy::term());
+    spec.stdin = Some(config);
+    spec.env.push((
+        ENV_MARKER.into(),
+        Some(std::process::id().to_string().into()),
+    ));
+    spec.env
+        .push(("FOSTER_EXE".into(), Some(exe.into_os_string())));
+    spec
+}
+
+/// Sends the supervisor's standard error (and its standard output with
+/// [`DemoOptions::log_to_file`]) to a new log file beside the socket at `socket`: its path.
+fn log_to_file(spec: &mut LaunchSpec, socket: &Path, opts: &DemoOptions) -> io::Result<PathBuf> {
+    let log = socket.with_extension("log");
+    let f = std::fs::File::create(&log)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", log.display())))?;
+    if opts.log_to_file {
+        spec.stdout = Some(f.try_clone()?.into());
+    }
+    spec.stderr = Some(f.into());
+    Ok(log)
 }
 
 impl Demo {
