@@ -545,6 +545,19 @@ impl Reader {
     /// place of a source that has ended when there is one.
     fn set(&mut self, set: Set) {
         let i = set.helper;
+        self.drain_helper(i);
+        self.place_helper(i, set.name.clone(), set.captured, set.file);
+        self.output.set(i, &set.name, set.ring);
+        if !set.captured {
+            self.output.not_captured(i);
+        }
+        for (fd, stream) in set.sources {
+            self.watch(i, fd, stream, &set.name);
+        }
+    }
+
+    /// Reads the open pipes of helper `i` to their end, then closes them.
+    fn drain_helper(&mut self, i: usize) {
         for k in 0..self.sources.len() {
             if self.sources[k].helper == i && self.sources[k].open {
                 self.read(k, FINAL_DRAIN);
@@ -553,6 +566,11 @@ impl Reader {
                 }
             }
         }
+    }
+
+    /// Gives index `i` to a helper named `name`: the indexes before it filled with vacant
+    /// ones, and the former helper's count of lines not relayed reported when it had one.
+    fn place_helper(&mut self, i: usize, name: String, captured: bool, file: Option<LogFile>) {
         while self.names.len() < i {
             self.names.push(String::new());
             self.captured.push(false);
@@ -561,51 +579,51 @@ impl Reader {
         }
         if i < self.names.len() {
             self.report(true);
-            self.names[i] = set.name.clone();
-            self.captured[i] = set.captured;
+            self.names[i] = name;
+            self.captured[i] = captured;
             self.drops[i] = Drops::default();
-            self.files[i] = set.file;
+            self.files[i] = file;
         } else {
-            self.names.push(set.name.clone());
-            self.captured.push(set.captured);
+            self.names.push(name);
+            self.captured.push(captured);
             self.drops.push(Drops::default());
-            self.files.push(set.file);
+            self.files.push(file);
         }
-        self.output.set(i, &set.name, set.ring);
-        if !set.captured {
-            self.output.not_captured(i);
-        }
-        for (fd, stream) in set.sources {
-            let source = Source {
-                helper: i,
-                stream,
-                fd,
-                split: Splitter::new(),
-                open: true,
-                full: false,
-                grown: false,
-            };
-            let k = match self.sources.iter().position(|s| !s.open) {
-                Some(k) => {
-                    self.sources[k] = source;
-                    k
-                }
-                None => {
-                    self.sources.push(source);
-                    self.sources.len() - 1
-                }
-            };
-            if let Err(e) = self.epoll.add(
-                self.sources[k].fd.as_fd(),
-                EpollEvent::new(EpollFlags::EPOLLIN, k as u64),
-            ) {
-                warn!(
-                    "cannot watch the {} of helper {}: {e}; it is not captured",
-                    stream.name(),
-                    set.name
-                );
-                self.sources[k].open = false;
+    }
+
+    /// Adds pipe `fd`, the `stream` of helper `i` (named `name`), to the sources and the
+    /// epoll, in the place of a source that has ended when there is one; a pipe the epoll
+    /// refuses is not captured, with a warning.
+    fn watch(&mut self, i: usize, fd: OwnedFd, stream: Stream, name: &str) {
+        let source = Source {
+            helper: i,
+            stream,
+            fd,
+            split: Splitter::new(),
+            open: true,
+            full: false,
+            grown: false,
+        };
+        let k = match self.sources.iter().position(|s| !s.open) {
+            Some(k) => {
+                self.sources[k] = source;
+                k
             }
+            None => {
+                self.sources.push(source);
+                self.sources.len() - 1
+            }
+        };
+        if let Err(e) = self.epoll.add(
+            self.sources[k].fd.as_fd(),
+            EpollEvent::new(EpollFlags::EPOLLIN, k as u64),
+        ) {
+            warn!(
+                "cannot watch the {} of helper {}: {e}; it is not captured",
+                stream.name(),
+                name
+            );
+            self.sources[k].open = false;
         }
     }
 

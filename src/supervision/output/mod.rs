@@ -367,69 +367,99 @@ impl Output {
         let g = &mut *g;
         // Asked once for the lot: a follower subscribes under this same lock.
         let followed = g.tx.as_ref().is_some_and(|tx| tx.receiver_count() > 0);
-        // When nobody else takes the lines, those the ring would let go before this batch
-        // ends are only counted (a flood read in large pieces): the ring then keeps the
-        // batch's last lines alone, as it would have.
-        let mut first = 0;
-        if !followed && out.is_none() {
-            let name = g.names[i].len();
-            let keeps = g.rings[i].keeps(batch.lens_from_last().map(|n| n + name));
-            if keeps < batch.len() {
-                first = batch.len() - keeps;
-                g.seq += first as u64;
-                g.counts[i] += first as u64;
-            }
-        }
+        let first = if !followed && out.is_none() {
+            g.count_unkept(i, batch)
+        } else {
+            0
+        };
         for (bytes, continued) in batch.pieces().skip(first) {
-            g.seq += 1;
-            let line = match g
-                .spare
-                .take()
-                .and_then(|mut l| reuse(&mut l, bytes).then_some(l))
-            {
-                Some(mut l) => {
-                    let m = Arc::get_mut(&mut l).expect("a spare is held by nobody else");
-                    m.seq = g.seq;
-                    if !Arc::ptr_eq(&m.helper, &g.names[i]) {
-                        m.helper = g.names[i].clone();
-                    }
-                    m.stream = stream;
-                    (m.helper_pid, m.outer_pid) = g.pids[i];
-                    m.ts_ms = ts_ms;
-                    m.continued = continued;
-                    m.bytes.clear();
-                    m.bytes.extend_from_slice(bytes);
-                    l
-                }
-                None => Arc::new(Line {
-                    seq: g.seq,
-                    helper: g.names[i].clone(),
-                    stream,
-                    helper_pid: g.pids[i].0,
-                    outer_pid: g.pids[i].1,
-                    ts_ms,
-                    continued,
-                    bytes: bytes.to_vec(),
-                }),
-            };
+            let line = g.next_line(i, stream, ts_ms, bytes, continued);
             if let Some(out) = out.as_deref_mut() {
                 out.push(line.clone());
             }
-            g.counts[i] += 1;
-            if followed && let Some(tx) = &g.tx {
-                let _ = tx.send(line.clone());
-            }
-            if let Some(gone) = g.rings[i].push(line)
-                && Arc::strong_count(&gone) == 1
-            {
-                g.spare = Some(gone);
-            }
+            g.keep(i, line, followed);
         }
         if first > 0
             && let Some(gone) = g.rings[i].keep_last(batch.len() - first)
-            && Arc::strong_count(&gone) == 1
         {
-            g.spare = Some(gone);
+            g.recycle(gone);
+        }
+    }
+}
+
+impl Kept {
+    /// When nobody else takes the lines, those the ring would let go before `batch` (read for
+    /// helper `i`) ends are only counted (a flood read in large pieces): the ring then keeps
+    /// the batch's last lines alone, as it would have. How many lines were only counted.
+    fn count_unkept(&mut self, i: usize, batch: &Batch) -> usize {
+        let name = self.names[i].len();
+        let keeps = self.rings[i].keeps(batch.lens_from_last().map(|n| n + name));
+        if keeps >= batch.len() {
+            return 0;
+        }
+        let first = batch.len() - keeps;
+        self.seq += first as u64;
+        self.counts[i] += first as u64;
+        first
+    }
+
+    /// The next line of helper `i`, numbered: the spare's allocations serve it when they fit.
+    fn next_line(
+        &mut self,
+        i: usize,
+        stream: Stream,
+        ts_ms: u64,
+        bytes: &[u8],
+        continued: bool,
+    ) -> Arc<Line> {
+        self.seq += 1;
+        match self
+            .spare
+            .take()
+            .and_then(|mut l| reuse(&mut l, bytes).then_some(l))
+        {
+            Some(mut l) => {
+                let m = Arc::get_mut(&mut l).expect("a spare is held by nobody else");
+                m.seq = self.seq;
+                if !Arc::ptr_eq(&m.helper, &self.names[i]) {
+                    m.helper = self.names[i].clone();
+                }
+                m.stream = stream;
+                (m.helper_pid, m.outer_pid) = self.pids[i];
+                m.ts_ms = ts_ms;
+                m.continued = continued;
+                m.bytes.clear();
+                m.bytes.extend_from_slice(bytes);
+                l
+            }
+            None => Arc::new(Line {
+                seq: self.seq,
+                helper: self.names[i].clone(),
+                stream,
+                helper_pid: self.pids[i].0,
+                outer_pid: self.pids[i].1,
+                ts_ms,
+                continued,
+                bytes: bytes.to_vec(),
+            }),
+        }
+    }
+
+    /// Counts `line` of helper `i`, sends it to the followers when `followed`, and keeps it.
+    fn keep(&mut self, i: usize, line: Arc<Line>, followed: bool) {
+        self.counts[i] += 1;
+        if followed && let Some(tx) = &self.tx {
+            let _ = tx.send(line.clone());
+        }
+        if let Some(gone) = self.rings[i].push(line) {
+            self.recycle(gone);
+        }
+    }
+
+    /// Keeps `gone`, a line a ring let go, as the spare when nobody else holds it.
+    fn recycle(&mut self, gone: Arc<Line>) {
+        if Arc::strong_count(&gone) == 1 {
+            self.spare = Some(gone);
         }
     }
 }
