@@ -479,60 +479,63 @@ impl Message {
                 m.ignored += 1;
                 continue;
             };
-            let (key, value) = (&line[..eq], &line[eq + 1..]);
-            let number = || {
-                std::str::from_utf8(value)
-                    .ok()
-                    .and_then(|v| v.parse::<u64>().ok())
-            };
-            let known = match key {
-                b"READY" if value == b"1" => {
-                    m.ready = true;
-                    true
-                }
-                b"RELOADING" if value == b"1" => {
-                    m.reloading = true;
-                    true
-                }
-                b"STOPPING" if value == b"1" => {
-                    m.stopping = true;
-                    true
-                }
-                b"STATUS" => {
-                    m.status = Some(String::from_utf8_lossy(value).into_owned());
-                    true
-                }
-                b"WATCHDOG" if value == b"1" => {
-                    m.watchdog = Some(Watchdog::Ping);
-                    true
-                }
-                b"WATCHDOG" if value == b"trigger" => {
-                    m.watchdog = Some(Watchdog::Trigger);
-                    true
-                }
-                b"WATCHDOG_USEC" => number()
-                    .filter(|&n| n > 0)
-                    .map(|n| m.watchdog_usec = Some(n))
-                    .is_some(),
-                b"EXTEND_TIMEOUT_USEC" => {
-                    number().map(|n| m.extend_timeout_usec = Some(n)).is_some()
-                }
-                b"MAINPID" => number()
-                    .and_then(|n| i32::try_from(n).ok())
-                    .filter(|&n| n > 0)
-                    .map(|n| m.main_pid = Some(n))
-                    .is_some(),
-                b"ERRNO" => number()
-                    .and_then(|n| i32::try_from(n).ok())
-                    .map(|n| m.errno = Some(n))
-                    .is_some(),
-                _ => false,
-            };
-            if !known {
+            if !m.take(&line[..eq], &line[eq + 1..]) {
                 m.ignored += 1;
             }
         }
         m
+    }
+
+    /// Takes `key` with `value` into this message; false when foster does not act on it.
+    fn take(&mut self, key: &[u8], value: &[u8]) -> bool {
+        let number = || {
+            std::str::from_utf8(value)
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+        };
+        match key {
+            b"READY" if value == b"1" => {
+                self.ready = true;
+                true
+            }
+            b"RELOADING" if value == b"1" => {
+                self.reloading = true;
+                true
+            }
+            b"STOPPING" if value == b"1" => {
+                self.stopping = true;
+                true
+            }
+            b"STATUS" => {
+                self.status = Some(String::from_utf8_lossy(value).into_owned());
+                true
+            }
+            b"WATCHDOG" if value == b"1" => {
+                self.watchdog = Some(Watchdog::Ping);
+                true
+            }
+            b"WATCHDOG" if value == b"trigger" => {
+                self.watchdog = Some(Watchdog::Trigger);
+                true
+            }
+            b"WATCHDOG_USEC" => number()
+                .filter(|&n| n > 0)
+                .map(|n| self.watchdog_usec = Some(n))
+                .is_some(),
+            b"EXTEND_TIMEOUT_USEC" => number()
+                .map(|n| self.extend_timeout_usec = Some(n))
+                .is_some(),
+            b"MAINPID" => number()
+                .and_then(|n| i32::try_from(n).ok())
+                .filter(|&n| n > 0)
+                .map(|n| self.main_pid = Some(n))
+                .is_some(),
+            b"ERRNO" => number()
+                .and_then(|n| i32::try_from(n).ok())
+                .map(|n| self.errno = Some(n))
+                .is_some(),
+            _ => false,
+        }
     }
 }
 
