@@ -1,44 +1,11 @@
 //! Containment of `foster run`: the supervised tree in a new PID namespace, foster as its init.
 //!
 //! Owns the choice ([`Contain`]: by default the tree is contained whenever foster can create a
-//! PID namespace; `--contain` requires it, `--no-contain` opts out) and the split into two
-//! processes. The choice is made first thing, before any thread exists. As root, foster
-//! unshares a PID and a mount namespace (`CLONE_NEWPID | CLONE_NEWNS`); otherwise (or as root
-//! without `CAP_SYS_ADMIN`) it goes through an unprivileged user namespace where the kernel
-//! allows one (`CLONE_NEWUSER` too, its uid and gid mapped to themselves, `setgroups` denied).
-//! A probe decides first: a throwaway child does every step (unshare, the maps, a fork, a
-//! private `/` and a fresh `/proc` mounted by the new namespace's first process) and reports the
-//! first that failed, so that a refusal (sysctls, AppArmor, a seccomp filter, a `/proc` not
-//! fully visible in a container) is known before foster commits to anything. When no way works,
-//! foster says why in one warning line and runs uncontained (an error with `--contain`). A
-//! foster launched by a contained foster (its `FOSTER_SUPERVISOR` is PID 1 of its namespace) is
-//! contained already, and does not nest another namespace unless `--contain` asks. In a user
-//! namespace every uid but foster's reads as the overflow uid: the directories foster writes
-//! to are judged before [`enter`] ([`crate::base::ownership::judge_before_namespace`], called by
-//! the supervisor), and owners inside are mapped back by [`crate::base::ownership::owner_of`].
-//!
-//! Contained, the outer foster forks once (on the main thread: the only fork of `foster run`
-//! outside the launcher thread, the probes' aside: this module's and the process-events
-//! connector's, `supervisor/births.rs`, made before containment). The child is PID 1 of the new
-//! namespace: it arms `PR_SET_PDEATHSIG(SIGKILL)`, then checks through a pidfd of the outer foster
-//! (opened before the fork) that the outer one is still alive, mounts a fresh `/proc`, and goes on
-//! to supervise. When that init ends, for any reason, the kernel kills every process of the
-//! namespace, armed or not; a SIGKILL of the outer foster reaches the init by its parent-death
-//! signal. The outer foster forwards every signal of the supervisor's table
-//! ([`crate::supervision::supervisor::signals::handled`]) to the init, which acts on it (its own
-//! parent's death as SIGTERM), reaps it, and exits with its status.
-//!
-//! Also owns [`OuterPids`]: the pids of the contained tree as the namespace foster was started
-//! in sees them, the ones its user can give to `ps`, `kill` or `top`. Before it mounts its
-//! fresh `/proc`, the init keeps the one it had open (a directory descriptor that the mount
-//! does not change); through it, the `fdinfo` of a pidfd of a process of the tree gives that
-//! process's `NSpid` from the outer namespace down
-//! ([`crate::process::tree::Scanner::read_pidfd_nspid`]). The supervisor reads it once per process
-//! (a helper's at its launch, through the pidfd the launch returned), and writes its lines, its
-//! events log and `--output json` with the outer pids; the control socket speaks the namespace's
-//! own pids, which `foster ctl` translates. The other way round, a process the kernel announces by
-//! its outer pid (its process events, `supervisor/births.rs`) is found in foster's namespace by its
-//! `NSpid` through the same `/proc` ([`OuterPids::inner_pid`]).
+//! PID namespace; `--contain` requires it, `--no-contain` opts out), made first thing, before
+//! any thread exists ([`enter`]: a probe of each way decides); the split into the outer foster
+//! and the init of the new namespace ([`split`]); and [`OuterPids`], the tree's pids as the
+//! namespace foster was started in sees them. Uses the process layer (reaper, pidfds,
+//! signalfd, the `/proc` scanner) and the supervisor's table of signals.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -96,8 +63,18 @@ static OUTER_PROC: Mutex<Option<OwnedFd>> = Mutex::new(None);
 /// process after its end: the former parent of an orphan); the oldest learnt go first.
 pub const OUTER_REMEMBERED: usize = 4096;
 
-/// The pids of the contained tree as the namespace foster was started in sees them (see the
-/// module docs): the init's, one per contained `foster run`.
+/// The pids of the contained tree as the namespace foster was started in sees them, the ones
+/// its user can give to `ps`, `kill` or `top`: the init's, one per contained `foster run`.
+///
+/// Before it mounts its fresh `/proc`, the init keeps the one it had open (a directory
+/// descriptor that the mount does not change); through it, the `fdinfo` of a pidfd of a
+/// process of the tree gives that process's `NSpid` from the outer namespace down
+/// ([`crate::process::tree::Scanner::read_pidfd_nspid`]). The supervisor reads it once per
+/// process (a helper's at its launch, through the pidfd the launch returned), and writes its
+/// lines, its events log and `--output json` with the outer pids; the control socket speaks
+/// the namespace's own pids, which `foster ctl` translates. The other way round, a process the
+/// kernel announces by its outer pid (its process events, `supervisor/births.rs`) is found in
+/// foster's namespace by its `NSpid` through the same `/proc` ([`OuterPids::inner_pid`]).
 #[derive(Debug)]
 pub struct OuterPids {
     /// Over the outer `/proc`.
@@ -243,6 +220,21 @@ enum Way {
 /// Contains the tree as `mode` asks. `credentials` names a helper that sets `user` or `group`,
 /// if any: a user namespace maps only foster's own uid and denies `setgroups`, so for root such
 /// a helper rules that way out. Call it before any thread exists.
+///
+/// As root, foster unshares a PID and a mount namespace (`CLONE_NEWPID | CLONE_NEWNS`);
+/// otherwise (or as root without `CAP_SYS_ADMIN`) it goes through an unprivileged user
+/// namespace where the kernel allows one (`CLONE_NEWUSER` too, its uid and gid mapped to
+/// themselves, `setgroups` denied). A probe decides first: a throwaway child does every step
+/// (unshare, the maps, a fork, a private `/` and a fresh `/proc` mounted by the new
+/// namespace's first process) and reports the first that failed, so that a refusal (sysctls,
+/// AppArmor, a seccomp filter, a `/proc` not fully visible in a container) is known before
+/// foster commits to anything. When no way works, foster says why in one warning line and runs
+/// uncontained (an error with `--contain`). A foster launched by a contained foster (its
+/// `FOSTER_SUPERVISOR` is PID 1 of its namespace) is contained already, and does not nest
+/// another namespace unless `--contain` asks. In a user namespace every uid but foster's reads
+/// as the overflow uid: the directories foster writes to are judged before this
+/// ([`crate::base::ownership::judge_before_namespace`], called by the supervisor), and owners
+/// inside are mapped back by [`crate::base::ownership::owner_of`].
 pub fn enter(mode: Contain, credentials: Option<&str>) -> io::Result<Entered> {
     if mode == Contain::Off {
         return Ok(Entered::Uncontained);
@@ -479,71 +471,93 @@ fn probe(way: Way) -> Result<(), ContainError> {
 
 /// Forks the init of the new PID namespace. Returns `Some(status)` in the outer process once
 /// the contained tree has ended, `None` in the init inside, which goes on to supervise.
+///
+/// This is the only fork of `foster run` on the main thread, outside the launcher thread (the
+/// probes' aside: this module's and the process-events connector's, `supervisor/births.rs`,
+/// made before containment). When the init ends, for any reason, the kernel kills every
+/// process of the namespace, armed or not; a SIGKILL of the outer foster reaches the init by
+/// its parent-death signal.
 fn split(way: Way) -> io::Result<Option<i32>> {
     let outer_fd = crate::process::identity::pidfd_open(std::process::id() as i32)
         .map_err(|e| io::Error::other(format!("pidfd_open: {e}")))?;
-    let outer = outer_fd.as_raw_fd();
     let mut reaper: Reaper<()> = Reaper::new()?;
     // SAFETY: single-threaded here (run() is called before any thread exists).
     match unsafe { fork() }.map_err(io::Error::from)? {
         ForkResult::Child => {
             drop(reaper);
-            // SAFETY: plain prctl; the pidfd poll is the check after arming.
-            unsafe {
-                if libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGKILL as libc::c_ulong,
-                    0,
-                    0,
-                    0,
-                ) != 0
-                {
-                    libc::_exit(1);
-                }
-            }
-            if !matches!(
-                poll(&mut [PollFd::input(outer)], Some(std::time::Duration::ZERO)),
-                Ok(0)
-            ) {
-                // SAFETY: leaves the child at once: the outer foster already ended.
-                unsafe { libc::_exit(1) };
-            }
-            drop(outer_fd);
-            // The outer /proc, kept before the fresh one covers it ([`OuterPids`]); without
-            // it, the pids foster shows are the namespace's (said once by the supervisor).
-            if let Ok(dir) = std::fs::File::open("/proc") {
-                *OUTER_PROC.lock().unwrap_or_else(|p| p.into_inner()) = Some(dir.into());
-            }
-            // The way was probed: a failure now is an error (the init exits, so does the tree).
-            mount_proc(way).map_err(io::Error::other)?;
+            become_init(way, outer_fd)?;
             Ok(None)
         }
         ForkResult::Parent { child } => {
             drop(outer_fd);
             let init = child.as_raw();
             reaper.register(init, ());
-            use crate::supervision::supervisor::signals;
-            let term = SignalFd::new(signals::handled())?;
-            loop {
-                // No timeout: the outer foster sleeps until a signal or its init's end.
-                let mut fds = [
-                    PollFd::input(reaper.raw_fd()),
-                    PollFd::input(term.as_raw_fd()),
-                ];
-                poll(&mut fds, None)?;
-                while let Some(si) = term.read_signal() {
-                    let sig = match si.ssi_signo as i32 {
-                        s if signals::parent_died(s) => libc::SIGTERM,
-                        s => s,
-                    };
-                    // SAFETY: plain kill of our own child, not yet reaped.
-                    unsafe { libc::kill(init, sig) };
-                }
-                for r in reaper.reap() {
-                    if let Routed::Owned { reaped, .. } = r {
-                        return Ok(Some(reaped.status.shell_code()));
-                    }
-                }
+            forward_until_end(init, &mut reaper).map(Some)
+        }
+    }
+}
+
+/// In the init, just forked: arms `PR_SET_PDEATHSIG(SIGKILL)`, then checks through `outer_fd`
+/// (a pidfd of the outer foster, opened before the fork) that the outer one is still alive,
+/// keeps the outer `/proc` and mounts a fresh one. Exits at once when the outer foster ended.
+fn become_init(way: Way, outer_fd: OwnedFd) -> io::Result<()> {
+    // SAFETY: plain prctl; the pidfd poll is the check after arming.
+    unsafe {
+        if libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) != 0
+        {
+            libc::_exit(1);
+        }
+    }
+    if !matches!(
+        poll(
+            &mut [PollFd::input(outer_fd.as_raw_fd())],
+            Some(std::time::Duration::ZERO)
+        ),
+        Ok(0)
+    ) {
+        // SAFETY: leaves the child at once: the outer foster already ended.
+        unsafe { libc::_exit(1) };
+    }
+    drop(outer_fd);
+    // The outer /proc, kept before the fresh one covers it ([`OuterPids`]); without
+    // it, the pids foster shows are the namespace's (said once by the supervisor).
+    if let Ok(dir) = std::fs::File::open("/proc") {
+        *OUTER_PROC.lock().unwrap_or_else(|p| p.into_inner()) = Some(dir.into());
+    }
+    // The way was probed: a failure now is an error (the init exits, so does the tree).
+    mount_proc(way).map_err(io::Error::other)
+}
+
+/// In the outer foster: forwards every signal of the supervisor's table
+/// ([`crate::supervision::supervisor::signals::handled`]) to the init (its own parent's death
+/// as SIGTERM) until the init ends; its status, as a shell gives it.
+fn forward_until_end(init: i32, reaper: &mut Reaper<()>) -> io::Result<i32> {
+    use crate::supervision::supervisor::signals;
+    let term = SignalFd::new(signals::handled())?;
+    loop {
+        // No timeout: the outer foster sleeps until a signal or its init's end.
+        let mut fds = [
+            PollFd::input(reaper.raw_fd()),
+            PollFd::input(term.as_raw_fd()),
+        ];
+        poll(&mut fds, None)?;
+        while let Some(si) = term.read_signal() {
+            let sig = match si.ssi_signo as i32 {
+                s if signals::parent_died(s) => libc::SIGTERM,
+                s => s,
+            };
+            // SAFETY: plain kill of our own child, not yet reaped.
+            unsafe { libc::kill(init, sig) };
+        }
+        for r in reaper.reap() {
+            if let Routed::Owned { reaped, .. } = r {
+                return Ok(reaped.status.shell_code());
             }
         }
     }
