@@ -151,49 +151,20 @@ pub fn bind(path: &Path) -> Result<Bound, BindError> {
     } else {
         DirRule::Given("the socket")
     };
-    let checked = match open_dir(&dir, rule, true) {
-        Ok(d) => d,
-        Err(DirProblem::Missing) => unreachable!("open_dir creates a missing directory"),
-        Err(DirProblem::Refused(m)) => return Err(BindError::Dir(m)),
-    };
+    let checked = check_dir(&dir, rule)?;
     let created_dir = (checked.created && matches!(rule, DirRule::Given(_))).then(|| dir.clone());
-    let cleanup = |created: &Option<PathBuf>| {
-        if let Some(d) = created {
-            let _ = std::fs::remove_dir(d);
-        }
-    };
     let listener = match bind_listener(path, &checked) {
         Ok(l) => l,
         Err(e) => {
-            cleanup(&created_dir);
+            remove_created(&created_dir);
             return Err(e);
         }
     };
-    // The socket must be the entry `name` of the directory checked above: a directory
-    // replaced (renamed away, a symbolic link put in its place) between the check and the bind
-    // is noticed here.
-    let verify = || -> Result<(u64, u64), BindError> {
-        let m = std::fs::symlink_metadata(path).map_err(|e| io_err("cannot stat after bind", e))?;
-        let at =
-            nix::sys::stat::fstatat(&checked.fd, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
-                .map_err(|e| io_err("cannot stat after bind", e.into()))?;
-        let d = std::fs::metadata(&dir).map_err(|e| io_err("cannot stat its directory", e))?;
-        if (at.st_dev, at.st_ino) != (m.dev(), m.ino())
-            || (d.dev(), d.ino()) != (checked.dev, checked.ino)
-        {
-            return Err(BindError::Dir(format!(
-                "the directory {} was replaced while the socket was being bound in it; not \
-                 using it",
-                dir.display()
-            )));
-        }
-        Ok((m.dev(), m.ino()))
-    };
-    let (dev, ino) = match verify() {
+    let (dev, ino) = match verify_bound(path, name, &dir, &checked) {
         Ok(v) => v,
         Err(e) => {
             drop(listener);
-            cleanup(&created_dir);
+            remove_created(&created_dir);
             return Err(e);
         }
     };
@@ -209,6 +180,47 @@ pub fn bind(path: &Path) -> Result<Bound, BindError> {
             created_dir,
         },
     })
+}
+
+/// The socket's directory `dir`, opened and checked by `rule` (made when missing).
+fn check_dir(dir: &Path, rule: DirRule) -> Result<CheckedDir, BindError> {
+    match open_dir(dir, rule, true) {
+        Ok(d) => Ok(d),
+        Err(DirProblem::Missing) => unreachable!("open_dir creates a missing directory"),
+        Err(DirProblem::Refused(m)) => Err(BindError::Dir(m)),
+    }
+}
+
+/// Removes the directory foster made for the socket, if it did, when it is empty.
+fn remove_created(created: &Option<PathBuf>) {
+    if let Some(d) = created {
+        let _ = std::fs::remove_dir(d);
+    }
+}
+
+/// The device and inode of the socket just bound at `path`, once it is known to be the entry
+/// `name` of the directory `dir` checked as `checked`: a directory replaced (renamed away, a
+/// symbolic link put in its place) between the check and the bind is noticed here.
+fn verify_bound(
+    path: &Path,
+    name: &std::ffi::OsStr,
+    dir: &Path,
+    checked: &CheckedDir,
+) -> Result<(u64, u64), BindError> {
+    let io_err = |what: &str, e: io::Error| BindError::Io(path.to_path_buf(), what.to_string(), e);
+    let m = std::fs::symlink_metadata(path).map_err(|e| io_err("cannot stat after bind", e))?;
+    let at = nix::sys::stat::fstatat(&checked.fd, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+        .map_err(|e| io_err("cannot stat after bind", e.into()))?;
+    let d = std::fs::metadata(dir).map_err(|e| io_err("cannot stat its directory", e))?;
+    if (at.st_dev, at.st_ino) != (m.dev(), m.ino())
+        || (d.dev(), d.ino()) != (checked.dev, checked.ino)
+    {
+        return Err(BindError::Dir(format!(
+            "the directory {} was replaced while the socket was being bound in it; not using it",
+            dir.display()
+        )));
+    }
+    Ok((m.dev(), m.ino()))
 }
 
 /// Binds at `path` (in the checked directory `dir`), replacing a stale socket file.
