@@ -22,8 +22,8 @@ fn no_process(helper: &str) -> String {
 }
 
 impl App {
-    /// A key for the tree (no dialog open, nothing typed, no pane focused).
-    // One arm per key, the keys' table: it stays long.
+    /// A key for the tree (no dialog open, nothing typed, no pane focused): one arm per key,
+    /// the keys' table.
     pub(crate) fn on_tree_key(&mut self, key: KeyEvent) -> Vec<Effect> {
         let key = self.keymap.translate(key);
         match key.code {
@@ -65,36 +65,44 @@ impl App {
             KeyCode::Char('H') => self.events_of_helper(),
             KeyCode::Char('<') => self.sort_step(false),
             KeyCode::Char('>') => self.sort_step(true),
-            KeyCode::F(6) => {
-                let keys = self.sort_keys();
-                let selected = keys.iter().position(|k| *k == self.sort.key).unwrap_or(0);
-                self.dialog = Dialog::SortBy { selected };
-            }
+            KeyCode::F(6) => self.open_sort_by(),
             KeyCode::Char('P') => self.set_sort(Column::Cpu, true),
             KeyCode::Char('M') => self.set_sort(Column::Rss, true),
             KeyCode::Char('T') => self.set_sort(Column::Age, false),
             KeyCode::Char('I') => self.set_sort(self.sort.key, !self.sort.descending),
             KeyCode::Char('t') | KeyCode::F(5) => self.toggle_tree(),
-            KeyCode::F(3) => {
-                // The current search, to refine or to go on with (F3 again: the next match).
-                self.search_editing = true;
-                self.message = None;
-            }
+            KeyCode::F(3) => self.edit_search(),
             KeyCode::Char('u') => self.open_users(),
             KeyCode::Char('n') => self.find(1, false),
             KeyCode::Char('N') => self.find(-1, false),
             KeyCode::Char('m') => self.meters.shown = !self.meters.shown,
             KeyCode::Char('?') | KeyCode::F(1) => self.dialog = Dialog::Help { scroll: 0 },
-            KeyCode::F(2) => {
-                self.dialog = Dialog::Columns {
-                    selected: 0,
-                    changed: false,
-                }
-            }
+            KeyCode::F(2) => self.open_columns(),
             KeyCode::Modifier(_) | KeyCode::Null => {}
             _ => self.message = Some(unknown_key(&key)),
         }
         Vec::new()
+    }
+
+    /// Opens the choice of the sort key, on the current one.
+    fn open_sort_by(&mut self) {
+        let keys = self.sort_keys();
+        let selected = keys.iter().position(|k| *k == self.sort.key).unwrap_or(0);
+        self.dialog = Dialog::SortBy { selected };
+    }
+
+    /// Edits the current search, to refine or to go on with (F3 again: the next match).
+    fn edit_search(&mut self) {
+        self.search_editing = true;
+        self.message = None;
+    }
+
+    /// Opens the choice of the columns, on the first.
+    fn open_columns(&mut self) {
+        self.dialog = Dialog::Columns {
+            selected: 0,
+            changed: false,
+        };
     }
 
     /// Opens the details of the cursor's process, read now.
