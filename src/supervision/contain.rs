@@ -3,7 +3,7 @@
 //! Owns the choice ([`Contain`]: by default the tree is contained whenever foster can create a
 //! PID namespace; `--contain` requires it, `--no-contain` opts out), made first thing, before
 //! any thread exists ([`enter`]: a probe of each way decides); the split into the outer foster
-//! and the init of the new namespace ([`split`]); and [`OuterPids`], the tree's pids as the
+//! and the init of the new namespace (`split`); and [`OuterPids`], the tree's pids as the
 //! namespace foster was started in sees them. Uses the process layer (reaper, pidfds,
 //! signalfd, the `/proc` scanner) and the supervisor's table of signals.
 
