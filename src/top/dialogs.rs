@@ -336,8 +336,8 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
     (
         "Tab",
-        "log pane: focus it, then ↑ ↓ PgUp PgDn Home End scroll, End follows the end; Tab or \
-         Esc: the tree",
+        "log pane: focus it, then ↑ ↓ PgUp PgDn Home End scroll, End follows the end, / \
+         search (n N), w wrap long lines; Tab or Esc: the tree",
     ),
     (
         "<  >",

@@ -42,6 +42,9 @@ impl App {
         if self.filter_editing {
             return self.on_filter_key(key);
         }
+        if self.logs.as_ref().is_some_and(|p| p.search_editing) {
+            return self.on_log_search_key(key);
+        }
         // A notice lasts until the next key.
         self.message = None;
         if self.logs.as_ref().is_some_and(|p| p.focus) {
@@ -407,9 +410,43 @@ impl App {
             KeyCode::Home | KeyCode::Char('g') => p.scroll(i64::MIN / 2),
             KeyCode::End | KeyCode::Char('G') => p.follow_end(),
             KeyCode::Tab | KeyCode::Esc => p.focus = false,
+            KeyCode::Char('/') => p.search_editing = true,
+            KeyCode::Char('n') => p.find(1, false),
+            KeyCode::Char('N') => p.find(-1, false),
+            KeyCode::Char('w') => p.wrap = !p.wrap,
             _ => return self.on_tree_key(key),
         }
+        if matches!(key.code, KeyCode::Char('n' | 'N')) && p.needle().is_none() {
+            self.message = Some(p.search_text());
+        }
         p.touch();
+        Vec::new()
+    }
+
+    /// A key while the log pane's search is typed: the nearest match as it is.
+    fn on_log_search_key(&mut self, key: KeyEvent) -> Vec<Effect> {
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        let Some(p) = self.logs.as_mut() else {
+            return Vec::new();
+        };
+        match key.code {
+            KeyCode::Enter => {
+                p.search_editing = false;
+                p.touch();
+                return Vec::new();
+            }
+            KeyCode::Esc => {
+                p.search_editing = false;
+                p.clear_search();
+                return Vec::new();
+            }
+            KeyCode::Backspace => {
+                p.search.pop();
+            }
+            KeyCode::Char(c) if !ctrl && p.search.len() < MAX_TYPED => p.search.push(c),
+            _ => {}
+        }
+        p.find(-1, true);
         Vec::new()
     }
 

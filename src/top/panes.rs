@@ -1,6 +1,7 @@
 //! The panes below the tree: the events pane ([`EventsPane`], attached: shown, sized,
 //! scrolled, one helper's alone) and the log pane ([`LogPane`]: the selected helper's lines,
-//! at most [`KEEP_LOG_LINES`], following the end until scrolled).
+//! at most [`KEEP_LOG_LINES`], following the end until scrolled, searched with `/`, its long
+//! lines wrapped or cut).
 //!
 //! Uses [`crate::top::model`] (the events it shows) and [`crate::top::formatting`].
 
@@ -102,6 +103,15 @@ pub struct LogPane {
     renderer: crate::supervision::output::Renderer,
     /// Counts changes of what it shows, for [`Screen`].
     version: u64,
+    /// Long lines wrap (`w`) rather than end in `…`.
+    pub wrap: bool,
+    /// The search (`/`): matching lines are marked, `n` `N` go from one to the next.
+    pub search: String,
+    pub search_editing: bool,
+    /// The number of the line of the current match.
+    found: Option<u64>,
+    /// The numbers of the first and past the last line drawn, set by the renderer.
+    drawn: (u64, u64),
 }
 
 impl LogPane {
@@ -120,6 +130,11 @@ impl LogPane {
                 false,
             ),
             version: 0,
+            wrap: false,
+            search: String::new(),
+            search_editing: false,
+            found: None,
+            drawn: (0, 0),
         }
     }
 
@@ -137,6 +152,53 @@ impl LogPane {
             Some(t) => (t.saturating_sub(self.first) as usize).min(bottom),
         };
         self.lines.iter().skip(start).take(h)
+    }
+
+    /// The lines on screen when long lines wrap, oldest first, each with its number: from the
+    /// first shown when scrolled, else the newest that `fits` (a line's rows) lets fit.
+    pub fn wrapped_window(&self, fits: impl Fn(&PaneLine) -> usize) -> Vec<(u64, &PaneLine)> {
+        let h = self.height.max(1);
+        let numbered = self
+            .lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (self.first + i as u64, l));
+        let mut out = Vec::new();
+        let mut rows = 0;
+        if let Some(t) = self.top {
+            for (n, l) in numbered.skip(t.saturating_sub(self.first) as usize) {
+                if rows >= h {
+                    break;
+                }
+                rows += fits(l);
+                out.push((n, l));
+            }
+        } else {
+            for (n, l) in numbered.rev() {
+                rows += fits(l);
+                if rows > h && !out.is_empty() {
+                    break;
+                }
+                out.push((n, l));
+            }
+            out.reverse();
+        }
+        out
+    }
+
+    /// The number of the first line [`LogPane::window`] shows.
+    pub fn window_start(&self) -> u64 {
+        let h = self.height.max(1);
+        let bottom = self.lines.len().saturating_sub(h) as u64;
+        match self.top {
+            None => self.first + bottom,
+            Some(t) => t.max(self.first).min(self.first + bottom),
+        }
+    }
+
+    /// Notes which lines the renderer drew (numbers from `first`, past the last).
+    pub fn set_drawn(&mut self, first: u64, end: u64) {
+        self.drawn = (first, end);
     }
 
     /// How many lines it holds.
@@ -298,4 +360,108 @@ pub fn event_lines(model: &Model, pane: &EventsPane) -> Vec<(String, String)> {
             (when, escape(&e.text))
         })
         .collect()
+}
+
+/// Where `needle` (lower case) is in `text`, case ignored (ASCII letters): byte ranges.
+pub fn match_ranges(text: &str, needle: &str) -> Vec<std::ops::Range<usize>> {
+    if needle.is_empty() {
+        return Vec::new();
+    }
+    let hay = text.to_ascii_lowercase();
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(i) = hay[at..].find(needle) {
+        out.push(at + i..at + i + needle.len());
+        at += i + needle.len();
+    }
+    out
+}
+
+impl LogPane {
+    /// The search as it is matched: trimmed, lower case (`None`: no search).
+    pub fn needle(&self) -> Option<String> {
+        let t = self.search.trim();
+        (!t.is_empty()).then(|| t.to_ascii_lowercase())
+    }
+
+    /// The number of the current match's line, when it still holds it.
+    pub fn found(&self) -> Option<u64> {
+        self.found.filter(|f| *f >= self.first)
+    }
+
+    /// The numbers of the lines that match the search, oldest first.
+    fn matching(&self) -> Vec<u64> {
+        let Some(needle) = self.needle() else {
+            return Vec::new();
+        };
+        let hay = |l: &PaneLine| l.text.to_ascii_lowercase().contains(&needle);
+        (self.lines.iter().enumerate())
+            .filter(|(_, l)| hay(l))
+            .map(|(i, _)| self.first + i as u64)
+            .collect()
+    }
+
+    /// Goes to the next match (`dir` 1, newer) or the previous (-1, older), around the ends;
+    /// `here`: the current match stays when it still matches. With no match yet, the newest.
+    pub fn find(&mut self, dir: i64, here: bool) {
+        let all = self.matching();
+        let next = match self.found() {
+            _ if all.is_empty() => None,
+            None => all.last().copied(),
+            Some(f) if here && all.contains(&f) => Some(f),
+            Some(f) if dir > 0 => all.iter().find(|n| **n > f).or(all.first()).copied(),
+            Some(f) => all.iter().rev().find(|n| **n < f).or(all.last()).copied(),
+        };
+        self.found = next;
+        if let Some(n) = next {
+            self.show(n);
+        }
+        self.version += 1;
+    }
+
+    /// Scrolls so that line `n` is on screen, in the middle when it was not.
+    fn show(&mut self, n: u64) {
+        if n >= self.drawn.0 && n < self.drawn.1 {
+            return;
+        }
+        let h = self.height.max(1) as u64;
+        let end_top = self.first + (self.lines.len() as u64).saturating_sub(h);
+        if self.wrap {
+            self.top = Some(n);
+            // Drawn again before any other move: the next `show` sees where it is.
+            self.drawn = (n, n + 1);
+            return;
+        }
+        let to = n.saturating_sub(h / 2).clamp(self.first, end_top);
+        self.top = (to < end_top).then_some(to);
+    }
+
+    /// The search's place for the status line: `match 3 of 12`, `no match`.
+    pub fn search_count(&self) -> String {
+        let all = self.matching();
+        match self.found().and_then(|f| all.iter().position(|n| *n == f)) {
+            _ if all.is_empty() => "no match".to_string(),
+            Some(i) => format!("match {} of {}", i + 1, all.len()),
+            None => format!("{} matches", all.len()),
+        }
+    }
+
+    /// What the search found, for the status line.
+    pub fn search_text(&self) -> String {
+        match self.needle() {
+            None => "no search: / searches the log pane (n next, N previous)".to_string(),
+            Some(_) => format!(
+                "log search {:?}: {} · n next · N previous",
+                escape(self.search.trim().as_bytes()),
+                self.search_count()
+            ),
+        }
+    }
+
+    /// Clears the search.
+    pub fn clear_search(&mut self) {
+        self.search.clear();
+        self.found = None;
+        self.version += 1;
+    }
 }

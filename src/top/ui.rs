@@ -738,10 +738,11 @@ fn draw_logs(frame: &mut Frame, area: Rect, app: &mut App) {
         Some(LogSource::Every) => " logs of every helper ".to_string(),
         None => " logs ".to_string(),
     };
-    let state = if p.following() {
-        "following · "
-    } else {
-        "scrolled: End follows · "
+    let state = match (p.following(), p.wrap) {
+        (true, false) => "following · ",
+        (true, true) => "following · wrapped · ",
+        (false, false) => "scrolled: End follows · ",
+        (false, true) => "scrolled: End follows · wrapped · ",
     };
     let hint = if p.focus {
         format!(" {state}Tab: the tree · l closes ")
@@ -761,22 +762,100 @@ fn draw_logs(frame: &mut Frame, area: Rect, app: &mut App) {
             Style::new().fg(Color::DarkGray),
         ))]
     } else {
-        p.window()
-            .map(|l| {
-                let text = match l.kind {
-                    PaneKind::Stdout => Span::raw(l.text.clone()),
-                    PaneKind::Stderr => Span::styled(l.text.clone(), Style::new().fg(Color::Red)),
-                    PaneKind::Notice => Span::styled(l.text.clone(), theme::KEY),
-                };
-                let line = Line::from(vec![
-                    Span::styled(format!("{:>8}  ", l.when), Style::new().fg(Color::DarkGray)),
-                    text,
-                ]);
-                fit_line(line, area.width as usize)
-            })
-            .collect()
+        log_rows(p, area.width as usize)
     };
     frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+/// The log pane's rows: its lines with the search's matches marked, each cut with `…` or,
+/// wrapped, broken into rows of `width` columns; notes which lines they are.
+fn log_rows(p: &mut crate::top::panes::LogPane, width: usize) -> Vec<Line<'static>> {
+    let needle = p.needle();
+    let found = p.found();
+    let line =
+        |n: u64, l: &crate::top::panes::PaneLine| log_line(l, needle.as_deref(), found == Some(n));
+    if !p.wrap {
+        let start = p.window_start();
+        let rows: Vec<Line> = (p.window().enumerate())
+            .map(|(i, l)| fit_line(line(start + i as u64, l), width))
+            .collect();
+        p.set_drawn(start, start + rows.len() as u64);
+        return rows;
+    }
+    let h = p.height.max(1);
+    let shown = p.wrapped_window(|l| line(0, l).width().div_ceil(width.max(1)).max(1));
+    let range = match (shown.first(), shown.last()) {
+        (Some(a), Some(b)) => (a.0, b.0 + 1),
+        _ => (0, 0),
+    };
+    let mut rows: Vec<Line> = (shown.iter())
+        .flat_map(|(n, l)| wrap_line(line(*n, l), width))
+        .collect();
+    let following = p.following();
+    p.set_drawn(range.0, range.1);
+    if following && rows.len() > h {
+        rows.drain(..rows.len() - h);
+    }
+    rows.truncate(h);
+    rows
+}
+
+/// One line of the log pane: its time, then its text (standard error red), the search's
+/// matches marked (the current one underlined).
+fn log_line(l: &crate::top::panes::PaneLine, needle: Option<&str>, current: bool) -> Line<'static> {
+    let base = match l.kind {
+        PaneKind::Stdout => Style::new(),
+        PaneKind::Stderr => Style::new().fg(Color::Red),
+        PaneKind::Notice => theme::KEY,
+    };
+    let mark = if current {
+        theme::MATCH.underlined()
+    } else {
+        theme::MATCH
+    };
+    let mut spans = vec![Span::styled(
+        format!("{:>8}  ", l.when),
+        Style::new().fg(Color::DarkGray),
+    )];
+    let mut at = 0;
+    for r in crate::top::panes::match_ranges(&l.text, needle.unwrap_or("")) {
+        if r.start > at {
+            spans.push(Span::styled(l.text[at..r.start].to_string(), base));
+        }
+        spans.push(Span::styled(l.text[r.clone()].to_string(), mark));
+        at = r.end;
+    }
+    if at < l.text.len() || at == 0 {
+        spans.push(Span::styled(l.text[at..].to_string(), base));
+    }
+    Line::from(spans)
+}
+
+/// Breaks `line` into rows of at most `width` columns, keeping each span's style.
+fn wrap_line(line: Line<'static>, width: usize) -> Vec<Line<'static>> {
+    let width = width.max(1);
+    let mut rows = vec![Line::default()];
+    let mut used = 0;
+    for span in line.spans {
+        let mut cur = String::new();
+        for c in span.content.chars() {
+            let w = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+            if used + w > width {
+                let row = rows.last_mut().expect("one row at least");
+                row.spans
+                    .push(Span::styled(std::mem::take(&mut cur), span.style));
+                rows.push(Line::default());
+                used = 0;
+            }
+            cur.push(c);
+            used += w;
+        }
+        if !cur.is_empty() {
+            let row = rows.last_mut().expect("one row at least");
+            row.spans.push(Span::styled(cur, span.style));
+        }
+    }
+    rows
 }
 
 /// The footer: a notice (if any) above the key hint, which always stays; on a screen too short
@@ -802,7 +881,8 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
 /// The keys the footer recalls, for what has the keys now.
 fn hint_text(app: &App) -> &'static str {
     if app.logs.as_ref().is_some_and(|p| p.focus) {
-        "log pane: ↑ ↓ PgUp PgDn Home scroll · End follow · Tab/Esc tree · l close · q quit"
+        "log pane: ↑ ↓ PgUp PgDn Home scroll · End follow · / search · w wrap · Tab/Esc tree · \
+         l close · q quit"
     } else if app.events.focus {
         "events pane: ↑ ↓ PgUp PgDn Home scroll back · End newest · Tab/Esc tree · q quit"
     } else if app.model.supervised {
@@ -818,7 +898,17 @@ fn hint_text(app: &App) -> &'static str {
 /// The footer's notice: the filter being typed, a failed reading, the last result, the cursor
 /// row's anomaly or helper state; `None` when there is nothing to say.
 fn notice_line(app: &App) -> Option<Line<'static>> {
-    let line = if app.search_editing {
+    let line = if let Some(p) = app.logs.as_ref().filter(|p| p.search_editing) {
+        Line::from(vec![
+            Span::styled("log search: ", Style::new().bold()),
+            Span::raw(escape(p.search.as_bytes())),
+            Span::styled("▏", theme::KEY),
+            Span::styled(
+                format!("  {} · Enter keep · Esc clear", p.search_count()),
+                Style::new().fg(Color::DarkGray),
+            ),
+        ])
+    } else if app.search_editing {
         Line::from(vec![
             Span::styled("search: ", Style::new().bold()),
             Span::raw(escape(app.search.as_bytes())),
@@ -844,8 +934,9 @@ fn notice_line(app: &App) -> Option<Line<'static>> {
         Line::from(Span::styled(m.clone(), Style::new().bold()))
     } else if let Some(why) = &app.ended {
         Line::from(Span::styled(why.clone(), Style::new().bold()))
-    } else if app.logs.as_ref().is_some_and(|p| p.focus) {
-        return None;
+    } else if let Some(p) = app.logs.as_ref().filter(|p| p.focus) {
+        p.needle()?;
+        Line::from(Span::styled(p.search_text(), Style::new().bold()))
     } else if let Some(r) = app.cursor_row().filter(|r| !r.anomalies.is_empty()) {
         Line::from(Span::styled(
             format!("{}: {}", r.id.pid, r.anomaly_details.join("; ")),

@@ -47,6 +47,7 @@ mod top_attached;
 mod top_columns;
 mod top_helpers;
 mod top_keys;
+mod top_logs;
 mod top_meters;
 mod top_mouse;
 mod top_tmux;
