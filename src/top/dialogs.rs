@@ -365,6 +365,10 @@ pub const KEYS: &[(&str, &str)] = &[
         "hide or show the meters (CPU, memory, load, tasks) and the selected process's history",
     ),
     (
+        "v",
+        "hide or show the machine's CPU and memory history below the meters",
+    ),
+    (
         "e",
         "attached: hide or show the events pane; Tab scrolls it (when no log pane)",
     ),

@@ -5,7 +5,8 @@
 //! dropped when its process leaves the model, and the total number of points is bounded
 //! ([`BUDGET`]: the rings shorten when there are many processes). A helper's own process
 //! (attached) records its whole tree: the sum over its subtree. [`History::levels`] gives what
-//! a sparkline draws, quantized as drawn, so an unchanged picture compares equal.
+//! a sparkline draws, quantized as drawn, so an unchanged picture compares equal. [`Machine`]:
+//! the whole machine's CPU and memory use, one point per reading of the meters.
 
 use std::collections::VecDeque;
 
@@ -193,6 +194,50 @@ impl History {
     }
 }
 
+/// Points the machine's history keeps: more than the widest graph draws.
+pub const MACHINE_LEN: usize = 400;
+
+/// The whole machine's CPU and memory use, in whole percent, one point per reading of the
+/// meters (no reading of its own), newest last.
+#[derive(Clone, Debug, Default)]
+pub struct Machine {
+    points: VecDeque<(u8, u8)>,
+}
+
+/// A percent as a sparkline's level (0 to 8): anything above 0 shows.
+fn level(pct: u8) -> u8 {
+    match pct {
+        0 => 0,
+        p => ((p.min(100) as u16 * 8).div_ceil(100)) as u8,
+    }
+}
+
+impl Machine {
+    /// Adds a reading's busy CPU and memory used, in percent.
+    pub fn record(&mut self, cpu: u8, mem: u8) {
+        if self.points.len() == MACHINE_LEN {
+            self.points.pop_front();
+        }
+        self.points.push_back((cpu, mem));
+    }
+
+    /// How many points it holds.
+    pub fn len(&self) -> usize {
+        self.points.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.points.is_empty()
+    }
+
+    /// The CPU's and the memory's levels (0 to 8), newest first, at most `n` of each.
+    pub fn levels(&self, n: usize) -> (Vec<u8>, Vec<u8>) {
+        let newest = self.points.iter().rev().take(n);
+        newest.map(|(c, m)| (level(*c), level(*m))).unzip()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,5 +321,21 @@ mod tests {
         };
         assert_eq!(h.points(one).unwrap().len(), HISTORY_LEN);
         assert_eq!(h.times.len(), HISTORY_LEN);
+    }
+
+    #[test]
+    fn the_machines_ring_is_bounded_newest_first_and_shows_any_use() {
+        let mut m = Machine::default();
+        for i in 0..MACHINE_LEN + 10 {
+            m.record((i % 101) as u8, 50);
+        }
+        assert_eq!(m.len(), MACHINE_LEN);
+        m.record(0, 100);
+        m.record(1, 0);
+        let (cpu, mem) = m.levels(3);
+        assert_eq!(cpu, vec![1, 0, level(((MACHINE_LEN + 9) % 101) as u8)]);
+        assert_eq!(mem, vec![0, 8, 4]);
+        assert_eq!(level(100), 8);
+        assert_eq!(level(13), 2);
     }
 }

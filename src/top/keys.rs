@@ -53,7 +53,7 @@ impl App {
         if self.events.focus {
             return self.on_events_pane_key(key);
         }
-        self.on_tree_key(key)
+        self.on_view_key(key)
     }
 
     /// A key while a dialog is open: the dialog takes it.
@@ -414,7 +414,7 @@ impl App {
             KeyCode::Char('n') => p.find(1, false),
             KeyCode::Char('N') => p.find(-1, false),
             KeyCode::Char('w') => p.wrap = !p.wrap,
-            _ => return self.on_tree_key(key),
+            _ => return self.on_view_key(key),
         }
         if matches!(key.code, KeyCode::Char('n' | 'N')) && p.needle().is_none() {
             self.message = Some(p.search_text());
@@ -450,6 +450,23 @@ impl App {
         Vec::new()
     }
 
+    /// A key for the view: `v` shows or hides the machine's history, others go to the tree.
+    fn on_view_key(&mut self, key: KeyEvent) -> Vec<Effect> {
+        let plain = key.modifiers.difference(KeyModifiers::SHIFT).is_empty();
+        if !plain || key.code != KeyCode::Char('v') {
+            return self.on_tree_key(key);
+        }
+        let m = &mut self.meters;
+        let on = !m.graphs_on(m.screen_height);
+        m.graphs = Some(on);
+        self.message = Some(match (on, m.shown) {
+            (true, false) => "the machine's history is on, with the meters: m shows them".into(),
+            (true, true) => "the machine's CPU and memory history shown (v hides it)".into(),
+            (false, _) => "the machine's history hidden (v shows it)".into(),
+        });
+        Vec::new()
+    }
+
     /// A key while the events pane has the focus: it scrolls; every other key does what it
     /// does in the tree.
     fn on_events_pane_key(&mut self, key: KeyEvent) -> Vec<Effect> {
@@ -462,7 +479,7 @@ impl App {
             KeyCode::Home | KeyCode::Char('g') => self.scroll_events(isize::MAX / 2),
             KeyCode::End | KeyCode::Char('G') => self.events.back = 0,
             KeyCode::Tab | KeyCode::Esc => self.events.focus = false,
-            _ => return self.on_tree_key(key),
+            _ => return self.on_view_key(key),
         }
         Vec::new()
     }

@@ -10,7 +10,9 @@
 //! (its own reading of the processes it shows); the machine's thread count from `/proc/loadavg`.
 //! Attached or standalone, the meters describe the machine the dashboard runs on. [`height`]
 //! and [`draw`] lay them out in the rows [`crate::top::ui`] gives them: one bar per core beside
-//! the counts and the history on a large terminal, three compact lines on a small one.
+//! the counts and the history on a large terminal, three compact lines on a small one; below
+//! them, on a tall terminal or when asked (`v`), the machine's CPU and memory history
+//! ([`crate::top::history::Machine`], from the same readings).
 
 use std::time::{Duration, Instant};
 
@@ -24,7 +26,7 @@ use ratatui::widgets::{Paragraph, RenderDirection, Sparkline};
 use crate::base::sanitize::escape;
 use crate::process::identity::Identity;
 use crate::top::formatting::put_line;
-pub use crate::top::history::{History, Levels};
+pub use crate::top::history::{History, Levels, Machine};
 use crate::top::model::{Model, fmt_age, fmt_bytes, fmt_cpu};
 use crate::top::theme;
 
@@ -194,6 +196,12 @@ pub struct Meters {
     pub error: Option<String>,
     /// CPU and memory of each process over the last minutes.
     pub history: History,
+    /// The machine's CPU and memory use over the last readings.
+    pub machine: Machine,
+    /// The machine's history shown (`v`); `None`: when the screen is tall enough.
+    pub graphs: Option<bool>,
+    /// The screen's height when last drawn, set by the renderer.
+    pub screen_height: u16,
 }
 
 impl Default for Meters {
@@ -203,6 +211,9 @@ impl Default for Meters {
             reading: None,
             error: None,
             history: History::new(),
+            machine: Machine::default(),
+            graphs: None,
+            screen_height: 0,
         }
     }
 }
@@ -249,7 +260,19 @@ pub struct Texts {
     pub uptime: String,
     /// The selected process's history as drawn (see [`History::levels`]).
     pub history: Option<crate::top::history::Levels>,
+    /// The machine's history when shown: the last CPU and memory percent, and the levels of
+    /// each, newest first.
+    pub machine: Option<MachineTexts>,
     pub error: Option<String>,
+}
+
+/// The machine's history as drawn.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MachineTexts {
+    pub cpu: u8,
+    pub mem: u8,
+    pub cpu_levels: Vec<u8>,
+    pub mem_levels: Vec<u8>,
 }
 
 /// Whole percent of a fraction.
@@ -274,6 +297,10 @@ impl Meters {
     pub fn take(&mut self, r: Result<Reading, MetersError>) {
         match r {
             Ok(r) => {
+                if let Some(t) = &r.total {
+                    self.machine
+                        .record(pct(t.busy()), ratio(r.mem_used, r.mem_total));
+                }
                 self.reading = Some(r);
                 self.error = None;
             }
@@ -309,14 +336,38 @@ impl Meters {
             threads: r.threads,
             uptime: fmt_age(r.uptime_secs),
             history: selected.and_then(|id| self.history.levels(id)),
+            machine: self.machine_texts(),
             error: self.error.clone(),
         }
+    }
+
+    /// Whether the machine's history is shown on a screen `height` lines tall.
+    pub fn graphs_on(&self, height: u16) -> bool {
+        self.graphs.unwrap_or(height >= GRAPHS_HEIGHT)
+    }
+
+    /// The machine's history as drawn, when shown (its line is there from the first reading,
+    /// so the tree does not move when the first point comes).
+    fn machine_texts(&self) -> Option<MachineTexts> {
+        if !self.graphs_on(self.screen_height) {
+            return None;
+        }
+        let r = self.reading.as_ref()?;
+        let (cpu_levels, mem_levels) = self.machine.levels(crate::top::history::MACHINE_LEN);
+        Some(MachineTexts {
+            cpu: r.total.as_ref().map_or(0, |t| pct(t.busy())),
+            mem: ratio(r.mem_used, r.mem_total),
+            cpu_levels,
+            mem_levels,
+        })
     }
 }
 
 /// A terminal at least this wide and tall gets the full meters (a bar per core).
 pub const FULL_WIDTH: u16 = 120;
 pub const FULL_HEIGHT: u16 = 40;
+/// A terminal at least this tall shows the machine's history at first.
+pub const GRAPHS_HEIGHT: u16 = 45;
 /// Below this height, no meters: the tree needs the rows.
 pub const MIN_HEIGHT: u16 = 12;
 /// Core bars per column at most in the full meters; more cores make more columns.
@@ -339,11 +390,12 @@ pub fn height(area: Rect, m: &Meters) -> u16 {
     if !m.shown || area.height < MIN_HEIGHT || m.reading.is_none() {
         return 0;
     }
+    let graphs = u16::from(m.graphs_on(area.height));
     if full(area) {
         let cores = m.reading.as_ref().map_or(0, |r| r.cores.len());
-        (core_grid(cores).1 as u16 + 2).max(6)
+        (core_grid(cores).1 as u16 + 2).max(6) + graphs
     } else {
-        3
+        3 + graphs
     }
 }
 
@@ -542,11 +594,42 @@ fn sparks(t: &Texts) -> [(String, &[u8]); 2] {
 
 /// Draws the meters in `area` (as tall as [`height`] said).
 pub fn draw(frame: &mut Frame, area: Rect, v: &View, screen: Rect) {
+    let mut area = area;
+    if let Some(m) = v.texts.machine.as_ref().filter(|_| area.height > 1) {
+        area.height -= 1;
+        draw_machine(
+            frame,
+            Rect::new(area.x, area.y + area.height, area.width, 1),
+            m,
+        );
+    }
     if full(screen) {
         draw_full(frame, area, v);
     } else {
         draw_compact(frame, area, v);
     }
+}
+
+/// The machine's history on one line: its CPU's on the left half, its memory's on the right.
+fn draw_machine(frame: &mut Frame, area: Rect, m: &MachineTexts) {
+    let label = Span::styled("machine ", theme::LABEL);
+    let lw = (label.width() as u16).min(area.width);
+    put_line(frame, Rect { width: lw, ..area }, Line::from(label));
+    let rest = Rect {
+        x: area.x + lw,
+        width: area.width - lw,
+        ..area
+    };
+    let [c, _, mm] = Layout::horizontal([
+        Constraint::Fill(1),
+        Constraint::Length(1),
+        Constraint::Fill(1),
+    ])
+    .areas(rest);
+    let cpu = format!("CPU {:>3}%", m.cpu);
+    spark(frame, c, cpu, &m.cpu_levels, theme::SPARK_CPU);
+    let mem = format!("Mem {:>3}%", m.mem);
+    spark(frame, mm, mem, &m.mem_levels, theme::SPARK_MEM);
 }
 
 /// A bar per core on the left, memory and swap below them; tasks, load, uptime and the

@@ -311,6 +311,7 @@ pub fn page_height(area: Rect, app: &App) -> usize {
 /// Draws the whole screen.
 pub fn draw(frame: &mut Frame, app: &mut App) {
     let area = frame.area();
+    app.meters.screen_height = area.height;
     let a = areas(area, app);
     app.set_page(a.table.height.saturating_sub(1) as usize);
     draw_title(frame, a.title, app);

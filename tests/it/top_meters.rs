@@ -176,3 +176,52 @@ fn no_color_takes_every_colour_off() {
         "the header in reverse video"
     );
 }
+
+/// The bars (`▁` to `█`) of the machine's CPU graph: its line's part before `Mem`.
+fn machine_cpu_bars(screen: &str) -> Option<usize> {
+    let line = screen.lines().find(|l| l.starts_with("machine CPU"))?;
+    let cpu = line.split(" Mem ").next().unwrap_or("");
+    Some(cpu.chars().filter(|c| ('▁'..='█').contains(c)).count())
+}
+
+/// The machine's CPU and memory history: under the meters at first on a tall terminal, one
+/// point more per reading; `v` hides it and shows it again; a short terminal shows it on `v`.
+#[test]
+fn the_machines_history_grows_per_reading_and_v_toggles_it() {
+    if tmux_missing() {
+        return;
+    }
+    // A core kept busy: the machine's CPU is above 0 at each reading, so every point has a bar.
+    let busy = Started::sh("while :; do :; done");
+    let t = Tmux::start_sized(&top(busy.1.pid), 120, 50);
+    let s = t.wait_for("the machine's graph", |s| {
+        machine_cpu_bars(s).is_some_and(|n| n >= 2)
+    });
+    let first = machine_cpu_bars(&s).unwrap();
+    assert!(s.contains("Mem "), "{s}");
+    t.wait_for("more points", |s| {
+        machine_cpu_bars(s).is_some_and(|n| n >= first + 2)
+    });
+    t.keys(&["v"]);
+    let s = t.wait_for("the graph hidden", |s| machine_cpu_bars(s).is_none());
+    assert!(s.contains("Mem[") && s.contains("history of"), "{s}");
+    t.keys(&["v"]);
+    t.wait_for("the graph back", |s| machine_cpu_bars(s).is_some());
+    drop(t);
+
+    let t = Tmux::start_sized(&top(busy.1.pid), 80, 24);
+    let s = t.wait_for("the compact meters", |s| {
+        s.contains("Mem[") && s.contains("history of")
+    });
+    assert!(
+        machine_cpu_bars(&s).is_none(),
+        "not at first at 80x24:\n{s}"
+    );
+    t.keys(&["v"]);
+    let s = t.wait_for("the graph shown", |s| machine_cpu_bars(s).is_some());
+    let lines: Vec<&str> = s.lines().collect();
+    assert!(
+        lines[4].starts_with("machine CPU"),
+        "below the meters:\n{s}"
+    );
+}
