@@ -411,8 +411,8 @@ impl App {
             KeyCode::End | KeyCode::Char('G') => p.follow_end(),
             KeyCode::Tab | KeyCode::Esc => p.focus = false,
             KeyCode::Char('/') => p.search_editing = true,
-            KeyCode::Char('n') => p.find(1, false),
-            KeyCode::Char('N') => p.find(-1, false),
+            KeyCode::Char('n') => p.find(1),
+            KeyCode::Char('N') => p.find(-1),
             KeyCode::Char('w') => p.wrap = !p.wrap,
             _ => return self.on_view_key(key),
         }
@@ -423,7 +423,7 @@ impl App {
         Vec::new()
     }
 
-    /// A key while the log pane's search is typed: the nearest match as it is.
+    /// A key while the log pane's search is typed: the newest match as it is.
     fn on_log_search_key(&mut self, key: KeyEvent) -> Vec<Effect> {
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         let Some(p) = self.logs.as_mut() else {
@@ -446,7 +446,7 @@ impl App {
             KeyCode::Char(c) if !ctrl && p.search.len() < MAX_TYPED => p.search.push(c),
             _ => {}
         }
-        p.find(-1, true);
+        p.find_newest();
         Vec::new()
     }
 

@@ -402,13 +402,12 @@ impl LogPane {
     }
 
     /// Goes to the next match (`dir` 1, newer) or the previous (-1, older), around the ends;
-    /// `here`: the current match stays when it still matches. With no match yet, the newest.
-    pub fn find(&mut self, dir: i64, here: bool) {
+    /// with no match yet, the newest.
+    pub fn find(&mut self, dir: i64) {
         let all = self.matching();
         let next = match self.found() {
             _ if all.is_empty() => None,
             None => all.last().copied(),
-            Some(f) if here && all.contains(&f) => Some(f),
             Some(f) if dir > 0 => all.iter().find(|n| **n > f).or(all.first()).copied(),
             Some(f) => all.iter().rev().find(|n| **n < f).or(all.last()).copied(),
         };
@@ -417,6 +416,12 @@ impl LogPane {
             self.show(n);
         }
         self.version += 1;
+    }
+
+    /// Goes to the newest match (as the search is typed).
+    pub fn find_newest(&mut self) {
+        self.found = None;
+        self.find(-1);
     }
 
     /// Scrolls so that line `n` is on screen, in the middle when it was not.
@@ -463,5 +468,70 @@ impl LogPane {
         self.search.clear();
         self.found = None;
         self.version += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pane(texts: &[&str]) -> LogPane {
+        let mut p = LogPane::new();
+        for t in texts {
+            p.push(PaneLine {
+                when: String::new(),
+                text: t.to_string(),
+                kind: PaneKind::Stdout,
+            });
+        }
+        p
+    }
+
+    #[test]
+    fn the_search_starts_at_the_newest_and_goes_around_the_ends() {
+        let mut p = pane(&["a Err", "b", "c err", "d ERR", "e"]);
+        p.search = "err".into();
+        p.find_newest();
+        assert_eq!(
+            (p.found(), p.search_count().as_str()),
+            (Some(3), "match 3 of 3")
+        );
+        p.find(1);
+        assert_eq!(p.found(), Some(0), "around the end");
+        p.find(-1);
+        p.find(-1);
+        assert_eq!(p.found(), Some(2));
+        assert_eq!(match_ranges("x ERR err", "err"), vec![2..5, 6..9]);
+        p.search = "absent".into();
+        p.find_newest();
+        assert_eq!((p.found(), p.search_count().as_str()), (None, "no match"));
+        p.clear_search();
+        assert!(p.needle().is_none());
+    }
+
+    #[test]
+    fn a_match_off_screen_is_scrolled_to() {
+        let texts: Vec<String> = (0..50).map(|i| format!("line {i}")).collect();
+        let mut p = pane(&texts.iter().map(String::as_str).collect::<Vec<_>>());
+        p.height = 10;
+        p.set_drawn(40, 50);
+        p.search = "line 5".into();
+        p.find_newest();
+        assert_eq!(p.found(), Some(5));
+        assert_eq!(p.window_start(), 0, "line 5 in the middle, at most");
+        assert!(!p.following());
+        // Wrapped: the scrolled window starts at its first line, as many as fit.
+        p.wrap = true;
+        let shown = p.wrapped_window(|_| 3);
+        assert_eq!(
+            shown.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+            vec![0, 1, 2, 3]
+        );
+        p.follow_end();
+        let shown = p.wrapped_window(|_| 3);
+        assert_eq!(
+            shown.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+            vec![47, 48, 49]
+        );
     }
 }
