@@ -200,8 +200,9 @@ pub struct Meters {
     pub machine: Machine,
     /// The machine's history shown (`v`); `None`: when the screen is tall enough.
     pub graphs: Option<bool>,
-    /// The screen's height when last drawn, set by the renderer.
+    /// The screen's size when last drawn, set by the renderer.
     pub screen_height: u16,
+    pub screen_width: u16,
 }
 
 impl Default for Meters {
@@ -214,6 +215,7 @@ impl Default for Meters {
             machine: Machine::default(),
             graphs: None,
             screen_height: 0,
+            screen_width: 0,
         }
     }
 }
@@ -353,7 +355,9 @@ impl Meters {
             return None;
         }
         let r = self.reading.as_ref()?;
-        let (cpu_levels, mem_levels) = self.machine.levels(crate::top::history::MACHINE_LEN);
+        // No more points than a graph (half the screen at most) draws: points that scrolled
+        // off do not make a new frame.
+        let (cpu_levels, mem_levels) = self.machine.levels(self.screen_width as usize / 2);
         Some(MachineTexts {
             cpu: r.total.as_ref().map_or(0, |t| pct(t.busy())),
             mem: ratio(r.mem_used, r.mem_total),

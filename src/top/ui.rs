@@ -312,6 +312,7 @@ pub fn page_height(area: Rect, app: &App) -> usize {
 pub fn draw(frame: &mut Frame, app: &mut App) {
     let area = frame.area();
     app.meters.screen_height = area.height;
+    app.meters.screen_width = area.width;
     let a = areas(area, app);
     app.set_page(a.table.height.saturating_sub(1) as usize);
     draw_title(frame, a.title, app);
