@@ -269,6 +269,8 @@ impl LogPane {
         self.lines.clear();
         self.first = 0;
         self.top = None;
+        // The search stays; its match was among the lines gone.
+        self.found = None;
         self.version += 1;
     }
 
