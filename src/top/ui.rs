@@ -1015,17 +1015,36 @@ fn draw_help(frame: &mut Frame, area: Rect, scroll: u16) {
 }
 
 fn draw_signals(frame: &mut Frame, area: Rect, title: &str, selected: usize) {
-    let items: Vec<ListItem> = SIGNALS
+    let items = SIGNALS
         .iter()
-        .map(|s| ListItem::new(format!("{:>2} {}", *s as i32, s.as_str())))
+        .map(|s| format!("{:>2} {}", *s as i32, s.as_str()))
         .collect();
     let bottom = " number or ↑↓ · Enter pick · Esc cancel ";
-    let w = (Line::raw(title).width().max(Line::raw(bottom).width()) as u16 + 2).max(34);
-    let r = centered(area, w, SIGNALS.len() as u16 + 2);
+    draw_menu(frame, area, (title, bottom, 34), items, selected);
+}
+
+/// A menu of `items` with `selected` highlighted, titled `title` above and `bottom` below, at
+/// least `min_w` wide: every menu of the dashboard (signals, columns, sort, users). An item too
+/// wide for the screen is cut with `…`.
+fn draw_menu(
+    frame: &mut Frame,
+    area: Rect,
+    (title, bottom, min_w): (&str, &str, u16),
+    items: Vec<String>,
+    selected: usize,
+) {
+    let widest = items
+        .iter()
+        .map(|i| Line::raw(i.as_str()).width())
+        .chain([Line::raw(title).width(), Line::raw(bottom).width()])
+        .max()
+        .unwrap_or(0) as u16;
+    let r = centered(area, (widest + 2).max(min_w), items.len() as u16 + 2);
+    let inner = r.width.saturating_sub(2) as usize;
     let mut state = ListState::default().with_selected(Some(selected));
     frame.render_widget(Clear, r);
     frame.render_stateful_widget(
-        List::new(items)
+        List::new(items.into_iter().map(|i| ListItem::new(fit(&i, inner))))
             .block(dialog_block(title, bottom, r.width))
             .highlight_style(Style::new().reversed().bold()),
         r,
@@ -1050,23 +1069,7 @@ fn draw_columns(frame: &mut Frame, area: Rect, app: &App, selected: usize) {
         .collect();
     let title = " columns · Space show/hide · [ ] move ";
     let bottom = " ↑↓ · Esc saves and closes ";
-    let widest = items
-        .iter()
-        .map(|i| Line::raw(i.as_str()).width())
-        .chain([Line::raw(title).width(), Line::raw(bottom).width()])
-        .max()
-        .unwrap_or(0) as u16;
-    let r = centered(area, widest + 2, items.len() as u16 + 2);
-    let inner = r.width.saturating_sub(2) as usize;
-    let mut state = ListState::default().with_selected(Some(selected));
-    frame.render_widget(Clear, r);
-    frame.render_stateful_widget(
-        List::new(items.into_iter().map(|i| ListItem::new(fit(&i, inner))))
-            .block(dialog_block(title, bottom, r.width))
-            .highlight_style(Style::new().reversed().bold()),
-        r,
-        &mut state,
-    );
+    draw_menu(frame, area, (title, bottom, 0), items, selected);
 }
 
 /// The sort menu: the columns the rows sort by, each with the order it starts in, the one
@@ -1091,23 +1094,7 @@ fn draw_sort_by(frame: &mut Frame, area: Rect, app: &App, selected: usize) {
         })
         .collect();
     let bottom = " ↑↓ · Enter sort · Esc cancel ";
-    let w = items
-        .iter()
-        .map(|i| Line::raw(i.as_str()).width())
-        .chain([Line::raw(bottom).width()])
-        .max()
-        .unwrap_or(0) as u16
-        + 2;
-    let r = centered(area, w, items.len() as u16 + 2);
-    let mut state = ListState::default().with_selected(Some(selected));
-    frame.render_widget(Clear, r);
-    frame.render_stateful_widget(
-        List::new(items.into_iter().map(ListItem::new))
-            .block(dialog_block(" sort by ", bottom, r.width))
-            .highlight_style(Style::new().reversed().bold()),
-        r,
-        &mut state,
-    );
+    draw_menu(frame, area, (" sort by ", bottom, 0), items, selected);
 }
 
 /// A process's details: each label, then its value wrapped beside it.
@@ -1144,22 +1131,12 @@ fn draw_users(frame: &mut Frame, area: Rect, uids: &[Option<u32>], selected: usi
         })
         .collect();
     let bottom = " ↑↓ · Enter pick · Esc cancel ";
-    let w = items
-        .iter()
-        .map(|i| Line::raw(i.as_str()).width())
-        .chain([Line::raw(bottom).width()])
-        .max()
-        .unwrap_or(0) as u16
-        + 2;
-    let r = centered(area, w, items.len() as u16 + 2);
-    let mut state = ListState::default().with_selected(Some(selected));
-    frame.render_widget(Clear, r);
-    frame.render_stateful_widget(
-        List::new(items.into_iter().map(ListItem::new))
-            .block(dialog_block(" show the processes of ", bottom, r.width))
-            .highlight_style(Style::new().reversed().bold()),
-        r,
-        &mut state,
+    draw_menu(
+        frame,
+        area,
+        (" show the processes of ", bottom, 0),
+        items,
+        selected,
     );
 }
 
