@@ -369,3 +369,38 @@ stop_grace = "2s"
     assert!(err.contains("refused"), "{err}");
     run.wait();
 }
+
+/// A reload says the new file's warnings, as `foster run` does at its start: in the answer of
+/// `ctl reload` (and of `--dry-run`), and in the reload's event.
+#[test]
+fn a_reload_says_the_files_warnings() {
+    let d = Dir::new("reload", "warnings");
+    let helper = "[[helper]]\nname = \"api\"\ncommand = [\"sleep\", \"600\"]\n";
+    let mut run = Run::start(&d, helper, &[]);
+    run.state("api", "running");
+    // Legal, likely not meant: a health check whose timeout is not shorter than its interval.
+    let warned =
+        format!("{helper}health = {{ exec = [\"true\"], interval = \"1s\", timeout = \"5s\" }}\n");
+    d.file("run.toml", &warned);
+    let out = run.ctl(&["reload", "--dry-run"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("restart: api"), "{text}");
+    assert!(
+        text.contains("warning: ") && text.contains("not shorter than interval"),
+        "{text}"
+    );
+    let out = run.ctl(&["--json", "reload"]);
+    assert!(out.status.success(), "{out:?}");
+    let reply: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let warnings = reply["reloaded"]["warnings"].as_array().cloned();
+    let warnings = warnings.unwrap_or_else(|| panic!("no warnings: {reply:#}"));
+    assert_eq!(warnings.len(), 1, "{reply:#}");
+    assert!(
+        warnings[0].as_str().unwrap().contains("run.toml:4:"),
+        "the warning names its place: {reply:#}"
+    );
+    let i = run.until("the reload's event", |e| e["event"] == "reload");
+    assert_eq!(run.seen[i]["warnings"], reply["reloaded"]["warnings"]);
+    assert_eq!(run.stop().code(), Some(0));
+}

@@ -199,6 +199,10 @@ pub struct Reloaded {
     /// Settings that changed but take effect only when foster is started again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub needs_restart: Vec<String>,
+    /// What the file read holds that is legal but likely not meant: the warnings `foster run
+    /// --check` prints, each with its place in the file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl fmt::Display for Reloaded {

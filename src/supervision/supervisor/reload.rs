@@ -51,12 +51,20 @@ enum Change {
     Set(bool),
 }
 
+/// The warnings of a configuration read again, as `foster run` prints them at its start.
+fn warning_lines(config: &Config) -> Vec<String> {
+    config.warnings.iter().map(|w| w.to_string()).collect()
+}
+
 impl Supervisor {
     /// Reads the configuration file again and applies it (see the module docs); `by` says who
     /// asked (`control socket`, `SIGHUP`). Either way an event records it.
     pub(super) fn reload(&mut self, by: &str) -> Result<Reloaded, Refused> {
         match self.try_reload() {
             Ok(changes) => {
+                for w in &changes.warnings {
+                    warn!("reload ({by}): {w}");
+                }
                 self.emit(Event::Reload {
                     by: by.to_string(),
                     changes: changes.clone(),
@@ -99,14 +107,20 @@ impl Supervisor {
     /// reason).
     fn try_reload(&mut self) -> Result<Reloaded, Refused> {
         let new = self.read_again()?;
-        self.apply(new)
+        let warnings = warning_lines(&new);
+        let mut out = self.apply(new)?;
+        out.warnings = warnings;
+        Ok(out)
     }
 
     /// What a reload would do now (`reload` with `dry_run`): the file read again and checked as
     /// for a reload, compared, and nothing applied. No event: nothing changed.
     pub(super) fn reload_plan(&self) -> Result<Reloaded, Refused> {
         let new = self.read_again()?;
-        let mut out = Reloaded::default();
+        let mut out = Reloaded {
+            warnings: warning_lines(&new),
+            ..Reloaded::default()
+        };
         for i in 0..self.units.helpers.len() {
             let name = self.config.helpers[i].name();
             if !self.units.helpers[i].retired && new.helper(name).is_none() {

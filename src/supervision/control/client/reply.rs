@@ -162,7 +162,16 @@ pub fn render_reload(r: &crate::supervision::control::protocol::Reloaded) -> Str
         let names: Vec<String> = names.iter().map(|n| escape(n.as_bytes())).collect();
         out.push_str(&format!("  {what}: {}\n", names.join(", ")));
     }
+    out.push_str(&warning_lines(r));
     out
+}
+
+/// A reload's warnings, one `  warning: ...` line each (escaped).
+fn warning_lines(r: &crate::supervision::control::protocol::Reloaded) -> String {
+    r.warnings
+        .iter()
+        .map(|w| format!("  warning: {}\n", escape(w.as_bytes())))
+        .collect()
 }
 
 /// A reload's plan (`reload --dry-run`) for people: what a reload would do now.
@@ -182,10 +191,11 @@ pub fn render_reload_plan(r: &crate::supervision::control::protocol::Reloaded) -
         let names: Vec<String> = names.iter().map(|n| escape(n.as_bytes())).collect();
         lines.push_str(&format!("  {what}: {}\n", names.join(", ")));
     }
+    let warnings = warning_lines(r);
     if lines.is_empty() {
-        return "the configuration is valid; a reload would change nothing\n".to_string();
+        return format!("the configuration is valid; a reload would change nothing\n{warnings}");
     }
-    format!("the configuration is valid; nothing was changed; a reload would:\n{lines}")
+    format!("the configuration is valid; nothing was changed; a reload would:\n{lines}{warnings}")
 }
 
 /// A helper's history (`ctl history`) for people: one event a line, oldest first.
