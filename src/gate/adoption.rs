@@ -293,6 +293,12 @@ impl Registry {
             .extend(lineages.into_iter().filter(|(_, l)| l.anchor != me));
     }
 
+    /// The lineage announced for `pid` and not yet used.
+    #[cfg(test)]
+    pub(crate) fn announced_lineage(&self, pid: i32) -> Option<Lineage> {
+        self.announced.get(&pid).copied()
+    }
+
     /// Takes in the changes of foster's subtree and the subtree they lead to: records new
     /// descendants, forgets ended ones, and classifies every process that changed parent.
     /// Returns the adoptions, parents before children.

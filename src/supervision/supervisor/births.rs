@@ -331,10 +331,20 @@ impl Births {
 /// Reads the births `pids` into `tree` and records at once in `registry` each one added, also
 /// when the read missed others: a process the tree holds is one the registry knows (its
 /// generation, helper and expected parent come from there, and no later read of the tree
-/// reports it as new again).
-fn take_in(tree: &mut Subtree, registry: &mut Registry, pids: &[i32]) -> (Newborns, Vec<Adoption>) {
+/// reports it as new again). When the read missed some, the batch's `lineages` are announced
+/// again for the read of the whole tree that follows (recording forgets those of processes it
+/// did not see): an orphan that read finds already adopted takes its generation from them.
+fn take_in(
+    tree: &mut Subtree,
+    registry: &mut Registry,
+    pids: &[i32],
+    lineages: &[(i32, Lineage)],
+) -> (Newborns, Vec<Adoption>) {
     let found = tree.born(pids);
     let adoptions = registry.observe(tree.snapshot(), &found.changes);
+    if found.missed {
+        registry.announced(lineages.iter().copied());
+    }
     (found, adoptions)
 }
 
@@ -379,8 +389,12 @@ impl super::Supervisor {
             self.count_lost_tree_events();
         }
         if !d.rescan && !d.born.is_empty() {
-            let (found, adoptions) =
-                take_in(&mut self.known.tree, &mut self.known.registry, &d.born);
+            let (found, adoptions) = take_in(
+                &mut self.known.tree,
+                &mut self.known.registry,
+                &d.born,
+                &d.lineages,
+            );
             if let Some(b) = &mut self.known.births {
                 b.learnt(
                     &d.born_outer,
@@ -447,7 +461,8 @@ mod tests {
     }
 
     /// A batch whose read missed one birth (it ended first) still records the others it added
-    /// to the tree: the read that follows sees them as known, and would not report them again.
+    /// to the tree: the read that follows sees them as known, and would not report them again;
+    /// and it keeps the batch's lineages for that read.
     #[test]
     fn births_added_when_another_was_missed_are_recorded() {
         use std::io::{BufRead, BufReader, Write};
@@ -479,9 +494,22 @@ mod tests {
         let gone_pid = gone.id() as i32;
         gone.wait().unwrap();
 
-        let (found, _) = take_in(&mut tree, &mut registry, &[child, gone_pid]);
+        // The batch's lineages, as the drain announces them before the read.
+        let lineages = [(
+            gone_pid,
+            Lineage {
+                anchor: h,
+                depth: 2,
+            },
+        )];
+        registry.announced(lineages);
+        let (found, _) = take_in(&mut tree, &mut registry, &[child, gone_pid], &lineages);
         let c = Identity::of(child).unwrap();
         let rec = registry.get(&c).map(|r| (r.generation, r.helper.clone()));
+        // Still there for the read of the whole tree that follows a missed birth.
+        let kept = registry
+            .announced_lineage(gone_pid)
+            .map(|l| (l.anchor, l.depth));
         // Ended before asserting, so that a failure leaves nothing behind.
         let pid = nix::unistd::Pid::from_raw(child);
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::SIGKILL);
@@ -489,6 +517,7 @@ mod tests {
         helper.wait().unwrap();
         assert!(found.missed, "{found:?}");
         assert_eq!(rec, Some((2, Some("h".to_string()))));
+        assert_eq!(kept, Some((h, 2)));
     }
 
     /// Ends that move no child: a birth without children, a child of foster's (its end comes
