@@ -53,42 +53,39 @@ pub fn register(reg: &mut Registry, r: &SelfReading) {
         let help = "Total user and system CPU time spent in seconds";
         reg.register_with_unit("process_cpu", help, Unit::Seconds, c);
     }
-    let bytes = [
+    let gauges = [
         (
             "process_resident_memory",
             "Resident memory size in bytes",
+            Some(Unit::Bytes),
             r.resident_bytes,
         ),
         (
             "process_virtual_memory",
             "Virtual memory size in bytes",
+            Some(Unit::Bytes),
             r.virtual_bytes,
         ),
-    ];
-    for (name, help, v) in bytes {
-        if let Some(v) = v {
-            let g = Gauge::<i64>::default();
-            g.set(i64::try_from(v).unwrap_or(i64::MAX));
-            reg.register_with_unit(name, help, Unit::Bytes, g);
-        }
-    }
-    let counts = [
         (
             "process_open_fds",
             "Number of open file descriptors",
+            None,
             r.open_fds,
         ),
         (
             "process_max_fds",
             "Maximum number of open file descriptors",
+            None,
             r.max_fds,
         ),
     ];
-    for (name, help, v) in counts {
-        if let Some(v) = v {
-            let g = Gauge::<i64>::default();
-            g.set(i64::try_from(v).unwrap_or(i64::MAX));
-            reg.register(name, help, g);
+    for (name, help, unit, v) in gauges {
+        let Some(v) = v else { continue };
+        let g = Gauge::<i64>::default();
+        g.set(i64::try_from(v).unwrap_or(i64::MAX));
+        match unit {
+            Some(unit) => reg.register_with_unit(name, help, unit, g),
+            None => reg.register(name, help, g),
         }
     }
     if let Some(v) = r.start_time_seconds {

@@ -147,22 +147,58 @@ pub(in crate::supervision::control) fn print_reply(
 
 /// A reload's answer for people: one line per kind of change, the helpers named (escaped).
 pub fn render_reload(r: &crate::supervision::control::protocol::Reloaded) -> String {
-    let mut out = String::from("configuration reloaded\n");
-    for (what, names) in [
-        ("started", &r.started),
-        ("stopped", &r.stopped),
-        ("restarted", &r.restarted),
-        ("unchanged", &r.unchanged),
-        ("applied", &r.applied),
-        ("needs a restart of foster", &r.needs_restart),
-    ] {
+    let words = [
+        "started",
+        "stopped",
+        "restarted",
+        "unchanged",
+        "applied",
+        "needs a restart of foster",
+    ];
+    format!(
+        "configuration reloaded\n{}{}",
+        change_lines(r, words),
+        warning_lines(r)
+    )
+}
+
+/// A reload's plan (`reload --dry-run`) for people: what a reload would do now.
+pub fn render_reload_plan(r: &crate::supervision::control::protocol::Reloaded) -> String {
+    let words = [
+        "start",
+        "stop",
+        "restart",
+        "leave as they are",
+        "apply",
+        "need a restart of foster for",
+    ];
+    let lines = change_lines(r, words);
+    let warnings = warning_lines(r);
+    if lines.is_empty() {
+        return format!("the configuration is valid; a reload would change nothing\n{warnings}");
+    }
+    format!("the configuration is valid; nothing was changed; a reload would:\n{lines}{warnings}")
+}
+
+/// One `  WORD: a, b` line per kind of change that names a helper or setting (escaped), in
+/// the order started, stopped, restarted, unchanged, applied, needing a restart.
+fn change_lines(r: &crate::supervision::control::protocol::Reloaded, words: [&str; 6]) -> String {
+    let lists = [
+        &r.started,
+        &r.stopped,
+        &r.restarted,
+        &r.unchanged,
+        &r.applied,
+        &r.needs_restart,
+    ];
+    let mut out = String::new();
+    for (what, names) in words.into_iter().zip(lists) {
         if names.is_empty() {
             continue;
         }
         let names: Vec<String> = names.iter().map(|n| escape(n.as_bytes())).collect();
         out.push_str(&format!("  {what}: {}\n", names.join(", ")));
     }
-    out.push_str(&warning_lines(r));
     out
 }
 
@@ -172,30 +208,6 @@ fn warning_lines(r: &crate::supervision::control::protocol::Reloaded) -> String 
         .iter()
         .map(|w| format!("  warning: {}\n", escape(w.as_bytes())))
         .collect()
-}
-
-/// A reload's plan (`reload --dry-run`) for people: what a reload would do now.
-pub fn render_reload_plan(r: &crate::supervision::control::protocol::Reloaded) -> String {
-    let mut lines = String::new();
-    for (what, names) in [
-        ("start", &r.started),
-        ("stop", &r.stopped),
-        ("restart", &r.restarted),
-        ("leave as they are", &r.unchanged),
-        ("apply", &r.applied),
-        ("need a restart of foster for", &r.needs_restart),
-    ] {
-        if names.is_empty() {
-            continue;
-        }
-        let names: Vec<String> = names.iter().map(|n| escape(n.as_bytes())).collect();
-        lines.push_str(&format!("  {what}: {}\n", names.join(", ")));
-    }
-    let warnings = warning_lines(r);
-    if lines.is_empty() {
-        return format!("the configuration is valid; a reload would change nothing\n{warnings}");
-    }
-    format!("the configuration is valid; nothing was changed; a reload would:\n{lines}{warnings}")
 }
 
 /// A helper's history (`ctl history`) for people: one event a line, oldest first.
