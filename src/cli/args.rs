@@ -61,8 +61,10 @@ pub enum Command {
     Run(RunArgs),
     /// Talk to a running supervisor through its control socket.
     ///
-    /// Without --socket, the socket is FOSTER_SOCKET, else the only listening socket in the
-    /// default directory. Exit status 1 for an error reply or when no supervisor answers.
+    /// The supervisor is the one of --socket, else of --config FILE, else FOSTER_SOCKET, else
+    /// the supervisor of a configuration file in the current directory, else the only
+    /// listening socket in the default directory. Exit status 1 for an error reply or when no
+    /// supervisor answers.
     Ctl(CtlArgs),
     /// Watch foster supervise a built-in example tree, every role at once.
     ///
@@ -421,7 +423,8 @@ pub struct RunArgs {
 
 #[derive(Debug, Args)]
 pub struct CtlArgs {
-    /// The supervisor's control socket (default: FOSTER_SOCKET, else the only listening socket
+    /// The supervisor's control socket (default: that of --config, else FOSTER_SOCKET, else
+    /// that of a configuration file in the current directory, else the only listening socket
     /// in $XDG_RUNTIME_DIR/foster, /run/foster for root, or /tmp/foster-UID).
     #[arg(long, value_name = "PATH", global = true)]
     pub socket: Option<std::path::PathBuf>,

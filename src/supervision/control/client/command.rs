@@ -47,9 +47,9 @@ pub enum CtlCommand {
         #[arg(value_name = "HELPER", required = true)]
         helpers: Vec<String>,
     },
-    /// Stop HELPER (its stop signal, its grace, then SIGKILL of what is left of its tree): it
-    /// stays stopped, whatever its restart rule, until `start`. HELPER is required: the
-    /// supervisor itself is stopped by `shutdown`.
+    /// Stop each HELPER, or `all` (its stop signal, its grace, then SIGKILL of what is left of
+    /// its tree): it stays stopped, whatever its restart rule, until `start`. A HELPER is
+    /// required: the supervisor itself is stopped by `shutdown`.
     #[command(override_usage = "foster ctl stop [OPTIONS] <HELPER>...")]
     Stop {
         /// The helpers to stop, one request each, dependents first for `all` (every helper;
