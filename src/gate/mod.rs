@@ -32,7 +32,7 @@ pub use self::expect::{
     ENV_GATED, ENV_PARENT_PIDFD, EnvError, Expectation, env_for_children, parent_pidfd_from_env,
 };
 pub use self::inprocess::{EnterError, Gated, Loss, enter, enter_with, enter_with_pidfd};
-pub use self::plan::{GatePlan, IdentitySlot, SignalSetup, Trace, own_start_time};
+pub use self::plan::{BirthClock, GatePlan, IdentitySlot, SignalSetup, Trace, own_start_time};
 pub use self::stop::*;
 pub use self::target::{TargetError, check_target, resolve_program};
 pub use self::trace::{Barrier, Step, TraceRecord};

@@ -111,6 +111,8 @@ pub struct GatePlan {
     reaction: Reaction,
     setup: SignalSetup,
     lifeline_fd: RawFd,
+    /// The lifeline is a pidfd of the expected process itself (see [`GatePlan::with_own_pidfd`]).
+    lifeline_is_expected: bool,
     trace: Trace,
 }
 
@@ -124,6 +126,7 @@ impl GatePlan {
             reaction: policy.reaction,
             setup,
             lifeline_fd: -1,
+            lifeline_is_expected: false,
             trace: Trace::NONE,
         }
     }
@@ -133,6 +136,16 @@ impl GatePlan {
     /// until the gate has run; it may be close-on-exec.
     pub fn with_lifeline_fd(mut self, fd: RawFd) -> GatePlan {
         self.lifeline_fd = fd;
+        self
+    }
+
+    /// A lifeline that is a pidfd the expected process opened of itself (`pidfd_open(getpid())`),
+    /// so that it cannot name another process. While it is not readable that process has not
+    /// ended, so its pid is nobody else's: a `getppid()` equal to it, read before the look at
+    /// the pidfd, is the expected parent, and the gate skips reading the parent's start time.
+    pub fn with_own_pidfd(mut self, fd: RawFd) -> GatePlan {
+        self.lifeline_fd = fd;
+        self.lifeline_is_expected = true;
         self
     }
 
@@ -153,13 +166,37 @@ impl GatePlan {
     }
 
     fn lifeline_lost(&self) -> bool {
+        self.look_at_lifeline() == Some(true)
+    }
+
+    /// A look at the lifeline without waiting: `Some(true)` when its process ended,
+    /// `Some(false)` when the look found nothing (it lives), `None` without a lifeline or when
+    /// the look failed. No clock read, no allocation (this runs in the child).
+    fn look_at_lifeline(&self) -> Option<bool> {
         if self.lifeline_fd < 0 {
-            return false;
+            return None;
         }
-        // A look without waiting: no clock read, no allocation (this runs in the child).
         let mut p = [PollFd::input(self.lifeline_fd)];
-        poll(&mut p, Some(Duration::ZERO)).is_ok_and(|n| n > 0)
-            && (p[0].has_input() || p[0].hung_up())
+        match poll(&mut p, Some(Duration::ZERO)) {
+            Ok(0) => Some(false),
+            Ok(_) if p[0].has_input() || p[0].hung_up() => Some(true),
+            _ => None,
+        }
+    }
+
+    /// Whether the parent, whose pid `getppid()` gave as the expected one, is the expected
+    /// process: through its own pidfd when the plan has one and it lives, else by its start
+    /// time.
+    #[inline]
+    fn same_parent(&self) -> Result<bool, GateStop> {
+        if self.lifeline_is_expected && self.look_at_lifeline() == Some(false) {
+            return Ok(true);
+        }
+        match self.parent_stat.read_start_time() {
+            StatRead::StartTime(s) => Ok(s == self.expected.start_time),
+            StatRead::Gone => Ok(false),
+            StatRead::Failed(e) => Err(GateStop::CheckUnreadable { errno: e }),
+        }
     }
 
     /// Runs the gate in the calling process. Async-signal-safe and allocation-free: callable
@@ -289,10 +326,8 @@ impl GatePlan {
         } else if ppid != self.expected.pid {
             return gone(DeathPath::Check);
         } else {
-            match self.parent_stat.read_start_time() {
-                StatRead::StartTime(s) if s == self.expected.start_time => {}
-                StatRead::StartTime(_) | StatRead::Gone => return gone(DeathPath::Check),
-                StatRead::Failed(e) => return Err(GateStop::CheckUnreadable { errno: e }),
+            if !self.same_parent()? {
+                return gone(DeathPath::Check);
             }
             if self.lifeline_lost() {
                 return gone(DeathPath::Lifeline);
@@ -331,6 +366,62 @@ impl GatePlan {
     }
 }
 
+/// A new process's start time told without `/proc` when it can be. The kernel stamps it
+/// during `clone` (`/proc/PID/stat`'s field 22: `CLOCK_BOOTTIME` in clock ticks); a reading of
+/// that clock just before the clone ([`BirthClock::before_clone`]) and one the child takes
+/// first ([`BirthClock::start_time`]) bracket the stamp: when both fall in the same tick, that
+/// tick is the start time. Otherwise (about one launch in 200 with 10 ms ticks) the child
+/// reads `/proc/self/stat`, which costs it more than the rest of its gate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BirthClock {
+    tick_ns: u64,
+    before: u64,
+}
+
+impl BirthClock {
+    /// The tick the clock is in now, before a clone; `None` when a tick is not a whole number
+    /// of nanoseconds (the kernel then rounds otherwise) or the clock cannot be read.
+    pub fn before_clone() -> Option<BirthClock> {
+        // SAFETY: sysconf has no preconditions (glibc answers this one from the auxiliary vector).
+        let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).ok()?;
+        let tick_ns = 1_000_000_000u64.checked_div(hz)?;
+        if tick_ns.checked_mul(hz)? != 1_000_000_000 {
+            return None;
+        }
+        Some(BirthClock {
+            tick_ns,
+            before: boottime_ns()?.checked_div(tick_ns)?,
+        })
+    }
+
+    /// In the child: its start time, when the clock is still in the tick it was in before the
+    /// clone. Async-signal-safe and panic-free.
+    pub fn start_time(&self) -> Option<u64> {
+        self.same_tick(boottime_ns()?)
+    }
+
+    /// The tick of `now_ns` when it is the one before the clone.
+    fn same_tick(&self, now_ns: u64) -> Option<u64> {
+        let now = now_ns.checked_div(self.tick_ns)?;
+        (now == self.before).then_some(now)
+    }
+}
+
+/// `CLOCK_BOOTTIME` in nanoseconds (`clock_gettime` is async-signal-safe).
+fn boottime_ns() -> Option<u64> {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the stack value it is given.
+    if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut t) } != 0 {
+        return None;
+    }
+    let secs = u64::try_from(t.tv_sec).ok()?;
+    secs.checked_mul(1_000_000_000)?
+        .checked_add(u64::try_from(t.tv_nsec).ok()?)
+}
+
 /// Reads the start time of the calling process from `/proc/self/stat`, without allocating.
 pub fn own_start_time() -> Option<u64> {
     let mut buf = [0u8; 1024];
@@ -364,10 +455,11 @@ impl IdentitySlot {
         self.buf.as_ptr().cast()
     }
 
-    /// Writes the calling process's identity into the slot. Async-signal-safe and panic-free;
-    /// false when the start time cannot be read.
-    pub fn fill_with_self(&mut self) -> bool {
-        let Some(start) = own_start_time() else {
+    /// Writes the calling process's identity into the slot: its start time when the caller
+    /// knows it ([`BirthClock`]), else read from `/proc/self/stat`. Async-signal-safe and
+    /// panic-free; false when the start time cannot be read.
+    pub fn fill_with_self(&mut self, known_start: Option<u64>) -> bool {
+        let Some(start) = known_start.or_else(own_start_time) else {
             return false;
         };
         // SAFETY: getpid is async-signal-safe.
@@ -446,10 +538,23 @@ mod tests {
         assert!(!s.fill(&[u64::MAX, u64::MAX, u64::MAX]));
     }
 
+    /// The clock tells a start time only within the tick it was in before the clone.
+    #[test]
+    fn the_birth_clock_answers_within_its_tick_only() {
+        let b = BirthClock::before_clone().expect("a clock in whole nanosecond ticks");
+        let start = b.before * b.tick_ns;
+        assert_eq!(b.same_tick(start), Some(b.before));
+        assert_eq!(b.same_tick(start + b.tick_ns - 1), Some(b.before));
+        assert_eq!(b.same_tick(start + b.tick_ns), None);
+        assert_eq!(b.same_tick(start - 1), None);
+        // This process was started in an earlier tick than now, in the same clock.
+        assert!(own_start_time().unwrap() <= b.before);
+    }
+
     #[test]
     fn identity_slot_fills_with_self() {
         let mut s = IdentitySlot::new("FOSTER_PARENT");
-        assert!(s.fill_with_self());
+        assert!(s.fill_with_self(None));
         let me = Identity::current().unwrap();
         assert_eq!(s.value(), me.to_string().as_bytes());
         // SAFETY: the slot holds a NUL-terminated string (fill_with_self wrote it) that outlives

@@ -360,3 +360,35 @@ fn a_helper_holds_only_its_own_descriptors() {
     );
     drop(held);
 }
+
+/// The identity a gated launch hands back, and the `FOSTER_PARENT` its helper execs with, are
+/// the helper's own as `/proc` tells them: the start time the child takes from the clock
+/// (`BirthClock`, most launches) or from `/proc/self/stat` (a launch across a clock tick) is
+/// the kernel's. 200 launches: a few cross a tick, and take the second way.
+#[test]
+fn a_gated_launch_knows_its_helpers_identity() {
+    use std::io::BufRead;
+    let sp = Spawner::start().unwrap(); // kept: its thread is the children's parent
+    for i in 0..200 {
+        let (in_rd, in_wr) = pipe();
+        let (out_rd, out_wr) = pipe();
+        let script = "echo \"$FOSTER_PARENT\"; exec cat";
+        let mut spec = LaunchSpec::new("/bin/sh", ["-c", script], Policy::term());
+        (spec.stdin, spec.stdout) = (Some(in_rd), Some(out_wr));
+        let l = sp.launch(spec).unwrap();
+        // The helper waits on the pipe this test holds: it lives while it is read.
+        let mut seen = String::new();
+        std::io::BufReader::new(std::fs::File::from(out_rd))
+            .read_line(&mut seen)
+            .unwrap();
+        let from_proc = foster::process::identity::Identity::of(l.pid).unwrap();
+        drop(in_wr);
+        assert_eq!(reap(&l), 0);
+        assert_eq!(l.identity, Some(from_proc), "launch {i}");
+        assert_eq!(
+            seen.trim_end(),
+            from_proc.to_string(),
+            "launch {i}: FOSTER_PARENT"
+        );
+    }
+}

@@ -6,7 +6,9 @@ use std::ffi::CString;
 use std::os::fd::RawFd;
 
 use crate::base::sys::errno;
-use crate::gate::{EXIT_GATE_ERROR, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, GatePlan, IdentitySlot};
+use crate::gate::{
+    BirthClock, EXIT_GATE_ERROR, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, GatePlan, IdentitySlot,
+};
 
 use super::credentials::Credentials;
 use super::report::{R_EXEC, R_GATE, R_SETUP, SetupStep, report};
@@ -34,6 +36,8 @@ pub(super) struct Prepared {
     pub(super) envp: Vec<*const libc::c_char>,
     pub(super) slot: IdentitySlot,
     pub(super) slot_index: usize,
+    /// The clock's tick just before the clone, which may tell the child its start time.
+    pub(super) birth: Option<BirthClock>,
     pub(super) plan: GatePlan,
     pub(super) stdio: [RawFd; 3],
     pub(super) credentials: Credentials,
@@ -84,7 +88,9 @@ unsafe fn child(p: &mut Prepared, report_fd: RawFd) -> ! {
             report(report_fd, kind, a, b);
             libc::_exit(status)
         };
-        if let Err((step, errno)) = setup(p).and_then(|()| fill_identity(p)) {
+        // First, so that the clock is read as close to the clone as it can be.
+        let born = p.birth.and_then(|b| b.start_time());
+        if let Err((step, errno)) = setup(p).and_then(|()| fill_identity(p, born)) {
             fail(R_SETUP, step as u32, errno, EXIT_GATE_ERROR);
         }
         if p.gated
@@ -225,13 +231,14 @@ unsafe fn apply_stdio(p: &Prepared) -> Result<(), StepFailed> {
     Ok(())
 }
 
-/// A gated child's own identity into its `FOSTER_PARENT` slot, and the slot into `envp`.
+/// A gated child's own identity into its `FOSTER_PARENT` slot, and the slot into `envp`;
+/// `born`, its start time when the clock told it.
 #[inline]
-fn fill_identity(p: &mut Prepared) -> Result<(), StepFailed> {
+fn fill_identity(p: &mut Prepared, born: Option<u64>) -> Result<(), StepFailed> {
     if !p.gated {
         return Ok(());
     }
-    if !p.slot.fill_with_self() {
+    if !p.slot.fill_with_self(born) {
         return Err((SetupStep::OwnIdentity, errno()));
     }
     // The slot's index was reserved in `envp` before the clone: `get_mut` finds it.

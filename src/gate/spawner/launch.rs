@@ -6,41 +6,40 @@
 //! of `waitpid(-1)`. The spawner never waits: it returns the pid and pidfd, and a failed
 //! launch's zombie is the reaper's like any other.
 
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 use crate::base::sys::errno;
 use crate::gate::policy::ENV_PARENT;
-use crate::gate::{self, ENV_GATED, GatePlan, GateStop, IdentitySlot, SignalSetup, TargetError};
+use crate::gate::{self, BirthClock, GatePlan, GateStop, IdentitySlot, SignalSetup, TargetError};
 use crate::process::identity::Identity;
 
 use super::child::{ChildArgs, Prepared, child_entry};
 use super::credentials::Credentials;
+use super::env::{LaunchEnv, ProcessEnv};
 use super::report::{R_EXEC, R_GATE, SetupStep};
 use super::slots::{ChildFds, LowSlots, above_stdio};
-use super::spec::{ExecSignals, LaunchSpec, Launched, SpawnError};
+use super::spec::{ExecSignals, LaunchSpec, Launched, SpawnError, cstring};
 use super::valgrind::under_valgrind;
-
-fn cstring(what: &str, b: &[u8]) -> Result<CString, SpawnError> {
-    CString::new(b).map_err(|_| {
-        SpawnError::Io(
-            what.into(),
-            io::Error::new(io::ErrorKind::InvalidInput, "contains a NUL byte"),
-        )
-    })
-}
 
 /// Everything the child touches, built on the spawner thread before the clone.
 // Long: one line per field of the prepared child.
-fn prepare(spec: &LaunchSpec, me: Identity, fds: ChildFds) -> Result<Prepared, SpawnError> {
+fn prepare(
+    spec: &LaunchSpec,
+    me: Identity,
+    fds: ChildFds,
+    process_env: &ProcessEnv,
+) -> Result<Prepared, SpawnError> {
     let path = target_path(spec)?;
     let (argv, argv_ptrs) = arguments(spec)?;
-    let env = environment(spec, me)?;
+    let LaunchEnv {
+        own: env,
+        ptrs: mut envp,
+    } = LaunchEnv::new(process_env, spec, me)?;
     let slot = IdentitySlot::new(ENV_PARENT);
-    let mut envp: Vec<_> = env.iter().map(|c| c.as_ptr()).collect();
     let slot_index = envp.len();
     if spec.gated {
         envp.push(slot.as_ptr());
@@ -53,7 +52,8 @@ fn prepare(spec: &LaunchSpec, me: Identity, fds: ChildFds) -> Result<Prepared, S
 
     let mut plan = GatePlan::new(me, &spec.policy, SignalSetup::ExecDefault);
     if let Some(fd) = fds.lifeline {
-        plan = plan.with_lifeline_fd(fd);
+        // The spawner's pidfd of its own process (`Spawner::start`).
+        plan = plan.with_own_pidfd(fd);
     }
     if let Some(t) = fds.trace {
         plan = plan.with_trace(t);
@@ -76,6 +76,7 @@ fn prepare(spec: &LaunchSpec, me: Identity, fds: ChildFds) -> Result<Prepared, S
         envp,
         slot,
         slot_index,
+        birth: None,
         plan,
         stdio: fds.stdio,
         credentials,
@@ -137,51 +138,6 @@ fn arguments(spec: &LaunchSpec) -> Result<Argv, SpawnError> {
     Ok((argv, argv_ptrs))
 }
 
-/// The environment: the process's, the spec's changes, then foster's three variables (the
-/// parent's identity and the pid variable are left to the child's slots).
-fn environment(spec: &LaunchSpec, me: Identity) -> Result<Vec<CString>, SpawnError> {
-    let mut vars: Vec<(OsString, OsString)> = std::env::vars_os().collect();
-    let mut set = |k: &OsStr, v: Option<&OsStr>| {
-        vars.retain(|(n, _)| n != k);
-        if let Some(v) = v {
-            vars.push((k.to_owned(), v.to_owned()));
-        }
-    };
-    for (k, v) in &spec.env {
-        set(k, v.as_deref());
-    }
-    let foster_env = if spec.gated {
-        gate::env_for_children(me, me, &spec.policy)
-    } else {
-        Vec::new()
-    };
-    for (k, v) in foster_env {
-        if k == ENV_PARENT {
-            continue; // filled by the child with its own identity
-        }
-        let v = if k == ENV_GATED {
-            Some(format!("{me};{}", spec.policy))
-        } else {
-            v
-        };
-        set(OsStr::new(&k), v.as_deref().map(OsStr::new));
-    }
-    if spec.gated {
-        vars.retain(|(k, _)| k != ENV_PARENT);
-    }
-    if let Some(name) = &spec.pid_env {
-        vars.retain(|(k, _)| k != name);
-    }
-    let mut env = Vec::with_capacity(vars.len());
-    for (k, v) in vars {
-        let mut kv = k.into_vec();
-        kv.push(b'=');
-        kv.extend_from_slice(v.as_bytes());
-        env.push(cstring("an environment variable", &kv)?);
-    }
-    Ok(env)
-}
-
 /// The slot of the variable the child sets to its own pid, when the spec names one.
 fn pid_slot(spec: &LaunchSpec) -> Result<Option<IdentitySlot>, SpawnError> {
     let Some(name) = &spec.pid_env else {
@@ -207,6 +163,7 @@ pub(super) fn launch_here(
     own_pidfd: Option<RawFd>,
     low: Option<&LowSlots>,
     stack_top: *mut libc::c_void,
+    process_env: &ProcessEnv,
 ) -> Result<Launched, SpawnError> {
     let floor = extra_floor(&spec)?;
     let has_extra = !spec.extra_fds.is_empty();
@@ -244,9 +201,10 @@ pub(super) fn launch_here(
     let placed = low
         .filter(|_| !under_valgrind())
         .and_then(|l| l.place(floor, &mut fds, &mut report_fd));
-    let mut p = prepare(&spec, me, fds)?;
+    let mut p = prepare(&spec, me, fds, process_env)?;
     p.unshare_below = placed.as_ref().map_or(-1, |pl| pl.boundary());
     let _keep = (&p.argv, &p.env, &moved);
+    p.birth = p.gated.then(BirthClock::before_clone).flatten();
     let mut args = ChildArgs {
         p: &mut p,
         report_fd,

@@ -7,6 +7,7 @@
 //!
 //! - [`spec`]: what a launch asks for and gives back, its errors.
 //! - [`credentials`]: the user and groups a launch runs as, resolved before fork.
+//! - `env`: the environment a launch execs with (the process's, read once, and its changes).
 //! - [`report`]: the child's failure report on its pipe, the setup steps.
 //! - [`slots`]: the child's guarded stack and the descriptor numbers it shares.
 //! - [`child`]: what runs between clone and exec.
@@ -15,6 +16,7 @@
 
 pub mod child;
 pub mod credentials;
+mod env;
 pub mod launch;
 pub mod report;
 pub mod slots;
@@ -32,6 +34,7 @@ pub use self::credentials::{CredentialError, Credentials, NO_CHANGE_ID, group_id
 pub use self::report::SetupStep;
 pub use self::spec::{ExecSignals, LaunchSpec, Launched, SpawnError};
 
+use self::env::ProcessEnv;
 use self::launch::launch_here;
 use self::slots::{CHILD_STACK, ChildStack, LowSlots, above_stdio};
 
@@ -49,7 +52,9 @@ pub struct Spawner {
 impl Spawner {
     /// Starts a dedicated spawner thread. It ends when the last handle is dropped, and every
     /// helper it launched then gets its parent-death signal: keep a handle for as long as the
-    /// helpers must live, or use [`Spawner::global`].
+    /// helpers must live, or use [`Spawner::global`]. Helpers get the process's environment
+    /// as it is now, with their own changes ([`LaunchSpec::env`]): a program with threads
+    /// must not change its environment any more.
     pub fn start() -> io::Result<Spawner> {
         let identity = Identity::current().map_err(io::Error::other)?;
         let (tx, rx) = mpsc::channel::<(Vec<LaunchSpec>, Reply)>();
@@ -66,6 +71,7 @@ impl Spawner {
                 // Reserved after the pidfd, so that it lies below the boundary too; and before
                 // `start` returns, so that the boundary lies below what its caller opens next.
                 let low = LowSlots::reserve();
+                let process_env = ProcessEnv::read();
                 // SAFETY: gettid has no preconditions.
                 let _ = tid_tx.send(unsafe { libc::gettid() });
                 // A request is one launch or a batch: each outcome is sent as it comes.
@@ -77,6 +83,7 @@ impl Spawner {
                             own_pidfd.as_ref().map(|f| f.as_raw_fd()),
                             low.as_ref(),
                             stack.top(),
+                            &process_env,
                         );
                         let _ = reply.send(r);
                     }

@@ -1,7 +1,7 @@
 //! What a launch asks for ([`LaunchSpec`], [`ExecSignals`]) and what it gives back
 //! ([`Launched`], [`SpawnError`]). Uses the gate's types and [`super::credentials`].
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{OwnedFd, RawFd};
 use std::path::PathBuf;
@@ -227,4 +227,14 @@ impl SpawnError {
             _ => None,
         }
     }
+}
+
+/// `b` as a C string; a NUL byte inside is an error naming `what` held it.
+pub(super) fn cstring(what: &str, b: impl Into<Vec<u8>>) -> Result<CString, SpawnError> {
+    CString::new(b).map_err(|_| {
+        SpawnError::Io(
+            what.into(),
+            io::Error::new(io::ErrorKind::InvalidInput, "contains a NUL byte"),
+        )
+    })
 }
