@@ -80,6 +80,8 @@ struct Setup {
     contained: bool,
     /// The configuration file, read again by a reload (none: it was standard input).
     config_path: Option<PathBuf>,
+    /// The running foster binary (`FOSTER_EXE`), looked up once.
+    exe: Option<OsString>,
 }
 
 /// The processes' two ends: the launcher thread and the one reaper.
@@ -205,6 +207,7 @@ impl Supervisor {
                 me,
                 contained,
                 config_path: None,
+                exe: std::env::current_exe().ok().map(PathBuf::into_os_string),
             },
             procs: Procs { reaper, spawner },
             known,
@@ -558,8 +561,8 @@ impl Supervisor {
         ));
         env.push((adoption::ENV_HELPER.into(), Some(h.name().into())));
         // The running foster binary, for helpers that call `foster exec` or a nested `foster run`.
-        if let Ok(exe) = std::env::current_exe() {
-            env.push(("FOSTER_EXE".into(), Some(exe.into_os_string())));
+        if let Some(exe) = &self.setup.exe {
+            env.push(("FOSTER_EXE".into(), Some(exe.clone())));
         }
         // Names through the user database, as `foster run --check` reads them; the spawner
         // thread resolves the ids into credentials (the user's groups) before its fork.
