@@ -46,7 +46,7 @@ pub(super) struct Prepared {
     pub(super) new_process_group: bool,
     pub(super) foreground_tty: RawFd,
     pub(super) exec_signals: ExecSignals,
-    /// `(source, number)`: each source already above every number (see `launch_here`).
+    /// `(source, number)`: each source already above every number (see `launch_fds`).
     pub(super) extra: Vec<(RawFd, RawFd)>,
     /// `NAME=PID`, filled by the child.
     pub(super) pid_slot: Option<IdentitySlot>,

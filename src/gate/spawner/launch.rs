@@ -155,17 +155,74 @@ fn pid_slot(spec: &LaunchSpec) -> Result<Option<IdentitySlot>, SpawnError> {
     Ok(Some(IdentitySlot::new(name)))
 }
 
-/// One launch, on the spawner thread: descriptors placed, the child prepared, cloned, its
-/// report read.
-pub(super) fn launch_here(
-    spec: LaunchSpec,
-    me: Identity,
-    own_pidfd: Option<RawFd>,
-    low: Option<&LowSlots>,
-    stack_top: *mut libc::c_void,
-    process_env: &ProcessEnv,
-) -> Result<Launched, SpawnError> {
-    let floor = extra_floor(&spec)?;
+/// What the spawner thread holds for every launch: its process's identity (the helpers'
+/// expected parent), its pidfd of that process (the gates' lifeline), its reserved low
+/// descriptor numbers, the children's stack, the process's environment.
+pub(super) struct Creator<'a> {
+    pub(super) me: Identity,
+    pub(super) own_pidfd: Option<RawFd>,
+    pub(super) low: Option<&'a LowSlots>,
+    pub(super) stack_top: *mut libc::c_void,
+    pub(super) process_env: &'a ProcessEnv,
+}
+
+/// The descriptors of one launch as the child will find them, and the parent's ends.
+struct LaunchFds {
+    /// One above the highest extra descriptor number ([`extra_floor`]).
+    floor: RawFd,
+    fds: ChildFds,
+    report_fd: RawFd,
+    /// The report pipe's read end, the parent's.
+    rd: OwnedFd,
+    /// Its write end: the child's, closed here after the clone.
+    wr: OwnedFd,
+    /// Copies moved above the extra descriptors' numbers, closed after the clone.
+    moved: Vec<OwnedFd>,
+}
+
+impl Creator<'_> {
+    /// One launch, on the spawner thread: descriptors placed, the child prepared, cloned, its
+    /// report read.
+    pub(super) fn launch(&self, spec: LaunchSpec) -> Result<Launched, SpawnError> {
+        let LaunchFds {
+            floor,
+            mut fds,
+            mut report_fd,
+            rd,
+            wr,
+            moved,
+        } = launch_fds(&spec, self.own_pidfd)?;
+        // Every descriptor the child uses at a reserved number below the boundary, when they
+        // fit: then the child shares this table and keeps only what lies below (`child`'s first
+        // step). Otherwise the table is copied whole at clone, as fork does. `placed` puts the
+        // placeholders back when it is dropped, after the clone (or on an error before it).
+        // Under valgrind (no CLONE_FILES child, see `valgrind.rs`) the table is copied.
+        let placed = (self.low)
+            .filter(|_| !under_valgrind())
+            .and_then(|l| l.place(floor, &mut fds, &mut report_fd));
+        let mut p = prepare(&spec, self.me, fds, self.process_env)?;
+        p.unshare_below = placed.as_ref().map_or(-1, |pl| pl.boundary());
+        let _keep = (&p.argv, &p.env, &moved);
+        p.birth = p.gated.then(BirthClock::before_clone).flatten();
+        let mut args = ChildArgs {
+            p: &mut p,
+            report_fd,
+        };
+        let (ret, pidfd) = clone_child(&mut args, self.stack_top, placed.is_some())?;
+        drop(placed); // the placeholders back on the reserved numbers
+        drop((wr, spec, moved)); // the parent's copies of the child's descriptors
+        let identity = (p.gated)
+            .then(|| slot_identity(p.slot.value()))
+            .flatten()
+            .filter(|id| id.pid == ret);
+        read_report(&rd, ret, pidfd, self.me).map(|l| Launched { identity, ..l })
+    }
+}
+
+/// The descriptors of `spec`'s child: every one it uses itself (its extra descriptors'
+/// sources, the lifeline `own_pidfd`, the report pipe) above the extra descriptors' numbers.
+fn launch_fds(spec: &LaunchSpec, own_pidfd: Option<RawFd>) -> Result<LaunchFds, SpawnError> {
+    let floor = extra_floor(spec)?;
     let has_extra = !spec.extra_fds.is_empty();
     let mut moved = Vec::new();
     let mut extra = Vec::new();
@@ -174,7 +231,7 @@ pub(super) fn launch_here(
         extra.push((d.as_raw_fd(), *number));
         moved.push(d);
     }
-    let own_pidfd = match own_pidfd {
+    let lifeline = match own_pidfd {
         Some(fd) if fd < floor && has_extra => {
             let d = dup_above(fd, floor)?;
             let raw = d.as_raw_fd();
@@ -185,40 +242,21 @@ pub(super) fn launch_here(
     };
     let (rd, wr) = report_pipe(floor, has_extra)?;
     let raw = |o: &Option<OwnedFd>| o.as_ref().map_or(-1, |f| f.as_raw_fd());
-    let mut fds = ChildFds {
+    let fds = ChildFds {
         stdio: [raw(&spec.stdin), raw(&spec.stdout), raw(&spec.stderr)],
         extra,
-        lifeline: own_pidfd,
+        lifeline,
         foreground_tty: spec.foreground_tty.unwrap_or(-1),
         trace: spec.trace,
     };
-    let mut report_fd = wr.as_raw_fd();
-    // Every descriptor the child uses at a reserved number below the boundary, when they fit:
-    // then the child shares this table and keeps only what lies below (`child`'s first step).
-    // Otherwise the table is copied whole at clone, as fork does. `placed` puts the
-    // placeholders back when it is dropped, after the clone (or on an error before it).
-    // Under valgrind (no CLONE_FILES child, see `valgrind.rs`) the table is copied.
-    let placed = low
-        .filter(|_| !under_valgrind())
-        .and_then(|l| l.place(floor, &mut fds, &mut report_fd));
-    let mut p = prepare(&spec, me, fds, process_env)?;
-    p.unshare_below = placed.as_ref().map_or(-1, |pl| pl.boundary());
-    let _keep = (&p.argv, &p.env, &moved);
-    p.birth = p.gated.then(BirthClock::before_clone).flatten();
-    let mut args = ChildArgs {
-        p: &mut p,
-        report_fd,
-    };
-    let (ret, pidfd) = clone_child(&mut args, stack_top, placed.is_some())?;
-    drop(placed); // the placeholders back on the reserved numbers
-    drop(wr);
-    drop(spec); // the parent's copies of the stdio descriptors
-    drop(moved);
-    let identity = (p.gated)
-        .then(|| slot_identity(p.slot.value()))
-        .flatten()
-        .filter(|id| id.pid == ret);
-    read_report(&rd, ret, pidfd, me).map(|l| Launched { identity, ..l })
+    Ok(LaunchFds {
+        floor,
+        fds,
+        report_fd: wr.as_raw_fd(),
+        rd,
+        wr,
+        moved,
+    })
 }
 
 /// The `PID:STARTTIME` a gated child wrote into its `FOSTER_PARENT` slot (it shares this
@@ -347,6 +385,19 @@ fn read_report(
         // SAFETY: fcntl on a descriptor we own.
         unsafe { libc::fcntl(rd.as_raw_fd(), libc::F_SETFL, 0) };
     }
+    match read_record(rd) {
+        None => Ok(Launched {
+            pid,
+            pidfd,
+            expected_parent: me,
+            identity: None,
+        }),
+        Some(record) => Err(decode_report(record, pid, pidfd)),
+    }
+}
+
+/// The child's record of 12 bytes, `None` when the pipe held none.
+fn read_record(rd: &OwnedFd) -> Option<[u8; 12]> {
     let mut buf = [0u8; 12];
     let mut got = 0;
     while got < buf.len() {
@@ -366,21 +417,18 @@ fn read_report(
         }
         got += n as usize;
     }
-    if got == 0 {
-        return Ok(Launched {
-            pid,
-            pidfd,
-            expected_parent: me,
-            identity: None,
-        });
-    }
+    (got > 0).then_some(buf)
+}
+
+/// The error a child's record tells: its kind (`R_GATE`, `R_EXEC`, a setup step) and two words.
+fn decode_report(buf: [u8; 12], pid: i32, pidfd: OwnedFd) -> SpawnError {
     let word = |i: usize| [buf[i], buf[i + 1], buf[i + 2], buf[i + 3]];
     let (kind, a, b) = (
         u32::from_ne_bytes(word(0)),
         u32::from_ne_bytes(word(4)),
         i32::from_ne_bytes(word(8)),
     );
-    Err(match kind {
+    match kind {
         R_GATE => SpawnError::Gate {
             pid,
             pidfd,
@@ -397,5 +445,5 @@ fn read_report(
             what: SetupStep::from_wire(a).map_or("setup", SetupStep::text),
             errno: b,
         },
-    })
+    }
 }

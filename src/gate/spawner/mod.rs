@@ -35,7 +35,7 @@ pub use self::report::SetupStep;
 pub use self::spec::{ExecSignals, LaunchSpec, Launched, SpawnError};
 
 use self::env::ProcessEnv;
-use self::launch::launch_here;
+use self::launch::Creator;
 use self::slots::{CHILD_STACK, ChildStack, LowSlots, above_stdio};
 
 type Reply = mpsc::Sender<Result<Launched, SpawnError>>;
@@ -74,18 +74,17 @@ impl Spawner {
                 let process_env = ProcessEnv::read();
                 // SAFETY: gettid has no preconditions.
                 let _ = tid_tx.send(unsafe { libc::gettid() });
+                let creator = Creator {
+                    me: identity,
+                    own_pidfd: own_pidfd.as_ref().map(|f| f.as_raw_fd()),
+                    low: low.as_ref(),
+                    stack_top: stack.top(),
+                    process_env: &process_env,
+                };
                 // A request is one launch or a batch: each outcome is sent as it comes.
                 for (specs, reply) in rx {
                     for spec in specs {
-                        let r = launch_here(
-                            spec,
-                            identity,
-                            own_pidfd.as_ref().map(|f| f.as_raw_fd()),
-                            low.as_ref(),
-                            stack.top(),
-                            &process_env,
-                        );
-                        let _ = reply.send(r);
+                        let _ = reply.send(creator.launch(spec));
                     }
                 }
             })?;
