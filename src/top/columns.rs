@@ -306,7 +306,7 @@ impl Column {
 
     /// Compares two processes by this column, ascending (AGE and START: oldest first). A
     /// column that does not sort finds every process equal.
-    // One arm per column: it stays long.
+    // Long: one arm per column.
     pub fn compare(self, a: &Node, b: &Node) -> Ordering {
         fn sup(n: &Node) -> Option<&Supervision> {
             n.info.supervision.as_ref()

@@ -130,7 +130,7 @@ impl App {
     }
 
     /// A key in the signal picker for `target` (and its subtree when `subtree`).
-    // One arm per key of the picker: it stays long.
+    // Long: one arm per key of the picker.
     fn on_signals_key(
         &mut self,
         key: KeyEvent,

@@ -201,7 +201,7 @@ struct CellInput<'a> {
 }
 
 /// Column `c`'s text for a row (empty for the flag and the pid, drawn from the row).
-// One arm per column: it stays long.
+// Long: one arm per column.
 fn cell_text(c: Column, i: &CellInput) -> String {
     let n = i.node;
     let sup = n.info.supervision.as_ref();

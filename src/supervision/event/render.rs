@@ -85,7 +85,7 @@ impl Event {
 /// that they are not escaped twice. A pid of 0 (a process the reader's PID namespace could not
 /// see) is shown as `?`.
 impl fmt::Display for Event {
-    // Long as its match is: one sentence for each event.
+    // Long: one sentence for each event, one arm each.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let raw = f.alternate();
         let text = |s: &str| shown(s, raw);
@@ -182,7 +182,7 @@ impl fmt::Display for Event {
 
 impl Event {
     /// [`Event`]'s `Display` of states, checks, the shutdown, reloads and the end.
-    // Long as its match is: one sentence for each event.
+    // Long: one sentence for each event, one arm each.
     fn fmt_rest(&self, f: &mut fmt::Formatter<'_>, raw: bool) -> fmt::Result {
         let text = |s: &str| shown(s, raw);
         let who = |helper: &Option<String>, generation: Option<u32>, pid: i32| {
