@@ -11,8 +11,10 @@ use serde_json::Value;
 use crate::common;
 use common::child::wait_exit;
 use common::events::{Events, kind};
+use common::fifo::ready as wait_ready;
+use common::foster_run::FosterRun;
 use common::{Dir, is_root, libc_signals_at_default, process, processes, processes_with_env};
-use common::{LIMIT, wait_pid_gone};
+use common::{LIMIT, send, wait_pid_gone};
 
 fn launch_of<'a>(helper: &'a str) -> impl Fn(&Value) -> bool + 'a {
     move |v| kind(v) == "launch" && v["helper"] == helper
@@ -48,17 +50,10 @@ fn run_logged(d: &Dir, name: &str, cfg: &Path) -> (Child, Events) {
 /// the events' pids with foster's own and its tree's: contained, the supervisor is the init
 /// that foster forks, and its adoptions and policies are its namespace's).
 fn run_logged_with(d: &Dir, name: &str, cfg: &Path, flags: &[&str]) -> (Child, Events) {
-    let fifo = d.fifo(name);
-    let mut args = vec!["run"];
-    args.extend_from_slice(flags);
-    args.extend([
-        "--events-log",
-        fifo.to_str().unwrap(),
-        cfg.to_str().unwrap(),
-    ]);
-    let f = foster(&args);
-    let ev = Events::open(&fifo);
-    (f, ev)
+    FosterRun::new()
+        .arg("--no-socket")
+        .args(flags)
+        .logged(&d.fifo(name), cfg)
 }
 
 /// Live processes whose environment says they descend from the helper `name`, and the
@@ -85,14 +80,6 @@ fn processes_of_helper(name: &str) -> Vec<i32> {
     out
 }
 
-/// Blocks until a helper writes a line into `fifo` (its "ready" barrier).
-fn wait_ready(fifo: &Path) {
-    let f = std::fs::File::open(fifo).unwrap();
-    let mut line = String::new();
-    BufReader::new(f).read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
-}
-
 fn ppid_of(p: i32) -> i32 {
     process(p).map_or(0, |n| n.ppid)
 }
@@ -103,18 +90,20 @@ fn kill_all(pids: &[i32]) {
     }
 }
 
+/// The processes of `helper` still there, each SIGKILLed: the test fails on them after.
+fn leftovers(helper: &str) -> Vec<i32> {
+    let left = processes_of_helper(helper);
+    kill_all(&left);
+    left
+}
+
 /// SIGTERM to foster, its events to the end, its exit; then no process of `helper` is left
 /// (any that is, is killed before the assertion fails).
 fn stop_leaving_nothing(f: &mut Child, ev: &mut Events, helper: &str) {
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(f.id() as i32),
-        nix::sys::signal::SIGTERM,
-    )
-    .unwrap();
+    send(f.id() as i32, libc::SIGTERM);
     ev.rest();
     wait_exit(f);
-    let left = processes_of_helper(helper);
-    kill_all(&left);
+    let left = leftovers(helper);
     assert!(left.is_empty(), "{helper}: {left:?}");
 }
 
@@ -335,16 +324,9 @@ fn sigterm_ends_the_whole_tree_with_documented_status() {
     ev.wait_for("launch polite", launch_of(&format!("{tag}-polite")));
     ev.wait_for("launch stubborn", launch_of(&format!("{tag}-stubborn")));
     wait_ready(&ready); // the stubborn helper ignores TERM from here on
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(f.id() as i32),
-        nix::sys::signal::SIGTERM,
-    )
-    .unwrap();
+    send(f.id() as i32, libc::SIGTERM);
     // A second request changes nothing (idempotent shutdown).
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(f.id() as i32),
-        nix::sys::signal::SIGINT,
-    );
+    send(f.id() as i32, libc::SIGINT);
     let all = ev.rest().to_vec();
     let code = wait_exit(&mut f);
     assert_eq!(code, 4, "the stubborn helper needed SIGKILL: status 4");
@@ -389,20 +371,10 @@ fn sighup_shuts_down_in_order_and_removes_the_socket() {
             ready.display()
         ),
     );
-    let fifo = d.fifo("events");
     let sock = d.0.join("hup.sock");
-    let mut f = Command::new(env!("CARGO_BIN_EXE_foster"))
-        .args(["run", "--socket"])
-        .arg(&sock)
-        .arg("--events-log")
-        .arg(&fifo)
-        .arg(&cfg)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut ev = Events::open(&fifo);
+    let (mut f, mut ev) = FosterRun::new()
+        .socket(&sock)
+        .logged(&d.fifo("events"), &cfg);
     let start = ev.wait_for("start", |v| kind(v) == "start");
     ev.wait_for("launch", launch_of(&tag));
     wait_ready(&ready);
@@ -412,15 +384,10 @@ fn sighup_shuts_down_in_order_and_removes_the_socket() {
         sock.display()
     );
     assert!(!processes_of_helper(&tag).is_empty(), "the tree is there");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(f.id() as i32),
-        nix::sys::signal::SIGHUP,
-    )
-    .unwrap();
+    send(f.id() as i32, libc::SIGHUP);
     let all = ev.rest().to_vec();
     let code = wait_exit(&mut f);
-    let left = processes_of_helper(&tag);
-    kill_all(&left);
+    let left = leftovers(&tag);
     assert!(left.is_empty(), "processes survived SIGHUP: {left:?}");
     assert_eq!(code, 0, "an orderly shutdown within its grace");
     let shutdown: Vec<&Value> = all.iter().filter(|v| kind(v) == "shutdown").collect();
@@ -697,12 +664,7 @@ fn an_undeclared_subreaper_is_a_foreign_reaper() {
     let (mut f, mut ev) = run_logged_with(&d, "events", &cfg, &["--no-contain"]);
     let me = ev.wait_for("start", |v| kind(v) == "start")["supervisor"].clone();
     let reaper = ev.wait_for("launch reaper", launch_of(&format!("{tag}-reaper")));
-    let line = {
-        let f = std::fs::File::open(&ready).unwrap();
-        let mut line = String::new();
-        BufReader::new(f).read_line(&mut line).unwrap();
-        line
-    };
+    let line = common::fifo::line(&ready);
     let mut it = line.split_whitespace().map(|p| p.parse::<i32>().unwrap());
     let (middle, sleep) = (it.next().unwrap(), it.next().unwrap());
     assert_eq!(ppid_of(sleep), middle);
@@ -747,11 +709,7 @@ fn the_children_of_an_adopted_orphan_are_adopted_when_it_dies() {
     let (mut f, mut ev) = run_logged_with(&d, "events", &cfg, &["--no-contain"]);
     let helper = pid(&ev.wait_for("launch", launch_of(&tag)));
     wait_ready(&ready); // the grandchild sleep exists
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(helper),
-        nix::sys::signal::SIGKILL,
-    )
-    .unwrap();
+    send(helper, libc::SIGKILL);
     // Generation 2 (the middle shell) is adopted and ended by its policy; its reap alone must
     // make foster see generation 3 (the sleep) adopted in turn and signal it.
     let first = pid(&ev.wait_for("generation 2 adopted", |v| {
@@ -770,8 +728,7 @@ fn the_children_of_an_adopted_orphan_are_adopted_when_it_dies() {
     });
     // The only helper failed (SIGKILL) and does not restart: foster ends on its own, status 3.
     assert_eq!(wait_exit(&mut f), 3);
-    let left = processes_of_helper(&tag);
-    kill_all(&left);
+    let left = leftovers(&tag);
     assert!(left.is_empty(), "processes survived: {left:?}");
 }
 
@@ -803,28 +760,11 @@ fn an_adoption_that_brings_no_sigchld_is_noticed_at_once() {
             main.replace('\\', "\\\\").replace('"', "\\\""),
         ),
     );
-    let (fifo, sock) = (d.fifo("events"), d.path("s.sock"));
     // Uncontained: the pids the helper writes are compared with the events' and this /proc.
-    let mut f = Command::new(env!("CARGO_BIN_EXE_foster"))
-        .args(["run", "--no-contain", "--socket"])
-        .arg(&sock)
-        .arg("--events-log")
-        .arg(&fifo)
-        .arg(&cfg)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut ev = Events::open(&fifo);
+    let (mut f, mut ev, sock) = run_with_socket(&d, &cfg);
     let me = ev.wait_for("start", |v| kind(v) == "start")["supervisor"].clone();
     ev.wait_for("launch", launch_of(&tag));
-    let line = {
-        let f = std::fs::File::open(&ready).unwrap();
-        let mut line = String::new();
-        BufReader::new(f).read_line(&mut line).unwrap();
-        line
-    };
+    let line = common::fifo::line(&ready);
     let mut it = line.split_whitespace().map(|p| p.parse::<i32>().unwrap());
     let (middle, sleep) = (it.next().unwrap(), it.next().unwrap());
     assert_eq!(ppid_of(sleep), middle);
@@ -862,19 +802,12 @@ fn toml_str(text: &str) -> String {
 /// Starts `foster run --no-contain --socket S --events-log FIFO CONFIG` in `d` (pids compared
 /// with this namespace's), its events opened; returns foster, its events and the socket.
 fn run_with_socket(d: &Dir, cfg: &Path) -> (Child, Events, std::path::PathBuf) {
-    let (fifo, sock) = (d.fifo("events"), d.path("s.sock"));
-    let f = Command::new(env!("CARGO_BIN_EXE_foster"))
-        .args(["run", "--no-contain", "--socket"])
-        .arg(&sock)
-        .arg("--events-log")
-        .arg(&fifo)
-        .arg(cfg)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    (f, Events::open(&fifo), sock)
+    let sock = d.path("s.sock");
+    let (f, ev) = FosterRun::new()
+        .arg("--no-contain")
+        .socket(&sock)
+        .logged(&d.fifo("events"), cfg);
+    (f, ev, sock)
 }
 
 /// One process of a `status` reply, by pid.
@@ -1080,12 +1013,6 @@ fn pid_of_target(v: &Value) -> i32 {
     v["target"]["pid"].as_i64().unwrap_or(0) as i32
 }
 
-/// Sends `sig` (a number: real-time signals have no nix name) to `pid`.
-fn send(pid: i32, sig: i32) {
-    // SAFETY: plain kill.
-    assert_eq!(unsafe { libc::kill(pid, sig) }, 0, "kill {pid} {sig}");
-}
-
 fn signal_text(sig: i32) -> String {
     foster::process::signal::name(sig)
 }
@@ -1101,23 +1028,13 @@ fn signal_case(d: &Dir, sig: i32, contain: bool) -> String {
         &format!("{tag}.toml"),
         &format!("[[helper]]\nname = \"{tag}\"\ncommand = [\"/bin/sleep\", \"1000\"]\n"),
     );
-    let fifo = d.fifo(&format!("{tag}.events"));
     let sock = d.path(&format!("{tag}.sock"));
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_foster"));
-    cmd.args(["run", "--socket"])
-        .arg(&sock)
-        .arg("--events-log")
-        .arg(&fifo);
-    cmd.arg(if contain { "--contain" } else { "--no-contain" });
-    libc_signals_at_default(&mut cmd);
-    let mut f = cmd
-        .arg(&cfg)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut ev = Events::open(&fifo);
+    let mut run = FosterRun::new()
+        .socket(&sock)
+        .arg(if contain { "--contain" } else { "--no-contain" })
+        .stdout(Stdio::null());
+    libc_signals_at_default(run.command());
+    let (mut f, mut ev) = run.logged(&d.fifo(&format!("{tag}.events")), &cfg);
     ev.wait_for("launch", launch_of(&tag));
     assert!(sock.exists(), "{}: no socket", signal_text(sig));
     let shutdown = matches!(
@@ -1132,8 +1049,7 @@ fn signal_case(d: &Dir, sig: i32, contain: bool) -> String {
     let code = wait_exit(&mut f);
     let mut err = String::new();
     f.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-    let left = processes_of_helper(&tag);
-    kill_all(&left);
+    let left = leftovers(&tag);
     let name = signal_text(sig);
     assert_eq!(code, 0, "{name} (contain={contain}): exit status; {err}");
     let downs: Vec<&Value> = all.iter().filter(|v| kind(v) == "shutdown").collect();
@@ -1231,24 +1147,16 @@ fn helpers_get_a_clean_signal_state_and_inherited_ignores_stay() {
              [[helper]]\nname = \"{tag}\"\ncommand = [\"/bin/sleep\", \"1000\"]\n"
         ),
     );
-    let fifo = d.fifo("events");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_foster"));
-    cmd.args(["run", "--no-socket", "--events-log"])
-        .arg(&fifo)
-        .arg(&cfg)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    let mut run = FosterRun::new().arg("--no-socket");
     // SAFETY: only signal(2) between fork and exec.
     unsafe {
-        cmd.pre_exec(|| {
+        run.command().pre_exec(|| {
             libc::signal(libc::SIGHUP, libc::SIG_IGN);
             libc::signal(libc::SIGUSR2, libc::SIG_IGN);
             Ok(())
         });
     }
-    let mut f = cmd.spawn().unwrap();
-    let mut ev = Events::open(&fifo);
+    let (mut f, mut ev) = run.logged(&d.fifo("events"), &cfg);
     let probe = ev.wait_for("the probe's exit", |v| {
         kind(v) == "exit" && v["helper"] == format!("{tag}-probe")
     });
@@ -1262,8 +1170,7 @@ fn helpers_get_a_clean_signal_state_and_inherited_ignores_stay() {
     let code = wait_exit(&mut f);
     let out = f.wait_with_output().unwrap();
     let status = String::from_utf8_lossy(&out.stdout).into_owned();
-    let left = processes_of_helper(&tag);
-    kill_all(&left);
+    let left = leftovers(&tag);
     assert_eq!(code, 0);
     let downs: Vec<&Value> = all.iter().filter(|v| kind(v) == "shutdown").collect();
     assert_eq!(downs.len(), 1, "{all:?}");
@@ -1315,8 +1222,7 @@ fn sigusr1_reopens_the_events_log() {
     send(f.id() as i32, libc::SIGUSR1);
     send(f.id() as i32, libc::SIGTERM);
     let code = wait_exit(&mut f);
-    let left = processes_of_helper(&tag);
-    kill_all(&left);
+    let left = leftovers(&tag);
     assert_eq!(code, 0, "SIGUSR1 must not end foster");
     assert!(left.is_empty(), "{left:?}");
     let lines = |p: &Path| -> Vec<Value> {
@@ -1372,8 +1278,7 @@ fn a_nested_foster_ends_in_order_on_any_parent_death_signal() {
     let _ = f.wait();
     let all = in_ev.rest().to_vec();
     let ended = wait_pid_gone(nested, LIMIT);
-    let left = processes_of_helper(&tag);
-    kill_all(&left);
+    let left = leftovers(&tag);
     assert!(ended, "the nested foster outlived its parent");
     let downs: Vec<&Value> = all.iter().filter(|v| kind(v) == "shutdown").collect();
     assert_eq!(downs.len(), 1, "{all:?}");
@@ -1527,10 +1432,7 @@ fn raw_request(sock: &Path, line: &str) -> Value {
 }
 
 fn ctl(sock: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_foster"))
-        .arg("ctl")
-        .arg("--socket")
-        .arg(sock)
+    common::supervised::ctl_command(sock)
         .args(args)
         .output()
         .unwrap()
@@ -1556,21 +1458,12 @@ fn ctl_from_the_host_shows_and_takes_host_pids_of_a_contained_tree() {
             ready.display()
         ),
     );
-    let fifo = d.fifo("events");
     let sock = d.path("s.sock");
-    let mut f = Command::new(env!("CARGO_BIN_EXE_foster"))
-        .args(["run", "--socket"]) // contained: the default, as root
-        .arg(&sock)
-        .arg("--events-log")
-        .arg(&fifo)
-        .arg(&cfg)
-        .stdin(Stdio::null())
+    let (mut f, mut ev) = FosterRun::new()
+        .socket(&sock) // contained: the default, as root
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .logged(&d.fifo("events"), &cfg);
     let _stop = StopOnPanic(f.id() as i32);
-    let mut ev = Events::open(&fifo);
     let launched = ev.wait_for("launch", launch_of(&tag));
     wait_ready(&ready);
     let inner = raw_request(&sock, r#"{"request":"status"}"#);
@@ -1989,12 +1882,6 @@ fn root_without_cap_sys_admin_contains_through_a_user_namespace_unless_a_helper_
     }
 }
 
-/// The state letter of process `pid` in /proc (`T` when stopped), or None once it is gone.
-fn state_of(pid: i32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?.1.trim_start().chars().next()
-}
-
 /// An orphan that is stopped (SIGSTOP) when its parent dies ends by its generation's orphan
 /// policy (`TERM`, reaction `exit`) well within a grace of 600 s: SIGCONT follows the signal,
 /// so the stopped process acts on it instead of sitting out its grace until SIGKILL.
@@ -2026,21 +1913,12 @@ command = ["sleep", "600"]
         ),
     );
     let (mut f, mut ev) = run_logged_with(&d, "stopped-orphan", &cfg, &["--no-contain"]);
-    let child: i32 = std::fs::read_to_string(&fifo)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let child = common::fifo::number(&fifo);
     let parent = pid(&ev.wait_for("launch of parent", launch_of("parent")));
-    // SAFETY: kill of the helper's child, whose pid it wrote; it is alive (its parent waits).
-    assert_eq!(unsafe { libc::kill(child, libc::SIGSTOP) }, 0);
-    let t = std::time::Instant::now();
-    while state_of(child) != Some('T') {
-        assert!(t.elapsed() < LIMIT, "{child} never stopped");
-        std::thread::yield_now();
-    }
-    // SAFETY: kill of the helper the supervisor reported launched.
-    assert_eq!(unsafe { libc::kill(parent, libc::SIGKILL) }, 0);
+    // The helper's child, whose pid it wrote; it is alive (its parent waits).
+    send(child, libc::SIGSTOP);
+    common::wait_state(child, 'T');
+    send(parent, libc::SIGKILL);
     let signalled = ev.wait_for("the orphan policy's signal", |e| {
         kind(e) == "signal" && e["reason"] == "orphan_policy"
     });
@@ -2049,8 +1927,7 @@ command = ["sleep", "600"]
         wait_pid_gone(child, LIMIT),
         "the stopped orphan {child} is still there: it sits out its 600 s grace"
     );
-    // SAFETY: our own child, the supervisor.
-    unsafe { libc::kill(f.id() as i32, libc::SIGTERM) };
+    send(f.id() as i32, libc::SIGTERM);
     assert_eq!(wait_exit(&mut f), 0);
 }
 
@@ -2081,25 +1958,20 @@ fn the_instance_lock_file_is_removed_on_exit_and_a_stale_one_reused() {
             .unwrap_or_default()
     };
     let start = |tag: &str| {
-        let log = d.fifo(&format!("{tag}.events"));
-        let f = Command::new(env!("CARGO_BIN_EXE_foster"))
-            .args(["run", "--no-contain", "--events-log"])
-            .arg(&log)
-            .arg(&cfg)
-            .env("XDG_RUNTIME_DIR", &runtime)
-            .env_remove("FOSTER_SOCKET")
+        let mut run = FosterRun::new()
+            .arg("--no-contain")
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut ev = Events::open(&log);
+            .stderr(Stdio::null());
+        run.command()
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .env_remove("FOSTER_SOCKET");
+        let (f, mut ev) = run.logged(&d.fifo(&format!("{tag}.events")), &cfg);
         ev.wait_for("launch of s", launch_of("s"));
         (f, ev)
     };
     let (mut f, mut ev) = start("first");
     assert_eq!(locks().len(), 1, "{:?}", locks());
-    // SAFETY: our own child, the supervisor.
-    unsafe { libc::kill(f.id() as i32, libc::SIGKILL) };
+    send(f.id() as i32, libc::SIGKILL);
     wait_exit(&mut f);
     let sleeper = pid(&ev.wait_for("launch of s", launch_of("s")));
     assert!(wait_pid_gone(sleeper, LIMIT), "its helper outlived it");
@@ -2112,8 +1984,7 @@ fn the_instance_lock_file_is_removed_on_exit_and_a_stale_one_reused() {
 
     let (mut f, _ev) = start("second");
     assert_eq!(locks(), stale, "the stale file is taken again");
-    // SAFETY: our own child, the supervisor.
-    unsafe { libc::kill(f.id() as i32, libc::SIGTERM) };
+    send(f.id() as i32, libc::SIGTERM);
     assert_eq!(wait_exit(&mut f), 0);
     assert!(
         locks().is_empty(),

@@ -1,13 +1,15 @@
 //! Scaffolding shared by the integration tests: a temporary directory of the test's own,
 //! removed on drop, with files and FIFOs in it; the tests' one way to read the process tree
-//! (the product's own walker, `foster::process::tree::Scanner`); ids and signal sets of
-//! `/proc/<pid>/status`; `foster run --check` (`check`); a child's output within a bound
-//! (`child`); descriptors put on fixed numbers in a child (`fd`); an exec held in its middle
-//! (`fuse`); a stream's lines read on a thread (`lines`); a supervisor's events as JSON
-//! (`events`); a `foster run` driven through its socket (`supervised`); a helper with a command
-//! line longer than any terminal (`long_command`); a tmux server to drive the dashboard in
-//! (`tmux`); a program run as another uid (`as_user`); skips, counted (`skip`); the one bound
-//! of every wait (`LIMIT`) and the one wait for a process's end (`wait_gone`).
+//! (the product's own walker, `foster::process::tree::Scanner`) and a process's state; ids and
+//! signal sets of `/proc/<pid>/status`; a signal sent (`send`); `foster run --check` (`check`);
+//! a child's output within a bound (`child`); descriptors put on fixed numbers in a child
+//! (`fd`); a FIFO barrier read within a bound (`fifo`); a `foster run` read through its events
+//! log (`foster_run`); an exec held in its middle (`fuse`); a stream's lines read on a thread
+//! (`lines`); a supervisor's events as JSON (`events`); a `foster run` driven through its socket
+//! (`supervised`); a helper with a command line longer than any terminal (`long_command`); a
+//! tmux server to drive the dashboard in (`tmux`); a program run as another uid (`as_user`);
+//! skips, counted (`skip`); the one bound of every wait (`LIMIT`) and the one wait for a
+//! process's end (`wait_gone`).
 
 #![allow(dead_code)] // each test binary uses its own part of it
 
@@ -15,6 +17,8 @@ pub mod check;
 pub mod child;
 pub mod events;
 pub mod fd;
+pub mod fifo;
+pub mod foster_run;
 pub mod fuse;
 pub mod lines;
 pub mod long_command;
@@ -183,7 +187,37 @@ pub fn libc_signals_at_default(cmd: &mut std::process::Command) {
     }
 }
 
-// ---- A process's end ----
+// ---- Signals, states and a process's end ----
+
+/// Sends `sig` (a number: real-time signals have no nix name) to `pid`, a process of the
+/// test's; the test fails, naming both, if kill(2) does.
+pub fn send(pid: i32, sig: i32) {
+    // SAFETY: kill(2) with integer arguments.
+    let r = unsafe { libc::kill(pid, sig) };
+    let err = std::io::Error::last_os_error();
+    let name = foster::process::signal::name(sig);
+    assert_eq!(r, 0, "kill {name} to {pid}: {err}");
+}
+
+/// The state letter of process `pid` (`S`, `T` when stopped, `Z`...), `None` once reaped.
+pub fn state_of(pid: i32) -> Option<char> {
+    process(pid).map(|p| p.state as char)
+}
+
+/// Waits until the state of `pid` is `want` (the kernel stops or resumes a process as a signal
+/// is delivered, just after kill(2) returns): a bounded poll of its `/proc` entry.
+pub fn wait_state(pid: i32, want: char) {
+    let t = std::time::Instant::now();
+    while state_of(pid) != Some(want) {
+        assert!(
+            t.elapsed() < LIMIT,
+            "pid {pid} stayed in state {:?}, never {want}",
+            state_of(pid)
+        );
+        // Safety net only: the state changes as the signal is delivered.
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
 
 /// Waits until the process `id` has ended (exited: a zombie or reaped) or `limit` passes;
 /// true when it ended. Its pidfd is polled, no sleeping; a pid that names another process
