@@ -18,7 +18,8 @@ const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
 use crate::common;
 use common::LIMIT;
 use common::supervised::{Guard, Plain as Run, wait_child};
-use common::{Dir, process, processes_with_env};
+use common::supervised::{ctl_command, status_reply, wait_status_reply};
+use common::{Dir, processes_with_env};
 
 /// A raw client connection reading replies on a thread (so a test never blocks on it).
 struct Conn {
@@ -41,6 +42,14 @@ impl Conn {
             .recv_timeout(LIMIT)
             .expect("a reply within the deadline")
     }
+    /// A connection following the event stream from now (no backlog), and the stream's head
+    /// reply.
+    fn follow(path: &Path) -> (Conn, Value) {
+        let mut c = Conn::open(path).unwrap();
+        c.send(b"{\"request\":\"events\",\"backlog\":0}\n");
+        let head = c.next();
+        (c, head)
+    }
     fn ask(&mut self, line: &str) -> Value {
         self.send(format!("{line}\n").as_bytes());
         self.next()
@@ -59,6 +68,12 @@ impl Conn {
     }
 }
 
+/// One helper, `s`, that sleeps.
+const SLEEPER: &str = "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n";
+/// `s`, and `keep` that keeps the supervisor running once `s` has ended.
+const TWO_SLEEPERS: &str = "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n\
+     [[helper]]\nname = \"keep\"\ncommand = [\"sleep\", \"300\"]\n";
+
 fn event_is(v: &Value, kind: &str) -> bool {
     v["event"]["event"] == kind
 }
@@ -70,12 +85,8 @@ fn error_kind(v: &Value) -> String {
 #[test]
 fn socket_is_0600_and_removed_on_exit() {
     let d = Dir::new("ctl", "mode");
-    let cfg = d.file(
-        "a.toml",
-        "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n",
-    );
     let sock = d.path("sub/a.sock");
-    let run = Run::start(&cfg, &sock);
+    let run = Run::start(&d.file("a.toml", SLEEPER), &sock);
     let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "socket mode {mode:o}");
     let dmode = std::fs::metadata(d.path("sub"))
@@ -98,12 +109,8 @@ fn socket_is_0600_and_removed_on_exit() {
 #[test]
 fn ctl_stop_without_a_helper_is_refused_and_shutdown_stops_the_supervisor() {
     let d = Dir::new("ctl", "bare-stop");
-    let cfg = d.file(
-        "a.toml",
-        "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n",
-    );
-    let sock = d.path("a.sock");
-    let mut run = Run::start(&cfg, &sock);
+    let mut run = Run::start_in(&d, SLEEPER);
+    let sock = run.socket.clone();
     let out = run.ctl(&["stop"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
@@ -146,12 +153,8 @@ fn refuses_a_peer_of_another_uid() {
         return;
     }
     let d = Dir::new("ctl", "uid");
-    let cfg = d.file(
-        "a.toml",
-        "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n",
-    );
-    let sock = d.path("a.sock");
-    let run = Run::start(&cfg, &sock);
+    let run = Run::start_in(&d, SLEEPER);
+    let sock = run.socket.clone();
     // Make the file reachable, as a careless operator might: the credential check must hold.
     std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666)).unwrap();
     // The client runs as uid 65534: std forks, calls setuid(65534) in the child, then execs.
@@ -194,13 +197,12 @@ use std::os::unix::process::CommandExt;
 #[test]
 fn survives_garbage_partial_oversized_and_a_client_that_never_reads() {
     let d = Dir::new("ctl", "garbage");
-    let cfg = d.file(
-        "a.toml",
+    let run = Run::start_in(
+        &d,
         "[[helper]]\nname = \"flaky\"\ncommand = [\"sh\", \"-c\", \"exit 3\"]\n\
          restart = \"always\"\nbackoff = { initial = \"100ms\", max = \"200ms\", limit = 100000 }\n",
     );
-    let sock = d.path("a.sock");
-    let run = Run::start(&cfg, &sock);
+    let sock = run.socket.clone();
 
     // A client that asks and asks and never reads: its replies fill its socket buffer.
     let mut stuck = UnixStream::connect(&sock).unwrap();
@@ -241,9 +243,7 @@ fn survives_garbage_partial_oversized_and_a_client_that_never_reads() {
     assert!(v.get("status").is_some(), "{v}");
 
     // Supervision goes on: the flaky helper keeps being launched, seen through a fresh stream.
-    let mut ev = Conn::open(&sock).unwrap();
-    ev.send(b"{\"request\":\"events\",\"backlog\":0}\n");
-    let head = ev.next();
+    let (ev, head) = Conn::follow(&sock);
     assert_eq!(head["events"]["backlog"], 0, "{head}");
     for _ in 0..3 {
         ev.until("a launch", |v| event_is(v, "launch"));
@@ -258,12 +258,8 @@ fn survives_garbage_partial_oversized_and_a_client_that_never_reads() {
 #[test]
 fn idle_clients_cannot_lock_out_stop_and_status() {
     let d = Dir::new("ctl", "lockout");
-    let cfg = d.file(
-        "a.toml",
-        "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n",
-    );
-    let sock = d.path("a.sock");
-    let run = Run::start(&cfg, &sock);
+    let run = Run::start_in(&d, SLEEPER);
+    let sock = run.socket.clone();
     let idle: Vec<UnixStream> = (0..70)
         .map(|_| UnixStream::connect(&sock).unwrap())
         .collect();
@@ -289,15 +285,10 @@ fn idle_clients_cannot_lock_out_stop_and_status() {
 #[test]
 fn a_client_without_a_complete_request_is_closed_and_followers_stay() {
     let d = Dir::new("ctl", "idle");
-    let cfg = d.file(
-        "a.toml",
-        "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n",
-    );
-    let sock = d.path("a.sock");
-    let run = Run::start(&cfg, &sock);
-    let mut follower = Conn::open(&sock).unwrap();
-    follower.send(b"{\"request\":\"events\",\"backlog\":0}\n");
-    assert_eq!(follower.next()["events"]["follow"], true);
+    let run = Run::start_in(&d, SLEEPER);
+    let sock = run.socket.clone();
+    let (mut follower, head) = Conn::follow(&sock);
+    assert_eq!(head["events"]["follow"], true);
     let mut partial = UnixStream::connect(&sock).unwrap();
     partial.write_all(b"\n \r\n\n{\"request\":").unwrap();
     partial.set_read_timeout(Some(LIMIT)).unwrap();
@@ -328,12 +319,8 @@ fn a_client_without_a_complete_request_is_closed_and_followers_stay() {
 #[test]
 fn a_request_with_a_key_twice_is_refused_not_run() {
     let d = Dir::new("ctl", "dupkey");
-    let cfg = d.file(
-        "a.toml",
-        "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n",
-    );
-    let sock = d.path("a.sock");
-    let run = Run::start(&cfg, &sock);
+    let run = Run::start_in(&d, SLEEPER);
+    let sock = run.socket.clone();
     let mut c = Conn::open(&sock).unwrap();
     let v = c.ask(r#"{"request":"status","request":"stop"}"#);
     assert_eq!(error_kind(&v), "malformed", "{v}");
@@ -353,17 +340,12 @@ fn a_request_with_a_key_twice_is_refused_not_run() {
 #[test]
 fn followers_are_limited_and_stop_still_gets_through() {
     let d = Dir::new("ctl", "followers");
-    let cfg = d.file(
-        "a.toml",
-        "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n",
-    );
-    let sock = d.path("a.sock");
-    let run = Run::start(&cfg, &sock);
+    let run = Run::start_in(&d, SLEEPER);
+    let sock = run.socket.clone();
     let mut followers = Vec::new();
     for _ in 0..48 {
-        let mut f = Conn::open(&sock).unwrap();
-        f.send(b"{\"request\":\"events\",\"backlog\":0}\n");
-        assert_eq!(f.next()["events"]["follow"], true);
+        let (f, head) = Conn::follow(&sock);
+        assert_eq!(head["events"]["follow"], true);
         followers.push(f);
     }
     let mut extra = Conn::open(&sock).unwrap();
@@ -415,12 +397,7 @@ grace = "60s"
 }
 
 fn read_fifo(p: &Path) {
-    let mut s = String::new();
-    std::fs::File::open(p)
-        .unwrap()
-        .read_to_string(&mut s)
-        .unwrap();
-    assert_eq!(s.trim(), "ready");
+    assert_eq!(common::fifo::to_end(p).trim(), "ready");
 }
 
 #[test]
@@ -432,11 +409,7 @@ fn status_json_reports_roles_and_expected_parents() {
     read_fifo(&ready);
     read_fifo(&oready);
     // The grandchild says ready just before it execs its sleep: wait for the exec too.
-    let t = Instant::now();
-    let v = loop {
-        let out = run.ctl(&["--json", "status"]);
-        assert!(out.status.success(), "{out:?}");
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = wait_status_reply(&run.socket, "with the grandchild become sleep", |v| {
         // Every generation-3 process (the grandchild, and the orphan, generation 3 too) must
         // be out of its exec: the orphan alone being `sleep` does not say the grandchild is.
         let third: Vec<&Value> = v["status"]["processes"]
@@ -445,17 +418,8 @@ fn status_json_reports_roles_and_expected_parents() {
             .iter()
             .filter(|p| p["generation"] == 3)
             .collect();
-        let execed = !third.is_empty() && third.iter().all(|p| p["comm"] == "sleep");
-        if execed {
-            break v;
-        }
-        assert!(
-            t.elapsed() < LIMIT,
-            "the grandchild never became sleep: {v}"
-        );
-        // Safety net only: the exec follows the FIFO write at once.
-        std::thread::sleep(Duration::from_millis(20));
-    };
+        !third.is_empty() && third.iter().all(|p| p["comm"] == "sleep")
+    });
     assert_eq!(v["version"], 1);
     let s = &v["status"];
     let procs = s["processes"].as_array().unwrap();
@@ -535,20 +499,16 @@ fn status_json_reports_roles_and_expected_parents() {
 fn events_show_a_crash_and_its_restart() {
     let d = Dir::new("ctl", "events");
     let gate = d.fifo("gate");
-    let cfg = d.file(
-        "a.toml",
+    let run = Run::start_in(
+        &d,
         &format!(
             "[[helper]]\nname = \"crashy\"\ncommand = [\"sh\", \"-c\", \"cat {} >/dev/null; exit 7\"]\n\
              restart = \"on-failure\"\nbackoff = {{ initial = \"100ms\", max = \"1s\", limit = 10 }}\n",
             gate.display()
         ),
     );
-    let sock = d.path("a.sock");
-    let run = Run::start(&cfg, &sock);
-    let mut ev = Command::new(FOSTER)
-        .args(["ctl", "--json", "--socket"])
-        .arg(&sock)
-        .arg("events")
+    let mut ev = ctl_command(&run.socket)
+        .args(["--json", "events"])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -585,13 +545,8 @@ fn events_show_a_crash_and_its_restart() {
 #[test]
 fn signal_reaches_the_tree_and_nothing_else() {
     let d = Dir::new("ctl", "signal");
-    let cfg = d.file(
-        "a.toml",
-        "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n\
-         [[helper]]\nname = \"keep\"\ncommand = [\"sleep\", \"300\"]\n",
-    );
-    let sock = d.path("a.sock");
-    let run = Run::start(&cfg, &sock);
+    let run = Run::start_in(&d, TWO_SLEEPERS);
+    let sock = run.socket.clone();
     // A process outside the tree: this test's own child.
     let mut outside = Command::new("sleep").arg("300").spawn().unwrap();
     let pid = outside.id().to_string();
@@ -619,9 +574,7 @@ fn signal_reaches_the_tree_and_nothing_else() {
         .unwrap();
     let out = run.ctl(&["signal", &format!("{hpid}:1"), "TERM"]);
     assert!(!out.status.success(), "a wrong start time was accepted");
-    let mut c = Conn::open(&sock).unwrap();
-    c.send(b"{\"request\":\"events\",\"backlog\":0}\n");
-    c.next();
+    let (c, _) = Conn::follow(&sock);
     let out = run.ctl(&["signal", "s", "USR1"]);
     assert!(out.status.success(), "{out:?}");
     let ev = c.until("the exit", |v| event_is(v, "exit"));
@@ -629,52 +582,24 @@ fn signal_reaches_the_tree_and_nothing_else() {
     run.stop();
 }
 
-/// The state letter of process `pid` (`?` once it is gone).
-fn proc_state(pid: i64) -> char {
-    process(pid as i32).map_or('?', |p| p.state as char)
-}
-
-/// Waits until `pid`'s state is `want` (the kernel stops or resumes a process as the signal is
-/// delivered, just after `kill` returns).
-fn wait_state(pid: i64, want: char) {
-    let t = Instant::now();
-    while proc_state(pid) != want {
-        assert!(
-            t.elapsed() < LIMIT,
-            "pid {pid} stayed in state {} (wanted {want})",
-            proc_state(pid)
-        );
-        // Safety net only: the state changes as the signal is delivered.
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 #[test]
 fn signal_stop_and_cont_pause_and_resume_and_every_json_spells_signals_alike() {
     let d = Dir::new("ctl", "stopcont");
     // "keep" keeps the supervisor running once "s" has ended.
-    let cfg = d.file(
-        "a.toml",
-        "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n\
-         [[helper]]\nname = \"keep\"\ncommand = [\"sleep\", \"300\"]\n",
-    );
-    let sock = d.path("a.sock");
-    let run = Run::start(&cfg, &sock);
+    let run = Run::start_in(&d, TWO_SLEEPERS);
+    let sock = run.socket.clone();
     // The helper's pid here, through foster ctl: the supervisor may be contained, and the raw
     // protocol carries its namespace's pids.
-    let out = run.ctl(&["--json", "status"]);
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = run.status_reply();
     let hpid = v["status"]["helpers"][0]["identity"]["pid"]
         .as_i64()
         .unwrap();
-    let mut c = Conn::open(&sock).unwrap();
-    c.send(b"{\"request\":\"events\",\"backlog\":0}\n");
-    c.next();
+    let (c, _) = Conn::follow(&sock);
     // STOP and CONT are signals like any other for ctl (a parent-death rule does not apply).
     for (sig, state) in [("STOP", 'T'), ("sigcont", 'S')] {
         let out = run.ctl(&["signal", "s", sig]);
         assert!(out.status.success(), "{sig}: {out:?}");
-        wait_state(hpid, state);
+        common::wait_state(hpid as i32, state);
         let ev = c.until("the signal event", |v| event_is(v, "signal"));
         let want = format!("SIG{}", sig.to_uppercase().trim_start_matches("SIG"));
         assert_eq!(ev["event"]["signal"], want.as_str(), "{ev}");
@@ -686,15 +611,15 @@ fn signal_stop_and_cont_pause_and_resume_and_every_json_spells_signals_alike() {
     assert_eq!(ev["event"]["signal"], "SIGTERM", "{ev}");
     let ev = c.until("the exit", |v| event_is(v, "exit"));
     assert_eq!(ev["event"]["status"]["signal"], "SIGTERM", "{ev}");
-    let out = run.ctl(&["--json", "status"]);
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = run.status_reply();
     let last = &v["status"]["helpers"][0]["last_exit"];
     assert_eq!(last["how"], "signaled", "{v}");
     assert_eq!(last["signal"], "SIGTERM", "{v}");
     let text = String::from_utf8(run.ctl(&["status"]).stdout).unwrap();
     assert!(text.contains("SIGTERM"), "{text}");
     run.stop();
-    assert_eq!(proc_state(hpid), '?', "the helper {hpid} is still there");
+    let left = common::state_of(hpid as i32);
+    assert_eq!(left, None, "the helper {hpid} is still there");
 }
 
 /// The pids whose pidfds `pid` holds (`Pid:` of each `anon_inode:[pidfd]` descriptor's fdinfo).
@@ -727,16 +652,10 @@ fn pidfds_held_by(pid: u32) -> Vec<i64> {
 #[test]
 fn a_running_helper_is_held_by_its_pidfd() {
     let d = Dir::new("ctl", "pidfd");
-    let cfg = d.file(
-        "a.toml",
-        "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n\
-         [[helper]]\nname = \"keep\"\ncommand = [\"sleep\", \"300\"]\n",
-    );
-    let sock = d.path("a.sock");
-    let run = Run::start(&cfg, &sock);
+    let run = Run::start_in(&d, TWO_SLEEPERS);
+    let sock = run.socket.clone();
     // Pids as this test's namespace sees them (the supervisor may be contained).
-    let out = run.ctl(&["--json", "status"]);
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = run.status_reply();
     let sup = v["status"]["supervisor"]["identity"]["pid"]
         .as_u64()
         .unwrap() as u32;
@@ -750,9 +669,7 @@ fn a_running_helper_is_held_by_its_pidfd() {
         held.contains(&hpid(0)) && held.contains(&hpid(1)),
         "{held:?}"
     );
-    let mut c = Conn::open(&sock).unwrap();
-    c.send(b"{\"request\":\"events\",\"backlog\":0}\n");
-    c.next();
+    let (c, _) = Conn::follow(&sock);
     let out = run.ctl(&["signal", "s", "KILL"]);
     assert!(out.status.success(), "{out:?}");
     c.until("the exit", |v| {
@@ -767,10 +684,7 @@ fn a_running_helper_is_held_by_its_pidfd() {
 #[test]
 fn stale_socket_replaced_live_one_not_stolen() {
     let d = Dir::new("ctl", "stale");
-    let cfg = d.file(
-        "a.toml",
-        "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n",
-    );
+    let cfg = d.file("a.toml", SLEEPER);
     let sock = d.path("a.sock");
     // A stale socket: bound, then its listener gone.
     drop(std::os::unix::net::UnixListener::bind(&sock).unwrap());
@@ -902,16 +816,6 @@ fn demo(stop: libc::c_int) {
     // yet under load: until it has, it is a helper running `sh`. So the status is asked again
     // (as new events arrive, or every 100 ms) until it is there; a role that stayed wrong (a
     // command line read in the middle of that exec was kept for good) fails here.
-    let status = || {
-        let out = Command::new(FOSTER)
-            .args(["ctl", "--json", "--socket"])
-            .arg(&sock)
-            .arg("status")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        serde_json::from_slice::<Value>(&out.stdout).unwrap()
-    };
     let count = |v: &Value, role: &str| {
         v["status"]["processes"]
             .as_array()
@@ -921,7 +825,7 @@ fn demo(stop: libc::c_int) {
             .count()
     };
     let v = loop {
-        let v = status();
+        let v = status_reply(&sock);
         // worker and orphaner (crasher may be waiting for its backoff; nested is a supervisor).
         if count(&v, "supervisor") == 2
             && count(&v, "helper") >= 2

@@ -1,11 +1,12 @@
 //! A `foster run` under test, driven through its control socket: started on a configuration
 //! written to the test's directory, its event stream followed from its start (read as
 //! [`Events`], which the run derefs to), its standard error's lines where a test reads them,
-//! `ctl` commands, `ctl --json status` (its helpers by name, or polled until it says something), and an orderly
-//! stop (`ctl shutdown`, or SIGTERM) with every event to the end; terminated and reaped on
-//! drop. The same without its events ([`Plain`]), for the tests that count the socket's
-//! connections; `foster ctl` on a socket, a bounded wait for a child, an orderly end of one.
-//! Shared by the tests of start order, states, reload, readiness and the control socket.
+//! `ctl` commands, `ctl --json status` (its helpers by name, or polled until it says
+//! something), and an orderly stop (`ctl shutdown`, or SIGTERM) with every event to the end;
+//! terminated and reaped on drop. The same without its events ([`Plain`]), for the tests that
+//! count the socket's connections; `foster ctl` on a socket (its `--json status` once, or
+//! polled), a bounded wait for a child, an orderly end of one. Shared by the tests of start
+//! order, states, reload, readiness and the control socket.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -182,25 +183,13 @@ impl Run {
 
     /// `ctl --json status`: the snapshot.
     pub fn status(&self) -> Value {
-        let out = self.ctl(&["--json", "status"]);
-        assert!(out.status.success(), "ctl status: {out:?}");
-        let mut v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["status"].take()
+        status_reply(&self.socket)["status"].take()
     }
 
     /// The status once `pred` holds for it (polled: each poll is an answer of the supervisor's
     /// loop, nothing is timed).
     pub fn wait_status(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let t = Instant::now();
-        loop {
-            let s = self.status();
-            if pred(&s) {
-                return s;
-            }
-            assert!(t.elapsed() < LIMIT, "status never {what}: {s:#}");
-            // Safety net only: each poll is an answer of the supervisor's loop.
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_status_reply(&self.socket, what, |v| pred(&v["status"]))["status"].take()
     }
 
     /// `ctl --json status`, its helpers by name.
@@ -290,8 +279,19 @@ impl Plain {
         }
     }
 
+    /// [`Plain::start`] on `config` written to the test's directory (`a.toml`), its socket
+    /// there (`a.sock`).
+    pub fn start_in(d: &Dir, config: &str) -> Plain {
+        Plain::start(&d.file("a.toml", config), &d.path("a.sock"))
+    }
+
     pub fn ctl(&self, args: &[&str]) -> Output {
         ctl_command(&self.socket).args(args).output().unwrap()
+    }
+
+    /// `ctl --json status`: the whole reply (`version`, `status`).
+    pub fn status_reply(&self) -> Value {
+        status_reply(&self.socket)
     }
 
     /// Stops the supervisor (`ctl shutdown`) and waits for it; its exit status.
@@ -313,6 +313,32 @@ pub fn ctl_command(socket: &Path) -> Command {
     let mut c = Command::new(FOSTER);
     c.arg("ctl").arg("--socket").arg(socket);
     c
+}
+
+/// `foster ctl --json status` on `socket`, which must succeed: the whole reply (`version`,
+/// `status`).
+pub fn status_reply(socket: &Path) -> Value {
+    let out = ctl_command(socket)
+        .args(["--json", "status"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "ctl status: {out:?}");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The [`status_reply`] once `pred` holds for it (polled: each poll is an answer of the
+/// supervisor's loop); past [`LIMIT`] the test fails, saying the status was never `what`.
+pub fn wait_status_reply(socket: &Path, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let t = Instant::now();
+    loop {
+        let v = status_reply(socket);
+        if pred(&v) {
+            return v;
+        }
+        assert!(t.elapsed() < LIMIT, "status never {what}: {v:#}");
+        // Safety net only: each poll is an answer of the supervisor's loop.
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Waits for `child` to end (a failed test past [`LIMIT`]); its exit status.
