@@ -14,9 +14,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use common::Dir;
-use common::events::{Events, kind};
-use common::supervised::Run;
+use common::events::kind;
+use common::foster_run::FosterRun;
+use common::supervised::{Guard, Run};
+use common::{Dir, send};
 
 const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
 
@@ -24,21 +25,11 @@ fn pid_of(v: &Value) -> i32 {
     v["identity"]["pid"].as_i64().unwrap() as i32
 }
 
-fn kill(pid: i32, sig: i32) {
-    // SAFETY: kill(2) with plain integers; the pid is a process this test started (through
-    // foster) and has not seen reaped.
-    unsafe { libc::kill(pid, sig) };
-}
-
 /// Stops `pid` (SIGSTOP) and waits until the kernel says it is stopped (`T` in its stat).
 fn stop_and_wait(pid: i32) {
-    kill(pid, libc::SIGSTOP);
-    let t = std::time::Instant::now();
+    send(pid, libc::SIGSTOP);
     // Polled: no event says that another process's stop has taken effect.
-    while common::process(pid).is_some_and(|n| n.state != b'T') {
-        assert!(t.elapsed() < common::LIMIT, "{pid} never stopped");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    common::wait_state(pid, 'T');
 }
 
 /// The exit event of `pid` within `limit`, well under the helper's 60 s grace; `None` (the
@@ -50,7 +41,9 @@ fn ended_within(run: &mut Run, pid: i32, limit: Duration) -> Option<Value> {
     match got {
         Some(i) => Some(run.seen[i].clone()),
         None => {
-            kill(pid, libc::SIGKILL);
+            // SAFETY: kill(2) with plain integers; the pid is a process this test started
+            // (through foster) and has not seen reaped.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
             None
         }
     }
@@ -70,7 +63,7 @@ fn a_stopped_helper_is_continued_after_its_stop_signal() {
         let pid = pid_of(&run.seen[i].clone());
         stop_and_wait(pid);
         if how == "shutdown" {
-            kill(run.child.id() as i32, libc::SIGTERM);
+            send(run.child.id() as i32, libc::SIGTERM);
         } else {
             let out = run.ctl(&[how, "s"]);
             assert!(out.status.success(), "{out:?}");
@@ -95,20 +88,12 @@ fn a_stopped_helper_is_continued_after_its_stop_signal() {
 /// `foster run --no-socket --events-log FIFO CONFIG`, its standard error kept: its events and
 /// its stderr text once it has ended (the exit status too).
 fn run_to_end(d: &Dir, cfg: &str) -> (Vec<Value>, String, i32) {
-    let fifo = d.fifo("events");
-    let child = std::process::Command::new(FOSTER)
-        .args(["run", "--no-socket", "--events-log"])
-        .arg(&fifo)
-        .arg(d.file("run.toml", cfg))
-        .stdin(std::process::Stdio::null())
+    let (child, mut ev) = FosterRun::new()
+        .arg("--no-socket")
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let _guard = common::supervised::Guard(child);
-    let mut ev = Events::open(&fifo);
+        .logged(&d.fifo("events"), &d.file("run.toml", cfg));
+    let mut child = Guard(child);
     let all = ev.rest().to_vec();
-    let mut child = _guard;
     let status = common::supervised::wait_child(&mut child.0);
     let mut err = String::new();
     std::io::Read::read_to_string(child.0.stderr.as_mut().unwrap(), &mut err).unwrap();
@@ -271,17 +256,15 @@ fn an_operator_restart_is_not_a_restart_of_the_rules() {
 
 /// `foster run --no-contain CONFIG` with XDG_RUNTIME_DIR=`runtime` (its default socket there),
 /// once its loop answers a `status` (its notify sockets are bound by then).
-fn run_in(runtime: &std::path::Path, cfg: &std::path::Path) -> common::supervised::Guard {
-    let mut child = std::process::Command::new(FOSTER)
-        .args(["run", "--no-contain"])
-        .arg(cfg)
-        .env("XDG_RUNTIME_DIR", runtime)
-        .env_remove("FOSTER_SOCKET")
-        .stdin(std::process::Stdio::null())
+fn run_in(runtime: &std::path::Path, cfg: &std::path::Path) -> Guard {
+    let mut run = FosterRun::new()
+        .arg("--no-contain")
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+        .stderr(std::process::Stdio::null());
+    run.command()
+        .env("XDG_RUNTIME_DIR", runtime)
+        .env_remove("FOSTER_SOCKET");
+    let mut child = run.spawn(cfg);
     let stem = cfg.file_stem().unwrap().to_str().unwrap();
     let sock = runtime.join(format!("foster/{stem}.sock"));
     drop(common::supervised::connect(&sock, &mut child));
@@ -290,7 +273,7 @@ fn run_in(runtime: &std::path::Path, cfg: &std::path::Path) -> common::supervise
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    common::supervised::Guard(child)
+    Guard(child)
 }
 
 /// A private runtime directory (mode 0700) in `d`, for XDG_RUNTIME_DIR.
@@ -353,17 +336,16 @@ fn the_same_config_started_twice_is_refused_naming_the_first() {
     );
     let first = run_in(&runtime, &cfg);
     let again = d.0.join(".").join("web.toml");
-    let second = std::process::Command::new(FOSTER)
-        .args(["run", "--no-contain", "--no-socket"])
-        .arg(&again)
-        .env("XDG_RUNTIME_DIR", &runtime)
-        .stdin(std::process::Stdio::null())
+    let in_runtime = || {
+        let mut run = FosterRun::new().args(["--no-contain", "--no-socket"]);
+        run.command().env("XDG_RUNTIME_DIR", &runtime);
+        run
+    };
+    let second = in_runtime()
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn(&again);
     // Refused at once; a second copy that ran would be ended here, and fail the test.
-    let mut second = common::supervised::Guard(second);
+    let mut second = Guard(second);
     let st = common::child::wait_within(&mut second.0, common::LIMIT);
     let mut err = String::new();
     if st.is_some() {
@@ -383,26 +365,11 @@ fn the_same_config_started_twice_is_refused_naming_the_first() {
         "web.toml",
         "[[helper]]\nname = \"s\"\ncommand = [\"true\"]\n",
     );
-    let out = std::process::Command::new(FOSTER)
-        .args(["run", "--no-contain", "--no-socket"])
-        .arg(&cfg2)
-        .env("XDG_RUNTIME_DIR", &runtime)
-        .output()
-        .unwrap();
+    let out = in_runtime().output(&cfg2);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     // Allowed: it runs (its helper completes, and it ends with status 0).
     std::fs::write(&cfg, "[[helper]]\nname = \"s\"\ncommand = [\"true\"]\n").unwrap();
-    let out = std::process::Command::new(FOSTER)
-        .args([
-            "run",
-            "--no-contain",
-            "--no-socket",
-            "--allow-second-instance",
-        ])
-        .arg(&again)
-        .env("XDG_RUNTIME_DIR", &runtime)
-        .output()
-        .unwrap();
+    let out = in_runtime().arg("--allow-second-instance").output(&again);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     drop(first);
 }
@@ -501,7 +468,7 @@ fn a_running_supervisors_words_are_true() {
         .find(|l| l.trim_start().starts_with("web"))
         .unwrap();
     assert!(line.contains("its process is stopped"), "{text}");
-    kill(web, libc::SIGCONT);
+    send(web, libc::SIGCONT);
     std::fs::write(&go, "go\n").unwrap();
     run.state("db", "completed");
     assert!(

@@ -5,7 +5,7 @@
 
 use std::ffi::OsStr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 
 use super::events::Events;
 
@@ -68,6 +68,13 @@ impl FosterRun {
     /// Starts it on `config`.
     pub fn spawn(mut self, config: &Path) -> Child {
         self.cmd.arg(config).spawn().unwrap()
+    }
+
+    /// Runs it on `config` to its end, within [`super::LIMIT`] (past it, it is SIGKILLed and the
+    /// test fails): its output.
+    pub fn output(self, config: &Path) -> Output {
+        let what = format!("foster run {}", config.display());
+        super::child::output_within(self.spawn(config), &what)
     }
 
     /// Starts it on `config` with `--events-log FIFO`, and opens its events (the FIFO is made
