@@ -3,71 +3,33 @@
 //! flood. Ordering comes from the events log (a FIFO read as foster writes it) and from FIFOs
 //! the helpers wait on; deadlines are only safety nets.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::mpsc;
 use std::time::Instant;
 
 use serde_json::Value;
 
 use crate::common;
-use common::Dir;
 use common::LIMIT;
 use common::child::wait_exit;
 use common::events::{Events, kind};
+use common::foster_run::FosterRun;
+use common::supervised::Guard;
+use common::{Dir, send};
 
-/// `foster run --no-socket --no-contain ARGS...`: uncontained, so that the child's pid is the
+/// `foster run --no-socket --no-contain`: uncontained, so that the child's pid is the
 /// supervisor itself (its memory is read) and the events' pids are this namespace's.
-fn foster(args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_foster"))
-        .args(["run", "--no-socket", "--no-contain"])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+fn foster() -> FosterRun {
+    FosterRun::new().args(["--no-socket", "--no-contain"])
 }
 
-/// A running foster that is stopped (SIGTERM: its orderly shutdown ends its tree) and waited
-/// for when the test ends, passed or failed.
-struct Run(Child);
-
-impl std::ops::Deref for Run {
-    type Target = Child;
-    fn deref(&self) -> &Child {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for Run {
-    fn deref_mut(&mut self) -> &mut Child {
-        &mut self.0
-    }
-}
-
-impl Drop for Run {
-    fn drop(&mut self) {
-        if matches!(self.0.try_wait(), Ok(None)) {
-            term(&self.0);
-            if !std::thread::panicking() {
-                wait_exit(&mut self.0);
-            } else {
-                let _ = wait_exit_quietly(&mut self.0);
-            }
-        }
-    }
-}
-
-/// [`wait_exit`] without a panic: `None` when it had to be killed.
-fn wait_exit_quietly(f: &mut Child) -> Option<i32> {
-    let st = common::child::wait_within(f, LIMIT);
-    if st.is_none() {
-        let _ = f.kill();
-        let _ = f.wait();
-    }
-    st?.code()
+/// [`foster`] on `cfg` with the options `args`, its events log the FIFO `events` in `d`; ended
+/// (SIGTERM, its orderly shutdown) when the test ends, passed or failed.
+fn logged(d: &Dir, args: &[&str], cfg: &Path) -> (Guard, Events) {
+    let (f, ev) = foster().args(args).logged(&d.fifo("events"), cfg);
+    (Guard(f), ev)
 }
 
 /// Lines of a stream, read on a thread.
@@ -155,11 +117,7 @@ impl Lines {
 }
 
 fn term(f: &Child) {
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(f.id() as i32),
-        nix::sys::signal::SIGTERM,
-    )
-    .unwrap();
+    send(f.id() as i32, libc::SIGTERM);
 }
 
 /// A TOML string literal of `s` (a literal string: no escapes are read in it).
@@ -198,35 +156,19 @@ fn lines_of_a_helper_its_grandchild_and_an_adopted_orphan_arrive_named() {
             lit(&format!("echo other; read x < {}", stop.display()))
         ),
     );
-    let fifo = d.fifo("events");
-    let mut f = Run(foster(&[
-        "--events-log",
-        fifo.to_str().unwrap(),
-        cfg.to_str().unwrap(),
-    ]));
-    let mut ev = Events::open(&fifo);
+    let (mut f, mut ev) = logged(&d, &[], &cfg);
     let mut out = Lines::read(f.stdout.take().unwrap());
     let _err = Lines::read(f.stderr.take().unwrap());
     // The grandchild ignores USR1; the helper's child has ended; the other helper's end makes
     // foster read its tree.
-    let mut line = String::new();
-    BufReader::new(std::fs::File::open(&trapped).unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    BufReader::new(std::fs::File::open(&ready).unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    writeln!(std::fs::OpenOptions::new().write(true).open(&stop).unwrap()).unwrap();
+    common::fifo::line(&trapped);
+    common::fifo::line(&ready);
+    std::fs::write(&stop, "\n").unwrap();
     let adopted = ev.wait_for("the grandchild adopted by foster", |v| {
         kind(v) == "reparented" && v["helper"] == "tree" && v["classification"] == "expected"
     });
     assert_eq!(adopted["to"]["pid"], f.id(), "adopted by foster: {adopted}");
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&go)
-        .unwrap()
-        .write_all(b"go\n")
-        .unwrap();
+    std::fs::write(&go, "go\n").unwrap();
     out.wait_for("from the orphan", |l| l.ends_with(b"from the orphan"));
     out.wait_for("from other", |l| l.ends_with(b"other"));
     term(&f);
@@ -259,8 +201,7 @@ fn a_helper_that_prints_and_exits_at_once_loses_no_line() {
         ),
     );
     for run in 0..15 {
-        let f = foster(&[cfg.to_str().unwrap()]);
-        let o = f.wait_with_output().unwrap();
+        let o = foster().output(&cfg);
         assert_eq!(o.status.code(), Some(0), "run {run}: {o:?}");
         let text = String::from_utf8(o.stdout).unwrap();
         let outs: Vec<&str> = text
@@ -288,8 +229,7 @@ fn a_line_of_one_mebibyte_arrives_split_and_marked() {
             lit("head -c 1048576 /dev/zero | tr '\\0' x; echo; echo after")
         ),
     );
-    let f = foster(&["--output", "json", cfg.to_str().unwrap()]);
-    let o = f.wait_with_output().unwrap();
+    let o = foster().args(["--output", "json"]).output(&cfg);
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     let lines: Vec<Value> = o
         .stdout
@@ -330,7 +270,7 @@ fn invalid_utf8_and_terminal_escapes_are_kept_in_the_file_and_json_and_escaped_o
             log.to_str().unwrap()
         ),
     );
-    let o = foster(&[cfg.to_str().unwrap()]).wait_with_output().unwrap();
+    let o = foster().output(&cfg);
     assert_eq!(o.stdout, b"bytes ! a\\e]0;owned\\x07\\xffz\n");
     // The file: `TIME err BYTES`, the bytes as written.
     let file = std::fs::read(&log).unwrap();
@@ -341,9 +281,7 @@ fn invalid_utf8_and_terminal_escapes_are_kept_in_the_file_and_json_and_escaped_o
         stamp.len() == 24 && stamp.ends_with('Z') && stamp.as_bytes()[10] == b'T',
         "RFC 3339 UTC with milliseconds: {stamp}"
     );
-    let o = foster(&["--output", "json", cfg.to_str().unwrap()])
-        .wait_with_output()
-        .unwrap();
+    let o = foster().args(["--output", "json"]).output(&cfg);
     assert!(
         !o.stdout.iter().any(|&b| b == 0x1b || b == 0x07),
         "the JSON is safe on a terminal: {:?}",
@@ -365,7 +303,7 @@ fn inherit_and_null_leave_the_output_as_configured() {
          [[helper]]\nname = \"gone\"\noutput = \"null\"\n\
          command = [\"/bin/sh\", \"-c\", \"echo lost; echo lost too >&2\"]\n",
     );
-    let o = foster(&[cfg.to_str().unwrap()]).wait_with_output().unwrap();
+    let o = foster().output(&cfg);
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     assert_eq!(o.stdout, b"raw line\n");
     assert!(
@@ -393,16 +331,10 @@ fn a_flood_keeps_foster_bounded_and_another_helper_restarting() {
              restart = \"always\"\nbackoff = {{ initial = \"50ms\", max = \"50ms\", limit = 100000 }}\n"
         ),
     );
-    let fifo = d.fifo("events");
     // Its standard output is a pipe nobody reads: the relay stalls at once.
-    let mut f = Run(foster(&[
-        "--events-log",
-        fifo.to_str().unwrap(),
-        cfg.to_str().unwrap(),
-    ]));
+    let (mut f, mut ev) = logged(&d, &[], &cfg);
     let pid = f.id();
     let _err = Lines::read(f.stderr.take().unwrap());
-    let mut ev = Events::open(&fifo);
     let start = ev.wait_for("the supervisor's start", |v| kind(v) == "start");
     let restarts = |ev: &Events| {
         ev.seen
@@ -457,9 +389,7 @@ fn rotation_at_the_size_bound_keeps_exactly_keep_files_of_whole_lines() {
             log.to_str().unwrap()
         ),
     );
-    let o = foster(&["--output", "none", cfg.to_str().unwrap()])
-        .wait_with_output()
-        .unwrap();
+    let o = foster().args(["--output", "none"]).output(&cfg);
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     assert!(o.stdout.is_empty(), "--output none relays nothing");
     let name = |n: u32| {
@@ -500,20 +430,6 @@ fn rotation_at_the_size_bound_keeps_exactly_keep_files_of_whole_lines() {
     );
 }
 
-/// `foster run` with a control socket in `d`.
-fn foster_with_socket(d: &Dir, args: &[&str]) -> (Run, std::path::PathBuf) {
-    let sock = d.path("s.sock");
-    let f = Command::new(env!("CARGO_BIN_EXE_foster"))
-        .args(["run", "--no-contain", "--socket", sock.to_str().unwrap()])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    (Run(f), sock)
-}
-
 #[test]
 fn reopen_logs_and_sigusr1_after_an_outside_rename_write_to_a_new_file() {
     let d = Dir::new("output", "reopen");
@@ -532,17 +448,22 @@ fn reopen_logs_and_sigusr1_after_an_outside_rename_write_to_a_new_file() {
             log.to_str().unwrap()
         ),
     );
-    let (mut f, sock) = foster_with_socket(&d, &["-v", cfg.to_str().unwrap()]);
+    let sock = d.path("s.sock");
+    let mut f = Guard(
+        FosterRun::new()
+            .arg("--no-contain")
+            .socket(&sock)
+            .arg("-v")
+            .spawn(&cfg),
+    );
     let mut out = Lines::read(f.stdout.take().unwrap());
     let mut err = Lines::read(f.stderr.take().unwrap());
-    let go = |fifo: &Path| {
-        writeln!(std::fs::OpenOptions::new().write(true).open(fifo).unwrap()).unwrap();
-    };
+    let go = |fifo: &Path| std::fs::write(fifo, "\n").unwrap();
     out.wait_for("first", |l| l == b"w | first");
     // Renamed away, as logrotate does; `ctl reopen-logs` answers once it is reopened.
     std::fs::rename(&log, d.path("w.log.a")).unwrap();
-    let ctl = Command::new(env!("CARGO_BIN_EXE_foster"))
-        .args(["ctl", "--socket", sock.to_str().unwrap(), "reopen-logs"])
+    let ctl = common::supervised::ctl_command(&sock)
+        .arg("reopen-logs")
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&ctl.stdout);
@@ -555,11 +476,7 @@ fn reopen_logs_and_sigusr1_after_an_outside_rename_write_to_a_new_file() {
     out.wait_for("second", |l| l == b"w | second");
     // Again, by SIGUSR1: foster says (-v) when it has reopened the file.
     std::fs::rename(&log, d.path("w.log.b")).unwrap();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(f.id() as i32),
-        nix::sys::signal::SIGUSR1,
-    )
-    .unwrap();
+    send(f.id() as i32, libc::SIGUSR1);
     let reopened = format!("reopened {}", log.display());
     err.wait_count("the file reopened twice", 2, |l| {
         String::from_utf8_lossy(l).contains(&reopened)
@@ -595,7 +512,7 @@ fn a_log_file_another_user_could_have_planted_is_refused() {
             log.to_str().unwrap()
         ),
     );
-    let o = foster(&[cfg.to_str().unwrap()]).wait_with_output().unwrap();
+    let o = foster().output(&cfg);
     let e = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{e}");
     assert!(
@@ -612,7 +529,7 @@ fn a_log_file_another_user_could_have_planted_is_refused() {
         std::fs::remove_file(&log).unwrap();
         std::fs::write(&log, "").unwrap();
         std::os::unix::fs::chown(&log, Some(65534), Some(65534)).unwrap();
-        let o = foster(&[cfg.to_str().unwrap()]).wait_with_output().unwrap();
+        let o = foster().output(&cfg);
         let e = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{e}");
         assert!(e.contains("uid 65534") && e.contains("not writing"), "{e}");
@@ -633,18 +550,9 @@ fn a_regular_file_on_standard_output_gets_every_line_of_a_flood() {
         ),
     );
     let out = std::fs::File::create(d.path("out")).unwrap();
-    let fifo = d.fifo("events");
-    let mut f = Run(Command::new(env!("CARGO_BIN_EXE_foster"))
-        .args(["run", "--no-socket", "--no-contain", "--events-log"])
-        .arg(&fifo)
-        .arg(&cfg)
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap());
+    let (f, mut ev) = foster().stdout(out.into()).logged(&d.fifo("events"), &cfg);
+    let mut f = Guard(f);
     let _err = Lines::read(f.stderr.take().unwrap());
-    let mut ev = Events::open(&fifo);
     ev.wait_for("the end", |v| kind(v) == "stopped");
     assert_eq!(wait_exit(&mut f), 0);
     let text = std::fs::read_to_string(d.path("out")).unwrap();
@@ -673,20 +581,12 @@ fn json_lines_carry_the_helpers_pid() {
             ))
         ),
     );
-    let fifo = d.fifo("events");
-    let mut f = Run(foster(&[
-        "--events-log",
-        fifo.to_str().unwrap(),
-        "--output",
-        "json",
-        cfg.to_str().unwrap(),
-    ]));
-    let mut ev = Events::open(&fifo);
+    let (mut f, mut ev) = logged(&d, &["--output", "json"], &cfg);
     let mut out = Lines::read(f.stdout.take().unwrap());
     let _err = Lines::read(f.stderr.take().unwrap());
     let launch = ev.wait_for("the helper's launch", |v| kind(v) == "launch");
     let pid = launch["identity"]["pid"].as_i64().unwrap();
-    writeln!(std::fs::OpenOptions::new().write(true).open(&go).unwrap()).unwrap();
+    std::fs::write(&go, "\n").unwrap();
     let me: Value =
         serde_json::from_slice(&out.wait_for("me", |l| l.windows(3).any(|w| w == b"me "))).unwrap();
     let child: Value =

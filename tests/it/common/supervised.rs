@@ -363,6 +363,19 @@ impl Drop for Guard {
     }
 }
 
+impl std::ops::Deref for Guard {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Guard {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
 /// Ends `child` (a `foster run`, or another program of the test's that ends on SIGTERM) in
 /// order: SIGTERM (the orderly shutdown ends its tree), a bounded wait, then SIGKILL as a last
 /// resort; reaped in every case. Whether it ended before the SIGKILL.
