@@ -7,17 +7,13 @@
 //! --json`) and /proc; deadlines are only safety nets.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use serde_json::Value;
 
-const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
-
 use crate::common;
-use common::Dir;
-use common::LIMIT;
-
-use common::supervised::Run;
+use common::supervised::{Run, ctl_command};
+use common::{Dir, LIMIT, send};
 
 /// A process: (pid, start time).
 type Proc = (i32, u64);
@@ -111,10 +107,7 @@ restart = "sometimes"
 /// The processes of a, b and c once all three run, and a's child.
 fn start_abc(d: &Dir, run: &mut Run) -> (Proc, Proc, Proc, Proc) {
     // a's shell has forked its sleep once it writes its pid (the read waits for the writer).
-    let mut line = String::new();
-    BufReader::new(std::fs::File::open(d.path("child")).unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let line = common::fifo::line(&d.path("child"));
     assert!(line.trim().parse::<i32>().is_ok(), "{line:?}");
     for h in ["a", "b", "c"] {
         run.state(h, "running");
@@ -190,9 +183,7 @@ fn ctl_reload_applies_only_what_changed_and_refuses_a_broken_file() {
     assert_eq!(cmdline(b2.0), ["sleep", "601"]);
     let d1 = running(&h, "d");
     // d's output is captured as any helper's: `ctl logs` shows it.
-    let mut logs = Command::new(FOSTER)
-        .args(["ctl", "--socket"])
-        .arg(&run.socket)
+    let mut logs = ctl_command(&run.socket)
         .args(["logs", "-f", "d"])
         .stdout(Stdio::piped())
         .spawn()
@@ -268,11 +259,7 @@ fn sighup_reloads_only_with_reload_signal() {
     let mut run = Run::start(&d, &abc(&d), &["--reload-signal", "HUP"]);
     let (a, b, c, a_child) = start_abc(&d, &mut run);
     d.file("run.toml", BCD);
-    assert_eq!(
-        // SAFETY: a signal to our own unreaped child.
-        unsafe { libc::kill(run.child.id() as i32, libc::SIGHUP) },
-        0
-    );
+    send(run.child.id() as i32, libc::SIGHUP);
     let ev = run.until("reload event", |e| e["event"] == "reload");
     assert_eq!(run.seen[ev]["by"], "SIGHUP");
     let [started, stopped, restarted, unchanged] = lists(&run.seen[ev]);
@@ -301,11 +288,7 @@ fn sighup_reloads_only_with_reload_signal() {
     assert!(run.child.try_wait().unwrap().is_none(), "foster run ended");
     // A broken file on SIGHUP: refused, nothing touched, the supervisor goes on.
     d.file("run.toml", BROKEN);
-    assert_eq!(
-        // SAFETY: a signal to our own unreaped child.
-        unsafe { libc::kill(run.child.id() as i32, libc::SIGHUP) },
-        0
-    );
+    send(run.child.id() as i32, libc::SIGHUP);
     run.until("reload_refused", |e| e["event"] == "reload_refused");
     assert_eq!(running(&run.helpers(), "c"), c);
     let st = run.stop();
@@ -317,11 +300,7 @@ fn sighup_reloads_only_with_reload_signal() {
     let mut run = Run::start(&d, &abc(&d), &[]);
     let (a, b, c, _) = start_abc(&d, &mut run);
     d.file("run.toml", BCD);
-    assert_eq!(
-        // SAFETY: a signal to our own unreaped child.
-        unsafe { libc::kill(run.child.id() as i32, libc::SIGHUP) },
-        0
-    );
+    send(run.child.id() as i32, libc::SIGHUP);
     let st = run.wait();
     assert!(st.success(), "{st}");
     run.drain();
@@ -353,11 +332,7 @@ stop_grace = "2s"
         &[],
     );
     // Its stop signal is ignored from here on (the read waits for the writer).
-    let mut line = String::new();
-    BufReader::new(std::fs::File::open(&armed).unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line, "armed\n");
+    assert_eq!(common::fifo::line(&armed), "armed");
     run.state("stubborn", "running");
     let out = run.ctl(&["shutdown"]);
     assert!(out.status.success(), "{out:?}");
