@@ -4,8 +4,6 @@
 //! matters) and `ctl status --json`; FIFOs hold helpers where a test needs them held. Deadlines
 //! are only safety nets.
 
-use std::time::{Duration, Instant};
-
 use serde_json::Value;
 
 use crate::common;
@@ -334,28 +332,22 @@ command = ["sleep", "600"]
     );
     run.launch("web", 1);
     // Its child runs (the shell says so once it has started it).
-    let t = Instant::now();
-    let (web, child) = loop {
-        let out = run.ctl(&["--json", "status"]);
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        let procs = v["status"]["processes"].as_array().unwrap().clone();
-        let of = |g: u64| {
-            procs
-                .iter()
-                .find(|p| {
-                    p["helper"] == "web"
-                        && p["generation"] == g
-                        && p["comm"] == if g == 1 { "sh" } else { "sleep" }
-                })
-                .map(|p| p["pid"].as_i64().unwrap() as i32)
-        };
-        if let (Some(w), Some(c)) = (of(1), of(2)) {
-            break (w, c);
-        }
-        assert!(t.elapsed() < LIMIT, "web's child never ran: {v}");
-        // Safety net only: the shell starts its child at once.
-        std::thread::sleep(Duration::from_millis(20));
+    let of = |s: &Value, g: u64| {
+        s["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| {
+                p["helper"] == "web"
+                    && p["generation"] == g
+                    && p["comm"] == if g == 1 { "sh" } else { "sleep" }
+            })
+            .map(|p| p["pid"].as_i64().unwrap() as i32)
     };
+    let s = run.wait_status("with web's child running", |s| {
+        of(s, 1).is_some() && of(s, 2).is_some()
+    });
+    let (web, child) = (of(&s, 1).unwrap(), of(&s, 2).unwrap());
     let out = run.ctl(&["stop", "web"]);
     let said = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(out.status.success(), "{out:?}");
