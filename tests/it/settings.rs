@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::common;
 use common::Dir;
+use common::foster_run::FosterRun;
 use common::supervised::Run;
 
 /// A helper's entry in `ctl status --json`.
@@ -110,7 +111,7 @@ env = {{ A = "from-env", D = "d" }}
         fifo.display()
     );
     let mut run = Run::start(&d, &config, &[]);
-    let seen = std::fs::read_to_string(&fifo).unwrap();
+    let seen = common::fifo::to_end(&fifo);
     assert_eq!(seen, "from-env|quoted value|two \"x\"|d\n");
     run.state("show", "running");
     assert!(run.stop().success());
@@ -185,7 +186,7 @@ fn a_shell_line_runs_in_sh_and_a_string_with_spaces_is_refused() {
         fifo.display()
     );
     let mut run = Run::start(&d, &config, &[]);
-    assert_eq!(std::fs::read_to_string(&fifo).unwrap(), "0ne tw0\n");
+    assert_eq!(common::fifo::to_end(&fifo), "0ne tw0\n");
     run.state("sh", "running");
     assert!(run.stop().success());
 
@@ -193,12 +194,8 @@ fn a_shell_line_runs_in_sh_and_a_string_with_spaces_is_refused() {
         "bad.toml",
         "[[helper]]\nname = \"web\"\ncommand = \"python3 -m http.server\"\n",
     );
-    for args in [&["run", "--check"][..], &["run"][..]] {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_foster"))
-            .args(args)
-            .arg(&bad)
-            .output()
-            .unwrap();
+    for args in [&["--check"][..], &[][..]] {
+        let out = FosterRun::new().args(args).output(&bad);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(
