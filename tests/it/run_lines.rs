@@ -11,7 +11,8 @@ use serde_json::Value;
 use crate::common;
 use common::Dir;
 use common::LIMIT;
-use common::events::{Events, kind};
+use common::events::kind;
+use common::foster_run::FosterRun;
 
 /// A helper that exits with 3 twice and is given up on, and one whose child (foster's
 /// grandchild) it leaves behind: the orphan ignores SIGTERM, its orphan policy, so it is
@@ -286,7 +287,6 @@ fn a_standard_error_nobody_reads_does_not_stall_the_supervision() {
         "[[helper]]\nname = \"crasher\"\ncommand = [\"/bin/sh\", \"-c\", \"exit 3\"]\n\
          restart = \"on-failure\"\nbackoff = { initial = \"50ms\", limit = 1 }\n",
     );
-    let fifo = d.fifo("events");
     // A pipe filled to the brim before foster gets its write end as standard error.
     // Close-on-exec: other tests of this process fork too, and must not hold its write end.
     let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
@@ -302,18 +302,13 @@ fn a_standard_error_nobody_reads_does_not_stall_the_supervision() {
     // Blocking again (the flag is the open file's, which foster shares).
     let blocking = nix::fcntl::OFlag::from_bits_truncate(flags);
     nix::fcntl::fcntl(&w, nix::fcntl::FcntlArg::F_SETFL(blocking)).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_foster"))
-        .args(["run", "--no-socket", "--no-contain", "--events-log"])
-        .arg(&fifo)
-        .arg(&cfg)
-        .stdin(Stdio::null())
+    // The whole supervision happens while standard error stays full.
+    let (mut child, mut ev) = FosterRun::new()
+        .args(["--no-socket", "--no-contain"])
         .stdout(Stdio::null())
         .stderr(Stdio::from(w))
-        .spawn()
-        .unwrap();
+        .logged(&d.fifo("events"), &cfg);
     let pid = child.id() as i32;
-    // The whole supervision happens while standard error stays full.
-    let mut ev = Events::open(&fifo);
     if ev.try_until(LIMIT, |e| kind(e) == "stopped").is_none() {
         // SAFETY: kill of our own child, not yet reaped.
         unsafe { libc::kill(pid, libc::SIGKILL) };
