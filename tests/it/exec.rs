@@ -7,7 +7,7 @@
 use crate::common;
 
 use std::ffi::CString;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::os::fd::{AsFd, AsRawFd};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::{Command, Stdio};
@@ -17,15 +17,54 @@ use foster::process::identity::{pidfd_open, poll_readable};
 
 const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
 
+/// `program`, with none of the variables a gate reads (a test run under foster has them).
+fn ungated(program: &str) -> Command {
+    let mut c = Command::new(program);
+    for v in [
+        "FOSTER_PARENT",
+        "FOSTER_POLICY",
+        "FOSTER_GATED",
+        "FOSTER_GRACE",
+    ] {
+        c.env_remove(v);
+    }
+    c
+}
+
+/// `/bin/sh -c SCRIPT` with `F` the foster binary, [`ungated`].
+fn sh_command(script: &str) -> Command {
+    let mut c = ungated("/bin/sh");
+    c.args(["-c", script]).env("F", FOSTER);
+    c
+}
+
 fn sh(script: &str) -> std::process::Output {
-    Command::new("/bin/sh")
-        .args(["-c", script])
-        .env("F", FOSTER)
-        .env_remove("FOSTER_PARENT")
-        .env_remove("FOSTER_POLICY")
-        .env_remove("FOSTER_GATED")
-        .output()
-        .unwrap()
+    sh_command(script).output().unwrap()
+}
+
+/// `foster exec ...` expecting this test process as its parent, [`ungated`] but for that.
+fn exec_here() -> Command {
+    let me = foster::process::identity::Identity::current().unwrap();
+    let mut c = ungated(FOSTER);
+    c.arg("exec").env("FOSTER_PARENT", me.to_string());
+    c
+}
+
+/// The `watcher PID` and `program PID` lines a script writes (in either order) on `out`.
+fn watcher_and_program(out: std::process::ChildStdout) -> (i32, i32) {
+    let mut out = BufReader::new(out);
+    let mut pids = (0, 0);
+    for _ in 0..2 {
+        let mut l = String::new();
+        out.read_line(&mut l).unwrap();
+        let mut it = l.split_whitespace();
+        match (it.next(), it.next().and_then(|p| p.parse::<i32>().ok())) {
+            (Some("watcher"), Some(p)) => pids.0 = p,
+            (Some("program"), Some(p)) => pids.1 = p,
+            _ => panic!("unexpected line {l:?}"),
+        }
+    }
+    pids
 }
 
 #[test]
@@ -106,7 +145,7 @@ fn an_empty_program_name_is_a_usage_error() {
 
 #[test]
 fn bad_policy_is_a_usage_error_naming_the_generation() {
-    let o = Command::new(FOSTER)
+    let o = ungated(FOSTER)
         .args(["exec", "--policy", "TERM;HUP:sometimes", "--", "true"])
         .output()
         .unwrap();
@@ -167,13 +206,7 @@ fn exec_takes_the_grace_forms_a_configuration_takes() {
             ],
             vec!["init", "--wait-all", "--grace", grace, "--", "true"],
         ] {
-            let o = Command::new(FOSTER)
-                .args(&args)
-                .env_remove("FOSTER_PARENT")
-                .env_remove("FOSTER_POLICY")
-                .env_remove("FOSTER_GRACE")
-                .output()
-                .unwrap();
+            let o = ungated(FOSTER).args(&args).output().unwrap();
             let err = String::from_utf8_lossy(&o.stderr);
             assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
             assert!(err.contains(why), "{args:?}: {err}");
@@ -204,12 +237,7 @@ fn a_parent_death_signal_that_does_not_end_a_process_is_a_usage_error() {
                 "true",
             ],
         ] {
-            let o = Command::new(FOSTER)
-                .args(&args)
-                .env_remove("FOSTER_PARENT")
-                .env_remove("FOSTER_POLICY")
-                .output()
-                .unwrap();
+            let o = ungated(FOSTER).args(&args).output().unwrap();
             let err = String::from_utf8_lossy(&o.stderr);
             assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
             assert!(
@@ -225,31 +253,16 @@ fn a_parent_death_signal_that_does_not_end_a_process_is_a_usage_error() {
 #[test]
 fn watch_delivers_the_signal_to_its_program_when_the_parent_dies() {
     // A shell is the parent; it runs foster exec --watch in the background and waits on stdin.
-    let mut parent = Command::new("/bin/sh")
-        .args([
-            "-c",
-            r#"FOSTER_PARENT=$("$F" identity $$) "$F" exec --watch --grace 5s -- /bin/sh -c 'echo "program $$"; exec sleep 30' &
+    let mut parent = sh_command(
+        r#"FOSTER_PARENT=$("$F" identity $$) "$F" exec --watch --grace 5s -- /bin/sh -c 'echo "program $$"; exec sleep 30' &
                echo "watcher $!"; read x"#,
-        ])
-        .env("F", FOSTER)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(parent.stdout.take().unwrap());
-    let mut pids = (0, 0);
-    for _ in 0..2 {
-        let mut l = String::new();
-        out.read_line(&mut l).unwrap();
-        let mut it = l.split_whitespace();
-        match (it.next(), it.next().and_then(|p| p.parse::<i32>().ok())) {
-            (Some("watcher"), Some(p)) => pids.0 = p,
-            (Some("program"), Some(p)) => pids.1 = p,
-            _ => panic!("unexpected line {l:?}"),
-        }
-    }
-    let (watcher, program) = pids;
+    )
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let (watcher, program) = watcher_and_program(parent.stdout.take().unwrap());
     let wfd = pidfd_open(watcher).unwrap();
     let pfd = pidfd_open(program).unwrap();
     // The program's parent is the watcher.
@@ -446,12 +459,7 @@ echo "$$ $!""#;
     ended(&pfd, "P");
     assert_eq!(state_of(p), b'Z', "P is a zombie, not reaped");
     // C has been reparented to S, the nearest subreaper: release it into foster exec.
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&go)
-        .unwrap()
-        .write_all(b"go\n")
-        .unwrap();
+    std::fs::write(&go, "go\n").unwrap();
     ended(&cfd, "C (foster exec)");
     assert_eq!(state_of(p), b'Z', "P was still a zombie while C's gate ran");
 
@@ -606,19 +614,11 @@ fn uid_alone_takes_the_users_group_and_groups_from_the_user_database() {
 /// standard output piped.
 fn watcher(args: &[&str], program: &[&str]) -> std::process::Child {
     use std::os::unix::process::CommandExt;
-    let mut cmd = Command::new(FOSTER);
-    cmd.args(["exec", "--watch"])
+    let mut cmd = exec_here();
+    cmd.arg("--watch")
         .args(args)
         .arg("--")
         .args(program)
-        .env(
-            "FOSTER_PARENT",
-            foster::process::identity::Identity::current()
-                .unwrap()
-                .to_string(),
-        )
-        .env_remove("FOSTER_POLICY")
-        .env_remove("FOSTER_GATED")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -675,8 +675,7 @@ fn watch_with_kill_keeps_its_mask_and_forwards_term() {
         let (program, sleeper) = (pids[0], pids[1]);
         let sleeper_fd = pidfd_open(sleeper).unwrap();
         let blocked = common::sigset_of(wpid, "SigBlk:");
-        // SAFETY: a signal to our own child.
-        unsafe { libc::kill(wpid, libc::SIGTERM) };
+        common::send(wpid, libc::SIGTERM);
         let status = w.wait().unwrap();
         let mut err = String::new();
         w.stderr.take().unwrap().read_to_string(&mut err).unwrap();
@@ -708,33 +707,16 @@ fn watch_with_kill_keeps_its_mask_and_forwards_term() {
 /// process exited).
 #[test]
 fn watch_sends_sigkill_once_after_the_grace_and_waits() {
-    let mut parent = Command::new("/bin/sh")
-        .args([
-            "-c",
-            r#"FOSTER_PARENT=$("$F" identity $$) "$F" exec --watch --grace 200ms -- /bin/sh -c 'trap "" TERM; echo "program $$"; exec sleep 30' &
+    let mut parent = sh_command(
+        r#"FOSTER_PARENT=$("$F" identity $$) "$F" exec --watch --grace 200ms -- /bin/sh -c 'trap "" TERM; echo "program $$"; exec sleep 30' &
                echo "watcher $!"; read x"#,
-        ])
-        .env("F", FOSTER)
-        .env_remove("FOSTER_POLICY")
-        .env_remove("FOSTER_GATED")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(parent.stdout.take().unwrap());
-    let mut pids = (0, 0);
-    for _ in 0..2 {
-        let mut l = String::new();
-        out.read_line(&mut l).unwrap();
-        let mut it = l.split_whitespace();
-        match (it.next(), it.next().and_then(|p| p.parse::<i32>().ok())) {
-            (Some("watcher"), Some(p)) => pids.0 = p,
-            (Some("program"), Some(p)) => pids.1 = p,
-            _ => panic!("unexpected line {l:?}"),
-        }
-    }
-    let (watcher, program) = pids;
+    )
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let (watcher, program) = watcher_and_program(parent.stdout.take().unwrap());
     let wfd = pidfd_open(watcher).unwrap();
     let pfd = pidfd_open(program).unwrap();
     parent.kill().unwrap();
@@ -761,17 +743,9 @@ fn watch_sends_sigkill_once_after_the_grace_and_waits() {
 /// process): (status, stdout, stderr).
 fn exec_with_parent_pidfd(value: &str, pidfd_of: i32, program: &str) -> (i32, String, String) {
     use std::os::unix::process::CommandExt;
-    let mut cmd = Command::new(FOSTER);
-    cmd.args(["exec", "--", "/bin/sh", "-c", program])
-        .env(
-            "FOSTER_PARENT",
-            foster::process::identity::Identity::current()
-                .unwrap()
-                .to_string(),
-        )
+    let mut cmd = exec_here();
+    cmd.args(["--", "/bin/sh", "-c", program])
         .env("FOSTER_PARENT_PIDFD", value)
-        .env_remove("FOSTER_POLICY")
-        .env_remove("FOSTER_GATED")
         .stdin(Stdio::null());
     // SAFETY: pidfd_open and dup2 or fcntl between fork and exec.
     unsafe {
@@ -841,22 +815,17 @@ fn exec_as_namespace_init(
     env: &[(&str, &str)],
 ) -> std::process::Child {
     use std::os::unix::process::CommandExt;
-    let mut cmd = Command::new("/bin/sh");
-    cmd.args([
-        "-c",
+    let mut cmd = sh_command(
         r#"export FOSTER_PARENT="$("$F" identity $$)"; exec unshare --pid --fork --mount-proc "$F" "$@""#,
-        "sh",
-    ])
-    .args(args)
-    .args(["--", "/bin/sh", "-c", program])
-    .env("F", FOSTER)
-    .env("FOSTER_PARENT_PIDFD", "10")
-    .env_remove("FOSTER_POLICY")
-    .env_remove("FOSTER_GATED")
-    .envs(env.iter().copied())
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
+    );
+    cmd.arg("sh")
+        .args(args)
+        .args(["--", "/bin/sh", "-c", program])
+        .env("FOSTER_PARENT_PIDFD", "10")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     // SAFETY: pidfd_open and dup2 or fcntl between fork and exec.
     unsafe {
         cmd.pre_exec(|| common::fd::pidfd_at(libc::getpid(), 10));
