@@ -222,9 +222,8 @@ fn json(id: Identity) -> Value {
 fn json_of_a_hostile_tree_matches_what_was_built() {
     let _serial = serial();
     assert_eq!(NAME_E.len(), 15);
-    let dir = std::env::temp_dir().join(format!("foster-tree-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let link = dir.join(OsStr::from_bytes(LINK));
+    let dir = common::Dir::new("tree", "hostile");
+    let link = dir.0.join(OsStr::from_bytes(LINK));
     let _ = std::fs::remove_file(&link);
     std::os::unix::fs::symlink(OsStr::from_bytes(cat_path().as_bytes()), &link).unwrap();
 
@@ -413,7 +412,6 @@ fn json_of_a_hostile_tree_matches_what_was_built() {
         "A ended with {status:#x}"
     );
     assert_all_gone(&ids);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// A name with a one-character CSI (U+009B, bytes C2 9B), a C1 NEL, DEL, a bidi override: valid
@@ -884,8 +882,8 @@ fn pids_vanishing_mid_scan_are_counted_not_fatal() {
 
 #[test]
 fn unreadable_empty_and_garbage_entries_are_skipped() {
-    let root = std::env::temp_dir().join(format!("foster-fakeproc-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
+    let dir = common::Dir::new("tree", "fakeproc");
+    let root = &dir.0;
     let stat = |pid: i32, name: &str, ppid: i32, flags: u64| {
         format!(
             "{pid} ({name}) S {ppid} {pid} {pid} 0 -1 {flags} 0 0 0 0 3 4 0 0 20 0 1 0 {} 1000 2 \
@@ -949,7 +947,6 @@ fn unreadable_empty_and_garbage_entries_are_skipped() {
     // 10 has no cmdline file: shown empty, counted.
     assert!(a.cmdline.is_empty());
     assert!(s.cmdline_unreadable >= 1, "{s:?}");
-    std::fs::remove_dir_all(&root).unwrap();
 }
 
 /// A process caught in the middle of `execve` has its new name but not yet its argument area
@@ -957,8 +954,8 @@ fn unreadable_empty_and_garbage_entries_are_skipped() {
 /// argument area appears (it was, and the dashboard showed `[sleep]` for good).
 #[test]
 fn a_command_line_read_mid_exec_is_read_again_once_the_arguments_exist() {
-    let root = std::env::temp_dir().join(format!("foster-fakeproc-exec-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
+    let dir = common::Dir::new("tree", "fakeproc-exec");
+    let root = &dir.0;
     // Fields 1..=52 of a stat line, with arg_start (field 48) as given.
     let stat = |pid: i32, name: &str, arg_start: u64| {
         let mut f: Vec<String> = (1..=52).map(|_| "0".to_string()).collect();
@@ -1010,7 +1007,6 @@ fn a_command_line_read_mid_exec_is_read_again_once_the_arguments_exist() {
         reads, 0,
         "an unchanged process's command line was read again"
     );
-    std::fs::remove_dir_all(&root).unwrap();
 }
 
 /// A forked copy of this test that, once told to go, execs `sh -c SCRIPT` from a file system of
@@ -1213,13 +1209,8 @@ fn subtree_follows_a_zombie_parents_child_out() {
     use std::io::{BufRead, BufReader, Write};
     use std::process::Stdio;
     let _serial = serial();
-    let dir = std::env::temp_dir().join(format!("foster-subtree-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let hold = dir.join("hold");
-    let c = CString::new(hold.as_os_str().as_bytes()).unwrap();
-    // SAFETY: valid path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let dir = common::Dir::new("tree", "subtree");
+    let hold = dir.fifo("hold");
     // P: starts G (`cat` holding the FIFO), prints G's pid, exits when told.
     let mut p = Command::new("/bin/sh")
         .arg("-c")
@@ -1283,13 +1274,7 @@ fn subtree_follows_a_zombie_parents_child_out() {
     );
     drop(holder); // G (cat) reads end of file and ends
     p.wait().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while g_id.is_alive() {
-        assert!(Instant::now() < deadline, "G did not end");
-        // A bounded wait for an exit this test already caused, not a synchronisation.
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    common::wait_reaped(g_id, "G");
 }
 
 /// `tree::children_of` and `tree::descendants_of`, the one-off questions the library and the
@@ -1444,12 +1429,9 @@ fn dot_styles_real_processes_by_state_and_role() {
         assert!(t.elapsed() < common::LIMIT, "the tree never settled");
         std::thread::sleep(Duration::from_millis(10));
     };
-    // SAFETY: a child of our child, alive (just read).
-    assert_eq!(unsafe { libc::kill(sleeper.pid, libc::SIGSTOP) }, 0);
-    while common::process(sleeper.pid).is_some_and(|n| n.state != b'T') {
-        assert!(t.elapsed() < common::LIMIT, "never stopped");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    // A child of our child, alive (just read).
+    common::send(sleeper.pid, libc::SIGSTOP);
+    common::wait_state(sleeper.pid, 'T');
     let out = foster()
         .args(["tree", "--dot", "--root", &pid.to_string()])
         .output()
@@ -1475,14 +1457,8 @@ fn dot_styles_real_processes_by_state_and_role() {
     );
     assert!(!line_of(&dot, pid).contains("fillcolor"), "{dot}");
     // Orphaned by the kill, both are reaped by whoever adopted them.
-    let t = Instant::now();
-    while zombie.is_alive() || sleeper.is_alive() {
-        assert!(
-            t.elapsed() < common::LIMIT,
-            "left behind: {zombie} {sleeper}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    common::wait_reaped(zombie, "the zombie");
+    common::wait_reaped(sleeper, "the stopped sleep");
 
     // Roles: the supervisor a double octagon, its helper bold-edged.
     let d = common::Dir::new("tree", "dot-roles");

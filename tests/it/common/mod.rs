@@ -230,6 +230,19 @@ pub fn wait_gone(id: Identity, limit: Duration) -> bool {
     }
 }
 
+/// Waits until the process `id` is gone from `/proc`, reaped by whoever reaps it (its parent,
+/// or what adopted it): its end on its pidfd, then, as nothing tells of another process's
+/// reaping, a bounded poll of `/proc`. Past [`LIMIT`] the test fails, naming `what`.
+pub fn wait_reaped(id: Identity, what: &str) {
+    assert!(wait_gone(id, LIMIT), "{what} ({id}) did not end");
+    let t = std::time::Instant::now();
+    while id.is_alive() {
+        assert!(t.elapsed() < LIMIT, "{what} ({id}) was never reaped");
+        // Safety net only: its reaper is woken by its end, which has come.
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// [`wait_gone`] for the process that `pid` names now.
 pub fn wait_pid_gone(pid: i32, limit: Duration) -> bool {
     Identity::of(pid).map_or(true, |id| wait_gone(id, limit))
