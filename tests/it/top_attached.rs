@@ -308,15 +308,7 @@ fn event_texts_and_policies_read_well() {
 /// A server of this test's own on a fresh socket: each connection is handed to `serve`.
 struct MiniServer {
     path: PathBuf,
-    _dir: TempDir,
-}
-
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    _dir: common::Dir,
 }
 
 impl MiniServer {
@@ -324,13 +316,9 @@ impl MiniServer {
         serve: impl Fn(usize, BufReader<std::os::unix::net::UnixStream>) + Send + 'static,
     ) -> MiniServer {
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "foster-top-attached-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("s.sock");
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let dir = common::Dir::new("top-attached", &n.to_string());
+        let path = dir.path("s.sock");
         let listener = UnixListener::bind(&path).unwrap();
         std::thread::spawn(move || {
             for (n, conn) in listener.incoming().enumerate() {
@@ -338,10 +326,7 @@ impl MiniServer {
                 serve(n, BufReader::new(conn));
             }
         });
-        MiniServer {
-            path,
-            _dir: TempDir(dir),
-        }
+        MiniServer { path, _dir: dir }
     }
 }
 
@@ -367,10 +352,8 @@ fn a_missing_socket_says_what_to_do() {
         "{e}"
     );
     // A socket file nobody listens on.
-    let dir =
-        TempDir(std::env::temp_dir().join(format!("foster-top-stale-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).unwrap();
-    let path = dir.0.join("stale.sock");
+    let dir = common::Dir::new("top", "stale");
+    let path = dir.path("stale.sock");
     drop(UnixListener::bind(&path).unwrap());
     let e = AttachedSource::connect(&path).unwrap_err();
     assert!(e.0.contains("nothing listens"), "{e}");
@@ -573,59 +556,11 @@ fn real_supervisor_readings_between_events_follow_a_vanished_child() {
 }
 
 fn real_supervisor_readings(flags: &[&str]) {
-    use std::process::{Command, Stdio};
-    use std::time::Instant;
-    let dir = TempDir(std::env::temp_dir().join(format!(
-        "foster-top-real-{}{}",
-        std::process::id(),
-        flags.concat()
-    )));
-    std::fs::create_dir_all(&dir.0).unwrap();
-    let cfg = dir.0.join("t.toml");
-    std::fs::write(
-        &cfg,
+    let mut sup = RealSup::start(
+        "real",
         "[[helper]]\nname = \"pair\"\ncommand = [\"sh\", \"-c\", \"sleep 1011 & sleep 1012 & wait\"]\n",
-    )
-    .unwrap();
-    let sock = dir.0.join("t.sock");
-    /// SIGTERM (its orderly shutdown) and reaped, if a failed assertion left it running.
-    struct Stop(std::process::Child);
-    impl Drop for Stop {
-        fn drop(&mut self) {
-            if self.0.try_wait().ok().flatten().is_none() {
-                // SAFETY: kill of our own unreaped child.
-                unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-                let _ = self.0.wait();
-            }
-        }
-    }
-    let mut sup = Command::new(env!("CARGO_BIN_EXE_foster"))
-        .args(["-q", "run"])
-        .args(flags)
-        .arg("--socket")
-        .arg(&sock)
-        .arg(&cfg)
-        .stdin(Stdio::null())
-        .spawn()
-        .map(Stop)
-        .unwrap();
-    let sup_id = Identity::of(sup.0.id() as i32).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    // Bounded wait for the socket (the supervisor binds it as it starts).
-    let mut src = loop {
-        match AttachedSource::connect(&sock) {
-            Ok(s) => break s,
-            Err(e) => {
-                assert!(Instant::now() < deadline, "no socket: {e}");
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-    };
-    let (wake_tx, wake_rx) = mpsc::channel::<()>();
-    let wake_tx = std::sync::Mutex::new(wake_tx);
-    src.set_waker(Box::new(move || {
-        let _ = wake_tx.lock().unwrap().send(());
-    }));
+        flags,
+    );
     let sleeps = |s: &foster::top::model::Sample| -> Vec<Identity> {
         s.procs
             .iter()
@@ -634,47 +569,33 @@ fn real_supervisor_readings(flags: &[&str]) {
             .collect()
     };
     // Both sleeps are under the helper (the shell starts them just after its launch event).
-    let both = loop {
-        let s = src.sample().unwrap();
-        let found = sleeps(&s);
-        if found.len() == 2 {
-            let roles: Vec<&str> = s
-                .procs
-                .iter()
-                .map(|p| p.supervision.as_ref().unwrap().role.as_str())
-                .collect();
-            assert!(
-                roles.contains(&"supervisor") && roles.contains(&"helper"),
-                "{roles:?}"
-            );
-            break found;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "sleeps never seen: {:?}",
-            s.procs
-        );
-        let _ = wake_rx.recv_timeout(Duration::from_millis(50));
-    };
+    let s = sup.until("both sleeps", |s| sleeps(s).len() == 2);
+    let roles: Vec<&str> = s
+        .procs
+        .iter()
+        .map(|p| p.supervision.as_ref().unwrap().role.as_str())
+        .collect();
+    assert!(
+        roles.contains(&"supervisor") && roles.contains(&"helper"),
+        "{roles:?}"
+    );
+    let both = sleeps(&s);
     // Nothing happens: a reading between events still shows both, with fresh CPU counters.
-    let quiet = src.sample().unwrap();
+    let quiet = sup.src.sample().unwrap();
     assert_eq!(sleeps(&quiet).len(), 2);
     // One sleep is killed; the shell reaps it and goes on waiting: no event. The next reading
     // sees it gone from /proc and asks the supervisor, whose snapshot no longer has it.
     let victim = both[0];
     foster::top::send_signal(victim, nix::sys::signal::Signal::SIGKILL).unwrap();
-    while victim.is_alive() {
-        assert!(Instant::now() < deadline, "{victim} did not die");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let after = src.sample().unwrap();
+    common::wait_reaped(victim, "the killed sleep");
+    let after = sup.src.sample().unwrap();
     assert_eq!(sleeps(&after), vec![both[1]], "{:?}", after.procs);
     // Every process shown is the one of this namespace under that pid.
     for p in &after.procs {
         assert_eq!(Identity::of(p.id.pid).ok(), Some(p.id), "{flags:?}: {p:?}");
     }
     // A signal chosen in the dashboard goes through the supervisor to that process.
-    let said = Controller::new(&sock).request(&Request::Signal {
+    let said = Controller::new(&sup.sock).request(&Request::Signal {
         target: foster::supervision::control::protocol::Target::Identity(both[1]),
         signal: foster::process::signal::Sig::KILL,
     });
@@ -683,17 +604,10 @@ fn real_supervisor_readings(flags: &[&str]) {
             .is_ok_and(|m| m.contains(&both[1].to_string())),
         "{flags:?}: {said:?}"
     );
-    while both[1].is_alive() {
-        assert!(Instant::now() < deadline, "{} did not die", both[1]);
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    common::wait_reaped(both[1], "the sleep signalled through the supervisor");
     // Teardown: the supervisor's orderly shutdown ends its tree.
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(sup_id.pid),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let status = sup.0.wait().unwrap();
+    common::send(sup.id.pid, libc::SIGTERM);
+    let status = sup.child.wait().unwrap();
     assert!(status.success(), "{status:?}");
     assert!(
         !both[1].is_alive(),
@@ -706,24 +620,19 @@ fn real_supervisor_readings(flags: &[&str]) {
 struct RealSup {
     child: std::process::Child,
     id: Identity,
+    sock: PathBuf,
     src: AttachedSource,
     wake: mpsc::Receiver<()>,
-    _dir: TempDir,
+    _dir: common::Dir,
 }
 
 impl RealSup {
     fn start(tag: &str, config: &str, flags: &[&str]) -> RealSup {
         use std::process::{Command, Stdio};
         use std::time::Instant;
-        let dir = TempDir(std::env::temp_dir().join(format!(
-            "foster-top-{tag}-{}{}",
-            std::process::id(),
-            flags.concat()
-        )));
-        std::fs::create_dir_all(&dir.0).unwrap();
-        let cfg = dir.0.join("t.toml");
-        std::fs::write(&cfg, config).unwrap();
-        let sock = dir.0.join("t.sock");
+        let dir = common::Dir::new("top", &format!("{tag}{}", flags.concat()));
+        let cfg = dir.file("t.toml", config);
+        let sock = dir.path("t.sock");
         let child = Command::new(env!("CARGO_BIN_EXE_foster"))
             .args(["-q", "run"])
             .args(flags)
@@ -753,6 +662,7 @@ impl RealSup {
         RealSup {
             child,
             id,
+            sock,
             src,
             wake,
             _dir: dir,
@@ -1194,17 +1104,11 @@ fn unseen_pids_of_a_contained_supervisor_are_marked_never_zero() {
             inner.join(", ")
         ),
     );
-    let mut run = std::process::Command::new(env!("CARGO_BIN_EXE_foster"))
-        .arg("run")
+    let mut run = common::foster_run::FosterRun::new()
         .arg("--contain")
-        .arg("--socket")
-        .arg(d.path("outer.sock"))
-        .arg(&outer)
-        .stdin(std::process::Stdio::null())
+        .socket(&d.path("outer.sock"))
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn(&outer);
     let pid = run.id() as i32;
     let start = std::time::Instant::now();
     while !std::fs::read_to_string(&events).is_ok_and(|l| l.contains("\"give_up\"")) {
@@ -1226,16 +1130,14 @@ fn unseen_pids_of_a_contained_supervisor_are_marked_never_zero() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let ctl = |json: bool| {
-        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_foster"));
-        c.arg("ctl").arg("--socket").arg(&socket);
+        let mut c = common::supervised::ctl_command(&socket);
         if json {
             c.arg("--json");
         }
         c.args(["events", "--no-follow"]).output().unwrap()
     };
     let (json, text) = (ctl(true), ctl(false));
-    // SAFETY: kill(2) of our own unreaped child, by its pid.
-    unsafe { libc::kill(pid, libc::SIGTERM) };
+    common::send(pid, libc::SIGTERM);
     assert!(run.wait().unwrap().success());
     let exits: Vec<serde_json::Value> = String::from_utf8_lossy(&json.stdout)
         .lines()
