@@ -4,12 +4,11 @@
 //! the dashboard on a subtree of its own and tears down every process it started, by pid.
 
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use foster::process::identity::Identity;
 
 use crate::common;
-use common::tmux::{DEADLINE, Tmux, tmux_missing};
+use common::tmux::{Tmux, tmux_missing};
 
 /// A process this test started, killed by pid and checked gone on drop.
 struct Started(Child, Identity);
@@ -30,11 +29,7 @@ impl Drop for Started {
     fn drop(&mut self) {
         let _ = foster::top::send_signal(self.1, nix::sys::signal::Signal::SIGKILL);
         let _ = self.0.wait();
-        let start = Instant::now();
-        while self.1.is_alive() {
-            assert!(start.elapsed() < DEADLINE, "{} outlived the test", self.1);
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        common::wait_reaped(self.1, "a process this test started");
     }
 }
 

@@ -468,11 +468,7 @@ fn sigterm_restores_the_terminal() {
     t.wait_for("mouse reporting on", |_| {
         t.display("#{mouse_any_flag}") == "1"
     });
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(top.pid),
-        nix::sys::signal::SIGTERM,
-    )
-    .unwrap();
+    common::send(top.pid, libc::SIGTERM);
     t.wait_for("the exit status", |s| s.contains("status=143"));
     assert!(wait_gone(top, DEADLINE));
     assert_eq!(t.display("#{alternate_on}"), "0");

@@ -668,7 +668,7 @@ fn start_its_sleep(sh: &mut std::process::Child) -> i32 {
 
 /// Kills the sleep; the shell reaps it and exits, reaped here.
 fn end_its_sleep(sh: &mut std::process::Child, child: i32) {
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child), Signal::SIGKILL).unwrap();
+    crate::common::send(child, libc::SIGKILL);
     let status = sh.wait().unwrap();
     assert!(
         status.success(),
@@ -1054,13 +1054,7 @@ fn a_zombie_says_at_least_how_long_and_its_age() {
     );
     // Teardown: the parent killed, the zombie is reaped by whoever adopts it.
     drop(parent);
-    while zombie.is_alive() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{zombie} was never reaped"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    crate::common::wait_reaped(zombie, "the zombie");
 }
 
 /// A column shown from the setup screen (`F2`) has its values at once, before the next
