@@ -121,11 +121,7 @@ fn see_collapse_filter_signal_quit() {
     let t = Tmux::start("sh");
     // The terminal's modes before, to compare with after.
     t.save_modes();
-    t.text(&format!(
-        "{} top --root {} --interval 200ms\n",
-        env!("CARGO_BIN_EXE_foster"),
-        root.pid
-    ));
+    t.foster(&format!("top --root {} --interval 200ms", root.pid));
     let s = t.wait_for("every process of the subtree", |s| {
         ["sleep 1001", "sleep 1002", "sleep 1003"]
             .iter()
@@ -247,11 +243,7 @@ fn counts_follow_the_filter_and_the_number() {
     }
     let tree = Subtree::start();
     let t = Tmux::start_sized("sh", 200, 60);
-    t.text(&format!(
-        "{} top --root {} --interval 200ms\n",
-        env!("CARGO_BIN_EXE_foster"),
-        tree.all[0].pid
-    ));
+    t.foster(&format!("top --root {} --interval 200ms", tree.all[0].pid));
     t.wait_for("the subtree", |s| has_row(s, "sleep 1003"));
     let top = dashboard_pid(&t);
     filter(&t, "1002");
@@ -262,9 +254,8 @@ fn counts_follow_the_filter_and_the_number() {
     assert!(s.contains("5 processes"), "{s}");
     t.quit(top);
 
-    t.text(&format!(
-        "{} top --root {} --interval 200ms\n",
-        env!("CARGO_BIN_EXE_foster"),
+    t.foster(&format!(
+        "top --root {} --interval 200ms",
         tree.pid_of("1003").pid
     ));
     let s = t.wait_for("the one sleep", |s| s.contains(" sleep 1003\n"));
@@ -318,11 +309,7 @@ fn frames_are_drawn_as_synchronized_updates() {
             .status
             .success()
     );
-    t.text(&format!(
-        "{} top --root {} --interval 300ms\n",
-        env!("CARGO_BIN_EXE_foster"),
-        tree.all[0].pid
-    ));
+    t.foster(&format!("top --root {} --interval 300ms", tree.all[0].pid));
     let top = dashboard_pid(&t);
     t.wait_for("the sleeps", common::tmux::SleepTree::shown);
     t.quit(top);
@@ -457,11 +444,7 @@ fn sigterm_restores_the_terminal() {
     }
     let tree = Subtree::start();
     let t = Tmux::start("sh");
-    t.text(&format!(
-        "{} top --root {}; echo status=$?\n",
-        env!("CARGO_BIN_EXE_foster"),
-        tree.all[0].pid
-    ));
+    t.foster(&format!("top --root {}; echo status=$?", tree.all[0].pid));
     t.wait_for("the dashboard", |s| has_row(s, "sleep 1003"));
     let top = dashboard_pid(&t);
     assert_eq!(t.display("#{alternate_on}"), "1");
@@ -553,9 +536,8 @@ fn demo_opens_the_dashboard_and_leaves_nothing_behind() {
     let dir = Dir::new("top", "demo");
     let t = Tmux::start("sh");
     t.save_modes();
-    t.text(&format!(
-        "{} demo --socket {}; echo status=$?\n",
-        env!("CARGO_BIN_EXE_foster"),
+    t.foster(&format!(
+        "demo --socket {}; echo status=$?",
         dir.path("demo.sock").display()
     ));
     // Every role, with the adopted orphan (the orphaner orphans one at once).
@@ -666,9 +648,8 @@ fn demo_log_pane_shows_the_selected_helpers_lines() {
     }
     let dir = Dir::new("top", "demologs");
     let t = Tmux::start("sh");
-    t.text(&format!(
-        "{} demo --socket {}; echo status=$?\n",
-        env!("CARGO_BIN_EXE_foster"),
+    t.foster(&format!(
+        "demo --socket {}; echo status=$?",
         dir.path("demo.sock").display()
     ));
     let s = t.wait_for("the worker's row", |s| {
@@ -853,11 +834,7 @@ fn subtree_keys_collapse_expand_and_tag_below_the_cursor() {
     let tree = Subtree::start();
     let root = tree.all[0];
     let t = Tmux::start("sh");
-    t.text(&format!(
-        "{} top --root {} --interval 200ms\n",
-        env!("CARGO_BIN_EXE_foster"),
-        root.pid
-    ));
+    t.foster(&format!("top --root {} --interval 200ms", root.pid));
     t.wait_for("every process of the subtree", |s| {
         ["sleep 1001", "sleep 1002", "sleep 1003"]
             .iter()
@@ -946,9 +923,8 @@ fn htop_keys_signal_search_and_show_details() {
     }
     let tree = common::tmux::SleepTree::start();
     let t = Tmux::start_sized("sh", 120, 40);
-    t.text(&format!(
-        "{} top --root {} --interval 300ms --keys htop\n",
-        env!("CARGO_BIN_EXE_foster"),
+    t.foster(&format!(
+        "top --root {} --interval 300ms --keys htop",
         tree.all[0].pid
     ));
     let top = dashboard_pid(&t);

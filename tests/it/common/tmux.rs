@@ -1,9 +1,9 @@
 //! A tmux server of a test's own, to drive `foster top` in a real terminal of a chosen size:
-//! keys in, the screen out, waits on what the screen shows; the terminal's modes kept and
-//! compared; the dashboard's pid found below the pane, the dashboard started over a small tree
-//! of sleeps ([`SleepTree`], [`top_over`]) and quit; the skip where tmux is missing. Every
-//! server has its socket in a directory of the test's own and is checked gone, socket file
-//! included, on drop.
+//! keys in (a `foster` command typed at its shell), the screen out, waits on what it shows; the
+//! terminal's modes kept and compared; the dashboard's pid found below the pane, the dashboard
+//! started over a small tree of sleeps ([`SleepTree`], [`top_over`]) and quit; the skip where
+//! tmux is missing. Every server has its socket in a directory of the test's own and is checked
+//! gone, socket file included, on drop.
 
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -76,6 +76,11 @@ impl Tmux {
                 .status
                 .success()
         );
+    }
+
+    /// Types `foster ARGS` (the binary under test) and Enter at the pane's shell.
+    pub fn foster(&self, args: &str) {
+        self.text(&format!("{} {args}\n", env!("CARGO_BIN_EXE_foster")));
     }
 
     pub fn screen(&self) -> String {
