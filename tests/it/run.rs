@@ -23,21 +23,20 @@ fn pid(v: &Value) -> i32 {
     v["identity"]["pid"].as_i64().unwrap() as i32
 }
 
-/// Runs foster with `args`; `foster run` without its control socket: these tests do not use
-/// it, and the default path (named after the configuration file) would be shared by the tests
-/// running at once and by other runs of this suite on the machine.
-fn foster(args: &[&str]) -> Child {
-    let mut args = args.to_vec();
-    if args.first() == Some(&"run") && !args.contains(&"--check") {
-        args.insert(1, "--no-socket");
-    }
-    Command::new(env!("CARGO_BIN_EXE_foster"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+/// `foster run --no-socket`: these tests do not use the socket, and its default path (named
+/// after the configuration file) would be shared by the tests running at once and by other
+/// runs of this suite on the machine.
+fn foster() -> FosterRun {
+    FosterRun::new().arg("--no-socket")
+}
+
+/// A helper `name` whose shell starts two sleeps, then writes `ready` into `ready` and waits.
+fn two_sleeps(name: &str, ready: &Path) -> String {
+    format!(
+        "[[helper]]\nname = \"{name}\"\n\
+         command = [\"/bin/sh\", \"-c\", \"sleep 1000 & sleep 1000 & echo ready > {}; wait\"]\n",
+        ready.display()
+    )
 }
 
 /// Starts `foster run --events-log FIFO CONFIG`, the FIFO made in `d` under `name`, and opens
@@ -50,10 +49,7 @@ fn run_logged(d: &Dir, name: &str, cfg: &Path) -> (Child, Events) {
 /// the events' pids with foster's own and its tree's: contained, the supervisor is the init
 /// that foster forks, and its adoptions and policies are its namespace's).
 fn run_logged_with(d: &Dir, name: &str, cfg: &Path, flags: &[&str]) -> (Child, Events) {
-    FosterRun::new()
-        .arg("--no-socket")
-        .args(flags)
-        .logged(&d.fifo(name), cfg)
+    foster().args(flags).logged(&d.fifo(name), cfg)
 }
 
 /// Live processes whose environment says they descend from the helper `name`, and the
@@ -145,13 +141,12 @@ fn bad_configs_each_have_their_own_message_and_start_nothing() {
     for (i, (text, want)) in cases.iter().enumerate() {
         let f = d.file(&format!("bad{i}.toml"), text);
         for check in [true, false] {
-            let mut args = vec!["run"];
-            if check {
-                args.push("--check");
-            }
-            let f = f.to_str().unwrap();
-            args.push(f);
-            let out = foster(&args).wait_with_output().unwrap();
+            let run = if check {
+                FosterRun::new().arg("--check")
+            } else {
+                foster()
+            };
+            let out = run.output(&f);
             let err = String::from_utf8_lossy(&out.stderr);
             assert_eq!(out.status.code(), Some(2), "{text}: {err}");
             assert!(err.contains(want), "{text}: wanted {want:?} in {err}");
@@ -163,9 +158,7 @@ fn bad_configs_each_have_their_own_message_and_start_nothing() {
         }
     }
     let ok = d.file("ok.toml", &format!("[[helper]]\nname = \"a\"\n{cmd}"));
-    let out = foster(&["run", "--check", ok.to_str().unwrap()])
-        .wait_with_output()
-        .unwrap();
+    let out = FosterRun::new().arg("--check").output(&ok);
     assert!(out.status.success());
     assert!(!marker.exists(), "--check started a helper");
 }
@@ -222,9 +215,7 @@ fn a_program_missing_at_launch_exits_127_through_the_restart_rules() {
             plain.display()
         ),
     );
-    let out = foster(&["run", "--check", cfg.to_str().unwrap()])
-        .wait_with_output()
-        .unwrap();
+    let out = FosterRun::new().arg("--check").output(&cfg);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
         out.status.code(),
@@ -364,12 +355,7 @@ fn sighup_shuts_down_in_order_and_removes_the_socket() {
     let ready = d.fifo("ready");
     let cfg = d.file(
         "c.toml",
-        &format!(
-            "[[helper]]\nname = \"{tag}\"\n\
-             command = [\"/bin/sh\", \"-c\", \"sleep 1000 & sleep 1000 & echo ready > {}; wait\"]\n\
-             stop_grace = \"5s\"\n",
-            ready.display()
-        ),
+        &format!("{}stop_grace = \"5s\"\n", two_sleeps(&tag, &ready)),
     );
     let sock = d.0.join("hup.sock");
     let (mut f, mut ev) = FosterRun::new()
@@ -406,12 +392,10 @@ fn nested_supervisors_adopt_at_the_nearest_living_subreaper() {
     let inner = d.file(
         "inner.toml",
         &format!(
-            "[[helper]]\nname = \"{tag}-mid\"\n\
-             command = [\"/bin/sh\", \"-c\", \"sleep 1000 & sleep 1000 & echo ready > {}; wait\"]\n\
-             [[helper]]\nname = \"{tag}-survivor\"\n\
+            "{}[[helper]]\nname = \"{tag}-survivor\"\n\
              command = [\"/bin/sh\", \"-c\", \"trap '' HUP; sleep 1000 & echo ready > {}; wait; wait\"]\n\
              [[helper.generation]]\nsignal = \"HUP\"\n",
-            ready.display(),
+            two_sleeps(&format!("{tag}-mid"), &ready),
             ready2.display()
         ),
     );
@@ -509,10 +493,8 @@ fn sigkill_of_foster_ends_the_contained_tree_and_only_armed_processes_uncontaine
         let cfg = d.file(
             &format!("c{n}.toml"),
             &format!(
-                "[[helper]]\nname = \"{name}\"\n\
-                 command = [\"/bin/sh\", \"-c\", \"sleep 1000 & sleep 1000 & echo ready > {}; wait\"]\n\
-                 [[helper.generation]]\nsignal = \"TERM\"\ngrace = \"2s\"\n",
-                ready.display()
+                "{}[[helper.generation]]\nsignal = \"TERM\"\ngrace = \"2s\"\n",
+                two_sleeps(&name, &ready)
             ),
         );
         let (mut f, mut ev) = run_logged_with(&d, &format!("events{n}"), &cfg, flags);
@@ -1210,12 +1192,7 @@ fn sigusr1_reopens_the_events_log() {
         ),
     );
     let log = d.path("events.jsonl");
-    let mut f = foster(&[
-        "run",
-        "--events-log",
-        log.to_str().unwrap(),
-        cfg.to_str().unwrap(),
-    ]);
+    let mut f = foster().arg("--events-log").arg(&log).spawn(&cfg);
     wait_ready(&ready); // foster opened the log before it launched the helper
     let old = d.path("events.jsonl.1");
     std::fs::rename(&log, &old).unwrap();
@@ -1299,16 +1276,11 @@ fn the_events_log_is_rotated_by_size() {
          restart = \"always\"\nbackoff = { initial = \"1ms\", max = \"1ms\", limit = 60 }\n",
     );
     let log = d.path("events.jsonl");
-    let mut f = foster(&[
-        "run",
-        "--events-log",
-        log.to_str().unwrap(),
-        "--events-log-max-size",
-        "2KiB",
-        "--events-log-keep",
-        "3",
-        cfg.to_str().unwrap(),
-    ]);
+    let mut f = foster()
+        .arg("--events-log")
+        .arg(&log)
+        .args(["--events-log-max-size", "2KiB", "--events-log-keep", "3"])
+        .spawn(&cfg);
     // The helper is given up on after 60 restarts in a row: foster ends by itself.
     assert_eq!(wait_exit(&mut f), 3);
     let numbered = |n: u32| d.path(&format!("events.jsonl.{n}"));
@@ -1450,14 +1422,7 @@ fn ctl_from_the_host_shows_and_takes_host_pids_of_a_contained_tree() {
     let d = Dir::new("run", "nspid");
     let tag = format!("nspid{}", std::process::id());
     let ready = d.fifo("ready");
-    let cfg = d.file(
-        "c.toml",
-        &format!(
-            "[[helper]]\nname = \"{tag}\"\n\
-             command = [\"/bin/sh\", \"-c\", \"sleep 1000 & sleep 1000 & echo ready > {}; wait\"]\n",
-            ready.display()
-        ),
-    );
+    let cfg = d.file("c.toml", &two_sleeps(&tag, &ready));
     let sock = d.path("s.sock");
     let (mut f, mut ev) = FosterRun::new()
         .socket(&sock) // contained: the default, as root
@@ -1599,14 +1564,7 @@ fn an_unprivileged_foster_contains_through_a_user_namespace_where_the_kernel_all
     let fifo = d.fifo("events");
     give_to_nobody(&fifo);
     let sock = d.path("s.sock");
-    let cfg = d.file(
-        "c.toml",
-        &format!(
-            "[[helper]]\nname = \"{tag}\"\n\
-             command = [\"/bin/sh\", \"-c\", \"sleep 1000 & sleep 1000 & echo ready > {}; wait\"]\n",
-            ready.display()
-        ),
-    );
+    let cfg = d.file("c.toml", &two_sleeps(&tag, &ready));
     let foster_exe = env!("CARGO_BIN_EXE_foster");
     let allowed = as_nobody(
         home,
