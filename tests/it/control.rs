@@ -17,6 +17,7 @@ const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
 
 use crate::common;
 use common::LIMIT;
+use common::foster_run::FosterRun;
 use common::supervised::{Guard, Plain as Run, wait_child};
 use common::supervised::{ctl_command, status_reply, wait_status_reply};
 use common::{Dir, processes_with_env};
@@ -129,14 +130,7 @@ fn socket_parents_are_not_created() {
     let d = Dir::new("ctl", "chain");
     let cfg = d.file("a.toml", "[[helper]]\nname = \"t\"\ncommand = [\"true\"]\n");
     let sock = d.path("x/y/a.sock");
-    let out = Command::new(FOSTER)
-        .arg("run")
-        .arg(&cfg)
-        .arg("--socket")
-        .arg(&sock)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = FosterRun::new().socket(&sock).output(&cfg);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -158,10 +152,8 @@ fn refuses_a_peer_of_another_uid() {
     // Make the file reachable, as a careless operator might: the credential check must hold.
     std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666)).unwrap();
     // The client runs as uid 65534: std forks, calls setuid(65534) in the child, then execs.
-    let out = Command::new(FOSTER)
-        .args(["ctl", "--json", "--socket"])
-        .arg(&sock)
-        .arg("status")
+    let out = ctl_command(&sock)
+        .args(["--json", "status"])
         .uid(65534)
         .gid(65534)
         .output()
@@ -691,13 +683,7 @@ fn stale_socket_replaced_live_one_not_stolen() {
     assert!(sock.exists());
     let run = Run::start(&cfg, &sock);
     // A second supervisor on the same path refuses to start and names the path.
-    let out = Command::new(FOSTER)
-        .arg("run")
-        .arg(&cfg)
-        .arg("--socket")
-        .arg(&sock)
-        .output()
-        .unwrap();
+    let out = FosterRun::new().socket(&sock).output(&cfg);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -713,9 +699,7 @@ fn stale_socket_replaced_live_one_not_stolen() {
 #[test]
 fn ctl_without_a_supervisor_says_so() {
     let d = Dir::new("ctl", "absent");
-    let out = Command::new(FOSTER)
-        .args(["ctl", "--socket"])
-        .arg(d.path("none.sock"))
+    let out = ctl_command(&d.path("none.sock"))
         .arg("status")
         .output()
         .unwrap();
