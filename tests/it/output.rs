@@ -335,7 +335,7 @@ fn a_flood_keeps_foster_bounded_and_another_helper_restarting() {
     let (mut f, mut ev) = logged(&d, &[], &cfg);
     let pid = f.id();
     let _err = Lines::read(f.stderr.take().unwrap());
-    let start = ev.wait_for("the supervisor's start", |v| kind(v) == "start");
+    let start = ev.started();
     let restarts = |ev: &Events| {
         ev.seen
             .iter()

@@ -361,7 +361,7 @@ fn sighup_shuts_down_in_order_and_removes_the_socket() {
     let (mut f, mut ev) = FosterRun::new()
         .socket(&sock)
         .logged(&d.fifo("events"), &cfg);
-    let start = ev.wait_for("start", |v| kind(v) == "start");
+    let start = ev.started();
     ev.wait_for("launch", launch_of(&tag));
     wait_ready(&ready);
     assert!(
@@ -415,7 +415,7 @@ fn nested_supervisors_adopt_at_the_nearest_living_subreaper() {
     let (mut f, mut top_ev) = run_logged_with(&d, "top-events", &top, &["--no-contain"]);
     let mut in_ev = Events::open(&inner_fifo);
     let nested = top_ev.wait_for("launch nested", launch_of(&format!("{tag}-nested")));
-    let start = in_ev.wait_for("inner start", |v| kind(v) == "start");
+    let start = in_ev.started();
     let inner_id = start["supervisor"].clone();
     assert_eq!(inner_id["pid"], nested["identity"]["pid"]);
     let mid = in_ev.wait_for("launch mid", launch_of(&format!("{tag}-mid")));
@@ -451,7 +451,7 @@ fn nested_supervisors_adopt_at_the_nearest_living_subreaper() {
     let v = top_ev.wait_for("survivor reparented to top", |v| {
         kind(v) == "reparented" && v["identity"] == survivor["identity"]
     });
-    let me = top_ev.wait_for("top start", |v| kind(v) == "start")["supervisor"].clone();
+    let me = top_ev.started()["supervisor"].clone();
     assert_eq!(v["to"], me);
     assert_eq!(v["classification"], "expected");
     assert_eq!(
@@ -644,7 +644,7 @@ fn an_undeclared_subreaper_is_a_foreign_reaper() {
     );
     // Uncontained: the helper's pids are compared with the events'.
     let (mut f, mut ev) = run_logged_with(&d, "events", &cfg, &["--no-contain"]);
-    let me = ev.wait_for("start", |v| kind(v) == "start")["supervisor"].clone();
+    let me = ev.started()["supervisor"].clone();
     let reaper = ev.wait_for("launch reaper", launch_of(&format!("{tag}-reaper")));
     let line = common::fifo::line(&ready);
     let mut it = line.split_whitespace().map(|p| p.parse::<i32>().unwrap());
@@ -744,7 +744,7 @@ fn an_adoption_that_brings_no_sigchld_is_noticed_at_once() {
     );
     // Uncontained: the pids the helper writes are compared with the events' and this /proc.
     let (mut f, mut ev, sock) = run_with_socket(&d, &cfg);
-    let me = ev.wait_for("start", |v| kind(v) == "start")["supervisor"].clone();
+    let me = ev.started()["supervisor"].clone();
     ev.wait_for("launch", launch_of(&tag));
     let line = common::fifo::line(&ready);
     let mut it = line.split_whitespace().map(|p| p.parse::<i32>().unwrap());
@@ -861,7 +861,7 @@ fn an_orphan_whose_parent_foster_never_saw_has_the_generation_it_has_when_seen()
         &three_generations(&tag, &["/bin/sh", "-c", &script]),
     );
     let (mut f, mut ev, sock) = run_with_socket(&d, &cfg);
-    let me = ev.wait_for("start", |v| kind(v) == "start")["supervisor"].clone();
+    let me = ev.started()["supervisor"].clone();
     ev.wait_for("launch", launch_of(&tag));
     // Nothing of foster's runs while the middle shell lives.
     let sleep: i32 = common::child::while_stopped(&f, || {
@@ -1736,7 +1736,7 @@ fn without_a_pid_namespace_foster_says_why_in_one_line_and_runs_uncontained() {
         }
         let mut ev = Events::open(&fifo);
         let launched = ev.wait_for("launch", launch_of(&tag));
-        let start = ev.wait_for("start", |v| kind(v) == "start");
+        let start = ev.started();
         assert_eq!(start["contained"], false, "{start}");
         wait_ready(&ready);
         assert_eq!(nspid(pid(&launched)), vec![pid(&launched)], "uncontained");

@@ -148,6 +148,11 @@ impl Events {
         })
     }
 
+    /// The supervisor's `start` event (its identity in `supervisor`).
+    pub fn started(&mut self) -> Value {
+        self.wait_for("start", |e| kind(e) == "start")
+    }
+
     /// The index of `helper`'s launch number `attempt`.
     pub fn launch(&mut self, helper: &str, attempt: u64) -> usize {
         self.until(&format!("launch {attempt} of {helper}"), |e| {
