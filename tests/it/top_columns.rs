@@ -277,10 +277,9 @@ fn attached_the_process_group_and_session_are_read_from_proc() {
     assert_ne!(node.pgrp, sleep.pid);
     let t = Tmux::start_sized("sh", 200, 50);
     t.text(&format!(
-        "XDG_CONFIG_HOME={} {} top --attach {} --interval 300ms\n",
+        "XDG_CONFIG_HOME={} {}\n",
         dir.0.display(),
-        env!("CARGO_BIN_EXE_foster"),
-        run.socket.display()
+        common::tmux::top_attach(&run.socket)
     ));
     let top = common::tmux::dashboard_pid(&t);
     let row_of = |s: &str| -> Option<String> {

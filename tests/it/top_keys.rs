@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::Dir;
 use common::descendants_of;
 use common::supervised::Run;
-use common::tmux::{DEADLINE, Tmux, dashboard_pid, tmux_missing};
+use common::tmux::{DEADLINE, Tmux, dashboard_pid, tmux_missing, top_attach};
 use common::wait_gone;
 
 /// A helper whose name is longer than the HELPER column ever grows (24 columns).
@@ -58,11 +58,7 @@ impl Attached {
         let mut run = Run::start_uncontained(&dir, config);
         run.until("the first launch", |e| e["event"] == "launch");
         let t = Tmux::start_sized("sh", w, h);
-        t.text(&format!(
-            "{} top --attach {} --interval 300ms\n",
-            env!("CARGO_BIN_EXE_foster"),
-            run.socket.display()
-        ));
+        t.text(&format!("{}\n", top_attach(&run.socket)));
         let top = dashboard_pid(&t);
         Attached {
             run,

@@ -27,15 +27,7 @@ fn the_log_pane_searches_and_wraps() {
     }
     let d = Dir::new("top-logs", "search");
     let mut run = common::supervised::Run::start(&d, CONFIG, &["--no-contain"]);
-    let t = Tmux::start_sized(
-        &format!(
-            "{} top --attach {} --interval 300ms",
-            env!("CARGO_BIN_EXE_foster"),
-            run.socket.display()
-        ),
-        120,
-        50,
-    );
+    let t = Tmux::start_sized(&common::tmux::top_attach(&run.socket), 120, 50);
     let top = dashboard_pid(&t);
     t.wait_for("the helper's row", |s| s.contains("sleep 1000"));
     t.keys(&["g", "l", "Tab"]);

@@ -757,15 +757,7 @@ fn the_supervisor_is_not_shown_running_after_each_event() {
     let mut run = common::supervised::Run::start(&d, config, &["--no-contain"]);
     run.launch("keeper", 1);
     let sup = run.child.id() as i32;
-    let t = Tmux::start_sized(
-        &format!(
-            "{} top --attach {} --interval 300ms",
-            env!("CARGO_BIN_EXE_foster"),
-            run.socket.display()
-        ),
-        200,
-        50,
-    );
+    let t = Tmux::start_sized(&common::tmux::top_attach(&run.socket), 200, 50);
     let state_of = |s: &str| {
         let col = header(s)?.find(" S ")? + 1;
         row_with_pid(s, sup)?.chars().nth(col)

@@ -1,9 +1,9 @@
 //! A tmux server of a test's own, to drive `foster top` in a real terminal of a chosen size:
 //! keys in (a `foster` command typed at its shell), the screen out, waits on what it shows; the
 //! terminal's modes kept and compared; the dashboard's pid found below the pane, the dashboard
-//! started over a small tree of sleeps ([`SleepTree`], [`top_over`]) and quit; the skip where
-//! tmux is missing. Every server has its socket in a directory of the test's own and is checked
-//! gone, socket file included, on drop.
+//! started over a small tree of sleeps ([`SleepTree`], [`top_over`]) or attached to a socket
+//! ([`top_attach`]) and quit; the skip where tmux is missing. Every server has its socket in a
+//! directory of the test's own and is checked gone, socket file included, on drop.
 
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -219,6 +219,15 @@ pub fn top_over(tree: &SleepTree, env: &str, w: u16, h: u16) -> (Tmux, Identity)
     ));
     let top = dashboard_pid(&t);
     (t, top)
+}
+
+/// `foster top --attach SOCKET --interval 300ms`, as a command line for a pane.
+pub fn top_attach(socket: &std::path::Path) -> String {
+    format!(
+        "{} top --attach {} --interval 300ms",
+        env!("CARGO_BIN_EXE_foster"),
+        socket.display()
+    )
 }
 
 /// A shell and two sleeps, `sh -c 'sleep 4101 & sleep 4102 & wait'`, for the dashboard to show;
