@@ -1,7 +1,6 @@
 //! `foster run` end to end, on real processes. Synchronisation is the events log, read from a
 //! FIFO as foster writes it; deadlines are only safety nets.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -13,6 +12,7 @@ use common::child::wait_exit;
 use common::events::{Events, kind};
 use common::fifo::ready as wait_ready;
 use common::foster_run::FosterRun;
+use common::supervised::raw_status;
 use common::{Dir, is_root, libc_signals_at_default, process, processes, processes_with_env};
 use common::{LIMIT, send, wait_pid_gone};
 
@@ -752,7 +752,7 @@ fn an_adoption_that_brings_no_sigchld_is_noticed_at_once() {
     assert_eq!(ppid_of(sleep), middle);
     // foster reads its tree now, the middle shell with its child in it (a status is answered
     // on the supervisor's loop after a read of what changed).
-    let status = raw_request(&sock, r#"{"request":"status"}"#);
+    let status = raw_status(&sock);
     let procs = status["status"]["processes"].as_array().unwrap();
     assert!(procs.iter().any(|p| p["pid"] == sleep), "{status}");
     // The middle shell ends: its sleep goes to foster, and foster gets no SIGCHLD for it.
@@ -875,7 +875,7 @@ fn an_orphan_whose_parent_foster_never_saw_has_the_generation_it_has_when_seen()
     });
     assert_eq!(ppid_of(sleep), f.id() as i32, "adopted by foster");
     // foster reads its tree now: the sleep is first seen as its child.
-    let status = raw_request(&sock, r#"{"request":"status"}"#);
+    let status = raw_status(&sock);
     let p = status_of(&status, sleep);
     assert_eq!(p["generation"], 3, "{p}");
     assert_eq!(p["helper"], tag.as_str(), "{p}");
@@ -927,7 +927,7 @@ fn an_orphan_caught_in_the_middle_of_its_exec_is_classified_once_out_of_it() {
     let caught = process(orphan).unwrap();
     assert!(caught.in_exec, "{caught:?}");
     // foster reads its tree with the orphan in the middle of its exec; it is in the tree.
-    let status = raw_request(&sock, r#"{"request":"status"}"#);
+    let status = raw_status(&sock);
     status_of(&status, orphan);
     held.release();
     adopted_first_seen_in_generation_3(&mut ev, orphan, &tag);
@@ -971,7 +971,7 @@ fn a_helper_read_in_the_middle_of_its_exec_shows_its_role_and_command_after_it()
     let pid_held = held.wait_held(LIMIT);
     let launched = pid(&ev.wait_for("launch", launch_of(&tag)));
     assert_eq!(launched, pid_held);
-    let middle = status_of(&raw_request(&sock, r#"{"request":"status"}"#), launched);
+    let middle = status_of(&raw_status(&sock), launched);
     assert_eq!(middle["comm"], "foster", "{middle}");
     assert_eq!(
         middle["cmdline"],
@@ -981,7 +981,7 @@ fn a_helper_read_in_the_middle_of_its_exec_shows_its_role_and_command_after_it()
     assert_eq!(middle["role"], "helper", "{middle}");
     held.release();
     wait_ready(&ready);
-    let after = status_of(&raw_request(&sock, r#"{"request":"status"}"#), launched);
+    let after = status_of(&raw_status(&sock), launched);
     assert_eq!(
         after["cmdline"],
         serde_json::json!([program, "-c", script, "run"]),
@@ -1393,16 +1393,6 @@ fn nspid(pid: i32) -> Vec<i32> {
     foster::process::tree::nspid(pid).unwrap_or_default()
 }
 
-/// One request on the control socket, its one reply line (the supervisor's own pids).
-fn raw_request(sock: &Path, line: &str) -> Value {
-    use std::io::Write;
-    let mut s = std::os::unix::net::UnixStream::connect(sock).unwrap();
-    s.write_all(format!("{line}\n").as_bytes()).unwrap();
-    let mut reply = String::new();
-    BufReader::new(s).read_line(&mut reply).unwrap();
-    serde_json::from_str(&reply).unwrap()
-}
-
 fn ctl(sock: &Path, args: &[&str]) -> std::process::Output {
     common::supervised::ctl_command(sock)
         .args(args)
@@ -1431,7 +1421,7 @@ fn ctl_from_the_host_shows_and_takes_host_pids_of_a_contained_tree() {
     let _stop = StopOnPanic(f.id() as i32);
     let launched = ev.wait_for("launch", launch_of(&tag));
     wait_ready(&ready);
-    let inner = raw_request(&sock, r#"{"request":"status"}"#);
+    let inner = raw_status(&sock);
     let out = ctl(&sock, &["--json", "status"]);
     assert!(out.status.success(), "{out:?}");
     let outer: Value = serde_json::from_slice(&out.stdout).unwrap();

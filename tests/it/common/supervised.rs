@@ -326,6 +326,17 @@ pub fn status_reply(socket: &Path) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// One `status` request on `socket`'s own protocol, its one reply line within [`LIMIT`]: the
+/// supervisor's pids (its namespace's, where `ctl` gives this one's).
+pub fn raw_status(socket: &Path) -> Value {
+    let mut s = UnixStream::connect(socket).unwrap();
+    s.write_all(b"{\"request\":\"status\"}\n").unwrap();
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut reply = String::new();
+    BufReader::new(s).read_line(&mut reply).unwrap();
+    serde_json::from_str(&reply).expect("a JSON reply line")
+}
+
 /// The [`status_reply`] once `pred` holds for it (polled: each poll is an answer of the
 /// supervisor's loop); past [`LIMIT`] the test fails, saying the status was never `what`.
 pub fn wait_status_reply(socket: &Path, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
