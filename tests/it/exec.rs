@@ -327,20 +327,6 @@ fn state_of(pid: i32) -> u8 {
     common::process(pid).expect("the process is there").state
 }
 
-/// A forked subreaper S and its process group, killed and reaped if the test fails midway.
-struct Subreaper(i32, bool);
-impl Drop for Subreaper {
-    fn drop(&mut self) {
-        if !self.1 {
-            // SAFETY: signals our own forked process group, then reaps its leader.
-            unsafe {
-                libc::kill(-self.0, libc::SIGKILL);
-                libc::waitpid(self.0, std::ptr::null_mut(), 0);
-            }
-        }
-    }
-}
-
 /// The expected parent P died (a zombie its own parent has not reaped yet) and this process
 /// was reparented to a subreaper S before its gate ran: the refusal says that P died and names
 /// S, instead of calling P's identity a stale `FOSTER_PARENT` (a zombie still has its /proc
@@ -431,7 +417,8 @@ echo "$$ $!""#;
             libc::_exit(0);
         }
     }
-    let mut guard = Subreaper(s, false);
+    // A forked subreaper S and its process group, killed and reaped if the test fails midway.
+    let mut guard = common::child::Group::new(s);
     drop((out_w, err_w, release_r, report_w));
 
     // C keeps a copy of this pipe: read P's one line, not to the end.
@@ -465,10 +452,7 @@ echo "$$ $!""#;
 
     drop(release_w);
     let records = read_to_end_within(report_r, "S's report");
-    let mut status = 0;
-    // SAFETY: waits for our own forked child.
-    assert_eq!(unsafe { libc::waitpid(s, &mut status, 0) }, s);
-    guard.1 = true;
+    guard.reap();
     let reaped: Vec<(i32, i32)> = records
         .chunks_exact(8)
         .map(|r| {

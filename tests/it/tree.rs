@@ -24,6 +24,7 @@ use foster::process::tree::{Change, ScanOptions, Scanner, Snapshot, diff};
 use serde_json::Value;
 
 use crate::common;
+use common::child::Group;
 use common::fuse::HeldExec;
 
 /// Tests that fork without exec run one at a time, so that no other test's child holds a copy of
@@ -119,49 +120,6 @@ fn read_deadline(fd: i32, secs: u64) -> Option<u8> {
             1 => return Some(b),
             0 => return None,
             _ => continue,
-        }
-    }
-}
-
-/// Kills the process group of a forked leader and reaps the leader if the test did not finish
-/// normally: the safety net for a failing assertion.
-struct Group {
-    leader: i32,
-    reaped: bool,
-}
-
-impl Group {
-    /// Waits for the leader (bounded), returns its wait status.
-    fn reap(&mut self, secs: u64) -> i32 {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        let mut status = 0;
-        loop {
-            // SAFETY: waits for an own child without blocking.
-            let r = unsafe { libc::waitpid(self.leader, &mut status, libc::WNOHANG) };
-            if r == self.leader {
-                self.reaped = true;
-                return status;
-            }
-            assert!(r == 0, "waitpid({}) failed", self.leader);
-            assert!(
-                Instant::now() < deadline,
-                "process {} did not end within {secs} s",
-                self.leader
-            );
-            // A bounded wait for an exit this test already caused, not a synchronisation.
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        if !self.reaped {
-            // SAFETY: signals our own forked process group, then reaps its leader.
-            unsafe {
-                libc::kill(-self.leader, libc::SIGKILL);
-                libc::waitpid(self.leader, std::ptr::null_mut(), 0);
-            }
         }
     }
 }
@@ -288,10 +246,7 @@ fn json_of_a_hostile_tree_matches_what_was_built() {
         child_reap(e);
         child_exit(0);
     }
-    let mut group = Group {
-        leader: a,
-        reaped: false,
-    };
+    let mut group = Group::new(a);
     close(ready_w);
     close(release_r);
     // End of file on `ready` once all five have named themselves (or exec'd).
@@ -406,7 +361,7 @@ fn json_of_a_hostile_tree_matches_what_was_built() {
 
     // Tear down: release the barrier; C (cat) and E end on it, A reaps B (which reaps D), C and E.
     close(release_w);
-    let status = group.reap(20);
+    let status = group.reap();
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "A ended with {status:#x}"
@@ -436,10 +391,7 @@ fn json_escapes_c1_controls_and_bidi_overrides_and_keeps_the_exact_name() {
         child_wait(release_r);
         child_exit(0);
     }
-    let mut group = Group {
-        leader: a,
-        reaped: false,
-    };
+    let mut group = Group::new(a);
     close(ready_w);
     close(release_r);
     assert_eq!(read_deadline(ready_r, 20), None);
@@ -492,7 +444,7 @@ fn json_escapes_c1_controls_and_bidi_overrides_and_keeps_the_exact_name() {
     }
 
     close(release_w);
-    let status = group.reap(20);
+    let status = group.reap();
     assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
     assert_all_gone(&[id]);
 }
@@ -549,10 +501,7 @@ fn json_shows_the_owner() {
         child_wait(release_r);
         child_exit(0);
     }
-    let mut group = Group {
-        leader: child,
-        reaped: false,
-    };
+    let mut group = Group::new(child);
     close(ready_w);
     close(release_r);
     assert_eq!(
@@ -580,7 +529,7 @@ fn json_shows_the_owner() {
     assert!(text.status.success());
     assert!(String::from_utf8_lossy(&text.stdout).starts_with(&format!("{child} S ")));
     close(release_w);
-    let status = group.reap(20);
+    let status = group.reap();
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "{status}"
@@ -762,10 +711,7 @@ fn diff_of_real_processes_sees_every_change() {
         while unsafe { libc::waitpid(-1, std::ptr::null_mut(), 0) } > 0 || errno() == libc::EINTR {}
         child_exit(0);
     }
-    let mut group = Group {
-        leader: s,
-        reaped: false,
-    };
+    let mut group = Group::new(s);
     for fd in [
         ready_r, ready_w, go_r, done_w, hold_r, hold_w, xgo_r, xgo_w, xdone_r, xdone_w,
     ] {
@@ -846,7 +792,7 @@ fn diff_of_real_processes_sees_every_change() {
     assert!(line.contains("\"change\":\"reparented\""), "{line}");
 
     close(go_w);
-    let status = group.reap(20);
+    let status = group.reap();
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "S ended with {status:#x}"
@@ -863,11 +809,8 @@ fn pids_vanishing_mid_scan_are_counted_not_fatal() {
     if dead == 0 {
         child_exit(0);
     }
-    let mut g = Group {
-        leader: dead,
-        reaped: false,
-    };
-    g.reap(10);
+    let mut g = Group::new(dead);
+    g.reap();
     let me = std::process::id() as i32;
     let mut scanner = Scanner::new(ScanOptions::default()).unwrap();
     let snap = scanner.scan_pids(&[1, me, dead]);
@@ -1065,10 +1008,7 @@ impl HeldChild {
             }
             child_exit(127);
         }
-        let guard = Group {
-            leader: pid,
-            reaped: false,
-        };
+        let guard = Group::new(pid);
         let release = held.releaser();
         for fd in [go_r, up_w, hold_r] {
             close(fd);
@@ -1106,7 +1046,7 @@ impl HeldChild {
     fn end(mut self) {
         close(self.hold_w);
         close(self.go_w);
-        self.guard.reap(20);
+        self.guard.reap();
         close(self.up_r);
     }
 }
@@ -1326,10 +1266,7 @@ fn children_and_descendants_of_one_process() {
         child_reap(c);
         child_exit(0);
     }
-    let mut group = Group {
-        leader: a,
-        reaped: false,
-    };
+    let mut group = Group::new(a);
     close(ready_w);
     close(release_r);
     // End of file once A, B and D have started and C has ended.
@@ -1399,7 +1336,7 @@ fn children_and_descendants_of_one_process() {
 
     let ids: Vec<Identity> = below.iter().map(|n| n.identity).collect();
     close(release_w);
-    let status = group.reap(20);
+    let status = group.reap();
     assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
     assert_all_gone(&ids);
     assert!(foster::process::tree::children_of(a).unwrap().is_empty());

@@ -1,7 +1,8 @@
 //! A child process the test started and lets run to its end: its output (standard output and
 //! error as it piped them), or its exit code, once it ends within a bound, or it is SIGKILLed,
 //! reaped, and the test fails naming it; a wait for its end bounded by the caller; something
-//! done while it is stopped. Shared by the tests that run `foster` to its end.
+//! done while it is stopped; a process group the test forked itself, ended on drop ([`Group`]).
+//! Shared by the tests that run `foster` to its end and those that fork.
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, ExitStatus, Output};
@@ -80,4 +81,54 @@ pub fn while_stopped<T>(f: &Child, during: impl FnOnce() -> T) -> T {
     let out = during();
     kill(pid, SIGCONT).unwrap();
     out
+}
+
+/// A process the test forked itself (no [`Child`]), the leader of a process group of its own:
+/// on drop, unless the test reaped it, its group is SIGKILLed and it is reaped, so that a test
+/// that fails half-way leaves nothing behind.
+pub struct Group {
+    leader: i32,
+    reaped: bool,
+}
+
+impl Group {
+    pub fn new(leader: i32) -> Group {
+        Group {
+            leader,
+            reaped: false,
+        }
+    }
+
+    /// Waits for the leader's end (on its pidfd, within [`LIMIT`]) and reaps it: its wait
+    /// status.
+    pub fn reap(&mut self) -> i32 {
+        let fd = foster::process::identity::pidfd_open(self.leader)
+            .unwrap_or_else(|e| panic!("pidfd of {}: {e}", self.leader));
+        assert!(
+            foster::process::identity::poll_readable(
+                std::os::fd::AsRawFd::as_raw_fd(&fd),
+                Some(LIMIT)
+            ),
+            "process {} did not end within {LIMIT:?}",
+            self.leader
+        );
+        let mut status = 0;
+        // SAFETY: waitpid for our own child, which has ended.
+        let r = unsafe { libc::waitpid(self.leader, &mut status, 0) };
+        assert_eq!(r, self.leader, "waitpid({})", self.leader);
+        self.reaped = true;
+        status
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if !self.reaped {
+            // SAFETY: signals our own forked process group, then reaps its leader.
+            unsafe {
+                libc::kill(-self.leader, libc::SIGKILL);
+                libc::waitpid(self.leader, std::ptr::null_mut(), 0);
+            }
+        }
+    }
 }
