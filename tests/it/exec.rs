@@ -270,14 +270,8 @@ fn watch_delivers_the_signal_to_its_program_when_the_parent_dies() {
     assert_eq!(ppid, watcher);
     parent.kill().unwrap();
     parent.wait().unwrap();
-    assert!(
-        poll_readable(pfd.as_raw_fd(), Some(Duration::from_secs(10))),
-        "program outlived the parent"
-    );
-    assert!(
-        poll_readable(wfd.as_raw_fd(), Some(Duration::from_secs(10))),
-        "watcher outlived the parent"
-    );
+    ended(&pfd, "the program (after its parent's death)");
+    ended(&wfd, "the watcher (after its parent's death)");
     let mut err = String::new();
     std::io::Read::read_to_string(&mut parent.stderr.take().unwrap(), &mut err).unwrap();
     // Either channel may report first; both are the watcher's.
@@ -422,19 +416,7 @@ echo "$$ $!""#;
     drop((out_w, err_w, release_r, report_w));
 
     // C keeps a copy of this pipe: read P's one line, not to the end.
-    let mut out = std::fs::File::from(out_r);
-    let mut line = Vec::new();
-    while !line.ends_with(b"\n") {
-        assert!(
-            poll_readable(out.as_raw_fd(), Some(Duration::from_secs(20))),
-            "P printed no line within 20 s"
-        );
-        let mut buf = [0u8; 64];
-        let n = out.read(&mut buf).unwrap();
-        assert!(n > 0, "P ended without its line");
-        line.extend_from_slice(&buf[..n]);
-    }
-    let line = String::from_utf8(line).unwrap();
+    let line = line_within(&mut std::fs::File::from(out_r), "P's line");
     let pids: Vec<i32> = line
         .split_whitespace()
         .map(|p| p.parse().unwrap())
@@ -619,19 +601,22 @@ fn watcher(args: &[&str], program: &[&str]) -> std::process::Child {
     cmd.spawn().unwrap()
 }
 
-/// Reads one line of `child`'s standard output (bounded).
-fn line_of(child: &mut std::process::Child) -> String {
-    let out = child.stdout.as_mut().unwrap();
-    assert!(
-        poll_readable(out.as_raw_fd(), Some(Duration::from_secs(20))),
-        "no line within 20 s"
-    );
+/// One line (without its newline) read from the pipe `r`, byte by byte (the rest is left in
+/// the pipe), each byte awaited 20 s at most.
+fn line_within(r: &mut (impl Read + AsRawFd), what: &str) -> String {
     let mut line = Vec::new();
     let mut b = [0u8; 1];
-    while out.read(&mut b).unwrap() == 1 && b[0] != b'\n' {
-        line.push(b[0]);
+    loop {
+        assert!(
+            poll_readable(r.as_raw_fd(), Some(Duration::from_secs(20))),
+            "{what}: no line within 20 s"
+        );
+        match r.read(&mut b).unwrap() {
+            0 => panic!("{what}: the pipe ended before a whole line: {line:?}"),
+            _ if b[0] == b'\n' => return String::from_utf8(line).unwrap(),
+            _ => line.push(b[0]),
+        }
     }
-    String::from_utf8(line).unwrap()
 }
 
 /// With `--signal KILL` the watcher chose the exec-time signal setup and emptied its whole
@@ -649,7 +634,7 @@ fn watch_with_kill_keeps_its_mask_and_forwards_term() {
             ],
         );
         let wpid = w.id() as i32;
-        let ready = line_of(&mut w);
+        let ready = line_within(w.stdout.as_mut().unwrap(), "the program's ready line");
         let pids: Vec<i32> = ready
             .strip_prefix("ready ")
             .unwrap()
@@ -864,10 +849,7 @@ impl Drop for Namespace {
         let _ = self.unshare.kill();
         let _ = self.unshare.wait();
         for fd in &self.inside {
-            assert!(
-                poll_readable(fd.as_raw_fd(), Some(Duration::from_secs(20))),
-                "a process of the namespace survived the teardown"
-            );
+            ended(fd, "a process of the namespace, at the teardown");
         }
     }
 }
@@ -917,14 +899,9 @@ fn as_a_namespaces_init_it_stays_and_the_program_gets_the_signal() {
     // The parent dies.
     ns.unshare.kill().unwrap();
     ns.unshare.wait().unwrap();
-    assert!(
-        poll_readable(pfd.as_raw_fd(), Some(Duration::from_secs(10))),
-        "the program outlived its parent (pid {program}; the namespace's init is {init})"
-    );
-    assert!(
-        poll_readable(ifd.as_raw_fd(), Some(Duration::from_secs(10))),
-        "the namespace's init outlived its parent"
-    );
+    let what = format!("the program {program} (the namespace's init is {init}), its parent dead");
+    ended(&pfd, &what);
+    ended(&ifd, "the namespace's init, its parent dead");
     assert_ne!(program, init, "the program was the namespace's init");
     let err = String::from_utf8_lossy(&read_to_end_within(
         ns.unshare.stderr.take().unwrap().into(),
