@@ -420,16 +420,9 @@ command = ["sleep", "600"]
 #[test]
 fn a_stop_is_over_once_every_process_it_sigkilled_has_ended() {
     let d = Dir::new("order", "heldstop");
-    let mnt = d.path("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    let mut held =
-        match common::fuse::HeldExec::mount(&mnt, "held-child", std::path::Path::new("/bin/sh")) {
-            Ok(h) => h,
-            Err(why) => {
-                common::skip::refused(why);
-                return;
-            }
-        };
+    let Some(mut held) = common::fuse::held_shell(&d, "held-child") else {
+        return;
+    };
     let mut run = Run::start_uncontained(
         &d,
         &format!(

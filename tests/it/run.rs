@@ -892,14 +892,8 @@ fn an_orphan_whose_parent_foster_never_saw_has_the_generation_it_has_when_seen()
 #[test]
 fn an_orphan_caught_in_the_middle_of_its_exec_is_classified_once_out_of_it() {
     let d = Dir::new("run", "heldorphan");
-    let mnt = d.path("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    let mut held = match common::fuse::HeldExec::mount(&mnt, "held-orphan", Path::new("/bin/sh")) {
-        Ok(h) => h,
-        Err(why) => {
-            common::skip::refused(why);
-            return;
-        }
+    let Some(mut held) = common::fuse::held_shell(&d, "held-orphan") else {
+        return;
     };
     let tag = format!("heldorphan{}", std::process::id());
     let (go, ready) = (d.fifo("go"), d.fifo("ready"));
@@ -942,14 +936,8 @@ fn an_orphan_caught_in_the_middle_of_its_exec_is_classified_once_out_of_it() {
 #[test]
 fn a_helper_read_in_the_middle_of_its_exec_shows_its_role_and_command_after_it() {
     let d = Dir::new("run", "heldrole");
-    let mnt = d.path("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    let mut held = match common::fuse::HeldExec::mount(&mnt, "foster", Path::new("/bin/sh")) {
-        Ok(h) => h,
-        Err(why) => {
-            common::skip::refused(why);
-            return;
-        }
+    let Some(mut held) = common::fuse::held_shell(&d, "foster") else {
+        return;
     };
     let tag = format!("heldrole{}", std::process::id());
     let (ready, hold) = (d.fifo("ready"), d.fifo("hold"));

@@ -974,16 +974,7 @@ impl HeldChild {
     /// None (the test skips, the reason printed) when the file system cannot be had.
     fn start(name: &str, env: &std::ffi::CStr) -> Option<HeldChild> {
         let d = common::Dir::new("tree", name);
-        let mnt = d.path("mnt");
-        std::fs::create_dir(&mnt).unwrap();
-        let mut held = match HeldExec::mount(&mnt, "held-program", std::path::Path::new("/bin/sh"))
-        {
-            Ok(h) => h,
-            Err(why) => {
-                common::skip::refused(why);
-                return None;
-            }
-        };
+        let mut held = common::fuse::held_shell(&d, "held-program")?;
         let prog = CString::new(held.path().as_os_str().as_bytes()).unwrap();
         let script = c"echo up >&5; exec 5>&-; read x <&6";
         let argv = [

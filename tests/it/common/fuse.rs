@@ -12,7 +12,7 @@
 //! by chance does.
 //!
 //! Needs root (the mount) and `/dev/fuse`; [`HeldExec::mount`] says why when it cannot be had,
-//! for the test to skip with that reason.
+//! for the test to skip with that reason ([`held_shell`] skips so itself).
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -44,6 +44,21 @@ pub struct HeldExec {
     held: mpsc::Receiver<i32>,
     release: Option<mpsc::Sender<()>>,
     _dev: Arc<OwnedFd>,
+}
+
+/// A copy of `/bin/sh` named `name`, held at its first page, on a file system mounted on `mnt`
+/// in the test's directory `d`; `None`, the test's skip said with the reason, where that cannot
+/// be had here. Dropped before `d` (declared after it), it is unmounted first.
+pub fn held_shell(d: &super::Dir, name: &str) -> Option<HeldExec> {
+    let mnt = d.path("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    match HeldExec::mount(&mnt, name, Path::new("/bin/sh")) {
+        Ok(h) => Some(h),
+        Err(why) => {
+            super::skip::refused(why);
+            None
+        }
+    }
 }
 
 impl HeldExec {
