@@ -437,6 +437,35 @@ fn columns_stay_put_while_their_content_fits() {
     t.quit(top);
 }
 
+/// `foster top` over `tree` typed after `env` (assignments, or ""), its exit status echoed
+/// after it: once it shows the tree on the alternate screen with mouse reporting on, its pid.
+fn top_in_full_screen(t: &Tmux, env: &str, tree: &Subtree) -> Identity {
+    t.text(&format!(
+        "{env}{} top --root {}; echo status=$?\n",
+        env!("CARGO_BIN_EXE_foster"),
+        tree.all[0].pid
+    ));
+    t.wait_for("the dashboard", |s| has_row(s, "sleep 1003"));
+    let top = dashboard_pid(t);
+    assert_eq!(t.display("#{alternate_on}"), "1");
+    t.wait_for("mouse reporting on", |_| {
+        t.display("#{mouse_any_flag}") == "1"
+    });
+    top
+}
+
+/// The dashboard `top` has ended and left the terminal as it found it (`after`: after what).
+fn assert_terminal_restored(t: &Tmux, top: Identity, after: &str) {
+    assert!(wait_gone(top, DEADLINE));
+    assert_eq!(t.display("#{alternate_on}"), "0");
+    assert_eq!(t.display("#{cursor_flag}"), "1");
+    assert_eq!(
+        t.display("#{mouse_any_flag}"),
+        "0",
+        "mouse reporting left on{after}"
+    );
+}
+
 #[test]
 fn sigterm_restores_the_terminal() {
     if tmux_missing() {
@@ -444,23 +473,10 @@ fn sigterm_restores_the_terminal() {
     }
     let tree = Subtree::start();
     let t = Tmux::start("sh");
-    t.foster(&format!("top --root {}; echo status=$?", tree.all[0].pid));
-    t.wait_for("the dashboard", |s| has_row(s, "sleep 1003"));
-    let top = dashboard_pid(&t);
-    assert_eq!(t.display("#{alternate_on}"), "1");
-    t.wait_for("mouse reporting on", |_| {
-        t.display("#{mouse_any_flag}") == "1"
-    });
+    let top = top_in_full_screen(&t, "", &tree);
     common::send(top.pid, libc::SIGTERM);
     t.wait_for("the exit status", |s| s.contains("status=143"));
-    assert!(wait_gone(top, DEADLINE));
-    assert_eq!(t.display("#{alternate_on}"), "0");
-    assert_eq!(t.display("#{cursor_flag}"), "1");
-    assert_eq!(
-        t.display("#{mouse_any_flag}"),
-        "0",
-        "mouse reporting left on"
-    );
+    assert_terminal_restored(&t, top, "");
 }
 
 /// A panic inside the dashboard (a debug build's test key) still restores the terminal: raw
@@ -478,31 +494,14 @@ fn a_panic_restores_the_terminal() {
     let tree = Subtree::start();
     let t = Tmux::start("sh");
     t.save_modes();
-    t.text(&format!(
-        "FOSTER_TOP_TEST_PANIC_KEY=P {} top --root {}; echo status=$?\n",
-        env!("CARGO_BIN_EXE_foster"),
-        tree.all[0].pid
-    ));
-    t.wait_for("the dashboard", |s| has_row(s, "sleep 1003"));
-    let top = dashboard_pid(&t);
-    assert_eq!(t.display("#{alternate_on}"), "1");
-    t.wait_for("mouse reporting on", |_| {
-        t.display("#{mouse_any_flag}") == "1"
-    });
+    let top = top_in_full_screen(&t, "FOSTER_TOP_TEST_PANIC_KEY=P ", &tree);
     t.keys(&["P"]);
     let s = t.wait_for("the exit status", |s| s.contains("status=101"));
     assert!(
         s.contains("test panic key"),
         "the panic message is readable after the terminal is restored:\n{s}"
     );
-    assert!(wait_gone(top, DEADLINE));
-    assert_eq!(t.display("#{alternate_on}"), "0");
-    assert_eq!(t.display("#{cursor_flag}"), "1");
-    assert_eq!(
-        t.display("#{mouse_any_flag}"),
-        "0",
-        "mouse reporting left on after the panic"
-    );
+    assert_terminal_restored(&t, top, " after the panic");
     t.assert_modes_restored(" after the panic");
 }
 
