@@ -38,6 +38,12 @@ fn sh_command(script: &str) -> Command {
     c
 }
 
+/// A script's `echo "status $?"` said `status CODE`.
+fn assert_said_status(o: &std::process::Output, code: i32) {
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(said.contains(&format!("status {code}")), "{o:?}");
+}
+
 fn sh(script: &str) -> std::process::Output {
     sh_command(script).output().unwrap()
 }
@@ -71,10 +77,7 @@ fn watcher_and_program(out: std::process::ChildStdout) -> (i32, i32) {
 fn without_an_expected_parent_it_refuses_with_125() {
     let o = sh(r#""$F" exec -- /bin/true; echo "status $?""#);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        String::from_utf8_lossy(&o.stdout).contains("status 125"),
-        "{o:?}"
-    );
+    assert_said_status(&o, 125);
     assert!(err.contains("FOSTER_PARENT is not set"), "{err}");
 }
 
@@ -106,10 +109,7 @@ fn missing_program_is_127_and_set_uid_needs_allow() {
     let o = sh(
         r#"FOSTER_PARENT=$("$F" identity $$) "$F" exec -- no-such-program-here; echo "status $?""#,
     );
-    assert!(
-        String::from_utf8_lossy(&o.stdout).contains("status 127"),
-        "{o:?}"
-    );
+    assert_said_status(&o, 127);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         err.contains("no-such-program-here: not found in PATH"),
@@ -118,10 +118,7 @@ fn missing_program_is_127_and_set_uid_needs_allow() {
     let o = sh(
         r#"FOSTER_PARENT=$("$F" identity $$) "$F" exec -- ./no-such-program-here; echo "status $?""#,
     );
-    assert!(
-        String::from_utf8_lossy(&o.stdout).contains("status 127"),
-        "{o:?}"
-    );
+    assert_said_status(&o, 127);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         err.contains("./no-such-program-here: no such file"),
@@ -470,10 +467,7 @@ fn a_stale_or_wrong_foster_parent_is_named_as_such() {
     let o =
         sh(r#"FOSTER_PARENT=$("$F" identity $$) sh -c '"$F" exec -- /bin/true; echo "status $?"'"#);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        String::from_utf8_lossy(&o.stdout).contains("status 120"),
-        "{o:?}"
-    );
+    assert_said_status(&o, 120);
     assert!(
         err.contains("is alive but is not this process's parent") && err.contains("stale"),
         "{err}"
@@ -482,10 +476,7 @@ fn a_stale_or_wrong_foster_parent_is_named_as_such() {
     // The right pid with a wrong start time.
     let o = sh(r#"FOSTER_PARENT=$$:1 "$F" exec -- /bin/true; echo "status $?""#);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        String::from_utf8_lossy(&o.stdout).contains("status 120"),
-        "{o:?}"
-    );
+    assert_said_status(&o, 120);
     assert!(
         err.contains("this process's parent") && err.contains("start time"),
         "{err}"
