@@ -92,6 +92,23 @@ fn child_exit(code: i32) -> ! {
     unsafe { libc::_exit(code) }
 }
 
+/// Says it is ready (one byte on `ready`), closes that end, and exits 0 once `hold` yields a
+/// byte or ends.
+fn child_ready_then_hold(ready: i32, hold: i32) -> ! {
+    child_write(ready);
+    close(ready);
+    child_wait(hold);
+    child_exit(0)
+}
+
+/// Closes its copy of `ready` (its readiness is that close) and exits 0 once `release` yields a
+/// byte or ends.
+fn child_hold(ready: i32, release: i32) -> ! {
+    close(ready);
+    child_wait(release);
+    child_exit(0)
+}
+
 fn fork() -> i32 {
     // SAFETY: the children below only make raw syscalls on precomputed data.
     let pid = unsafe { libc::fork() };
@@ -210,9 +227,7 @@ fn json_of_a_hostile_tree_matches_what_was_built() {
             let d = fork();
             if d == 0 {
                 child_set_name(&name_d);
-                close(ready_w);
-                child_wait(release_r);
-                child_exit(0);
+                child_hold(ready_w, release_r);
             }
             close(ready_w);
             child_wait(release_r);
@@ -233,9 +248,7 @@ fn json_of_a_hostile_tree_matches_what_was_built() {
         let e = fork();
         if e == 0 {
             child_set_name(&name_e);
-            close(ready_w);
-            child_wait(release_r);
-            child_exit(0);
+            child_hold(ready_w, release_r);
         }
         close(ready_w);
         child_wait(release_r);
@@ -387,9 +400,7 @@ fn json_escapes_c1_controls_and_bidi_overrides_and_keeps_the_exact_name() {
         close(release_w);
         close(ready_r);
         child_set_name(&name);
-        close(ready_w);
-        child_wait(release_r);
-        child_exit(0);
+        child_hold(ready_w, release_r);
     }
     let mut group = Group::new(a);
     close(ready_w);
@@ -631,23 +642,14 @@ fn diff_of_real_processes_sees_every_change() {
             let l = fork();
             if l == 0 {
                 child_set_name(&names[2]);
-                child_write(ready_w);
-                close(ready_w);
-                child_wait(hold_r);
-                child_exit(0);
+                child_ready_then_hold(ready_w, hold_r);
             }
-            child_write(ready_w);
-            close(ready_w);
-            child_wait(hold_r);
-            child_exit(0);
+            child_ready_then_hold(ready_w, hold_r);
         }
         let z = fork();
         if z == 0 {
             idle(&names[3], false);
-            child_write(ready_w);
-            close(ready_w);
-            child_wait(hold_r);
-            child_exit(0);
+            child_ready_then_hold(ready_w, hold_r);
         }
         let x = fork();
         if x == 0 {
@@ -695,10 +697,7 @@ fn diff_of_real_processes_sees_every_change() {
         let n = fork();
         if n == 0 {
             idle(&names[5], false);
-            child_write(ready_w);
-            close(ready_w);
-            child_wait(hold_r);
-            child_exit(0);
+            child_ready_then_hold(ready_w, hold_r);
         }
         child_wait(ready_r);
         child_write(done_w);
@@ -1227,9 +1226,7 @@ fn children_and_descendants_of_one_process() {
         if b == 0 {
             let d = fork();
             if d == 0 {
-                close(ready_w);
-                child_wait(release_r);
-                child_exit(0);
+                child_hold(ready_w, release_r);
             }
             close(ready_w);
             child_wait(release_r);
