@@ -219,6 +219,34 @@ fn history_lists_launches_and_ends() {
     assert!(err.contains("(no_such_helper)"), "{err}");
 }
 
+/// A reload that removes a helper drops its history, the stop that follows included: the
+/// helper a later reload adds under the same name starts a history of its own.
+#[test]
+fn a_helper_added_again_starts_a_new_history() {
+    let d = Dir::new("ctlverbs", "history-reload");
+    let mut run = started(&d, ABC);
+    ok(&run.ctl(&["restart", "a"]));
+    run.launch("a", 2);
+    let without_a = ABC.replace(
+        "[[helper]]\nname = \"a\"\ncommand = [\"sleep\", \"6001\"]\n",
+        "",
+    );
+    std::fs::write(d.path("run.toml"), &without_a).unwrap();
+    assert!(ok(&run.ctl(&["reload"])).contains("stopped: a"));
+    run.state("a", "stopped");
+    std::fs::write(d.path("run.toml"), ABC).unwrap();
+    assert!(ok(&run.ctl(&["reload"])).contains("started: a"));
+    run.state("a", "running");
+    let v: Value = serde_json::from_str(&ok(&run.ctl(&["--json", "history", "a"]))).unwrap();
+    let kinds: Vec<&str> = v["history"]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(kinds, ["launch"], "{v}");
+}
+
 #[test]
 fn reload_dry_run_changes_nothing() {
     let d = Dir::new("ctlverbs", "dryrun");

@@ -122,8 +122,9 @@ impl Control {
     }
 
     /// Takes note of an event (adoptions, helper exits, what the metrics count) and streams it
-    /// with its outer pids ([`Hub::publish`]).
-    pub(super) fn on_event(&mut self, record: &Record, outer_pids: &[[i32; 2]]) {
+    /// with its outer pids ([`Hub::publish`]); keeps it in its helper's history when `history`
+    /// (the helper is in the configuration now: see [`Supervisor::keeps_history`]).
+    pub(super) fn on_event(&mut self, record: &Record, outer_pids: &[[i32; 2]], history: bool) {
         let counts = &mut self.counts;
         counts.events += 1;
         match &record.event {
@@ -193,7 +194,15 @@ impl Control {
             _ => {}
         }
         self.hub.publish(record, outer_pids);
-        self.keep_history(record, outer_pids);
+        if history {
+            self.keep_history(record, outer_pids);
+        }
+    }
+
+    /// Drops the history of helper `name`, which a reload removed: a helper of that name a
+    /// later reload adds starts a history of its own.
+    pub(super) fn forget_history(&mut self, name: &str) {
+        self.history.remove(name);
     }
 
     /// Keeps `record` in its helper's history when it is a launch or an end of it.
@@ -211,6 +220,14 @@ impl Control {
                 outer_pids: outer_pids.to_vec(),
             });
         }
+    }
+}
+
+impl Supervisor {
+    /// Whether `event` goes to a helper's history: it is one of its launches or ends, and the
+    /// helper is in the configuration now (the stop of a helper a reload removed is not kept).
+    pub(super) fn keeps_history(&self, event: &Event) -> bool {
+        history_helper(event).is_some_and(|h| self.helper_index(h).is_some())
     }
 }
 

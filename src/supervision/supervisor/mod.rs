@@ -232,7 +232,8 @@ impl Supervisor {
     fn emit(&mut self, event: Event) {
         let record = Record::now(event);
         let outer_pids = self.reports.write(&record);
-        self.control.on_event(&record, &outer_pids);
+        let history = self.keeps_history(&record.event);
+        self.control.on_event(&record, &outer_pids, history);
     }
 
     /// Writes a helper's exit that the narration holds for the decision on it: called once

@@ -265,6 +265,7 @@ impl Supervisor {
     /// SIGKILL to what is left of its tree) when it has a process.
     fn remove_helper(&mut self, i: usize) {
         self.timers.cancel(|t| *t == Timer::Restart(i));
+        self.control.forget_history(self.config.helpers[i].name());
         if let Some(o) = &mut self.io.output {
             o.retire(i);
         }
