@@ -1,8 +1,10 @@
 //! The standard `process_*` metrics of the Prometheus client libraries, of the supervisor
 //! itself, read from `/proc/self` when a scrape asks (as client_golang's process collector
-//! does): CPU time, resident and virtual memory, open and allowed descriptors, start time.
+//! does): CPU time, resident (`statm`'s, as `foster top` reads it) and virtual memory, open
+//! and allowed descriptors, start time.
 //! Unprefixed, so that dashboards made for any exporter read them.
 
+use std::path::Path;
 use std::sync::atomic::AtomicU64;
 
 use prometheus_client::metrics::counter::Counter;
@@ -23,19 +25,30 @@ pub struct SelfReading {
 impl SelfReading {
     /// Reads this process.
     pub fn now() -> SelfReading {
-        let stat = procfs::process::Process::myself().and_then(|p| p.stat());
+        SelfReading::of(Path::new("/proc/self"))
+    }
+
+    /// Reads the process whose `/proc` directory is `dir` (the limit on descriptors is this
+    /// process's). The resident memory is `statm`'s, as `foster top` and `ps` read it: `stat`'s
+    /// is the kernel's unsummed approximation.
+    fn of(dir: &Path) -> SelfReading {
+        let stat =
+            procfs::process::Process::new_with_root(dir.to_path_buf()).and_then(|p| p.stat());
         let hz = procfs::ticks_per_second() as f64;
         let page = procfs::page_size();
         let mut r = SelfReading::default();
         if let Ok(s) = &stat {
             r.cpu_seconds = Some((s.utime + s.stime) as f64 / hz);
-            r.resident_bytes = Some(s.rss.saturating_mul(page));
             r.virtual_bytes = Some(s.vsize);
             r.start_time_seconds = procfs::boot_time_secs()
                 .ok()
                 .map(|boot| boot as f64 + s.starttime as f64 / hz);
         }
-        r.open_fds = std::fs::read_dir("/proc/self/fd")
+        r.resident_bytes = std::fs::read(dir.join("statm"))
+            .ok()
+            .and_then(|line| crate::process::procstat::parse_statm_resident(&line))
+            .map(|pages| pages.saturating_mul(page));
+        r.open_fds = std::fs::read_dir(dir.join("fd"))
             .ok()
             .map(|d| d.count().saturating_sub(1) as u64); // less the one read_dir holds
         r.max_fds = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
@@ -99,6 +112,33 @@ pub fn register(reg: &mut Registry, r: &SelfReading) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The resident memory is `statm`'s second field, in bytes: read of a stopped process,
+    /// whose pages do not change, `stat`'s field 24 falls short of it.
+    #[test]
+    fn resident_memory_is_statms() {
+        use nix::sys::signal::{Signal, kill};
+        use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+        let mut child = std::process::Command::new("sleep")
+            .arg("1000")
+            .spawn()
+            .unwrap();
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        kill(pid, Signal::SIGSTOP).unwrap();
+        let stopped = waitpid(pid, Some(WaitPidFlag::WUNTRACED)).unwrap();
+        let dir = std::path::PathBuf::from(format!("/proc/{pid}"));
+        let statm = std::fs::read_to_string(dir.join("statm")).unwrap();
+        let r = SelfReading::of(&dir);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(matches!(stopped, WaitStatus::Stopped(..)), "{stopped:?}");
+        let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+        assert_eq!(
+            r.resident_bytes,
+            Some(pages * procfs::page_size()),
+            "{statm}"
+        );
+    }
 
     #[test]
     fn this_process_reads_and_names_as_the_clients_do() {
