@@ -62,9 +62,9 @@ pub enum Command {
     /// Talk to a running supervisor through its control socket.
     ///
     /// The supervisor is the one of --socket, else of --config FILE, else FOSTER_SOCKET, else
-    /// the supervisor of a configuration file in the current directory, else the only
-    /// listening socket in the default directory. Exit status 1 for an error reply or when no
-    /// supervisor answers.
+    /// the supervisor of the configuration file (*.toml) of the current directory. Nothing else
+    /// is guessed, not even the only socket listening: that may be another configuration's.
+    /// Exit status 1 for an error reply or when no supervisor answers.
     Ctl(CtlArgs),
     /// Watch foster supervise a built-in example tree, every role at once.
     ///
@@ -424,14 +424,14 @@ pub struct RunArgs {
 #[derive(Debug, Args)]
 pub struct CtlArgs {
     /// The supervisor's control socket (default: that of --config, else FOSTER_SOCKET, else
-    /// that of a configuration file in the current directory, else the only listening socket
-    /// in $XDG_RUNTIME_DIR/foster, /run/foster for root, or /tmp/foster-UID).
+    /// that of the supervisor of the configuration file (*.toml) of the current directory;
+    /// never a guess among the sockets of $XDG_RUNTIME_DIR/foster, /run/foster for root, or
+    /// /tmp/foster-UID, which the error lists).
     #[arg(long, value_name = "PATH", global = true)]
     pub socket: Option<std::path::PathBuf>,
     /// Talk to the supervisor that foster run started on this configuration file, found
     /// through the lock it holds of the file (without --config or --socket: FOSTER_SOCKET,
-    /// else the supervisor of the one such file in the current directory, else the only
-    /// listening socket).
+    /// else the supervisor of the one such file in the current directory).
     #[arg(long, value_name = "FILE", global = true, conflicts_with = "socket")]
     pub config: Option<std::path::PathBuf>,
     /// Print the supervisor's JSON reply lines as they are; for logs, one
@@ -553,8 +553,8 @@ pub struct TopArgs {
     #[arg(long, value_name = "PID", conflicts_with = "attach")]
     pub root: Option<i32>,
     /// Attach to a running supervisor's control socket (roles, generations, policies, events);
-    /// without SOCKET, the one foster ctl would use: FOSTER_SOCKET, else the only listening
-    /// socket in $XDG_RUNTIME_DIR/foster, /run/foster for root, or /tmp/foster-UID.
+    /// without SOCKET, the one foster ctl would use without --socket or --config:
+    /// FOSTER_SOCKET, else the supervisor of the configuration file of the current directory.
     #[arg(long, value_name = "SOCKET", num_args = 0..=1)]
     pub attach: Option<Option<std::path::PathBuf>>,
     /// Time between readings: 1s, 500ms, 2.5s, 1m (at least 100ms).

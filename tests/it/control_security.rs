@@ -397,7 +397,8 @@ fn a_squatted_runtime_directory_is_refused() {
     let t = Instant::now();
     let status = loop {
         let mut c = foster_as(VICTIM, &d.0);
-        c.args(["ctl", "--json", "status"]);
+        // From the configuration's directory: its supervisor is found through its lock.
+        c.args(["ctl", "--json", "status"]).current_dir(&d.0);
         let out = output_within(c);
         if out.status.success() {
             break out;
@@ -419,7 +420,7 @@ fn a_squatted_runtime_directory_is_refused() {
     assert!(m.is_dir());
     assert_eq!((m.uid(), m.mode() & 0o7777), (VICTIM, 0o700));
     let mut c = foster_as(VICTIM, &d.0);
-    c.args(["ctl", "shutdown"]);
+    c.args(["ctl", "shutdown"]).current_dir(&d.0);
     let out = output_within(c);
     assert!(out.status.success(), "{out:?}");
     let st = wait_child(&mut run.0);

@@ -408,11 +408,68 @@ fn the_socket_of_the_configuration_here() {
     );
     // Elsewhere, two sockets: named, and one asked for.
     let err = failed(&ctl_in(&runtime, &d.path("none"), &["status"]));
-    assert!(err.contains("several supervisor sockets"), "{err}");
+    assert!(err.contains("does not guess among the 2 sockets"), "{err}");
+    assert!(
+        err.contains("one.sock") && err.contains("two.sock"),
+        "{err}"
+    );
     let err = failed(&ctl_in(
         &runtime,
         &d.path("none"),
         &["--config", "nowhere.toml", "status"],
     ));
     assert!(err.contains("nowhere.toml"), "{err}");
+}
+
+/// The only supervisor listening is not taken for the one meant: from a directory without its
+/// configuration file, `foster ctl` (and `top --attach`) refuses, names the socket and says how
+/// to choose; from the configuration's directory it talks to it. Only `*.toml` files are
+/// looked up: a configuration of another name is found with `--config`.
+#[test]
+fn the_only_socket_is_not_a_guess() {
+    let d = Dir::new("ctlverbs", "onlyone");
+    let runtime = d.path("runtime");
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&runtime)
+        .unwrap();
+    for dir in ["one", "none", "other"] {
+        std::fs::create_dir(d.path(dir)).unwrap();
+    }
+    let one = d.file("one/one.toml", ABC);
+    let _one = run_in(&runtime, &one);
+    let pid = ok(&ctl_in(&runtime, &d.path("one"), &["pid", "a"]));
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", pid.trim())).unwrap();
+    assert_eq!(cmdline, b"sleep\x006001\x00");
+    let err = failed(&ctl_in(&runtime, &d.path("none"), &["status"]));
+    let sock = runtime.join("foster/one.sock");
+    assert!(err.contains("among the 1 socket in"), "{err}");
+    assert!(err.contains(sock.to_str().unwrap()), "{err}");
+    assert!(err.contains("--socket PATH or --config FILE"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let top = Command::new(FOSTER)
+        .args(["top", "--attach"])
+        .current_dir(d.path("none"))
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .env_remove("FOSTER_SOCKET")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = failed(&top);
+    assert!(
+        err.contains("--attach SOCKET") && err.contains("one.sock"),
+        "{err}"
+    );
+    // A configuration not named *.toml is not looked up; --config finds it.
+    let conf = d.file("other/svc.conf", &ABC.replace("600", "900"));
+    let _other = run_in(&runtime, &conf);
+    let err = failed(&ctl_in(&runtime, &d.path("other"), &["status"]));
+    assert!(err.contains("among the 2 sockets"), "{err}");
+    let pid = ok(&ctl_in(
+        &runtime,
+        &d.path("other"),
+        &["--config", "svc.conf", "pid", "b"],
+    ));
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", pid.trim())).unwrap();
+    assert_eq!(cmdline, b"sleep\x009002\x00");
 }

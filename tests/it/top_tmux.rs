@@ -700,8 +700,9 @@ fn demo_log_pane_shows_the_selected_helpers_lines() {
     }
 }
 
-/// `foster top --attach` without a path finds the supervisor as `foster ctl` does: the only
-/// listening socket of the default directory (XDG_RUNTIME_DIR/foster), or FOSTER_SOCKET.
+/// `foster top --attach` without a path finds the supervisor as `foster ctl` does: that of the
+/// configuration file of the current directory (its lock in XDG_RUNTIME_DIR/foster), or
+/// FOSTER_SOCKET.
 #[test]
 fn attach_without_a_path_finds_the_socket_as_ctl_does() {
     if tmux_missing() {
@@ -715,9 +716,10 @@ fn attach_without_a_path_finds_the_socket_as_ctl_does() {
     let foster = env!("CARGO_BIN_EXE_foster");
     for (how, cmd) in [
         (
-            "the default directory",
+            "the configuration of the current directory",
             format!(
-                "env -u FOSTER_SOCKET XDG_RUNTIME_DIR={} {foster} top --attach",
+                "cd {} && env -u FOSTER_SOCKET XDG_RUNTIME_DIR={} {foster} top --attach",
+                d.path("").display(),
                 runtime.display()
             ),
         ),

@@ -1,8 +1,7 @@
 //! `foster ctl`'s verbs: each subcommand as the requests it sends and what it prints.
 //!
 //! Owns [`ctl`], the one entry of `foster ctl`: the socket found ([`socket_path`]: `--socket`,
-//! `--config`'s supervisor, FOSTER_SOCKET, the supervisor of a configuration file in the
-//! current directory, else the default directory's only one), then each verb: one request and
+//! `--config`'s supervisor, else [`client::resolve_socket`]'s), then each verb: one request and
 //! its answer, or several on one connection (`restart`, `start`, `stop` of several helpers or
 //! `all`), a status narrowed to some helpers, `pid`, and `wait`, which follows the events and
 //! asks for the status at each change of a helper it waits for. Uses [`super::client`] (the
@@ -12,9 +11,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::client::{
-    self, ClientError, Connection, CtlCommand, LogsAsked, View, WaitFor, find_default_socket,
-};
+use super::client::{self, ClientError, Connection, CtlCommand, LogsAsked, View, WaitFor};
 use super::nspid::PidMap;
 use super::protocol::{HelperState, MAX_LOG_LINES, Reply, ReplyBody, Request, Status};
 use crate::base::sanitize::escape;
@@ -84,49 +81,30 @@ pub fn ctl(
     client::print_reply(reply, cmd, view, json, out)
 }
 
+/// How `foster ctl`'s errors say to choose a supervisor.
+const CHOOSE: &str = "--socket PATH or --config FILE";
+
 /// The socket `foster ctl` talks to: `--socket`; else that of the supervisor of `--config`;
-/// else FOSTER_SOCKET; else that of the one supervisor of a configuration file in the current
-/// directory; else the only one listening in the default directory.
+/// else [`client::resolve_socket`]'s (FOSTER_SOCKET, else the supervisor of the configuration
+/// file of the current directory).
 pub fn socket_path(socket: Option<&Path>, config: Option<&Path>) -> Result<PathBuf, ClientError> {
     if let Some(p) = socket {
         return Ok(p.to_path_buf());
     }
-    if let Some(c) = config {
-        return match crate::supervision::instance::recorded_socket(c) {
-            Ok(Some(p)) => Ok(p),
-            Ok(None) => Err(ClientError::new(format!(
-                "no supervisor of {} has a control socket here (none was started on it, or it \
-                 runs with --no-socket); use --socket",
-                c.display()
-            ))),
-            Err(e) => Err(ClientError::caused(format!("{}: {e}", c.display()), e)),
-        };
+    let Some(c) = config else {
+        return client::resolve_socket(None, CHOOSE);
+    };
+    // The lock is read only in a directory of this user's: another's could name any socket.
+    client::default_dir_is_private()?;
+    match crate::supervision::instance::recorded_socket(c) {
+        Ok(Some(p)) => Ok(p),
+        Ok(None) => Err(ClientError::new(format!(
+            "no supervisor of {} has a control socket here (none was started on it, or it \
+             runs with --no-socket); use --socket",
+            c.display()
+        ))),
+        Err(e) => Err(ClientError::caused(format!("{}: {e}", c.display()), e)),
     }
-    match std::env::var_os("FOSTER_SOCKET") {
-        Some(p) if !p.is_empty() => return Ok(PathBuf::from(p)),
-        _ => {}
-    }
-    match of_current_dir() {
-        Some(p) => Ok(p),
-        None => find_default_socket("--socket"),
-    }
-}
-
-/// The socket of the supervisor of a file in the current directory, when exactly one of its
-/// files is run by a supervisor listening on its socket now (the lock `foster run` takes of
-/// its configuration names the socket).
-fn of_current_dir() -> Option<PathBuf> {
-    let listening = client::listening_socket_paths()?;
-    let mut found: Vec<PathBuf> = std::fs::read_dir(".")
-        .ok()?
-        .flatten()
-        .take(1000)
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-        .filter_map(|e| crate::supervision::instance::recorded_socket(&e.path()).ok()?)
-        .filter(|p| listening.contains(p))
-        .collect();
-    found.dedup();
-    (found.len() == 1).then(|| found.remove(0))
 }
 
 /// What `logs` asks for: with `--since`, every kept line since then unless `-n` says fewer.

@@ -24,10 +24,9 @@ pub use self::command::{BARE_STOP, CtlCommand, View, WaitFor};
 pub use self::connection::{ClientError, Connection, check_server, connect_checked, into_result};
 pub use self::events::{follow, render_event};
 pub use self::reply::{render_history, render_reload, render_reload_plan};
-pub use self::socket::{find_default_socket, resolve_socket};
+pub use self::socket::{default_dir_is_private, resolve_socket};
 pub use self::status::{render_status, uptime_text};
 
 pub(super) use self::events::print_streamed;
 pub(super) use self::logs::{LogsAsked, logs};
 pub(super) use self::reply::{exchange, print_reply, signal_target};
-pub(super) use self::socket::listening_socket_paths;
