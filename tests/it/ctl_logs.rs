@@ -426,3 +426,58 @@ command = ["sh", "-c", 'echo ready; read x < "$1"; i=0; while [ $i -lt {N} ]; do
     assert!(missed > 0, "the follower never lagged (got {got})");
     assert_eq!(got + missed, N, "got {got}, told of {missed} missed");
 }
+
+/// A follower of two helpers that does not read while one of them and a third helper flood is
+/// told only of its helpers' lines it missed (the supervisor filters them and counts them): the
+/// lines it got and the counts add up to exactly what its flooding helper printed.
+#[test]
+fn a_lagging_follower_of_some_helpers_is_told_only_of_theirs() {
+    const N: usize = 20_000;
+    let d = Dir::new("logs", "lagsome");
+    let (go_l, go_f, end) = (d.fifo("go-l"), d.fifo("go-f"), d.fifo("end"));
+    let flood = |name: &str, go: &Path| {
+        format!(
+            r#"
+[[helper]]
+name = "{name}"
+command = ["sh", "-c", 'echo ready; read x < "$1"; i=0; while [ $i -lt {N} ]; do echo "flood $i ..................................................."; i=$((i+1)); done; echo end; read y < "$2"', "sh", "{}", "{}"]
+"#,
+            go.display(),
+            end.display()
+        )
+    };
+    let quiet = format!(
+        "[[helper]]\nname = \"Q\"\ncommand = [\"sh\", \"-c\", 'read x < \"$1\"', \"sh\", \"{}\"]\n",
+        end.display()
+    );
+    let run = Run::start(&d, &(flood("L", &go_l) + &flood("F", &go_f) + &quiet));
+    let (gate, gated) = mpsc::channel();
+    let slow = run.follow_gated(&["L", "Q", "-f", "-n", "1"], Some(gated));
+    assert_eq!(slow.lines.next("of the backlog"), "L | ready");
+    let quick = run.follow(&["-f", "-n", "0"]);
+    release(&go_f);
+    release(&go_l);
+    let mut ended = 0;
+    let t = Instant::now();
+    while ended < 2 {
+        let l = quick.lines.next("of the floods");
+        ended += usize::from(l == "L | end" || l == "F | end");
+        assert!(t.elapsed() < LIMIT * 4, "the floods never ended");
+    }
+    let (mut got, mut missed) = (0usize, 0usize);
+    loop {
+        gate.send(()).unwrap();
+        let l = slow.lines.next("of the slow follower");
+        if l == "L | end" {
+            break;
+        }
+        if let Some(rest) = l.strip_prefix("… ") {
+            missed += rest.split(' ').next().unwrap().parse::<usize>().unwrap();
+            continue;
+        }
+        assert!(l.starts_with("L | flood "), "not a line of L's flood: {l}");
+        got += 1;
+    }
+    assert!(missed > 0, "the follower never lagged (got {got})");
+    assert_eq!(got + missed, N, "got {got}, told of {missed} missed");
+}

@@ -184,8 +184,8 @@ async fn write_bounded(
 /// What a client follows, once it asked to.
 enum Following {
     Events(broadcast::Receiver<Arc<EventRecord>>),
-    /// A follower of helpers' lines, and the helpers it wants when it asked for several.
-    Logs(Box<Follower>, Arc<Output>, Option<Arc<Vec<String>>>),
+    /// A follower of the lines of the helpers asked for (or of all).
+    Logs(Box<Follower>, Arc<Output>),
 }
 
 /// An answer: its reply lines, then kept lines of helpers (each made a `log` reply only as it
@@ -452,9 +452,8 @@ fn logs_answer(
             Ok(true) => {}
         }
     }
-    let filter = (names.len() > 1).then(|| Arc::new(names.clone()));
     let n = n.unwrap_or(DEFAULT_LOG_LINES);
-    let (past, f) = match kept(output, &names, filter.as_deref(), (n, since_ms)) {
+    let (past, f) = match kept(output, &names, (n, since_ms)) {
         Err(e) => return Ok(Answer::one(no_such_helper(&e.0, output))),
         Ok(found) => found,
     };
@@ -477,27 +476,23 @@ fn logs_answer(
             follow,
         })],
         lines: past,
-        follows: follow.then(|| Following::Logs(Box::new(f), output.clone(), filter)),
+        follows: follow.then(|| Following::Logs(Box::new(f), output.clone())),
     })
 }
 
 /// The last `n` kept lines of the helpers `names` (every helper's when none) read since
-/// `since_ms`, and a follower of the later ones.
+/// `since_ms`, and a follower of the later ones (the server keeps only their lines, and counts
+/// only theirs when it lags).
 fn kept(
     output: &Output,
     names: &[String],
-    filter: Option<&Vec<String>>,
     (n, since_ms): (usize, Option<u64>),
 ) -> Result<KeptLines, crate::supervision::output::UnknownHelper> {
-    let only = match names {
-        [one] => Some(one.as_str()),
-        _ => None,
-    };
-    // Several helpers, or a time: every kept line, filtered, then the last n.
-    let wide = filter.is_some() || since_ms.is_some();
-    let (mut past, f) = output.follower(only, if wide { usize::MAX } else { n })?;
-    if wide {
-        past.retain(|l| wanted(filter, &l.helper) && since_ms.is_none_or(|s| l.ts_ms >= s));
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    // A time: every kept line, filtered, then the last n.
+    let (mut past, f) = output.follower(&names, if since_ms.is_some() { usize::MAX } else { n })?;
+    if let Some(s) = since_ms {
+        past.retain(|l| l.ts_ms >= s);
         past.drain(..past.len().saturating_sub(n));
     }
     Ok((past, f))
@@ -505,11 +500,6 @@ fn kept(
 
 /// Kept lines, and a follower of the later ones.
 type KeptLines = (Vec<Arc<crate::supervision::output::Line>>, Follower);
-
-/// Whether a line of `helper` is one of those asked for (`None`: every helper's).
-fn wanted(names: Option<&Vec<String>>, helper: &str) -> bool {
-    names.is_none_or(|v| v.iter().any(|n| n == helper))
-}
 
 /// The refusal of `logs` for a helper whose output is not kept.
 fn not_captured(helper: &str) -> Reply {
@@ -572,13 +562,10 @@ async fn next_streamed(f: &mut Option<Following>) -> Option<Reply> {
             }
             Err(broadcast::error::RecvError::Closed) => None,
         },
-        Some(Following::Logs(follower, output, names)) => loop {
-            match follower.next(output).await {
-                Next::Line(l) if !wanted(names.as_deref(), &l.helper) => continue,
-                Next::Line(l) => break Some(log_reply(&l)),
-                Next::Missed(n) => break Some(Reply::new(ReplyBody::Lagged { dropped: n })),
-                Next::Closed => break None,
-            }
+        Some(Following::Logs(follower, output)) => match follower.next(output).await {
+            Next::Line(l) => Some(log_reply(&l)),
+            Next::Missed(n) => Some(Reply::new(ReplyBody::Lagged { dropped: n })),
+            Next::Closed => None,
         },
         None => std::future::pending().await,
     }
