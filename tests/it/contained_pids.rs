@@ -226,8 +226,8 @@ fn a_contained_run_names_its_processes_by_their_pids_outside() {
     });
     assert_is_helper(again, &marker, "the second launch line's pid");
     let again_id = Identity::of(again).unwrap();
-    // `foster ctl logs` from here: the kept lines name the launch that is running by its pid
-    // here, the one that ended by none (0, it has no pid any more).
+    // `foster ctl logs` from here: the kept lines name each launch by its pid here, the one
+    // that ended too (the pid the supervisor sent with the line).
     let logs = Command::new(FOSTER)
         .args(["ctl", "--json", "--socket"])
         .arg(&socket)
@@ -240,7 +240,7 @@ fn a_contained_run_names_its_processes_by_their_pids_outside() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let pids: Vec<&Value> = kept.iter().map(|l| &l["helper_pid"]).collect();
-    assert_eq!(pids, [&Value::from(0), &Value::from(again)], "{kept:?}");
+    assert_eq!(pids, [&Value::from(pid), &Value::from(again)], "{kept:?}");
 
     // An orderly end; every process of the tree is gone.
     // SAFETY: kill of our own unreaped child.

@@ -481,3 +481,38 @@ command = ["sh", "-c", 'echo ready; read x < "$1"; i=0; while [ $i -lt {N} ]; do
     assert!(missed > 0, "the follower never lagged (got {got})");
     assert_eq!(got + missed, N, "got {got}, told of {missed} missed");
 }
+
+/// A launch that has ended keeps its pid in `logs --json`: that of its `launch` event as
+/// `history` gives it, the caller's, even though the supervisor is in a PID namespace of its
+/// own and the process is gone; never 0.
+#[test]
+fn an_ended_launch_keeps_its_pid_in_logs() {
+    if common::skip::unless_root("a contained supervisor needs root") {
+        return;
+    }
+    let d = Dir::new("logs", "endedpid");
+    let config = "[[helper]]\nname = \"once\"\ncommand = [\"sh\", \"-c\", \"echo hello\"]\n\
+                  restart = \"never\"\n\
+                  [[helper]]\nname = \"keeper\"\ncommand = [\"sleep\", \"6100\"]\n";
+    let mut run = common::supervised::Run::start(&d, config, &[]);
+    run.until("the exit of once", |e| {
+        e["event"] == "exit" && e["helper"] == "once"
+    });
+    let history = run.ctl(&["--json", "history", "once"]);
+    let v: Value = serde_json::from_slice(&history.stdout).unwrap();
+    let launch = v["history"]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event"] == "launch")
+        .cloned()
+        .unwrap_or_else(|| panic!("no launch: {v}"));
+    let pid = launch["identity"]["pid"].as_i64().unwrap();
+    assert!(pid > 1, "{launch}");
+    let out = run.ctl(&["--json", "logs", "once"]);
+    let (o, _) = text(&out);
+    let line: Value = serde_json::from_str(o.trim()).unwrap();
+    assert_eq!(line["text"], "hello", "{o}");
+    assert_eq!(line["helper_pid"].as_i64(), Some(pid), "{o}");
+    assert!(run.stop().success());
+}

@@ -93,9 +93,9 @@ struct Below {
     outer_elsewhere: bool,
     /// A refresh was done for the current reply: a miss now means the process is gone.
     fresh: bool,
-    /// The last helper pid of a log line and its translation: lines come in runs of one
-    /// launch's, translated once.
-    last_line: Option<(i32, i32)>,
+    /// The last helper pid of a log line and its translation (none: it ended unseen): lines
+    /// come in runs of one launch's, translated once.
+    last_line: Option<(i32, Option<i32>)>,
 }
 
 /// The pids of one event through a [`Below`]: a process never seen from here takes its outer
@@ -347,23 +347,26 @@ impl PidMap {
     }
 
     /// Translates the helper's pid of a log line (`foster ctl logs`): the process that holds
-    /// that pid now (0 once it has ended), read again only when the pid changes.
+    /// that pid now, read again only when the pid changes; once that launch has ended, the
+    /// outer pid a contained supervisor sent with the line when those are this namespace's,
+    /// else none (never 0). The outer pid sent is dropped once used.
     pub fn log(&mut self, rec: &mut LogRecord) {
+        let sent = rec.helper_outer_pid.take();
         let View::Below(b) = &mut self.view else {
             return;
         };
-        let Some(p) = &mut rec.helper_pid else {
+        let Some(inner) = rec.helper_pid else {
             return;
         };
-        match b.last_line {
-            Some((inner, outer)) if inner == *p => *p = outer,
+        rec.helper_pid = match b.last_line {
+            Some((was, outer)) if was == inner => outer,
             _ => {
                 b.fresh = false;
-                let outer = b.pid(*p);
-                b.last_line = Some((*p, outer));
-                *p = outer;
+                let outer = b.live_pid(inner).or(sent.filter(|_| b.outer_here()));
+                b.last_line = Some((inner, outer));
+                outer
             }
-        }
+        };
     }
 
     /// A target the caller names, in the supervisor's terms: a pid of the caller's namespace

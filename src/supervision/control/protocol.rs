@@ -378,6 +378,10 @@ pub struct LogRecord {
     /// namespace), see [`Line::helper_pid`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub helper_pid: Option<i32>,
+    /// `helper_pid` as the PID namespace `foster run` was started in sees it, sent by a
+    /// contained supervisor (absent otherwise): a client there shows an ended launch with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub helper_outer_pid: Option<i32>,
     /// When foster read it, milliseconds since the Unix epoch.
     pub ts_ms: u64,
     /// The line goes on in the next one of the same helper and stream (it was longer than
@@ -396,6 +400,7 @@ impl LogRecord {
             helper: line.helper.to_string(),
             stream: line.stream,
             helper_pid: line.helper_pid,
+            helper_outer_pid: line.outer_pid,
             ts_ms: line.ts_ms,
             continued: line.continued,
             text: Bytes(line.bytes.to_vec()),
