@@ -711,6 +711,42 @@ fn ctl_without_a_supervisor_says_so() {
     );
 }
 
+/// A supervisor that does not answer (stopped by SIGSTOP) is an error after a bound: one line
+/// naming its pid and its state, for every verb; resumed, it answers again.
+#[test]
+fn a_supervisor_that_does_not_answer_is_an_error_in_time() {
+    let d = Dir::new("ctl", "hung");
+    let config = "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"300\"]\n";
+    let mut run = common::supervised::Run::start_uncontained(&d, config);
+    run.launch("s", 1);
+    let pid = run.child.id() as i32;
+    let (out, took) = common::child::while_stopped(&run.child, || {
+        let t = Instant::now();
+        let ctl = common::supervised::ctl_command(&run.socket)
+            .arg("status")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        (common::child::output_within(ctl, "ctl status"), t.elapsed())
+    });
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "the supervisor (pid {pid}) did not answer within 10s"
+        )) && err.contains("(it is stopped: SIGCONT resumes it)"),
+        "{err}"
+    );
+    assert!(
+        took >= Duration::from_secs(10) && took < LIMIT * 2,
+        "{took:?}"
+    );
+    assert!(run.ctl(&["status"]).status.success());
+    assert!(run.stop().success());
+}
+
 // ---- foster demo ----
 
 /// Pids of live (non-zombie) processes whose environment carries FOSTER_DEMO=<demo>.

@@ -10,6 +10,7 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::fs::FileTypeExt as _;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::base::sanitize::escape;
 use crate::supervision::control::nspid::PidMap;
@@ -59,7 +60,14 @@ pub struct Connection {
     path: PathBuf,
     reader: BufReader<UnixStream>,
     writer: UnixStream,
+    /// The caller's limit on reads ([`Connection::set_read_timeout`]).
+    limit: Option<Duration>,
 }
+
+/// How long a supervisor has to answer a request (its first reply line): one that has not
+/// answered by then is stopped or stuck. Lines a client follows after it wait as long as the
+/// caller says.
+pub const ANSWER_WITHIN: Duration = Duration::from_secs(10);
 
 /// Checks who serves `stream` before anything is sent to it: the server's uid (`SO_PEERCRED`,
 /// as the kernel recorded it when the server started listening) must be this process's
@@ -147,6 +155,7 @@ impl Connection {
             path: path.to_path_buf(),
             reader: BufReader::new(stream),
             writer,
+            limit: None,
         })
     }
 
@@ -157,8 +166,12 @@ impl Connection {
 
     /// Reads give up after `limit` (none: they wait as long as it takes), failing with an
     /// error that [`ClientError::timed_out`].
-    pub fn set_read_timeout(&self, limit: Option<std::time::Duration>) -> Result<(), ClientError> {
-        let limit = limit.map(|d| d.max(std::time::Duration::from_millis(1)));
+    pub fn set_read_timeout(&mut self, limit: Option<Duration>) -> Result<(), ClientError> {
+        self.limit = limit.map(|d| d.max(Duration::from_millis(1)));
+        self.apply_limit(self.limit)
+    }
+
+    fn apply_limit(&self, limit: Option<Duration>) -> Result<(), ClientError> {
         self.reader
             .get_ref()
             .set_read_timeout(limit)
@@ -200,9 +213,18 @@ impl Connection {
 
     /// Sends `req` and reads its one reply. When the supervisor refused the connection (it
     /// writes why, then closes), sending fails but the reason is still there to read.
+    /// A supervisor that does not answer within [`ANSWER_WITHIN`] (or the caller's limit, when
+    /// shorter) is an error that says so.
     pub fn exchange(&mut self, req: &Request) -> Result<Reply, ClientError> {
         let sent = self.send(req);
-        match self.read() {
+        let within = self.limit.map_or(ANSWER_WITHIN, |l| l.min(ANSWER_WITHIN));
+        self.apply_limit(Some(within))?;
+        let read = self.read();
+        self.apply_limit(self.limit)?;
+        match read {
+            Err(e) if e.timed_out() && self.limit.is_none_or(|l| l > within) => {
+                Err(self.no_answer(within, e))
+            }
             Ok(Some(r)) => Ok(r),
             Ok(None) => Err(sent.err().unwrap_or_else(|| {
                 ClientError::new(format!(
@@ -211,6 +233,32 @@ impl Connection {
                 ))
             })),
             Err(e) => Err(sent.err().unwrap_or(e)),
+        }
+    }
+
+    /// The error of a supervisor that did not answer within `within`: its pid, and what state
+    /// it is in.
+    fn no_answer(&self, within: Duration, e: ClientError) -> ClientError {
+        use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+        let pid = getsockopt(&self.writer, PeerCredentials).map_or(0, |c| c.pid());
+        let state = std::fs::read(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|l| Some(crate::process::procstat::StatFields::parse(&l).ok()?.state))
+            .map(|s| match s {
+                b'T' | b't' => " (it is stopped: SIGCONT resumes it)".to_string(),
+                b'D' => " (it waits in the kernel)".to_string(),
+                _ => String::new(),
+            })
+            .unwrap_or_default();
+        let message = format!(
+            "{}: the supervisor (pid {pid}) did not answer within {}s{state}; the request may \
+             still be carried out when it does",
+            self.path.display(),
+            within.as_secs_f64()
+        );
+        ClientError {
+            message,
+            source: e.source,
         }
     }
 
