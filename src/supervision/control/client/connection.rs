@@ -6,7 +6,7 @@
 //! `SO_PEERCRED`, the server must run as this user or root). Server text in errors goes through
 //! [`crate::base::sanitize::escape`]. Uses the protocol and [`super::super::nspid`].
 
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::fs::FileTypeExt as _;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -63,6 +63,9 @@ pub struct Connection {
     /// The caller's limit on reads ([`Connection::set_read_timeout`]).
     limit: Option<Duration>,
 }
+
+/// The longest reply line a client reads (a status of a very large tree stays well below).
+pub const MAX_REPLY: usize = 64 << 20;
 
 /// How long a supervisor has to answer a request (its first reply line): one that has not
 /// answered by then is stopped or stuck. Lines a client follows after it wait as long as the
@@ -194,12 +197,23 @@ impl Connection {
     /// Reads one reply line; `None` when the supervisor closed the connection.
     pub fn read(&mut self) -> Result<Option<Reply>, ClientError> {
         let mut line = String::new();
-        let n = self.reader.read_line(&mut line).map_err(|e| {
-            let message = format!("{}: cannot read the reply: {e}", self.path.display());
-            ClientError::caused(message, e)
-        })?;
+        let limit = MAX_REPLY as u64 + 1;
+        let n = (&mut self.reader)
+            .take(limit)
+            .read_line(&mut line)
+            .map_err(|e| {
+                let message = format!("{}: cannot read the reply: {e}", self.path.display());
+                ClientError::caused(message, e)
+            })?;
         if n == 0 {
             return Ok(None);
+        }
+        if n > MAX_REPLY {
+            return Err(ClientError::new(format!(
+                "{}: the supervisor's reply is longer than the limit of {} MiB: not read",
+                self.path.display(),
+                MAX_REPLY >> 20
+            )));
         }
         serde_json::from_str(&line).map(Some).map_err(|e| {
             ClientError::new(format!(
@@ -297,4 +311,39 @@ pub(in crate::supervision::control) fn unexpected(body: &ReplyBody) -> ClientErr
         "unexpected reply from the supervisor: {}",
         escape(serde_json::to_string(body).unwrap_or_default().as_bytes())
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixListener;
+
+    /// A reply line past [`MAX_REPLY`] is refused once the limit is read, not gathered until
+    /// its end: the server here sends no newline and keeps the connection open until the
+    /// client has given up (or, were it to wait for the end of the line, for 30 s).
+    #[test]
+    fn a_reply_past_the_limit_is_refused() {
+        let dir = std::env::temp_dir().join(format!("foster-conn-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("big.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let chunk = vec![b'x'; 1 << 20];
+            for _ in 0..(MAX_REPLY >> 20) + 1 {
+                if s.write_all(&chunk).is_err() {
+                    return;
+                }
+            }
+            let _ = wait.recv_timeout(std::time::Duration::from_secs(30));
+        });
+        let mut conn = Connection::connect(&path).unwrap();
+        let err = conn.read().unwrap_err().to_string();
+        done.send(()).unwrap();
+        drop(conn);
+        server.join().unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(err.contains("longer than the limit of 64 MiB"), "{err}");
+    }
 }
