@@ -435,13 +435,15 @@ fn a_lagging_follower_of_some_helpers_is_told_only_of_theirs() {
     const N: usize = 20_000;
     let d = Dir::new("logs", "lagsome");
     let (go_l, go_f, end) = (d.fifo("go-l"), d.fifo("go-f"), d.fifo("end"));
+    let script = format!(
+        "echo ready; read x < \"$1\"; i=0; while [ $i -lt {N} ]; do \
+         echo \"flood $i ..................................................\"; \
+         i=$((i+1)); done; echo end; read y < \"$2\""
+    );
     let flood = |name: &str, go: &Path| {
         format!(
-            r#"
-[[helper]]
-name = "{name}"
-command = ["sh", "-c", 'echo ready; read x < "$1"; i=0; while [ $i -lt {N} ]; do echo "flood $i ..................................................."; i=$((i+1)); done; echo end; read y < "$2"', "sh", "{}", "{}"]
-"#,
+            "[[helper]]\nname = \"{name}\"\ncommand = [\"sh\", \"-c\", '{script}', \"sh\", \"{}\", \
+             \"{}\"]\n",
             go.display(),
             end.display()
         )
