@@ -493,10 +493,18 @@ fn an_ended_launch_keeps_its_pid_in_logs() {
         return;
     }
     let d = Dir::new("logs", "endedpid");
-    let config = "[[helper]]\nname = \"once\"\ncommand = [\"sh\", \"-c\", \"echo hello\"]\n\
-                  restart = \"never\"\n\
-                  [[helper]]\nname = \"keeper\"\ncommand = [\"sleep\", \"6100\"]\n";
-    let mut run = common::supervised::Run::start(&d, config, &[]);
+    let go = d.fifo("go");
+    // It prints once its launch is recorded (a line read before carries no pid yet).
+    let config = format!(
+        "[[helper]]\nname = \"once\"\n\
+         command = [\"sh\", \"-c\", 'read x < \"$1\"; echo hello', \"sh\", \"{}\"]\n\
+         restart = \"never\"\n\
+         [[helper]]\nname = \"keeper\"\ncommand = [\"sleep\", \"6100\"]\n",
+        go.display()
+    );
+    let mut run = common::supervised::Run::start(&d, &config, &[]);
+    run.launch("once", 1);
+    release(&go);
     run.until("the exit of once", |e| {
         e["event"] == "exit" && e["helper"] == "once"
     });
