@@ -418,7 +418,7 @@ fn the_socket_of_the_configuration_here() {
         &d.path("none"),
         &["--config", "nowhere.toml", "status"],
     ));
-    assert!(err.contains("nowhere.toml"), "{err}");
+    assert!(err.contains("--config nowhere.toml: No such file"), "{err}");
 }
 
 /// The only supervisor listening is not taken for the one meant: from a directory without its

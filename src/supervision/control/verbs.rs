@@ -103,7 +103,10 @@ pub fn socket_path(socket: Option<&Path>, config: Option<&Path>) -> Result<PathB
              runs with --no-socket); use --socket",
             c.display()
         ))),
-        Err(e) => Err(ClientError::caused(format!("{}: {e}", c.display()), e)),
+        Err(e) => Err(ClientError::caused(
+            format!("--config {}: {e}", c.display()),
+            e,
+        )),
     }
 }
 
