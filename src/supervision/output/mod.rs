@@ -221,7 +221,7 @@ struct Kept {
     /// Each helper's name, by its index (a reload may give an index to another helper).
     names: Vec<Arc<str>>,
     rings: Vec<ring::Ring<Arc<Line>>>,
-    /// Lines read per helper since the start (kept or not): where a follower of one helper
+    /// Lines read per helper since the start (kept or not): where a follower of some helpers
     /// stands ([`Follower`]).
     counts: Vec<u64>,
     /// `None` once [`Output::close`] ended every follower.
