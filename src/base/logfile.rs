@@ -51,7 +51,8 @@ pub enum Trust {
     /// written as is, never rotated. The events log: another user's file, or a symbolic link
     /// another user could have planted, is refused as for a helper's log.
     Stream,
-    /// Only a regular file owned by foster's effective uid, never through a symbolic link, in
+    /// Only a regular file owned by foster's effective uid (its group and others may not write
+    /// it: they could forge lines), never through a symbolic link, in
     /// a directory owned by foster's user or root and not writable by group or others unless
     /// sticky ([`crate::base::ownership::DirRule::Given`]); a file created with mode 0640. Anything
     /// else at the path (something another user could have planted) is refused with an error
@@ -447,6 +448,11 @@ impl RotatingFile {
                 me: crate::base::ownership::uid_text(me),
             });
         }
+        // A terminal is the group's to write to (`tty`), `/dev/null` everyone's: only what
+        // foster's lines are read from later must keep them as foster wrote them.
+        if !t.is_char_device() && m.mode() & 0o022 != 0 {
+            return Err(NotForFoster::Writable { found: describe() });
+        }
         Ok(())
     }
 
@@ -469,27 +475,27 @@ impl RotatingFile {
         }
     }
 
-    /// The mode a new file is created with (less the umask): 0640 for a helper's log, 0666 for
-    /// the events log (as `>` in a shell makes it).
+    /// The mode a new file is created with (less the umask): 0640, a helper's log and the
+    /// events log alike: under a umask of 000 a file of 0666 could be written by anyone, and
+    /// [`RotatingFile::judge`] would refuse it at the next start.
     fn new_mode(&self) -> u32 {
-        match self.trust {
-            Trust::Owned => 0o640,
-            Trust::Stream => 0o666,
-        }
+        0o640
     }
 
-    /// An error for something at the path that another user could have put there.
+    /// An error for something at the path that another user could have put there, or written
+    /// into.
     fn refused(&self, why: NotForFoster) -> io::Error {
-        self.error(
-            "",
-            io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                format!(
-                    "{why}: another user could have put it there; not writing to it (remove it, \
-                     or give another path)"
-                ),
+        let text = match why {
+            NotForFoster::Writable { .. } => format!(
+                "{why}: another user could have written lines into it that read as foster's; \
+                 not writing to it (chmod go-w it, or give another path)"
             ),
-        )
+            _ => format!(
+                "{why}: another user could have put it there; not writing to it (remove it, \
+                 or give another path)"
+            ),
+        };
+        self.error("", io::Error::new(io::ErrorKind::PermissionDenied, text))
     }
 
     fn numbered(&self, n: u32) -> PathBuf {
@@ -524,6 +530,9 @@ enum NotForFoster {
         note: &'static str,
         me: String,
     },
+    /// Foster's, but writable by its group or by others (`found`: what is there).
+    #[error("it {found}: group or others may write to it")]
+    Writable { found: String },
 }
 
 /// What a write must do first ([`RotatingFile::due`]).

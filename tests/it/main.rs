@@ -43,6 +43,7 @@ mod scan_reuse;
 mod settings;
 mod skips;
 mod spawner;
+mod surfaces;
 mod top_attached;
 mod top_columns;
 mod top_helpers;
