@@ -9,6 +9,7 @@ use std::process::{Command, Output, Stdio};
 
 use crate::common;
 use common::Dir;
+use common::supervised::Run;
 
 const FOSTER: &str = env!("CARGO_BIN_EXE_foster");
 
@@ -85,4 +86,83 @@ fn an_events_log_others_may_write_is_refused() {
         assert_eq!(mode(&log), bits, "left as it was");
         assert!(!d.path("started").exists(), "nothing started");
     }
+}
+
+// ---- The notify protocol's requests foster does not grant ----
+
+/// The variable that makes this binary the sender of [`fdstore_sender`].
+const FDSTORE: &str = "FOSTER_TEST_FDSTORE";
+
+/// Not a test: this binary run as a helper with [`FDSTORE`] set sends, twice, `FDSTORE=1` and
+/// `WATCHDOG_USEC=` (it has no watchdog) with the write end of a pipe, closes its own, waits for
+/// foster's barrier (foster has handled both), then says `READY=1` with `STATUS=closed` when
+/// the pipe's read end sees its end (foster closed the descriptors it was sent), `kept` when
+/// not.
+#[test]
+fn fdstore_sender() {
+    use nix::sys::socket::{ControlMessage, MsgFlags, UnixAddr, sendmsg};
+    use std::os::fd::AsRawFd;
+    if std::env::var_os(FDSTORE).is_none() {
+        return;
+    }
+    let notify = foster::supervision::readiness::notify::send;
+    let to = std::env::var_os("NOTIFY_SOCKET").unwrap();
+    let addr = UnixAddr::new(Path::new(&to)).unwrap();
+    let flags = nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK;
+    let (r, w) = nix::unistd::pipe2(flags).unwrap();
+    let out = std::os::unix::net::UnixDatagram::unbound().unwrap();
+    for _ in 0..2 {
+        let text = b"FDSTORE=1\nFDNAME=kept\nWATCHDOG_USEC=1000000\n";
+        let iov = [std::io::IoSlice::new(text)];
+        let fds = [w.as_raw_fd()];
+        let cmsg = [ControlMessage::ScmRights(&fds)];
+        sendmsg(out.as_raw_fd(), &iov, &cmsg, MsgFlags::empty(), Some(&addr)).unwrap();
+    }
+    drop(w);
+    foster::supervision::readiness::notify::barrier(Some(&to), common::LIMIT).unwrap();
+    let said = match nix::unistd::read(&r, &mut [0u8; 1]) {
+        Ok(0) => "closed",
+        _ => "kept",
+    };
+    let text = format!("READY=1\nSTATUS={said}\n");
+    notify(Some(&to), &text, Some(common::LIMIT)).unwrap();
+}
+
+/// A helper that asks foster to keep descriptors (`FDSTORE=1`), and to change a watchdog it
+/// does not have (`WATCHDOG_USEC=`), twice: foster says once of each that it does not (a
+/// warning line each, the second at debug level), and closes the descriptors it was sent (the
+/// helper sees its pipe's end).
+#[test]
+fn fdstore_and_a_watchdog_period_without_a_watchdog_are_said_once() {
+    let d = Dir::new("surf", "fdstore");
+    let log = d.path("stderr.log");
+    let body = format!(
+        "{FDSTORE}=1 exec '{}' surfaces::fdstore_sender --exact --quiet >/dev/null\n",
+        std::env::current_exe().unwrap().display()
+    );
+    let web = d.file("web.sh", &body);
+    let config = format!(
+        "[[helper]]\nname = \"web\"\ncommand = [\"sh\", {:?}]\nready = {{ notify = true }}\n",
+        web.to_str().unwrap()
+    );
+    let mut run = Run::start_logging(&d, &config, &["--no-contain"], Some(&log));
+    let ready = run.wait_for("ready", |e| e["event"] == "state" && e["state"] == "ready");
+    assert_eq!(ready["status_text"], "closed", "{ready:#}");
+    assert_eq!(
+        run.finish(),
+        0,
+        "the helper ends with 0, and so does foster"
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    let count = |what: &str| text.lines().filter(|l| l.contains(what)).count();
+    assert_eq!(
+        count("web: FDSTORE=1 is not supported: foster keeps no descriptors; the 1 sent"),
+        1,
+        "{text}"
+    );
+    assert_eq!(
+        count("web: WATCHDOG_USEC= ignored: it has no `watchdog`"),
+        1,
+        "{text}"
+    );
 }

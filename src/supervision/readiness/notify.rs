@@ -462,6 +462,9 @@ pub struct Message {
     pub main_pid: Option<i32>,
     /// `ERRNO=N`: shown with the status.
     pub errno: Option<i32>,
+    /// `FDSTORE=1`: the sender asks foster to keep the descriptors it sent, which foster does
+    /// not do (it has no store to give them back from): they are closed, and it is said.
+    pub fdstore: bool,
     /// Keys foster does not act on (`BARRIER=1` among them: its descriptor is closed anyway),
     /// and lines that are not `KEY=VALUE`, or whose value is not one of the key's.
     pub ignored: usize,
@@ -534,6 +537,10 @@ impl Message {
                 .and_then(|n| i32::try_from(n).ok())
                 .map(|n| self.errno = Some(n))
                 .is_some(),
+            b"FDSTORE" if value == b"1" => {
+                self.fdstore = true;
+                true
+            }
             _ => false,
         }
     }
@@ -713,7 +720,8 @@ mod tests {
     fn a_message_keeps_what_foster_acts_on() {
         let m = Message::parse(
             b"READY=1\nSTATUS=Processing \x1b[31mred\xff\nWATCHDOG=1\nMAINPID=42\n\
-              BARRIER=1\nX\nEXTEND_TIMEOUT_USEC=2000000\nWATCHDOG_USEC=500000\nERRNO=2\n",
+              BARRIER=1\nX\nEXTEND_TIMEOUT_USEC=2000000\nWATCHDOG_USEC=500000\nERRNO=2\n\
+              FDSTORE=1\nFDNAME=db\n",
         );
         assert!(m.ready && !m.reloading && !m.stopping);
         assert_eq!(m.status.as_deref(), Some("Processing \x1b[31mred\u{fffd}"));
@@ -722,7 +730,8 @@ mod tests {
         assert_eq!(m.extend_timeout_usec, Some(2_000_000));
         assert_eq!(m.watchdog_usec, Some(500_000));
         assert_eq!(m.errno, Some(2));
-        assert_eq!(m.ignored, 2, "BARRIER=1 and a line without '='");
+        assert!(m.fdstore);
+        assert_eq!(m.ignored, 3, "BARRIER=1, FDNAME= and a line without '='");
         let m =
             Message::parse(b"READY=0\nWATCHDOG=trigger\nMAINPID=-3\nWATCHDOG_USEC=0\nRELOADING=1");
         assert!(!m.ready && m.reloading);

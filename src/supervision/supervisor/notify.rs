@@ -40,6 +40,10 @@ pub(super) struct ChecksIo {
     pub(super) refused: Noted,
     /// `MAINPID=` values that named no process of the sender's helper's tree.
     pub(super) bad_main_pid: Noted,
+    /// `FDSTORE=1` requests, which foster does not grant.
+    pub(super) fdstore: Noted,
+    /// `WATCHDOG_USEC=` sent by a helper without a `watchdog`.
+    pub(super) no_watchdog: Noted,
     pub(super) tx: mpsc::UnboundedSender<Report>,
     pub(super) rx: mpsc::UnboundedReceiver<Report>,
 }
@@ -51,6 +55,8 @@ impl ChecksIo {
             notify: Vec::new(),
             refused: Noted::default(),
             bad_main_pid: Noted::default(),
+            fdstore: Noted::default(),
+            no_watchdog: Noted::default(),
             tx,
             rx,
         }
@@ -377,8 +383,37 @@ impl Supervisor {
             return self.refuse(&d, &why);
         }
         let m = Message::parse(&d.bytes);
+        self.note_unsupported(i, &m, d.fds.len());
         self.apply_notify(i, m);
         drop(d); // BARRIER=1's descriptor: closed after the message was handled
+    }
+
+    /// What of `m` (from helper `i`, which sent `fds` descriptors with it) foster does not
+    /// grant, said ([`Noted`]: a helper may ask in a loop): `FDSTORE=1` (no store: the
+    /// descriptors are closed, so a program counting on getting them back at its next launch
+    /// learns why it does not), `WATCHDOG_USEC=` to a helper without a `watchdog`.
+    fn note_unsupported(&mut self, i: usize, m: &Message, fds: usize) {
+        let cfg = &self.config.helpers[i];
+        let further = "further ones are logged at debug level";
+        if m.fdstore {
+            self.io.checks_io.fdstore.note(
+                format_args!(
+                    "{}: FDSTORE=1 is not supported: foster keeps no descriptors; the {fds} \
+                     sent with it were closed",
+                    cfg.name()
+                ),
+                further,
+            );
+        }
+        if m.watchdog_usec.is_some() && cfg.watchdog.is_none() {
+            self.io.checks_io.no_watchdog.note(
+                format_args!(
+                    "{}: WATCHDOG_USEC= ignored: it has no `watchdog` (set one to arm it)",
+                    cfg.name()
+                ),
+                further,
+            );
+        }
     }
 
     /// What helper `i` said through the notify protocol.
