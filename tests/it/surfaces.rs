@@ -166,3 +166,31 @@ fn fdstore_and_a_watchdog_period_without_a_watchdog_are_said_once() {
         "{text}"
     );
 }
+
+// ---- The events log that cannot be written ----
+
+/// An events log every write to fails (`/dev/full`: `ENOSPC`, as a full disk) is not fatal: the
+/// helper runs and foster ends as it would have; the first failure is one warning line, and
+/// foster's end says how many events were lost (all of them: none of the streak was written).
+#[test]
+fn an_events_log_that_fails_to_the_end_says_how_many_events_it_lost() {
+    let d = Dir::new("surf", "full");
+    let out = run_under_umask("022", Path::new("/dev/full"), &hello(&d));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "h | hello\n", "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    let first = lines
+        .iter()
+        .filter(|l| l.contains("cannot write the events log"))
+        .count();
+    assert_eq!(first, 1, "{err}");
+    let last = lines.last().copied().unwrap_or_default();
+    let lost: u64 = last
+        .strip_prefix("foster: warning: the events log could not take the last ")
+        .and_then(|r| r.strip_suffix(" event(s), up to foster's end"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the last line says what was lost: {err}"));
+    // At least the start, the launch, the exit and the stop.
+    assert!(lost >= 4, "{err}");
+}

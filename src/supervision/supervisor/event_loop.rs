@@ -147,6 +147,7 @@ impl Supervisor {
         }
         self.emit(Event::Stopped { exit_status: code });
         self.flush_narration();
+        self.reports.say_lost();
         if let Some(s) = waits.server.take() {
             s.finish(Duration::from_millis(300)).await;
         }

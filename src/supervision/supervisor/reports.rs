@@ -80,4 +80,15 @@ impl Reports {
         }
         pairs
     }
+
+    /// At foster's end: the events the events log could not take since it last could, said
+    /// (otherwise only the first failure of a streak that never ended would have been).
+    pub(super) fn say_lost(&self) {
+        if self.events_lost > 0 {
+            warn!(
+                "the events log could not take the last {} event(s), up to foster's end",
+                self.events_lost
+            );
+        }
+    }
 }
