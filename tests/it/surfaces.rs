@@ -194,3 +194,31 @@ fn an_events_log_that_fails_to_the_end_says_how_many_events_it_lost() {
     // At least the start, the launch, the exit and the stop.
     assert!(lost >= 4, "{err}");
 }
+
+// ---- Readiness by a line of output ----
+
+/// A line longer than a piece of output (64 KiB) whose pattern's match straddles the cut
+/// between two pieces (`rea` ends the first, `dy` begins the second) still makes the helper
+/// ready: the pieces of a line are matched with the one before.
+#[test]
+fn a_log_pattern_across_the_cut_of_a_long_line_makes_a_helper_ready() {
+    let d = Dir::new("surf", "logcut");
+    // 65533 bytes of `x`, then `ready`: the first piece (65536 bytes) ends with `rea`.
+    let body = "head -c 65533 /dev/zero | tr '\\0' x\necho ready\nexec sleep 1000\n";
+    let app = d.file("app.sh", body);
+    let config = format!(
+        "[[helper]]\nname = \"app\"\ncommand = [\"sh\", {:?}]\n\
+         ready = {{ log = \"ready\", timeout = \"10s\" }}\n",
+        app.to_str().unwrap()
+    );
+    let mut run = Run::start(&d, &config, &["--no-contain"]);
+    let end = run.wait_for("ready, or its failure", |e| {
+        (e["event"] == "state" && e["state"] == "ready") || e["event"] == "check_failed"
+    });
+    assert_eq!(end["event"], "state", "{end:#}");
+    assert!(
+        end["detail"].as_str().unwrap().ends_with("(log)"),
+        "{end:#}"
+    );
+    assert_eq!(run.terminate(), 0);
+}
