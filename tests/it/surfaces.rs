@@ -222,3 +222,114 @@ fn a_log_pattern_across_the_cut_of_a_long_line_makes_a_helper_ready() {
     );
     assert_eq!(run.terminate(), 0);
 }
+
+// ---- Probes ----
+
+/// A listener on the loopback whose queue is full (backlog 0, one connection taken and never
+/// accepted): a further connection is neither accepted nor refused, its SYN is dropped. The
+/// listener and the connection that fills it.
+fn unanswering_listener() -> (std::net::TcpListener, std::net::TcpStream) {
+    use std::os::fd::AsRawFd;
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    // SAFETY: listen(2) again on our own socket, only its backlog changed.
+    assert_eq!(unsafe { libc::listen(l.as_raw_fd(), 0) }, 0);
+    let filler = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    (l, filler)
+}
+
+/// A health check's connect to a listener that never answers is given up at the check's
+/// `timeout`, a failure that names it; the helper is then stopped for it (its one failure
+/// allowed), and foster, with nothing left, ends in failure.
+#[test]
+fn a_connect_probe_to_a_listener_that_never_answers_fails_at_its_timeout() {
+    let d = Dir::new("surf", "tcphang");
+    let (listener, _filler) = unanswering_listener();
+    let addr = listener.local_addr().unwrap();
+    let config = format!(
+        "[[helper]]\nname = \"db\"\ncommand = [\"sleep\", \"1000\"]\n\
+         health = {{ tcp = \"{addr}\", interval = \"10ms\", timeout = \"300ms\", failures = 1 }}\n"
+    );
+    let mut run = Run::start(&d, &config, &["--no-contain"]);
+    let failed = run.wait_for("check_failed", |e| e["event"] == "check_failed");
+    assert_eq!(failed["check"], "health", "{failed:#}");
+    let reason = failed["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(&format!("connect to {addr}: no answer within 300ms")),
+        "{failed:#}"
+    );
+    assert_eq!(run.finish(), 3);
+}
+
+/// What one writer writes into `fifo` up to its close, within [`common::LIMIT`].
+fn read_fifo(fifo: &Path) -> String {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let path = fifo.to_path_buf();
+    std::thread::spawn(move || {
+        let _ = tx.send(std::fs::read_to_string(path));
+    });
+    match rx.recv_timeout(common::LIMIT) {
+        Ok(text) => text.unwrap(),
+        Err(_) => panic!("nothing written into {} within the limit", fifo.display()),
+    }
+}
+
+/// An exec probe that passes but leaves processes behind (a daemon of its own session that
+/// ignores SIGTERM, and a child in its process group) leaves none for long: its end is a read
+/// of the tree, where foster finds them adopted and ends them by its orphan policy (SIGTERM,
+/// then SIGKILL after the grace), each reaped: neither pid is left, not even as a zombie.
+/// foster goes on. (Before, nothing read the tree at a probe's end: where births are not
+/// announced, they ran until something else of the tree ended.)
+#[test]
+fn what_a_passing_probe_leaves_behind_is_ended_by_the_orphan_policy() {
+    let d = Dir::new("surf", "probeleft");
+    let pids = d.fifo("pids");
+    // The daemon says when it ignores SIGTERM; the probe ends only then.
+    let armed = d.fifo("armed");
+    let probe = d.file(
+        "probe.sh",
+        &format!(
+            "setsid sh -c 'trap \"\" TERM; echo > {armed}; exec sleep 1000' \
+             </dev/null >/dev/null 2>&1 &\n\
+             daemon=$!\nread x < {armed}\nsleep 1000 &\necho $daemon $! > {}\nexit 0\n",
+            pids.display(),
+            armed = armed.display()
+        ),
+    );
+    let config = format!(
+        "[supervisor]\norphan_policy = {{ signal = \"TERM\", grace = \"100ms\" }}\n\
+         [[helper]]\nname = \"db\"\ncommand = [\"sleep\", \"1000\"]\n\
+         ready = {{ exec = [\"sh\", {:?}], interval = \"10ms\", timeout = \"30s\" }}\n",
+        probe.to_str().unwrap()
+    );
+    // Births not announced, so that nothing but the probe's end tells foster of them (with
+    // the announcements, whether they came before the probe's end was a race).
+    let env = [("FOSTER_CONNECTOR", "off")];
+    let (mut run, _err) = Run::start_wrapped(&d, &config, &["--no-contain"], &["env"], &env);
+    let line = read_fifo(&pids);
+    let left: Vec<i32> = line
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert_eq!(left.len(), 2, "{line}");
+    run.wait_for("ready", |e| e["event"] == "state" && e["state"] == "ready");
+    for &p in &left {
+        assert!(
+            common::wait_pid_gone(p, common::LIMIT),
+            "left by the probe: {p} {:?}",
+            common::process(p)
+        );
+        // Reaped: foster says its end once it has its status.
+        run.wait_for("its end", |e| e["event"] == "exit" && e["pid"] == p);
+        assert!(!Path::new(&format!("/proc/{p}")).exists(), "{p} reaped");
+    }
+    assert_eq!(run.terminate(), 0);
+    let killed = run.seen.iter().filter(|e| {
+        e["event"] == "signal" && e["signal"] == "SIGKILL" && e["reason"] == "grace_expired"
+    });
+    let signals: Vec<_> = run.seen.iter().filter(|e| e["event"] == "signal").collect();
+    assert_eq!(
+        killed.count(),
+        1,
+        "the daemon, which ignores SIGTERM: {signals:#?}"
+    );
+}

@@ -582,6 +582,10 @@ impl Supervisor {
 
     fn on_sigchld(&mut self) {
         let mut helper_ended = false;
+        // A probe's end, as a helper's, is a read of the tree: what it left behind (a daemon,
+        // a child in its group) is foster's now, and foster may not have heard of its birth
+        // before the probe was reaped (its announcement still queued, or none).
+        let mut probe_ended = false;
         let mut unknown_orphan = false;
         // An adopted orphan that had children leaves them to be adopted in turn (by foster,
         // the nearest living subreaper): read the subtree now, as for a helper's death.
@@ -598,7 +602,10 @@ impl Supervisor {
                 Routed::Owned {
                     owner: Owner::Probe(i, launch),
                     reaped,
-                } => self.probe_exited(i, launch, reaped.pid, reaped.status),
+                } => {
+                    probe_ended = true;
+                    self.probe_exited(i, launch, reaped.pid, reaped.status);
+                }
                 Routed::Orphan(r) => {
                     let rec = self.known.registry.reaped(r.pid);
                     let identity = self
@@ -622,7 +629,7 @@ impl Supervisor {
                 }
             }
         }
-        if helper_ended || parent_ended {
+        if helper_ended || probe_ended || parent_ended {
             self.rescan();
         } else if unknown_orphan && !self.timers.is_armed(Timer::Scan) {
             // A burst of exits foster never saw: one deferred scan for the whole burst.
