@@ -333,3 +333,112 @@ fn what_a_passing_probe_leaves_behind_is_ended_by_the_orphan_policy() {
         "the daemon, which ignores SIGTERM: {signals:#?}"
     );
 }
+
+// ---- The s6 notification descriptor ----
+
+/// The inode of the pipe `pid`'s descriptor `fd` is, if it is one.
+fn pipe_inode(pid: i32, fd: i32) -> Option<u64> {
+    let link = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok()?;
+    let text = link.to_str()?;
+    text.strip_prefix("pipe:[")?.strip_suffix(']')?.parse().ok()
+}
+
+/// The access modes (`O_ACCMODE` of `flags:` in `fdinfo`) of `pid`'s descriptors on pipe
+/// `inode`.
+fn modes_on_pipe(pid: i32, inode: u64) -> Vec<i32> {
+    let mut modes = Vec::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+    {
+        let fd: i32 = e.file_name().to_str().unwrap().parse().unwrap();
+        if pipe_inode(pid, fd) != Some(inode) {
+            continue;
+        }
+        let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).unwrap_or_default();
+        let flags = info
+            .lines()
+            .find_map(|l| l.strip_prefix("flags:"))
+            .map(|f| i32::from_str_radix(f.trim(), 8).unwrap())
+            .unwrap();
+        modes.push(flags & libc::O_ACCMODE);
+    }
+    modes
+}
+
+/// `pid`'s resident memory, in KiB.
+fn rss_kib(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// The s6 descriptor is the helper's alone: placed at its number in the helper (a pipe), not
+/// in a helper launched beside it; foster holds only the read end (so a helper that closes it
+/// is seen). 8 MiB written without a newline are read and dropped, foster's memory does not
+/// grow by them, and the helper stays `starting`; its newline makes it ready, and then foster
+/// holds nothing of the pipe.
+#[test]
+fn the_notification_descriptor_is_the_helpers_alone_and_a_flood_is_dropped() {
+    let d = Dir::new("surf", "s6");
+    let (go, flooded, hold) = (d.fifo("go"), d.fifo("flooded"), d.fifo("hold"));
+    let app = d.file(
+        "app.sh",
+        &format!(
+            "read x < {go}\nhead -c 8388608 /dev/zero >&3\necho $$ > {flooded}\n\
+             read x < {hold}\necho >&3\nexec sleep 1000 3>&-\n",
+            go = go.display(),
+            flooded = flooded.display(),
+            hold = hold.display()
+        ),
+    );
+    let config = format!(
+        "[[helper]]\nname = \"app\"\ncommand = [\"sh\", {:?}]\n\
+         ready = {{ fd = 3, timeout = \"60s\" }}\n\
+         [[helper]]\nname = \"other\"\ncommand = [\"sleep\", \"1000\"]\n",
+        app.to_str().unwrap()
+    );
+    let mut run = Run::start(&d, &config, &["--no-contain"]);
+    let foster = run.child.id() as i32;
+    let before = rss_kib(foster);
+    std::fs::write(&go, "go\n").unwrap();
+    let pid: i32 = read_fifo(&flooded).trim().parse().unwrap();
+    let grew = rss_kib(foster).saturating_sub(before);
+    assert!(grew < 2048, "foster grew by {grew} KiB reading 8 MiB");
+    let inode = pipe_inode(pid, 3).expect("descriptor 3 of the helper is a pipe");
+    assert_eq!(
+        modes_on_pipe(foster, inode),
+        vec![libc::O_RDONLY],
+        "the read end only"
+    );
+    let other = run.wait_for("other", |e| {
+        e["event"] == "launch" && e["helper"] == "other"
+    });
+    let other = other["identity"]["pid"].as_i64().unwrap() as i32;
+    assert!(
+        modes_on_pipe(other, inode).is_empty(),
+        "not in the other helper"
+    );
+    let status = run.status();
+    let app = status["helpers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["name"] == "app");
+    assert_eq!(
+        app.unwrap()["state"],
+        "starting",
+        "no newline yet: {status:#}"
+    );
+    std::fs::write(&hold, "go\n").unwrap();
+    let ready = run.wait_for("ready", |e| e["state"] == "ready" && e["helper"] == "app");
+    assert!(
+        ready["detail"].as_str().unwrap().ends_with("(fd)"),
+        "{ready:#}"
+    );
+    assert!(
+        modes_on_pipe(foster, inode).is_empty(),
+        "foster's end closed"
+    );
+    assert_eq!(run.terminate(), 0);
+}
