@@ -239,6 +239,13 @@ impl RotatingFile {
             }
             Err((e, cut)) => {
                 self.torn |= !cut;
+                let e = match e.kind() {
+                    io::ErrorKind::WouldBlock => io::Error::new(
+                        e.kind(),
+                        "its reader does not keep up (the FIFO is full): the line is dropped",
+                    ),
+                    _ => e,
+                };
                 Err(self.error("", e))
             }
         }
@@ -412,12 +419,12 @@ impl RotatingFile {
         self.judge(Some(&file), &m)
             .map_err(|why| self.refused(why))?;
         if !m.is_file() {
-            // A FIFO or a terminal is written as a blocking descriptor, as it always was.
-            let fl = nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_GETFL)
-                .map_err(|e| self.error("", e.into()))?;
-            let fl = nix::fcntl::OFlag::from_bits_truncate(fl) - nix::fcntl::OFlag::O_NONBLOCK;
-            nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_SETFL(fl))
-                .map_err(|e| self.error("", e.into()))?;
+            // A FIFO is written without blocking: a reader that stops reading (paused, or one
+            // of another user's that opened it and never reads) must not stop foster's loop
+            // once the pipe is full; a line it cannot take fails (`EAGAIN`) and is counted. A
+            // terminal is written as a blocking descriptor, as it always was.
+            use std::os::unix::fs::FileTypeExt;
+            set_nonblocking(&file, m.file_type().is_fifo()).map_err(|e| self.error("", e))?;
         }
         Ok(file)
     }
@@ -533,6 +540,19 @@ enum NotForFoster {
     /// Foster's, but writable by its group or by others (`found`: what is there).
     #[error("it {found}: group or others may write to it")]
     Writable { found: String },
+}
+
+/// Sets or clears `O_NONBLOCK` on `file`'s open file description (its own: opened by path).
+fn set_nonblocking(file: &File, on: bool) -> io::Result<()> {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    let fl = OFlag::from_bits_truncate(fcntl(file, FcntlArg::F_GETFL)?);
+    let fl = if on {
+        fl | OFlag::O_NONBLOCK
+    } else {
+        fl - OFlag::O_NONBLOCK
+    };
+    fcntl(file, FcntlArg::F_SETFL(fl))?;
+    Ok(())
 }
 
 /// What a write must do first ([`RotatingFile::due`]).

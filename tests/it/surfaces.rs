@@ -442,3 +442,67 @@ fn the_notification_descriptor_is_the_helpers_alone_and_a_flood_is_dropped() {
     );
     assert_eq!(run.terminate(), 0);
 }
+
+/// Waits for a line of `lines` holding `what`; the line.
+fn line_with(lines: &std::sync::mpsc::Receiver<String>, what: &str) -> String {
+    let deadline = std::time::Instant::now() + common::LIMIT;
+    let mut seen = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(l) if l.contains(what) => return l,
+            Ok(l) => seen.push(l),
+            Err(_) => panic!("no line with {what:?}; seen: {seen:#?}"),
+        }
+    }
+}
+
+/// An events log that is a FIFO whose reader stops reading (it holds the FIFO open, reads
+/// nothing) does not stop foster once the pipe is full: the lines that do not fit are dropped
+/// and counted (one warning that says why), the helper goes on being restarted, `ctl` is
+/// answered; every line the reader then finds is whole JSON, and once it reads again the next
+/// events reach it. (Before, foster's loop blocked in the write for good.)
+#[test]
+fn an_events_log_fifo_whose_reader_stalls_does_not_stop_foster() {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let d = Dir::new("surf", "fifo");
+    let fifo = d.fifo("events");
+    let mut reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&fifo)
+        .unwrap();
+    let config = "[[helper]]\nname = \"crasher\"\ncommand = [\"/bin/sh\", \"-c\", \"exit 3\"]\n\
+                  restart = \"always\"\n\
+                  backoff = { initial = \"5ms\", max = \"5ms\", limit = 100000 }\n";
+    let log = fifo.to_str().unwrap();
+    let (mut run, err) = Run::start_with_stderr(&d, config, &["--no-contain", "--events-log", log]);
+    let first = line_with(&err, "cannot write the events log");
+    assert!(first.contains("its reader does not keep up"), "{first}");
+    let status = run.status();
+    let launches = status["helpers"][0]["launches"].as_u64().unwrap();
+    run.wait_for("a later launch", |e| {
+        e["event"] == "launch" && e["attempt"].as_u64().is_some_and(|a| a > launches + 2)
+    });
+    let mut text = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match reader.read(&mut buf) {
+            Ok(n) if n > 0 => text.extend_from_slice(&buf[..n]),
+            _ => break,
+        }
+    }
+    assert!(
+        text.len() >= 4096 && text.ends_with(b"\n"),
+        "{} bytes",
+        text.len()
+    );
+    for l in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        if let Err(e) = serde_json::from_slice::<serde_json::Value>(l) {
+            panic!("{e}: {:?}", String::from_utf8_lossy(l));
+        }
+    }
+    line_with(&err, "the events log is written again");
+    assert_eq!(run.terminate(), 0);
+}
