@@ -91,6 +91,9 @@ pub struct RotatingFile {
     /// A failed write left part of a line that could not be cut off: the next write starts
     /// with a newline.
     torn: bool,
+    /// The first open is done: from then on a FIFO without a reader is not waited for (a
+    /// reopen would hold foster's loop until a reader came).
+    opened: bool,
 }
 
 impl RotatingFile {
@@ -110,6 +113,7 @@ impl RotatingFile {
             rotatable: false,
             size: 0,
             torn: false,
+            opened: false,
         };
         f.reopen()?;
         Ok(f)
@@ -135,6 +139,7 @@ impl RotatingFile {
             rotatable: false,
             size: 0,
             torn: false,
+            opened: false,
         };
         f.check_dir()?;
         let exists = std::fs::symlink_metadata(path).is_ok();
@@ -188,6 +193,7 @@ impl RotatingFile {
         self.rotatable = meta.is_file() && self.inherited().is_none();
         self.size = meta.len();
         self.file = Some(file);
+        self.opened = true;
         Ok(())
     }
 
@@ -396,8 +402,15 @@ impl RotatingFile {
                 .open(&self.path)
         };
         let opened = match open(create, libc::O_NONBLOCK) {
-            // A FIFO of ours without a reader yet: the events log waits for its reader.
+            // A FIFO of ours without a reader yet: at the start, the events log waits for its
+            // reader; later (a reopen) the current file is kept instead.
             Err(e) if e.raw_os_error() == Some(libc::ENXIO) && self.fifo_of_mine() => {
+                if self.opened {
+                    return Err(self.error(
+                        "",
+                        io::Error::new(e.kind(), "the FIFO has no reader: not reopened"),
+                    ));
+                }
                 open(false, 0)
             }
             other => other,

@@ -506,3 +506,38 @@ fn an_events_log_fifo_whose_reader_stalls_does_not_stop_foster() {
     line_with(&err, "the events log is written again");
     assert_eq!(run.terminate(), 0);
 }
+
+/// An events log FIFO whose reader went away is not waited on when foster is asked to reopen
+/// its logs (SIGUSR1): that would hold its loop until a reader came. The reopen fails, saying
+/// why, the current descriptor is kept, and foster answers at once.
+#[test]
+fn a_reopen_of_an_events_log_fifo_without_a_reader_does_not_wait() {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let d = Dir::new("surf", "fiforeopen");
+    let fifo = d.fifo("events");
+    let mut reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&fifo)
+        .unwrap();
+    let config = "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"1000\"]\n";
+    let log = fifo.to_str().unwrap();
+    let (mut run, err) = Run::start_with_stderr(&d, config, &["--no-contain", "--events-log", log]);
+    run.wait_for("launch", |e| e["event"] == "launch");
+    let mut got = [0u8; 4096];
+    assert!(
+        reader.read(&mut got).unwrap() > 0,
+        "the reader had the first events"
+    );
+    drop(reader);
+    // SAFETY: kill(2) of our own child, not reaped yet.
+    unsafe { libc::kill(run.child.id() as i32, libc::SIGUSR1) };
+    let said = line_with(&err, "cannot reopen the events log");
+    assert!(
+        said.contains("the FIFO has no reader: not reopened"),
+        "{said}"
+    );
+    assert_eq!(run.status()["helpers"][0]["state"], "running");
+    assert_eq!(run.terminate(), 0);
+}
