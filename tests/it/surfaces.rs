@@ -541,3 +541,34 @@ fn a_reopen_of_an_events_log_fifo_without_a_reader_does_not_wait() {
     assert_eq!(run.status()["helpers"][0]["state"], "running");
     assert_eq!(run.terminate(), 0);
 }
+
+/// An exec probe is launched through the gate as a helper is, its parent-death signal SIGKILL:
+/// a probe still running when foster is SIGKILLed ends with it (and so does the helper).
+#[test]
+fn a_probe_running_when_foster_is_killed_ends_with_it() {
+    let d = Dir::new("surf", "probedeath");
+    let pids = d.fifo("pids");
+    let probe = d.file(
+        "probe.sh",
+        &format!("echo $$ > {}\nexec sleep 1000\n", pids.display()),
+    );
+    let config = format!(
+        "[[helper]]\nname = \"db\"\ncommand = [\"sleep\", \"1000\"]\n\
+         ready = {{ exec = [\"sh\", {:?}], interval = \"10ms\", timeout = \"60s\" }}\n",
+        probe.to_str().unwrap()
+    );
+    let mut run = Run::start(&d, &config, &["--no-contain"]);
+    let launch = run.wait_for("launch", |e| e["event"] == "launch");
+    let helper = launch["identity"]["pid"].as_i64().unwrap() as i32;
+    let probe: i32 = read_fifo(&pids).trim().parse().unwrap();
+    // SAFETY: kill(2) of our own child, not reaped yet.
+    unsafe { libc::kill(run.child.id() as i32, libc::SIGKILL) };
+    run.child.wait().unwrap();
+    for (what, pid) in [("probe", probe), ("helper", helper)] {
+        assert!(
+            common::wait_pid_gone(pid, common::LIMIT),
+            "the {what} {pid} outlived foster: {:?}",
+            common::process(pid)
+        );
+    }
+}
