@@ -416,20 +416,52 @@ impl Supervisor {
         }
     }
 
+    /// `WATCHDOG_USEC=usec` from helper `i` (its launch `launch`), when it has a watchdog: the
+    /// new period replaces the armed one.
+    fn new_watchdog_period(&mut self, i: usize, launch: u32, usec: u64, now: Instant) {
+        let Some(c) = self.live_checks(i, None).filter(|c| c.watchdog.is_some()) else {
+            return;
+        };
+        c.watchdog = Some(Duration::from_micros(usec).max(crate::base::duration::MIN));
+        if let Some(due) = c.watchdog_due() {
+            self.timers
+                .cancel(|t| matches!(t, Timer::Check(j, _, CheckTimer::Watchdog) if *j == i));
+            self.timers.at(
+                due.saturating_duration_since(now),
+                Timer::Check(i, launch, CheckTimer::Watchdog),
+            );
+        }
+    }
+
+    /// Whether `MAINPID=p` from helper `i` names a process of its tree; one that does not is
+    /// said ([`Noted`]: a helper may send it in a loop).
+    fn main_pid_of(&mut self, i: usize, p: i32) -> bool {
+        if self.helper_of_pid(p) == Some(i) {
+            return true;
+        }
+        let name = self.config.helpers[i].name();
+        self.io.checks_io.bad_main_pid.note(
+            format_args!("{name}: MAINPID={p} is not a process of its tree: ignored"),
+            "further ones are logged at debug level",
+        );
+        false
+    }
+
+    /// Helper `i` said `STOPPING=1` (the first time): on its way out, its watchdog is no longer
+    /// judged (as systemd stops a stopping service's), so a helper that takes longer than its
+    /// period to finish is not killed for it and its end not taken as a failure.
+    fn said_stopping(&mut self, i: usize) {
+        self.timers
+            .cancel(|t| matches!(t, Timer::Check(j, _, CheckTimer::Watchdog) if *j == i));
+        let state = self.units.helpers[i].state;
+        self.set_state(i, state, Some("(it said STOPPING=1)".to_string()));
+    }
+
     /// What helper `i` said through the notify protocol.
     fn apply_notify(&mut self, i: usize, m: Message) {
         let now = Instant::now();
         let cfg = self.config.helpers[i].clone();
-        let name = cfg.name().to_string();
-        let main_pid = m.main_pid.filter(|&p| {
-            self.helper_of_pid(p) == Some(i) || {
-                self.io.checks_io.bad_main_pid.note(
-                    format_args!("{name}: MAINPID={p} is not a process of its tree: ignored"),
-                    "further ones are logged at debug level",
-                );
-                false
-            }
-        });
+        let main_pid = m.main_pid.filter(|&p| self.main_pid_of(i, p));
         let Some(c) = self.live_checks(i, None) else {
             return;
         };
@@ -443,17 +475,8 @@ impl Supervisor {
         if let Some(usec) = m.extend_timeout_usec {
             c.extend(now, Duration::from_micros(usec));
         }
-        if let Some(usec) = m.watchdog_usec.filter(|_| c.watchdog.is_some()) {
-            c.watchdog = Some(Duration::from_micros(usec).max(crate::base::duration::MIN));
-            if let Some(due) = c.watchdog_due() {
-                // The new period replaces the armed one.
-                self.timers
-                    .cancel(|t| matches!(t, Timer::Check(j, _, CheckTimer::Watchdog) if *j == i));
-                self.timers.at(
-                    due.saturating_duration_since(now),
-                    Timer::Check(i, launch, CheckTimer::Watchdog),
-                );
-            }
+        if let Some(usec) = m.watchdog_usec {
+            self.new_watchdog_period(i, launch, usec, now);
         }
         let Some(c) = self.live_checks(i, None) else {
             return;
@@ -479,13 +502,7 @@ impl Supervisor {
             self.set_state(i, HelperState::Starting, detail);
         }
         if stopping {
-            // On its way out: its watchdog is no longer judged (as systemd stops a stopping
-            // service's), so a helper that takes longer than its period to finish is not
-            // killed for it and its end not taken as a failure.
-            self.timers
-                .cancel(|t| matches!(t, Timer::Check(j, _, CheckTimer::Watchdog) if *j == i));
-            let state = self.units.helpers[i].state;
-            self.set_state(i, state, Some("(it said STOPPING=1)".to_string()));
+            self.said_stopping(i);
         }
         if m.ready && notify_ready {
             self.became_ready(i, "notify");
