@@ -572,3 +572,33 @@ fn a_probe_running_when_foster_is_killed_ends_with_it() {
         );
     }
 }
+
+/// A helper's program named with control, C1 and bidirectional characters and a newline (its
+/// launch fails: no such program) is written to the events log on one line of valid JSON with
+/// none of them raw: the file is safe to print. So is what standard error says of it.
+#[test]
+fn an_events_log_line_holds_no_raw_control_character() {
+    let d = Dir::new("surf", "ctrl");
+    let cfg = d.file(
+        "c.toml",
+        "[[helper]]\nname = \"w\"\n\
+         command = [\"/nonexistent/a\\u001b]0;pwn\\u0007b\\nc\\u202ed\\u009b31m\"]\n",
+    );
+    let log = d.path("events.jsonl");
+    let out = run_under_umask("022", &log, &cfg);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let raw = |s: &str| {
+        s.chars()
+            .any(|c| (c.is_control() && c != '\n') || c == '\u{202e}' || c == '\u{9b}')
+    };
+    assert!(!raw(&text), "{text:?}");
+    let failed = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["event"] == "launch_failed")
+        .unwrap_or_else(|| panic!("{text}"));
+    let error = failed["error"].as_str().unwrap();
+    assert!(error.contains("/nonexistent/a") && !raw(error), "{error:?}");
+    assert!(!raw(&String::from_utf8_lossy(&out.stderr)), "{out:?}");
+}
