@@ -602,3 +602,70 @@ fn an_events_log_line_holds_no_raw_control_character() {
     assert!(error.contains("/nonexistent/a") && !raw(error), "{error:?}");
     assert!(!raw(&String::from_utf8_lossy(&out.stderr)), "{out:?}");
 }
+
+// ---- The notify socket's directory ----
+
+/// The notify socket's directory (`$XDG_RUNTIME_DIR/foster`) made beforehand by another user
+/// (or a symbolic link of theirs there) is refused even when the control socket is elsewhere
+/// (`--socket`): foster does not start, the error names the directory and its owner, and
+/// nothing is bound in it.
+#[test]
+fn a_notify_directory_another_user_made_is_refused() {
+    if common::skip::unless_root("not root, so no directory of another user to plant") {
+        return;
+    }
+    let d = Dir::new("surf", "notifydir");
+    let runtime = d.path("runtime");
+    std::fs::create_dir(&runtime).unwrap();
+    let planted = runtime.join("foster");
+    let theirs = d.path("theirs");
+    let marker = d.path("started");
+    let cfg = d.file(
+        "c.toml",
+        &format!(
+            "[[helper]]\nname = \"web\"\ncommand = [\"/bin/touch\", {:?}]\n\
+             ready = {{ notify = true }}\n",
+            marker.to_str().unwrap()
+        ),
+    );
+    for link in [false, true] {
+        let _ = std::fs::remove_file(&planted);
+        let _ = std::fs::remove_dir(&planted);
+        let _ = std::fs::remove_dir(&theirs);
+        let made = if link { &theirs } else { &planted };
+        std::fs::create_dir(made).unwrap();
+        std::fs::set_permissions(made, std::fs::Permissions::from_mode(0o777)).unwrap();
+        std::os::unix::fs::chown(made, Some(65534), Some(65534)).unwrap();
+        if link {
+            std::os::unix::fs::symlink(&theirs, &planted).unwrap();
+        }
+        let child = Command::new(FOSTER)
+            .args(["run", "--no-contain", "--socket"])
+            .arg(d.path("run.sock"))
+            .arg(&cfg)
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = common::child::output_within(child, "foster run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("notify socket") && err.contains(planted.to_str().unwrap()),
+            "{err}"
+        );
+        assert!(
+            err.contains("65534") || err.contains("symbolic link"),
+            "{err}"
+        );
+        assert!(err.contains("whatever --socket says"), "{err}");
+        assert_eq!(
+            std::fs::read_dir(made).unwrap().count(),
+            0,
+            "nothing bound in it"
+        );
+        assert!(!marker.exists(), "nothing started");
+    }
+}

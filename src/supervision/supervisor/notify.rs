@@ -107,8 +107,13 @@ fn bind_endpoint(uid: Option<u32>) -> io::Result<NotifySocket> {
     use crate::supervision::control::server::{default_dir, make_private_dir, make_reachable_dir};
     use std::os::fd::AsFd;
     let dir = default_dir();
-    let private = make_private_dir(&dir)
-        .map_err(|e| io::Error::other(format!("notify socket: {}: {e}", dir.display())))?;
+    let private = make_private_dir(&dir).map_err(|e| {
+        io::Error::other(format!(
+            "notify socket: {}: {e}; the notify socket is made there whatever --socket says: \
+             set XDG_RUNTIME_DIR to move it",
+            dir.display()
+        ))
+    })?;
     crate::supervision::readiness::notify::remove_stale(&dir, private.as_fd());
     let Some(uid) = uid else {
         return NotifySocket::bind_in(&dir);
