@@ -669,3 +669,67 @@ fn a_notify_directory_another_user_made_is_refused() {
         assert!(!marker.exists(), "nothing started");
     }
 }
+
+/// The variable that makes this binary the sender of [`raw_sender`]: the datagram's bytes, in
+/// hex.
+const RAW: &str = "FOSTER_TEST_RAW";
+
+/// Not a test: this binary run as a helper with [`RAW`] set sends those bytes as one datagram
+/// to `$NOTIFY_SOCKET`, then waits for foster's barrier.
+#[test]
+fn raw_sender() {
+    let Ok(hex) = std::env::var(RAW) else {
+        return;
+    };
+    let bytes: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|k| u8::from_str_radix(&hex[k..k + 2], 16).unwrap())
+        .collect();
+    let to = std::env::var_os("NOTIFY_SOCKET").unwrap();
+    let out = std::os::unix::net::UnixDatagram::unbound().unwrap();
+    out.send_to(&bytes, Path::new(&to)).unwrap();
+    foster::supervision::readiness::notify::barrier(Some(&to), common::LIMIT).unwrap();
+}
+
+/// A `STATUS=` of terminal escapes, invalid UTF-8 and 2,000 bytes of two-byte characters is
+/// kept as its first 512 bytes at most, cut between characters, the invalid bytes replaced;
+/// `ctl status` shows it escaped (no raw control character), its JSON as kept.
+#[test]
+fn a_status_text_is_bounded_valid_and_escaped() {
+    let d = Dir::new("surf", "status");
+    let mut datagram = b"READY=1\nSTATUS=\x1b[2J\x07\xff\xfe\x9b".to_vec();
+    datagram.extend("é".repeat(1000).as_bytes());
+    let hex: String = datagram.iter().map(|b| format!("{b:02x}")).collect();
+    let body = format!(
+        "{RAW}={hex} '{}' surfaces::raw_sender --exact --quiet >/dev/null\nexec sleep 1000\n",
+        std::env::current_exe().unwrap().display()
+    );
+    let web = d.file("web.sh", &body);
+    let config = format!(
+        "[[helper]]\nname = \"web\"\ncommand = [\"sh\", {:?}]\nready = {{ notify = true }}\n",
+        web.to_str().unwrap()
+    );
+    let mut run = Run::start(&d, &config, &["--no-contain"]);
+    run.wait_for("ready", |e| e["event"] == "state" && e["state"] == "ready");
+    let status = run.status();
+    let text = status["helpers"][0]["status_text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        text.len() <= 512 && text.len() > 500,
+        "{} bytes",
+        text.len()
+    );
+    assert!(
+        text.starts_with("\x1b[2J\x07\u{fffd}\u{fffd}\u{fffd}é"),
+        "{text:?}"
+    );
+    assert!(text.ends_with('é'), "cut between characters: {text:?}");
+    let out = run.ctl(&["status"]);
+    let shown = String::from_utf8(out.stdout).unwrap();
+    let line = shown.lines().find(|l| l.contains("status: ")).unwrap();
+    assert!(!line.chars().any(char::is_control), "{line:?}");
+    assert!(line.contains(r"\e[2J\x07"), "{line:?}");
+    assert_eq!(run.terminate(), 0);
+}
