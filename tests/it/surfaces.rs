@@ -733,3 +733,52 @@ fn a_status_text_is_bounded_valid_and_escaped() {
     assert!(line.contains(r"\e[2J\x07"), "{line:?}");
     assert_eq!(run.terminate(), 0);
 }
+
+/// A sender outside the helpers' trees at the end of a chain of 70 processes (deeper than
+/// foster follows an unknown sender's ancestry) is refused without a read of foster's tree for
+/// each datagram: before, a chain deeper than 64 made every datagram a listing of `/proc`.
+#[test]
+fn a_deep_sender_outside_the_tree_costs_no_read_of_the_tree() {
+    const SENT: usize = 10;
+    let d = Dir::new("surf", "deep");
+    let sock = d.fifo("sock");
+    let config = format!(
+        "[[helper]]\nname = \"web\"\n\
+         command = [\"sh\", \"-c\", \"echo $NOTIFY_SOCKET > {}; exec sleep 1000\"]\n\
+         ready = {{ notify = true }}\n",
+        sock.display()
+    );
+    let (mut run, err) = Run::start_with_stderr(&d, &config, &["--no-contain", "-vv"]);
+    let socket = read_fifo(&sock).trim().to_string();
+    let deep = d.file(
+        "deep.sh",
+        &format!(
+            "n=$1\nif [ \"$n\" -gt 0 ]; then sh \"$0\" $((n - 1)); exit $?; fi\n\
+             i=0\nwhile [ $i -lt {SENT} ]; do\n  '{FOSTER}' notify STATUS=x || exit 1\n  \
+             i=$((i + 1))\ndone\n"
+        ),
+    );
+    let sent = Command::new("sh")
+        .arg(&deep)
+        .arg("70")
+        .env("NOTIFY_SOCKET", &socket)
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    // Each notification and its barrier refused: the reads of the tree between the first
+    // refusal and the last.
+    let (mut refused, mut reads) = (0, 0);
+    while refused < 2 * SENT {
+        let l = line_with(&err, "foster: ");
+        if l.contains("ignored a datagram from") {
+            refused += 1;
+        } else if refused > 0 && l.contains("read foster's subtree") {
+            reads += 1;
+        }
+    }
+    assert_eq!(
+        reads, 0,
+        "reads of the tree for {refused} refused datagrams"
+    );
+    assert_eq!(run.terminate(), 0);
+}

@@ -25,7 +25,9 @@ use crate::supervision::readiness::{Readiness, Report};
 /// Datagrams read from one socket per turn of the loop (the rest on the next turns).
 const DATAGRAMS_PER_TURN: usize = 64;
 
-/// How far up its ancestry a notify sender is followed in `/proc` before foster reads its tree.
+/// How far up its ancestry a notify sender is followed in `/proc` to a process foster knows
+/// (or foster itself, which then reads its tree); a sender whose ancestry goes on further is
+/// refused.
 const ANCESTRY: usize = 64;
 
 /// The notify sockets, the refusals counted, and the channel of the checks' tasks.
@@ -232,7 +234,8 @@ impl Supervisor {
     /// The helper whose tree process `pid` is in: the registry's record of it; for a process
     /// born since foster last read its tree, the first ancestor the registry knows (read up
     /// `/proc`); for one that reaches foster itself (adopted since), the tree read again.
-    /// A process whose ancestry leaves foster's tree belongs to no helper.
+    /// A process whose ancestry leaves foster's tree belongs to no helper, and so does one
+    /// whose [`ANCESTRY`] nearest ancestors foster does not know, without a read of the tree.
     ///
     /// Each step up reads a parent by its pid, which its holder may have left (it ended and
     /// was reaped) for another process since the child's `stat` was read: a parent is born
@@ -246,7 +249,7 @@ impl Supervisor {
         let mut younger_than = u64::MAX;
         for _ in 0..ANCESTRY {
             if cur == self.setup.me.pid {
-                break;
+                return self.unknown_below_foster(pid);
             }
             let (ppid, start_time) = parent_of(cur)?;
             if start_time > younger_than {
@@ -265,7 +268,13 @@ impl Supervisor {
             }
             cur = ppid;
         }
-        // Below foster but not known yet: read the tree.
+        // Deeper than that without one foster knows: not read further, and no read of the
+        // tree (a chain of processes outside it would make each datagram one).
+        None
+    }
+
+    /// The helper of process `pid`, below foster but not known yet: the tree read again.
+    fn unknown_below_foster(&mut self, pid: i32) -> Option<usize> {
         self.rescan();
         let id = self.known.registry.identity_of_pid(pid)?;
         if Identity::of(pid).ok()? != id {
