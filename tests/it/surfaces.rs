@@ -97,7 +97,7 @@ const FDSTORE: &str = "FOSTER_TEST_FDSTORE";
 /// `WATCHDOG_USEC=` (it has no watchdog) with the write end of a pipe, closes its own, waits for
 /// foster's barrier (foster has handled both), then says `READY=1` with `STATUS=closed` when
 /// the pipe's read end sees its end (foster closed the descriptors it was sent), `kept` when
-/// not.
+/// not; then, ready, twice `EXTEND_TIMEOUT_USEC=`.
 #[test]
 fn fdstore_sender() {
     use nix::sys::socket::{ControlMessage, MsgFlags, UnixAddr, sendmsg};
@@ -126,12 +126,16 @@ fn fdstore_sender() {
     };
     let text = format!("READY=1\nSTATUS={said}\n");
     notify(Some(&to), &text, Some(common::LIMIT)).unwrap();
+    for _ in 0..2 {
+        let extend = "EXTEND_TIMEOUT_USEC=1000000\n";
+        notify(Some(&to), extend, Some(common::LIMIT)).unwrap();
+    }
 }
 
-/// A helper that asks foster to keep descriptors (`FDSTORE=1`), and to change a watchdog it
-/// does not have (`WATCHDOG_USEC=`), twice: foster says once of each that it does not (a
-/// warning line each, the second at debug level), and closes the descriptors it was sent (the
-/// helper sees its pipe's end).
+/// A helper that asks foster to keep descriptors (`FDSTORE=1`), to change a watchdog it
+/// does not have (`WATCHDOG_USEC=`), and, once ready, for more time (`EXTEND_TIMEOUT_USEC=`),
+/// each twice: foster says once of each that it does not (a warning line each, the second at
+/// debug level), and closes the descriptors it was sent (the helper sees its pipe's end).
 #[test]
 fn fdstore_and_a_watchdog_period_without_a_watchdog_are_said_once() {
     let d = Dir::new("surf", "fdstore");
@@ -162,6 +166,11 @@ fn fdstore_and_a_watchdog_period_without_a_watchdog_are_said_once() {
     );
     assert_eq!(
         count("web: WATCHDOG_USEC= ignored: it has no `watchdog`"),
+        1,
+        "{text}"
+    );
+    assert_eq!(
+        count("web: EXTEND_TIMEOUT_USEC= ignored: it only pushes back the readiness"),
         1,
         "{text}"
     );

@@ -46,6 +46,8 @@ pub(super) struct ChecksIo {
     pub(super) fdstore: Noted,
     /// `WATCHDOG_USEC=` sent by a helper without a `watchdog`.
     pub(super) no_watchdog: Noted,
+    /// `EXTEND_TIMEOUT_USEC=` sent by a helper no longer starting.
+    pub(super) late_extend: Noted,
     pub(super) tx: mpsc::UnboundedSender<Report>,
     pub(super) rx: mpsc::UnboundedReceiver<Report>,
 }
@@ -59,6 +61,7 @@ impl ChecksIo {
             bad_main_pid: Noted::default(),
             fdstore: Noted::default(),
             no_watchdog: Noted::default(),
+            late_extend: Noted::default(),
             tx,
             rx,
         }
@@ -405,10 +408,26 @@ impl Supervisor {
     /// What of `m` (from helper `i`, which sent `fds` descriptors with it) foster does not
     /// grant, said ([`Noted`]: a helper may ask in a loop): `FDSTORE=1` (no store: the
     /// descriptors are closed, so a program counting on getting them back at its next launch
-    /// learns why it does not), `WATCHDOG_USEC=` to a helper without a `watchdog`.
+    /// learns why it does not), `WATCHDOG_USEC=` to a helper without a `watchdog`,
+    /// `EXTEND_TIMEOUT_USEC=` from one no longer starting (under systemd it would also push
+    /// back a stop's SIGKILL, which foster's `stop_grace` does not move).
     fn note_unsupported(&mut self, i: usize, m: &Message, fds: usize) {
-        let cfg = &self.config.helpers[i];
         let further = "further ones are logged at debug level";
+        let starting = self.units.helpers[i]
+            .checks
+            .as_ref()
+            .is_some_and(|c| c.readiness == Readiness::Starting);
+        if m.extend_timeout_usec.is_some() && !starting {
+            self.io.checks_io.late_extend.note(
+                format_args!(
+                    "{}: EXTEND_TIMEOUT_USEC= ignored: it only pushes back the readiness \
+                     deadline of a helper still starting (a stop's time is its `stop_grace`)",
+                    self.config.helpers[i].name()
+                ),
+                further,
+            );
+        }
+        let cfg = &self.config.helpers[i];
         if m.fdstore {
             self.io.checks_io.fdstore.note(
                 format_args!(
