@@ -354,7 +354,15 @@ impl RotatingFile {
     }
 
     /// A descriptor of foster's own ([`RotatingFile::inherited`]), duplicated (close-on-exec).
+    /// A pipe is opened again instead, through `/proc/self/fd/N` (the pipe itself, not a path
+    /// anyone else could change): a description of foster's own, written without blocking as
+    /// a FIFO is ([`RotatingFile::open_owned`]), so that a reader that stops reading (`| jq`
+    /// suspended) does not stop foster; the one it shares with whoever started it (and with
+    /// helpers whose output is inherited) keeps its flags.
     fn dup_inherited(&self, fd: RawFd) -> io::Result<File> {
+        if let Some(f) = reopen_pipe(fd) {
+            return Ok(f);
+        }
         // SAFETY: F_DUPFD_CLOEXEC makes a new descriptor (or fails, EBADF when `fd` is not
         // open); the new one is owned by the File alone.
         let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
@@ -553,6 +561,25 @@ enum NotForFoster {
     /// Foster's, but writable by its group or by others (`found`: what is there).
     #[error("it {found}: group or others may write to it")]
     Writable { found: String },
+}
+
+/// Descriptor `fd` of this process, when it is a pipe with a reader, opened again for writing
+/// without blocking (a description of its own); `None` for anything else.
+fn reopen_pipe(fd: RawFd) -> Option<File> {
+    use std::os::unix::fs::FileTypeExt;
+    // SAFETY: an all-zero stat is a valid buffer; fstat fills it, or fails (EBADF when `fd`
+    // is not open), on an integer descriptor.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFIFO {
+        return None;
+    }
+    OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(format!("/proc/self/fd/{fd}"))
+        .ok()
+        .filter(|f| f.metadata().is_ok_and(|m| m.file_type().is_fifo()))
 }
 
 /// Sets or clears `O_NONBLOCK` on `file`'s open file description (its own: opened by path).
