@@ -1,7 +1,10 @@
 //! foster's newer surfaces against a hostile helper or another local user, end to end on real
-//! processes: the events log's file (its mode whatever the umask; a file others may write
-//! refused), the notify protocol's keys foster does not support (said once, their descriptors
-//! closed), and the events the log could not take (said when foster ends).
+//! processes: the events log's file (its mode under any umask, a file others may write refused,
+//! a full disk, a FIFO or pipe whose reader stalls, control characters), the notify protocol
+//! (requests foster does not grant said once, a `STATUS=` bounded and escaped, a deep sender
+//! outside the tree, a squatted socket directory), a long line's pattern across the cut, the
+//! probes (a mute listener, what a probe leaves behind, a probe dying with foster) and the s6
+//! descriptor. Senders re-run this binary ([`fdstore_sender`], [`raw_sender`]).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
