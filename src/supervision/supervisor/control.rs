@@ -125,9 +125,20 @@ impl Control {
     /// with its outer pids ([`Hub::publish`]); keeps it in its helper's history when `history`
     /// (the helper is in the configuration now: see [`Supervisor::keeps_history`]).
     pub(super) fn on_event(&mut self, record: &Record, outer_pids: &[[i32; 2]], history: bool) {
+        self.count(&record.event);
+        self.note_adoption_or_exit(record);
+        self.hub.publish(record, outer_pids);
+        if history {
+            self.keep_history(record, outer_pids);
+        }
+    }
+
+    /// Counts `event` for the metrics: every event, adoptions by class, restarts by the
+    /// restart rules, orphans policed.
+    fn count(&mut self, event: &Event) {
         let counts = &mut self.counts;
         counts.events += 1;
-        match &record.event {
+        match event {
             Event::Reparented { classification, .. } => {
                 let class = serde_json::to_value(classification)
                     .ok()
@@ -146,6 +157,11 @@ impl Control {
             } => counts.orphans_policed += 1,
             _ => {}
         }
+    }
+
+    /// Keeps the last adoption of each live process and the last end of each helper (its own
+    /// process's exit, or its failed launch); an ended process's adoption is dropped.
+    fn note_adoption_or_exit(&mut self, record: &Record) {
         match &record.event {
             Event::Reparented {
                 identity,
@@ -192,10 +208,6 @@ impl Control {
                 self.last_exit.insert(helper.clone(), *status);
             }
             _ => {}
-        }
-        self.hub.publish(record, outer_pids);
-        if history {
-            self.keep_history(record, outer_pids);
         }
     }
 
