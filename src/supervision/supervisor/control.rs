@@ -321,6 +321,9 @@ fn reopen_reply(
     Reply::error(ErrorKind::Failed, message)
 }
 
+/// What a helper stopped by request becomes (the end of the `stop` answers).
+const UNTIL_START: &str = "it stays stopped, whatever its restart rule, until `foster ctl start`";
+
 fn done(request: &str, message: String) -> Reply {
     Reply::new(ReplyBody::Done {
         request: request.to_string(),
@@ -476,35 +479,47 @@ impl Supervisor {
                 ),
             );
         }
-        let until = "it stays stopped, whatever its restart rule, until `foster ctl start`";
         let h = &self.units.helpers[i];
-        if let Some(id) = h.running().filter(|_| h.state.is_up()) {
-            self.rescan();
-            let others = self
-                .known
-                .registry
-                .helper_tree(name)
-                .into_iter()
-                .filter(|p| *p != id)
-                .count();
-            let cfg = &self.config.helpers[i];
-            let (sig, grace) = (cfg.stop_signal.number(), cfg.stop_grace.0);
-            self.stop_helper(i, StopFor::Request);
-            return done(
-                "stop",
-                format!(
-                    "stopping helper {name:?}: sent {} to {id}{}; SIGKILL to what is left of its \
-                     tree after {}; {until}",
-                    signal_name(sig),
-                    match others {
-                        0 => String::new(),
-                        1 => " (its tree has 1 more process)".to_string(),
-                        n => format!(" (its tree has {n} more processes)"),
-                    },
-                    crate::base::duration::Text(grace)
-                ),
-            );
+        match h.running().filter(|_| h.state.is_up()) {
+            Some(id) => self.stop_running_helper(i, name, id),
+            None => self.stop_idle_helper(i, name),
         }
+    }
+
+    /// `stop` of helper `i` (`name`), up with process `id`: its stop signal now, SIGKILL to
+    /// what is left of its tree after its grace.
+    fn stop_running_helper(&mut self, i: usize, name: &str, id: Identity) -> Reply {
+        self.rescan();
+        let others = self
+            .known
+            .registry
+            .helper_tree(name)
+            .into_iter()
+            .filter(|p| *p != id)
+            .count();
+        let cfg = &self.config.helpers[i];
+        let (sig, grace) = (cfg.stop_signal.number(), cfg.stop_grace.0);
+        self.stop_helper(i, StopFor::Request);
+        done(
+            "stop",
+            format!(
+                "stopping helper {name:?}: sent {} to {id}{}; SIGKILL to what is left of its \
+                 tree after {}; {UNTIL_START}",
+                signal_name(sig),
+                match others {
+                    0 => String::new(),
+                    1 => " (its tree has 1 more process)".to_string(),
+                    n => format!(" (its tree has {n} more processes)"),
+                },
+                crate::base::duration::Text(grace)
+            ),
+        )
+    }
+
+    /// `stop` of helper `i` (`name`), with no process up: one stopping is not launched again,
+    /// one waiting or in its backoff is stopped now, any other is left as it is.
+    fn stop_idle_helper(&mut self, i: usize, name: &str) -> Reply {
+        let h = &self.units.helpers[i];
         match h.state {
             HelperState::Stopping => {
                 let was = h.stop.clone();
@@ -518,7 +533,7 @@ impl Supervisor {
                         }
                         _ => format!(
                             "helper {name:?} is already stopping; it is not launched again: \
-                             {until}"
+                             {UNTIL_START}"
                         ),
                     },
                 )
@@ -533,7 +548,7 @@ impl Supervisor {
                 self.set_state(i, HelperState::Stopped, Some("by request".into()));
                 done(
                     "stop",
-                    format!("helper {name:?} was {was}, with no process: now {until}"),
+                    format!("helper {name:?} was {was}, with no process: now {UNTIL_START}"),
                 )
             }
             s => done(
