@@ -673,92 +673,110 @@ impl Supervisor {
         )
     }
 
+    /// `signal`: `sig` to the target, a helper's process or a process inside the tree.
     fn ctl_signal(&mut self, target: &Target, sig: i32) -> Reply {
-        let (id, helper) = match target {
-            Target::Helper(name) => {
-                let Some(i) = self.helper_index(name) else {
-                    return self.no_such_helper(name);
-                };
-                match (self.units.helpers[i].pid, self.units.helpers[i].identity) {
-                    (Some(_), Some(id)) => (id, Some(name.clone())),
-                    _ => {
-                        return Reply::error(
-                            ErrorKind::Refused,
-                            format!("helper {name:?} has no running process now"),
-                        );
-                    }
-                }
-            }
-            Target::Pid(_) | Target::Identity(_) => {
-                let pid = match target {
-                    Target::Pid(p) => *p,
-                    Target::Identity(id) => id.pid,
-                    Target::Helper(_) => unreachable!(),
-                };
-                if pid == self.setup.me.pid {
-                    return Reply::error(
-                        ErrorKind::NotInTree,
-                        format!(
-                            "pid {pid} is the supervisor itself, not a process of its tree; \
-                             to stop it and its helpers, use `foster ctl shutdown`"
-                        ),
-                    );
-                }
-                // Look at the tree as it is now, not as the last event left it.
-                self.rescan();
-                let live = self
-                    .known
-                    .registry
-                    .identity_of_pid(pid)
-                    .filter(|_| self.known.registry.in_tree(pid));
-                let Some(id) = live else {
-                    return Reply::error(
-                        ErrorKind::NotInTree,
-                        format!("pid {pid} is not inside the supervised tree"),
-                    );
-                };
-                if let Target::Identity(want) = target {
-                    if *want != id {
-                        return Reply::error(
-                            ErrorKind::NotInTree,
-                            format!(
-                                "process {want} is gone: pid {pid} now belongs to another \
-                                 process ({id})"
-                            ),
-                        );
-                    }
-                }
-                let helper = self.known.registry.get(&id).and_then(|r| r.helper.clone());
-                (id, helper)
-            }
+        let found = match target {
+            Target::Helper(name) => self.helper_to_signal(name),
+            Target::Pid(pid) => self.tree_process_to_signal(*pid, None),
+            Target::Identity(want) => self.tree_process_to_signal(want.pid, Some(*want)),
         };
-        if self.send(id, sig).is_ok() {
-            self.emit(Event::Signal {
-                target: id,
-                helper: helper.clone(),
-                generation: self.known.registry.get(&id).map(|r| r.generation),
-                signal: signal_name(sig),
-                reason: SignalReason::Control,
-                grace_ms: None,
-            });
-            let what = match helper {
-                Some(h) if matches!(target, Target::Helper(_)) => format!("helper {h:?}"),
-                Some(h) => format!("a process of helper {h:?}"),
-                None => "a process of the tree".to_string(),
-            };
-            done(
-                "signal",
-                format!("sent {} to {what} ({id})", signal_name(sig)),
-            )
-        } else {
-            Reply::error(
+        match found {
+            Ok((id, helper)) => self.send_by_request(target, id, helper, sig),
+            Err(refused) => *refused,
+        }
+    }
+
+    /// The process of helper `name` to signal, and its name; refused when there is no such
+    /// helper or it has no process now.
+    fn helper_to_signal(&self, name: &String) -> Result<(Identity, Option<String>), Box<Reply>> {
+        let Some(i) = self.helper_index(name) else {
+            return Err(Box::new(self.no_such_helper(name)));
+        };
+        match (self.units.helpers[i].pid, self.units.helpers[i].identity) {
+            (Some(_), Some(id)) => Ok((id, Some(name.clone()))),
+            _ => Err(Box::new(Reply::error(
+                ErrorKind::Refused,
+                format!("helper {name:?} has no running process now"),
+            ))),
+        }
+    }
+
+    /// The process of `pid` to signal (the process `want` when given), and its helper; refused
+    /// when it is the supervisor, outside the tree now, or no longer `want`.
+    fn tree_process_to_signal(
+        &mut self,
+        pid: i32,
+        want: Option<Identity>,
+    ) -> Result<(Identity, Option<String>), Box<Reply>> {
+        if pid == self.setup.me.pid {
+            return Err(Box::new(Reply::error(
+                ErrorKind::NotInTree,
+                format!(
+                    "pid {pid} is the supervisor itself, not a process of its tree; \
+                     to stop it and its helpers, use `foster ctl shutdown`"
+                ),
+            )));
+        }
+        // Look at the tree as it is now, not as the last event left it.
+        self.rescan();
+        let live = self
+            .known
+            .registry
+            .identity_of_pid(pid)
+            .filter(|_| self.known.registry.in_tree(pid));
+        let Some(id) = live else {
+            return Err(Box::new(Reply::error(
+                ErrorKind::NotInTree,
+                format!("pid {pid} is not inside the supervised tree"),
+            )));
+        };
+        if let Some(want) = want
+            && want != id
+        {
+            return Err(Box::new(Reply::error(
+                ErrorKind::NotInTree,
+                format!("process {want} is gone: pid {pid} now belongs to another process ({id})"),
+            )));
+        }
+        let helper = self.known.registry.get(&id).and_then(|r| r.helper.clone());
+        Ok((id, helper))
+    }
+
+    /// Sends `sig` to `id` (of `helper`, found from `target`) and says so with a `signal`
+    /// event; the answer names what was signalled, or that it could not be.
+    fn send_by_request(
+        &mut self,
+        target: &Target,
+        id: Identity,
+        helper: Option<String>,
+        sig: i32,
+    ) -> Reply {
+        if self.send(id, sig).is_err() {
+            return Reply::error(
                 ErrorKind::Failed,
                 format!(
                     "cannot send {} to {id}: it has just ended or cannot be signalled",
                     signal_name(sig)
                 ),
-            )
+            );
         }
+        self.emit(Event::Signal {
+            target: id,
+            helper: helper.clone(),
+            generation: self.known.registry.get(&id).map(|r| r.generation),
+            signal: signal_name(sig),
+            reason: SignalReason::Control,
+            grace_ms: None,
+        });
+        let what = match helper {
+            Some(h) if matches!(target, Target::Helper(_)) => format!("helper {h:?}"),
+            Some(h) => format!("a process of helper {h:?}"),
+            None => "a process of the tree".to_string(),
+        };
+        done(
+            "signal",
+            format!("sent {} to {what} ({id})", signal_name(sig)),
+        )
     }
 
     /// The snapshot of the supervised tree: foster's own subtree, brought up to date by reading
