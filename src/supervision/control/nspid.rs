@@ -411,78 +411,37 @@ impl PidMap {
         let bytes = text.as_bytes();
         let mut i = 0;
         while i < bytes.len() {
-            let digits = |from: usize| {
-                bytes[from..]
-                    .iter()
-                    .take_while(|c| c.is_ascii_digit())
-                    .count()
-            };
             let starts_word = i == 0 || !bytes[i - 1].is_ascii_alphanumeric();
-            let n = if starts_word { digits(i) } else { 0 };
+            let n = if starts_word { digits(bytes, i) } else { 0 };
             if n == 0 {
                 let ch = text[i..].chars().next().unwrap_or(' ');
                 out.push(ch);
                 i += ch.len_utf8();
                 continue;
             }
-            let pid: Option<i32> = text[i..i + n].parse().ok();
-            let m = if bytes.get(i + n) == Some(&b':') {
-                digits(i + n + 1)
-            } else {
-                0
-            };
-            let start: Option<u64> = (m > 0)
-                .then(|| text[i + n + 1..i + n + 1 + m].parse().ok())
-                .flatten();
-            match (pid, start) {
-                (Some(pid), Some(start_time)) => {
-                    let token = Identity { pid, start_time };
-                    let id = match asked {
-                        Some((Target::Identity(inner), Target::Pid(given))) if *inner == token => {
-                            Identity {
-                                pid: *given,
-                                start_time,
-                            }
-                        }
-                        Some((Target::Identity(inner), Target::Identity(given)))
-                            if *inner == token =>
-                        {
-                            *given
-                        }
-                        _ => b.id(token),
-                    };
-                    if id.pid > 0 {
-                        out.push_str(&id.to_string());
-                    } else {
-                        out.push_str(&text[i..i + n + 1 + m]);
-                    }
-                    i += n + 1 + m;
-                }
-                (Some(pid), None) if out.ends_with("pid ") => {
-                    let back = match asked {
-                        Some((Target::Identity(inner), Target::Pid(given))) if inner.pid == pid => {
-                            Some(*given)
-                        }
-                        Some((Target::Identity(inner), Target::Identity(given)))
-                            if inner.pid == pid =>
-                        {
-                            Some(given.pid)
-                        }
-                        _ => None,
-                    };
-                    match back {
-                        Some(p) => out.push_str(&p.to_string()),
-                        None => out.push_str(&text[i..i + n]),
-                    }
-                    i += n;
-                }
-                _ => {
-                    out.push_str(&text[i..i + n]);
-                    i += n;
-                }
-            }
+            i += b.message_number(&text[i..], n, asked, &mut out);
         }
         out
+    }
+}
+
+/// How many ASCII digits `bytes` has from `from` on.
+fn digits(bytes: &[u8], from: usize) -> usize {
+    bytes[from..]
+        .iter()
+        .take_while(|c| c.is_ascii_digit())
+        .count()
+}
+
+/// The pid the caller gave for the request's target (`asked`) when that target's inner pid is
+/// `pid`.
+fn asked_pid(asked: Option<(&Target, &Target)>, pid: i32) -> Option<i32> {
+    match asked {
+        Some((Target::Identity(inner), Target::Pid(given))) if inner.pid == pid => Some(*given),
+        Some((Target::Identity(inner), Target::Identity(given))) if inner.pid == pid => {
+            Some(given.pid)
+        }
+        _ => None,
     }
 }
 
@@ -622,6 +581,64 @@ impl Below {
         a.from = a.from.map(|i| self.id(i));
         a.to = self.id(a.to);
         a.expected = a.expected.map(|i| self.id(i));
+    }
+
+    /// Writes to `out` the number that starts `text` (`n` digits, a word of its own) in the
+    /// caller's terms: an identity `PID:START` translated, the bare pid after `pid ` of the
+    /// request's target given back as the caller gave it, anything else as it is. Returns
+    /// the bytes of `text` it took.
+    fn message_number(
+        &mut self,
+        text: &str,
+        n: usize,
+        asked: Option<(&Target, &Target)>,
+        out: &mut String,
+    ) -> usize {
+        let bytes = text.as_bytes();
+        let pid: Option<i32> = text[..n].parse().ok();
+        let m = if bytes.get(n) == Some(&b':') {
+            digits(bytes, n + 1)
+        } else {
+            0
+        };
+        let start: Option<u64> = (m > 0)
+            .then(|| text[n + 1..n + 1 + m].parse().ok())
+            .flatten();
+        match (pid, start) {
+            (Some(pid), Some(start_time)) => {
+                let id = self.caller_identity(Identity { pid, start_time }, asked);
+                if id.pid > 0 {
+                    out.push_str(&id.to_string());
+                } else {
+                    out.push_str(&text[..n + 1 + m]);
+                }
+                n + 1 + m
+            }
+            (Some(pid), None) if out.ends_with("pid ") => {
+                match asked_pid(asked, pid) {
+                    Some(p) => out.push_str(&p.to_string()),
+                    None => out.push_str(&text[..n]),
+                }
+                n
+            }
+            _ => {
+                out.push_str(&text[..n]);
+                n
+            }
+        }
+    }
+
+    /// The caller's identity of `token`, an inner one of a message: the request's target as
+    /// the caller gave it (`asked`), else as seen from here ([`Below::id`]).
+    fn caller_identity(&mut self, token: Identity, asked: Option<(&Target, &Target)>) -> Identity {
+        match asked {
+            Some((Target::Identity(inner), Target::Pid(given))) if *inner == token => Identity {
+                pid: *given,
+                start_time: token.start_time,
+            },
+            Some((Target::Identity(inner), Target::Identity(given))) if *inner == token => *given,
+            _ => self.id(token),
+        }
     }
 }
 
