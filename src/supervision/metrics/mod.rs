@@ -267,65 +267,87 @@ impl HelperFamilies {
     }
 
     /// The families, in the order of the text.
-    fn register(self, reg: &mut Registry) {
+    fn register(mut self, reg: &mut Registry) {
+        self.register_lifecycle(reg);
+        self.register_current(reg);
+    }
+
+    /// The families of the helpers' lives so far: state, readiness, restarts, launches, last
+    /// exit.
+    fn register_lifecycle(&mut self, reg: &mut Registry) {
+        use std::mem::take;
         reg.register(
             "helper_state",
             "1 for the state each helper is in, 0 for the others",
-            self.state,
+            take(&mut self.state),
         );
-        reg.register("helper_ready", "1 while the helper is ready", self.ready);
-        reg.register("helper_up", "1 while the helper has a process", self.up);
+        reg.register(
+            "helper_ready",
+            "1 while the helper is ready",
+            take(&mut self.ready),
+        );
+        reg.register(
+            "helper_up",
+            "1 while the helper has a process",
+            take(&mut self.up),
+        );
         reg.register(
             "helper_restarts",
             "Restarts by the restart rules since foster started",
-            self.restarts,
+            take(&mut self.restarts),
         );
         reg.register(
             "helper_requested_restarts",
             "Restarts asked for through the control socket since foster started",
-            self.requested,
+            take(&mut self.requested),
         );
         reg.register(
             "helper_launches",
             "Launches that ran the helper's program since foster started",
-            self.launches,
+            take(&mut self.launches),
         );
         reg.register(
             "helper_last_exit_code",
             "How the helper's last process ended: its exit code, or 128 + the signal that \
              killed it",
-            self.last_exit,
+            take(&mut self.last_exit),
         );
+    }
+
+    /// The families of the helpers' current processes and trees: uptime, start time, size,
+    /// memory, CPU.
+    fn register_current(&mut self, reg: &mut Registry) {
+        use std::mem::take;
         reg.register_with_unit(
             "helper_uptime",
             "Time since the helper's current process started",
             Unit::Seconds,
-            self.uptime,
+            take(&mut self.uptime),
         );
         reg.register_with_unit(
             "helper_start_time",
             "Start time of the helper's current process since unix epoch (none while it has \
              no process: in its restart delay, stopped, ended)",
             Unit::Seconds,
-            self.start_time,
+            take(&mut self.start_time),
         );
         reg.register(
             "helper_processes",
             "Live processes of the helper's tree",
-            self.tree_procs,
+            take(&mut self.tree_procs),
         );
         reg.register_with_unit(
             "helper_resident_memory",
             "Resident memory of the helper's tree, its live processes summed",
             Unit::Bytes,
-            self.tree_rss,
+            take(&mut self.tree_rss),
         );
         reg.register_with_unit(
             "helper_cpu",
             "User and system CPU time of the helper's tree, its live processes summed (falls \
              when one ends)",
             Unit::Seconds,
-            self.tree_cpu,
+            take(&mut self.tree_cpu),
         );
     }
 }
