@@ -473,3 +473,32 @@ fn the_only_socket_is_not_a_guess() {
     let cmdline = std::fs::read(format!("/proc/{}/cmdline", pid.trim())).unwrap();
     assert_eq!(cmdline, b"sleep\x009002\x00");
 }
+
+/// A helper a reload removed is no helper of `start` or `stop` any more, even while its index
+/// is kept: both answer that there is no such helper, and `start` does not launch it again.
+#[test]
+fn start_and_stop_do_not_reach_a_helper_a_reload_removed() {
+    let d = Dir::new("ctl_verbs", "removed");
+    let api = "[[helper]]\nname = \"api\"\ncommand = [\"sleep\", \"6201\"]\n";
+    let old = "[[helper]]\nname = \"old\"\ncommand = [\"sleep\", \"6202\"]\n";
+    let mut run = Run::start(&d, &format!("{api}\n{old}"), &[]);
+    run.state("old", "running");
+    d.file("run.toml", api);
+    ok(&run.ctl(&["reload"]));
+    run.state("old", "stopped");
+    for verb in ["stop", "start"] {
+        let out = run.ctl(&[verb, "old"]);
+        let err = text(&out.stderr);
+        assert!(!out.status.success(), "{verb} old: {out:?}");
+        assert!(err.contains("no helper named \"old\""), "{verb} old: {err}");
+    }
+    let st = run.stop();
+    assert!(st.success(), "{st}");
+    run.drain();
+    let launches = run
+        .seen
+        .iter()
+        .filter(|e| e["event"] == "launch" && e["helper"] == "old")
+        .count();
+    assert_eq!(launches, 1, "old was launched again after its removal");
+}

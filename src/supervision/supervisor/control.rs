@@ -408,7 +408,7 @@ impl Supervisor {
     /// `start`: a helper that is not running is launched now (once its dependencies are met),
     /// its backoff count started over.
     fn ctl_start(&mut self, name: &str) -> Reply {
-        let Some(i) = self.config.helpers.iter().position(|h| h.name() == name) else {
+        let Some(i) = self.helper_index(name) else {
             return self.no_such_helper(name);
         };
         if self.stage.shutting_down() {
@@ -467,7 +467,7 @@ impl Supervisor {
     /// of its tree when its grace runs out; one waiting (for a dependency or its backoff) is
     /// not launched. Either stays stopped, whatever its restart rule, until `start`.
     fn ctl_stop_helper(&mut self, name: &str) -> Reply {
-        let Some(i) = self.config.helpers.iter().position(|h| h.name() == name) else {
+        let Some(i) = self.helper_index(name) else {
             return self.no_such_helper(name);
         };
         if self.stage.shutting_down() {
