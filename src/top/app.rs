@@ -230,9 +230,6 @@ impl App {
 
     /// Takes a new model. While paused, processes that vanished stay, marked exited.
     pub fn set_model(&mut self, mut model: Model) {
-        if model.supervised {
-            model.add_vacant_helpers();
-        }
         self.cursor = self.cursor.map(|c| helper_moved(&self.model, &model, c));
         if self.paused {
             model.carry_exited(&self.model);

@@ -143,7 +143,7 @@ pub struct Supervision {
     pub down_helpers: Vec<HelperDown>,
     /// On a helper's own process: the helper's state as its supervisor reports it.
     pub helper_state: Option<HelperStatus>,
-    /// The row stands for a helper that has no process now ([`Model::add_vacant_helpers`]):
+    /// The row stands for a helper that has no process now ([`vacant_nodes`]):
     /// it has no pid, state, age or usage of its own.
     pub vacant: bool,
     /// On a helper's own row: its restarts and how its last process ended
@@ -435,36 +435,6 @@ impl Model {
         self.nodes.values().filter(|n| !n.vacant())
     }
 
-    /// Adds a row for each helper of the supervisor that has no process now (stopped, in
-    /// backoff, waiting, completed, given up on), under the supervisor's row after its
-    /// processes, in configuration order: every declared helper has a row, whatever its state.
-    /// The row's identity is made of the helper's place (a negative pid, a start time no
-    /// process has), so the cursor stays on it from one reading to the next.
-    pub fn add_vacant_helpers(&mut self) {
-        let Some(sup) = self.nodes.values().find(|n| {
-            n.info
-                .supervision
-                .as_ref()
-                .is_some_and(|s| s.generation == 0 && s.role == "supervisor")
-        }) else {
-            return;
-        };
-        let sup = (sup.info.id, sup.info.uid);
-        let vacant: Vec<Node> = self
-            .helpers
-            .iter()
-            .enumerate()
-            .filter(|(_, h)| h.identity.is_none())
-            .map(|(i, h)| vacant_node(i, h, sup))
-            .collect();
-        if vacant.is_empty() {
-            return;
-        }
-        let mut all: Vec<Node> = std::mem::take(&mut self.nodes).into_values().collect();
-        all.extend(vacant);
-        self.nodes = Model::forest(all);
-    }
-
     /// `nodes` as the model's forest, each node's `children` filled in from it.
     fn forest(nodes: Vec<Node>) -> Forest<Node> {
         let mut forest = Forest::new(nodes, Model::order);
@@ -549,6 +519,31 @@ impl Model {
         self.nodes = Model::forest(live);
         true
     }
+}
+
+/// A row for each helper of an attached reading's supervisor that has no process now
+/// (stopped, in backoff, waiting, completed, given up on), under the supervisor's row after its
+/// processes, in configuration order: every declared helper has a row, whatever its state.
+/// The row's identity is made of the helper's place (a negative pid, a start time no process
+/// has), so the cursor stays on it from one reading to the next.
+fn vacant_nodes(sample: &Sample) -> Vec<Node> {
+    if !sample.supervised {
+        return Vec::new();
+    }
+    let Some(sup) = sample.procs.iter().find(|p| {
+        p.supervision
+            .as_ref()
+            .is_some_and(|s| s.generation == 0 && s.role == "supervisor")
+    }) else {
+        return Vec::new();
+    };
+    sample
+        .helpers
+        .iter()
+        .enumerate()
+        .filter(|(_, h)| h.identity.is_none())
+        .map(|(i, h)| vacant_node(i, h, (sup.id, sup.uid)))
+        .collect()
 }
 
 /// The start time of the first helper row with no process: later than any process's.
@@ -663,10 +658,14 @@ impl Tracker {
             reading: self.readings,
         };
         let tracks = &mut self.tracks;
+        // Part of the reading, so that the tree is refreshed in place with them, not built
+        // again for them at each reading.
+        let vacant = vacant_nodes(&sample);
         let nodes = sample
             .procs
             .into_iter()
-            .map(|info| tracks.entry(info.id).or_default().node(info, &clock));
+            .map(|info| tracks.entry(info.id).or_default().node(info, &clock))
+            .chain(vacant);
         // The tree: a parent missing from the reading makes a root; a node kept keeps its
         // children while the edges stay.
         let mut nodes = if previous.nodes.is_empty() {
@@ -991,6 +990,52 @@ mod tests {
         sub.sort();
         assert_eq!(sub, vec![10, 11]);
         assert_eq!(pids(&m.ancestors(ten)), vec![11]);
+    }
+
+    /// A helper of the supervisor's.
+    fn helper(name: &str, identity: Option<Identity>) -> HelperSummary {
+        HelperSummary {
+            name: name.into(),
+            state: crate::process::state::HelperState::Stopped,
+            detail: None,
+            identity,
+            stop_signal: "SIGTERM".into(),
+            stop_grace_ms: 1000,
+            restarts: 0,
+            last_exit: None,
+            policy: String::new(),
+        }
+    }
+
+    /// Attached, each helper with no process is a row of the reading itself, under the
+    /// supervisor's after its processes: the next reading refreshes the tree in place with
+    /// it (as it does any process it had), and equals the tree built anew.
+    #[test]
+    fn a_helper_without_a_process_is_a_row_of_the_reading() {
+        let sup = ProcInfo {
+            supervision: Some(Supervision {
+                role: "supervisor".into(),
+                ..Supervision::default()
+            }),
+            ..proc(1, None, b'S')
+        };
+        let web = proc(20, Some(1), b'S');
+        let reading = Sample {
+            supervised: true,
+            helpers: vec![helper("web", Some(web.id)), helper("idle", None)],
+            ..sample(vec![sup, web])
+        };
+        let mut t = Tracker::new();
+        let first = t.update(reading.clone());
+        let sup = first.roots().next().unwrap();
+        let kids = &first.nodes[&sup].children;
+        assert_eq!(pids(kids), vec![20, -2]);
+        assert!(first.nodes[&kids[1]].vacant());
+        assert_eq!(first.nodes[&kids[1]].info.comm, b"idle");
+        let again = t.update_into(reading.clone().with_now(100_100), first);
+        let anew = Tracker::new().update(reading.with_now(100_100));
+        assert_eq!(pids(&again.subtree(sup)), vec![1, 20, -2]);
+        assert_eq!(pids(&again.subtree(sup)), pids(&anew.subtree(sup)));
     }
 
     /// Paused, an exited process stays under its parent; resumed, it goes.

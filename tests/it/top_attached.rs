@@ -168,10 +168,11 @@ fn a_snapshot_becomes_supervised_rows_with_anomalies_and_events() {
         anomalies(4756)
     );
     assert!(anomalies(4710).is_empty() && anomalies(4711).is_empty());
-    // The tree: the adopted orphans under the supervisor, the descendants under web.
+    // The tree: the adopted orphans under the supervisor, the descendants under web; after
+    // them the row of the crasher, which has no process (its pid: minus its place, first).
     let sup_node = &model.nodes[&id(4700, 912345)];
     let kids: Vec<i32> = sup_node.children.iter().map(|c| c.pid).collect();
-    assert_eq!(kids, vec![4710, 4755, 4756]);
+    assert_eq!(kids, vec![4710, 4755, 4756, -1]);
 
     // Rows: hostile bytes escaped; R on a descendant asks to restart its helper.
     let mut app = App::new(None, "1s".into());
