@@ -55,13 +55,14 @@ pub enum Keymap {
     #[default]
     Foster,
     /// htop's: `k` signals (not up), `/` searches (not filters; `\` filters), `e` shows the
-    /// process's details (htop's environment screen).
+    /// process's details (htop's environment screen); `b`, free in both, toggles the events
+    /// pane.
     Htop,
 }
 
 /// What the status line says at first with htop's keys.
 pub const HTOP_KEYS: &str =
-    "htop keys: k signals · / searches · \\ filters · e details · ↑ ↓ move · ? all keys";
+    "htop keys: k signals · / searches · \\ filters · e details · b events · ↑ ↓ move · ? all keys";
 
 impl Keymap {
     /// `key` as foster's keys name it.
@@ -74,6 +75,15 @@ impl Keymap {
             (_, code) => code,
         };
         crossterm::event::KeyEvent { code, ..key }
+    }
+
+    /// The key that hides and shows the events pane, as the status line names it: `e`, or `b`
+    /// with htop's keys (where `e` is the details; `b` works with both).
+    pub fn events_key(self) -> char {
+        match self {
+            Keymap::Foster => 'e',
+            Keymap::Htop => 'b',
+        }
     }
 }
 

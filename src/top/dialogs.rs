@@ -369,8 +369,8 @@ pub const KEYS: &[(&str, &str)] = &[
         "hide or show the machine's CPU and memory history below the meters",
     ),
     (
-        "e",
-        "attached: hide or show the events pane; Tab scrolls it (when no log pane)",
+        "e  b",
+        "attached: hide or show the events pane (b with --keys htop); Tab scrolls it",
     ),
     ("[  ]", "attached: the events pane smaller, larger"),
     (

@@ -59,7 +59,7 @@ impl App {
             KeyCode::Char('X') => self.ask_stop(),
             KeyCode::Char('l') => self.toggle_logs(),
             KeyCode::Tab => self.focus_pane(),
-            KeyCode::Char('e') => self.toggle_events(),
+            KeyCode::Char('e') | KeyCode::Char('b') => self.toggle_events(),
             KeyCode::Char('[') => self.resize_events(false),
             KeyCode::Char(']') => self.resize_events(true),
             KeyCode::Char('H') => self.events_of_helper(),
@@ -354,21 +354,21 @@ impl App {
         }
         self.events.shown = !self.events.shown;
         self.events.focus = false;
-        self.message = Some(
-            if self.events.shown {
-                "events pane shown; e hides it"
-            } else {
-                "events pane hidden; e shows it"
-            }
-            .into(),
-        );
+        let key = self.keymap.events_key();
+        self.message = Some(if self.events.shown {
+            format!("events pane shown; {key} hides it")
+        } else {
+            format!("events pane hidden; {key} shows it")
+        });
     }
 
     /// `[` `]`: the events pane smaller or larger.
     fn resize_events(&mut self, larger: bool) {
         if !self.events_drawn() {
-            self.message =
-                Some("[ ] resize the events pane: attach to a supervisor, e shows it".into());
+            self.message = Some(format!(
+                "[ ] resize the events pane: attach to a supervisor, {} shows it",
+                self.keymap.events_key()
+            ));
             return;
         }
         let now = self.events.height.unwrap_or(self.events.drawn + 1);

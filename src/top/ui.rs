@@ -692,10 +692,11 @@ fn draw_events(frame: &mut Frame, area: Rect, app: &App) {
             app.events.back
         ));
     }
-    hint.push_str(if app.events.focus {
-        " Tab: the tree · e hides "
+    let key = app.keymap.events_key();
+    hint.push_str(&if app.events.focus {
+        format!(" Tab: the tree · {key} hides ")
     } else {
-        " e hides · [ ] size · H helper "
+        format!(" {key} hides · [ ] size · H helper ")
     });
     let title_style = if app.events.focus {
         Style::new().black().on_yellow().bold()

@@ -55,10 +55,15 @@ impl Attached {
     }
 
     fn start_with(dir: Dir, config: &str, w: u16, h: u16) -> Attached {
+        Attached::start_args(dir, config, (w, h), "")
+    }
+
+    /// [`Attached::start_with`], the dashboard given `args` too.
+    fn start_args(dir: Dir, config: &str, (w, h): (u16, u16), args: &str) -> Attached {
         let mut run = Run::start_uncontained(&dir, config);
         run.until("the first launch", |e| e["event"] == "launch");
         let t = Tmux::start_sized("sh", w, h);
-        t.text(&format!("{}\n", top_attach(&run.socket)));
+        t.text(&format!("{} {args}\n", top_attach(&run.socket)));
         let top = dashboard_pid(&t);
         Attached {
             run,
@@ -494,6 +499,39 @@ command = ["sleep", "86405"]
 /// The line the events pane's title is on, if shown (` events ` or ` events of NAME `).
 fn events_title(screen: &str) -> Option<usize> {
     screen.lines().position(|l| l.starts_with(" events "))
+}
+
+/// `--keys htop`, attached: `e` is htop's details there, so `b` (free in both keymaps) hides
+/// and shows the events pane; the status line says so at first, and so does the pane's title.
+#[test]
+fn htop_keys_hide_and_show_the_events_pane_with_b() {
+    if tmux_missing() {
+        return;
+    }
+    let dir = Dir::new("topkeys", "htop-events");
+    let a = Attached::start_args(dir, &config(), (120, 40), "--keys htop");
+    let s =
+        a.t.wait_for("the events pane", |s| events_title(s).is_some());
+    assert!(s.contains("b events"), "the status line names b:\n{s}");
+    assert!(s.contains(" b hides "), "the pane's title names b:\n{s}");
+    a.t.keys(&["b"]);
+    let s = a.t.wait_for("the pane hidden", |s| {
+        s.contains("events pane hidden; b shows it")
+    });
+    assert!(events_title(&s).is_none(), "still shown:\n{s}");
+    a.t.keys(&["b"]);
+    a.t.wait_for("the pane shown", |s| {
+        s.contains("events pane shown; b hides it") && events_title(s).is_some()
+    });
+    // `e` stays htop's: the details, the pane as it is.
+    a.t.keys(&["e"]);
+    let s = a.t.wait_for("the details", |s| s.contains("open files"));
+    assert!(!s.contains("events pane hidden"), "{s}");
+    a.t.keys(&["Escape"]);
+    a.t.wait_for("the details closed", |s| {
+        !s.contains("open files") && events_title(s).is_some()
+    });
+    a.finish();
 }
 
 /// The events pane, at 80x24 and 200x60: `e` hides and shows it; `]` and `[` make it larger
