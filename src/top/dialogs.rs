@@ -297,7 +297,8 @@ pub const KEYS: &[(&str, &str)] = &[
     ("C  E", "collapse all, expand all"),
     (
         "/  \\  F4",
-        "filter, showing matches with their ancestors and descendants",
+        "filter, showing matches with their ancestors and descendants; with the log pane \
+         open and no filter, / searches the log pane",
     ),
     ("  Enter  Esc", "keep the filter, clear it"),
     (
@@ -336,8 +337,8 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
     (
         "Tab",
-        "log pane: focus it, then ↑ ↓ PgUp PgDn Home End scroll, End follows the end, / \
-         search (n N), w wrap long lines; Tab or Esc: the tree",
+        "log pane: focus it (or click it), then ↑ ↓ PgUp PgDn Home End scroll, End follows \
+         the end, / search (n N), w wrap long lines; Tab, Esc or a click on a row: the tree",
     ),
     (
         "<  >",

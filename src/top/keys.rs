@@ -522,6 +522,17 @@ impl App {
     /// A click at (`x`, `y`): on a title, sorts; on a row, selects it (and on its tree
     /// drawing, collapses or expands it).
     fn on_click(&mut self, x: u16, y: u16) -> bool {
+        if let (Some((top, h)), Some(p)) = (self.hits.logs, self.logs.as_mut())
+            && y >= top
+            && y < top + h
+        {
+            // A click on the log pane gives it the keys, as `Tab` does.
+            p.focus = true;
+            p.touch();
+            self.events.focus = false;
+            self.message = None;
+            return true;
+        }
         let column = self
             .hits
             .columns
@@ -549,6 +560,11 @@ impl App {
             return false;
         };
         self.message = None;
+        // A click on a row gives the keys back to the tree.
+        if let Some(p) = self.logs.as_mut() {
+            p.focus = false;
+        }
+        self.events.focus = false;
         self.cursor = Some(row.id);
         if self.following.is_some_and(|f| f != row.id) {
             self.following = None;

@@ -9,7 +9,7 @@
 use crossterm::event::{KeyCode, KeyEvent};
 
 use crate::base::sanitize::escape;
-use crate::top::app::{App, Effect};
+use crate::top::app::{App, Effect, Keymap};
 use crate::top::columns::Column;
 use crate::top::dialogs::{Control, DEFAULT_SIGNAL, Dialog, HelperTarget, SIGNALS, helper_target};
 use crate::top::formatting::unknown_key;
@@ -25,6 +25,10 @@ impl App {
     /// A key for the tree (no dialog open, nothing typed, no pane focused): one arm per key,
     /// the keys' table.
     pub(crate) fn on_tree_key(&mut self, key: KeyEvent) -> Vec<Effect> {
+        if key.code == KeyCode::Char('/') && self.slash_searches_logs() {
+            self.search_logs();
+            return Vec::new();
+        }
         let key = self.keymap.translate(key);
         match key.code {
             KeyCode::Char('q') | KeyCode::F(10) => return vec![Effect::Quit],
@@ -328,6 +332,30 @@ impl App {
             return;
         }
         self.logs = Some(LogPane::new());
+        self.message =
+            Some("log pane: / searches its lines · Tab gives it the keys · l closes".into());
+    }
+
+    /// Whether `/` searches the log pane rather than the tree: the pane is open and what `/`
+    /// edits in the tree (the filter; with htop's keys, the search) is empty, as `less`
+    /// searches what you read. With a filter on, `/` refines it; `\` always filters the tree.
+    fn slash_searches_logs(&self) -> bool {
+        let tree = match self.keymap {
+            Keymap::Foster => &self.filter,
+            Keymap::Htop => &self.search,
+        };
+        self.logs.is_some() && tree.is_empty()
+    }
+
+    /// `/` on the log pane: it takes the keys (`n` `N` then go through its matches), and its
+    /// search is typed.
+    fn search_logs(&mut self) {
+        if let Some(p) = self.logs.as_mut() {
+            p.focus = true;
+            p.search_editing = true;
+            p.touch();
+        }
+        self.events.focus = false;
     }
 
     /// `Tab`: the log pane takes the keys, else (attached) the events pane.

@@ -75,3 +75,78 @@ fn the_log_pane_searches_and_wraps() {
     assert!(wait_gone(top, DEADLINE), "the dashboard did not exit");
     assert!(run.stop().success());
 }
+
+/// A left click (press and release) at the cell `x`, `y` (from 0).
+fn click(t: &Tmux, x: usize, y: usize) {
+    t.text(&format!(
+        "\x1b[<0;{};{}M\x1b[<0;{};{}m",
+        x + 1,
+        y + 1,
+        x + 1,
+        y + 1
+    ));
+}
+
+/// The line the log pane's title is on.
+fn logs_title(screen: &str) -> usize {
+    let at = screen
+        .lines()
+        .position(|l| l.contains("logs of every helper"));
+    at.unwrap_or_else(|| panic!("no log pane:\n{screen}"))
+}
+
+/// With the log pane open and the tree unfiltered, `/` searches the pane's lines, no `Tab`
+/// first, and gives the pane the keys (`n` `N` then go through its matches); a click on the
+/// pane gives it the keys, a click on a row gives them back; with a filter on the tree, `/`
+/// refines that filter, as without the pane.
+#[test]
+fn slash_searches_the_open_log_pane() {
+    if tmux_missing() {
+        return;
+    }
+    let d = Dir::new("top-logs", "slash");
+    let mut run = common::supervised::Run::start(&d, CONFIG, &["--no-contain"]);
+    let t = Tmux::start_sized(&common::tmux::top_attach(&run.socket), 120, 50);
+    let top = dashboard_pid(&t);
+    t.wait_for("the helper's row", |s| s.contains("sleep 1000"));
+    t.keys(&["g", "l"]);
+    t.wait_for("the helper's lines", |s| s.contains("chatty | other"));
+    t.keys(&["/"]);
+    t.text("NEEDLE");
+    t.wait_for("the log's count as typed", |s| {
+        status(s).contains("log search: NEEDLE") && status(s).contains("match 5 of 5")
+    });
+    t.keys(&["Enter", "N"]);
+    t.wait_for("the pane's previous match", |s| {
+        status(s).contains("log search \"NEEDLE\": match 4 of 5")
+    });
+    t.keys(&["Escape"]);
+    let s = t.wait_for("the keys back to the tree", |s| {
+        !s.contains("log pane: ↑ ↓")
+    });
+
+    // A click on the pane gives it the keys; one on a row, back to the tree.
+    click(&t, 10, logs_title(&s) + 2);
+    t.wait_for("the pane's keys", |s| s.contains("log pane: ↑ ↓"));
+    let row = s.lines().position(|l| l.contains("sleep 1000")).unwrap();
+    click(&t, 10, row);
+    t.wait_for("the tree's keys", |s| !s.contains("log pane: ↑ ↓"));
+
+    // A filter on the tree: `/` refines it.
+    t.keys(&["\\"]);
+    t.text("sleep");
+    t.keys(&["Enter"]);
+    t.wait_for("the filter kept", |s| !status(s).contains("filter: sleep▏"));
+    t.keys(&["/"]);
+    t.wait_for("the tree's filter", |s| {
+        status(s).contains("filter: sleep▏")
+    });
+    // Waited for before `q`: an `Esc` just before it could read as Alt-q.
+    t.keys(&["Escape"]);
+    t.wait_for("the filter cleared", |s| {
+        !status(s).contains("filter: sleep")
+    });
+    t.keys(&["q"]);
+    assert!(wait_gone(top, DEADLINE), "the dashboard did not exit");
+    assert!(run.stop().success());
+}
