@@ -339,7 +339,7 @@ impl App {
     /// Whether `/` searches the log pane rather than the tree: the pane is open and what `/`
     /// edits in the tree (the filter; with htop's keys, the search) is empty, as `less`
     /// searches what you read. With a filter on, `/` refines it; `\` always filters the tree.
-    fn slash_searches_logs(&self) -> bool {
+    pub(crate) fn slash_searches_logs(&self) -> bool {
         let tree = match self.keymap {
             Keymap::Foster => &self.filter,
             Keymap::Htop => &self.search,

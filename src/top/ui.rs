@@ -888,6 +888,8 @@ fn hint_text(app: &App) -> &'static str {
          l close · q quit"
     } else if app.events.focus {
         "events pane: ↑ ↓ PgUp PgDn Home scroll back · End newest · Tab/Esc tree · q quit"
+    } else if app.model.supervised && app.slash_searches_logs() {
+        "q quit · ? help · / search logs · \\ filter · Tab logs' keys · l close · s signal"
     } else if app.model.supervised {
         "q quit · ? help · / filter · s signal · l logs · R restart · x stop · o start · X stop all"
     } else {

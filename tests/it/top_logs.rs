@@ -110,7 +110,9 @@ fn slash_searches_the_open_log_pane() {
     let top = dashboard_pid(&t);
     t.wait_for("the helper's row", |s| s.contains("sleep 1000"));
     t.keys(&["g", "l"]);
-    t.wait_for("the helper's lines", |s| s.contains("chatty | other"));
+    t.wait_for("the helper's lines and the key hint", |s| {
+        s.contains("chatty | other") && s.contains("/ search logs")
+    });
     t.keys(&["/"]);
     t.text("NEEDLE");
     t.wait_for("the log's count as typed", |s| {
@@ -136,7 +138,9 @@ fn slash_searches_the_open_log_pane() {
     t.keys(&["\\"]);
     t.text("sleep");
     t.keys(&["Enter"]);
-    t.wait_for("the filter kept", |s| !status(s).contains("filter: sleep▏"));
+    t.wait_for("the filter kept, / for it", |s| {
+        !status(s).contains("filter: sleep▏") && s.contains("/ filter")
+    });
     t.keys(&["/"]);
     t.wait_for("the tree's filter", |s| {
         status(s).contains("filter: sleep▏")

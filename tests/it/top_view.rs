@@ -926,7 +926,10 @@ fn the_log_pane_follows_the_selected_helper_and_scrolls() {
         s.contains("db | row 40") && !s.contains("db | row 1 "),
         "{s}"
     );
-    assert!(s.contains("l logs"), "the footer names the key:\n{s}");
+    assert!(
+        s.contains("l close") && s.contains("/ search logs"),
+        "the footer names the keys:\n{s}"
+    );
 
     // Scrolled up, new lines do not move the view; End follows again.
     app.on_key(key(KeyCode::Tab));
