@@ -1,7 +1,7 @@
 //! `foster ctl`'s operator verbs end to end, the real binary against a real `foster run`:
 //! several helpers and `all`, `status HELPER`, `pid`, `wait`, `history`, `reload --dry-run`,
-//! `logs` of several helpers with `--since` and `-t`, and the socket found from `--config` or
-//! the current directory. Ordering comes from the supervisor's events and from FIFOs the
+//! `logs` of several helpers with `--since` and `-t`, the socket found from `--config` or
+//! the current directory, and a helper a reload removed out of `start`'s and `stop`'s reach. Ordering comes from the supervisor's events and from FIFOs the
 //! helpers wait on; deadlines are only safety nets.
 
 use std::io::Write;

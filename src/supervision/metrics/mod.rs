@@ -200,9 +200,40 @@ struct HelperFamilies {
     start_time: Family<Labels, FGauge>,
     /// The boot's time (seconds since the epoch), which process start times count from.
     boot_secs: Option<u64>,
-    tree_procs: Family<Labels, Gauge>,
-    tree_rss: Family<Labels, Gauge>,
-    tree_cpu: Family<Labels, FGauge>,
+    tree: TreeFamilies,
+}
+
+/// The series of a helper's tree: its live processes, their memory and CPU summed.
+#[derive(Default)]
+struct TreeFamilies {
+    procs: Family<Labels, Gauge>,
+    rss: Family<Labels, Gauge>,
+    cpu: Family<Labels, FGauge>,
+}
+
+impl TreeFamilies {
+    /// The families, in the order of the text.
+    fn register(mut self, reg: &mut Registry) {
+        use std::mem::take;
+        reg.register(
+            "helper_processes",
+            "Live processes of the helper's tree",
+            take(&mut self.procs),
+        );
+        reg.register_with_unit(
+            "helper_resident_memory",
+            "Resident memory of the helper's tree, its live processes summed",
+            Unit::Bytes,
+            take(&mut self.rss),
+        );
+        reg.register_with_unit(
+            "helper_cpu",
+            "User and system CPU time of the helper's tree, its live processes summed (falls \
+             when one ends)",
+            Unit::Seconds,
+            take(&mut self.cpu),
+        );
+    }
 }
 
 impl HelperFamilies {
@@ -261,9 +292,9 @@ impl HelperFamilies {
             rss += p.rss_bytes;
             cpu += p.cpu_ticks;
         }
-        self.tree_procs.get_or_create(&l).set(n);
-        self.tree_rss.get_or_create(&l).set(rss as i64);
-        self.tree_cpu.get_or_create(&l).set(ticks(cpu));
+        self.tree.procs.get_or_create(&l).set(n);
+        self.tree.rss.get_or_create(&l).set(rss as i64);
+        self.tree.cpu.get_or_create(&l).set(ticks(cpu));
     }
 
     /// The families, in the order of the text.
@@ -331,23 +362,6 @@ impl HelperFamilies {
             Unit::Seconds,
             take(&mut self.start_time),
         );
-        reg.register(
-            "helper_processes",
-            "Live processes of the helper's tree",
-            take(&mut self.tree_procs),
-        );
-        reg.register_with_unit(
-            "helper_resident_memory",
-            "Resident memory of the helper's tree, its live processes summed",
-            Unit::Bytes,
-            take(&mut self.tree_rss),
-        );
-        reg.register_with_unit(
-            "helper_cpu",
-            "User and system CPU time of the helper's tree, its live processes summed (falls \
-             when one ends)",
-            Unit::Seconds,
-            take(&mut self.tree_cpu),
-        );
+        take(&mut self.tree).register(reg);
     }
 }
