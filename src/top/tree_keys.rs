@@ -24,6 +24,7 @@ fn no_process(helper: &str) -> String {
 impl App {
     /// A key for the tree (no dialog open, nothing typed, no pane focused): one arm per key,
     /// the keys' table.
+    // Long: one arm per key, the table docs/top.md lists.
     pub(crate) fn on_tree_key(&mut self, key: KeyEvent) -> Vec<Effect> {
         if key.code == KeyCode::Char('/') && self.slash_searches_logs() {
             self.search_logs();

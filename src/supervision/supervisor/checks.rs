@@ -231,96 +231,129 @@ impl Supervisor {
     /// A timer of helper `i`'s checks of launch `launch` fired.
     pub(super) fn on_check_timer(&mut self, i: usize, launch: u32, t: CheckTimer) {
         let now = Instant::now();
+        match t {
+            CheckTimer::ReadyDeadline => self.ready_deadline_came(i, launch, now),
+            CheckTimer::Attempt(Check::Ready) => self.ready_attempt(i, launch, now),
+            CheckTimer::Attempt(_) => self.health_attempt(i, launch),
+            CheckTimer::ProbeTimeout(attempt) => {
+                if self.live_checks(i, Some(launch)).is_some() {
+                    self.probe_ran_out(i, attempt);
+                }
+            }
+            CheckTimer::Watchdog => self.watchdog_due(i, launch, now),
+        }
+    }
+
+    /// The readiness deadline of launch `launch`: a helper still starting fails, unless
+    /// `EXTEND_TIMEOUT_USEC=` pushed the deadline later (the timer is set again for it).
+    fn ready_deadline_came(&mut self, i: usize, launch: u32, now: Instant) {
+        let Some(c) = self.live_checks(i, Some(launch)) else {
+            return;
+        };
+        if c.readiness != Readiness::Starting {
+            return;
+        }
+        if c.ready_deadline > now {
+            // Pushed later by EXTEND_TIMEOUT_USEC=.
+            let left = c.ready_deadline - now;
+            self.timers
+                .at(left, Timer::Check(i, launch, CheckTimer::ReadyDeadline));
+            return;
+        }
+        // The timeout, or what EXTEND_TIMEOUT_USEC= made of it.
+        let waited = c.ready_deadline - c.launched;
+        let reason = format!(
+            "not ready within {} ({})",
+            Text(round_ms(waited)),
+            self.readiness_missing(i)
+        );
+        self.fail_helper(i, Check::Ready, reason, true);
+    }
+
+    /// What helper `i` did not do to become ready, in the words of its readiness check.
+    fn readiness_missing(&self, i: usize) -> String {
+        let how = self.config.helpers[i]
+            .ready
+            .as_ref()
+            .and_then(|r| r.check().ok())
+            .map_or("", |c| c.name());
+        match how {
+            "notify" => "no READY=1".to_string(),
+            "fd" => "no newline on its notification descriptor".to_string(),
+            "log" => "no line of its output matched".to_string(),
+            other => format!("its {other} probe did not pass"),
+        }
+    }
+
+    /// An attempt of helper `i`'s readiness probe, while it is starting and no probe runs.
+    fn ready_attempt(&mut self, i: usize, launch: u32, now: Instant) {
         let cfg = self.config.helpers[i].clone();
         let Some(c) = self.live_checks(i, Some(launch)) else {
             return;
         };
-        match t {
-            CheckTimer::ReadyDeadline => {
-                if c.readiness != Readiness::Starting {
-                    return;
-                }
-                if c.ready_deadline > now {
-                    // Pushed later by EXTEND_TIMEOUT_USEC=.
-                    let left = c.ready_deadline - now;
-                    self.timers
-                        .at(left, Timer::Check(i, launch, CheckTimer::ReadyDeadline));
-                    return;
-                }
-                // The timeout, or what EXTEND_TIMEOUT_USEC= made of it.
-                let waited = c.ready_deadline - c.launched;
-                let how = cfg
-                    .ready
-                    .as_ref()
-                    .and_then(|r| r.check().ok())
-                    .map_or("", |c| c.name());
-                let reason = format!(
-                    "not ready within {} ({})",
-                    Text(round_ms(waited)),
-                    match how {
-                        "notify" => "no READY=1".to_string(),
-                        "fd" => "no newline on its notification descriptor".to_string(),
-                        "log" => "no line of its output matched".to_string(),
-                        other => format!("its {other} probe did not pass"),
-                    }
-                );
-                self.fail_helper(i, Check::Ready, reason, true);
-            }
-            CheckTimer::Attempt(Check::Ready) => {
-                if c.readiness != Readiness::Starting {
-                    return;
-                }
-                if let Some(p) = &c.probe {
-                    return skip_attempt(cfg.name(), Check::Ready, p);
-                }
-                let left = c.ready_deadline.saturating_duration_since(now);
-                match cfg.ready.as_ref().and_then(|r| r.check().ok()) {
-                    Some(ReadyCheck::Exec { command, .. }) => {
-                        let command = command.clone();
-                        self.start_exec_probe(i, Check::Ready, &command, left);
-                    }
-                    Some(ReadyCheck::Tcp { addr, .. }) => {
-                        self.start_tcp_probe(i, Check::Ready, addr, left);
-                    }
-                    _ => {}
-                }
-            }
-            CheckTimer::Attempt(_) => {
-                if let Some(p) = &c.probe {
-                    return skip_attempt(cfg.name(), Check::Health, p);
-                }
-                let Some(h) = &cfg.health else {
-                    return;
-                };
-                match h.probe() {
-                    Ok(Probe::Exec(command)) => {
-                        self.start_exec_probe(i, Check::Health, command, h.timeout());
-                    }
-                    Ok(Probe::Tcp(addr)) => {
-                        self.start_tcp_probe(i, Check::Health, addr, h.timeout());
-                    }
-                    Err(_) => {}
-                }
-            }
-            CheckTimer::ProbeTimeout(attempt) => self.probe_ran_out(i, attempt),
-            CheckTimer::Watchdog => {
-                // It said STOPPING=1: on its way out, no longer held to its watchdog.
-                if c.stopping {
-                    return;
-                }
-                let Some(due) = c.watchdog_due() else {
-                    return;
-                };
-                if due > now {
-                    self.timers
-                        .at(due - now, Timer::Check(i, launch, CheckTimer::Watchdog));
-                    return;
-                }
-                let period = c.watchdog.unwrap_or_default();
-                let reason = format!("no WATCHDOG=1 within {}", Text(period));
-                self.fail_helper(i, Check::Watchdog, reason, true);
-            }
+        if c.readiness != Readiness::Starting {
+            return;
         }
+        if let Some(p) = &c.probe {
+            return skip_attempt(cfg.name(), Check::Ready, p);
+        }
+        let left = c.ready_deadline.saturating_duration_since(now);
+        match cfg.ready.as_ref().and_then(|r| r.check().ok()) {
+            Some(ReadyCheck::Exec { command, .. }) => {
+                let command = command.clone();
+                self.start_exec_probe(i, Check::Ready, &command, left);
+            }
+            Some(ReadyCheck::Tcp { addr, .. }) => {
+                self.start_tcp_probe(i, Check::Ready, addr, left);
+            }
+            _ => {}
+        }
+    }
+
+    /// An attempt of helper `i`'s health probe, when no probe runs.
+    fn health_attempt(&mut self, i: usize, launch: u32) {
+        let cfg = self.config.helpers[i].clone();
+        let Some(c) = self.live_checks(i, Some(launch)) else {
+            return;
+        };
+        if let Some(p) = &c.probe {
+            return skip_attempt(cfg.name(), Check::Health, p);
+        }
+        let Some(h) = &cfg.health else {
+            return;
+        };
+        match h.probe() {
+            Ok(Probe::Exec(command)) => {
+                self.start_exec_probe(i, Check::Health, command, h.timeout());
+            }
+            Ok(Probe::Tcp(addr)) => {
+                self.start_tcp_probe(i, Check::Health, addr, h.timeout());
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// Helper `i`'s watchdog timer: without a `WATCHDOG=1` since the period began, it fails
+    /// (unless it said `STOPPING=1`); with one, the timer is set again for the next period.
+    fn watchdog_due(&mut self, i: usize, launch: u32, now: Instant) {
+        let Some(c) = self.live_checks(i, Some(launch)) else {
+            return;
+        };
+        // It said STOPPING=1: on its way out, no longer held to its watchdog.
+        if c.stopping {
+            return;
+        }
+        let Some(due) = c.watchdog_due() else {
+            return;
+        };
+        if due > now {
+            self.timers
+                .at(due - now, Timer::Check(i, launch, CheckTimer::Watchdog));
+            return;
+        }
+        let period = c.watchdog.unwrap_or_default();
+        let reason = format!("no WATCHDOG=1 within {}", Text(period));
+        self.fail_helper(i, Check::Watchdog, reason, true);
     }
 
     /// The time limit of helper `i`'s exec probe `attempt` ran out: that probe, if it still

@@ -78,14 +78,13 @@ impl Supervisor {
             Err(e) => return self.probe_result(i, check, Err(ProbeFailure::Launch(e))),
         };
         let spawner = &self.procs.spawner;
-        let mut pidfd = None;
-        let mut error = None;
+        let (mut pidfd, mut identity, mut error) = (None, None, None);
         let r = self
             .procs
             .reaper
             .launch(Owner::Probe(i, launch), || match spawner.launch(spec) {
                 Ok(l) => {
-                    pidfd = Some(l.pidfd);
+                    (pidfd, identity) = (Some(l.pidfd), l.identity);
                     Ok(l.pid)
                 }
                 // A child created and stopped by the gate or exec: its status ends the attempt.
@@ -99,28 +98,39 @@ impl Supervisor {
             });
         match r {
             Ok(pid) => {
-                let identity = Identity::of(pid).unwrap_or(Identity { pid, start_time: 0 });
+                // The gate's reading, else /proc (a probe stopped before its gate).
+                let identity = identity
+                    .or_else(|| Identity::of(pid).ok())
+                    .unwrap_or(Identity { pid, start_time: 0 });
                 self.known.registry.expect_own(identity);
                 let process = match pidfd {
                     Some(fd) => ProcessRef::pinned(identity, fd),
                     None => ProcessRef::unpinned(identity),
                 };
-                if let Some(c) = self.units.helpers[i].checks.as_mut() {
-                    c.probe = Some(ExecProbe {
-                        process,
-                        check,
-                        attempt,
-                        started: Instant::now(),
-                        limit,
-                        timed_out: None,
-                        error,
-                    });
-                }
-                let timeout = CheckTimer::ProbeTimeout(attempt);
-                self.timers.at(limit, Timer::Check(i, launch, timeout));
+                let probe = ExecProbe {
+                    process,
+                    check,
+                    attempt,
+                    started: Instant::now(),
+                    limit,
+                    timed_out: None,
+                    error,
+                };
+                self.hold_probe(i, launch, probe);
             }
             Err(e) => self.probe_result(i, check, Err(ProbeFailure::Launch(e.into()))),
         }
+    }
+
+    /// Helper `i`'s exec probe started for launch `launch`: held until it ends, its time limit
+    /// armed.
+    fn hold_probe(&mut self, i: usize, launch: u32, probe: ExecProbe) {
+        let timeout = CheckTimer::ProbeTimeout(probe.attempt);
+        let limit = probe.limit;
+        if let Some(c) = self.units.helpers[i].checks.as_mut() {
+            c.probe = Some(probe);
+        }
+        self.timers.at(limit, Timer::Check(i, launch, timeout));
     }
 
     /// Starts a connect probe of helper `i` for `check`, given up after `limit`.
@@ -199,85 +209,107 @@ impl Supervisor {
         check: Check,
         result: Result<(), ProbeFailure>,
     ) {
-        let cfg = self.config.helpers[i].clone();
-        let identity = self.units.helpers[i].identity;
         let Some(c) = self.live_checks(i, None) else {
             return;
         };
-        let launch = c.launch;
+        let (launch, starting) = (c.launch, c.readiness == Readiness::Starting);
         match check {
-            Check::Ready => {
-                if c.readiness != Readiness::Starting {
-                    return;
-                }
-                let how = cfg
-                    .ready
-                    .as_ref()
-                    .and_then(|r| r.check().ok())
-                    .map_or("", |c| c.name());
-                match result {
-                    Ok(()) => self.became_ready(i, how),
-                    Err(reason) => {
-                        debug!("{}: not ready yet: {reason}", cfg.name());
-                        let interval = cfg.ready.as_ref().and_then(|r| r.interval).map_or(
-                            crate::supervision::config::checks::DEFAULT_READY_INTERVAL,
-                            |d| d.0,
-                        );
-                        self.timers.at(
-                            interval,
-                            Timer::Check(i, launch, CheckTimer::Attempt(Check::Ready)),
-                        );
-                    }
-                }
-            }
-            Check::Health | Check::Watchdog => {
-                let Some(h) = &cfg.health else {
-                    return;
-                };
-                let limit = h.failures();
-                match result {
-                    Ok(()) => {
-                        let failures = std::mem::take(&mut c.health_failures);
-                        if failures > 0 {
-                            self.emit(Event::CheckPassed {
-                                helper: cfg.name().to_string(),
-                                check: Check::Health,
-                                failures,
-                            });
-                            if let Some(id) = identity {
-                                self.helper_health(i, id, true, None);
-                            }
-                        }
-                    }
-                    Err(reason) => {
-                        let reason = reason.to_string();
-                        c.health_failures += 1;
-                        let failures = c.health_failures;
-                        self.emit(Event::CheckFailed {
-                            helper: cfg.name().to_string(),
-                            identity,
-                            check: Check::Health,
-                            reason: reason.clone(),
-                            failures,
-                            limit,
-                        });
-                        if failures >= limit {
-                            return self.fail_helper(i, Check::Health, reason, false);
-                        }
-                        if let Some(id) = identity {
-                            let why = format!(
-                                "(its health check failed {failures} of {limit} times in a row: \
-                                 {reason})"
-                            );
-                            self.helper_health(i, id, false, Some(why));
-                        }
-                    }
-                }
+            Check::Ready if starting => self.ready_probe_result(i, launch, result),
+            Check::Ready => {}
+            Check::Health | Check::Watchdog => self.health_probe_result(i, launch, result),
+        }
+    }
+
+    /// A readiness probe's attempt ended: the helper is ready, or tries again after the
+    /// check's interval.
+    fn ready_probe_result(&mut self, i: usize, launch: u32, result: Result<(), ProbeFailure>) {
+        let cfg = &self.config.helpers[i];
+        let how = cfg
+            .ready
+            .as_ref()
+            .and_then(|r| r.check().ok())
+            .map_or("", |c| c.name());
+        match result {
+            Ok(()) => self.became_ready(i, how),
+            Err(reason) => {
+                debug!("{}: not ready yet: {reason}", cfg.name());
+                let interval = cfg.ready.as_ref().and_then(|r| r.interval).map_or(
+                    crate::supervision::config::checks::DEFAULT_READY_INTERVAL,
+                    |d| d.0,
+                );
                 self.timers.at(
-                    h.interval(),
-                    Timer::Check(i, launch, CheckTimer::Attempt(Check::Health)),
+                    interval,
+                    Timer::Check(i, launch, CheckTimer::Attempt(Check::Ready)),
                 );
             }
         }
+    }
+
+    /// A health probe's attempt ended: its failures in a row counted (the helper fails at the
+    /// check's limit) or cleared, then the next attempt after the interval.
+    fn health_probe_result(&mut self, i: usize, launch: u32, result: Result<(), ProbeFailure>) {
+        let cfg = self.config.helpers[i].clone();
+        let Some(h) = &cfg.health else {
+            return;
+        };
+        match result {
+            Ok(()) => self.health_passed(i),
+            Err(reason) => {
+                if self.health_failed(i, reason.to_string(), h.failures()) {
+                    return;
+                }
+            }
+        }
+        self.timers.at(
+            h.interval(),
+            Timer::Check(i, launch, CheckTimer::Attempt(Check::Health)),
+        );
+    }
+
+    /// A health probe passed: failures before it are said to be over.
+    fn health_passed(&mut self, i: usize) {
+        let Some(c) = self.live_checks(i, None) else {
+            return;
+        };
+        let failures = std::mem::take(&mut c.health_failures);
+        if failures == 0 {
+            return;
+        }
+        self.emit(Event::CheckPassed {
+            helper: self.config.helpers[i].name().to_string(),
+            check: Check::Health,
+            failures,
+        });
+        if let Some(id) = self.units.helpers[i].identity {
+            self.helper_health(i, id, true, None);
+        }
+    }
+
+    /// A health probe failed, `limit` failures in a row fail the helper: true when it did.
+    fn health_failed(&mut self, i: usize, reason: String, limit: u32) -> bool {
+        let Some(c) = self.live_checks(i, None) else {
+            return true;
+        };
+        c.health_failures += 1;
+        let failures = c.health_failures;
+        let identity = self.units.helpers[i].identity;
+        self.emit(Event::CheckFailed {
+            helper: self.config.helpers[i].name().to_string(),
+            identity,
+            check: Check::Health,
+            reason: reason.clone(),
+            failures,
+            limit,
+        });
+        if failures >= limit {
+            self.fail_helper(i, Check::Health, reason, false);
+            return true;
+        }
+        if let Some(id) = identity {
+            let why =
+                format!("(its health check failed {failures} of {limit} times in a row: {reason})");
+            self.helper_health(i, id, false, Some(why));
+        }
+        false
     }
 }
