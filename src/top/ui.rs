@@ -20,7 +20,7 @@ use ratatui::widgets::{
 };
 
 use crate::base::sanitize::{escape, fit};
-use crate::top::app::{App, Dialog, KEYS, LogSource, PaneKind, Row, SIGNALS};
+use crate::top::app::{App, Dialog, KEYS, Keymap, LogSource, PaneKind, Row, SIGNALS};
 use crate::top::formatting::{fit_line, put_line};
 use crate::top::theme;
 
@@ -890,6 +890,8 @@ fn hint_text(app: &App) -> &'static str {
         "events pane: ↑ ↓ PgUp PgDn Home scroll back · End newest · Tab/Esc tree · q quit"
     } else if app.model.supervised && app.slash_searches_logs() {
         "q quit · ? help · / search logs · \\ filter · Tab logs' keys · l close · s signal"
+    } else if app.keymap == Keymap::Htop {
+        htop_hint_text(app.model.supervised)
     } else if app.model.supervised {
         "q quit · ? help · / filter · s signal · l logs · R restart · x stop · o start · X stop all"
     } else {
@@ -897,6 +899,15 @@ fn hint_text(app: &App) -> &'static str {
             "q quit · ? help · / filter · F3 search · Enter details · - + collapse · ",
             "Space tag · s signal"
         )
+    }
+}
+
+/// The tree's keys with `--keys htop`: `/` searches, `\\` filters, `k` signals, `e` details.
+fn htop_hint_text(supervised: bool) -> &'static str {
+    if supervised {
+        "q quit · ? help · / search · \\ filter · k signal · l logs · R restart · x stop · o start"
+    } else {
+        "q quit · ? help · / search · \\ filter · e details · - + collapse · Space tag · k signal"
     }
 }
 
@@ -1209,6 +1220,20 @@ mod tests {
 
     fn text(l: &Line) -> String {
         l.spans.iter().map(|s| s.content.as_ref()).collect()
+    }
+
+    /// With `--keys htop` the footer names htop's keys: `/` searches there, `\\` filters.
+    #[test]
+    fn the_footer_names_the_keymaps_keys() {
+        let mut app = App::new(None, "1s".into());
+        assert!(hint_text(&app).contains("/ filter"), "{}", hint_text(&app));
+        app.keymap = Keymap::Htop;
+        for supervised in [false, true] {
+            app.model.supervised = supervised;
+            let h = hint_text(&app);
+            assert!(h.contains("/ search · \\ filter"), "{h}");
+            assert!(h.contains("k signal") && !h.contains("s signal"), "{h}");
+        }
     }
 
     /// A line too wide ends in `…` at its last column, whichever span the edge falls in; a line
