@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use common::Dir;
-use common::supervised::Run;
+use common::supervised::{Plain, Run};
 
 /// One sample: its name and labels (sorted), and its value.
 type Samples = BTreeMap<(String, Vec<(String, String)>), f64>;
@@ -561,4 +561,24 @@ backoff = { initial = "1h", max = "1h" }
         }
     }
     assert!(run.stop().success());
+}
+
+/// Events the events log could not take (here a full device) are counted for the scraper:
+/// `foster_events_log_lost_total`, beside the warning on standard error.
+#[test]
+fn events_the_events_log_could_not_take_are_counted() {
+    let d = Dir::new("metrics", "lost");
+    let config = d.file(
+        "a.toml",
+        "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"600\"]\n",
+    );
+    let options = ["--no-contain", "--events-log", "/dev/full"];
+    let p = Plain::start_with(&config, &d.path("a.sock"), &options);
+    let out = p.ctl(&["metrics"]);
+    assert!(out.status.success(), "{out:?}");
+    let s = parse(&String::from_utf8_lossy(&out.stdout));
+    // At least the supervisor's start, written before the socket answered.
+    let lost = get(&s, "foster_events_log_lost_total", &[]);
+    assert!(lost >= 1.0, "lost {lost}");
+    assert!(p.stop().success());
 }

@@ -37,6 +37,8 @@ pub struct Counts {
     /// Times the kernel's announcements of births and ends were lost (its socket's buffer
     /// overflowed) and the whole tree was read instead.
     pub tree_events_lost: u64,
+    /// Events the events log could not take (a write failed, or its FIFO was full).
+    pub events_log_lost: u64,
     /// Events of this supervisor.
     pub events: u64,
 }
@@ -183,6 +185,13 @@ fn register_counts(reg: &mut Registry, counts: &Counts) {
         "Times the kernel's announcements of births and ends in the tree were lost (its socket's \
          buffer overflowed) and the whole tree was read instead",
         lost,
+    );
+    let log_lost = Counter::<u64>::default();
+    log_lost.inc_by(counts.events_log_lost);
+    reg.register(
+        "events_log_lost",
+        "Events the events log could not take (a write failed, or its FIFO was full)",
+        log_lost,
     );
 }
 

@@ -133,6 +133,11 @@ impl Control {
         }
     }
 
+    /// The events the events log could not take since foster started, for the metrics.
+    pub(super) fn set_events_log_lost(&mut self, lost: u64) {
+        self.counts.events_log_lost = lost;
+    }
+
     /// Counts `event` for the metrics: every event, adoptions by class, restarts by the
     /// restart rules, orphans policed.
     fn count(&mut self, event: &Event) {

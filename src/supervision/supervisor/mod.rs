@@ -232,6 +232,7 @@ impl Supervisor {
     fn emit(&mut self, event: Event) {
         let record = Record::now(event);
         let outer_pids = self.reports.write(&record);
+        (self.control).set_events_log_lost(self.reports.events_lost_total);
         let history = self.keeps_history(&record.event);
         self.control.on_event(&record, &outer_pids, history);
     }

@@ -17,6 +17,8 @@ pub(super) struct Reports {
     pub(super) outer: Option<OuterPids>,
     /// Events the events log could not take since the last one it did.
     pub(super) events_lost: u64,
+    /// Events the events log could not take since foster started.
+    pub(super) events_lost_total: u64,
 }
 
 impl Reports {
@@ -38,6 +40,7 @@ impl Reports {
                 None
             },
             events_lost: 0,
+            events_lost_total: 0,
         }
     }
 
@@ -67,6 +70,7 @@ impl Reports {
                         warn!("cannot write the events log (later failures are counted): {e}");
                     }
                     self.events_lost += 1;
+                    self.events_lost_total += 1;
                 }
                 Ok(()) if self.events_lost > 0 => {
                     warn!(

@@ -253,11 +253,17 @@ impl Plain {
     /// `foster run CONFIG --socket SOCKET`, once the socket answers a `status` (it is bound
     /// before any helper starts); its standard error read and let go from then on.
     pub fn start(config: &Path, socket: &Path) -> Plain {
+        Plain::start_with(config, socket, &[])
+    }
+
+    /// [`Plain::start`] with more options of `foster run`.
+    pub fn start_with(config: &Path, socket: &Path, options: &[&str]) -> Plain {
         let mut child = Command::new(FOSTER)
             .arg("run")
             .arg(config)
             .arg("--socket")
             .arg(socket)
+            .args(options)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
