@@ -184,14 +184,10 @@ impl GatePlan {
         }
     }
 
-    /// Whether the parent, whose pid `getppid()` gave as the expected one, is the expected
-    /// process: through its own pidfd when the plan has one and it lives, else by its start
-    /// time.
+    /// Whether the parent, whose pid `getppid()` gave as the expected one, has the expected
+    /// start time.
     #[inline]
-    fn same_parent(&self) -> Result<bool, GateStop> {
-        if self.lifeline_is_expected && self.look_at_lifeline() == Some(false) {
-            return Ok(true);
-        }
+    fn same_start_time(&self) -> Result<bool, GateStop> {
         match self.parent_stat.read_start_time() {
             StatRead::StartTime(s) => Ok(s == self.expected.start_time),
             StatRead::Gone => Ok(false),
@@ -326,10 +322,13 @@ impl GatePlan {
         } else if ppid != self.expected.pid {
             return gone(DeathPath::Check);
         } else {
-            if !self.same_parent()? {
+            // The expected process's own pidfd, looked at once after getppid(): still not
+            // readable, the pid is still its own, and nothing is left to check.
+            let proven = self.lifeline_is_expected && self.look_at_lifeline() == Some(false);
+            if !proven && !self.same_start_time()? {
                 return gone(DeathPath::Check);
             }
-            if self.lifeline_lost() {
+            if !proven && self.lifeline_lost() {
                 return gone(DeathPath::Lifeline);
             }
             Passage::Verified
