@@ -36,24 +36,38 @@ pub(super) fn check(
 ) {
     for (i, h) in config.helpers.iter().enumerate() {
         let at = KeyPath::root().key("helper").index(i);
-        let who = who_runs(h, &at, doc, read, errors);
-        check_command(h, &at, who.as_ref(), doc, read, errors);
-        check_probes(h, &at, who.as_ref(), doc, read, errors);
-        check_cwd(h, &at, who.as_ref(), doc, read, errors);
-        check_log(h, &at, doc, read, errors);
-        env_files(h, &at, doc, read, errors);
+        let mut c = Checking {
+            h,
+            at,
+            who: None,
+            doc,
+            read,
+        };
+        c.who = who_runs(&c, errors);
+        check_command(&c, errors);
+        check_probes(&c, errors);
+        check_cwd(&c, errors);
+        check_log(&c, errors);
+        env_files(&c, errors);
     }
+}
+
+/// One helper being checked: it, its place in the file, who it runs as (`None` when that
+/// cannot be told), the file and what was taken out of it.
+struct Checking<'a, 'd> {
+    h: &'a Helper,
+    at: KeyPath,
+    who: Option<Who>,
+    doc: &'a Document<'d>,
+    read: &'a Read<Config>,
 }
 
 /// Who helper `h` (at `at`) runs as: `None` when that cannot be told (a user or group
 /// unknown, or credentials that do not resolve), the reason reported to `errors`.
-fn who_runs(
-    h: &Helper,
-    at: &KeyPath,
-    doc: &Document<'_>,
-    read: &Read<Config>,
-    errors: &mut Vec<ConfigError>,
-) -> Option<Who> {
+fn who_runs(c: &Checking<'_, '_>, errors: &mut Vec<ConfigError>) -> Option<Who> {
+    let Checking {
+        h, at, doc, read, ..
+    } = c;
     let mut fail = |path: &KeyPath, message: String| {
         errors.push(doc.error_at(path, None, message));
     };
@@ -96,14 +110,11 @@ fn who_runs(
 }
 
 /// The program of helper `h`'s command, found and executable as `who`.
-fn check_command(
-    h: &Helper,
-    at: &KeyPath,
-    who: Option<&Who>,
-    doc: &Document<'_>,
-    read: &Read<Config>,
-    errors: &mut Vec<ConfigError>,
-) {
+fn check_command(c: &Checking<'_, '_>, errors: &mut Vec<ConfigError>) {
+    let Checking {
+        h, at, doc, read, ..
+    } = c;
+    let who = c.who.as_ref();
     let command = at.key("command");
     if !read.skipped(&command)
         && let Err(e) = program(h.command.program(), who)
@@ -117,14 +128,11 @@ fn check_command(
 }
 
 /// The programs of helper `h`'s probes (`ready.exec`, `health.exec`): they run as it does.
-fn check_probes(
-    h: &Helper,
-    at: &KeyPath,
-    who: Option<&Who>,
-    doc: &Document<'_>,
-    read: &Read<Config>,
-    errors: &mut Vec<ConfigError>,
-) {
+fn check_probes(c: &Checking<'_, '_>, errors: &mut Vec<ConfigError>) {
+    let Checking {
+        h, at, doc, read, ..
+    } = c;
+    let who = c.who.as_ref();
     let probes = [
         ("ready", h.ready.as_ref().and_then(|r| r.exec.as_ref())),
         ("health", h.health.as_ref().and_then(|r| r.exec.as_ref())),
@@ -142,14 +150,11 @@ fn check_probes(
 }
 
 /// Helper `h`'s working directory, one `who` can enter.
-fn check_cwd(
-    h: &Helper,
-    at: &KeyPath,
-    who: Option<&Who>,
-    doc: &Document<'_>,
-    read: &Read<Config>,
-    errors: &mut Vec<ConfigError>,
-) {
+fn check_cwd(c: &Checking<'_, '_>, errors: &mut Vec<ConfigError>) {
+    let Checking {
+        h, at, doc, read, ..
+    } = c;
+    let who = c.who.as_ref();
     let cwd = at.key("cwd");
     if let Some(dir) = &h.cwd
         && !read.skipped(&cwd)
@@ -161,13 +166,10 @@ fn check_cwd(
 
 /// Helper `h`'s log file: one foster (not the helper) opens at its start, with the checks of
 /// that opening.
-fn check_log(
-    h: &Helper,
-    at: &KeyPath,
-    doc: &Document<'_>,
-    read: &Read<Config>,
-    errors: &mut Vec<ConfigError>,
-) {
+fn check_log(c: &Checking<'_, '_>, errors: &mut Vec<ConfigError>) {
+    let Checking {
+        h, at, doc, read, ..
+    } = c;
     let log = at.key("log");
     if let Some(spec) = &h.log
         && !read.skipped(&log)
@@ -182,13 +184,10 @@ fn check_log(
 }
 
 /// Each `env_file` of helper `h` (at `at`) read as its launch reads it.
-fn env_files(
-    h: &Helper,
-    at: &KeyPath,
-    doc: &Document<'_>,
-    read: &Read<Config>,
-    errors: &mut Vec<ConfigError>,
-) {
+fn env_files(c: &Checking<'_, '_>, errors: &mut Vec<ConfigError>) {
+    let Checking {
+        h, at, doc, read, ..
+    } = c;
     let path = at.key("env_file");
     if read.skipped(&path) {
         return;
