@@ -96,6 +96,11 @@ pub struct RotatingFile {
     opened: bool,
 }
 
+/// The mode a new file is created with (less the umask), a helper's log and the events log
+/// alike: under a umask of 000 a file of 0666 could be written by anyone, and
+/// [`RotatingFile::judge`] would refuse it at the next start.
+const NEW_MODE: u32 = 0o640;
+
 impl RotatingFile {
     /// Opens (creating) `path` for appending; `what` names it in errors.
     pub fn open(
@@ -315,7 +320,7 @@ impl RotatingFile {
         let created = OpenOptions::new()
             .create_new(true)
             .append(true)
-            .mode(self.new_mode())
+            .mode(NEW_MODE)
             .custom_flags(libc::O_NOFOLLOW)
             .open(&self.path);
         match created {
@@ -398,14 +403,14 @@ impl RotatingFile {
         }
     }
 
-    /// The file at the path (created when `create`, mode [`RotatingFile::new_mode`]), refused
+    /// The file at the path (created when `create`, mode [`NEW_MODE`]), refused
     /// unless it is what [`RotatingFile::judge`] takes, reached without a symbolic link.
     fn open_owned(&self, create: bool) -> io::Result<File> {
         let open = |create: bool, nonblock: libc::c_int| {
             OpenOptions::new()
                 .create(create)
                 .append(true)
-                .mode(self.new_mode())
+                .mode(NEW_MODE)
                 .custom_flags(libc::O_NOFOLLOW | libc::O_NOCTTY | nonblock)
                 .open(&self.path)
         };
@@ -501,13 +506,6 @@ impl RotatingFile {
             Trust::Owned => "a regular file",
             Trust::Stream => "a regular file, FIFO or terminal",
         }
-    }
-
-    /// The mode a new file is created with (less the umask): 0640, a helper's log and the
-    /// events log alike: under a umask of 000 a file of 0666 could be written by anyone, and
-    /// [`RotatingFile::judge`] would refuse it at the next start.
-    fn new_mode(&self) -> u32 {
-        0o640
     }
 
     /// An error for something at the path that another user could have put there, or written
