@@ -40,45 +40,10 @@ fn helper<'a>(status: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no helper {name} in {status:#}"))
 }
 
-/// The first line written into `fifo`: waits (in `poll`, up to [`LIMIT`]) for a writer to
-/// write it.
+/// The first line written into `fifo`, trimmed: waits (in `poll`, up to [`LIMIT`]) for a
+/// writer to write it.
 fn read_line(fifo: &Path) -> String {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(fifo)
-        .unwrap();
-    let mut got = Vec::new();
-    let deadline = Instant::now() + LIMIT;
-    while !got.contains(&b'\n') {
-        let left = deadline.saturating_duration_since(Instant::now());
-        assert!(
-            foster::process::identity::poll_readable(f.as_raw_fd(), Some(left)),
-            "nothing written into {} within {LIMIT:?}",
-            fifo.display()
-        );
-        let mut buf = [0u8; 256];
-        match (&f).read(&mut buf) {
-            Ok(0) => {
-                // The writer closed without a newline (or none came yet: POLLHUP once one left).
-                assert!(
-                    !got.is_empty() || Instant::now() < deadline,
-                    "{}",
-                    fifo.display()
-                );
-                if !got.is_empty() {
-                    break;
-                }
-                // Safety net only: a writer that opened and closed; wait for the next one.
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            Ok(n) => got.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => panic!("{}: {e}", fifo.display()),
-        }
-    }
-    String::from_utf8_lossy(&got).trim().to_string()
+    common::fifo::line(fifo).trim().to_string()
 }
 
 /// Writes a line into `fifo` once its reader has opened it (up to [`LIMIT`]).

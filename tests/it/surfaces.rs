@@ -480,14 +480,9 @@ fn line_with(lines: &std::sync::mpsc::Receiver<String>, what: &str) -> String {
 #[test]
 fn an_events_log_fifo_whose_reader_stalls_does_not_stop_foster() {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
     let d = Dir::new("surf", "fifo");
     let fifo = d.fifo("events");
-    let mut reader = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(&fifo)
-        .unwrap();
+    let mut reader = common::fifo::open_reader(&fifo);
     let config = "[[helper]]\nname = \"crasher\"\ncommand = [\"/bin/sh\", \"-c\", \"exit 3\"]\n\
                   restart = \"always\"\n\
                   backoff = { initial = \"5ms\", max = \"5ms\", limit = 100000 }\n";
@@ -528,14 +523,9 @@ fn an_events_log_fifo_whose_reader_stalls_does_not_stop_foster() {
 #[test]
 fn a_reopen_of_an_events_log_fifo_without_a_reader_does_not_wait() {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
     let d = Dir::new("surf", "fiforeopen");
     let fifo = d.fifo("events");
-    let mut reader = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(&fifo)
-        .unwrap();
+    let mut reader = common::fifo::open_reader(&fifo);
     let config = "[[helper]]\nname = \"s\"\ncommand = [\"sleep\", \"1000\"]\n";
     let log = fifo.to_str().unwrap();
     let (mut run, err) = Run::start_with_stderr(&d, config, &["--no-contain", "--events-log", log]);

@@ -36,15 +36,21 @@ pub fn number(fifo: &Path) -> i32 {
         .unwrap_or_else(|e| panic!("not a number in the FIFO {}: {text:?}: {e}", fifo.display()))
 }
 
+/// `fifo` opened for reading without blocking: the open does not wait for a writer, and a
+/// read of an empty FIFO is `WouldBlock`.
+pub fn open_reader(fifo: &Path) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(fifo)
+        .unwrap_or_else(|e| panic!("open the FIFO {}: {e}", fifo.display()))
+}
+
 /// Reads `fifo` up to its first newline (`at_newline`) or to its end. Opened for reading
 /// without blocking (a writer's open waits for it as before); poll says nothing, not even a
 /// hang-up, until a writer has come.
 fn read(fifo: &Path, at_newline: bool) -> String {
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(fifo)
-        .unwrap_or_else(|e| panic!("open the FIFO {}: {e}", fifo.display()));
+    let mut f = open_reader(fifo);
     let deadline = Instant::now() + LIMIT;
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
