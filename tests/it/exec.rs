@@ -73,6 +73,24 @@ fn watcher_and_program(out: std::process::ChildStdout) -> (i32, i32) {
     pids
 }
 
+/// A shell that runs `foster exec --watch --grace GRACE` in the background (its program a
+/// shell that runs `prelude`, says its pid and sleeps) and then waits on its standard input:
+/// the shell, the watcher's pid and the program's.
+fn watched_under_a_shell(grace: &str, prelude: &str) -> (std::process::Child, i32, i32) {
+    let script = format!(
+        r#"FOSTER_PARENT=$("$F" identity $$) "$F" exec --watch --grace {grace} -- /bin/sh -c '{prelude}echo "program $$"; exec sleep 30' &
+               echo "watcher $!"; read x"#
+    );
+    let mut parent = sh_command(&script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (watcher, program) = watcher_and_program(parent.stdout.take().unwrap());
+    (parent, watcher, program)
+}
+
 #[test]
 fn without_an_expected_parent_it_refuses_with_125() {
     let o = sh(r#""$F" exec -- /bin/true; echo "status $?""#);
@@ -250,16 +268,7 @@ fn a_parent_death_signal_that_does_not_end_a_process_is_a_usage_error() {
 #[test]
 fn watch_delivers_the_signal_to_its_program_when_the_parent_dies() {
     // A shell is the parent; it runs foster exec --watch in the background and waits on stdin.
-    let mut parent = sh_command(
-        r#"FOSTER_PARENT=$("$F" identity $$) "$F" exec --watch --grace 5s -- /bin/sh -c 'echo "program $$"; exec sleep 30' &
-               echo "watcher $!"; read x"#,
-    )
-    .stdin(Stdio::piped())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    let (watcher, program) = watcher_and_program(parent.stdout.take().unwrap());
+    let (mut parent, watcher, program) = watched_under_a_shell("5s", "");
     let wfd = pidfd_open(watcher).unwrap();
     let pfd = pidfd_open(program).unwrap();
     // The program's parent is the watcher.
@@ -667,16 +676,7 @@ fn watch_with_kill_keeps_its_mask_and_forwards_term() {
 /// process exited).
 #[test]
 fn watch_sends_sigkill_once_after_the_grace_and_waits() {
-    let mut parent = sh_command(
-        r#"FOSTER_PARENT=$("$F" identity $$) "$F" exec --watch --grace 200ms -- /bin/sh -c 'trap "" TERM; echo "program $$"; exec sleep 30' &
-               echo "watcher $!"; read x"#,
-    )
-    .stdin(Stdio::piped())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    let (watcher, program) = watcher_and_program(parent.stdout.take().unwrap());
+    let (mut parent, watcher, program) = watched_under_a_shell("200ms", r#"trap "" TERM; "#);
     let wfd = pidfd_open(watcher).unwrap();
     let pfd = pidfd_open(program).unwrap();
     parent.kill().unwrap();
